@@ -1,0 +1,301 @@
+"""The DGLJob API at the edge: names, defaults, and typed access to the raw JSON object.
+
+The CRD (charts/dgl-operator/crds/qihoo.net_dgljobs.yaml) is the source of truth for
+validation; :func:`parse_job` re-checks the same rules so that an object that slipped past
+admission (an old CRD, a cluster without CEL) ends ``Failed``/``InvalidSpec`` with a message
+naming the field, instead of crashing the controller.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from informers.resources import Resource
+
+GROUP = "qihoo.net"
+VERSION = "v1alpha1"
+KIND = "DGLJob"
+API_VERSION = f"{GROUP}/{VERSION}"
+DGLJOBS = Resource(GROUP, VERSION, "dgljobs", KIND)
+
+# Replica types
+LAUNCHER = "Launcher"
+WORKER = "Worker"
+PARTITIONER = "Partitioner"
+REPLICA_TYPES = (LAUNCHER, PARTITIONER, WORKER)
+
+# spec.partitionMode
+DGL_API = "DGL-API"
+SKIP = "Skip"
+PARMETIS = "ParMETIS"
+DIST_PARMETIS = "DistParMETIS"
+PARTITION_MODES = (DGL_API, SKIP, PARMETIS, DIST_PARMETIS)
+IMPLEMENTED_PARTITION_MODES = (DGL_API, SKIP)
+
+# spec.cleanPodPolicy
+CLEAN_RUNNING = "Running"
+CLEAN_ALL = "All"
+CLEAN_NONE = "None"
+CLEAN_POD_POLICIES = (CLEAN_RUNNING, CLEAN_ALL, CLEAN_NONE)
+
+# spec.launcherCreationPolicy
+WAIT_FOR_WORKERS_READY = "WaitForWorkersReady"
+AT_STARTUP = "AtStartup"
+LAUNCHER_CREATION_POLICIES = (WAIT_FOR_WORKERS_READY, AT_STARTUP)
+
+MAX_NAME = 63  # DNS-1035 label: pod hostnames, Service names, label values
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+class SpecError(ValueError):
+    """A DGLJob field is invalid; ``field`` is its path, e.g. ``spec.runPolicy.backoffLimit``."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    replicas: int
+    template: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    ttl_seconds_after_finished: int | None = None
+    active_deadline_seconds: int | None = None
+    backoff_limit: int = 0
+    suspend: bool = False
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    partition_mode: str
+    clean_pod_policy: str
+    slots_per_worker: int
+    launcher_creation_policy: str
+    launcher: ReplicaSpec
+    worker: ReplicaSpec | None
+    run_policy: RunPolicy
+
+    @property
+    def skip(self) -> bool:
+        return self.partition_mode == SKIP
+
+    @property
+    def workers(self) -> int:
+        return self.worker.replicas if self.worker else 0
+
+
+@dataclass(frozen=True)
+class DGLJob:
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    spec: JobSpec
+    raw: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def status(self) -> dict[str, Any]:
+        st = self.raw.get("status")
+        return st if isinstance(st, dict) else {}
+
+    # Derived child names (the original operator's naming, kept for compatibility).
+    @property
+    def launcher_name(self) -> str:
+        return f"{self.name}-launcher"
+
+    @property
+    def partitioner_name(self) -> str:
+        return f"{self.name}-partitioner"
+
+    @property
+    def config_name(self) -> str:
+        return f"{self.name}-config"
+
+    def worker_name(self, index: int) -> str:
+        return f"{self.name}-worker-{index}"
+
+    def worker_names(self) -> list[str]:
+        return [self.worker_name(i) for i in range(self.spec.workers)]
+
+
+# -- parsing ------------------------------------------------------------------------------
+
+
+def _int(value: Any, field: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    number: int
+    if isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    else:
+        raise SpecError(field, f"must be an integer, got {value!r}")
+    if minimum is not None and number < minimum:
+        raise SpecError(field, f"must be >= {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise SpecError(field, f"must be <= {maximum}, got {number}")
+    return number
+
+
+def _opt_int(d: dict[str, Any], key: str, field: str, minimum: int) -> int | None:
+    if d.get(key) is None:
+        return None
+    return _int(d[key], f"{field}.{key}", minimum=minimum)
+
+
+def _choice(value: Any, field: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise SpecError(field, f"must be one of {', '.join(allowed)}; got {value!r}")
+    return str(value)
+
+
+def _dict(value: Any, field: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SpecError(field, f"must be an object, got {type(value).__name__}")
+    return value
+
+
+def _template(value: Any, field: str) -> dict[str, Any]:
+    tpl = _dict(value, field)
+    spec = tpl.get("spec")
+    if spec is None:
+        raise SpecError(f"{field}.spec", "is required")
+    spec = _dict(spec, f"{field}.spec")
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        raise SpecError(f"{field}.spec.containers", "must list at least one container")
+    for i, c in enumerate(containers):
+        cfield = f"{field}.spec.containers[{i}]"
+        c = _dict(c, cfield)
+        for required in ("name", "image"):
+            if not isinstance(c.get(required), str) or not c.get(required):
+                raise SpecError(f"{cfield}.{required}", "is required")
+    return tpl
+
+
+def _replica(value: Any, field: str, *, exactly_one: bool) -> ReplicaSpec:
+    rs = _dict(value, field)
+    replicas = _int(rs.get("replicas", 1), f"{field}.replicas", minimum=1, maximum=10000)
+    if exactly_one and replicas != 1:
+        raise SpecError(f"{field}.replicas", f"Launcher replicas must be 1, got {replicas}")
+    if "template" not in rs:
+        raise SpecError(f"{field}.template", "is required")
+    return ReplicaSpec(replicas, _template(rs["template"], f"{field}.template"))
+
+
+def _run_policy(value: Any) -> RunPolicy:
+    if value is None:
+        return RunPolicy()
+    rp = _dict(value, "spec.runPolicy")
+    suspend = rp.get("suspend", False)
+    if not isinstance(suspend, bool):
+        raise SpecError("spec.runPolicy.suspend", f"must be true or false, got {suspend!r}")
+    backoff = rp.get("backoffLimit")
+    return RunPolicy(
+        ttl_seconds_after_finished=_opt_int(rp, "ttlSecondsAfterFinished", "spec.runPolicy", 0),
+        active_deadline_seconds=_opt_int(rp, "activeDeadlineSeconds", "spec.runPolicy", 1),
+        backoff_limit=0
+        if backoff is None
+        else _int(backoff, "spec.runPolicy.backoffLimit", minimum=0, maximum=100),
+        suspend=suspend,
+    )
+
+
+def validate_name(name: str, spec: JobSpec) -> None:
+    if not _DNS1035.match(name):
+        raise SpecError(
+            "metadata.name",
+            f"{name!r} must be a DNS-1035 label (lowercase letters, digits and '-', starting "
+            "with a letter): it names the job's pods and Services",
+        )
+    longest = [f"{name}-launcher"]
+    if not spec.skip:
+        longest += [f"{name}-partitioner", f"{name}-worker-{max(spec.workers - 1, 0)}"]
+    for derived in longest:
+        if len(derived) > MAX_NAME:
+            raise SpecError(
+                "metadata.name",
+                f"is too long: derived pod name {derived!r} has {len(derived)} characters, "
+                f"the limit is {MAX_NAME}",
+            )
+
+
+def parse_spec(spec_obj: Any) -> JobSpec:
+    spec = _dict(spec_obj, "spec")
+    mode = _choice(spec.get("partitionMode", DGL_API), "spec.partitionMode", PARTITION_MODES)
+    if mode not in IMPLEMENTED_PARTITION_MODES:
+        raise SpecError(
+            "spec.partitionMode",
+            f"partitionMode {mode} is not implemented yet; use DGL-API or Skip",
+        )
+    clean = _choice(
+        spec.get("cleanPodPolicy", CLEAN_RUNNING), "spec.cleanPodPolicy", CLEAN_POD_POLICIES
+    )
+    slots = _int(spec.get("slotsPerWorker", 1), "spec.slotsPerWorker", minimum=1, maximum=1024)
+    creation = _choice(
+        spec.get("launcherCreationPolicy", WAIT_FOR_WORKERS_READY),
+        "spec.launcherCreationPolicy",
+        LAUNCHER_CREATION_POLICIES,
+    )
+    if "dglReplicaSpecs" not in spec:
+        raise SpecError("spec.dglReplicaSpecs", "is required")
+    replica_specs = _dict(spec["dglReplicaSpecs"], "spec.dglReplicaSpecs")
+    unknown = sorted(set(replica_specs) - {LAUNCHER, WORKER})
+    if unknown:
+        raise SpecError(
+            "spec.dglReplicaSpecs",
+            f"unknown replica type(s) {', '.join(unknown)}; only Launcher and Worker are allowed",
+        )
+    if LAUNCHER not in replica_specs:
+        raise SpecError("spec.dglReplicaSpecs.Launcher", "is required")
+    launcher = _replica(replica_specs[LAUNCHER], "spec.dglReplicaSpecs.Launcher", exactly_one=True)
+    worker: ReplicaSpec | None = None
+    if mode == SKIP:
+        if WORKER in replica_specs:
+            raise SpecError(
+                "spec.dglReplicaSpecs.Worker",
+                "must not be set when partitionMode is Skip (Skip runs the launcher alone)",
+            )
+    else:
+        if WORKER not in replica_specs:
+            raise SpecError(
+                "spec.dglReplicaSpecs.Worker", "is required unless partitionMode is Skip"
+            )
+        worker = _replica(replica_specs[WORKER], "spec.dglReplicaSpecs.Worker", exactly_one=False)
+    return JobSpec(
+        partition_mode=mode,
+        clean_pod_policy=clean,
+        slots_per_worker=slots,
+        launcher_creation_policy=creation,
+        launcher=launcher,
+        worker=worker,
+        run_policy=_run_policy(spec.get("runPolicy")),
+    )
+
+
+def parse_job(obj: dict[str, Any]) -> DGLJob:
+    """Typed view of a raw DGLJob; raises :class:`SpecError` naming the offending field."""
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    if "spec" not in obj:
+        raise SpecError("spec", "is required")
+    spec = parse_spec(obj["spec"])
+    validate_name(name, spec)
+    return DGLJob(
+        namespace=str(meta.get("namespace") or ""),
+        name=name,
+        uid=str(meta.get("uid") or ""),
+        generation=int(meta.get("generation") or 0),
+        spec=spec,
+        raw=obj,
+    )

@@ -1,0 +1,458 @@
+"""Desired children of a DGLJob, as pure functions of the job (and observed pod IPs).
+
+Every pod field the operator sets is set here, in exactly one builder. The formats (ConfigMap
+keys, env vars, mounts, names) are those of the original Go operator, so that manifests and
+images written for it keep working.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controller.api import API_VERSION, KIND, LAUNCHER, PARTITIONER, WORKER, DGLJob
+from controller.quantity import format_bytes, parse_quantity
+
+Obj = dict[str, Any]
+
+# Labels and annotations (the first three are the original operator's).
+REPLICA_NAME_LABEL = "dgl-replica-name"
+REPLICA_TYPE_LABEL = "dgl-replica-type"
+REPLICA_ANNOTATION = "dgl-replica"
+JOB_NAME_LABEL = "dgl.qihoo.net/job-name"
+ATTEMPT_ANNOTATION = "dgl.qihoo.net/restart-attempt"
+
+# Paths and env of the pod contract.
+CONFIG_DIR = "/etc/dgl"
+KUBE_DIR = "/opt/kube"
+WORKSPACE = "/dgl_workspace"
+DATASET_DIR = f"{WORKSPACE}/dataset"
+KUBEXEC_PATH = f"{CONFIG_DIR}/kubexec.sh"
+HOSTFILE_PATH = f"{CONFIG_DIR}/hostfile"
+PARTFILE_PATH = f"{CONFIG_DIR}/partfile"
+LEADFILE_PATH = f"{CONFIG_DIR}/leadfile"
+KUBECTL_PATH = f"{KUBE_DIR}/kubectl"
+PHASE_ENV = "DGL_OPERATOR_PHASE_ENV"
+PHASE_PARTITIONER = "Partitioner"
+PHASE_LAUNCHER_WORKLOAD = "Launcher_Workload"
+
+DGL_PORT = 30050
+DGL_PORT_COUNT = 20  # DGL server k on a machine binds DGL_PORT + k
+
+KUBE_VOLUME = "kube-volume"
+CONFIG_VOLUME = "config-volume"
+DATASET_VOLUME = "dataset-volume"
+SHM_VOLUME = "shm-volume"
+
+MODE_EXEC = 0o555  # 365
+MODE_READ = 0o444  # 292
+
+KUBEXEC_SCRIPT = (
+    f'#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n{KUBECTL_PATH} exec ${{POD_NAME}} -- /bin/sh -c "$*"\n'
+)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Operator-level settings that shape the children (from the CLI flags)."""
+
+    kubectl_download_image: str = "dgloperator/kubectl-download:v0.1.0"
+    watcher_loop_image: str = "dgloperator/watcher-loop:v0.1.0"
+    init_image_pull_policy: str = "IfNotPresent"
+    kubectl_download_url: str = ""
+    kubectl_download_sha256: str = ""
+
+
+# -- shared pieces --------------------------------------------------------------------------
+
+
+def owner_reference(job: DGLJob) -> Obj:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": job.name,
+        "uid": job.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _meta(job: DGLJob, name: str, labels: Mapping[str, str] | None = None) -> Obj:
+    return {
+        "name": name,
+        "namespace": job.namespace,
+        "labels": {JOB_NAME_LABEL: job.name, **(labels or {})},
+        "ownerReferences": [owner_reference(job)],
+    }
+
+
+def _env(name: str, value: str) -> Obj:
+    return {"name": name, "value": value}
+
+
+def _set_env(container: Obj, *pairs: tuple[str, str]) -> None:
+    """Set env vars on a container, replacing same-named entries the user gave."""
+    env = [e for e in container.get("env") or [] if e.get("name") not in {n for n, _ in pairs}]
+    container["env"] = env + [_env(n, v) for n, v in pairs]
+
+
+def _add_mounts(container: Obj, *mounts: tuple[str, str]) -> None:
+    existing = container.get("volumeMounts") or []
+    taken = {m.get("mountPath") for m in existing}
+    container["volumeMounts"] = existing + [
+        {"name": n, "mountPath": p} for n, p in mounts if p not in taken
+    ]
+
+
+def _add_volumes(spec: Obj, *volumes: Obj) -> None:
+    existing = spec.get("volumes") or []
+    taken = {v.get("name") for v in existing}
+    spec["volumes"] = existing + [v for v in volumes if v["name"] not in taken]
+
+
+def _config_volume(job: DGLJob, keys: tuple[tuple[str, int], ...]) -> Obj:
+    return {
+        "name": CONFIG_VOLUME,
+        "configMap": {
+            "name": job.config_name,
+            "items": [{"key": k, "path": k, "mode": mode} for k, mode in keys],
+        },
+    }
+
+
+ALL_CONFIG_KEYS = (
+    ("kubexec.sh", MODE_EXEC),
+    ("hostfile", MODE_READ),
+    ("partfile", MODE_READ),
+    ("leadfile", MODE_READ),
+)
+LAUNCHER_CONFIG_KEYS = ALL_CONFIG_KEYS[:3]  # the seed's launcher mounts no leadfile
+
+
+def _base_pod(job: DGLJob, template: Obj, name: str, replica_type: str, attempt: int) -> Obj:
+    tpl = copy.deepcopy(template)
+    tmeta = tpl.get("metadata") or {}
+    meta = _meta(
+        job,
+        name,
+        {**(tmeta.get("labels") or {}), REPLICA_NAME_LABEL: name, REPLICA_TYPE_LABEL: replica_type},
+    )
+    meta["annotations"] = {
+        **(tmeta.get("annotations") or {}),
+        REPLICA_ANNOTATION: replica_type,
+        ATTEMPT_ANNOTATION: str(attempt),
+    }
+    spec = tpl.get("spec") or {}
+    spec["restartPolicy"] = "Never"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def _main(pod: Obj) -> Obj:
+    container: Obj = pod["spec"]["containers"][0]
+    return container
+
+
+def _kubectl_download(opts: BuildOptions) -> Obj:
+    c: Obj = {
+        "name": "kubectl-download",
+        "image": opts.kubectl_download_image,
+        "imagePullPolicy": opts.init_image_pull_policy,
+        "volumeMounts": [{"name": KUBE_VOLUME, "mountPath": KUBE_DIR}],
+    }
+    env = [("TARGET_DIR", KUBE_DIR)]
+    if opts.kubectl_download_url:
+        env.append(("KUBECTL_URL", opts.kubectl_download_url))
+    if opts.kubectl_download_sha256:
+        env.append(("KUBECTL_SHA256", opts.kubectl_download_sha256))
+    c["env"] = [_env(k, v) for k, v in env]
+    return c
+
+
+def _watcher_loop(
+    job: DGLJob,
+    opts: BuildOptions,
+    name: str,
+    file: str,
+    mode: str,
+    expected: int,
+    mounts: list[Obj],
+) -> Obj:
+    return {
+        "name": name,
+        "image": opts.watcher_loop_image,
+        "imagePullPolicy": opts.init_image_pull_policy,
+        "env": [
+            _env("WATCHERFILE", file),
+            _env("WATCHERMODE", mode),
+            _env("NAMESPACE", job.namespace),
+            _env("WATCHER_EXPECTED_PODS", str(expected)),
+        ],
+        "volumeMounts": mounts,
+    }
+
+
+def shm_size_limit(container: Obj) -> str | None:
+    """Half the container's memory limit (bytes, exact), or None without a limit."""
+    limit = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+    if limit is None:
+        return None
+    try:
+        total = int(parse_quantity(limit))
+    except ValueError:
+        return None  # the API server rejects such a pod; do not mask its message
+    return format_bytes(total // 2) if total > 1 else None
+
+
+# -- ConfigMap and RBAC ---------------------------------------------------------------------
+
+
+def _ip(pod: Obj | None) -> str:
+    if not pod:
+        return ""
+    return str((pod.get("status") or {}).get("podIP") or "")
+
+
+def hostfile(job: DGLJob, pods: Mapping[str, Obj]) -> str:
+    """One line per worker with an IP, in numeric worker order."""
+    lines = []
+    for name in job.worker_names():
+        ip = _ip(pods.get(name))
+        if ip:
+            lines.append(f"{ip} {DGL_PORT} {name} slots={job.spec.slots_per_worker}\n")
+    return "".join(lines)
+
+
+def _single_line(pod_name: str, pods: Mapping[str, Obj]) -> str:
+    ip = _ip(pods.get(pod_name))
+    return f"{ip} {DGL_PORT} {pod_name}\n" if ip else ""
+
+
+def config_map(job: DGLJob, pods: Mapping[str, Obj]) -> Obj:
+    """``<job>-config`` with kubexec.sh, hostfile, partfile and leadfile."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(job, job.config_name, {"app": job.name}),
+        "data": {
+            "kubexec.sh": KUBEXEC_SCRIPT,
+            "hostfile": hostfile(job, pods),
+            "partfile": _single_line(job.partitioner_name, pods),
+            "leadfile": _single_line(job.launcher_name, pods),
+        },
+    }
+
+
+def service_account(job: DGLJob, name: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _meta(job, name),
+    }
+
+
+def role(job: DGLJob, name: str, exec_targets: list[str]) -> Obj:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(job, name),
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+            {
+                "apiGroups": [""],
+                "resources": ["pods/exec"],
+                "resourceNames": exec_targets,
+                "verbs": ["create", "get"],
+            },
+        ],
+    }
+
+
+def role_binding(job: DGLJob, name: str) -> Obj:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(job, name),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": job.namespace}],
+    }
+
+
+def rbac(job: DGLJob) -> list[Obj]:
+    """ServiceAccount, Role and RoleBinding for the launcher (exec into this job's workers)
+    and the partitioner (exec into this job's launcher)."""
+    out: list[Obj] = []
+    for name, targets in (
+        (job.launcher_name, job.worker_names()),
+        (job.partitioner_name, [job.launcher_name]),
+    ):
+        out += [service_account(job, name), role(job, name, targets), role_binding(job, name)]
+    return out
+
+
+# -- pods and services ----------------------------------------------------------------------
+
+
+def _dgl_ports() -> list[Obj]:
+    return [
+        {
+            "name": "dglserver" if k == 0 else f"dglserver-{k}",
+            "containerPort": DGL_PORT + k,
+            "protocol": "TCP",
+        }
+        for k in range(DGL_PORT_COUNT)
+    ]
+
+
+def worker_pod(job: DGLJob, index: int, attempt: int = 0) -> Obj:
+    assert job.spec.worker is not None
+    name = job.worker_name(index)
+    pod = _base_pod(job, job.spec.worker.template, name, WORKER, attempt)
+    main = _main(pod)
+    if not main.get("command"):
+        main["command"] = ["sleep"]
+        main["args"] = ["365d"]
+    _set_env(main, ("DGL_OPERATOR_ENV", "1"))
+    taken = {p.get("containerPort") for p in main.get("ports") or []}
+    main["ports"] = (main.get("ports") or []) + [
+        p for p in _dgl_ports() if p["containerPort"] not in taken
+    ]
+    _add_mounts(main, (SHM_VOLUME, "/dev/shm"), (CONFIG_VOLUME, CONFIG_DIR))
+    shm: Obj = {"medium": "Memory"}
+    size = shm_size_limit(main)
+    if size:
+        shm["sizeLimit"] = size
+    _add_volumes(
+        pod["spec"], {"name": SHM_VOLUME, "emptyDir": shm}, _config_volume(job, ALL_CONFIG_KEYS)
+    )
+    return pod
+
+
+def worker_service(job: DGLJob, index: int) -> Obj:
+    name = job.worker_name(index)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(job, name, {REPLICA_NAME_LABEL: name, REPLICA_TYPE_LABEL: WORKER}),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {REPLICA_NAME_LABEL: name},
+            "ports": [
+                {"name": p["name"], "port": p["containerPort"], "protocol": "TCP"}
+                for p in _dgl_ports()
+            ],
+        },
+    }
+
+
+def _operator_env(*extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+    return (
+        ("DGL_OPERATOR_KUBEXEC_PATH", KUBEXEC_PATH),
+        ("DGL_OPERATOR_HOSTFILE_PATH", HOSTFILE_PATH),
+        ("DGL_OPERATOR_KUBECTL_PATH", KUBECTL_PATH),
+        ("DGL_OPERATOR_ENV", "1"),
+        *extra,
+    )
+
+
+def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
+    """The Worker template running the Launcher's command with the Partitioner phase."""
+    assert job.spec.worker is not None
+    name = job.partitioner_name
+    pod = _base_pod(job, job.spec.worker.template, name, PARTITIONER, attempt)
+    main = _main(pod)
+    launcher_main = job.spec.launcher.template["spec"]["containers"][0]
+    for field in ("command", "args"):
+        if launcher_main.get(field) is not None:
+            main[field] = copy.deepcopy(launcher_main[field])
+        else:
+            main.pop(field, None)
+    _set_env(
+        main,
+        *_operator_env(
+            ("DGL_OPERATOR_LEADFILE_PATH", LEADFILE_PATH),
+            (PHASE_ENV, PHASE_PARTITIONER),
+        ),
+    )
+    _add_mounts(main, (CONFIG_VOLUME, CONFIG_DIR), (KUBE_VOLUME, KUBE_DIR))
+    spec = pod["spec"]
+    spec["serviceAccountName"] = name
+    spec["initContainers"] = [_kubectl_download(opts), *(spec.get("initContainers") or [])]
+    _add_volumes(spec, _config_volume(job, ALL_CONFIG_KEYS), {"name": KUBE_VOLUME, "emptyDir": {}})
+    return pod
+
+
+def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
+    name = job.launcher_name
+    pod = _base_pod(job, job.spec.launcher.template, name, LAUNCHER, attempt)
+    main = _main(pod)
+    spec = pod["spec"]
+    if job.spec.skip:
+        _set_env(main, (PHASE_ENV, PHASE_LAUNCHER_WORKLOAD))
+        return pod
+    _set_env(main, *_operator_env())
+    _add_mounts(
+        main, (KUBE_VOLUME, KUBE_DIR), (CONFIG_VOLUME, CONFIG_DIR), (DATASET_VOLUME, DATASET_DIR)
+    )
+    config_mount = {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR}
+    spec["serviceAccountName"] = name
+    spec["initContainers"] = [
+        _kubectl_download(opts),
+        _watcher_loop(
+            job,
+            opts,
+            "watcher-loop-partitioner",
+            PARTFILE_PATH,
+            "finished",
+            1,
+            [config_mount, {"name": DATASET_VOLUME, "mountPath": DATASET_DIR}],
+        ),
+        _watcher_loop(
+            job,
+            opts,
+            "watcher-loop-worker",
+            HOSTFILE_PATH,
+            "ready",
+            job.spec.workers,
+            [config_mount],
+        ),
+        *(spec.get("initContainers") or []),
+    ]
+    _add_volumes(
+        spec,
+        {"name": KUBE_VOLUME, "emptyDir": {}},
+        {"name": DATASET_VOLUME, "emptyDir": {}},
+        _config_volume(job, LAUNCHER_CONFIG_KEYS),
+    )
+    return pod
+
+
+@dataclass(frozen=True)
+class Desired:
+    """Everything a job should have, in creation order."""
+
+    config_map: Obj | None
+    rbac: list[Obj]
+    services: list[Obj]
+    workers: list[Obj]
+    partitioner: Obj | None
+    launcher: Obj
+
+
+def desired(
+    job: DGLJob, opts: BuildOptions, pods: Mapping[str, Obj] | None = None, attempt: int = 0
+) -> Desired:
+    """All children of ``job``; ``pods`` (by name) supplies the IPs for the ConfigMap."""
+    if job.spec.skip:
+        return Desired(None, [], [], [], None, launcher_pod(job, opts, attempt))
+    n = job.spec.workers
+    return Desired(
+        config_map=config_map(job, pods or {}),
+        rbac=rbac(job),
+        services=[worker_service(job, i) for i in range(n)],
+        workers=[worker_pod(job, i, attempt) for i in range(n)],
+        partitioner=partitioner_pod(job, opts, attempt),
+        launcher=launcher_pod(job, opts, attempt),
+    )

@@ -1,0 +1,214 @@
+"""Wiring: informers -> event handlers -> rate-limited workqueue -> workers -> JobSync.
+
+Handlers only enqueue keys (a child's key is its controlling DGLJob's); workers pull keys,
+run one sync each with the job key and a reconcile id bound to the log context, and requeue
+by the result: error -> rate-limited, requeue-after -> forget + add_after, else forget.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from controller.api import API_VERSION, DGLJOBS, KIND
+from controller.apply import ForeignObjectError
+from controller.builders import JOB_NAME_LABEL, BuildOptions
+from controller.events import EventRecorder
+from controller.expectations import ADD, DELETE, Expectations
+from controller.metrics import CONTROLLER, Metrics
+from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
+from controller.sync import CHILD_RESOURCES, JobSync, Listers
+from informers.errors import KubeError
+from informers.factory import SharedInformerFactory
+from informers.lister import Lister
+from informers.rest import KubeClient
+from informers.shared import EventHandler, SharedInformer
+from informers.store import (
+    CONTROLLER_UID_INDEX,
+    DeletedFinalStateUnknown,
+    controller_ref,
+    controller_uid_index,
+    meta_namespace_key,
+)
+from workqueue import Clock, RateLimitingQueue
+
+log = structlog.get_logger("controller")
+
+Obj = dict[str, Any]
+
+
+def owner_job_key(obj: Obj) -> str | None:
+    """``namespace/name`` of the DGLJob controlling ``obj``, or None for anything else."""
+    ref = controller_ref(obj)
+    if not ref or ref.get("kind") != KIND or ref.get("apiVersion") != API_VERSION:
+        return None
+    ns = (obj.get("metadata") or {}).get("namespace") or ""
+    return f"{ns}/{ref.get('name')}"
+
+
+def _unwrap(obj: Obj | DeletedFinalStateUnknown) -> Obj:
+    return obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj
+
+
+def _rv(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class Controller:
+    def __init__(
+        self,
+        client: KubeClient,
+        factory: SharedInformerFactory,
+        *,
+        options: BuildOptions | None = None,
+        metrics: Metrics | None = None,
+        recorder: EventRecorder | None = None,
+        clock: Clock | None = None,
+        now: Callable[[], float] = time.time,
+        expectations: Expectations | None = None,
+    ) -> None:
+        self.client = client
+        self.factory = factory
+        self.metrics = metrics or Metrics()
+        self.recorder = recorder or EventRecorder(client)
+        self.expectations = expectations or Expectations()
+        self.queue: RateLimitingQueue[str] = RateLimitingQueue(
+            "dgljob",
+            clock=clock,
+            metrics_provider=PrometheusWorkqueueMetricsProvider(self.metrics.registry),
+        )
+        self.job_informer = factory.informer_for(DGLJOBS)
+        self.child_informers: dict[str, SharedInformer] = {}
+        for res in CHILD_RESOURCES:
+            inf = factory.informer_for(
+                res,
+                label_selector=JOB_NAME_LABEL,
+                indexers={CONTROLLER_UID_INDEX: controller_uid_index},
+            )
+            self.child_informers[res.plural] = inf
+        inf_of = self.child_informers
+        self.listers = Listers(
+            jobs=Lister(self.job_informer.store),
+            pods=Lister(inf_of["pods"].store),
+            services=Lister(inf_of["services"].store),
+            configmaps=Lister(inf_of["configmaps"].store),
+            serviceaccounts=Lister(inf_of["serviceaccounts"].store),
+            roles=Lister(inf_of["roles"].store),
+            rolebindings=Lister(inf_of["rolebindings"].store),
+        )
+        self.sync = JobSync(
+            client,
+            self.listers,
+            options=options or BuildOptions(),
+            recorder=self.recorder,
+            metrics=self.metrics,
+            expectations=self.expectations,
+            now=now,
+        )
+        self.job_informer.add_event_handler(
+            EventHandler(
+                on_add=self._enqueue_job,
+                on_update=lambda _old, new: self._enqueue_job(new),
+                on_delete=lambda obj: self._enqueue_job(_unwrap(obj)),
+            )
+        )
+        for plural, inf in self.child_informers.items():
+            inf.add_event_handler(self._child_handler(plural))
+        self._workers: list[threading.Thread] = []
+
+    # -- handlers -------------------------------------------------------------------------
+
+    def _enqueue_job(self, obj: Obj) -> None:
+        self.queue.add(meta_namespace_key(obj))
+
+    def _child_handler(self, plural: str) -> EventHandler:
+        def on_add(obj: Obj) -> None:
+            key = owner_job_key(obj)
+            if key:
+                self.expectations.observe(key, ADD, plural, obj["metadata"]["name"])
+                self.queue.add(key)
+
+        def on_update(old: Obj, new: Obj) -> None:
+            if _rv(old) == _rv(new):
+                return  # periodic resync of a child: the job's own resync covers it
+            keys = {owner_job_key(old), owner_job_key(new)} - {None}
+            for key in keys:
+                assert key is not None
+                self.queue.add(key)
+
+        def on_delete(obj: Obj | DeletedFinalStateUnknown) -> None:
+            real = _unwrap(obj)
+            key = owner_job_key(real)
+            if key:
+                self.expectations.observe(key, DELETE, plural, real["metadata"]["name"])
+                self.queue.add(key)
+
+        return EventHandler(on_add=on_add, on_update=on_update, on_delete=on_delete)
+
+    # -- workers --------------------------------------------------------------------------
+
+    def informers(self) -> list[SharedInformer]:
+        return [self.job_informer, *self.child_informers.values()]
+
+    def has_synced(self) -> bool:
+        return all(inf.has_synced() for inf in self.informers())
+
+    def start_workers(self, n: int) -> None:
+        self.metrics.max_concurrent.labels(CONTROLLER).set(n)
+        self.recorder.start()
+        for i in range(n):
+            t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
+            t.start()
+            self._workers.append(t)
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop taking new keys, let in-flight syncs finish, then flush events."""
+        drained = threading.Thread(target=self.queue.shut_down_with_drain, daemon=True)
+        drained.start()
+        drained.join(timeout)
+        self.queue.shut_down()
+        for t in self._workers:
+            t.join(timeout)
+        self.recorder.stop()
+
+    def _worker(self) -> None:
+        while self.process_next():
+            pass
+
+    def process_next(self) -> bool:
+        key, shutdown = self.queue.get()
+        if shutdown or key is None:
+            return False
+        active = self.metrics.active_workers.labels(CONTROLLER)
+        active.inc()
+        started = time.monotonic()
+        structlog.contextvars.bind_contextvars(job=key, reconcile_id=uuid.uuid4().hex[:12])
+        try:
+            result = self.sync.sync(key)
+        except Exception as e:  # every failure is logged and retried with backoff
+            self.queue.add_rate_limited(key)
+            self.metrics.reconcile_total.labels(CONTROLLER, "error").inc()
+            self.metrics.reconcile_errors.labels(CONTROLLER).inc()
+            retries = self.queue.num_requeues(key)
+            if isinstance(e, KubeError | ForeignObjectError):
+                log.warning("sync failed; will retry", error=str(e), retries=retries)
+            else:
+                log.exception("sync crashed; will retry", retries=retries)
+        else:
+            self.queue.forget(key)
+            if result.requeue_after is not None:
+                self.queue.add_after(key, result.requeue_after)
+                self.metrics.reconcile_total.labels(CONTROLLER, "requeue_after").inc()
+            else:
+                self.metrics.reconcile_total.labels(CONTROLLER, "success").inc()
+        finally:
+            self.metrics.reconcile_time.labels(CONTROLLER).observe(time.monotonic() - started)
+            active.dec()
+            structlog.contextvars.clear_contextvars()
+            self.queue.done(key)
+        return True

@@ -1,0 +1,155 @@
+"""Kubernetes Events for a job's lifecycle (client-go tools/record, much simplified).
+
+``record`` never blocks the sync: events go through a bounded queue to a sender thread.
+A repeat of the same (object, type, reason, message) within ``dedup_window`` bumps the
+existing Event's count instead of creating a new one, as client-go's correlator does.
+"""
+
+from __future__ import annotations
+
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from controller.status import now_rfc3339
+from informers.errors import KubeError, NotFound
+from informers.resources import EVENTS
+from informers.rest import KubeClient
+
+log = structlog.get_logger("controller.events")
+
+NORMAL = "Normal"
+WARNING = "Warning"
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Pending:
+    ref: Obj
+    type: str
+    reason: str
+    message: str
+    at: float
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        client: KubeClient,
+        component: str = "dgl-operator",
+        *,
+        host: str | None = None,
+        dedup_window: float = 600.0,
+        max_queue: int = 1000,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.component = component
+        self.host = host or socket.gethostname()
+        self.dedup_window = dedup_window
+        self._now = now
+        self._queue: queue.Queue[_Pending | None] = queue.Queue(max_queue)
+        self._seen: dict[tuple[str, str, str, str], tuple[str, int, float]] = {}
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.dropped = 0
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="events", daemon=True)
+                self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.flush(timeout)
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(timeout)
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every recorded event was sent (or failed); False on timeout."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
+    def record(self, obj: Obj, type_: str, reason: str, message: str) -> None:
+        meta = obj.get("metadata") or {}
+        ref = {
+            "apiVersion": obj.get("apiVersion", ""),
+            "kind": obj.get("kind", ""),
+            "namespace": meta.get("namespace", ""),
+            "name": meta.get("name", ""),
+            "uid": meta.get("uid", ""),
+            "resourceVersion": meta.get("resourceVersion", ""),
+        }
+        log.info("event", type=type_, reason=reason, message=message, object=ref["name"])
+        try:
+            self._queue.put_nowait(_Pending(ref, type_, reason, message, self._now()))
+        except queue.Full:
+            self.dropped += 1
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                self._send(item)
+            except KubeError as e:
+                log.warning(
+                    "could not write event", reason=item.reason if item else "", error=str(e)
+                )
+            finally:
+                self._queue.task_done()
+
+    def _send(self, ev: _Pending) -> None:
+        ref = ev.ref
+        key = (str(ref["uid"]), ev.type, ev.reason, ev.message)
+        stamp = now_rfc3339(ev.at)
+        seen = self._seen.get(key)
+        if seen and ev.at - seen[2] < self.dedup_window:
+            name, count, first = seen
+            try:
+                self.client.patch(
+                    EVENTS,
+                    ref["namespace"],
+                    name,
+                    {"count": count + 1, "lastTimestamp": stamp},
+                )
+                self._seen[key] = (name, count + 1, first)
+                return
+            except NotFound:
+                pass  # expired or deleted: create a fresh one
+        name = f"{ref['name']}.{time.time_ns():x}"
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": ref["namespace"]},
+            "involvedObject": ref,
+            "reason": ev.reason,
+            "message": ev.message[:1024],
+            "type": ev.type,
+            "source": {"component": self.component, "host": self.host},
+            "reportingComponent": self.component,
+            "reportingInstance": self.host,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        self.client.create(EVENTS, ref["namespace"], body)
+        self._seen[key] = (name, 1, ev.at)
+        if len(self._seen) > 4096:
+            cutoff = ev.at - self.dedup_window
+            self._seen = {k: v for k, v in self._seen.items() if v[2] >= cutoff}

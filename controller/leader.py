@@ -1,0 +1,182 @@
+"""Lease-based leader election (client-go tools/leaderelection, coordination.k8s.io/v1 Lease).
+
+A candidate acquires the Lease when it is free or its holder has not renewed it for
+``lease_duration`` (judged by *our* clock since we last saw the record change, so clock skew
+between replicas does not matter), then renews it every ``retry_period``. If renewing fails
+for ``renew_deadline`` the leader gives up and ``on_stopped_leading`` runs: the operator
+stops its workers and exits, as controller-runtime does.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from informers.errors import Conflict, KubeError, NotFound
+from informers.resources import LEASES
+from informers.rest import KubeClient
+
+log = structlog.get_logger("controller.leader")
+
+Obj = dict[str, Any]
+
+
+def _micro_time(now: float) -> str:
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class LeaderConfig:
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        client: KubeClient,
+        config: LeaderConfig,
+        *,
+        on_started_leading: Callable[[], None],
+        on_stopped_leading: Callable[[], None],
+        now: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        if config.renew_deadline >= config.lease_duration:
+            raise ValueError("renew_deadline must be shorter than lease_duration")
+        self.client = client
+        self.config = config
+        self.on_started_leading = on_started_leading
+        self.on_stopped_leading = on_stopped_leading
+        self._now = now
+        self._wall = wall
+        self._observed: Obj | None = None  # last lease spec seen
+        self._observed_at = 0.0
+        self._leading = threading.Event()
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leading.is_set()
+
+    def run(self, stop: threading.Event) -> None:
+        """Acquire, lead, renew; returns when leadership is lost or ``stop`` is set."""
+        if not self._acquire(stop):
+            return
+        self._leading.set()
+        log.info("became leader", identity=self.config.identity, lease=self.config.name)
+        threading.Thread(target=self.on_started_leading, name="leading", daemon=True).start()
+        try:
+            self._renew_loop(stop)
+        finally:
+            was_leading = self._leading.is_set()
+            self._leading.clear()
+            if stop.is_set():
+                self._release()
+            if was_leading:
+                log.info("stopped leading", identity=self.config.identity)
+                self.on_stopped_leading()
+
+    def _acquire(self, stop: threading.Event) -> bool:
+        while not stop.is_set():
+            if self.try_acquire_or_renew():
+                return True
+            stop.wait(self.config.retry_period * (1.0 + 0.2 * random.random()))
+        return False
+
+    def _renew_loop(self, stop: threading.Event) -> None:
+        last_renew = self._now()
+        while not stop.wait(self.config.retry_period):
+            if self.try_acquire_or_renew():
+                last_renew = self._now()
+                continue
+            if self._now() - last_renew >= self.config.renew_deadline:
+                log.error("failed to renew the lease in time", deadline=self.config.renew_deadline)
+                return
+
+    def try_acquire_or_renew(self) -> bool:
+        cfg = self.config
+        wall = _micro_time(self._wall())
+        try:
+            lease = self.client.get(LEASES, cfg.namespace, cfg.name)
+        except NotFound:
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": cfg.name, "namespace": cfg.namespace},
+                "spec": {
+                    "holderIdentity": cfg.identity,
+                    "leaseDurationSeconds": int(cfg.lease_duration),
+                    "acquireTime": wall,
+                    "renewTime": wall,
+                    "leaseTransitions": 0,
+                },
+            }
+            try:
+                created = self.client.create(LEASES, cfg.namespace, body)
+            except KubeError as e:
+                log.info("could not create the lease", error=str(e))
+                return False
+            self._see(created)
+            return True
+        except KubeError as e:
+            log.warning("could not read the lease", error=str(e))
+            return False
+        spec = dict(lease.get("spec") or {})
+        if spec != self._observed:
+            self._see(lease)
+        holder = spec.get("holderIdentity") or ""
+        duration = float(spec.get("leaseDurationSeconds") or cfg.lease_duration)
+        if holder and holder != cfg.identity and self._now() - self._observed_at < duration:
+            return False
+        new_spec = dict(spec)
+        if holder != cfg.identity:
+            new_spec["acquireTime"] = wall
+            new_spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (
+                1 if holder else 0
+            )
+        new_spec.update(
+            holderIdentity=cfg.identity,
+            leaseDurationSeconds=int(cfg.lease_duration),
+            renewTime=wall,
+        )
+        body = dict(lease)
+        body["spec"] = new_spec
+        try:
+            updated = self.client.replace(LEASES, cfg.namespace, cfg.name, body)
+        except Conflict:
+            return False
+        except KubeError as e:
+            log.warning("could not update the lease", error=str(e))
+            return False
+        self._see(updated)
+        return True
+
+    def _see(self, lease: Obj) -> None:
+        self._observed = dict(lease.get("spec") or {})
+        self._observed_at = self._now()
+
+    def _release(self) -> None:
+        """Hand the lease over at once on a clean shutdown."""
+        cfg = self.config
+        try:
+            lease = self.client.get(LEASES, cfg.namespace, cfg.name)
+            spec = dict(lease.get("spec") or {})
+            if spec.get("holderIdentity") != cfg.identity:
+                return
+            spec.update(holderIdentity="", leaseDurationSeconds=1)
+            body = dict(lease)
+            body["spec"] = spec
+            self.client.replace(LEASES, cfg.namespace, cfg.name, body)
+        except KubeError as e:
+            log.info("could not release the lease", error=str(e))

@@ -1,0 +1,353 @@
+"""``dgl-operator``: flags, wiring, health and metrics servers, leader election, signals."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import structlog
+from prometheus_client import start_http_server
+
+from controller.builders import BuildOptions
+from controller.controller import Controller
+from controller.events import EventRecorder
+from controller.leader import LeaderConfig, LeaderElector
+from controller.metrics import Metrics
+from informers.factory import SharedInformerFactory
+from informers.rest import RestClient
+
+log = structlog.get_logger("controller.main")
+
+VERSION = "0.2.0"
+
+
+@dataclass(frozen=True)
+class Settings:
+    kubeconfig: str | None
+    context: str | None
+    namespace: str | None
+    workers: int
+    resync_period: float
+    leader_elect: bool
+    leader_elect_namespace: str
+    leader_elect_id: str
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
+    metrics_addr: str
+    health_addr: str
+    options: BuildOptions
+    log_format: str
+    log_level: str
+
+
+def parse_addr(value: str, flag: str) -> tuple[str, int] | None:
+    """':8080' -> ('0.0.0.0', 8080); '0' or '' disables; errors name the flag."""
+    if value in ("", "0"):
+        return None
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        host, port = "", value
+    try:
+        number = int(port)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{flag}: {value!r} is not host:port") from None
+    if not 0 < number < 65536:
+        raise argparse.ArgumentTypeError(f"{flag}: port {number} is out of range")
+    return host or "0.0.0.0", number
+
+
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _seconds(value: str) -> float:
+    try:
+        n = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
+    return n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dgl-operator",
+        description="Kubernetes operator for distributed DGL training (DGLJob qihoo.net/v1alpha1)",
+    )
+    p.add_argument("--version", action="version", version=f"dgl-operator {VERSION}")
+    p.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, "
+        "else the in-cluster service account)",
+    )
+    p.add_argument("--context", help="kubeconfig context")
+    p.add_argument("--namespace", default="", help="watch only this namespace (default: all)")
+    p.add_argument("--workers", type=_positive_int, default=4, help="concurrent reconciles")
+    p.add_argument(
+        "--resync-period",
+        type=_seconds,
+        default=600.0,
+        help="seconds between periodic resyncs of every DGLJob (0: off)",
+    )
+    p.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="run workers only while holding the leader Lease",
+    )
+    p.add_argument(
+        "--leader-elect-namespace",
+        default=os.environ.get("POD_NAMESPACE", "default"),
+        help="namespace of the leader Lease (default: $POD_NAMESPACE, else default)",
+    )
+    p.add_argument("--leader-elect-id", default="dgl-operator-leader", help="Lease name")
+    p.add_argument("--leader-elect-lease-duration", type=_seconds, default=15.0)
+    p.add_argument("--leader-elect-renew-deadline", type=_seconds, default=10.0)
+    p.add_argument("--leader-elect-retry-period", type=_seconds, default=2.0)
+    p.add_argument("--metrics-addr", default=":8080", help="Prometheus metrics address ('0': off)")
+    p.add_argument("--health-addr", default=":8081", help="/healthz and /readyz address ('0': off)")
+    defaults = BuildOptions()
+    p.add_argument("--kubectl-download-image", default=defaults.kubectl_download_image)
+    p.add_argument("--watcher-loop-image", default=defaults.watcher_loop_image)
+    p.add_argument(
+        "--init-image-pull-policy",
+        default=defaults.init_image_pull_policy,
+        choices=["Always", "IfNotPresent", "Never"],
+    )
+    p.add_argument(
+        "--kubectl-download-url",
+        default="",
+        help="URL kubectl-download fetches kubectl from (needs --kubectl-download-sha256)",
+    )
+    p.add_argument("--kubectl-download-sha256", default="")
+    p.add_argument("--log-format", choices=["json", "console"], default="json")
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    return p
+
+
+def parse_settings(argv: Sequence[str] | None = None) -> Settings:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    try:
+        parse_addr(a.metrics_addr, "--metrics-addr")
+        parse_addr(a.health_addr, "--health-addr")
+    except argparse.ArgumentTypeError as e:
+        parser.error(str(e))
+    if bool(a.kubectl_download_url) != bool(a.kubectl_download_sha256):
+        parser.error("--kubectl-download-url and --kubectl-download-sha256 go together")
+    if a.leader_elect_renew_deadline >= a.leader_elect_lease_duration:
+        parser.error("--leader-elect-renew-deadline must be shorter than the lease duration")
+    return Settings(
+        kubeconfig=a.kubeconfig,
+        context=a.context,
+        namespace=a.namespace or None,
+        workers=a.workers,
+        resync_period=a.resync_period,
+        leader_elect=a.leader_elect,
+        leader_elect_namespace=a.leader_elect_namespace,
+        leader_elect_id=a.leader_elect_id,
+        lease_duration=a.leader_elect_lease_duration,
+        renew_deadline=a.leader_elect_renew_deadline,
+        retry_period=a.leader_elect_retry_period,
+        metrics_addr=a.metrics_addr,
+        health_addr=a.health_addr,
+        options=BuildOptions(
+            kubectl_download_image=a.kubectl_download_image,
+            watcher_loop_image=a.watcher_loop_image,
+            init_image_pull_policy=a.init_image_pull_policy,
+            kubectl_download_url=a.kubectl_download_url,
+            kubectl_download_sha256=a.kubectl_download_sha256,
+        ),
+        log_format=a.log_format,
+        log_level=a.log_level,
+    )
+
+
+def configure_logging(fmt: str, level: str) -> None:
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+
+
+class HealthServer:
+    """/healthz: the process serves; /readyz: every informer cache has synced."""
+
+    def __init__(self, addr: tuple[str, int], ready: Any) -> None:
+        ready_fn = ready
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path == "/healthz":
+                    self._answer(200, "ok")
+                elif self.path == "/readyz":
+                    ok = bool(ready_fn())
+                    self._answer(200 if ok else 503, "ok" if ok else "informer caches not synced")
+                else:
+                    self._answer(404, "not found")
+
+            def _answer(self, code: int, text: str) -> None:
+                body = (text + "\n").encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(addr, Handler)
+        self.server.daemon_threads = True
+        self.port = int(self.server.server_address[1])
+        self.thread = threading.Thread(target=self.server.serve_forever, name="health", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def run(settings: Settings, stop: threading.Event) -> int:
+    """Run the operator until ``stop`` is set or leadership is lost; returns the exit code."""
+    metrics = Metrics()
+    client = RestClient.from_config(
+        settings.kubeconfig,
+        settings.context,
+        pool_size=16 + settings.workers,
+        observer=metrics.observe_request,
+    )
+    factory = SharedInformerFactory(
+        client, namespace=settings.namespace, resync_period=settings.resync_period
+    )
+    controller = Controller(
+        client,
+        factory,
+        options=settings.options,
+        metrics=metrics,
+        recorder=EventRecorder(client),
+    )
+    servers: list[HealthServer] = []
+    health = parse_addr(settings.health_addr, "--health-addr")
+    if health:
+        hs = HealthServer(health, controller.has_synced)
+        hs.start()
+        servers.append(hs)
+        log.info("health server listening", port=hs.port)
+    metrics_addr = parse_addr(settings.metrics_addr, "--metrics-addr")
+    if metrics_addr:
+        start_http_server(metrics_addr[1], metrics_addr[0], registry=metrics.registry)
+        log.info("metrics server listening", port=metrics_addr[1])
+
+    factory.start(stop)
+    log.info("waiting for informer caches", namespace=settings.namespace or "(all)")
+    if not factory.wait_for_cache_sync(stop):
+        log.info("stopped before the caches synced")
+        return 0
+    log.info("caches synced", jobs=len(controller.job_informer.store))
+
+    exit_code = 0
+    if settings.leader_elect:
+        lost = threading.Event()
+        identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+        def started() -> None:
+            metrics.is_leader.set(1)
+            controller.start_workers(settings.workers)
+
+        def stopped() -> None:
+            metrics.is_leader.set(0)
+            if not stop.is_set():
+                lost.set()
+                stop.set()
+
+        elector = LeaderElector(
+            client,
+            LeaderConfig(
+                settings.leader_elect_namespace,
+                settings.leader_elect_id,
+                identity,
+                settings.lease_duration,
+                settings.renew_deadline,
+                settings.retry_period,
+            ),
+            on_started_leading=started,
+            on_stopped_leading=stopped,
+        )
+        elector_thread = threading.Thread(target=elector.run, args=(stop,), daemon=True)
+        elector_thread.start()
+        stop.wait()
+        controller.shutdown()
+        elector_thread.join(10)
+        if lost.is_set():
+            log.error("leader lease lost; exiting so a fresh replica can take over")
+            exit_code = 1
+    else:
+        metrics.is_leader.set(1)
+        controller.start_workers(settings.workers)
+        log.info("workers started", workers=settings.workers)
+        stop.wait()
+        log.info("shutting down: draining the queue")
+        controller.shutdown()
+    for s in servers:
+        s.stop()
+    log.info("stopped")
+    return exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = parse_settings(argv)
+    configure_logging(settings.log_format, settings.log_level)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        log.info("signal received", signal=signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        return run(settings, stop)
+    except Exception as e:  # configuration errors: one clear line, no traceback
+        from kubernetes.config.config_exception import ConfigException
+
+        if isinstance(e, ConfigException | FileNotFoundError):
+            log.error("cannot load Kubernetes configuration", error=str(e))
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,515 @@
+"""The DGLJob sync handler: read caches, diff desired against actual, act, write status.
+
+One call of :meth:`JobSync.sync` handles one job key; it reads like the lifecycle in
+docs/architecture.md:
+
+    deleted?          -> forget it (the garbage collector removes the children)
+    finished?         -> apply cleanPodPolicy, then the TTL
+    invalid spec?     -> Failed/InvalidSpec (once; no retry loop)
+    suspended?        -> delete the pods, Suspended
+    deadline passed?  -> Failed/DeadlineExceeded, stop every pod
+    a pod failed?     -> restart the whole job while backoffLimit allows, else Failed
+    launcher done?    -> Completed
+    otherwise         -> create what is missing; phase from the pods
+
+Status goes through the status subresource; events and metrics for a transition are emitted
+only after the status write that records it succeeded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from controller import status as st
+from controller.api import (
+    CLEAN_ALL,
+    CLEAN_NONE,
+    CLEAN_RUNNING,
+    DGLJOBS,
+    WAIT_FOR_WORKERS_READY,
+    WORKER,
+    DGLJob,
+    SpecError,
+    parse_job,
+)
+from controller.apply import Applier
+from controller.builders import BuildOptions, desired
+from controller.events import NORMAL, WARNING, EventRecorder
+from controller.expectations import Expectations
+from controller.metrics import Metrics
+from controller.mutation_cache import MutationCache
+from informers.errors import Conflict, NotFound
+from informers.lister import Lister
+from informers.resources import (
+    CONFIGMAPS,
+    PODS,
+    ROLEBINDINGS,
+    ROLES,
+    SERVICEACCOUNTS,
+    SERVICES,
+    Resource,
+)
+from informers.rest import KubeClient
+from informers.store import split_key
+
+log = structlog.get_logger("controller.sync")
+
+Obj = dict[str, Any]
+
+CHILD_RESOURCES = (PODS, SERVICES, CONFIGMAPS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS)
+_RBAC_RES = {"ServiceAccount": SERVICEACCOUNTS, "Role": ROLES, "RoleBinding": ROLEBINDINGS}
+_RUNNING_PHASES = (st.PARTITIONING, st.PARTITIONED, st.TRAINING)
+_PHASE_MESSAGES = {
+    st.PENDING: "waiting for pods",
+    st.PARTITIONING: "partitioner is partitioning the graph",
+    st.PARTITIONED: "graph partitioned; launcher is preparing training",
+    st.TRAINING: "launcher is running training",
+}
+STATUS_WRITE_ATTEMPTS = 3
+
+
+@dataclass
+class Result:
+    requeue_after: float | None = None
+
+
+@dataclass
+class _Plan:
+    """What a sync decided: the new status, and what to announce once it is written."""
+
+    obj: Obj
+    status: Obj
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+    on_written: list[Callable[[], None]] = field(default_factory=list)
+    requeue_after: float | None = None
+
+    def announce(self, type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))
+
+    def requeue(self, seconds: float) -> None:
+        seconds = max(seconds, 0.0)
+        if self.requeue_after is None or seconds < self.requeue_after:
+            self.requeue_after = seconds
+
+
+@dataclass
+class Listers:
+    jobs: Lister
+    pods: Lister
+    services: Lister
+    configmaps: Lister
+    serviceaccounts: Lister
+    roles: Lister
+    rolebindings: Lister
+
+    def for_resource(self, res: Resource) -> Lister:
+        return {
+            "pods": self.pods,
+            "services": self.services,
+            "configmaps": self.configmaps,
+            "serviceaccounts": self.serviceaccounts,
+            "roles": self.roles,
+            "rolebindings": self.rolebindings,
+        }[res.plural]
+
+
+class JobSync:
+    def __init__(
+        self,
+        client: KubeClient,
+        listers: Listers,
+        *,
+        options: BuildOptions,
+        recorder: EventRecorder,
+        metrics: Metrics,
+        expectations: Expectations | None = None,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.listers = listers
+        self.options = options
+        self.recorder = recorder
+        self.metrics = metrics
+        self.expectations = expectations or Expectations()
+        self.apply = Applier(client, self.expectations, recorder)
+        self.now = now
+        # Our writes the caches may not show yet: a sync right after them must not act on
+        # the older copies.
+        self._jobs_written = MutationCache()
+        self._configmaps_written = MutationCache()
+
+    # -- entry point ----------------------------------------------------------------------
+
+    def sync(self, key: str) -> Result:
+        ns, name = split_key(key)
+        obj = self._jobs_written.newest(key, self.listers.jobs.get(ns, name))
+        if obj is None:
+            self.expectations.forget(key)
+            self._jobs_written.forget(key)
+            self._configmaps_written.forget(key)
+            return Result()
+        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return Result()
+        plan = self._reconcile(obj)
+        if plan is None:
+            return Result()
+        return self._commit(key, plan)
+
+    # -- the lifecycle --------------------------------------------------------------------
+
+    def _reconcile(self, obj: Obj) -> _Plan | None:
+        """Act on the children and decide the new status (written by the caller)."""
+        now = self.now()
+        plan = _Plan(obj=obj, status=copy.deepcopy(obj.get("status") or {}))
+        try:
+            job = parse_job(obj)
+        except SpecError as e:
+            if st.finished(plan.status):
+                self._finished(obj, None, plan, now)
+            else:
+                self._fail(obj, plan, st.REASON_INVALID_SPEC, f"invalid spec: {e}", now)
+            return plan
+        plan.status["observedGeneration"] = job.generation
+        if st.finished(plan.status):
+            self._finished(obj, job, plan, now)
+            return plan
+        if not self.expectations.satisfied(job.key):
+            log.debug("waiting for the cache to see our writes", job=job.key)
+            return None
+        self._created(job, plan, now)
+        pods = self.listers.pods.controlled_by(job.uid)
+        if job.spec.run_policy.suspend:
+            self._suspend(job, pods, plan, now)
+            return plan
+        self._resume_if_suspended(job, plan, now)
+        attempt = int(plan.status.get("restartCount") or 0)
+        obs = st.observe(job, pods, attempt)
+        if obs.stale:
+            # A restart is under way: old attempt's pods go first (their names are reused).
+            for pod in obs.stale:
+                if not st.is_terminating(pod):
+                    self.apply.delete(job, PODS, pod, "restarting the job")
+            plan.status["replicaStatuses"] = st.replica_statuses(obs)
+            return plan
+        self._record_partition_time(job, obs, plan)
+        if self._deadline_passed(job, pods, plan, now):
+            return plan
+        failure = obs.failure or self._missing_pod_failure(job, obs, plan)
+        if failure is not None:
+            if attempt < job.spec.run_policy.backoff_limit:
+                self._restart(job, failure, attempt, plan, now)
+            else:
+                reason = failure.condition_reason
+                message = failure.describe()
+                if job.spec.run_policy.backoff_limit > 0:
+                    reason = st.REASON_BACKOFF_LIMIT
+                    message += f" (backoffLimit {job.spec.run_policy.backoff_limit} reached)"
+                self._fail(job.raw, plan, reason, message, now, job=job)
+            plan.status["replicaStatuses"] = st.replica_statuses(obs)
+            return plan
+        launcher = obs.pod(job.launcher_name)
+        if launcher is not None and st.pod_phase(launcher) == "Succeeded":
+            self._succeed(job, launcher, plan, now)
+            plan.status["replicaStatuses"] = st.replica_statuses(obs)
+            return plan
+        self._create_missing(job, obs, attempt)
+        self._set_running_phase(job, obs, plan, now)
+        plan.status["replicaStatuses"] = st.replica_statuses(obs)
+        return plan
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def _created(self, job: DGLJob, plan: _Plan, now: float) -> None:
+        if st.get_condition(plan.status, st.CREATED) is not None:
+            return
+        message = f"DGLJob {job.key} is created."
+        st.set_condition(plan.status, st.CREATED, True, st.REASON_CREATED, message, now)
+        plan.status.setdefault("startTime", st.now_rfc3339(now))
+        plan.status.setdefault("phase", st.PENDING)
+        plan.status.setdefault("restartCount", 0)
+        plan.announce(NORMAL, st.REASON_CREATED, message)
+        plan.on_written.append(lambda: self.metrics.jobs_created.labels(job.namespace).inc())
+
+    def _suspend(self, job: DGLJob, pods: list[Obj], plan: _Plan, now: float) -> None:
+        for pod in pods:
+            if not st.is_terminating(pod):
+                self.apply.delete(job, PODS, pod, "the job is suspended")
+        if not st.is_true(plan.status, st.SUSPENDED):
+            message = f"DGLJob {job.key} is suspended."
+            st.set_condition(plan.status, st.SUSPENDED, True, st.REASON_SUSPENDED, message, now)
+            plan.announce(NORMAL, st.REASON_SUSPENDED, message)
+        self._not_running(plan, st.REASON_SUSPENDED, "the job is suspended", now)
+        plan.status["phase"] = st.PHASE_SUSPENDED
+        plan.status.pop("startTime", None)  # activeDeadlineSeconds counts from the resume
+        plan.status["replicaStatuses"] = st.replica_statuses(
+            st.observe(job, [], int(plan.status.get("restartCount") or 0))
+        )
+
+    def _resume_if_suspended(self, job: DGLJob, plan: _Plan, now: float) -> None:
+        if not st.is_true(plan.status, st.SUSPENDED):
+            return
+        message = f"DGLJob {job.key} is resumed."
+        st.set_condition(plan.status, st.SUSPENDED, False, st.REASON_RESUMED, message, now)
+        plan.status["startTime"] = st.now_rfc3339(now)
+        plan.status["phase"] = st.PENDING
+        plan.announce(NORMAL, st.REASON_RESUMED, message)
+
+    def _deadline_passed(self, job: DGLJob, pods: list[Obj], plan: _Plan, now: float) -> bool:
+        deadline = job.spec.run_policy.active_deadline_seconds
+        started = st.parse_time(plan.status.get("startTime"))
+        if deadline is None or started is None:
+            return False
+        remaining = started + deadline - now
+        if remaining > 0:
+            plan.requeue(remaining)
+            return False
+        message = f"DGLJob {job.key} ran longer than activeDeadlineSeconds ({deadline}s)"
+        self._fail(job.raw, plan, st.REASON_DEADLINE, message, now, job=job)
+        for pod in pods:  # the deadline stops everything, whatever cleanPodPolicy says
+            if st.is_active(pod):
+                self.apply.delete(job, PODS, pod, "activeDeadlineSeconds exceeded")
+        return True
+
+    def _missing_pod_failure(
+        self, job: DGLJob, obs: st.Observation, plan: _Plan
+    ) -> st.PodFailure | None:
+        """Once training runs, a worker or launcher that disappears is a failure."""
+        launcher = obs.pod(job.launcher_name)
+        if launcher is None:
+            if plan.status.get("phase") == st.TRAINING:
+                return st.PodFailure(
+                    "Launcher", job.launcher_name, "", None, "PodDeleted", "deleted while training"
+                )
+            return None
+        if not st.main_started(launcher):
+            return None
+        for name in job.worker_names():
+            if name not in obs.pods:
+                return st.PodFailure(WORKER, name, "", None, "PodDeleted", "deleted while training")
+        return None
+
+    def _restart(
+        self, job: DGLJob, failure: st.PodFailure, attempt: int, plan: _Plan, now: float
+    ) -> None:
+        limit = job.spec.run_policy.backoff_limit
+        message = f"{failure.describe()}; restarting the job (restart {attempt + 1} of {limit})"
+        plan.status["restartCount"] = attempt + 1
+        plan.status["phase"] = st.PHASE_RESTARTING
+        plan.status.pop("partitionSeconds", None)
+        st.set_condition(plan.status, st.RESTARTING, True, st.REASON_RESTARTING, message, now)
+        self._not_running(plan, st.REASON_RESTARTING, message, now)
+        plan.announce(WARNING, st.REASON_RESTARTING, message)
+        plan.on_written.append(lambda: self.metrics.jobs_restarted.labels(job.namespace).inc())
+
+    def _fail(
+        self,
+        raw: Obj,
+        plan: _Plan,
+        reason: str,
+        message: str,
+        now: float,
+        *,
+        job: DGLJob | None = None,
+    ) -> None:
+        st.set_condition(plan.status, st.FAILED, True, reason, message, now)
+        self._not_running(plan, reason, message, now)
+        if st.get_condition(plan.status, st.RESTARTING):
+            st.set_condition(plan.status, st.RESTARTING, False, reason, message, now)
+        plan.status["phase"] = st.PHASE_FAILED
+        plan.status["completionTime"] = st.now_rfc3339(now)
+        ns = str((raw.get("metadata") or {}).get("namespace") or "")
+        plan.announce(WARNING, reason, message)
+        plan.on_written.append(lambda: self.metrics.jobs_failed.labels(ns, reason).inc())
+        if job is not None:
+            plan.on_written.append(lambda: self._cleanup(job, job.spec.clean_pod_policy))
+            self._schedule_ttl(job, plan, now)
+
+    def _succeed(self, job: DGLJob, launcher: Obj, plan: _Plan, now: float) -> None:
+        message = f"DGLJob {job.key} successfully completed."
+        st.set_condition(plan.status, st.SUCCEEDED, True, st.REASON_SUCCEEDED, message, now)
+        self._not_running(plan, st.REASON_SUCCEEDED, message, now)
+        plan.status["phase"] = st.COMPLETED
+        plan.status["completionTime"] = st.now_rfc3339(now)
+        seconds = st.main_run_seconds(launcher)
+        if seconds is not None:
+            plan.status["trainingSeconds"] = seconds
+            ns = job.namespace
+            plan.on_written.append(
+                lambda: self.metrics.training_duration.labels(ns).observe(seconds)
+            )
+        plan.announce(NORMAL, st.REASON_SUCCEEDED, message)
+        plan.on_written.append(lambda: self.metrics.jobs_successful.labels(job.namespace).inc())
+        plan.on_written.append(lambda: self._cleanup(job, job.spec.clean_pod_policy))
+        self._schedule_ttl(job, plan, now)
+
+    def _not_running(self, plan: _Plan, reason: str, message: str, now: float) -> None:
+        if st.get_condition(plan.status, st.RUNNING):
+            st.set_condition(plan.status, st.RUNNING, False, reason, message, now)
+
+    def _record_partition_time(self, job: DGLJob, obs: st.Observation, plan: _Plan) -> None:
+        if job.spec.skip or "partitionSeconds" in plan.status:
+            return
+        partitioner = obs.pod(job.partitioner_name)
+        if partitioner is None or st.pod_phase(partitioner) != "Succeeded":
+            return
+        seconds = st.main_run_seconds(partitioner)
+        if seconds is None:
+            return
+        plan.status["partitionSeconds"] = seconds
+        ns = job.namespace
+        plan.on_written.append(lambda: self.metrics.partition_duration.labels(ns).observe(seconds))
+        plan.announce(NORMAL, "PartitionSucceeded", f"Graph partitioned in {seconds:.0f}s")
+
+    def _set_running_phase(self, job: DGLJob, obs: st.Observation, plan: _Plan, now: float) -> None:
+        phase = st.phase_for(job, obs)
+        previous = plan.status.get("phase")
+        plan.status["phase"] = phase
+        if phase in _RUNNING_PHASES:
+            message = f"DGLJob {job.key} is running: {_PHASE_MESSAGES[phase]}."
+            changed = st.set_condition(
+                plan.status, st.RUNNING, True, st.REASON_RUNNING, message, now
+            )
+            if changed and previous != phase:
+                plan.announce(NORMAL, f"DGLJob{phase}", message)
+            if st.is_true(plan.status, st.RESTARTING):
+                st.set_condition(
+                    plan.status, st.RESTARTING, False, st.REASON_RUNNING, "running again", now
+                )
+
+    # -- children -------------------------------------------------------------------------
+
+    def _create_missing(self, job: DGLJob, obs: st.Observation, attempt: int) -> None:
+        want = desired(job, self.options, obs.pods, attempt)
+        # Refuse to touch anything if one name is taken by someone else's object.
+        self._check_ownership(job, want)
+        present = set(obs.pods) | set(obs.terminating)
+        if want.config_map is not None:
+            cm = self._configmaps_written.newest(
+                job.key, self.listers.configmaps.get(job.namespace, job.config_name)
+            )
+            if cm is None:
+                self.apply.create(job, CONFIGMAPS, want.config_map)
+            elif (cm.get("data") or {}) != want.config_map["data"]:
+                updated = self.apply.update_data(CONFIGMAPS, cm, want.config_map["data"])
+                self._configmaps_written.remember(job.key, updated)
+        for child in want.rbac:
+            res = _RBAC_RES[child["kind"]]
+            if self.listers.for_resource(res).get(job.namespace, child["metadata"]["name"]) is None:
+                self.apply.create(job, res, child)
+        for svc in want.services:
+            if self.listers.services.get(job.namespace, svc["metadata"]["name"]) is None:
+                self.apply.create(job, SERVICES, svc)
+        for pod in want.workers:
+            if pod["metadata"]["name"] not in present:
+                self.apply.create(job, PODS, pod)
+        partitioned = st.partition_done(job, obs)
+        if want.partitioner is not None and not partitioned and job.partitioner_name not in present:
+            self.apply.create(job, PODS, want.partitioner)
+        if job.launcher_name in present:
+            return
+        if (
+            job.spec.skip
+            or job.spec.launcher_creation_policy != WAIT_FOR_WORKERS_READY
+            or st.workers_up(job, obs)
+        ):
+            self.apply.create(job, PODS, want.launcher)
+
+    def _check_ownership(self, job: DGLJob, want: Any) -> None:
+        children: list[tuple[Resource, Obj]] = []
+        if want.config_map is not None:
+            children.append((CONFIGMAPS, want.config_map))
+        children += [(_RBAC_RES[c["kind"]], c) for c in want.rbac]
+        children += [(SERVICES, s) for s in want.services]
+        pods = [*want.workers, want.launcher]
+        if want.partitioner is not None:
+            pods.append(want.partitioner)
+        children += [(PODS, p) for p in pods]
+        for res, child in children:
+            existing = self.listers.for_resource(res).get(job.namespace, child["metadata"]["name"])
+            self.apply.check_owned(job, res, existing)
+
+    def _cleanup(self, job: DGLJob | None, policy: str, raw: Obj | None = None) -> None:
+        """Apply cleanPodPolicy to a finished job's pods (and its worker Services)."""
+        if policy == CLEAN_NONE or job is None:
+            return
+        if not self.expectations.satisfied(job.key):
+            return
+        for pod in self.listers.pods.controlled_by(job.uid):
+            if st.is_terminating(pod):
+                continue
+            if policy == CLEAN_ALL or (policy == CLEAN_RUNNING and st.is_active(pod)):
+                self.apply.delete(job, PODS, pod, f"cleanPodPolicy {policy}")
+        for svc in self.listers.services.controlled_by(job.uid):
+            self.apply.delete(job, SERVICES, svc, f"cleanPodPolicy {policy}")
+
+    def _finished(self, obj: Obj, job: DGLJob | None, plan: _Plan, now: float) -> None:
+        if job is None:
+            return  # invalid spec: nothing was created from it
+        self._cleanup(job, job.spec.clean_pod_policy)
+        self._schedule_ttl(job, plan, now)
+
+    def _schedule_ttl(self, job: DGLJob, plan: _Plan, now: float) -> None:
+        ttl = job.spec.run_policy.ttl_seconds_after_finished
+        if ttl is None:
+            return
+        done = st.parse_time(plan.status.get("completionTime")) or now
+        remaining = done + ttl - now
+        if remaining > 0:
+            plan.requeue(remaining)
+            return
+        if not st.finished(job.status):
+            plan.requeue(0.0)  # the finishing status must be written before the delete
+            return
+        log.info("ttlSecondsAfterFinished passed; deleting the DGLJob", job=job.key, ttl=ttl)
+        with contextlib.suppress(NotFound, Conflict):
+            self.client.delete(
+                DGLJOBS, job.namespace, job.name, uid=job.uid, propagation_policy="Background"
+            )
+
+    # -- status ---------------------------------------------------------------------------
+
+    def _commit(self, key: str, plan: _Plan) -> Result:
+        """Write the planned status; on a conflict, re-apply our changes to the latest
+        object (other writers' fields survive) and try again. Events, metrics and cleanup
+        follow only a status that was written."""
+        obj = plan.obj
+        base = copy.deepcopy(obj.get("status") or {})
+        status = plan.status
+        for attempt in range(STATUS_WRITE_ATTEMPTS):
+            if st.without_volatile(status) == st.without_volatile(obj.get("status") or {}):
+                break
+            body = copy.deepcopy(obj)
+            body["status"] = status
+            meta = obj.get("metadata") or {}
+            try:
+                obj = self.client.replace(
+                    DGLJOBS,
+                    meta.get("namespace"),
+                    str(meta.get("name")),
+                    body,
+                    subresource="status",
+                )
+            except Conflict:
+                if attempt == STATUS_WRITE_ATTEMPTS - 1:
+                    raise
+                log.info("status write conflicted; re-applying it to the latest object")
+                try:
+                    obj = self.client.get(DGLJOBS, meta.get("namespace"), str(meta.get("name")))
+                except NotFound:
+                    return Result()
+                status = st.rebase_status(base, plan.status, obj.get("status") or {})
+                continue
+            self._jobs_written.remember(key, obj)
+            break
+        for type_, reason, message in plan.events:
+            self.recorder.record(obj, type_, reason, message)
+        for callback in plan.on_written:
+            callback()
+        return Result(plan.requeue_after)

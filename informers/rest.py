@@ -1,0 +1,401 @@
+"""The only place that speaks HTTP to the API server.
+
+``KubeClient`` is the small interface the rest of the project uses: raw JSON dicts in and out,
+no generated model classes. ``RestClient`` implements it on top of the ``kubernetes`` package,
+which is used for configuration, TLS and authentication only (kubeconfig, in-cluster token,
+exec plugins), never for (de)serialisation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+from urllib.parse import urlencode
+
+from informers.errors import TransportError, error_from_status
+from informers.resources import Resource
+
+Obj = dict[str, Any]
+
+#: Called after every request with (verb, resource, HTTP status or 0, seconds).
+RequestObserver = Callable[[str, str, int, float], None]
+
+PATCH_TYPES = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+}
+
+
+class WatchStream(Protocol):
+    """An open watch: iterate for events ``{"type": ..., "object": {...}}``; ``close`` ends it."""
+
+    def __iter__(self) -> Iterator[Obj]: ...
+
+    def close(self) -> None: ...
+
+
+class KubeClient(Protocol):
+    def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> Obj: ...
+
+    def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        timeout_seconds: int | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        allow_bookmarks: bool = True,
+        read_timeout: float | None = None,
+    ) -> WatchStream: ...
+
+    def get(self, res: Resource, namespace: str | None, name: str) -> Obj: ...
+
+    def create(self, res: Resource, namespace: str | None, body: Obj) -> Obj: ...
+
+    def replace(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        body: Obj,
+        *,
+        subresource: str | None = None,
+    ) -> Obj: ...
+
+    def patch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        *,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+    ) -> Obj: ...
+
+    def delete(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        propagation_policy: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> Obj | None: ...
+
+
+def _query(**params: Any) -> str:
+    pairs = [(k, v) for k, v in params.items() if v is not None and v != ""]
+    out = []
+    for k, v in pairs:
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        out.append((k, str(v)))
+    return urlencode(out)
+
+
+def _without_retry_after(retries: Any) -> Any:
+    """urllib3's default ``Retry`` answers a 413/429/503 carrying ``Retry-After`` to a GET, PUT
+    or DELETE by sleeping and re-sending (up to 3 times) on its own; callers must get the
+    :class:`TooManyRequests` (with ``retry_after``) instead and decide themselves."""
+    from urllib3.util.retry import Retry
+
+    return Retry.from_int(retries).new(respect_retry_after_header=False)
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    import urllib3.exceptions
+
+    return (urllib3.exceptions.HTTPError, OSError)
+
+
+class _HttpWatch:
+    """Reads a watch response line by line (one JSON event per line)."""
+
+    def __init__(self, response: Any, on_close: Callable[[], None]) -> None:
+        self._resp = response
+        self._on_close = on_close
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def __iter__(self) -> Iterator[Obj]:
+        buf = b""
+        errors = _transport_errors()
+        try:
+            for chunk in self._resp.stream(65536, decode_content=True):
+                buf += chunk
+                while True:
+                    nl = buf.find(b"\n")
+                    if nl < 0:
+                        break
+                    line, buf = buf[:nl], buf[nl + 1 :]
+                    if line.strip():
+                        yield json.loads(line)
+            if buf.strip():
+                yield json.loads(buf)
+        except errors as e:
+            if self._closed:
+                return
+            raise TransportError(f"watch stream broke: {e}") from e
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        # Best effort: the socket may already be dead.
+        with contextlib.suppress(Exception):
+            self._resp.shutdown()
+        with contextlib.suppress(Exception):
+            self._resp.release_conn()
+        self._on_close()
+
+
+class RestClient:
+    """``KubeClient`` over the ``kubernetes`` package's configuration and connection pool."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        observer: RequestObserver | None = None,
+        user_agent: str = "dgl-operator",
+        timeout: float = 30.0,
+    ) -> None:
+        self._api = api_client
+        self._observer = observer
+        self._timeout = timeout
+        self._api.user_agent = user_agent
+        pool = self._api.rest_client.pool_manager
+        pool.connection_pool_kw["retries"] = _without_retry_after(
+            pool.connection_pool_kw.get("retries")
+        )
+        pool.clear()
+
+    @classmethod
+    def from_config(
+        cls,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        *,
+        pool_size: int = 16,
+        observer: RequestObserver | None = None,
+        user_agent: str = "dgl-operator",
+    ) -> RestClient:
+        """Kubeconfig if given (or $KUBECONFIG / ~/.kube/config exists), else in-cluster."""
+        import os
+
+        from kubernetes import client, config
+
+        cfg = client.Configuration()
+        explicit = kubeconfig or os.environ.get("KUBECONFIG")
+        default_path = os.path.expanduser("~/.kube/config")
+        if explicit or os.path.exists(default_path):
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=explicit or default_path,
+                context=context,
+                client_configuration=cfg,
+            )
+        else:
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        cfg.connection_pool_maxsize = pool_size
+        return cls(client.ApiClient(cfg), observer=observer, user_agent=user_agent)
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _send(
+        self,
+        verb: str,
+        method: str,
+        res: Resource,
+        path: str,
+        query: str = "",
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: Any = None,
+        stream: bool = False,
+    ) -> Any:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        m, url, hdrs, _body, _post = self._api.param_serialize(
+            method, path, header_params=headers, auth_settings=["BearerToken"]
+        )
+        if query:
+            url = f"{url}?{query}"
+        started = time.monotonic()
+        try:
+            resp = self._api.rest_client.request(
+                m,
+                url,
+                headers=hdrs,
+                # The object, not a JSON string: the kubernetes REST layer json-encodes bodies
+                # itself (a string would be sent as a JSON string literal).
+                body=body,
+                _request_timeout=timeout if timeout is not None else self._timeout,
+            ).response
+        except _transport_errors() as e:
+            self._observe(verb, res, 0, started)
+            raise TransportError(f"{method} {path}: {e}") from e
+        except Exception as e:
+            # kubernetes.client.ApiException(status=0) wraps TLS errors
+            if getattr(e, "status", None) == 0:
+                self._observe(verb, res, 0, started)
+                raise TransportError(f"{method} {path}: {e}") from e
+            raise
+        status = int(resp.status)
+        if status >= 400 or not stream:
+            try:
+                data = resp.data
+            except _transport_errors() as e:
+                self._observe(verb, res, 0, started)
+                raise TransportError(f"{method} {path}: reading body: {e}") from e
+            finally:
+                resp.release_conn()
+            self._observe(verb, res, status, started)
+            if status >= 400:
+                retry_after = None
+                ra = resp.headers.get("Retry-After")
+                if ra:
+                    try:
+                        retry_after = float(ra)
+                    except ValueError:
+                        retry_after = None
+                raise error_from_status(status, data, retry_after)
+            return json.loads(data) if data else None
+        self._observe(verb, res, status, started)
+        return resp
+
+    def _observe(self, verb: str, res: Resource, status: int, started: float) -> None:
+        if self._observer is not None:
+            self._observer(verb, str(res), status, time.monotonic() - started)
+
+    # -- KubeClient ----------------------------------------------------------------------
+
+    def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> Obj:
+        q = _query(
+            labelSelector=label_selector,
+            fieldSelector=field_selector,
+            resourceVersion=resource_version,
+            limit=limit,
+            **{"continue": continue_token},
+        )
+        out: Obj = self._send("list", "GET", res, res.path(namespace), q)
+        return out
+
+    def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        timeout_seconds: int | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        allow_bookmarks: bool = True,
+        read_timeout: float | None = None,
+    ) -> WatchStream:
+        q = _query(
+            watch=True,
+            resourceVersion=resource_version,
+            timeoutSeconds=timeout_seconds,
+            labelSelector=label_selector,
+            fieldSelector=field_selector,
+            allowWatchBookmarks=allow_bookmarks,
+        )
+        if read_timeout is None:
+            read_timeout = float(timeout_seconds or 300) + 60.0
+        resp = self._send(
+            "watch", "GET", res, res.path(namespace), q, timeout=(10.0, read_timeout), stream=True
+        )
+        return _HttpWatch(resp, lambda: None)
+
+    def get(self, res: Resource, namespace: str | None, name: str) -> Obj:
+        out: Obj = self._send("get", "GET", res, res.path(namespace, name))
+        return out
+
+    def create(self, res: Resource, namespace: str | None, body: Obj) -> Obj:
+        out: Obj = self._send("create", "POST", res, res.path(namespace), body=body)
+        return out
+
+    def replace(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        body: Obj,
+        *,
+        subresource: str | None = None,
+    ) -> Obj:
+        out: Obj = self._send(
+            "update", "PUT", res, res.path(namespace, name, subresource), body=body
+        )
+        return out
+
+    def patch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        *,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+    ) -> Obj:
+        out: Obj = self._send(
+            "patch",
+            "PATCH",
+            res,
+            res.path(namespace, name, subresource),
+            body=patch,
+            content_type=PATCH_TYPES[patch_type],
+        )
+        return out
+
+    def delete(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        propagation_policy: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> Obj | None:
+        body: Obj = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        if propagation_policy:
+            body["propagationPolicy"] = propagation_policy
+        if grace_period_seconds is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        out: Obj | None = self._send("delete", "DELETE", res, res.path(namespace, name), body=body)
+        return out

@@ -1,0 +1,1 @@
+"""kubectl_download."""

@@ -1,0 +1,201 @@
+"""The whole controller (informers, queue, workers, sync) over the in-memory FakeKube.
+
+Tests play the kubelet by writing pod status, as envtest users do against a real API server.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from controller.api import DGLJOBS
+from controller.builders import BuildOptions
+from controller.controller import Controller
+from controller.events import EventRecorder
+from controller.metrics import Metrics
+from controller.status import now_rfc3339
+from informers.factory import SharedInformerFactory
+from informers.resources import EVENTS, PODS, Resource
+from tests.fakekube import FakeKube
+
+Obj = dict[str, Any]
+NS = "dgl-operator"
+MAIN = "dgl-graphsage"
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+
+
+class WallClock:
+    """A settable wall clock for the controller (deadlines, TTL, timestamps)."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.t = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.t
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.t += seconds
+
+
+class Harness:
+    def __init__(self, *, options: BuildOptions | None = None, resync: float = 0.0) -> None:
+        self.clock = WallClock()
+        self.kube = FakeKube(clock=self.clock)
+        self.factory = SharedInformerFactory(self.kube, resync_period=resync)
+        self.metrics = Metrics()
+        self.recorder = EventRecorder(self.kube, now=self.clock)
+        self.ctrl = Controller(
+            self.kube,
+            self.factory,
+            options=options or BuildOptions(),
+            metrics=self.metrics,
+            recorder=self.recorder,
+            now=self.clock,
+        )
+        self.stop_event = threading.Event()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self, workers: int = 2) -> Harness:
+        self.factory.start(self.stop_event)
+        assert self.factory.wait_for_cache_sync(self.stop_event, timeout=5)
+        self.ctrl.start_workers(workers)
+        return self
+
+    def close(self) -> None:
+        self.stop_event.set()
+        self.ctrl.shutdown(timeout=5)
+        self.factory.join(5)
+
+    def settle(self, timeout: float = 5.0) -> None:
+        """Wait until the queue is empty, no sync runs and every handler is idle."""
+
+        def idle() -> bool:
+            return (
+                len(self.ctrl.queue) == 0
+                and self.sample("controller_runtime_active_workers", controller="dgljob") == 0
+                and all(inf.handlers_idle() for inf in self.ctrl.informers())
+            )
+
+        wait_for(idle, timeout, "the controller to settle")
+        time.sleep(0.05)
+        wait_for(idle, timeout, "the controller to settle")
+
+    def sample(self, name: str, **labels: str) -> float:
+        value = self.metrics.registry.get_sample_value(name, labels)
+        return 0.0 if value is None else value
+
+    # -- jobs -----------------------------------------------------------------------------
+
+    def create_job(self, raw: Obj) -> Obj:
+        body = copy.deepcopy(raw)
+        body["metadata"].setdefault("namespace", NS)
+        return self.kube.create(DGLJOBS, body["metadata"]["namespace"], body)
+
+    def job(self, name: str = "dgl-graphsage") -> Obj:
+        return self.kube.get(DGLJOBS, NS, name)
+
+    def status(self, name: str = "dgl-graphsage") -> Obj:
+        st: Obj = self.job(name).get("status") or {}
+        return st
+
+    def condition(self, ctype: str, name: str = "dgl-graphsage") -> Obj | None:
+        for c in self.status(name).get("conditions") or []:
+            if c["type"] == ctype:
+                return dict(c)
+        return None
+
+    def wait_condition(self, ctype: str, name: str = "dgl-graphsage", timeout: float = 5.0) -> Obj:
+        def true() -> Obj | None:
+            c = self.condition(ctype, name)
+            return c if c and c["status"] == "True" else None
+
+        found: Obj = wait_for(true, timeout, f"condition {ctype}=True on {name}")
+        return found
+
+    def wait_phase(self, phase: str, name: str = "dgl-graphsage", timeout: float = 5.0) -> None:
+        wait_for(lambda: self.status(name).get("phase") == phase, timeout, f"phase {phase}")
+
+    # -- pods (playing the kubelet) -------------------------------------------------------
+
+    def pods(self) -> dict[str, Obj]:
+        return {p["metadata"]["name"]: p for p in self.kube.objects(PODS, NS)}
+
+    def names(self, res: Resource) -> list[str]:
+        return sorted(o["metadata"]["name"] for o in self.kube.objects(res, NS))
+
+    def wait_pods(self, *names: str, timeout: float = 5.0) -> None:
+        wait_for(lambda: set(names) <= set(self.pods()), timeout, f"pods {names}")
+
+    def set_status(self, name: str, status: Obj) -> None:
+        self.kube.patch(PODS, NS, name, {"status": status})
+
+    def run_pod(self, name: str, ip: str, *, ready: bool = True) -> None:
+        pod = self.pods()[name]
+        main = pod["spec"]["containers"][0]["name"]
+        self.set_status(
+            name,
+            {
+                "phase": "Running",
+                "podIP": ip,
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                "containerStatuses": [
+                    {"name": main, "state": {"running": {"startedAt": now_rfc3339(self.clock())}}}
+                ],
+            },
+        )
+
+    def launcher_waiting_in_init(self, name: str, ip: str) -> None:
+        """The launcher pod runs its init containers (phase Pending, main not started)."""
+        self.set_status(name, {"phase": "Pending", "podIP": ip, "initContainerStatuses": []})
+
+    def finish_pod(
+        self,
+        name: str,
+        *,
+        exit_code: int = 0,
+        container: str | None = None,
+        reason: str = "",
+        seconds: float = 30.0,
+        init: bool = False,
+    ) -> None:
+        pod = self.pods()[name]
+        main = container or pod["spec"]["containers"][0]["name"]
+        end = self.clock()
+        terminated = {
+            "exitCode": exit_code,
+            "reason": reason or ("Completed" if exit_code == 0 else "Error"),
+            "startedAt": now_rfc3339(end - seconds),
+            "finishedAt": now_rfc3339(end),
+        }
+        key = "initContainerStatuses" if init else "containerStatuses"
+        status: Obj = {
+            "phase": "Succeeded" if exit_code == 0 else "Failed",
+            "podIP": (pod.get("status") or {}).get("podIP", "10.9.9.9"),
+            "conditions": [{"type": "Ready", "status": "False"}],
+            key: [{"name": main, "state": {"terminated": terminated}}],
+        }
+        self.set_status(name, status)
+
+    def events(self) -> list[Obj]:
+        self.recorder.flush()
+        return self.kube.objects(EVENTS, NS)
+
+    def event_reasons(self) -> list[str]:
+        return [e["reason"] for e in sorted(self.events(), key=lambda e: e["metadata"]["name"])]

@@ -1,0 +1,136 @@
+"""Malformed DGLJobs, each with the field its rejection must name.
+
+Shared by the CRD tests (schema + CEL rules), the controller's own validation tests, and the
+real-API-server admission tests.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    mutate: Callable[[Obj], None]
+    field: str  # a substring the error message must contain
+
+
+def _spec(o: Obj) -> Obj:
+    spec: Obj = o["spec"]
+    return spec
+
+
+def _rs(o: Obj, rtype: str) -> Obj:
+    rs: Obj = o["spec"]["dglReplicaSpecs"][rtype]
+    return rs
+
+
+def _main(o: Obj, rtype: str) -> Obj:
+    c: Obj = _rs(o, rtype)["template"]["spec"]["containers"][0]
+    return c
+
+
+def _run_policy(o: Obj) -> Obj:
+    rp: Obj = o["spec"].setdefault("runPolicy", {})
+    return rp
+
+
+def _skip(o: Obj) -> None:
+    _spec(o)["partitionMode"] = "Skip"
+    del _spec(o)["dglReplicaSpecs"]["Worker"]
+
+
+CASES: list[Case] = [
+    Case(
+        "partition-mode-unknown", lambda o: _spec(o).update(partitionMode="Bogus"), "partitionMode"
+    ),
+    Case(
+        "partition-mode-parmetis",
+        lambda o: _spec(o).update(partitionMode="ParMETIS"),
+        "partitionMode",
+    ),
+    Case(
+        "partition-mode-distparmetis",
+        lambda o: _spec(o).update(partitionMode="DistParMETIS"),
+        "partitionMode",
+    ),
+    Case(
+        "clean-pod-policy-unknown",
+        lambda o: _spec(o).update(cleanPodPolicy="Sometimes"),
+        "cleanPodPolicy",
+    ),
+    Case(
+        "launcher-creation-policy-unknown",
+        lambda o: _spec(o).update(launcherCreationPolicy="Later"),
+        "launcherCreationPolicy",
+    ),
+    Case("worker-missing", lambda o: _spec(o)["dglReplicaSpecs"].pop("Worker"), "Worker"),
+    Case("worker-in-skip-mode", lambda o: _spec(o).update(partitionMode="Skip"), "Worker"),
+    Case("launcher-missing", lambda o: _spec(o)["dglReplicaSpecs"].pop("Launcher"), "Launcher"),
+    Case("replica-specs-missing", lambda o: _spec(o).pop("dglReplicaSpecs"), "dglReplicaSpecs"),
+    Case("spec-missing", lambda o: o.pop("spec"), "spec"),
+    Case(
+        "launcher-replicas-2", lambda o: _rs(o, "Launcher").update(replicas=2), "Launcher.replicas"
+    ),
+    Case("worker-replicas-0", lambda o: _rs(o, "Worker").update(replicas=0), "Worker.replicas"),
+    Case(
+        "worker-replicas-string",
+        lambda o: _rs(o, "Worker").update(replicas="two"),
+        "Worker.replicas",
+    ),
+    Case(
+        "worker-replicas-too-many",
+        lambda o: _rs(o, "Worker").update(replicas=10001),
+        "Worker.replicas",
+    ),
+    Case(
+        "launcher-template-missing",
+        lambda o: _rs(o, "Launcher").pop("template"),
+        "Launcher.template",
+    ),
+    Case(
+        "worker-no-containers",
+        lambda o: _rs(o, "Worker")["template"]["spec"].update(containers=[]),
+        "Worker.template.spec.containers",
+    ),
+    Case("container-without-image", lambda o: _main(o, "Worker").pop("image"), "image"),
+    Case("container-without-name", lambda o: _main(o, "Launcher").pop("name"), "name"),
+    Case(
+        "backoff-limit-negative", lambda o: _run_policy(o).update(backoffLimit=-1), "backoffLimit"
+    ),
+    Case(
+        "active-deadline-zero",
+        lambda o: _run_policy(o).update(activeDeadlineSeconds=0),
+        "activeDeadlineSeconds",
+    ),
+    Case(
+        "ttl-negative",
+        lambda o: _run_policy(o).update(ttlSecondsAfterFinished=-5),
+        "ttlSecondsAfterFinished",
+    ),
+    Case("suspend-not-bool", lambda o: _run_policy(o).update(suspend="yes"), "suspend"),
+    Case("slots-per-worker-zero", lambda o: _spec(o).update(slotsPerWorker=0), "slotsPerWorker"),
+    Case(
+        "name-too-long-for-partitioner",
+        lambda o: o["metadata"].update(name="j" * 52),
+        "metadata.name",
+    ),
+    Case(
+        "name-too-long-for-launcher-in-skip",
+        lambda o: (_skip(o), o["metadata"].update(name="s" * 55)),
+        "metadata.name",
+    ),
+    Case("name-not-dns-1035", lambda o: o["metadata"].update(name="1-job"), "metadata.name"),
+]
+
+
+def apply_case(base: Obj, case: Case) -> Obj:
+    obj = copy.deepcopy(base)
+    case.mutate(obj)
+    return obj

@@ -1,0 +1,362 @@
+"""The generated children against the proposal's resulting pods, field by field."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from controller.api import parse_job
+from controller.builders import (
+    ATTEMPT_ANNOTATION,
+    JOB_NAME_LABEL,
+    KUBEXEC_SCRIPT,
+    BuildOptions,
+    config_map,
+    desired,
+    hostfile,
+    launcher_pod,
+    partitioner_pod,
+    rbac,
+    shm_size_limit,
+    worker_pod,
+    worker_service,
+)
+from controller.quantity import format_bytes, parse_quantity
+from tests.controller.conftest import load_fixture
+
+SEED_OPTS = BuildOptions(init_image_pull_policy="Always")
+# Keys of list items that identify them, so lists compare item by item.
+_ID_KEYS = ("name", "key", "mountPath", "containerPort")
+
+
+def _ident(item: Any) -> Any:
+    if isinstance(item, dict):
+        for k in _ID_KEYS:
+            if k in item:
+                return (k, item[k])
+    return None
+
+
+def assert_matches_seed(seed: Any, got: Any, path: str = "") -> None:
+    """Every field of ``seed`` is in ``got`` with the same value (``got`` may add fields).
+    Named list items are matched by name and must keep the seed's relative order."""
+    if isinstance(seed, dict):
+        assert isinstance(got, dict), f"{path}: expected an object, got {got!r}"
+        for k, v in seed.items():
+            assert k in got, f"{path}.{k}: missing (generated: {sorted(got)})"
+            if k == "sizeLimit":
+                assert parse_quantity(got[k]) == parse_quantity(v), f"{path}.{k}"
+                continue
+            assert_matches_seed(v, got[k], f"{path}.{k}")
+    elif isinstance(seed, list) and seed and all(_ident(i) for i in seed):
+        assert isinstance(got, list), f"{path}: expected a list"
+        got_ids = [_ident(i) for i in got]
+        positions = []
+        for item in seed:
+            ident = _ident(item)
+            assert ident in got_ids, f"{path}: no item with {ident} in {got_ids}"
+            pos = got_ids.index(ident)
+            positions.append(pos)
+            assert_matches_seed(item, got[pos], f"{path}[{ident[1]}]")
+        assert positions == sorted(positions), f"{path}: order differs from the seed"
+    else:
+        assert got == seed, f"{path}: seed has {seed!r}, generated {got!r}"
+
+
+def _without_main_pull_policy(seed: dict[str, Any]) -> dict[str, Any]:
+    """imagePullPolicy of the user's containers comes from their template (the seed's pods
+    show the API server's default for their image), not from the operator."""
+    seed = copy.deepcopy(seed)
+    for c in seed["spec"]["containers"]:
+        c.pop("imagePullPolicy", None)
+    return seed
+
+
+def _seed_job_with_launcher_args(seed_job_raw: dict[str, Any]) -> Any:
+    """The seed's resulting launcher was rendered from longer args than its example DGLJob."""
+    seed_launcher = load_fixture("seed_launcher.yaml")
+    raw = copy.deepcopy(seed_job_raw)
+    c = raw["spec"]["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    c["args"] = seed_launcher["spec"]["containers"][0]["args"]
+    return parse_job(raw)
+
+
+def test_launcher_matches_seed(seed_job_raw: dict[str, Any]) -> None:
+    job = _seed_job_with_launcher_args(seed_job_raw)
+    seed = _without_main_pull_policy(load_fixture("seed_launcher.yaml"))
+    got = launcher_pod(job, SEED_OPTS)
+    assert_matches_seed(seed, got)
+    assert [c["name"] for c in got["spec"]["initContainers"]] == [
+        "kubectl-download",
+        "watcher-loop-partitioner",
+        "watcher-loop-worker",
+    ]
+    env = {e["name"]: e["value"] for e in got["spec"]["containers"][0]["env"]}
+    assert env == {
+        "DGL_OPERATOR_KUBEXEC_PATH": "/etc/dgl/kubexec.sh",
+        "DGL_OPERATOR_HOSTFILE_PATH": "/etc/dgl/hostfile",
+        "DGL_OPERATOR_KUBECTL_PATH": "/opt/kube/kubectl",
+        "DGL_OPERATOR_ENV": "1",
+    }
+    assert got["spec"]["serviceAccountName"] == "dgl-graphsage-launcher"
+    for init in got["spec"]["initContainers"][1:]:
+        init_env = {e["name"]: e["value"] for e in init["env"]}
+        assert init_env["NAMESPACE"] == "dgl-operator"
+    workers_watch = got["spec"]["initContainers"][2]["env"]
+    assert {"name": "WATCHER_EXPECTED_PODS", "value": "2"} in workers_watch
+
+
+def test_partitioner_matches_seed(seed_job_raw: dict[str, Any]) -> None:
+    job = parse_job(seed_job_raw)
+    seed = _without_main_pull_policy(load_fixture("seed_partitioner.yaml"))
+    got = partitioner_pod(job, SEED_OPTS)
+    assert_matches_seed(seed, got)
+    main = got["spec"]["containers"][0]
+    launcher_main = seed_job_raw["spec"]["dglReplicaSpecs"]["Launcher"]["template"]["spec"][
+        "containers"
+    ][0]
+    assert main["command"] == launcher_main["command"]
+    assert main["args"] == launcher_main["args"]
+    env = {e["name"]: e["value"] for e in main["env"]}
+    assert env["DGL_OPERATOR_PHASE_ENV"] == "Partitioner"
+    assert env["DGL_OPERATOR_ENV"] == "1"
+    assert got["spec"]["serviceAccountName"] == "dgl-graphsage-partitioner"
+
+
+def test_worker_matches_seed(seed_job_raw: dict[str, Any]) -> None:
+    raw = copy.deepcopy(seed_job_raw)
+    c = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    c["resources"] = {"limits": {"memory": "20G"}}  # the seed's sizeLimit is half of it
+    job = parse_job(raw)
+    seed = _without_main_pull_policy(load_fixture("seed_worker.yaml"))
+    got = worker_pod(job, 0)
+    assert_matches_seed(seed, got)
+    ports = got["spec"]["containers"][0]["ports"]
+    assert [p["containerPort"] for p in ports] == list(range(30050, 30070))
+    assert len({p["name"] for p in ports}) == 20
+    assert all(len(p["name"]) <= 15 for p in ports)
+    assert {"name": "DGL_OPERATOR_ENV", "value": "1"} in got["spec"]["containers"][0]["env"]
+
+
+def test_common_pod_metadata(seed_job_raw: dict[str, Any]) -> None:
+    job = parse_job(seed_job_raw)
+    pods = {
+        "Launcher": launcher_pod(job, SEED_OPTS, attempt=2),
+        "Partitioner": partitioner_pod(job, SEED_OPTS, attempt=2),
+        "Worker": worker_pod(job, 1, attempt=2),
+    }
+    for rtype, pod in pods.items():
+        meta = pod["metadata"]
+        assert meta["namespace"] == "dgl-operator"
+        assert meta["labels"]["dgl-replica-type"] == rtype
+        assert meta["labels"]["dgl-replica-name"] == meta["name"]
+        assert meta["labels"][JOB_NAME_LABEL] == "dgl-graphsage"
+        assert meta["annotations"]["dgl-replica"] == rtype
+        assert meta["annotations"][ATTEMPT_ANNOTATION] == "2"
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": "qihoo.net/v1alpha1",
+                "kind": "DGLJob",
+                "name": "dgl-graphsage",
+                "uid": "uid-1234",
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        assert pod["spec"]["restartPolicy"] == "Never"
+
+
+def test_template_fields_survive_and_restart_policy_is_forced(
+    seed_job_raw: dict[str, Any],
+) -> None:
+    raw = copy.deepcopy(seed_job_raw)
+    tpl = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]
+    tpl["metadata"] = {"labels": {"team": "gnn"}, "annotations": {"a": "b"}}
+    tpl["spec"]["restartPolicy"] = "Always"
+    tpl["spec"]["nodeSelector"] = {"pool": "cpu"}
+    tpl["spec"]["containers"][0]["command"] = ["my-entry"]
+    tpl["spec"]["containers"][0]["env"] = [{"name": "DGL_OPERATOR_ENV", "value": "0"}]
+    job = parse_job(raw)
+    pod = worker_pod(job, 0)
+    assert pod["metadata"]["labels"]["team"] == "gnn"
+    assert pod["metadata"]["annotations"]["a"] == "b"
+    assert pod["spec"]["nodeSelector"] == {"pool": "cpu"}
+    assert pod["spec"]["restartPolicy"] == "Never"
+    main = pod["spec"]["containers"][0]
+    assert main["command"] == ["my-entry"] and "args" not in main
+    assert [e for e in main["env"] if e["name"] == "DGL_OPERATOR_ENV"] == [
+        {"name": "DGL_OPERATOR_ENV", "value": "1"}
+    ]
+    # the job's template itself is untouched (builders are pure)
+    assert job.spec.worker is not None
+    assert job.spec.worker.template["spec"]["restartPolicy"] == "Always"
+
+
+def test_init_container_images_come_from_options(seed_job_raw: dict[str, Any]) -> None:
+    job = parse_job(seed_job_raw)
+    opts = BuildOptions(
+        kubectl_download_image="reg.local/kd:1",
+        watcher_loop_image="reg.local/wl:2",
+        init_image_pull_policy="Never",
+        kubectl_download_url="http://mirror.local/kubectl",
+        kubectl_download_sha256="ab" * 32,
+    )
+    pod = launcher_pod(job, opts)
+    images = [c["image"] for c in pod["spec"]["initContainers"]]
+    assert images == ["reg.local/kd:1", "reg.local/wl:2", "reg.local/wl:2"]
+    assert {c["imagePullPolicy"] for c in pod["spec"]["initContainers"]} == {"Never"}
+    kd_env = {e["name"]: e["value"] for e in pod["spec"]["initContainers"][0]["env"]}
+    assert kd_env["KUBECTL_URL"] == "http://mirror.local/kubectl"
+    assert kd_env["KUBECTL_SHA256"] == "ab" * 32
+    assert partitioner_pod(job, opts)["spec"]["initContainers"][0]["image"] == "reg.local/kd:1"
+
+
+def _pod(name: str, ip: str | None) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": {"podIP": ip} if ip else {}}
+
+
+def test_config_map_formats(seed_job_raw: dict[str, Any]) -> None:
+    raw = copy.deepcopy(seed_job_raw)
+    raw["spec"]["slotsPerWorker"] = 2
+    job = parse_job(raw)
+    pods = {
+        "dgl-graphsage-worker-0": _pod("dgl-graphsage-worker-0", "10.0.0.5"),
+        "dgl-graphsage-worker-1": _pod("dgl-graphsage-worker-1", "10.0.0.6"),
+        "dgl-graphsage-partitioner": _pod("dgl-graphsage-partitioner", "10.0.0.7"),
+        "dgl-graphsage-launcher": _pod("dgl-graphsage-launcher", "10.0.0.8"),
+    }
+    cm = config_map(job, pods)
+    assert cm["metadata"]["name"] == "dgl-graphsage-config"
+    assert cm["metadata"]["labels"]["app"] == "dgl-graphsage"
+    assert cm["data"] == {
+        "kubexec.sh": KUBEXEC_SCRIPT,
+        "hostfile": "10.0.0.5 30050 dgl-graphsage-worker-0 slots=2\n"
+        "10.0.0.6 30050 dgl-graphsage-worker-1 slots=2\n",
+        "partfile": "10.0.0.7 30050 dgl-graphsage-partitioner\n",
+        "leadfile": "10.0.0.8 30050 dgl-graphsage-launcher\n",
+    }
+    assert KUBEXEC_SCRIPT.splitlines() == [
+        "#!/bin/sh",
+        "set -x",
+        "POD_NAME=$1",
+        "shift",
+        '/opt/kube/kubectl exec ${POD_NAME} -- /bin/sh -c "$*"',
+    ]
+
+
+def test_hostfile_numeric_order_and_no_line_without_ip(seed_job_raw: dict[str, Any]) -> None:
+    raw = copy.deepcopy(seed_job_raw)
+    raw["spec"]["dglReplicaSpecs"]["Worker"]["replicas"] = 12
+    job = parse_job(raw)
+    # dict order deliberately scrambled, worker 3 has no IP yet
+    pods = {
+        f"dgl-graphsage-worker-{i}": _pod(
+            f"dgl-graphsage-worker-{i}", None if i == 3 else f"10.1.0.{i}"
+        )
+        for i in (11, 2, 10, 0, 1, 3, 9, 8, 7, 6, 5, 4)
+    }
+    lines = hostfile(job, pods).splitlines()
+    assert [ln.split()[2] for ln in lines] == [
+        f"dgl-graphsage-worker-{i}" for i in range(12) if i != 3
+    ]
+    assert all(ln.split()[0] == f"10.1.0.{ln.split()[2].rsplit('-', 1)[1]}" for ln in lines)
+    assert config_map(job, {})["data"]["hostfile"] == ""
+    assert config_map(job, {})["data"]["partfile"] == ""
+
+
+def test_rbac_limits_exec_to_the_jobs_pods(seed_job_raw: dict[str, Any]) -> None:
+    job = parse_job(seed_job_raw)
+    objs = rbac(job)
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in objs]
+    assert kinds == [
+        ("ServiceAccount", "dgl-graphsage-launcher"),
+        ("Role", "dgl-graphsage-launcher"),
+        ("RoleBinding", "dgl-graphsage-launcher"),
+        ("ServiceAccount", "dgl-graphsage-partitioner"),
+        ("Role", "dgl-graphsage-partitioner"),
+        ("RoleBinding", "dgl-graphsage-partitioner"),
+    ]
+    launcher_role, partitioner_role = objs[1], objs[4]
+    exec_rule = next(r for r in launcher_role["rules"] if r["resources"] == ["pods/exec"])
+    assert exec_rule["resourceNames"] == ["dgl-graphsage-worker-0", "dgl-graphsage-worker-1"]
+    assert "create" in exec_rule["verbs"]
+    exec_rule = next(r for r in partitioner_role["rules"] if r["resources"] == ["pods/exec"])
+    assert exec_rule["resourceNames"] == ["dgl-graphsage-launcher"]
+    read_rule = next(r for r in launcher_role["rules"] if r["resources"] == ["pods"])
+    assert sorted(read_rule["verbs"]) == ["get", "list", "watch"]
+    binding = objs[2]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "dgl-graphsage-launcher",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "dgl-graphsage-launcher", "namespace": "dgl-operator"}
+    ]
+
+
+def test_worker_service_is_headless_per_pod(seed_job_raw: dict[str, Any]) -> None:
+    svc = worker_service(parse_job(seed_job_raw), 1)
+    assert svc["metadata"]["name"] == "dgl-graphsage-worker-1"
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"] == {"dgl-replica-name": "dgl-graphsage-worker-1"}
+    assert [p["port"] for p in svc["spec"]["ports"]] == list(range(30050, 30070))
+
+
+def test_skip_mode_is_launcher_only(seed_job_raw: dict[str, Any]) -> None:
+    raw = copy.deepcopy(seed_job_raw)
+    raw["spec"]["partitionMode"] = "Skip"
+    del raw["spec"]["dglReplicaSpecs"]["Worker"]
+    job = parse_job(raw)
+    d = desired(job, BuildOptions())
+    assert d.config_map is None and d.rbac == [] and d.workers == [] and d.partitioner is None
+    pod = d.launcher
+    main = pod["spec"]["containers"][0]
+    assert main["env"] == [{"name": "DGL_OPERATOR_PHASE_ENV", "value": "Launcher_Workload"}]
+    assert "initContainers" not in pod["spec"]
+    assert "serviceAccountName" not in pod["spec"]
+
+
+@pytest.mark.parametrize(
+    ("limit", "expected"),
+    [("2Gi", "1Gi"), ("1G", "500000000"), ("3Gi", "1536Mi"), ("1500Mi", "750Mi"), (None, None)],
+)
+def test_shm_is_half_the_memory_limit(limit: str | None, expected: str | None) -> None:
+    container: dict[str, Any] = {"name": "c"}
+    if limit:
+        container["resources"] = {"limits": {"memory": limit}}
+    assert shm_size_limit(container) == expected
+
+
+def test_shm_without_limit_has_no_size_limit(seed_job_raw: dict[str, Any]) -> None:
+    pod = worker_pod(parse_job(seed_job_raw), 0)
+    shm = next(v for v in pod["spec"]["volumes"] if v["name"] == "shm-volume")
+    assert shm["emptyDir"] == {"medium": "Memory"}
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("512Mi", 512 * 2**20),
+        ("1.5Gi", 3 * 2**29),
+        ("2G", 2 * 10**9),
+        ("100m", 0.1),
+        ("1e3", 1000),
+        (7, 7),
+    ],
+)
+def test_parse_quantity(text: Any, value: float) -> None:
+    assert float(parse_quantity(text)) == pytest.approx(value)
+
+
+def test_parse_quantity_rejects_garbage() -> None:
+    with pytest.raises(ValueError, match="invalid quantity"):
+        parse_quantity("12 apples")
+
+
+def test_format_bytes() -> None:
+    assert format_bytes(2**30) == "1Gi"
+    assert format_bytes(3 * 2**19) == "1536Ki"
+    assert format_bytes(1000) == "1000"

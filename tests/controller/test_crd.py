@@ -1,0 +1,173 @@
+"""The CRD: shape, printer columns, and that it accepts the seed and rejects malformed jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.api import API_VERSION, GROUP, KIND, VERSION, SpecError, parse_job
+from tests.controller.conftest import CRD_PATH, load_fixture
+from tests.controller.crd_validate import Validator, load_crd, version_schema
+from tests.controller.malformed import CASES, Case, apply_case
+
+
+@pytest.fixture(scope="module")
+def crd() -> dict[str, Any]:
+    return load_crd(CRD_PATH)
+
+
+@pytest.fixture(scope="module")
+def validator(crd: dict[str, Any]) -> Validator:
+    return Validator(crd)
+
+
+def test_identity(crd: dict[str, Any]) -> None:
+    spec = crd["spec"]
+    assert crd["metadata"]["name"] == f"dgljobs.{GROUP}"
+    assert spec["group"] == GROUP and spec["scope"] == "Namespaced"
+    assert spec["names"]["kind"] == KIND
+    assert spec["names"]["shortNames"] == ["dglj"]
+    assert "all" in spec["names"]["categories"]
+    (version,) = spec["versions"]
+    assert version["name"] == VERSION and version["served"] and version["storage"]
+    assert version["subresources"] == {"status": {}}
+    assert API_VERSION == "qihoo.net/v1alpha1"
+
+
+def test_printer_columns(crd: dict[str, Any]) -> None:
+    cols = {
+        c["name"]: c["jsonPath"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]
+    }
+    assert cols["Phase"] == ".status.phase"
+    assert cols["Workers"] == ".status.replicaStatuses.Worker.ready"
+    assert cols["Age"] == ".metadata.creationTimestamp"
+
+
+def _walk(schema: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    if isinstance(schema, dict):
+        out.append((path, schema))
+        for k, v in schema.items():
+            out += _walk(v, f"{path}/{k}")
+    elif isinstance(schema, list):
+        for i, v in enumerate(schema):
+            out += _walk(v, f"{path}/{i}")
+    return out
+
+
+def test_schema_is_structural(crd: dict[str, Any]) -> None:
+    schema = version_schema(crd)
+    for path, node in _walk(schema):
+        assert "$ref" not in node, f"{path}: $ref is not allowed in a CRD schema"
+        if "properties" in node and not path.endswith("/properties"):
+            assert node.get("type") == "object", f"{path}: properties need type object"
+        if "properties" in node and isinstance(node.get("additionalProperties"), dict):
+            raise AssertionError(f"{path}: properties and additionalProperties together")
+
+
+def test_enums_and_defaults(crd: dict[str, Any]) -> None:
+    spec = version_schema(crd)["properties"]["spec"]["properties"]
+    assert spec["partitionMode"]["default"] == "DGL-API"
+    assert spec["partitionMode"]["enum"] == ["DGL-API", "Skip", "ParMETIS", "DistParMETIS"]
+    assert spec["cleanPodPolicy"]["default"] == "Running"
+    assert set(spec["cleanPodPolicy"]["enum"]) == {"Running", "All", "None"}
+    assert spec["slotsPerWorker"]["default"] == 1
+    rp = spec["runPolicy"]["properties"]
+    assert set(rp) == {
+        "ttlSecondsAfterFinished",
+        "activeDeadlineSeconds",
+        "backoffLimit",
+        "suspend",
+    }
+    tpl = spec["dglReplicaSpecs"]["properties"]["Worker"]["properties"]["template"]
+    assert tpl["x-kubernetes-preserve-unknown-fields"] is True
+
+
+def test_seed_example_is_accepted_unchanged(validator: Validator) -> None:
+    seed = load_fixture("seed_dgljob.yaml")
+    assert validator.validate(seed) == []
+    parse_job({**seed, "metadata": {**seed["metadata"], "uid": "u"}})
+
+
+def test_example_manifest_in_repo_is_the_seed() -> None:
+    import yaml
+
+    from tests.controller.conftest import REPO
+
+    example = yaml.safe_load((REPO / "examples" / "graphsage" / "dgljob.yaml").read_text())
+    assert example == load_fixture("seed_dgljob.yaml")
+
+
+def test_full_featured_job_is_accepted(validator: Validator) -> None:
+    job = load_fixture("seed_dgljob.yaml")
+    job["spec"].update(
+        slotsPerWorker=2,
+        cleanPodPolicy="All",
+        launcherCreationPolicy="AtStartup",
+        runPolicy={
+            "ttlSecondsAfterFinished": 60,
+            "activeDeadlineSeconds": 3600,
+            "backoffLimit": 3,
+            "suspend": True,
+        },
+    )
+    job["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] = {"a": "b"}
+    assert validator.validate(job) == []
+
+
+def test_skip_mode_without_workers_is_accepted(validator: Validator) -> None:
+    job = load_fixture("seed_dgljob.yaml")
+    job["spec"]["partitionMode"] = "Skip"
+    del job["spec"]["dglReplicaSpecs"]["Worker"]
+    assert validator.validate(job) == []
+
+
+def test_at_least_twenty_malformed_cases() -> None:
+    assert len(CASES) >= 20
+    assert len({c.id for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_crd_rejects_malformed(validator: Validator, case: Case) -> None:
+    errors = validator.validate(apply_case(load_fixture("seed_dgljob.yaml"), case))
+    assert errors, f"{case.id} was accepted"
+    assert any(case.field in e for e in errors), f"{case.id}: no error names {case.field}: {errors}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_controller_rejects_malformed(case: Case) -> None:
+    raw = apply_case(load_fixture("seed_dgljob.yaml"), case)
+    raw.setdefault("metadata", {})["uid"] = "u"
+    with pytest.raises(SpecError) as err:
+        parse_job(raw)
+    assert case.field in str(err.value), f"{case.id}: {err.value} does not name {case.field}"
+
+
+def test_unknown_field_is_rejected(validator: Validator) -> None:
+    job = load_fixture("seed_dgljob.yaml")
+    job["spec"]["cleanPodPolicyy"] = "All"
+    assert any("spec.cleanPodPolicyy: unknown field" in e for e in validator.validate(job))
+
+
+def test_not_implemented_modes_say_so(validator: Validator) -> None:
+    job = load_fixture("seed_dgljob.yaml")
+    job["spec"]["partitionMode"] = "ParMETIS"
+    (error,) = validator.validate(job)
+    assert "not implemented yet" in error
+    job["metadata"]["uid"] = "u"
+    with pytest.raises(SpecError, match="not implemented yet"):
+        parse_job(job)
+
+
+def test_longest_accepted_names(validator: Validator) -> None:
+    job = load_fixture("seed_dgljob.yaml")
+    job["metadata"]["name"] = "j" * 51
+    job["spec"]["dglReplicaSpecs"]["Worker"]["replicas"] = 10000
+    assert validator.validate(job) == []
+    parse_job({**job, "metadata": {**job["metadata"], "uid": "u"}})
+    skip = load_fixture("seed_dgljob.yaml")
+    skip["metadata"]["name"] = "s" * 54
+    skip["spec"]["partitionMode"] = "Skip"
+    del skip["spec"]["dglReplicaSpecs"]["Worker"]
+    assert validator.validate(skip) == []

@@ -1,0 +1,429 @@
+"""A DGLJob's whole life through informers, workqueue, workers and sync, over FakeKube."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from controller.api import DGLJOBS
+from controller.builders import ATTEMPT_ANNOTATION
+from informers.resources import (
+    CONFIGMAPS,
+    PODS,
+    ROLEBINDINGS,
+    ROLES,
+    SERVICEACCOUNTS,
+    SERVICES,
+)
+from tests.controller.conftest import load_fixture
+from tests.controller.harness import NS, Harness, wait_for
+
+J = "dgl-graphsage"
+W0, W1 = f"{J}-worker-0", f"{J}-worker-1"
+PART, LAUNCH = f"{J}-partitioner", f"{J}-launcher"
+
+
+@pytest.fixture
+def h() -> Iterator[Harness]:
+    harness = Harness().start()
+    yield harness
+    harness.close()
+
+
+def seed(**spec: Any) -> dict[str, Any]:
+    raw = load_fixture("seed_dgljob.yaml")
+    raw["spec"].update(spec)
+    return raw
+
+
+def bring_up(h: Harness) -> None:
+    """Workers and partitioner run with IPs; the launcher gets created."""
+    h.wait_pods(W0, W1, PART)
+    h.run_pod(W1, "10.0.0.2")
+    h.run_pod(W0, "10.0.0.1")
+    h.run_pod(PART, "10.0.0.3")
+    h.wait_pods(LAUNCH)
+
+
+def train(h: Harness) -> None:
+    bring_up(h)
+    h.launcher_waiting_in_init(LAUNCH, "10.0.0.4")
+    h.finish_pod(PART, seconds=42)
+    h.wait_phase("Partitioned")
+    h.run_pod(LAUNCH, "10.0.0.4")
+    h.wait_phase("Training")
+
+
+def test_happy_path(h: Harness) -> None:
+    h.create_job(seed())
+    h.wait_pods(W0, W1, PART)
+    h.wait_condition("Created")
+    assert h.status()["phase"] == "Pending"
+    assert LAUNCH not in h.pods(), "launcher must wait for workers (WaitForWorkersReady)"
+    assert h.names(CONFIGMAPS) == [f"{J}-config"]
+    assert h.names(SERVICEACCOUNTS) == [LAUNCH, PART]
+    assert h.names(ROLES) == [LAUNCH, PART]
+    assert h.names(ROLEBINDINGS) == [LAUNCH, PART]
+    assert h.names(SERVICES) == [W0, W1]
+    assert h.kube.get(CONFIGMAPS, NS, f"{J}-config")["data"]["hostfile"] == ""
+    assert h.status()["startTime"]
+
+    bring_up(h)
+    data = h.kube.get(CONFIGMAPS, NS, f"{J}-config")["data"]
+    assert data["hostfile"] == (f"10.0.0.1 30050 {W0} slots=1\n10.0.0.2 30050 {W1} slots=1\n")
+    assert data["partfile"] == f"10.0.0.3 30050 {PART}\n"
+    h.wait_phase("Partitioning")
+    assert h.wait_condition("Running")["reason"] == "DGLJobRunning"
+
+    h.launcher_waiting_in_init(LAUNCH, "10.0.0.4")
+    wait_for(
+        lambda: (
+            h.kube.get(CONFIGMAPS, NS, f"{J}-config")["data"]["leadfile"]
+            == f"10.0.0.4 30050 {LAUNCH}\n"
+        ),
+        what="leadfile with the launcher's IP",
+    )
+    h.finish_pod(PART, seconds=42)
+    h.wait_phase("Partitioned")
+    assert h.status()["partitionSeconds"] == 42
+    h.run_pod(LAUNCH, "10.0.0.4")
+    h.wait_phase("Training")
+    assert h.status()["replicaStatuses"]["Worker"] == {
+        "active": 2,
+        "succeeded": 0,
+        "failed": 0,
+        "ready": "2/2",
+    }
+
+    h.finish_pod(LAUNCH, seconds=100)
+    cond = h.wait_condition("Succeeded")
+    assert cond["reason"] == "DGLJobSucceeded"
+    st = h.status()
+    assert st["phase"] == "Completed"
+    assert st["completionTime"] and st["trainingSeconds"] == 100
+    assert h.condition("Running")["status"] == "False"  # type: ignore[index]
+    assert st["observedGeneration"] == 1
+    # cleanPodPolicy Running: the running workers and their Services go, finished pods stay
+    wait_for(lambda: set(h.pods()) == {PART, LAUNCH}, what="running workers deleted")
+    wait_for(lambda: h.names(SERVICES) == [], what="worker services deleted")
+    reasons = h.event_reasons()
+    for r in (
+        "DGLJobCreated",
+        "SuccessfulCreatePod",
+        "DGLJobPartitioning",
+        "PartitionSucceeded",
+        "DGLJobTraining",
+        "DGLJobSucceeded",
+        "SuccessfulDeletePod",
+    ):
+        assert r in reasons, f"no {r} event in {reasons}"
+    h.settle()
+    assert h.sample("dgl_operator_jobs_created_total", namespace=NS) == 1
+    assert h.sample("dgl_operator_jobs_successful_total", namespace=NS) == 1
+    assert h.sample("dgl_operator_job_training_duration_seconds_count", namespace=NS) == 1
+    assert h.sample("dgl_operator_job_training_duration_seconds_sum", namespace=NS) == 100
+    assert h.sample("dgl_operator_job_partition_duration_seconds_sum", namespace=NS) == 42
+    assert h.sample("controller_runtime_reconcile_total", controller="dgljob", result="success") > 0
+
+
+@pytest.mark.parametrize(
+    ("policy", "left"),
+    [("Running", {PART, LAUNCH}), ("All", set()), ("None", {W0, W1, PART, LAUNCH})],
+)
+def test_clean_pod_policy(h: Harness, policy: str, left: set[str]) -> None:
+    h.create_job(seed(cleanPodPolicy=policy))
+    train(h)
+    h.finish_pod(LAUNCH)
+    h.wait_condition("Succeeded")
+    wait_for(lambda: set(h.pods()) == left, what=f"pods left by {policy}: {left}")
+    h.settle()
+    assert set(h.pods()) == left
+
+
+def test_worker_failure_fails_the_job_naming_pod_and_container(h: Harness) -> None:
+    h.create_job(seed())
+    train(h)
+    h.finish_pod(W1, exit_code=137, reason="OOMKilled")
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "WorkerFailed"
+    assert W1 in cond["message"] and "dgl-graphsage" in cond["message"]
+    assert "137" in cond["message"] and "OOMKilled" in cond["message"]
+    assert h.status()["phase"] == "Failed"
+    assert h.status()["completionTime"]
+    # Running policy: still-running pods stop; the failed worker stays for its logs
+    wait_for(lambda: set(h.pods()) == {W1, PART}, what="active pods deleted")
+    h.settle()
+    assert h.sample("dgl_operator_jobs_failed_total", namespace=NS, reason="WorkerFailed") == 1
+    assert "WorkerFailed" in h.event_reasons()
+
+
+def test_partitioner_failure(h: Harness) -> None:
+    h.create_job(seed())
+    bring_up(h)
+    h.finish_pod(PART, exit_code=1)
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "PartitionerFailed"
+    assert PART in cond["message"] and "exited with code 1" in cond["message"]
+
+
+def test_launcher_init_container_failure_is_named(h: Harness) -> None:
+    h.create_job(seed())
+    bring_up(h)
+    h.finish_pod(LAUNCH, exit_code=3, container="watcher-loop-worker", init=True)
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "LauncherFailed"
+    assert "watcher-loop-worker" in cond["message"] and "code 3" in cond["message"]
+
+
+def test_worker_deleted_while_training_fails_the_job(h: Harness) -> None:
+    h.create_job(seed())
+    train(h)
+    pod = h.pods()[W0]
+    h.kube.delete(PODS, NS, W0, uid=pod["metadata"]["uid"])
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "WorkerFailed"
+    assert W0 in cond["message"] and "deleted" in cond["message"]
+
+
+def test_worker_deleted_before_training_is_recreated_and_hostfile_follows(h: Harness) -> None:
+    h.create_job(seed(launcherCreationPolicy="AtStartup"))
+    h.wait_pods(W0, W1, PART, LAUNCH)
+    h.run_pod(W0, "10.0.0.1")
+    h.run_pod(W1, "10.0.0.2")
+    cm = f"{J}-config"
+    wait_for(lambda: "10.0.0.2" in h.kube.get(CONFIGMAPS, NS, cm)["data"]["hostfile"])
+    old_uid = h.pods()[W1]["metadata"]["uid"]
+    h.kube.delete(PODS, NS, W1, uid=old_uid)
+    wait_for(
+        lambda: W1 in h.pods() and h.pods()[W1]["metadata"]["uid"] != old_uid,
+        what="worker recreated",
+    )
+    wait_for(
+        lambda: "10.0.0.2" not in h.kube.get(CONFIGMAPS, NS, cm)["data"]["hostfile"],
+        what="stale IP removed from the hostfile",
+    )
+    h.run_pod(W1, "10.0.0.9")
+    wait_for(
+        lambda: (
+            h.kube.get(CONFIGMAPS, NS, cm)["data"]["hostfile"]
+            == f"10.0.0.1 30050 {W0} slots=1\n10.0.0.9 30050 {W1} slots=1\n"
+        ),
+        what="hostfile with the new IP",
+    )
+    assert h.condition("Failed") is None
+
+
+def test_backoff_limit_restarts_then_fails(h: Harness) -> None:
+    raw = seed(runPolicy={"backoffLimit": 1})
+    h.create_job(raw)
+    train(h)
+    first_uids = {n: p["metadata"]["uid"] for n, p in h.pods().items()}
+    h.finish_pod(W0, exit_code=1)
+    cond = h.wait_condition("Restarting")
+    assert W0 in cond["message"] and "restart 1 of 1" in cond["message"]
+    wait_for(lambda: h.status().get("restartCount") == 1)
+    # every old pod goes, the new attempt's pods come back with attempt 1
+    wait_for(
+        lambda: (
+            {W0, W1, PART} <= set(h.pods())
+            and all(p["metadata"]["uid"] != first_uids.get(n) for n, p in h.pods().items())
+        ),
+        what="pods recreated",
+    )
+    assert {p["metadata"]["annotations"][ATTEMPT_ANNOTATION] for p in h.pods().values()} == {"1"}
+    train(h)
+    assert h.condition("Restarting")["status"] == "False"  # type: ignore[index]
+    assert h.condition("Running")["status"] == "True"  # type: ignore[index]
+    h.finish_pod(W1, exit_code=2)
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "BackoffLimitExceeded"
+    assert W1 in cond["message"] and "backoffLimit 1" in cond["message"]
+    assert h.status()["restartCount"] == 1
+    h.settle()
+    assert h.sample("dgl_operator_jobs_restarted_total", namespace=NS) == 1
+    assert "DGLJobRestarting" in h.event_reasons()
+
+
+def poke(h: Harness, name: str = J) -> None:
+    """Touch the job so that it is synced again (after moving the wall clock)."""
+    h.kube.patch(DGLJOBS, NS, name, {"metadata": {"annotations": {"poke": str(h.clock())}}})
+
+
+def test_active_deadline_fails_and_stops_every_pod(h: Harness) -> None:
+    h.create_job(seed(cleanPodPolicy="None", runPolicy={"activeDeadlineSeconds": 100}))
+    train(h)
+    h.clock.advance(101)
+    poke(h)
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "DeadlineExceeded"
+    wait_for(lambda: set(h.pods()) == {PART}, what="active pods deleted despite policy None")
+
+
+def test_ttl_deletes_the_finished_job(h: Harness) -> None:
+    h.create_job(seed(runPolicy={"ttlSecondsAfterFinished": 30}))
+    train(h)
+    h.finish_pod(LAUNCH)
+    h.wait_condition("Succeeded")
+    h.settle()
+    assert h.kube.objects(DGLJOBS, NS), "deleted before the TTL"
+    h.clock.advance(31)
+    poke(h)
+    wait_for(lambda: not h.kube.objects(DGLJOBS, NS), what="job deleted after its TTL")
+    assert h.kube.collect_garbage() > 0  # the garbage collector takes the children
+    assert h.kube.objects(CONFIGMAPS, NS) == []
+
+
+def test_ttl_zero_deletes_at_once(h: Harness) -> None:
+    h.create_job(seed(runPolicy={"ttlSecondsAfterFinished": 0}))
+    train(h)
+    h.finish_pod(LAUNCH)
+    wait_for(lambda: not h.kube.objects(DGLJOBS, NS), what="job deleted")
+
+
+def test_suspend_and_resume(h: Harness) -> None:
+    h.create_job(seed(runPolicy={"suspend": True}))
+    cond = h.wait_condition("Suspended")
+    assert cond["reason"] == "DGLJobSuspended"
+    h.settle()
+    assert h.pods() == {}
+    assert h.status()["phase"] == "Suspended"
+    assert "startTime" not in h.status()
+    h.kube.patch(DGLJOBS, NS, J, {"spec": {"runPolicy": {"suspend": False}}})
+    h.wait_pods(W0, W1, PART)
+    wait_for(lambda: (h.condition("Suspended") or {}).get("reason") == "DGLJobResumed")
+    assert h.status()["startTime"]
+    train(h)
+    h.kube.patch(DGLJOBS, NS, J, {"spec": {"runPolicy": {"suspend": True}}})
+    wait_for(lambda: not h.pods(), what="pods deleted on suspend")
+    h.wait_phase("Suspended")
+    assert h.condition("Running")["status"] == "False"  # type: ignore[index]
+    assert "DGLJobResumed" in h.event_reasons()
+
+
+def test_invalid_spec_fails_once_without_a_hot_loop(h: Harness) -> None:
+    raw = seed(partitionMode="ParMETIS")  # FakeKube has no admission: it slips through
+    h.create_job(raw)
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "InvalidSpec"
+    assert "spec.partitionMode" in cond["message"] and "not implemented" in cond["message"]
+    h.settle()
+    writes = [a for a in h.kube.writes() if a.resource == "dgljobs.qihoo.net"]
+    assert len(writes) == 2, writes  # the create and one status write
+    assert h.pods() == {}
+    poke(h)
+    h.settle()
+    writes = [a for a in h.kube.writes() if a.resource == "dgljobs.qihoo.net"]
+    assert len(writes) == 3, writes  # the poke itself, nothing more
+    assert h.sample("controller_runtime_reconcile_errors_total", controller="dgljob") == 0
+
+
+def test_foreign_pod_is_never_adopted(h: Harness) -> None:
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": W0, "labels": {"dgl.qihoo.net/job-name": J}},
+        "spec": {"containers": [{"name": "x", "image": "busybox"}]},
+    }
+    h.kube.create(PODS, NS, foreign)
+    h.create_job(seed())
+    wait_for(lambda: "ErrResourceExists" in h.event_reasons(), what="a Warning event")
+    warning = next(e for e in h.events() if e["reason"] == "ErrResourceExists")
+    assert warning["type"] == "Warning" and W0 in warning["message"]
+    h.settle()
+    assert set(h.pods()) == {W0}, "nothing is created while a name is taken"
+    assert "ownerReferences" not in h.pods()[W0]["metadata"]
+    h.kube.delete(PODS, NS, W0)
+    h.ctrl.queue.forget(f"{NS}/{J}")
+    h.ctrl.queue.add(f"{NS}/{J}")
+    h.wait_pods(W0, W1, PART)
+    assert h.pods()[W0]["metadata"]["ownerReferences"][0]["name"] == J
+
+
+def test_foreign_object_outside_the_cache_is_detected_on_create(h: Harness) -> None:
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{J}-config"},  # no job label: the informer never sees it
+        "data": {"mine": "yes"},
+    }
+    h.kube.create(CONFIGMAPS, NS, foreign)
+    h.create_job(seed())
+    wait_for(lambda: "ErrResourceExists" in h.event_reasons(), what="a Warning event")
+    assert h.kube.get(CONFIGMAPS, NS, f"{J}-config")["data"] == {"mine": "yes"}
+
+
+def test_skip_mode_runs_the_launcher_alone(h: Harness) -> None:
+    raw = seed(partitionMode="Skip")
+    del raw["spec"]["dglReplicaSpecs"]["Worker"]
+    h.create_job(raw)
+    h.wait_pods(LAUNCH)
+    h.settle()
+    assert set(h.pods()) == {LAUNCH}
+    assert h.kube.objects(CONFIGMAPS, NS) == [] and h.kube.objects(ROLES, NS) == []
+    h.run_pod(LAUNCH, "10.0.0.4")
+    h.wait_phase("Training")
+    assert set(h.status()["replicaStatuses"]) == {"Launcher"}
+    h.finish_pod(LAUNCH)
+    h.wait_condition("Succeeded")
+    assert h.status()["phase"] == "Completed"
+
+
+def test_concurrent_status_writer_is_not_clobbered(h: Harness) -> None:
+    """Another writer (e.g. the launcher reporting progress) shares the status."""
+    h.create_job(seed())
+    h.wait_condition("Created")
+    h.settle()
+    job = h.job()
+    body = copy.deepcopy(job)
+    body["status"]["progress"] = "epoch 1/2"
+    h.kube.replace(DGLJOBS, NS, J, body, subresource="status")
+    bring_up(h)
+    h.wait_phase("Partitioning")
+    assert h.status()["progress"] == "epoch 1/2"
+
+
+def test_many_jobs_each_get_exactly_their_pods() -> None:
+    h = Harness().start(workers=4)
+    try:
+        for i in range(15):
+            raw = seed()
+            raw["metadata"]["name"] = f"job-{i}"
+            h.create_job(raw)
+        wait_for(lambda: len(h.pods()) == 15 * 3, what="45 pods")
+        h.settle()
+        creates = [a for a in h.kube.actions if a.verb == "create" and a.resource == "pods"]
+        assert len(creates) == 45, "a pod was created twice"
+        for i in range(15):
+            assert h.condition("Created", f"job-{i}") is not None
+        assert h.sample("dgl_operator_jobs_created_total", namespace=NS) == 15
+    finally:
+        h.close()
+
+
+def test_idle_resync_writes_nothing() -> None:
+    h = Harness(resync=0.1).start()
+    try:
+        h.create_job(seed())
+        train(h)
+        h.settle()
+        h.kube.clear_actions()
+        syncs_before = h.sample(
+            "controller_runtime_reconcile_total", controller="dgljob", result="success"
+        )
+        wait_for(
+            lambda: (
+                h.sample(
+                    "controller_runtime_reconcile_total", controller="dgljob", result="success"
+                )
+                >= syncs_before + 5
+            ),
+            what="several resyncs",
+        )
+        h.settle()
+        assert h.kube.writes() == []
+        assert [a for a in h.kube.actions if a.verb in ("get", "list")] == []
+    finally:
+        h.close()

@@ -1,0 +1,124 @@
+"""The dgl-operator CLI: flags, health endpoints, configuration errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from controller.main import HealthServer, parse_addr, parse_settings
+
+
+def test_defaults() -> None:
+    s = parse_settings([])
+    assert s.namespace is None and s.workers == 4 and not s.leader_elect
+    assert s.metrics_addr == ":8080" and s.health_addr == ":8081"
+    assert s.options.watcher_loop_image == "dgloperator/watcher-loop:v0.1.0"
+    assert s.log_format == "json"
+
+
+def test_flags() -> None:
+    s = parse_settings(
+        [
+            "--namespace",
+            "team-a",
+            "--workers",
+            "8",
+            "--leader-elect",
+            "--watcher-loop-image",
+            "reg/wl:1",
+            "--kubectl-download-image",
+            "reg/kd:1",
+            "--log-format",
+            "console",
+            "--metrics-addr",
+            "127.0.0.1:9090",
+            "--health-addr",
+            "0",
+        ]
+    )
+    assert s.namespace == "team-a" and s.workers == 8 and s.leader_elect
+    assert s.options.watcher_loop_image == "reg/wl:1"
+    assert s.options.kubectl_download_image == "reg/kd:1"
+    assert parse_addr(s.metrics_addr, "--metrics-addr") == ("127.0.0.1", 9090)
+    assert parse_addr(s.health_addr, "--health-addr") is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--workers", "0"], "--workers"),
+        (["--metrics-addr", "nonsense"], "--metrics-addr"),
+        (["--health-addr", ":99999"], "--health-addr"),
+        (["--kubectl-download-url", "http://x/kubectl"], "--kubectl-download-sha256"),
+        (["--log-format", "xml"], "--log-format"),
+        (["--leader-elect-renew-deadline", "20"], "renew-deadline"),
+        (["--bogus"], "--bogus"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        parse_settings(argv)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_health_server() -> None:
+    ready = [False]
+    hs = HealthServer(("127.0.0.1", 0), lambda: ready[0])
+    hs.start()
+    try:
+        assert _get(hs.port, "/healthz") == (200, "ok\n")
+        assert _get(hs.port, "/readyz") == (503, "informer caches not synced\n")
+        ready[0] = True
+        assert _get(hs.port, "/readyz") == (200, "ok\n")
+        assert _get(hs.port, "/nope")[0] == 404
+    finally:
+        hs.stop()
+
+
+def test_missing_kubeconfig_is_one_clear_line(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller.main",
+            "--kubeconfig",
+            str(missing),
+            "--metrics-addr",
+            "0",
+            "--health-addr",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "cannot load Kubernetes configuration" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_console_scripts_are_installed() -> None:
+    bindir = Path(sys.executable).parent
+    for script in ("dgl-operator", "dglrun", "watcher-loop", "kubectl-download"):
+        assert (bindir / script).exists(), f"{script} is not installed in {bindir}"
+    out = subprocess.run(
+        [str(bindir / "dgl-operator"), "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0 and out.stdout.startswith("dgl-operator ")

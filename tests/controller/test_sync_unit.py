@@ -1,0 +1,224 @@
+"""JobSync driven directly, with caches the test controls (they lag behind the API on purpose)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from controller.api import DGLJOBS
+from controller.builders import BuildOptions
+from controller.events import EventRecorder
+from controller.expectations import Expectations
+from controller.metrics import Metrics
+from controller.mutation_cache import MutationCache
+from controller.sync import JobSync, Listers
+from informers.errors import Conflict
+from informers.lister import Lister
+from informers.resources import CONFIGMAPS, PODS
+from informers.store import (
+    CONTROLLER_UID_INDEX,
+    NAMESPACE_INDEX,
+    ThreadSafeStore,
+    controller_uid_index,
+    meta_namespace_key,
+    namespace_index,
+)
+from tests.controller.conftest import load_fixture
+from tests.controller.harness import NS, WallClock
+from tests.fakekube import FakeKube
+
+KEY = f"{NS}/dgl-graphsage"
+
+
+def _store() -> ThreadSafeStore:
+    return ThreadSafeStore(
+        {NAMESPACE_INDEX: namespace_index, CONTROLLER_UID_INDEX: controller_uid_index}
+    )
+
+
+class Rig:
+    """JobSync over FakeKube, with stores filled only when the test says so."""
+
+    def __init__(self) -> None:
+        self.clock = WallClock()
+        self.kube = FakeKube(clock=self.clock)
+        self.stores = {
+            name: _store()
+            for name in (
+                "jobs",
+                "pods",
+                "services",
+                "configmaps",
+                "serviceaccounts",
+                "roles",
+                "rolebindings",
+            )
+        }
+        self.listers = Listers(**{n: Lister(s) for n, s in self.stores.items()})
+        self.metrics = Metrics()
+        self.expectations = Expectations(ttl=300, now=self.clock)
+        self.sync = JobSync(
+            self.kube,
+            self.listers,
+            options=BuildOptions(),
+            recorder=EventRecorder(self.kube),
+            metrics=self.metrics,
+            expectations=self.expectations,
+            now=self.clock,
+        )
+
+    def create_job(self, **spec: Any) -> dict[str, Any]:
+        raw = load_fixture("seed_dgljob.yaml")
+        raw["spec"].update(spec)
+        job = self.kube.create(DGLJOBS, NS, raw)
+        self.cache("jobs", job)
+        return job
+
+    def cache(self, store: str, obj: dict[str, Any]) -> None:
+        self.stores[store].put(meta_namespace_key(obj), obj)
+
+    def catch_up(self) -> None:
+        """Make every cache show what the API holds (the informers caught up)."""
+        from informers.resources import (
+            ROLEBINDINGS,
+            ROLES,
+            SERVICEACCOUNTS,
+            SERVICES,
+        )
+
+        pairs = [
+            ("jobs", DGLJOBS),
+            ("pods", PODS),
+            ("services", SERVICES),
+            ("configmaps", CONFIGMAPS),
+            ("serviceaccounts", SERVICEACCOUNTS),
+            ("roles", ROLES),
+            ("rolebindings", ROLEBINDINGS),
+        ]
+        for store, res in pairs:
+            objs = self.kube.objects(res, NS)
+            self.stores[store].replace({meta_namespace_key(o): o for o in objs})
+            for o in objs:
+                for op in ("add",):
+                    self.expectations.observe(KEY, op, res.plural, o["metadata"]["name"])
+
+    def writes(self) -> list[Any]:
+        return self.kube.writes()
+
+
+def test_a_second_sync_before_the_cache_caught_up_creates_nothing() -> None:
+    rig = Rig()
+    rig.create_job()
+    rig.kube.clear_actions()
+    rig.sync.sync(KEY)
+    pod_creates = [a for a in rig.writes() if a.verb == "create" and a.resource == "pods"]
+    assert {a.name for a in pod_creates} == {
+        "dgl-graphsage-worker-0",
+        "dgl-graphsage-worker-1",
+        "dgl-graphsage-partitioner",
+    }
+    rig.kube.clear_actions()
+    rig.sync.sync(KEY)  # caches still empty: without expectations it would create again
+    assert rig.kube.actions == []
+    assert not rig.expectations.satisfied(KEY)
+    rig.catch_up()
+    assert rig.expectations.satisfied(KEY)
+    rig.kube.clear_actions()
+    rig.sync.sync(KEY)
+    assert [a for a in rig.writes() if a.verb == "create"] == []
+
+
+def test_expectations_expire_so_a_lost_event_cannot_wedge_a_job() -> None:
+    rig = Rig()
+    rig.create_job()
+    rig.sync.sync(KEY)
+    assert not rig.expectations.satisfied(KEY)
+    rig.clock.advance(301)
+    assert rig.expectations.satisfied(KEY)
+
+
+def test_status_conflict_is_retried_on_the_latest_object() -> None:
+    rig = Rig()
+    job = rig.create_job()
+    # someone else writes the status after our cache copy was taken
+    other = copy.deepcopy(rig.kube.get(DGLJOBS, NS, "dgl-graphsage"))
+    other["status"] = {"progress": "epoch 3/10"}
+    rig.kube.replace(DGLJOBS, NS, "dgl-graphsage", other, subresource="status")
+    assert rig.stores["jobs"].get(KEY) == job  # stale
+    rig.kube.clear_actions()
+    rig.sync.sync(KEY)
+    status_writes = [a for a in rig.writes() if a.subresource == "status"]
+    assert len(status_writes) == 2, "one conflicted write, one retry"
+    st = rig.kube.get(DGLJOBS, NS, "dgl-graphsage")["status"]
+    assert st["progress"] == "epoch 3/10", "the other writer's field was lost"
+    assert any(c["type"] == "Created" for c in st["conditions"])
+    assert (
+        rig.metrics.registry.get_sample_value("dgl_operator_jobs_created_total", {"namespace": NS})
+        == 1
+    )
+
+
+def test_persistent_status_conflicts_surface_as_an_error() -> None:
+    rig = Rig()
+    rig.create_job()
+    rig.kube.fail_next("update", DGLJOBS, Conflict(409, "Conflict", "busy"), times=10)
+    with pytest.raises(Conflict):
+        rig.sync.sync(KEY)
+    assert (
+        rig.metrics.registry.get_sample_value("dgl_operator_jobs_created_total", {"namespace": NS})
+        is None
+    ), "a transition counted although its status was never written"
+
+
+def test_a_sync_right_after_our_status_write_uses_our_copy() -> None:
+    rig = Rig()
+    created = rig.create_job()
+    rig.sync.sync(KEY)  # writes status (Created)
+    rig.catch_up()
+    rig.cache("jobs", created)  # ...but the job cache still shows the copy without it
+    rig.kube.clear_actions()
+    rig.sync.sync(KEY)
+    # The pods now show in the cache, so replicaStatuses change: one write, on top of our
+    # own copy (the stale one would conflict and need a second attempt).
+    assert len([a for a in rig.writes() if a.subresource == "status"]) == 1
+    status = rig.kube.get(DGLJOBS, NS, "dgl-graphsage")["status"]
+    assert status["replicaStatuses"]["Worker"]["active"] == 2
+    assert (
+        rig.metrics.registry.get_sample_value("dgl_operator_jobs_created_total", {"namespace": NS})
+        == 1
+    )
+
+
+def test_configmap_update_uses_our_last_write_not_the_stale_cache() -> None:
+    rig = Rig()
+    rig.create_job()
+    rig.sync.sync(KEY)
+    rig.catch_up()
+    for i, name in enumerate(["dgl-graphsage-worker-0", "dgl-graphsage-worker-1"]):
+        rig.kube.patch(PODS, NS, name, {"status": {"phase": "Running", "podIP": f"10.0.0.{i}"}})
+    rig.catch_up()
+    rig.kube.clear_actions()
+    rig.sync.sync(KEY)  # hostfile changes: one ConfigMap update
+    cm_updates = [a for a in rig.writes() if a.resource == "configmaps" and a.verb == "update"]
+    assert len(cm_updates) == 1
+    # the configmap cache still holds the old copy (no catch_up): no second update, no conflict
+    rig.kube.clear_actions()
+    rig.sync.sync(KEY)
+    assert [a for a in rig.writes() if a.resource == "configmaps"] == []
+
+
+def test_mutation_cache_prefers_newer_own_write() -> None:
+    mc = MutationCache()
+    cached = {"metadata": {"uid": "u", "resourceVersion": "5"}}
+    mine = {"metadata": {"uid": "u", "resourceVersion": "7"}}
+    mc.remember("k", mine)
+    assert mc.newest("k", cached) is mine
+    newer = {"metadata": {"uid": "u", "resourceVersion": "8"}}
+    assert mc.newest("k", newer) is newer
+    assert mc.newest("k", cached) is cached, "forgotten once the cache caught up"
+    mc.remember("k", mine)
+    other_uid = {"metadata": {"uid": "v", "resourceVersion": "1"}}
+    assert mc.newest("k", other_uid) is other_uid, "a recreated object is not ours"
+    assert mc.newest("k", None) is None
