@@ -170,6 +170,7 @@ class SharedInformer:
         self._synced.set()
 
     def on_added(self, obj: Obj) -> None:
+        """ADDED or MODIFIED: what the handlers get depends on the cache, not the event type."""
         obj = self._prepare(obj)
         with self._lock:
             old = self.store.put(meta_namespace_key(obj), obj)
@@ -178,14 +179,7 @@ class SharedInformer:
             else:
                 self._fan_out("update", old, obj)
 
-    def on_modified(self, obj: Obj) -> None:
-        obj = self._prepare(obj)
-        with self._lock:
-            old = self.store.put(meta_namespace_key(obj), obj)
-            if old is None:
-                self._fan_out("add", obj)
-            else:
-                self._fan_out("update", old, obj)
+    on_modified = on_added
 
     def on_deleted(self, obj: Obj) -> None:
         obj = self._prepare(obj)
