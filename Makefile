@@ -10,6 +10,9 @@ VENV_KEY := $(shell cat setup.cfg pyproject.toml | sha256sum | cut -c1-12)
 VENV     := $(CACHE)/venv-$(VENV_KEY)
 BIN      := $(VENV)/bin
 PKGS     := workqueue informers controller launcher watcher_loop kubectl_download
+# Imports (and the console scripts started by tests) come from this checkout even when the
+# shared cached venv's editable install points at another clone.
+export PYTHONPATH := $(CURDIR)
 
 .PHONY: help venv lint typecheck unit test bench demo clean-venvs
 

@@ -1,14 +1,239 @@
-"""``dglrun``: the launcher's workflow (partition -> dispatch -> train). Lands with issue 3."""
+"""``dglrun``: partition -> deliver -> dispatch -> configure -> train, on the operator's pods.
+
+Where it runs decides what it does (``DGL_OPERATOR_PHASE_ENV``, set by the operator):
+
+* ``Partitioner`` (the partitioner pod): [1/5] partition, [2/5] deliver the dataset to the
+  launcher pod.
+* unset (the launcher pod): [3/5] dispatch part i to worker i, [4/5] write ip_config on every
+  worker, [5/5] start DGL servers and trainers on every worker and wait for all.
+* ``Launcher_Workload`` (Skip mode): run the training entry point alone.
+* ``--transport local``: all five phases on this machine, with one network namespace per
+  worker (what ``make demo`` and the pipeline tests use).
+
+This module imports only the standard library, so ``dglrun --help`` is instant; DGL and torch
+are imported only by the entry points it starts.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
+import shlex
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PHASE_ENV = "DGL_OPERATOR_PHASE_ENV"
+PHASE_PARTITIONER = "Partitioner"
+PHASE_WORKLOAD = "Launcher_Workload"
+
+
+@dataclass(frozen=True)
+class Options:
+    graph_name: str
+    num_partitions: int
+    partition_entry_point: str | None
+    balance_train: bool
+    balance_edges: bool
+    train_entry_point: str | None
+    workspace: Path
+    num_epochs: int
+    batch_size: int
+    num_trainers: int
+    num_samplers: int
+    num_servers: int
+    dataset_url: str | None
+    partition_config_path: str | None
+    partition_args: list[str] = field(default_factory=list)
+    train_args: list[str] = field(default_factory=list)
+    python: str = sys.executable
+    transport: str = "kubectl"
+    local_workers: int | None = None
+    local_root: Path | None = None
+    keep_local: bool = False
+    partition_timeout: float = 0.0
+    deliver_timeout: float = 1800.0
+    dispatch_timeout: float = 1800.0
+    train_timeout: float = 0.0
+    master_port: int = 29500
+    phase: str = ""
+    kubexec: str = "/etc/dgl/kubexec.sh"
+    hostfile: str = "/etc/dgl/hostfile"
+    leadfile: str = "/etc/dgl/leadfile"
+    kubectl: str = "/opt/kube/kubectl"
+
+
+def _positive(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _non_negative(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
+    return n
+
+
+def _seconds(value: str) -> float:
+    try:
+        n = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
+    return n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="dglrun",
+        description="DGL workflow on DGL Operator pods: partition, dispatch, train.",
+        allow_abbrev=False,
+    )
+    g = p.add_argument_group("graph and partitioning")
+    g.add_argument("-g", "--graph-name", required=True, help="graph name (partition JSON name)")
+    g.add_argument("--num-partitions", type=_positive, default=1)
+    g.add_argument(
+        "--partition-entry-point",
+        help="script called with --graph_name "
+        "--workspace --rel_data_path --num_parts [--balance_train] [--balance_edges]",
+    )
+    g.add_argument("--balance-train", action="store_true")
+    g.add_argument("--balance-edges", action="store_true")
+    g.add_argument("--partition-config-path", help="partition JSON (default <graph>.json)")
+    g.add_argument("--dataset-url", help="passed to the partition entry point as --dataset_url")
+    g.add_argument(
+        "--partition-args",
+        default="",
+        help="extra arguments for the partition entry point (one shell-quoted string)",
+    )
+    t = p.add_argument_group("training")
+    t.add_argument(
+        "--train-entry-point",
+        help="script run by every DGL server and trainer with "
+        "--graph_name --ip_config --part_config --num_epochs --batch_size",
+    )
+    t.add_argument("--num-epochs", type=_positive, default=1)
+    t.add_argument("--batch-size", type=_positive, default=1000)
+    t.add_argument("--num-trainers", type=_positive, default=1, help="trainers per worker")
+    t.add_argument("--num-samplers", type=_non_negative, default=0, help="samplers per trainer")
+    t.add_argument("--num-servers", type=_positive, default=1, help="DGL servers per worker")
+    t.add_argument(
+        "--train-args",
+        default="",
+        help="extra arguments for the training entry point (one shell-quoted string)",
+    )
+    t.add_argument("--master-port", type=_positive, default=29500, help="torch rendezvous port")
+    w = p.add_argument_group("where and how")
+    w.add_argument(
+        "--workspace",
+        "--worksapce",
+        dest="workspace",
+        default="/dgl_workspace",
+        help="workspace folder (the original's misspelling --worksapce works too)",
+    )
+    w.add_argument(
+        "--python",
+        default=os.environ.get("DGLRUN_PYTHON"),
+        help="interpreter for the entry points (default: $DGLRUN_PYTHON, else this "
+        "one locally and python3 in pods)",
+    )
+    w.add_argument(
+        "--transport",
+        choices=["kubectl", "local"],
+        default=os.environ.get("DGLRUN_TRANSPORT", "kubectl"),
+    )
+    w.add_argument(
+        "--local-workers",
+        type=_positive,
+        help="local transport: workers (default: --num-partitions)",
+    )
+    w.add_argument(
+        "--local-root",
+        help="local transport: where worker filesystems live "
+        "(default: a folder under the workspace)",
+    )
+    w.add_argument("--keep-local", action="store_true", help="keep the local workers' files")
+    o = p.add_argument_group("timeouts (seconds, 0 = none)")
+    o.add_argument("--partition-timeout", type=_seconds, default=0.0)
+    o.add_argument("--deliver-timeout", type=_seconds, default=1800.0)
+    o.add_argument("--dispatch-timeout", type=_seconds, default=1800.0)
+    o.add_argument("--train-timeout", type=_seconds, default=0.0)
+    return p
+
+
+def _split(text: str, flag: str, parser: argparse.ArgumentParser) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        parser.error(f"{flag}: {e}")
+
+
+def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> Options:
+    env = dict(os.environ if env is None else env)
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    phase = env.get(PHASE_ENV, "")
+    if phase not in ("", PHASE_PARTITIONER, PHASE_WORKLOAD):
+        parser.error(
+            f"{PHASE_ENV}={phase!r}: expected {PHASE_PARTITIONER}, {PHASE_WORKLOAD} or unset"
+        )
+    needs_partition = a.transport == "local" or phase == PHASE_PARTITIONER
+    if needs_partition and not a.partition_entry_point and not a.partition_config_path:
+        parser.error("--partition-entry-point is required to partition the graph")
+    if phase != PHASE_PARTITIONER and not a.train_entry_point:
+        parser.error("--train-entry-point is required")
+    python = a.python or (sys.executable if a.transport == "local" or phase else "python3")
+    return Options(
+        graph_name=a.graph_name,
+        num_partitions=a.num_partitions,
+        partition_entry_point=a.partition_entry_point,
+        balance_train=a.balance_train,
+        balance_edges=a.balance_edges,
+        train_entry_point=a.train_entry_point,
+        workspace=Path(a.workspace),
+        num_epochs=a.num_epochs,
+        batch_size=a.batch_size,
+        num_trainers=a.num_trainers,
+        num_samplers=a.num_samplers,
+        num_servers=a.num_servers,
+        dataset_url=a.dataset_url,
+        partition_config_path=a.partition_config_path,
+        partition_args=_split(a.partition_args, "--partition-args", parser),
+        train_args=_split(a.train_args, "--train-args", parser),
+        python=python,
+        transport=a.transport,
+        local_workers=a.local_workers,
+        local_root=Path(a.local_root) if a.local_root else None,
+        keep_local=a.keep_local,
+        partition_timeout=a.partition_timeout,
+        deliver_timeout=a.deliver_timeout,
+        dispatch_timeout=a.dispatch_timeout,
+        train_timeout=a.train_timeout,
+        master_port=a.master_port,
+        phase=phase,
+        kubexec=env.get("DGL_OPERATOR_KUBEXEC_PATH", "/etc/dgl/kubexec.sh"),
+        hostfile=env.get("DGL_OPERATOR_HOSTFILE_PATH", "/etc/dgl/hostfile"),
+        leadfile=env.get("DGL_OPERATOR_LEADFILE_PATH", "/etc/dgl/leadfile"),
+        kubectl=env.get("DGL_OPERATOR_KUBECTL_PATH", "/opt/kube/kubectl"),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    print("dglrun: the data plane is not implemented yet (issue 3)", file=sys.stderr)
-    return 2
+    opts = parse(argv)
+    from launcher.phases import run
+
+    return run(opts)
 
 
 if __name__ == "__main__":

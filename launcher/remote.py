@@ -1,0 +1,117 @@
+"""``python -m launcher.remote``: the small helper dglrun runs on the far side of ``kubectl exec``.
+
+* ``run --pidfile P -- CMD...`` starts CMD in a session of its own, records the session id in
+  P, and exits with CMD's status. Killing the local ``kubectl exec`` does not stop a remote
+  process; this lets dglrun stop it, and every process it spawned, by session.
+* ``kill --pidfile P... [--grace S]`` sends SIGTERM to each recorded session, then SIGKILL.
+* ``manifest DIR`` prints ``{"relative/path": [size, sha256], ...}`` for verifying copies.
+
+Standard library only: worker images carry dglrun but nothing else of the operator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _manifest(root: Path) -> dict[str, list[object]]:
+    # Local import keeps `run` (the hot path) free of hashlib work.
+    from launcher.partitions import manifest
+
+    return {k: [size, digest] for k, (size, digest) in manifest(root).items()}
+
+
+def _run(pidfile: Path, cmd: list[str]) -> int:
+    if not cmd:
+        print("launcher.remote run: no command given", file=sys.stderr)
+        return 2
+    pidfile.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.Popen(cmd, start_new_session=True)
+    except OSError as e:
+        print(f"launcher.remote run: cannot start {cmd[0]}: {e.strerror}", file=sys.stderr)
+        return 127
+    pidfile.write_text(str(proc.pid))
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    try:
+        code = proc.wait()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            pidfile.unlink()
+    return 128 - code if code < 0 else code
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_sessions(pgids: list[int], grace: float) -> None:
+    for pgid in pgids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_alive(p) for p in pgids):
+        time.sleep(0.05)
+    for pgid in pgids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def _kill(pidfiles: list[Path], grace: float) -> int:
+    pgids = []
+    for pf in pidfiles:
+        try:
+            pgids.append(int(pf.read_text().strip()))
+        except (OSError, ValueError):
+            continue  # already finished (the file goes with the process)
+    kill_sessions(pgids, grace)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m launcher.remote")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run")
+    run.add_argument("--pidfile", required=True, type=Path)
+    run.add_argument("command", nargs=argparse.REMAINDER)
+    kill = sub.add_parser("kill")
+    kill.add_argument("--pidfile", required=True, type=Path, nargs="+")
+    kill.add_argument("--grace", type=float, default=5.0)
+    man = sub.add_parser("manifest")
+    man.add_argument("dir", type=Path)
+    a = p.parse_args(argv)
+    if a.cmd == "run":
+        cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+        return _run(a.pidfile, cmd)
+    if a.cmd == "kill":
+        return _kill(a.pidfile, a.grace)
+    if not a.dir.is_dir():
+        print(f"launcher.remote manifest: {a.dir} is not a directory", file=sys.stderr)
+        return 1
+    json.dump(_manifest(a.dir), sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""How dglrun reaches the workers: one small interface, two implementations.
+
+* :class:`~launcher.transport.kubectl.KubectlTransport`: the operator's ``kubexec.sh`` and
+  ``kubectl cp`` (inside a cluster).
+* :class:`~launcher.transport.local.LocalTransport`: "worker pods" on this machine, each in
+  its own network namespace (its own IP) and mount namespace (its own /dev/shm).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Protocol
+
+from launcher.hostfile import Host
+
+#: Receives every output line of a started process, with the process's label.
+LineSink = Callable[[str, str], None]
+
+
+class TransportError(RuntimeError):
+    """A transport operation failed; the message names the worker and what was tried."""
+
+
+class Proc(Protocol):
+    label: str
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def stop(self) -> None:
+        """Stop the process and everything it started (idempotent)."""
+        ...
+
+
+class Transport(Protocol):
+    def workers(self) -> list[Host]:
+        """The worker pods in numeric order."""
+        ...
+
+    def workspace(self, worker: Host) -> str:
+        """The dglrun workspace path as the worker sees it."""
+        ...
+
+    def copy_to(self, worker: Host, local: Path, remote: str) -> None:
+        """Copy a file or folder to ``remote`` (created) on the worker."""
+        ...
+
+    def write_file(self, worker: Host, remote: str, content: str) -> None: ...
+
+    def manifest(self, worker: Host, remote_dir: str) -> dict[str, tuple[int, str]]:
+        """``relative path -> (size, sha256)`` of every file under ``remote_dir``."""
+        ...
+
+    def fetch(self, worker: Host, remote: str, local: Path) -> bool:
+        """Copy ``remote`` back to ``local``; False when it does not exist."""
+        ...
+
+    def exists(self, worker: Host, path: str) -> bool:
+        """Whether ``path`` (relative: to the worker's working folder) is a file there."""
+        ...
+
+    def start(self, worker: Host, argv: list[str], env: dict[str, str], label: str) -> Proc:
+        """Start a process on the worker, in its default working folder (a pod's workdir),
+        with ``env`` added; its output lines go to the transport's sink."""
+        ...
+
+    def close(self) -> None:
+        """Stop whatever still runs and release what the transport set up."""
+        ...
+
+
+def pump(stream: IO[bytes], label: str, sink: LineSink) -> threading.Thread:
+    """Forward a process's output to ``sink`` line by line, from a thread of its own."""
+
+    def run() -> None:
+        for raw in iter(stream.readline, b""):
+            sink(label, raw.decode("utf-8", "replace").rstrip("\n"))
+        stream.close()
+
+    t = threading.Thread(target=run, name=f"out-{label}", daemon=True)
+    t.start()
+    return t
+
+
+class PopenProc:
+    """A local child process in a session of its own, with its output pumped to a sink."""
+
+    def __init__(
+        self,
+        label: str,
+        argv: list[str],
+        sink: LineSink,
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        on_stop: Callable[[], None] | None = None,
+    ) -> None:
+        self.label = label
+        self._on_stop = on_stop
+        self._stopped = False
+        try:
+            self.popen = subprocess.Popen(
+                argv,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as e:
+            raise TransportError(f"{label}: cannot start {argv[0]}: {e.strerror}") from e
+        assert self.popen.stdout is not None
+        self._reader = pump(self.popen.stdout, label, sink)
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self.popen.wait(timeout)
+        self._reader.join(5)
+        return code
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._on_stop is not None:
+            self._on_stop()
+        from launcher.remote import kill_sessions
+
+        if self.popen.poll() is None:
+            kill_sessions([self.popen.pid], grace=3.0)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.popen.wait(5)
+        self._reader.join(2)
+
+
+def default_sink(label: str, line: str) -> None:
+    print(f"[{label}] {line}", flush=True)

@@ -1,0 +1,262 @@
+"""Workers reached through the operator's ``kubexec.sh`` and ``kubectl cp`` (inside a cluster).
+
+Remote processes run under ``python -m launcher.remote run`` so they can be stopped by session
+(killing a local ``kubectl exec`` leaves the remote process running).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from launcher.hostfile import Host
+from launcher.transport import LineSink, PopenProc, Proc, TransportError, default_sink
+
+PIDFILE_DIR = "/tmp/dglrun"
+
+
+class KubectlTransport:
+    def __init__(
+        self,
+        hosts: list[Host],
+        *,
+        kubexec: str,
+        kubectl: str,
+        workspace: str,
+        python: str = "python3",
+        sink: LineSink = default_sink,
+        timeout: float = 600.0,
+    ) -> None:
+        self._hosts = hosts
+        self.kubexec = kubexec
+        self.kubectl = kubectl
+        self._workspace = workspace
+        self.python = python
+        self.sink = sink
+        self.timeout = timeout
+        self._procs: list[tuple[Host, PopenProc, str]] = []
+        self._seq = 0
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _exec(self, target: str, command: str, *, timeout: float | None = None) -> str:
+        """Run a shell command in a pod (``target`` may be '<pod> -c <container>')."""
+        try:
+            out = subprocess.run(
+                [self.kubexec, target, command],
+                capture_output=True,
+                text=True,
+                timeout=timeout or self.timeout,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise TransportError(f"{target}: `{command}` timed out after {e.timeout:.0f}s") from e
+        except OSError as e:
+            raise TransportError(f"cannot run {self.kubexec}: {e.strerror}") from e
+        if out.returncode != 0:
+            raise TransportError(
+                f"{target}: `{command}` exited with code {out.returncode}: "
+                f"{out.stderr.strip()[-500:]}"
+            )
+        return out.stdout
+
+    def _kubectl(self, *args: str, timeout: float | None = None) -> str:
+        try:
+            out = subprocess.run(
+                [self.kubectl, *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout or self.timeout,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise TransportError(f"kubectl {' '.join(args)} timed out") from e
+        except OSError as e:
+            raise TransportError(f"cannot run {self.kubectl}: {e.strerror}") from e
+        if out.returncode != 0:
+            raise TransportError(
+                f"kubectl {' '.join(args)} exited with code {out.returncode}: "
+                f"{out.stderr.strip()[-500:]}"
+            )
+        return out.stdout
+
+    def _remote_manifest(self, target: str, remote_dir: str) -> dict[str, tuple[int, str]]:
+        raw = self._exec(
+            target, f"{self.python} -m launcher.remote manifest {shlex.quote(remote_dir)}"
+        )
+        try:
+            data = json.loads(raw)
+        except ValueError as e:
+            raise TransportError(
+                f"{target}: unreadable manifest of {remote_dir}: {raw[:200]}"
+            ) from e
+        return {k: (int(v[0]), str(v[1])) for k, v in data.items()}
+
+    def _cp(self, local: Path, pod: str, remote: str, container: str | None = None) -> None:
+        args = ["cp", str(local), f"{pod}:{remote}"]
+        if container:
+            args += ["-c", container]
+        self._kubectl(*args)
+
+    # -- Transport ------------------------------------------------------------------------
+
+    def workers(self) -> list[Host]:
+        return list(self._hosts)
+
+    def workspace(self, worker: Host) -> str:
+        return self._workspace
+
+    def copy_to(self, worker: Host, local: Path, remote: str) -> None:
+        parent = str(Path(remote).parent)
+        self._exec(worker.name, f"mkdir -p {shlex.quote(parent)}")
+        self._cp(local, worker.name, remote)
+
+    def write_file(self, worker: Host, remote: str, content: str) -> None:
+        parent = shlex.quote(str(Path(remote).parent))
+        self._exec(
+            worker.name,
+            f"mkdir -p {parent} && printf %s {shlex.quote(content)} > {shlex.quote(remote)}",
+        )
+
+    def manifest(self, worker: Host, remote_dir: str) -> dict[str, tuple[int, str]]:
+        return self._remote_manifest(worker.name, remote_dir)
+
+    def fetch(self, worker: Host, remote: str, local: Path) -> bool:
+        try:
+            self._exec(worker.name, f"test -e {shlex.quote(remote)}")
+        except TransportError:
+            return False
+        local.parent.mkdir(parents=True, exist_ok=True)
+        self._kubectl("cp", f"{worker.name}:{remote}", str(local))
+        return True
+
+    def exists(self, worker: Host, path: str) -> bool:
+        try:
+            self._exec(worker.name, f"test -f {shlex.quote(path)}", timeout=60)
+        except TransportError:
+            return False
+        return True
+
+    def start(self, worker: Host, argv: list[str], env: dict[str, str], label: str) -> Proc:
+        self._seq += 1
+        pidfile = f"{PIDFILE_DIR}/{self._seq}-{label.replace('/', '-')}.pid"
+        inner = [
+            self.python,
+            "-m",
+            "launcher.remote",
+            "run",
+            "--pidfile",
+            pidfile,
+            "--",
+            "env",
+            *[f"{k}={v}" for k, v in sorted(env.items())],
+            *argv,
+        ]
+        command = f"exec {shlex.join(inner)}"
+        proc = PopenProc(
+            label,
+            [self.kubexec, worker.name, command],
+            self.sink,
+            on_stop=lambda: self._remote_kill(worker, [pidfile]),
+        )
+        self._procs.append((worker, proc, pidfile))
+        return proc
+
+    def _remote_kill(self, worker: Host, pidfiles: list[str]) -> None:
+        files = " ".join(shlex.quote(p) for p in pidfiles)
+        try:
+            self._exec(
+                worker.name, f"{self.python} -m launcher.remote kill --pidfile {files}", timeout=30
+            )
+        except TransportError as e:
+            self.sink("dglrun", f"warning: could not stop processes on {worker.name}: {e}")
+
+    def close(self) -> None:
+        for _, proc, _ in self._procs:
+            proc.stop()
+        self._procs = []
+
+
+def wait_for_container(
+    kubectl: str,
+    pod: str,
+    container: str,
+    *,
+    init: bool,
+    timeout: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Block until ``container`` of ``pod`` is running (the fix of the original's race #22,
+    where the partitioner copied into a launcher init container that had not started)."""
+    key = "initContainerStatuses" if init else "containerStatuses"
+    deadline = time.monotonic() + timeout
+    delay = 0.5
+    last = "not found"
+    while True:
+        out = subprocess.run(
+            [kubectl, "get", "pod", pod, "-o", "json"], capture_output=True, text=True, timeout=60
+        )
+        if out.returncode == 0:
+            try:
+                status = json.loads(out.stdout).get("status") or {}
+            except ValueError:
+                status = {}
+            for cs in status.get(key) or []:
+                if cs.get("name") == container:
+                    state = cs.get("state") or {}
+                    if "running" in state:
+                        return
+                    last = next(iter(state), "unknown")
+        else:
+            last = out.stderr.strip()[-200:]
+        if time.monotonic() + delay > deadline:
+            raise TransportError(
+                f"container {container} of pod {pod} is not running after {timeout:.0f}s "
+                f"(last state: {last})"
+            )
+        sleep(delay)
+        delay = min(delay * 2, 10.0)
+
+
+def deliver(
+    transport: KubectlTransport,
+    local_dir: Path,
+    pod: str,
+    container: str,
+    remote_dir: str,
+    expected: dict[str, tuple[int, str]],
+    *,
+    attempts: int = 5,
+    timeout: float = 600.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Copy ``local_dir`` into ``pod``/``container`` at ``remote_dir`` and verify every file's
+    size and SHA-256 arrived, retrying with backoff."""
+    target = f"{pod} -c {container}"
+    delay = 1.0
+    for attempt in range(1, attempts + 1):
+        wait_for_container(
+            transport.kubectl, pod, container, init=True, timeout=timeout, sleep=sleep
+        )
+        try:
+            transport._exec(target, f"mkdir -p {shlex.quote(remote_dir)}")
+            for entry in sorted(local_dir.iterdir()):
+                transport._cp(entry, pod, f"{remote_dir}/{entry.name}", container)
+            got = transport._remote_manifest(target, remote_dir)
+            missing = {k: v for k, v in expected.items() if got.get(k) != v}
+            if not missing:
+                return
+            raise TransportError(
+                f"{len(missing)} file(s) did not arrive intact in {pod}:{remote_dir}, e.g. "
+                f"{next(iter(missing))}"
+            )
+        except TransportError as e:
+            if attempt == attempts:
+                raise TransportError(
+                    f"delivery to {pod} failed after {attempts} attempts: {e}"
+                ) from e
+            transport.sink("dglrun", f"delivery attempt {attempt} failed ({e}); retrying")
+            sleep(delay)
+            delay = min(delay * 2, 30.0)

@@ -1,0 +1,225 @@
+"""Worker "pods" on this machine: one network + mount namespace pair per worker.
+
+Each worker gets what a pod gets and DGL relies on: an IP of its own on a private bridge (a
+trainer finds its machine id by matching its interface addresses against ip_config), and a
+private /dev/shm (DGL's shared-memory names do not include the partition id). A holder
+process (``sleep``, like a pause container) keeps the namespaces alive; commands enter them
+with ``nsenter``. Nothing routes outside: the bridge has no address on the host and the
+namespaces have no default route.
+
+Needs root (network namespaces and veth pairs); without it, setup fails with a clear message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import secrets
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from launcher.hostfile import DGL_PORT, Host
+from launcher.partitions import manifest
+from launcher.transport import LineSink, PopenProc, Proc, TransportError, default_sink
+
+NETNS_PREFIX = "dglrun-"
+REQUIRED_TOOLS = ("ip", "nsenter", "unshare", "mount")
+
+
+def _sh(*argv: str) -> str:
+    try:
+        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=30)
+    except OSError as e:
+        raise TransportError(f"local transport: cannot run {argv[0]}: {e.strerror}") from e
+    if out.returncode != 0:
+        raise TransportError(
+            f"local transport: `{' '.join(argv)}` failed ({out.returncode}): "
+            f"{(out.stderr or out.stdout).strip()}"
+        )
+    return out.stdout
+
+
+def check_prerequisites() -> None:
+    missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
+    if missing:
+        raise TransportError(
+            f"the local transport needs {', '.join(missing)} (Debian: iproute2, util-linux, mount)"
+        )
+    if os.geteuid() != 0:
+        raise TransportError(
+            "the local transport needs root: it creates a network namespace, a veth pair and a "
+            "private /dev/shm per worker. Run as root (e.g. in CI or a VM), or run the job in "
+            "a cluster with the kubectl transport."
+        )
+
+
+class LocalTransport:
+    def __init__(
+        self,
+        num_workers: int,
+        root: Path,
+        *,
+        sink: LineSink = default_sink,
+        shm_size: str = "2g",
+        keep: bool = False,
+    ) -> None:
+        if num_workers < 1:
+            raise TransportError("the local transport needs at least one worker")
+        self.num_workers = num_workers
+        self.root = root
+        self.sink = sink
+        self.shm_size = shm_size
+        self.keep = keep
+        self.run_id = secrets.token_hex(3)
+        self.bridge = f"dglbr{self.run_id}"
+        self.subnet = f"10.231.{random.randint(1, 254)}"
+        self._hosts: list[Host] = []
+        self._holders: list[subprocess.Popen[bytes]] = []
+        self._netns: list[str] = []
+        self._links: list[str] = []
+        self._procs: list[Proc] = []
+
+    # -- setup / teardown -----------------------------------------------------------------
+
+    def setup(self) -> list[Host]:
+        check_prerequisites()
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+        return self.workers()
+
+    def _setup(self) -> None:
+        _sh("ip", "link", "add", "name", self.bridge, "type", "bridge")
+        self._links.append(self.bridge)
+        _sh("ip", "link", "set", self.bridge, "up")
+        for i in range(self.num_workers):
+            ns = f"{NETNS_PREFIX}{self.run_id}-{i}"
+            host_if, peer_if = f"dgv{self.run_id}{i}", f"dgp{self.run_id}{i}"
+            ip = f"{self.subnet}.{i + 2}"
+            _sh("ip", "netns", "add", ns)
+            self._netns.append(ns)
+            _sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", peer_if)
+            self._links.append(host_if)
+            _sh("ip", "link", "set", peer_if, "netns", ns)
+            _sh("ip", "link", "set", host_if, "master", self.bridge)
+            _sh("ip", "link", "set", host_if, "up")
+            in_ns = ("ip", "netns", "exec", ns)
+            _sh(*in_ns, "ip", "link", "set", peer_if, "name", "eth0")
+            _sh(*in_ns, "ip", "addr", "add", f"{ip}/24", "dev", "eth0")
+            _sh(*in_ns, "ip", "link", "set", "eth0", "up")
+            _sh(*in_ns, "ip", "link", "set", "lo", "up")
+            self._holders.append(self._start_holder(ns))
+            name = f"worker-{i}"
+            (self.root / name / "dgl_workspace").mkdir(parents=True, exist_ok=True)
+            self._hosts.append(Host(ip, DGL_PORT, name, 1))
+
+    def _start_holder(self, ns: str) -> subprocess.Popen[bytes]:
+        script = f"mount -t tmpfs -o size={self.shm_size} tmpfs /dev/shm && exec sleep infinity"
+        holder = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ],
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        host_mnt = os.readlink("/proc/self/ns/mnt")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if holder.poll() is not None:
+                err = holder.stderr.read().decode() if holder.stderr else ""
+                raise TransportError(f"local transport: worker namespace {ns} failed: {err}")
+            with contextlib.suppress(OSError):
+                comm = Path(f"/proc/{holder.pid}/comm").read_text().strip()
+                if comm == "sleep" and os.readlink(f"/proc/{holder.pid}/ns/mnt") != host_mnt:
+                    return holder
+            time.sleep(0.01)
+        holder.kill()
+        raise TransportError(f"local transport: worker namespace {ns} did not come up in 10 s")
+
+    def close(self) -> None:
+        for proc in self._procs:
+            proc.stop()
+        for holder in self._holders:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(holder.pid, 9)
+            holder.wait(5)
+        for ns in self._netns:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+        for link in reversed(self._links):
+            subprocess.run(["ip", "link", "del", link], capture_output=True, timeout=30)
+        self._procs, self._holders, self._netns, self._links = [], [], [], []
+        if not self.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- Transport ------------------------------------------------------------------------
+
+    def workers(self) -> list[Host]:
+        return list(self._hosts)
+
+    def _index(self, worker: Host) -> int:
+        return int(worker.name.rsplit("-", 1)[1])
+
+    def workspace(self, worker: Host) -> str:
+        return str(self.root / worker.name / "dgl_workspace")
+
+    def _local(self, worker: Host, remote: str) -> Path:
+        path = Path(remote)
+        base = self.root / worker.name
+        if not path.resolve().is_relative_to(base.resolve()):
+            raise TransportError(f"{worker.name}: {remote} is outside the worker's filesystem")
+        return path
+
+    def copy_to(self, worker: Host, local: Path, remote: str) -> None:
+        dst = self._local(worker, remote)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if local.is_dir():
+            shutil.copytree(local, dst, dirs_exist_ok=True)
+        else:
+            shutil.copy2(local, dst)
+
+    def write_file(self, worker: Host, remote: str, content: str) -> None:
+        dst = self._local(worker, remote)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_text(content)
+
+    def manifest(self, worker: Host, remote_dir: str) -> dict[str, tuple[int, str]]:
+        return manifest(self._local(worker, remote_dir))
+
+    def fetch(self, worker: Host, remote: str, local: Path) -> bool:
+        src = self._local(worker, remote)
+        if not src.exists():
+            return False
+        local.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, local, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, local)
+        return True
+
+    def exists(self, worker: Host, path: str) -> bool:
+        return Path(path).is_file()  # workers share this machine's files, like one image
+
+    def start(self, worker: Host, argv: list[str], env: dict[str, str], label: str) -> Proc:
+        holder = self._holders[self._index(worker)]
+        full_env = {**os.environ, **env}
+        cmd = ["nsenter", "-t", str(holder.pid), "-n", "-m", "--", *argv]
+        proc = PopenProc(label, cmd, self.sink, env=full_env)
+        self._procs.append(proc)
+        return proc
