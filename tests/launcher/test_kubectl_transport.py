@@ -1,0 +1,210 @@
+"""dglrun's kubectl transport, driven through a FAKE kubectl and kubexec.sh (fixtures/).
+
+There is no cluster in these tests: "pods" are folders bind-mounted in private mount
+namespaces. What is real: dglrun, its phases, the verification, the remote session helper and
+its kill path. The same code runs against real pods in the e2e tests.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.partitions import manifest
+from tests.launcher.conftest import FIXTURES, REPO, dglrun
+
+TRAIN = str(FIXTURES / "fake_train.py")
+
+
+class Cluster:
+    def __init__(self, tmp: Path) -> None:
+        self.dir = tmp / "cluster"
+        self.ws = tmp / "ws"
+        for d in (self.dir / "pods", self.dir / "status", self.ws):
+            d.mkdir(parents=True)
+        (self.dir / "calls.log").write_text("")
+        self.env = {
+            "FAKE_CLUSTER": str(self.dir),
+            "FAKE_WS": str(self.ws),
+            "DGL_OPERATOR_KUBEXEC_PATH": str(FIXTURES / "fake_kubexec.sh"),
+            "DGL_OPERATOR_KUBECTL_PATH": str(FIXTURES / "fake_kubectl.py"),
+            "DGL_OPERATOR_HOSTFILE_PATH": str(self.dir / "hostfile"),
+            "DGL_OPERATOR_LEADFILE_PATH": str(self.dir / "leadfile"),
+            "PYTHONPATH": str(REPO),
+        }
+
+    def pod_ws(self, pod: str) -> Path:
+        return self.dir / "pods" / pod / "ws"
+
+    def init_container(self, pod: str, name: str, state: str) -> None:
+        status = {"status": {"initContainerStatuses": [{"name": name, "state": {state: {}}}]}}
+        (self.dir / "status" / f"{pod}.json").write_text(json.dumps(status))
+
+    def calls(self, prefix: str) -> int:
+        return sum(
+            line.startswith(prefix) for line in (self.dir / "calls.log").read_text().splitlines()
+        )
+
+    def partition(self, parts: int = 2) -> None:
+        subprocess.run(
+            [
+                sys.executable,
+                str(FIXTURES / "fake_partition.py"),
+                "--graph_name",
+                "g",
+                "--workspace",
+                str(self.ws),
+                "--rel_data_path",
+                "dataset",
+                "--num_parts",
+                str(parts),
+            ],
+            check=True,
+            capture_output=True,
+        )
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, root_needed: None) -> Cluster:
+    return Cluster(tmp_path)
+
+
+def partitioner_args(c: Cluster) -> list[str]:
+    return [
+        "-g",
+        "g",
+        "--num-partitions",
+        "2",
+        "--workspace",
+        str(c.ws),
+        "--python",
+        sys.executable,
+        "--partition-entry-point",
+        str(FIXTURES / "fake_partition.py"),
+    ]
+
+
+def test_partitioner_waits_for_the_launcher_container_then_delivers(cluster: Cluster) -> None:
+    (cluster.dir / "leadfile").write_text("10.0.0.9 30050 job-launcher\n")
+    cluster.init_container("job-launcher", "watcher-loop-partitioner", "waiting")
+    flip = threading.Timer(
+        1.5, cluster.init_container, ("job-launcher", "watcher-loop-partitioner", "running")
+    )
+    flip.start()
+    proc = dglrun(
+        *partitioner_args(cluster), env={**cluster.env, "DGL_OPERATOR_PHASE_ENV": "Partitioner"}
+    )
+    flip.cancel()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert cluster.calls("get pod job-launcher") >= 2, "it did not wait for the container"
+    assert manifest(cluster.pod_ws("job-launcher") / "dataset") == manifest(cluster.ws / "dataset")
+    assert "[2/5] deliver done in" in proc.stdout and "verified in job-launcher" in proc.stdout
+
+
+def test_delivery_is_verified_and_retried(cluster: Cluster) -> None:
+    cluster.init_container("job-launcher", "watcher-loop-partitioner", "running")
+    proc = dglrun(
+        *partitioner_args(cluster),
+        env={
+            **cluster.env,
+            "DGL_OPERATOR_PHASE_ENV": "Partitioner",
+            "FAKE_CORRUPT_FIRST": "1",
+            "HOSTNAME": "job-partitioner",
+        },
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "delivery attempt 1 failed" in proc.stdout and "did not arrive intact" in proc.stdout
+    assert manifest(cluster.pod_ws("job-launcher") / "dataset") == manifest(cluster.ws / "dataset")
+
+
+def test_delivery_gives_up_with_a_clear_message(cluster: Cluster) -> None:
+    (cluster.dir / "leadfile").write_text("10.0.0.9 30050 job-launcher\n")
+    cluster.init_container("job-launcher", "watcher-loop-partitioner", "terminated")
+    proc = dglrun(
+        *partitioner_args(cluster),
+        "--deliver-timeout",
+        "1",
+        env={**cluster.env, "DGL_OPERATOR_PHASE_ENV": "Partitioner"},
+    )
+    assert proc.returncode == 1
+    assert (
+        "deliver failed: container watcher-loop-partitioner of pod job-launcher is not "
+        "running after 1s (last state: terminated)"
+    ) in proc.stdout
+
+
+def launcher_args(c: Cluster, *extra: str) -> list[str]:
+    return [
+        "-g",
+        "g",
+        "--num-partitions",
+        "2",
+        "--workspace",
+        str(c.ws),
+        "--python",
+        sys.executable,
+        "--train-entry-point",
+        TRAIN,
+        *extra,
+    ]
+
+
+def test_launcher_dispatches_configures_and_trains(cluster: Cluster) -> None:
+    cluster.partition()
+    # file order on purpose: worker-1 first; two loopback addresses stand in for pod IPs
+    (cluster.dir / "hostfile").write_text(
+        "127.0.0.2 30050 job-worker-1 slots=1\n127.0.0.1 30050 job-worker-0 slots=1\n"
+    )
+    proc = dglrun(*launcher_args(cluster), env=cluster.env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for i in (0, 1):
+        wl = cluster.pod_ws(f"job-worker-{i}") / "workload"
+        assert (wl / f"part{i}").is_dir() and not (wl / f"part{1 - i}").exists()
+        assert (wl / "ip_config.txt").read_text() == "127.0.0.1 30050\n127.0.0.2 30050\n"
+    assert json.loads((cluster.ws / "output" / "metrics.json").read_text())["world_size"] == 2
+    assert "[1/5] partition: done by the partitioner pod" in proc.stdout
+    assert "[job-worker-1/trainer-0] trainer rank 1/2 met the master" in proc.stdout
+
+
+def test_launcher_stops_remote_processes_when_a_trainer_fails(cluster: Cluster) -> None:
+    cluster.partition()
+    (cluster.dir / "hostfile").write_text(
+        "127.0.0.1 30050 job-worker-0 slots=1\n127.0.0.2 30050 job-worker-1 slots=1\n"
+    )
+    started = time.monotonic()
+    proc = dglrun(
+        *launcher_args(cluster, "--train-args", "--sleep 120"),
+        env={**cluster.env, "FAKE_FAIL_RANK": "0", "FAKE_FAIL_AFTER": "1"},
+    )
+    assert proc.returncode == 1
+    assert time.monotonic() - started < 30
+    assert "train failed: trainer 0 on job-worker-0 (127.0.0.1) exited with code 1" in proc.stdout
+    left = subprocess.run(["pgrep", "-f", "fake_train.py"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "remote DGL processes survived"
+    assert cluster.calls("exec job-worker-1") > 0
+    log = (cluster.dir / "calls.log").read_text()
+    assert "launcher.remote kill" in log
+
+
+def test_launcher_refuses_more_workers_than_partitions(cluster: Cluster) -> None:
+    cluster.partition()
+    (cluster.dir / "hostfile").write_text(
+        "".join(f"127.0.0.{i + 1} 30050 job-worker-{i} slots=1\n" for i in range(3))
+    )
+    proc = dglrun(*launcher_args(cluster), env=cluster.env)
+    assert proc.returncode == 1
+    assert "graph has 2 partitions but there are 3 workers" in proc.stdout
+    assert cluster.calls("cp") == 0, "something was copied"
+
+
+def test_launcher_without_a_dataset(cluster: Cluster) -> None:
+    (cluster.dir / "hostfile").write_text("127.0.0.1 30050 job-worker-0 slots=1\n")
+    proc = dglrun(*launcher_args(cluster), env=cluster.env)
+    assert proc.returncode == 1
+    assert "dispatch failed: no partition config g.json" in proc.stdout
