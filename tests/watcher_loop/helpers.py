@@ -1,0 +1,107 @@
+"""Helpers for the watcher-loop tests: real-time polling, pods, a background run()."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from informers.rest import KubeClient
+from watcher_loop.config import Config
+from watcher_loop.loop import Log, run
+
+Obj = dict[str, Any]
+NS = "team"
+
+
+def wait_for(predicate: Callable[[], object], what: str, timeout: float = 5.0) -> None:
+    """Poll ``predicate`` until truthy; fail naming ``what`` after ``timeout`` real seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.005)
+
+
+def status(phase: str, ready: bool = False, **extra: Any) -> Obj:
+    return {
+        "phase": phase,
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        **extra,
+    }
+
+
+def pod(
+    name: str,
+    phase: str = "Pending",
+    ready: bool = False,
+    *,
+    namespace: str = NS,
+    labels: dict[str, str] | None = None,
+    **status_extra: Any,
+) -> Obj:
+    """A pod as the operator labels it (``dgl-replica-name=<name>``)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"dgl-replica-name": name} if labels is None else labels,
+        },
+        "status": status(phase, ready, **status_extra),
+    }
+
+
+def hostfile(*names: str, slots: int = 1) -> str:
+    return "".join(f"10.0.0.{i + 1} 30050 {n} slots={slots}\n" for i, n in enumerate(names))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` in one step, as the kubelet swaps a ConfigMap volume's content."""
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class Running:
+    """``run(config, client, stop)`` on a background thread."""
+
+    def __init__(self, config: Config, client: KubeClient) -> None:
+        self.config = config
+        self.stream = io.StringIO()
+        self.log = Log(self.stream)
+        self.stop = threading.Event()
+        self.result: int | None = None
+        self.finished = threading.Event()
+        self.started_at = time.monotonic()
+        self.finished_at = 0.0
+        self.thread = threading.Thread(target=self._run, args=(client,), daemon=True)
+        self.thread.start()
+
+    def _run(self, client: KubeClient) -> None:
+        try:
+            self.result = run(self.config, client, self.stop, log=self.log)
+        finally:
+            self.finished_at = time.monotonic()
+            self.finished.set()
+
+    @property
+    def output(self) -> str:
+        return self.stream.getvalue()
+
+    def wait(self, timeout: float = 5.0) -> int:
+        """The exit code; fails the test if run() has not returned within ``timeout``."""
+        if not self.finished.wait(timeout):
+            pytest.fail(f"run() did not return within {timeout}s; output so far:\n{self.output}")
+        assert self.result is not None, self.output
+        return self.result
+
+    def wait_output(self, text: str, timeout: float = 5.0) -> None:
+        wait_for(lambda: text in self.output, f"{text!r} in the output:\n{self.output}", timeout)

@@ -1,0 +1,274 @@
+"""run() against the in-memory API server, with real threads and a real watch."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from informers.errors import TransportError
+from informers.resources import PODS
+from informers.rest import KubeClient
+from tests.fakekube import FakeKube
+from tests.watcher_loop.helpers import NS, Running, hostfile, pod, status, write_atomically
+from watcher_loop import loop
+from watcher_loop.config import Config
+from watcher_loop.loop import EXIT_ERROR, EXIT_OK, EXIT_POD_FAILED, EXIT_STOPPED, label_selector
+from watcher_loop.state import Mode
+
+Start = Callable[[Config, KubeClient], Running]
+WORKERS = ["job-worker-0", "job-worker-1"]
+
+
+def config(
+    file: Path, mode: Mode = Mode.READY, *, expected_pods: int | None = None, timeout: float = 0.0
+) -> Config:
+    return Config(
+        file=file,
+        mode=mode,
+        namespace=NS,
+        expected_pods=expected_pods,
+        timeout=timeout,
+        poll_interval=0.02,
+    )
+
+
+@pytest.fixture
+def workers_file(tmp_path: Path) -> Path:
+    f = tmp_path / "hostfile"
+    f.write_text(hostfile(*WORKERS))
+    return f
+
+
+def set_status(kube: FakeKube, name: str, phase: str, ready: bool = False, **extra: object) -> None:
+    kube.patch(PODS, NS, name, {"status": status(phase, ready, **extra)})
+
+
+def test_waits_until_every_pod_is_ready(kube: FakeKube, workers_file: Path, start: Start) -> None:
+    for n in WORKERS:
+        kube.create(PODS, NS, pod(n, "Pending"))
+    r = start(config(workers_file, expected_pods=2), kube)
+    assert kube.wait_for_watches(1)
+    r.wait_output("waiting for 2 of 2 pod(s): job-worker-0 (Pending), job-worker-1 (Pending)")
+
+    set_status(kube, "job-worker-0", "Running", ready=True)
+    set_status(kube, "job-worker-1", "Running", ready=False)
+    r.wait_output("waiting for 1 of 2 pod(s): job-worker-1 (Running, not ready)")
+    assert not r.finished.is_set()
+
+    set_status(kube, "job-worker-1", "Running", ready=True)
+    assert r.wait() == EXIT_OK
+    assert "all 2 pod(s) are ready" in r.output
+    # It watched: one list, then events; no polling of the API server.
+    assert [a.verb for a in kube.actions] == ["create", "create", "list", "watch", "patch"] + [
+        "patch"
+    ] * 2
+
+
+def test_finished_mode(kube: FakeKube, tmp_path: Path, start: Start) -> None:
+    f = tmp_path / "partfile"
+    f.write_text("10.0.0.9 30050 job-partitioner\n")
+    kube.create(PODS, NS, pod("job-partitioner", "Running", True))
+    r = start(config(f, Mode.FINISHED, expected_pods=1), kube)
+    assert kube.wait_for_watches(1)
+    r.wait_output("job-partitioner (Running)")
+    assert not r.finished.is_set()
+    set_status(kube, "job-partitioner", "Succeeded")
+    assert r.wait() == EXIT_OK
+    assert "all 1 pod(s) are finished (Succeeded)" in r.output
+
+
+def test_already_there_at_start(kube: FakeKube, workers_file: Path, start: Start) -> None:
+    for n in WORKERS:
+        kube.create(PODS, NS, pod(n, "Running", True))
+    assert start(config(workers_file), kube).wait() == EXIT_OK
+
+
+def test_a_failed_pod_fails_fast_naming_it(
+    kube: FakeKube, workers_file: Path, start: Start
+) -> None:
+    for n in WORKERS:
+        kube.create(PODS, NS, pod(n, "Pending"))
+    r = start(config(workers_file), kube)
+    assert kube.wait_for_watches(1)
+    terminated = {"exitCode": 137, "reason": "OOMKilled"}
+    failed_at = time.monotonic()
+    set_status(
+        kube,
+        "job-worker-1",
+        "Failed",
+        containerStatuses=[{"name": "main", "state": {"terminated": terminated}}],
+    )
+    assert r.wait() == EXIT_POD_FAILED
+    assert r.finished_at - failed_at < 1.0
+    expected = "pod job-worker-1 is Failed: container main exited with code 137 (OOMKilled)"
+    assert f"watcher-loop: error: {expected}" in r.output
+    assert r.log.last_error == expected
+
+
+def test_a_succeeded_pod_can_never_become_ready(
+    kube: FakeKube, workers_file: Path, start: Start
+) -> None:
+    kube.create(PODS, NS, pod("job-worker-0", "Running", True))
+    kube.create(PODS, NS, pod("job-worker-1", "Succeeded"))
+    r = start(config(workers_file), kube)
+    assert r.wait() == EXIT_POD_FAILED
+    assert "pod job-worker-1 is Succeeded" in r.output
+
+
+def test_times_out_listing_the_pods_not_there(kube: FakeKube, tmp_path: Path, start: Start) -> None:
+    f = tmp_path / "hostfile"
+    f.write_text(hostfile("w-0", "w-1", "w-2"))
+    kube.create(PODS, NS, pod("w-0", "Running", True))
+    kube.create(PODS, NS, pod("w-1", "Pending"))
+    r = start(config(f, timeout=0.5), kube)
+    assert r.wait(5) == EXIT_ERROR
+    assert 0.5 <= r.finished_at - r.started_at < 2.0
+    assert r.log.last_error == (
+        "timed out after 0.5s waiting for pods to be ready; "
+        "not there yet: 2 of 3 pod(s): w-1 (Pending), w-2 (not found)"
+    )
+
+
+def test_times_out_waiting_for_the_file(tmp_path: Path, kube: FakeKube, start: Start) -> None:
+    f = tmp_path / "hostfile"
+    f.write_text(hostfile("w-0"))
+    r = start(config(f, timeout=0.3, expected_pods=2), kube)
+    assert r.wait() == EXIT_ERROR
+    assert r.log.last_error == (
+        f"timed out after 0.3s waiting for {f} to be complete: the file lists 1 of 2 pods"
+    )
+    assert kube.actions == []  # never got as far as the API
+
+
+def test_missing_then_short_file_is_reread_until_complete(
+    kube: FakeKube, tmp_path: Path, start: Start
+) -> None:
+    """The original read the file once and exited at once when it was empty (its issue #15)."""
+    f = tmp_path / "hostfile"
+    for n in WORKERS:
+        kube.create(PODS, NS, pod(n, "Running", True))
+    r = start(config(f, expected_pods=2), kube)
+    r.wait_output(f"waiting for {f}: the file does not exist yet")
+
+    write_atomically(f, "")
+    r.wait_output(f"waiting for {f}: the file lists no pods yet")
+    write_atomically(f, hostfile(WORKERS[0]))
+    r.wait_output(f"waiting for {f}: the file lists 1 of 2 pods")
+    assert not r.finished.is_set()
+    assert kube.actions == [a for a in kube.actions if a.verb == "create"]
+
+    write_atomically(f, hostfile(*WORKERS))
+    assert r.wait() == EXIT_OK
+    assert f"{f} lists 2 pod(s)" in r.output
+
+
+def test_empty_file_without_expected_count_is_waited_for(
+    kube: FakeKube, tmp_path: Path, start: Start
+) -> None:
+    f = tmp_path / "partfile"
+    f.write_text("")
+    kube.create(PODS, NS, pod("job-partitioner", "Succeeded"))
+    r = start(config(f, Mode.FINISHED), kube)
+    r.wait_output("the file lists no pods yet")
+    assert not r.finished.is_set()
+    write_atomically(f, "10.0.0.3 30050 job-partitioner\n")
+    assert r.wait() == EXIT_OK
+
+
+def test_pods_outside_the_list_do_not_matter(kube: FakeKube, tmp_path: Path, start: Start) -> None:
+    f = tmp_path / "hostfile"
+    f.write_text("10.0.0.1 30050 job-launcher\n" + hostfile("w-0"))
+    kube.create(PODS, NS, pod("job-launcher", "Failed"))  # listed, but a launcher
+    kube.create(PODS, NS, pod("w-9", "Failed"))  # same label key, not listed
+    kube.create(PODS, NS, pod("w-8", "Failed", labels={}))  # unlabelled
+    kube.create(PODS, "elsewhere", pod("w-0", "Failed", namespace="elsewhere"))
+    kube.create(PODS, NS, pod("w-0", "Pending"))
+    r = start(config(f), kube)
+    r.wait_output("waiting for 1 of 1 pod(s): w-0 (Pending)")
+    kube.create(PODS, NS, pod("w-7", "Failed"))
+    set_status(kube, "w-0", "Running", ready=True)
+    assert r.wait() == EXIT_OK
+
+
+def test_pod_created_later_is_seen(kube: FakeKube, workers_file: Path, start: Start) -> None:
+    r = start(config(workers_file), kube)
+    r.wait_output("job-worker-0 (not found), job-worker-1 (not found)")
+    for n in WORKERS:
+        kube.create(PODS, NS, pod(n, "Running", True))
+    assert r.wait() == EXIT_OK
+
+
+def test_survives_a_broken_watch(kube: FakeKube, workers_file: Path, start: Start) -> None:
+    for n in WORKERS:
+        kube.create(PODS, NS, pod(n, "Pending"))
+    r = start(config(workers_file), kube)
+    assert kube.wait_for_watches(1)
+    kube.break_watches()
+    for n in WORKERS:
+        set_status(kube, n, "Running", ready=True)  # while the watch is down
+    assert r.wait(10) == EXIT_OK
+
+
+def test_survives_a_failed_list(kube: FakeKube, workers_file: Path, start: Start) -> None:
+    kube.fail_next("list", PODS, TransportError("connection refused (injected)"))
+    for n in WORKERS:
+        kube.create(PODS, NS, pod(n, "Running", True))
+    r = start(config(workers_file), kube)
+    assert r.wait(10) == EXIT_OK
+    assert [a.verb for a in kube.actions if a.verb == "list"] == ["list", "list"]
+
+
+def test_times_out_when_the_pods_cannot_be_listed(
+    kube: FakeKube, workers_file: Path, start: Start
+) -> None:
+    kube.fail_next("list", PODS, TransportError("connection refused (injected)"), times=100)
+    r = start(config(workers_file, timeout=0.3), kube)
+    assert r.wait() == EXIT_ERROR
+    assert "could not be listed yet" in (r.log.last_error or "")
+
+
+def test_malformed_file_is_a_configuration_error(
+    kube: FakeKube, tmp_path: Path, start: Start
+) -> None:
+    f = tmp_path / "hostfile"
+    f.write_text(hostfile("w-0") + "10.0.0.2 30050\n")
+    r = start(config(f), kube)
+    assert r.wait() == EXIT_ERROR
+    assert r.log.last_error is not None
+    assert r.log.last_error.startswith(f"{f} line 2: expected <ip> <port> <pod-name>")
+
+
+def test_stop_event_ends_the_wait(kube: FakeKube, workers_file: Path, start: Start) -> None:
+    r = start(config(workers_file), kube)
+    assert kube.wait_for_watches(1)
+    r.stop.set()
+    assert r.wait(2) == EXIT_STOPPED
+    assert kube.wait_for_watches(0)  # the informer stopped and closed its watch
+
+
+def test_stop_event_while_waiting_for_the_file(
+    tmp_path: Path, kube: FakeKube, start: Start
+) -> None:
+    r = start(config(tmp_path / "missing"), kube)
+    r.wait_output("does not exist yet")
+    r.stop.set()
+    assert r.wait(2) == EXIT_STOPPED
+
+
+def test_label_selector() -> None:
+    assert label_selector(["a", "b-1"]) == "dgl-replica-name in (a,b-1)"
+    many = [f"job-worker-{i}" for i in range(1000)]
+    assert label_selector(many) == "dgl-replica-name"  # too long for a URL: filter here
+
+
+def test_watch_by_label_only_when_the_list_is_long(
+    kube: FakeKube, workers_file: Path, start: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loop, "MAX_SELECTOR_LENGTH", 10)
+    for n in WORKERS:
+        kube.create(PODS, NS, pod(n, "Running", True))
+    kube.create(PODS, NS, pod("job-worker-2", "Failed"))  # selected too, but not listed
+    assert start(config(workers_file), kube).wait() == EXIT_OK
