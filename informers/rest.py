@@ -342,8 +342,18 @@ class RestClient:
         out: Obj = self._send("get", "GET", res, res.path(namespace, name))
         return out
 
-    def create(self, res: Resource, namespace: str | None, body: Obj) -> Obj:
-        out: Obj = self._send("create", "POST", res, res.path(namespace), body=body)
+    def create(
+        self,
+        res: Resource,
+        namespace: str | None,
+        body: Obj,
+        *,
+        field_validation: str | None = None,
+        dry_run: bool = False,
+    ) -> Obj:
+        """``field_validation`` Strict rejects unknown fields instead of dropping them."""
+        q = _query(fieldValidation=field_validation, dryRun="All" if dry_run else None)
+        out: Obj = self._send("create", "POST", res, res.path(namespace), q, body=body)
         return out
 
     def replace(

@@ -54,14 +54,22 @@ class WallClock:
 
 
 class Harness:
-    def __init__(self, *, options: BuildOptions | None = None, resync: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        options: BuildOptions | None = None,
+        resync: float = 0.0,
+        wrap: Callable[[FakeKube], Any] | None = None,
+    ) -> None:
         self.clock = WallClock()
         self.kube = FakeKube(clock=self.clock)
-        self.factory = SharedInformerFactory(self.kube, resync_period=resync)
+        # what the controller talks to (the test itself always uses self.kube directly)
+        self.client = wrap(self.kube) if wrap else self.kube
+        self.factory = SharedInformerFactory(self.client, resync_period=resync)
         self.metrics = Metrics()
-        self.recorder = EventRecorder(self.kube, now=self.clock)
+        self.recorder = EventRecorder(self.client, now=self.clock)
         self.ctrl = Controller(
-            self.kube,
+            self.client,
             self.factory,
             options=options or BuildOptions(),
             metrics=self.metrics,

@@ -1,0 +1,66 @@
+"""The permissions the operator needs, in one place: the Helm chart's (Cluster)Role is checked
+against this list, and tests check this list against the API calls the controller really
+makes (tests/controller/test_rbac.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["qihoo.net"],
+        "resources": ["dgljobs"],
+        "verbs": ["get", "list", "watch", "delete"],
+    },
+    {"apiGroups": ["qihoo.net"], "resources": ["dgljobs/status"], "verbs": ["update"]},
+    # blockOwnerDeletion on children needs update on the owner's finalizers subresource
+    # (OwnerReferencesPermissionEnforcement admission).
+    {"apiGroups": ["qihoo.net"], "resources": ["dgljobs/finalizers"], "verbs": ["update"]},
+    {
+        "apiGroups": [""],
+        "resources": ["pods", "services"],
+        "verbs": ["get", "list", "watch", "create", "delete"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "verbs": ["get", "list", "watch", "create", "update"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["serviceaccounts"],
+        "verbs": ["get", "list", "watch", "create"],
+    },
+    # The launcher's Role grants exec into the job's workers; RBAC lets the operator create
+    # that Role only if it holds the same permission itself.
+    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
+    {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["roles", "rolebindings"],
+        "verbs": ["get", "list", "watch", "create"],
+    },
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+]
+
+LEADER_ELECTION_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["get", "create", "update"],
+    },
+]
+
+
+def allows(rules: list[dict[str, Any]], group: str, resource: str, verb: str) -> bool:
+    return any(
+        group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules
+    )
+
+
+def cluster_role(name: str = "dgl-operator") -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": RULES + LEADER_ELECTION_RULES,
+    }

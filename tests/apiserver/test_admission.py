@@ -1,0 +1,71 @@
+"""The DGLJob CRD on a real API server: accepted, defaulted and rejected as documented."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from controller.api import DGLJOBS
+from informers.errors import Invalid
+from informers.rest import RestClient
+from tests.controller.conftest import load_fixture
+from tests.controller.malformed import CASES, Case, apply_case
+
+
+def seed(ns: str) -> dict:
+    raw = load_fixture("seed_dgljob.yaml")
+    raw["metadata"]["namespace"] = ns
+    return raw
+
+
+def test_seed_example_is_accepted_and_defaulted(api: RestClient, namespace: str) -> None:
+    created = api.create(DGLJOBS, namespace, seed(namespace), field_validation="Strict")
+    spec = created["spec"]
+    assert spec["partitionMode"] == "DGL-API" and spec["cleanPodPolicy"] == "Running"
+    assert spec["slotsPerWorker"] == 1
+    assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
+    assert spec["dglReplicaSpecs"]["Launcher"]["replicas"] == 1
+    # the pod templates are kept whole (preserve-unknown-fields)
+    c = spec["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    assert c["command"] == ["dglrun"] and "--partition-entry-point" in c["args"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_malformed_jobs_are_rejected_naming_the_field(
+    api: RestClient, namespace: str, case: Case
+) -> None:
+    obj = apply_case(seed(namespace), case)
+    with pytest.raises(Invalid) as err:
+        api.create(DGLJOBS, namespace, obj, field_validation="Strict", dry_run=True)
+    text = err.value.message
+    assert case.field in text, f"{case.id}: {text}"
+
+
+def test_unknown_fields_are_rejected_in_strict_mode(api: RestClient, namespace: str) -> None:
+    obj = seed(namespace)
+    obj["spec"]["cleanPodPolicyy"] = "All"
+    with pytest.raises(Exception) as err:
+        api.create(DGLJOBS, namespace, obj, field_validation="Strict", dry_run=True)
+    assert "cleanPodPolicyy" in str(err.value)
+
+
+def test_immutable_fields(api: RestClient, namespace: str) -> None:
+    created = api.create(DGLJOBS, namespace, seed(namespace))
+    for path, value, field in [
+        (("partitionMode",), "Skip", "partitionMode is immutable"),
+        (("slotsPerWorker",), 4, "slotsPerWorker is immutable"),
+        (("dglReplicaSpecs", "Worker", "replicas"), 5, "Worker replicas are immutable"),
+    ]:
+        changed = copy.deepcopy(created)
+        target = changed["spec"]
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        with pytest.raises(Invalid) as err:
+            api.replace(DGLJOBS, namespace, created["metadata"]["name"], changed)
+        assert field in err.value.message
+    # runPolicy is mutable (suspend/resume, deadlines)
+    changed = copy.deepcopy(created)
+    changed["spec"]["runPolicy"] = {"suspend": True, "backoffLimit": 2}
+    api.replace(DGLJOBS, namespace, created["metadata"]["name"], changed)
