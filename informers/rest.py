@@ -350,10 +350,14 @@ class RestClient:
         *,
         field_validation: str | None = None,
         dry_run: bool = False,
+        name: str | None = None,
+        subresource: str | None = None,
     ) -> Obj:
-        """``field_validation`` Strict rejects unknown fields instead of dropping them."""
+        """``field_validation`` Strict rejects unknown fields instead of dropping them;
+        ``name`` + ``subresource`` POST to a subresource (e.g. serviceaccounts/x/token)."""
         q = _query(fieldValidation=field_validation, dryRun="All" if dry_run else None)
-        out: Obj = self._send("create", "POST", res, res.path(namespace), q, body=body)
+        path = res.path(namespace, name, subresource) if name else res.path(namespace)
+        out: Obj = self._send("create", "POST", res, path, q, body=body)
         return out
 
     def replace(

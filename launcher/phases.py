@@ -195,7 +195,6 @@ def deliver_to_launcher(opts: Options, console: Console, report: Report) -> None
             expected,
             timeout=opts.deliver_timeout or 3600,
         )
-        report.dispatch_bytes += parts.total_bytes(expected)
         console.say(f"  {_mb(parts.total_bytes(expected))} verified in {pod}")
 
 

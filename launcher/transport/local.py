@@ -218,8 +218,12 @@ class LocalTransport:
 
     def start(self, worker: Host, argv: list[str], env: dict[str, str], label: str) -> Proc:
         holder = self._holders[self._index(worker)]
-        full_env = {**os.environ, **env}
-        cmd = ["nsenter", "-t", str(holder.pid), "-n", "-m", "--", *argv]
+        # In a pod the host name resolves to the pod's IP; here it does not, so point gloo
+        # and tensorpipe at the worker's own interface.
+        full_env = {**os.environ, "GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0", **env}
+        # Entering a mount namespace resets the working folder to its root: keep ours, so
+        # relative entry points resolve as they would in a pod's workdir.
+        cmd = ["nsenter", "-t", str(holder.pid), "-n", "-m", f"--wd={os.getcwd()}", "--", *argv]
         proc = PopenProc(label, cmd, self.sink, env=full_env)
         self._procs.append(proc)
         return proc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -11,8 +12,8 @@ import pytest
 import yaml
 
 from e2e.cluster import ControlPlane
-from informers.errors import NotFound
-from informers.resources import NAMESPACES, Resource
+from informers.errors import AlreadyExists, NotFound
+from informers.resources import NAMESPACES, SERVICEACCOUNTS, Resource
 from informers.rest import RestClient
 from tests.controller.conftest import CRD_PATH
 
@@ -73,14 +74,22 @@ def namespace(api: RestClient, crd: None) -> Iterator[str]:
     api.create(
         NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     )
-    wait_for(lambda: _has_default_sa(api, name), what="the namespace's default ServiceAccount")
+    try:
+        wait_for(lambda: _has_default_sa(api, name), timeout=10, what="the default SA")
+    except AssertionError:
+        # After API server restarts the controller-manager's informers may still be in
+        # their backoff; the object is all admission needs, so create it ourselves.
+        with contextlib.suppress(AlreadyExists):
+            api.create(
+                SERVICEACCOUNTS,
+                name,
+                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
+            )
     yield name
     api.delete(NAMESPACES, None, name)
 
 
 def _has_default_sa(api: RestClient, ns: str) -> bool:
-    from informers.resources import SERVICEACCOUNTS
-
     try:
         api.get(SERVICEACCOUNTS, ns, "default")
     except NotFound:

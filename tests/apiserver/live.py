@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from controller.controller import Controller
 from controller.events import EventRecorder
 from controller.metrics import Metrics
+from e2e.cluster import free_port
 from informers.errors import Conflict, Invalid, NotFound
 from informers.factory import SharedInformerFactory
 from informers.resources import PODS
@@ -67,26 +69,28 @@ class OperatorProcess:
         self.log = log
         self.extra = extra
         self.proc: subprocess.Popen[bytes] | None = None
+        self.health_port = free_port()
 
     def start(self) -> OperatorProcess:
+        argv = [
+            sys.executable,
+            "-m",
+            "controller.main",
+            "--kubeconfig",
+            self.kubeconfig,
+            "--metrics-addr",
+            "0",
+            "--health-addr",
+            f"127.0.0.1:{self.health_port}",
+            "--workers",
+            "4",
+            "--resync-period",
+            "30",
+            *self.extra,
+        ]
         with self.log.open("ab") as f:
             self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "controller.main",
-                    "--kubeconfig",
-                    self.kubeconfig,
-                    "--metrics-addr",
-                    "0",
-                    "--health-addr",
-                    "0",
-                    "--workers",
-                    "4",
-                    "--resync-period",
-                    "30",
-                    *self.extra,
-                ],
+                argv,
                 stdout=f,
                 stderr=subprocess.STDOUT,
                 cwd=REPO,
@@ -99,8 +103,20 @@ class OperatorProcess:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
 
+    def ready(self) -> bool:
+        url = f"http://127.0.0.1:{self.health_port}/readyz"
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                return int(r.status) == 200
+        except OSError:
+            return False
+
     def terminate(self, timeout: float = 30) -> int:
+        """SIGTERM once it serves (before its handler is installed, SIGTERM simply kills)."""
         assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while not self.ready() and time.monotonic() < deadline and self.proc.poll() is None:
+            time.sleep(0.1)
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
 

@@ -1,0 +1,157 @@
+"""The whole data plane with real DGL: dglrun's local transport runs 2 worker "pods" (network +
+mount namespaces), partitions, dispatches and trains GraphSAGE with 1 server + 1 trainer each."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.examples.conftest import DATASET, EXAMPLE, REPO, Dgl, clean_env
+from tests.launcher.conftest import require
+
+GRAPH = "graphsage"
+CRASHER = Path(__file__).with_name("crash_train.py")
+
+
+def dglrun(
+    dgl: Dgl,
+    workspace: Path,
+    dataset_root: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "launcher.cli",
+        "-g",
+        GRAPH,
+        "--num-partitions",
+        "2",
+        "--balance-train",
+        "--balance-edges",
+        "--partition-entry-point",
+        str(EXAMPLE / "load_and_partition_graph.py"),
+        "--partition-args",
+        f"--dataset {DATASET} --dataset_root {dataset_root}",
+        "--train-entry-point",
+        str(EXAMPLE / "train_dist.py"),
+        "--num-epochs",
+        "2",
+        "--batch-size",
+        "128",
+        "--transport",
+        "local",
+        "--workspace",
+        str(workspace),
+        "--python",
+        dgl.python,
+        *extra,
+    ]
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**clean_env(PYTHONPATH=str(REPO)), **(env or {})},
+    )
+
+
+def dgl_processes() -> str:
+    out = subprocess.run(
+        ["pgrep", "-af", "train_dist.py|crash_train.py"], capture_output=True, text=True
+    )
+    return "\n".join(ln for ln in out.stdout.splitlines() if "pgrep" not in ln)
+
+
+@pytest.fixture
+def as_root() -> None:
+    require(os.geteuid() == 0, "the local transport needs root (network namespaces)")
+
+
+def test_graphsage_through_dglrun(
+    dgl: Dgl, dataset_root: Path, single_sage: dict[str, Any], tmp_path: Path, as_root: None
+) -> None:
+    proc = dglrun(dgl, tmp_path, dataset_root)
+    out = proc.stdout
+    assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
+    for k, name in enumerate(["partition", "deliver", "dispatch", "configure", "train"], 1):
+        assert f"[{k}/5] {name} done in" in out
+    assert "[worker-1/trainer-0]" in out and "[worker-0/server-0]" in out
+    metrics = json.loads((tmp_path / "output" / "metrics.json").read_text())
+    acc, base = metrics["test_accuracy"], single_sage["test_accuracy"]
+    assert metrics["world_size"] == 2 and metrics["num_parts"] == 2 and metrics["epochs"] == 2
+    assert abs(acc - base) <= 0.02, f"distributed {acc:.4f} vs single-process {base:.4f}"
+    assert acc >= 0.85
+    summary = out.strip().splitlines()[-1]
+    assert summary.startswith("dglrun: done: partition") and f"test accuracy {acc:.4f}" in summary
+    # partition contents: every node's features/labels equal the source graph's
+    check = dgl.check(
+        "partitions",
+        "--config",
+        str(tmp_path / "dataset" / f"{GRAPH}.json"),
+        "--orig-nids",
+        str(tmp_path / "dataset" / "orig_nids.pt"),
+        "--root",
+        str(dataset_root),
+        "--name",
+        DATASET,
+    )
+    assert set(check["mismatches"].values()) == {0}, check["mismatches"]
+    assert check["num_parts"] == 2 and check["covered_nodes"] == check["source_nodes"]
+    assert check["orig_nids_is_permutation"]
+    assert dgl_processes() == ""
+
+
+def test_single_process_baselines(
+    dgl: Dgl, dataset_root: Path, single_sage: dict[str, Any], tmp_path: Path
+) -> None:
+    out = tmp_path / "mlp.json"
+    dgl.run(
+        [
+            EXAMPLE / "train_single.py",
+            "--dataset",
+            DATASET,
+            "--dataset_root",
+            dataset_root,
+            "--model",
+            "mlp",
+            "--num_epochs",
+            "20",
+            "--batch_size",
+            "256",
+            "--out",
+            out,
+        ]
+    )
+    mlp = json.loads(out.read_text())["test_accuracy"]
+    assert single_sage["test_accuracy"] - mlp >= 0.3, "the graph must carry the labels"
+
+
+def test_a_trainer_dying_mid_training_stops_everything(
+    dgl: Dgl, dataset_root: Path, tmp_path: Path, as_root: None
+) -> None:
+    args = ("--num-epochs", "200", "--train-entry-point", str(CRASHER))
+    started = time.monotonic()
+    proc = dglrun(
+        dgl, tmp_path, dataset_root, *args, env={"CRASH_RANK": "1", "CRASH_AFTER_EPOCH": "1"}
+    )
+    took = time.monotonic() - started
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:]
+    crashed = [ln for ln in out.splitlines() if "crash_train: exiting with code 1" in ln]
+    assert crashed, "the trainer did not reach its crash point"
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("dglrun: error: train failed: trainer 0 on worker-1"), last
+    assert "exited with code 1" in last
+    assert took < 120
+    assert dgl_processes() == "", "DGL processes survived"
