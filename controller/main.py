@@ -18,13 +18,15 @@ from typing import Any
 import structlog
 from prometheus_client import start_http_server
 
+from controller.api import DGLJOBS
 from controller.builders import BuildOptions
 from controller.controller import Controller
 from controller.events import EventRecorder
 from controller.leader import LeaderConfig, LeaderElector
 from controller.metrics import Metrics
+from informers.errors import Forbidden, KubeError, NotFound
 from informers.factory import SharedInformerFactory
-from informers.rest import RestClient
+from informers.rest import KubeClient, RestClient
 
 log = structlog.get_logger("controller.main")
 
@@ -240,6 +242,26 @@ class HealthServer:
         self.server.server_close()
 
 
+def check_api(client: KubeClient, namespace: str | None) -> bool:
+    """Say clearly, once, what stops the operator from working (it keeps retrying anyway)."""
+    try:
+        client.list(DGLJOBS, namespace, limit=1)
+    except NotFound:
+        log.error(
+            "the DGLJob CRD (dgljobs.qihoo.net) is not installed: apply "
+            "charts/dgl-operator/crds/qihoo.net_dgljobs.yaml (or install the Helm chart); "
+            "waiting for it"
+        )
+        return False
+    except Forbidden as e:
+        log.error("not allowed to list DGLJobs: check the operator's RBAC", error=e.message)
+        return False
+    except KubeError as e:
+        log.warning("the API server is not reachable yet; retrying", error=str(e))
+        return False
+    return True
+
+
 def run(settings: Settings, stop: threading.Event) -> int:
     """Run the operator until ``stop`` is set or leadership is lost; returns the exit code."""
     metrics = Metrics()
@@ -271,6 +293,7 @@ def run(settings: Settings, stop: threading.Event) -> int:
         start_http_server(metrics_addr[1], metrics_addr[0], registry=metrics.registry)
         log.info("metrics server listening", port=metrics_addr[1])
 
+    check_api(client, settings.namespace)
     factory.start(stop)
     log.info("waiting for informer caches", namespace=settings.namespace or "(all)")
     if not factory.wait_for_cache_sync(stop):

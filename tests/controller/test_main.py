@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.main import HealthServer, parse_addr, parse_settings
+from controller.main import HealthServer, check_api, parse_addr, parse_settings
+from informers.errors import Forbidden, NotFound
+from tests.fakekube import FakeKube
 
 
 def test_defaults() -> None:
@@ -122,3 +124,26 @@ def test_console_scripts_are_installed() -> None:
         [str(bindir / "dgl-operator"), "--version"], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0 and out.stdout.startswith("dgl-operator ")
+
+
+class _Refusing(FakeKube):
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    def list(self, *args: object, **kwargs: object) -> dict[str, object]:  # type: ignore[override]
+        raise self.error
+
+
+def test_missing_crd_and_rbac_are_said_clearly(capsys: pytest.CaptureFixture[str]) -> None:
+    import structlog
+
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stdout))
+    try:
+        assert not check_api(_Refusing(NotFound(404, "NotFound", "x")), None)
+        assert "the DGLJob CRD (dgljobs.qihoo.net) is not installed" in capsys.readouterr().out
+        assert not check_api(_Refusing(Forbidden(403, "Forbidden", "no")), "ns")
+        assert "not allowed to list DGLJobs" in capsys.readouterr().out
+        assert check_api(FakeKube(), None)
+    finally:
+        structlog.reset_defaults()

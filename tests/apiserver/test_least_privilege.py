@@ -1,0 +1,224 @@
+"""The operator with only its own RBAC (controller/rbac.py, what the chart grants), through a
+ServiceAccount token from the TokenRequest API; and what the job's own ServiceAccounts may do."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.api import DGLJOBS
+from controller.rbac import cluster_role
+from e2e.cluster import ControlPlane
+from informers.errors import Forbidden
+from informers.resources import NAMESPACES, PODS, SERVICEACCOUNTS, Resource
+from informers.rest import RestClient
+from tests.apiserver.conftest import wait_for
+from tests.apiserver.live import InProcessOperator, Kubelet
+from tests.controller.conftest import load_fixture
+
+CLUSTERROLES = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
+)
+CLUSTERROLEBINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
+SECRETS = Resource("", "v1", "secrets", "Secret")
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+SAR = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+)
+
+
+def token_kubeconfig(cp: ControlPlane, token: str, path: Path) -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "sa",
+                "clusters": [
+                    {
+                        "name": "local",
+                        "cluster": {
+                            "server": cp.server,
+                            "certificate-authority": str(cp.pki / "ca.crt"),
+                        },
+                    }
+                ],
+                "users": [{"name": "sa", "user": {"token": token}}],
+                "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
+            }
+        )
+    )
+    return path
+
+
+@pytest.fixture
+def operator_kubeconfig(
+    api: RestClient, control_plane: ControlPlane, crd: None, tmp_path: Path
+) -> Iterator[Path]:
+    ns = f"op-{uuid.uuid4().hex[:6]}"
+    name = f"dgl-operator-{ns}"
+    api.create(
+        NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    )
+    api.create(
+        SERVICEACCOUNTS,
+        ns,
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "dgl-operator"}},
+    )
+    api.create(CLUSTERROLES, None, cluster_role(name))
+    api.create(
+        CLUSTERROLEBINDINGS,
+        None,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "dgl-operator", "namespace": ns}],
+        },
+    )
+    review = api.create(
+        SERVICEACCOUNTS,
+        ns,
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+        name="dgl-operator",
+        subresource="token",
+    )
+    yield token_kubeconfig(control_plane, review["status"]["token"], tmp_path / "sa.kubeconfig")
+    api.delete(CLUSTERROLEBINDINGS, None, name)
+    api.delete(CLUSTERROLES, None, name)
+    api.delete(NAMESPACES, None, ns)
+
+
+def allowed(api: RestClient, user: str, **attrs: Any) -> bool:
+    review = api.create(
+        SAR,
+        None,
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "groups": ["system:serviceaccounts", "system:authenticated"],
+                "resourceAttributes": attrs,
+            },
+        },
+    )
+    return bool(review["status"].get("allowed"))
+
+
+def test_operator_runs_a_job_with_its_own_rbac_only(
+    api: RestClient, namespace: str, operator_kubeconfig: Path
+) -> None:
+    sa = RestClient.from_config(str(operator_kubeconfig))
+    for attempt in (
+        lambda: sa.list(SECRETS, namespace),
+        lambda: sa.list(NODES),
+        lambda: sa.get(SECRETS, "kube-system", "anything"),
+    ):
+        with pytest.raises(Forbidden):
+            attempt()
+    with InProcessOperator(str(operator_kubeconfig)) as op:
+        raw = load_fixture("seed_dgljob.yaml")
+        raw["metadata"]["namespace"] = namespace
+        api.create(DGLJOBS, namespace, raw)
+        kubelet = Kubelet(api, namespace)
+        names = [f"dgl-graphsage-{n}" for n in ("worker-0", "worker-1", "partitioner")]
+        wait_for(
+            lambda: (
+                set(names) <= {p["metadata"]["name"] for p in api.list(PODS, namespace)["items"]}
+            ),
+            what="pods created under the operator's own RBAC",
+        )
+        for i, name in enumerate(names):
+            kubelet.run(name, f"10.5.0.{i + 2}")
+        wait_for(
+            lambda: (
+                "dgl-graphsage-launcher"
+                in {p["metadata"]["name"] for p in api.list(PODS, namespace)["items"]}
+            ),
+            what="launcher pod",
+        )
+        kubelet.finish("dgl-graphsage-partitioner")
+        kubelet.run("dgl-graphsage-launcher", "10.5.0.9")
+        kubelet.finish("dgl-graphsage-launcher")
+
+        def succeeded() -> bool:
+            conds = api.get(DGLJOBS, namespace, "dgl-graphsage").get("status", {}).get("conditions")
+            return any(c["type"] == "Succeeded" and c["status"] == "True" for c in conds or [])
+
+        wait_for(succeeded, what="Succeeded under the operator's own RBAC")
+        forbidden = [
+            k
+            for k, v in _samples(op, "rest_client_requests_total").items()
+            if k[2] == "403" and v > 0
+        ]
+        assert forbidden == [], f"the operator was refused: {forbidden}"
+        assert _samples(op, "controller_runtime_reconcile_errors_total") == {("dgljob",): 0.0}
+
+
+def _samples(op: InProcessOperator, name: str) -> dict[tuple[str, ...], float]:
+    out = {}
+    for metric in op.metrics.registry.collect():
+        for s in metric.samples:
+            if s.name == name:
+                out[tuple(s.labels.values())] = s.value
+    return out
+
+
+def test_launcher_may_exec_only_into_its_own_workers(
+    api: RestClient, namespace: str, operator_kubeconfig: Path
+) -> None:
+    with InProcessOperator(str(operator_kubeconfig)):
+        for job in ("a", "b"):
+            raw = load_fixture("seed_dgljob.yaml")
+            raw["metadata"].update(name=job, namespace=namespace)
+            api.create(DGLJOBS, namespace, raw)
+        wait_for(
+            lambda: (
+                len(
+                    api.list(
+                        Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"), namespace
+                    )["items"]
+                )
+                == 4
+            ),
+            what="the jobs' Roles",
+        )
+    launcher = f"system:serviceaccount:{namespace}:a-launcher"
+    partitioner = f"system:serviceaccount:{namespace}:a-partitioner"
+
+    def exec_into(user: str, pod: str) -> bool:
+        return allowed(
+            api,
+            user,
+            namespace=namespace,
+            verb="create",
+            resource="pods",
+            subresource="exec",
+            name=pod,
+        )
+
+    assert exec_into(launcher, "a-worker-0") and exec_into(launcher, "a-worker-1")
+    assert not exec_into(launcher, "b-worker-0"), "exec into another job's worker"
+    assert not exec_into(launcher, "a-launcher") and not exec_into(launcher, "a-partitioner")
+    assert exec_into(partitioner, "a-launcher")
+    assert not exec_into(partitioner, "a-worker-0") and not exec_into(partitioner, "b-launcher")
+    assert allowed(api, launcher, namespace=namespace, verb="watch", resource="pods")
+    assert not allowed(api, launcher, namespace=namespace, verb="get", resource="secrets")
+    assert not allowed(api, launcher, namespace=namespace, verb="delete", resource="pods")
