@@ -185,9 +185,9 @@ class Operator:
             for s in family.samples:
                 if s.name == "rest_client_requests_total":
                     key = (s.labels["verb"], s.labels["resource"], s.labels["code"])
-                    snap.requests[key] += s.value
+                    snap.requests[key] += int(s.value)
                 elif s.name == "controller_runtime_reconcile_total":
-                    snap.reconciles[s.labels["result"]] += s.value
+                    snap.reconciles[s.labels["result"]] += int(s.value)
                 elif s.name == "workqueue_depth" and s.labels.get("name") == "dgljob":
                     snap.depth = s.value
         return snap
@@ -487,6 +487,15 @@ def report_burst(b: Burst) -> int:
         f"{b.events_in_namespace / jobs:.1f} per job (expected {expected_events}: DGLJobCreated "
         f"+ SuccessfulCreatePod x{w + 1} + SuccessfulCreateService x{w})"
     )
+    missing = expected_events * jobs - b.events_in_namespace
+    failed = int(sum(v for k, v in errs.items() if k[1] == "events"))
+    if missing > 0 and failed == 0:
+        say(
+            f"burst: {missing:,} Events were never written and no event write failed: the "
+            "operator's EventRecorder drops events silently when its queue (1000) is full"
+        )
+    elif missing > 0:
+        say(f"burst: {missing:,} Events missing; {failed:,} event writes failed")
     return children
 
 
@@ -545,8 +554,8 @@ def main(argv: list[str] | None = None) -> int:
     def on_term(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGHUP, on_term)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, on_term)
     workdir = Path(tempfile.mkdtemp(prefix="dgl-controller-bench-"))
     cp: ControlPlane | None = None
     op: Operator | None = None

@@ -75,7 +75,7 @@ class Controller:
         self.client = client
         self.factory = factory
         self.metrics = metrics or Metrics()
-        self.recorder = recorder or EventRecorder(client)
+        self.recorder = recorder or EventRecorder(client, on_drop=self.metrics.events_dropped.inc)
         self.expectations = expectations or Expectations()
         self.queue: RateLimitingQueue[str] = RateLimitingQueue(
             "dgljob",

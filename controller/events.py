@@ -1,6 +1,8 @@
 """Kubernetes Events for a job's lifecycle (client-go tools/record, much simplified).
 
-``record`` never blocks the sync: events go through a bounded queue to a sender thread.
+``record`` never blocks the sync: events go through a bounded queue to a sender thread; when
+a burst overflows it, events are dropped, counted (``dgl_operator_events_dropped_total``) and
+logged.
 A repeat of the same (object, type, reason, message) within ``dedup_window`` bumps the
 existing Event's count instead of creating a new one, as client-go's correlator does.
 """
@@ -47,8 +49,9 @@ class EventRecorder:
         *,
         host: str | None = None,
         dedup_window: float = 600.0,
-        max_queue: int = 1000,
+        max_queue: int = 10000,
         now: Callable[[], float] = time.time,
+        on_drop: Callable[[], None] | None = None,
     ) -> None:
         self.client = client
         self.component = component
@@ -60,6 +63,8 @@ class EventRecorder:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.dropped = 0
+        self._on_drop = on_drop
+        self._last_drop_log = 0.0
 
     def start(self) -> None:
         with self._lock:
@@ -98,7 +103,14 @@ class EventRecorder:
         try:
             self._queue.put_nowait(_Pending(ref, type_, reason, message, self._now()))
         except queue.Full:
+            # Like client-go's broadcaster: never block a sync for an event; but say so.
             self.dropped += 1
+            if self._on_drop is not None:
+                self._on_drop()
+            stamp = time.monotonic()
+            if stamp - self._last_drop_log > 10.0:
+                self._last_drop_log = stamp
+                log.warning("event queue full; dropping events", dropped_so_far=self.dropped)
 
     def _run(self) -> None:
         while True:

@@ -279,7 +279,7 @@ def run(settings: Settings, stop: threading.Event) -> int:
         factory,
         options=settings.options,
         metrics=metrics,
-        recorder=EventRecorder(client),
+        recorder=EventRecorder(client, on_drop=metrics.events_dropped.inc),
     )
     servers: list[HealthServer] = []
     health = parse_addr(settings.health_addr, "--health-addr")

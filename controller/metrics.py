@@ -97,6 +97,11 @@ class Metrics:
             ["verb", "resource", "code"],
             registry=r,
         )
+        self.events_dropped = Counter(
+            "dgl_operator_events_dropped_total",
+            "Kubernetes Events dropped because the event queue was full.",
+            registry=r,
+        )
         for result in ("success", "error", "requeue", "requeue_after"):
             self.reconcile_total.labels(CONTROLLER, result)
         self.reconcile_errors.labels(CONTROLLER)

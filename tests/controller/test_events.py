@@ -68,8 +68,9 @@ def test_api_errors_do_not_kill_the_sender() -> None:
     rec.stop()
 
 
-def test_a_full_queue_drops_instead_of_blocking() -> None:
-    rec = EventRecorder(FakeKube(), max_queue=2)  # not started: nothing drains the queue
-    for i in range(5):
+def test_a_full_queue_drops_instead_of_blocking_and_counts() -> None:
+    drops: list[int] = []
+    rec = EventRecorder(FakeKube(), max_queue=2, on_drop=lambda: drops.append(1))
+    for i in range(5):  # not started: nothing drains the queue
         rec.record(JOB, NORMAL, "R", str(i))
-    assert rec.dropped == 3
+    assert rec.dropped == 3 and len(drops) == 3

@@ -1,0 +1,422 @@
+"""The operator's metrics, rules and dashboard against a real Prometheus.
+
+`dgl-operator` runs as a process against the local control plane with its metrics endpoint
+on 127.0.0.1; a real Prometheus scrapes it every second and evaluates
+files/prometheus-rules.yaml every second. The test drives three DGLJobs (one succeeds, one
+fails after a whole-job restart, one stays pending), playing the kubelet, then checks through
+Prometheus's HTTP API what the operator counted, the recording rules, the alerts, that every
+rule evaluates, and that every dashboard query runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.api import DGLJOBS
+from e2e.cluster import ControlPlane, free_port
+from informers.resources import PODS
+from informers.rest import RestClient
+from tests.apiserver.conftest import wait_for
+from tests.apiserver.live import REPO, Kubelet, OperatorProcess
+from tests.controller.conftest import load_fixture
+from tests.prometheus.promql import (
+    RULES,
+    dashboard_queries,
+    load_dashboard,
+    load_rules,
+    metric_names,
+    recording_rule_names,
+    sample_names,
+    substitute,
+)
+
+Obj = dict[str, Any]
+SCRAPE_JOB = "dgl-operator"
+
+
+class MetricsOperatorProcess(OperatorProcess):
+    """OperatorProcess with its Prometheus endpoint on 127.0.0.1:<free port>."""
+
+    def __init__(self, kubeconfig: str, log: Path, namespace: str) -> None:
+        super().__init__(kubeconfig, log)
+        self.metrics_port = free_port()
+        self.namespace = namespace
+
+    def start(self) -> MetricsOperatorProcess:
+        argv = [
+            sys.executable,
+            "-m",
+            "controller.main",
+            "--kubeconfig",
+            self.kubeconfig,
+            "--namespace",
+            self.namespace,
+            "--metrics-addr",
+            f"127.0.0.1:{self.metrics_port}",
+            "--health-addr",
+            f"127.0.0.1:{self.health_port}",
+            "--workers",
+            "4",
+            "--resync-period",
+            "30",
+        ]
+        with self.log.open("ab") as f:
+            self.proc = subprocess.Popen(
+                argv,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                cwd=REPO,
+                env={**os.environ, "PYTHONPATH": str(REPO)},
+            )
+        return self
+
+    def metrics(self) -> str:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return str(r.read().decode())
+
+
+class PrometheusServer:
+    """A Prometheus on 127.0.0.1 scraping the operator and evaluating the chart's rules."""
+
+    def __init__(self, binary: Path, workdir: Path, target: str) -> None:
+        self.binary = binary
+        self.workdir = workdir
+        self.port = free_port()
+        self.log = workdir / "prometheus.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        config = {
+            "global": {
+                "scrape_interval": "1s",
+                "scrape_timeout": "1s",
+                "evaluation_interval": "1s",
+            },
+            "rule_files": [str(RULES)],
+            "scrape_configs": [
+                {
+                    "job_name": SCRAPE_JOB,
+                    # Keep the job metrics' own namespace label (ServiceMonitor honorLabels).
+                    "honor_labels": True,
+                    "static_configs": [{"targets": [target]}],
+                }
+            ],
+        }
+        self.config = workdir / "prometheus.yml"
+        self.config.write_text(yaml.safe_dump(config))
+
+    def start(self) -> PrometheusServer:
+        argv = [
+            str(self.binary),
+            f"--config.file={self.config}",
+            f"--storage.tsdb.path={self.workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--log.level=warn",
+        ]
+        with self.log.open("ab") as f:
+            self.proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=self.workdir)
+        wait_for(self.ready, timeout=60, what="Prometheus to be ready", interval=0.2)
+        return self
+
+    def ready(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"prometheus exited ({self.proc.returncode}):\n{self.tail()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=1) as r:
+                return int(r.status) == 200
+        except OSError:
+            return False
+
+    def api(self, path: str, **params: str) -> Any:
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        url = f"http://127.0.0.1:{self.port}/api/v1/{path}{query}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                body = json.loads(r.read())
+        except urllib.error.HTTPError as e:  # 400/422: a bad query; the body says why
+            body = json.loads(e.read())
+        assert body["status"] == "success", f"{path} {params}: {body}"
+        return body["data"]
+
+    def query(self, expr: str) -> list[Obj]:
+        data = self.api("query", query=expr)
+        assert data["resultType"] in ("vector", "scalar"), data
+        if data["resultType"] == "scalar":
+            return [{"metric": {}, "value": data["result"]}]
+        return list(data["result"])
+
+    def value(self, expr: str) -> float | None:
+        """The value of a one-element result, None when empty."""
+        result = self.query(expr)
+        assert len(result) <= 1, f"{expr}: {result}"
+        return float(result[0]["value"][1]) if result else None
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def tail(self, n: int = 40) -> str:
+        lines = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        return "\n".join(lines[-n:])
+
+
+@pytest.fixture
+def operator(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> Iterator[MetricsOperatorProcess]:
+    op = MetricsOperatorProcess(str(control_plane.kubeconfig), tmp_path / "operator.log", namespace)
+    op.start()
+    try:
+        wait_for(op.ready, timeout=60, what="the operator's /readyz", interval=0.2)
+        yield op
+    finally:
+        try:
+            op.terminate(timeout=30)
+        finally:
+            op.kill()  # only if SIGTERM did not end it
+            print("--- operator log ---\n" + "\n".join(op.log.read_text().splitlines()[-40:]))
+
+
+@pytest.fixture
+def prom(
+    prometheus: Path, operator: MetricsOperatorProcess, tmp_path: Path
+) -> Iterator[PrometheusServer]:
+    server = PrometheusServer(prometheus, tmp_path, f"127.0.0.1:{operator.metrics_port}")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        print("--- prometheus log ---\n" + server.tail())
+
+
+# -- playing the kubelet for one job ---------------------------------------------------------
+
+
+class Job:
+    def __init__(self, api: RestClient, ns: str, name: str, subnet: int, **spec: Any) -> None:
+        self.api, self.ns, self.name, self.subnet = api, ns, name, subnet
+        raw = load_fixture("seed_dgljob.yaml")
+        raw["metadata"].update(name=name, namespace=ns)
+        raw["spec"].update(spec)
+        self.raw = raw
+        self.kubelet = Kubelet(api, ns)
+        self.worker0, self.worker1 = f"{name}-worker-0", f"{name}-worker-1"
+        self.partitioner, self.launcher = f"{name}-partitioner", f"{name}-launcher"
+
+    def create(self) -> Job:
+        self.api.create(DGLJOBS, self.ns, self.raw)
+        return self
+
+    def pods(self) -> dict[str, Obj]:
+        items = self.api.list(PODS, self.ns, label_selector=f"dgl.qihoo.net/job-name={self.name}")
+        return {p["metadata"]["name"]: p for p in items["items"]}
+
+    def status(self) -> Obj:
+        st: Obj = self.api.get(DGLJOBS, self.ns, self.name).get("status") or {}
+        return st
+
+    def condition(self, ctype: str) -> Obj | None:
+        for c in self.status().get("conditions") or []:
+            if c["type"] == ctype and c["status"] == "True":
+                return dict(c)
+        return None
+
+    def wait_condition(self, ctype: str, timeout: float = 30) -> Obj:
+        found: Obj = wait_for(lambda: self.condition(ctype), timeout, f"{self.name} {ctype}")
+        return found
+
+    def wait_phase(self, phase: str) -> None:
+        wait_for(lambda: self.status().get("phase") == phase, what=f"{self.name} {phase}")
+
+    def train(self, fresh_from: dict[str, str] | None = None) -> None:
+        """Workers and partitioner run, the graph is partitioned (12 s), training starts."""
+
+        def ready() -> bool:
+            pods = self.pods()
+            names = {self.worker0, self.worker1, self.partitioner}
+            return names <= set(pods) and all(
+                pods[n]["metadata"]["uid"] != (fresh_from or {}).get(n) for n in names
+            )
+
+        wait_for(ready, what=f"{self.name}'s worker and partitioner pods")
+        ip = f"10.{self.subnet}.0."
+        self.kubelet.run(self.worker1, ip + "2")
+        self.kubelet.run(self.worker0, ip + "1")
+        self.kubelet.run(self.partitioner, ip + "3")
+        wait_for(lambda: self.launcher in self.pods(), what=f"{self.name}'s launcher pod")
+        self.kubelet.init_running(self.launcher, ip + "4")
+        self.kubelet.finish(self.partitioner, seconds=12)
+        self.wait_phase("Partitioned")
+        self.kubelet.run(self.launcher, ip + "4")
+        self.wait_phase("Training")
+
+    def uids(self) -> dict[str, str]:
+        return {n: p["metadata"]["uid"] for n, p in self.pods().items()}
+
+
+# -- the test --------------------------------------------------------------------------------
+
+
+def eventually(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    return wait_for(check, timeout=timeout, what=what, interval=0.5)
+
+
+def lint(promtool: Path, exposition: str) -> None:
+    """`promtool check metrics` reads the exposition on stdin."""
+    out = subprocess.run(
+        [str(promtool), "check", "metrics"],
+        input=exposition,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_operator_metrics_rules_and_dashboard_in_prometheus(
+    promtool: Path,
+    prometheus: Path,
+    api: RestClient,
+    namespace: str,
+    operator: MetricsOperatorProcess,
+    prom: PrometheusServer,
+) -> None:
+    ns = namespace
+    lint(promtool, operator.metrics())
+    eventually(lambda: prom.value(f'up{{job="{SCRAPE_JOB}"}}') == 1, "the operator target up")
+
+    # One job succeeds, one fails after a restart, one stays pending.
+    ok = Job(api, ns, "dgl-ok", 201).create()
+    failing = Job(api, ns, "dgl-fail", 202, runPolicy={"backoffLimit": 1}).create()
+    idle = Job(api, ns, "dgl-idle", 203).create()
+    for job in (ok, failing, idle):
+        job.wait_condition("Created")
+
+    ok.train()
+    ok.kubelet.finish(ok.launcher, seconds=30)
+    ok.wait_condition("Succeeded")
+
+    failing.train()
+    before = failing.uids()
+    failing.kubelet.finish(failing.worker1, exit_code=137)
+    failing.wait_condition("Restarting")
+    failing.train(fresh_from=before)
+    failing.kubelet.finish(failing.worker0, exit_code=1)
+    failed = failing.wait_condition("Failed")
+    assert failed["reason"] == "BackoffLimitExceeded"
+
+    # What the operator counted, through Prometheus.
+    eventually(lambda: prom.value("sum(dgl_operator_jobs_created_total)") == 3, "3 jobs created")
+    eventually(lambda: (prom.value("sum(dgl_operator_jobs_failed_total)") or 0) >= 1, "a failure")
+    (failure,) = prom.query("dgl_operator_jobs_failed_total")
+    assert {"namespace": ns, "reason": "BackoffLimitExceeded"}.items() <= failure["metric"].items()
+    eventually(lambda: prom.value("sum(dgl_operator_jobs_successful_total)") == 1, "a success")
+    eventually(lambda: prom.value("sum(dgl_operator_jobs_restarted_total)") == 1, "a restart")
+    assert (prom.value('sum(workqueue_adds_total{name="dgljob"})') or 0) > 0
+    assert (prom.value("sum(controller_runtime_reconcile_total)") or 0) > 0
+    assert prom.value("dgl_operator_is_leader") == 1
+
+    # The recording rules count the failure and the success although their series were born
+    # at 1 (increase() alone reports 0 for them).
+    failed_1h = f'namespace_reason:dgl_operator_jobs_failed:increase1h{{namespace="{ns}"}}'
+    eventually(lambda: prom.value(failed_1h) == 1, "the failure recorded")
+    ratio = f'namespace:dgl_operator_jobs_failure_ratio:1h{{namespace="{ns}"}}'
+    eventually(lambda: prom.value(ratio) == 0.5, "a failure ratio of 1/2")
+
+    # The alerts: DGLJobFailed fires with the reason; nothing says the operator is down.
+    def alerts() -> list[Obj]:
+        return list(prom.api("alerts")["alerts"])
+
+    def job_failed_firing() -> bool:
+        return any(
+            a["labels"]["alertname"] == "DGLJobFailed"
+            and a["state"] == "firing"
+            and a["labels"].get("namespace") == ns
+            and a["labels"].get("reason") == "BackoffLimitExceeded"
+            and a["labels"].get("severity") == "info"
+            for a in alerts()
+        )
+
+    eventually(job_failed_firing, "DGLJobFailed firing")
+    names = {a["labels"]["alertname"] for a in alerts()}
+    assert not names & {
+        "DGLOperatorDown",
+        "DGLOperatorNoLeader",
+        "DGLOperatorMultipleLeaders",
+        "DGLJobFailureRateHigh",  # one failure is below its minimum of three
+    }, alerts()
+
+    # Every group of the file is loaded and every rule evaluates.
+    want = {g["name"]: len(g["rules"]) for g in load_rules()["groups"]}
+
+    def rules_healthy() -> bool:
+        groups = {g["name"]: g for g in prom.api("rules")["groups"]}
+        if {n: len(g["rules"]) for n, g in groups.items()} != want:
+            return False
+        return all(r["health"] == "ok" for g in groups.values() for r in g["rules"])
+
+    eventually(rules_healthy, "every rule evaluated with health ok", timeout=30)
+    for group in prom.api("rules")["groups"]:
+        for rule in group["rules"]:
+            assert not rule.get("lastError"), rule
+
+    # Every dashboard query runs; the job panels show the jobs just driven.
+    variables = {"job": SCRAPE_JOB, "namespace": ns, "window": "3600"}
+    for where, expr in dashboard_queries(load_dashboard()):
+        try:
+            prom.query(substitute(expr, variables))
+        except AssertionError as e:
+            raise AssertionError(f"dashboard {where}: {e}") from e
+    dashboard = {
+        panel["title"]: [substitute(t["expr"], variables) for t in panel.get("targets") or []]
+        for panel in load_dashboard()["panels"]
+    }
+    assert prom.value(dashboard["Jobs started"][0]) == 3
+    assert prom.value(dashboard["Jobs succeeded"][0]) == 1
+    assert prom.value(dashboard["Jobs failed"][0]) == 1
+    assert prom.value(dashboard["Whole-job restarts"][0]) == 1
+    assert prom.value(dashboard["Failure ratio"][0]) == 0.5
+    assert prom.value(dashboard["Leaders"][0]) == 1
+    # Partitioned three times (12 s each), trained once (30 s): the means are exact.
+    assert prom.value(dashboard["Partitioning duration"][-1]) == 12
+    assert prom.value(dashboard["Training duration"][-1]) == 30
+    p50 = prom.value(dashboard["Training duration"][0])
+    assert p50 is not None and 15 < p50 <= 30  # in the (15, 30] bucket
+
+    # Every metric the rules and the dashboard use is in the live exposition, which still lints
+    # clean now that every labelled metric has children.
+    exposition = operator.metrics()
+    lint(promtool, exposition)
+    live = sample_names(exposition)
+    known = live | recording_rule_names(load_rules())
+    used = {
+        n
+        for rule in (r for g in load_rules()["groups"] for r in g["rules"])
+        for n in metric_names(rule["expr"])
+    }
+    used |= {
+        n
+        for _, e in dashboard_queries(load_dashboard())
+        for n in metric_names(substitute(e, variables))
+    }
+    assert used <= known, f"not exposed by the running operator: {used - known}"
