@@ -58,8 +58,8 @@ KUBEXEC_SCRIPT = (
 class BuildOptions:
     """Operator-level settings that shape the children (from the CLI flags)."""
 
-    kubectl_download_image: str = "dgloperator/kubectl-download:v0.1.0"
-    watcher_loop_image: str = "dgloperator/watcher-loop:v0.1.0"
+    kubectl_download_image: str = "dgloperator/kubectl-download:0.2.0"
+    watcher_loop_image: str = "dgloperator/watcher-loop:0.2.0"
     init_image_pull_policy: str = "IfNotPresent"
     kubectl_download_url: str = ""
     kubectl_download_sha256: str = ""

@@ -133,7 +133,7 @@ def test_operator_runs_a_job_with_its_own_rbac_only(
     ):
         with pytest.raises(Forbidden):
             attempt()
-    with InProcessOperator(str(operator_kubeconfig)) as op:
+    with InProcessOperator(str(operator_kubeconfig), namespace) as op:
         raw = load_fixture("seed_dgljob.yaml")
         raw["metadata"]["namespace"] = namespace
         api.create(DGLJOBS, namespace, raw)

@@ -26,7 +26,11 @@ from controller.builders import (
 from controller.quantity import format_bytes, parse_quantity
 from tests.controller.conftest import load_fixture
 
-SEED_OPTS = BuildOptions(init_image_pull_policy="Always")
+SEED_OPTS = BuildOptions(
+    kubectl_download_image="dgloperator/kubectl-download:v0.1.0",
+    watcher_loop_image="dgloperator/watcher-loop:v0.1.0",
+    init_image_pull_policy="Always",
+)
 # Keys of list items that identify them, so lists compare item by item.
 _ID_KEYS = ("name", "key", "mountPath", "containerPort")
 

@@ -19,7 +19,7 @@ def test_defaults() -> None:
     s = parse_settings([])
     assert s.namespace is None and s.workers == 4 and not s.leader_elect
     assert s.metrics_addr == ":8080" and s.health_addr == ":8081"
-    assert s.options.watcher_loop_image == "dgloperator/watcher-loop:v0.1.0"
+    assert s.options.watcher_loop_image == "dgloperator/watcher-loop:0.2.0"
     assert s.log_format == "json"
 
 

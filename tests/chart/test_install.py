@@ -1,0 +1,319 @@
+"""``helm install`` / ``upgrade`` / ``uninstall`` of the chart into the local control plane
+(etcd + kube-apiserver + kube-controller-manager, RBAC on, no kubelet: the operator's pods stay
+Pending, so nothing waits for them). What RBAC the installed bindings really give the
+operator's ServiceAccount is asked of the API server (SubjectAccessReview)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.rbac import LEADER_ELECTION_RULES, RULES
+from e2e.cluster import ControlPlane
+from informers.errors import NotFound
+from informers.resources import (
+    CONFIGMAPS,
+    NAMESPACES,
+    PODS,
+    ROLEBINDINGS,
+    ROLES,
+    SERVICEACCOUNTS,
+    SERVICES,
+    Resource,
+)
+from informers.rest import RestClient
+from tests.apiserver.conftest import CRDS, wait_for
+from tests.chart.conftest import CHART, Helm
+
+CRD_NAME = "dgljobs.qihoo.net"
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet")
+CLUSTERROLES = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
+)
+CLUSTERROLEBINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
+SAR = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+)
+# every kind the chart may render (with default-off monitoring objects left out)
+BY_KIND = {
+    r.kind: r
+    for r in (
+        DEPLOYMENTS,
+        SERVICEACCOUNTS,
+        SERVICES,
+        CONFIGMAPS,
+        ROLES,
+        ROLEBINDINGS,
+        CLUSTERROLES,
+        CLUSTERROLEBINDINGS,
+    )
+}
+
+Key = tuple[str, str | None, str]  # kind, namespace, name
+
+
+@pytest.fixture(scope="module")
+def kube(control_plane: ControlPlane) -> RestClient:
+    return RestClient.from_config(str(control_plane.kubeconfig), pool_size=8)
+
+
+@dataclass
+class Release:
+    helm: Helm
+    kubeconfig: Path
+    name: str
+    namespace: str
+    tmp: Path
+    extra_namespaces: list[str] = field(default_factory=list)
+
+    @property
+    def fullname(self) -> str:
+        """The chart's object names: <release>-dgl-operator."""
+        return f"{self.name}-dgl-operator"
+
+    def run(self, *args: str, check: bool = True) -> Any:
+        return self.helm.run(
+            *args, "--namespace", self.namespace, "--kubeconfig", str(self.kubeconfig), check=check
+        )
+
+    def values_file(self, values: dict[str, Any]) -> str:
+        f = self.tmp / f"values-{uuid.uuid4().hex[:6]}.json"
+        f.write_text(json.dumps(values))
+        return str(f)
+
+    def install(self, values: dict[str, Any]) -> None:
+        # Helm 4: no --wait means "hookOnly" (there are no hooks); nothing waits for the pods
+        self.run(
+            "install", self.name, str(CHART), "--create-namespace", "-f", self.values_file(values)
+        )
+
+    def upgrade(self, values: dict[str, Any]) -> None:
+        # the given values on top of the chart's defaults (not the previous release's values)
+        self.run("upgrade", self.name, str(CHART), "--reset-values", "-f", self.values_file(values))
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = json.loads(self.run("status", self.name, "-o", "json").stdout)
+        return out
+
+    def manifest_objects(self) -> set[Key]:
+        docs = yaml.safe_load_all(self.run("get", "manifest", self.name).stdout)
+        return {
+            (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs if d
+        }
+
+
+@pytest.fixture
+def release(
+    helm: Helm, control_plane: ControlPlane, kube: RestClient, tmp_path: Path
+) -> Iterator[Release]:
+    suffix = uuid.uuid4().hex[:6]
+    rel = Release(
+        helm, control_plane.kubeconfig, f"dgl-chart-{suffix}", f"dgl-system-{suffix}", tmp_path
+    )
+    try:
+        yield rel
+    finally:
+        rel.run("uninstall", rel.name, "--ignore-not-found", check=False)
+        for ns in (rel.namespace, *rel.extra_namespaces):
+            with contextlib.suppress(NotFound):
+                kube.delete(NAMESPACES, None, ns)
+        for res in (CLUSTERROLES, CLUSTERROLEBINDINGS):  # in case the uninstall failed
+            with contextlib.suppress(NotFound):
+                kube.delete(res, None, rel.fullname)
+
+
+def exists(kube: RestClient, key: Key) -> bool:
+    kind, ns, name = key
+    try:
+        kube.get(BY_KIND[kind], ns, name)
+    except NotFound:
+        return False
+    return True
+
+
+def crd_established(kube: RestClient) -> bool:
+    try:
+        crd = kube.get(CRDS, None, CRD_NAME)
+    except NotFound:
+        return False
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+def can(
+    kube: RestClient, sa: tuple[str, str], verb: str, group: str, resource: str, ns: str
+) -> bool:
+    """May ServiceAccount ``sa`` (namespace, name) do this? ns '' asks for all namespaces."""
+    sa_ns, sa_name = sa
+    res, _, sub = resource.partition("/")
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": f"system:serviceaccount:{sa_ns}:{sa_name}",
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{sa_ns}"],
+            "resourceAttributes": {
+                "verb": verb,
+                "group": group,
+                "resource": res,
+                "subresource": sub,
+                "namespace": ns,
+            },
+        },
+    }
+    return bool(kube.create(SAR, None, review)["status"].get("allowed"))
+
+
+def triples(rules: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return sorted(
+        (g, r, v)
+        for rule in rules
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    )
+
+
+def args_of(kube: RestClient, ns: str, name: str) -> list[str]:
+    dep = kube.get(DEPLOYMENTS, ns, name)
+    args: list[str] = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args
+
+
+def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
+    ns, name = release.namespace, release.name
+    fullname = release.fullname
+    crd_before = crd_established(kube)
+    release.install({"workers": 2})
+    assert release.status()["info"]["status"] == "deployed"
+
+    # the CRD from crds/ (installed by Helm, or already there: Helm never replaces it)
+    wait_for(lambda: crd_established(kube), timeout=30, what="the DGLJob CRD")
+    if not crd_before:  # Helm created it from crds/, verbatim
+        source = yaml.safe_load((CHART / "crds" / "qihoo.net_dgljobs.yaml").read_text())
+        crd = kube.get(CRDS, None, CRD_NAME)
+        assert crd["metadata"]["labels"] == source["metadata"]["labels"]
+        assert crd["spec"]["names"] == source["spec"]["names"]
+        assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1"]
+    first = release.manifest_objects()
+    assert first == {
+        ("ServiceAccount", ns, fullname),
+        ("ClusterRole", None, fullname),
+        ("ClusterRoleBinding", None, fullname),
+        ("Service", ns, f"{fullname}-metrics"),
+        ("Deployment", ns, fullname),
+    }
+    for key in first:
+        assert exists(kube, key), key
+    args = args_of(kube, ns, fullname)
+    assert "--workers=2" in args and "--leader-elect" not in args
+    dep = kube.get(DEPLOYMENTS, ns, fullname)
+    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == fullname
+    assert dep["spec"]["strategy"]["type"] == "Recreate"
+
+    # what the API server's authorizer lets the operator's ServiceAccount do
+    sa = (ns, fullname)
+    wait_for(
+        lambda: can(kube, sa, "list", "qihoo.net", "dgljobs", ""),
+        timeout=30,
+        what="the ClusterRoleBinding to take effect",
+    )
+    for group, resource, verb in triples(RULES):
+        assert can(kube, sa, verb, group, resource, ""), (group, resource, verb)
+    assert not can(kube, sa, "get", "", "secrets", ns)
+    assert not can(kube, sa, "create", "qihoo.net", "dgljobs", "")
+    assert not can(kube, sa, "create", "coordination.k8s.io", "leases", ns)
+
+    # upgrade: two replicas turn leader election on, with its Lease Role
+    release.upgrade({"workers": 2, "replicas": 2, "logLevel": "debug"})
+    assert release.status()["version"] == 2
+    second = release.manifest_objects()
+    lease_role = f"{fullname}-leader-election"
+    assert second == first | {("Role", ns, lease_role), ("RoleBinding", ns, lease_role)}
+    dep = kube.get(DEPLOYMENTS, ns, fullname)
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["strategy"]["type"] == "RollingUpdate"
+    args = args_of(kube, ns, fullname)
+    assert "--leader-elect" in args and "--log-level=debug" in args
+    assert f"--leader-elect-namespace={ns}" in args
+    wait_for(
+        lambda: can(kube, sa, "create", "coordination.k8s.io", "leases", ns),
+        timeout=30,
+        what="the leader-election RoleBinding to take effect",
+    )
+    for group, resource, verb in triples(LEADER_ELECTION_RULES):
+        assert can(kube, sa, verb, group, resource, ns)
+        assert not can(kube, sa, verb, group, resource, "default")
+
+    # and back to one replica: Helm removes the Lease Role, the Deployment goes back to Recreate
+    release.upgrade({"workers": 3})
+    assert release.status()["version"] == 3
+    assert release.manifest_objects() == first
+    wait_for(lambda: not exists(kube, ("Role", ns, lease_role)), what="the Lease Role to go")
+    dep = kube.get(DEPLOYMENTS, ns, fullname)
+    assert dep["spec"]["strategy"]["type"] == "Recreate"
+    assert dep["spec"]["replicas"] == 1
+    assert "--workers=3" in args_of(kube, ns, fullname)
+
+    selector = f"app.kubernetes.io/instance={name}"
+    # uninstall: everything the chart made goes, except the CRD (Helm never deletes crds/)
+    release.run("uninstall", name)
+    made = first | second
+    for key in sorted(made, key=str):
+        wait_for(lambda key=key: not exists(kube, key), timeout=60, what=f"{key} to be deleted")
+    # (this control plane runs no deployment controller; elsewhere the Deployment's ReplicaSets
+    # and pods go with it through the garbage collector)
+    for res in (REPLICASETS, PODS):
+        wait_for(
+            lambda res=res: not kube.list(res, ns, label_selector=selector)["items"],
+            timeout=60,
+            what=f"the Deployment's {res.plural} to be garbage-collected",
+        )
+    assert crd_established(kube), "the CRD must survive helm uninstall"
+    listed = json.loads(release.run("list", "-o", "json").stdout)
+    assert [r for r in listed if r["name"] == name] == []
+
+
+def test_install_watching_one_namespace(release: Release, kube: RestClient) -> None:
+    ns, name, fullname = release.namespace, release.name, release.fullname
+    watched = f"dgl-team-{uuid.uuid4().hex[:6]}"
+    release.extra_namespaces.append(watched)
+    kube.create(
+        NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": watched}}
+    )
+    release.install({"watchNamespace": watched})
+    objects = release.manifest_objects()
+    assert objects == {
+        ("ServiceAccount", ns, fullname),
+        ("Role", watched, fullname),
+        ("RoleBinding", watched, fullname),
+        ("Service", ns, f"{fullname}-metrics"),
+        ("Deployment", ns, fullname),
+    }
+    assert f"--namespace={watched}" in args_of(kube, ns, fullname)
+    assert not exists(kube, ("ClusterRole", None, fullname))
+    sa = (ns, fullname)
+    wait_for(
+        lambda: can(kube, sa, "list", "qihoo.net", "dgljobs", watched),
+        timeout=30,
+        what="the RoleBinding to take effect",
+    )
+    for group, resource, verb in triples(RULES):
+        assert can(kube, sa, verb, group, resource, watched), (group, resource, verb)
+    assert not can(kube, sa, "list", "qihoo.net", "dgljobs", "")
+    assert not can(kube, sa, "list", "qihoo.net", "dgljobs", ns)
+    assert not can(kube, sa, "create", "", "pods", "default")
+    release.run("uninstall", name)
+    for key in sorted(objects, key=str):
+        wait_for(lambda key=key: not exists(kube, key), timeout=60, what=f"{key} to be deleted")
