@@ -84,7 +84,11 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise ClusterError(f"openssl {' '.join(args)} failed: {out.stderr.strip()}")
 
 
-def make_pki(d: Path) -> None:
+def make_pki(
+    d: Path,
+    api_ips: Sequence[str] = ("127.0.0.1", "10.0.0.1"),
+    extra: dict[str, tuple[str, str, str]] | None = None,
+) -> None:
     """CA, apiserver serving cert, SA signing key, client certs (EC P-256: fast)."""
     d.mkdir(parents=True, exist_ok=True)
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
@@ -92,10 +96,11 @@ def make_pki(d: Path) -> None:
              "-subj", "/CN=dgl-operator-test-ca", cwd=d)  # fmt: skip
     certs = {
         "apiserver": ("/CN=kube-apiserver", "serverAuth",
-                      "IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,"
+                      ",".join(f"IP:{ip}" for ip in api_ips) + ",DNS:localhost,DNS:kubernetes,"
                       "DNS:kubernetes.default,DNS:kubernetes.default.svc"),
         "admin": ("/O=system:masters/CN=admin", "clientAuth", ""),
         "controller-manager": ("/CN=system:kube-controller-manager", "clientAuth", ""),
+        **(extra or {}),
     }  # fmt: skip
     for name, (subj, usage, sans) in certs.items():
         _openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subj, cwd=d)
@@ -159,17 +164,26 @@ class Component:
 
 @dataclass
 class ControlPlane:
+    """etcd + kube-apiserver + kube-controller-manager. By default on 127.0.0.1 with a free
+    port; e2e/node.py binds it to the node bridge's address instead (pods must reach it)."""
+
     dir: Path
     bins: Path
     etcd: Path
+    host: str = "127.0.0.1"
+    port: int = 0
+    service_cidr: str = SERVICE_CIDR
+    controllers: str = CONTROLLERS
+    extra_certs: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    extra_args: list[str] = field(default_factory=list)
     components: dict[str, Component] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.pki = self.dir / "pki"
         self.etcd_port = free_port()
         self.etcd_peer_port = free_port()
-        self.port = free_port()
-        self.server = f"https://127.0.0.1:{self.port}"
+        self.port = self.port or free_port()
+        self.server = f"https://{self.host}:{self.port}"
         self.kubeconfig = self.dir / "admin.kubeconfig"
 
     @property
@@ -181,7 +195,8 @@ class ControlPlane:
     def start(self, timeout: float = 120.0) -> ControlPlane:
         if not shutil.which("openssl"):
             raise ClusterError("openssl is required to generate the cluster's certificates")
-        make_pki(self.pki)
+        service_ip = self.service_cidr.rsplit(".", 1)[0] + ".1"
+        make_pki(self.pki, sorted({"127.0.0.1", self.host, service_ip}), self.extra_certs)
         kubeconfig(self.kubeconfig, self.server, self.pki, "admin")
         cm_kubeconfig = kubeconfig(self.dir / "controller-manager.kubeconfig", self.server,
                                    self.pki, "controller-manager")  # fmt: skip
@@ -198,9 +213,9 @@ class ControlPlane:
         self.components["kube-apiserver"] = Component("kube-apiserver", [
             str(self.bins / "kube-apiserver"),
             "--etcd-servers", self.etcd_endpoint,
-            "--bind-address", "127.0.0.1", "--secure-port", str(self.port),
-            "--advertise-address", "127.0.0.1", "--endpoint-reconciler-type", "none",
-            "--service-cluster-ip-range", SERVICE_CIDR,
+            "--bind-address", self.host, "--secure-port", str(self.port),
+            "--advertise-address", self.host, "--endpoint-reconciler-type", "none",
+            "--service-cluster-ip-range", self.service_cidr,
             "--authorization-mode", "Node,RBAC",
             "--client-ca-file", str(self.pki / "ca.crt"),
             "--tls-cert-file", str(self.pki / "apiserver.crt"),
@@ -212,13 +227,14 @@ class ControlPlane:
             "--allow-privileged=true",
             "--event-ttl", "1h",
             "--v", "1",
+            *self.extra_args,
         ], logs / "kube-apiserver.log")  # fmt: skip
         self.components["kube-controller-manager"] = Component("kube-controller-manager", [
             str(self.bins / "kube-controller-manager"),
             "--kubeconfig", str(cm_kubeconfig),
             "--authentication-kubeconfig", str(cm_kubeconfig),
             "--authorization-kubeconfig", str(cm_kubeconfig),
-            "--controllers", CONTROLLERS,
+            "--controllers", self.controllers,
             "--service-account-private-key-file", str(self.pki / "sa.key"),
             "--root-ca-file", str(self.pki / "ca.crt"),
             "--use-service-account-credentials",

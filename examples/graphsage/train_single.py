@@ -38,7 +38,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", choices=["sage", "mlp"], default="sage")
     p.add_argument("--num_epochs", type=int, default=2)
     p.add_argument("--batch_size", type=int, default=1000)
-    p.add_argument("--out", help="write the metrics as JSON to this file")
+    p.add_argument(
+        "--out",
+        default=os.path.join(os.environ["DGLRUN_OUTPUT_DIR"], "metrics.json")
+        if os.environ.get("DGLRUN_OUTPUT_DIR")
+        else None,
+        help="write the metrics as JSON to this file (default under $DGLRUN_OUTPUT_DIR, "
+        "which dglrun sets in Skip mode)",
+    )
+    p.add_argument("--graph_name", help="ignored: accepted so that dglrun's Skip mode can run this")
     p.add_argument("--save_model", help="write the trained model's state_dict to this file")
     common.add_model_args(p)
     a = p.parse_args(argv)
