@@ -12,22 +12,23 @@ BIN      := $(VENV)/bin
 DGL_KEY  := $(shell sha256sum requirements-dgl.txt | cut -c1-12)
 DGL_VENV := $(CACHE)/venv-dgl-$(DGL_KEY)
 PKGS     := workqueue informers controller launcher watcher_loop kubectl_download
-K8S_BINS := kube-apiserver kube-controller-manager kubectl
+K8S_BINS := kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
 # Imports (and the console scripts started by tests) come from this checkout even when the
 # shared cached venv's editable install points at another clone.
 export PYTHONPATH := $(CURDIR)
 export DGL_PYTHON := $(DGL_VENV)/bin/python
 export OPERATOR_PYTHON := $(BIN)/python
 
-.PHONY: help venv dgl-venv k8s-binaries lint typecheck unit test bench demo \
-        cluster-up cluster-down clean-venvs
+.PHONY: help venv dgl-venv k8s-binaries images lint typecheck unit test bench demo demo-local \
+        cluster-up cluster-down control-plane-up control-plane-down clean-venvs
 
 help:
-	@echo "make demo          - set up and run the GraphSAGE example (dglrun, 2 local workers)"
+	@echo "make demo          - single-node Kubernetes here, operator via Helm, GraphSAGE DGLJob"
 	@echo "make test          - install everything needed, then lint, type-check and run all tests"
+	@echo "make demo-local    - the data plane alone: dglrun with 2 local workers (namespaces)"
 	@echo "make bench         - run the benchmarks under bench/ and print their figures"
-	@echo "make cluster-up    - start a local Kubernetes control plane (etcd, apiserver, KCM)"
-	@echo "make cluster-down  - stop it"
+	@echo "make cluster-up    - start the single-node Kubernetes (make cluster-down stops it)"
+	@echo "make control-plane-up - only etcd + apiserver + controller-manager (control-plane-down)"
 
 $(VENV)/.ready: setup.cfg pyproject.toml
 	@mkdir -p $(CACHE)
@@ -72,13 +73,26 @@ bench: venv dgl-venv k8s-binaries
 	$(BIN)/python bench/workqueue_bench.py
 	$(BIN)/python bench/pipeline_bench.py
 
-demo: venv dgl-venv
+# Docker-free OCI images (debootstrap base; the DGL image reuses the DGL venv).
+images: venv dgl-venv
+	$(BIN)/python hack/build_images.py >/dev/null
+
+demo: venv dgl-venv k8s-binaries images
+	$(BIN)/python -m e2e.demo
+
+demo-local: venv dgl-venv
 	hack/demo.sh
 
-cluster-up: venv k8s-binaries
-	$(BIN)/python -m e2e.cluster up
+cluster-up: venv k8s-binaries images
+	$(BIN)/python -m e2e.node up
 
 cluster-down: venv
+	$(BIN)/python -m e2e.node down
+
+control-plane-up: venv k8s-binaries
+	$(BIN)/python -m e2e.cluster up
+
+control-plane-down: venv
 	$(BIN)/python -m e2e.cluster down
 
 clean-venvs:

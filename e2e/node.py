@@ -47,7 +47,7 @@ POD_CIDR = "10.88.0.0/16"
 SERVICE_CIDR = "10.88.0.0/24"
 DEFAULT_DIR = CACHE / "node"
 NODE_CONTROLLERS = (
-    "garbagecollector,namespace,serviceaccount,serviceaccount-token,deployment,replicaset,podgc,"
+    "garbagecollector,namespace,serviceaccount,serviceaccount-token,deployment,replicaset,podgc,nodelifecycle,"
     "root-ca-cert-publisher"
 )
 # containerd's content store and snapshots outlive a cluster: a 5 GB image is imported and

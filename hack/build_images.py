@@ -746,7 +746,7 @@ def examples_layer(ctx: Context) -> oci.Layer:
     src = REPO / "examples" / "graphsage"
     files = sorted(p for p in src.glob("*.py"))
     key_doc = {"kind": "examples", "files": [(p.name, file_hash(p)) for p in files],
-               "dataset": "ogbn-synth seed 0"}  # fmt: skip
+               "dataset": "ogbn-synth seed 0, owned by 65532"}  # fmt: skip
 
     def make() -> oci.Layer:
         with ctx.workdir("examples") as work:
@@ -759,7 +759,10 @@ def examples_layer(ctx: Context) -> oci.Layer:
                  str(work / "root" / WORKSPACE / "raw_data")])  # fmt: skip
 
             def owner(name: str) -> tuple[int, int]:
-                return (NONROOT_UID, NONROOT_UID) if name == WORKSPACE else (0, 0)
+                # ogb writes its processed/ cache beside the raw files: the dataset is the
+                # (non-root) user's, the code is root's
+                mine = name == WORKSPACE or name.startswith(f"{WORKSPACE}/raw_data")
+                return (NONROOT_UID, NONROOT_UID) if mine else (0, 0)
 
             return ctx.store.write_layer(
                 oci.tree_entries(work / "root", "", mtime=ctx.epoch, owner=owner),

@@ -36,9 +36,11 @@ PY
   rm -rf "$tmp"
 }
 
-apt_ensure() {  # apt_ensure <command> <package>
+apt_ensure() {  # apt_ensure <command or absolute path> <package>
   local cmd=$1 pkg=$2
-  if command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ] || [ -x "/usr/lib/cni/$cmd" ]; then
+  if [ "${cmd#/}" != "$cmd" ]; then
+    [ -x "$cmd" ] && return
+  elif command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ]; then
     return
   fi
   if [ "$(id -u)" != 0 ]; then
@@ -52,7 +54,7 @@ apt_ensure() {  # apt_ensure <command> <package>
   }
 }
 
-where() { command -v "$1" 2>/dev/null || { [ -x "/usr/sbin/$1" ] && echo "/usr/sbin/$1"; } || echo "/usr/lib/cni/$1"; }
+where() { command -v "$1" 2>/dev/null || echo "/usr/sbin/$1"; }
 
 for tool in "$@"; do
   case "$tool" in
@@ -64,7 +66,7 @@ for tool in "$@"; do
     ctr) apt_ensure ctr containerd; echo "ctr=$(where ctr)" ;;
     runc) apt_ensure runc runc; echo "runc=$(where runc)" ;;
     debootstrap) apt_ensure debootstrap debootstrap; echo "debootstrap=$(where debootstrap)" ;;
-    cni) apt_ensure bridge containernetworking-plugins; echo "cni=/usr/lib/cni" ;;
+    cni) apt_ensure /usr/lib/cni/bridge containernetworking-plugins; echo "cni=/usr/lib/cni" ;;
     *) echo "tools.sh: unknown tool $tool" >&2; exit 2 ;;
   esac
 done

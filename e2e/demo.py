@@ -1,0 +1,126 @@
+"""``make demo``: a real single-node Kubernetes on this machine, the operator installed with
+Helm, the GraphSAGE DGLJob run to Succeeded, its test accuracy printed.
+
+Steps: build the images (no Docker; cached), bring the node up (or reuse a running one),
+``helm upgrade --install`` the chart, apply examples/graphsage/dgljob.yaml, follow the job's
+phases and the launcher's log, print the accuracy and the machine's peak memory.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from e2e.cluster import REPO, k8s_binaries
+from e2e.node import DEFAULT_DIR, IMAGE_TAG
+from e2e.node import main as node_main
+
+JOB, NS, OP_NS = "dgl-graphsage", "dgl-operator", "dgl-system"
+EXAMPLE = REPO / "examples" / "graphsage" / "dgljob.yaml"
+
+
+def say(text: str) -> None:
+    print(f"demo: {text}", flush=True)
+
+
+class MemorySampler:
+    """Used memory of the whole machine (MemTotal - MemAvailable), sampled twice a second."""
+
+    def __init__(self) -> None:
+        self.baseline = self.used()
+        self.peak = self.baseline
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def used() -> int:
+        info = {}
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            key, value = line.split(":", 1)
+            info[key] = int(value.split()[0]) * 1024
+        return info["MemTotal"] - info["MemAvailable"]
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self.peak = max(self.peak, self.used())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+
+
+def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(list(argv), capture_output=True, text=True)
+    if check and out.returncode != 0:
+        raise SystemExit(f"demo: `{' '.join(argv[:4])} ...` failed:\n{out.stderr or out.stdout}")
+    return out
+
+
+def helm() -> str:
+    out = run(str(REPO / "hack" / "tools.sh"), "helm")
+    return out.stdout.strip().split("=", 1)[1]
+
+
+def main() -> int:
+    started = time.monotonic()
+    mem = MemorySampler()
+    kubeconfig = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
+    if (DEFAULT_DIR / "pids.json").exists() and kubeconfig.exists():
+        say(f"reusing the running cluster ({kubeconfig})")
+    else:
+        say("bringing up a single-node Kubernetes (etcd, kube-apiserver, controller-manager, "
+            "scheduler, kubelet, containerd) and building/importing the images; the first run "
+            "takes minutes")  # fmt: skip
+        if node_main(["up"]) != 0:
+            return 1
+    kc = [str(k8s_binaries("kubectl") / "kubectl"), "--kubeconfig", str(kubeconfig)]
+    say(f"cluster up after {time.monotonic() - started:.0f}s; installing the operator with Helm")
+    run(helm(), "upgrade", "--install", "dgl-operator", str(REPO / "charts" / "dgl-operator"),
+        "--kubeconfig", str(kubeconfig), "-n", OP_NS, "--create-namespace",
+        "--set", f"image.tag={IMAGE_TAG}", "--wait", "--timeout", "5m")  # fmt: skip
+    run(*kc, "create", "namespace", NS, check=False)
+    run(*kc, "-n", NS, "delete", "dgljob", JOB, "--ignore-not-found", "--wait=true")
+    run(*kc, "apply", "-f", str(EXAMPLE))
+    say(f"applied {EXAMPLE.relative_to(REPO)}; following it (kubectl -n {NS} get dglj -w)")
+    phase, deadline = "", time.monotonic() + 900
+    status: dict[str, object] = {}
+    while time.monotonic() < deadline:
+        out = run(*kc, "-n", NS, "get", "dgljob", JOB, "-o", "json", check=False)
+        if out.returncode == 0:
+            status = json.loads(out.stdout).get("status") or {}
+            if status.get("phase") != phase:
+                phase = str(status.get("phase"))
+                workers = (status.get("replicaStatuses") or {}).get("Worker", {})  # type: ignore[union-attr]
+                say(f"  {time.monotonic() - started:5.0f}s  phase {phase:<12} "
+                    f"workers ready {workers.get('ready', '-')}")  # fmt: skip
+            if phase in ("Completed", "Failed"):
+                break
+        time.sleep(1)
+    logs = run(*kc, "-n", NS, "logs", f"{JOB}-launcher", "-c", "dgl-graphsage", check=False).stdout
+    print("\n".join(f"  | {ln}" for ln in logs.splitlines()
+                    if not ln.startswith(f"[{JOB}-worker") or "done:" in ln))  # fmt: skip
+    mem.stop()
+    summary = [ln for ln in logs.splitlines() if ln.startswith("dglrun: done")]
+    took = time.monotonic() - started
+    gib = 2**30
+    say(f"peak memory of the machine {mem.peak / gib:.1f} GiB (before the demo "
+        f"{mem.baseline / gib:.1f} GiB: the cluster and the job added "
+        f"{(mem.peak - mem.baseline) / gib:.1f} GiB)")  # fmt: skip
+    if phase != "Completed":
+        conds = status.get("conditions") or []
+        say(f"the job ended {phase or 'nowhere'}: {conds}")
+        return 1
+    accuracy = summary[0].split("test accuracy ")[1].split(",")[0] if summary else "?"
+    say(f"DGLJob {NS}/{JOB} Succeeded in {took:.0f}s: test accuracy {accuracy}")
+    say(f"explore: export KUBECONFIG={kubeconfig}; kubectl get dglj,pods -A")
+    say("clean up: make cluster-down")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
