@@ -62,10 +62,10 @@ lint: venv
 	$(BIN)/ruff format --check $(PKGS) e2e tests bench examples
 
 typecheck: venv
-	$(BIN)/mypy $(PKGS) e2e
+	$(BIN)/mypy $(PKGS) e2e/cluster.py e2e/node.py e2e/fixtures.py e2e/demo.py e2e/helm.py
 
 unit: venv dgl-venv k8s-binaries
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q tests e2e
 
 test: lint typecheck unit
 

@@ -180,6 +180,18 @@ def _template(value: Any, field: str) -> dict[str, Any]:
         for required in ("name", "image"):
             if not isinstance(c.get(required), str) or not c.get(required):
                 raise SpecError(f"{cfield}.{required}", "is required")
+        for key in ("command", "args"):
+            value = c.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, list):
+                raise SpecError(f"{cfield}.{key}", "must be a list of strings")
+            for j, item in enumerate(value):
+                if not isinstance(item, str):
+                    raise SpecError(
+                        f"{cfield}.{key}[{j}]",
+                        f'must be a string, got {item!r} (quote numbers in YAML: "{item}")',
+                    )
     return tpl
 
 

@@ -45,7 +45,7 @@ from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import Expectations
 from controller.metrics import Metrics
 from controller.mutation_cache import MutationCache
-from informers.errors import Conflict, NotFound
+from informers.errors import BadRequest, Conflict, Invalid, NotFound
 from informers.lister import Lister
 from informers.resources import (
     CONFIGMAPS,
@@ -219,7 +219,13 @@ class JobSync:
             self._succeed(job, launcher, plan, now)
             plan.status["replicaStatuses"] = st.replica_statuses(obs)
             return plan
-        self._create_missing(job, obs, attempt)
+        try:
+            self._create_missing(job, obs, attempt)
+        except (BadRequest, Invalid) as e:
+            # The API server refuses what the job's templates produce: retrying cannot help.
+            message = f"invalid spec: the API server refused a child object: {e.message}"
+            self._fail(job.raw, plan, st.REASON_INVALID_SPEC, message, now, job=job)
+            return plan
         self._set_running_phase(job, obs, plan, now)
         plan.status["replicaStatuses"] = st.replica_statuses(obs)
         return plan

@@ -52,9 +52,11 @@ def k8s_binaries(*components: str) -> Path:
     """Build (or reuse) the binaries; returns their folder."""
     script = REPO / "hack" / "k8s-binaries.sh"
     out = subprocess.run(
-        [str(script), *components], capture_output=True, text=True,
+        [str(script), *components],
+        capture_output=True,
+        text=True,
         env={**os.environ, "K8S_VERSION": K8S_VERSION},
-    )  # fmt: skip
+    )
     if out.returncode != 0:
         raise ClusterError(f"building {', '.join(components)} failed:\n{out.stderr[-4000:]}")
     return Path(out.stdout.strip().splitlines()[-1])
@@ -92,39 +94,84 @@ def make_pki(
     """CA, apiserver serving cert, SA signing key, client certs (EC P-256: fast)."""
     d.mkdir(parents=True, exist_ok=True)
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "3650",
-             "-subj", "/CN=dgl-operator-test-ca", cwd=d)  # fmt: skip
+    _openssl(
+        "req",
+        "-x509",
+        *ec,
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=dgl-operator-test-ca",
+        cwd=d,
+    )
     certs = {
-        "apiserver": ("/CN=kube-apiserver", "serverAuth",
-                      ",".join(f"IP:{ip}" for ip in api_ips) + ",DNS:localhost,DNS:kubernetes,"
-                      "DNS:kubernetes.default,DNS:kubernetes.default.svc"),
+        "apiserver": (
+            "/CN=kube-apiserver",
+            "serverAuth",
+            ",".join(f"IP:{ip}" for ip in api_ips) + ",DNS:localhost,DNS:kubernetes,"
+            "DNS:kubernetes.default,DNS:kubernetes.default.svc",
+        ),
         "admin": ("/O=system:masters/CN=admin", "clientAuth", ""),
         "controller-manager": ("/CN=system:kube-controller-manager", "clientAuth", ""),
         **(extra or {}),
-    }  # fmt: skip
+    }
     for name, (subj, usage, sans) in certs.items():
         _openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subj, cwd=d)
         ext = f"extendedKeyUsage={usage}\n" + (f"subjectAltName={sans}\n" if sans else "")
         (d / f"{name}.ext").write_text(ext)
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-out", f"{name}.crt", "-days", "3650",
-                 "-extfile", f"{name}.ext", cwd=d)  # fmt: skip
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.crt",
+            "-days",
+            "3650",
+            "-extfile",
+            f"{name}.ext",
+            cwd=d,
+        )
     _openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "sa.key", cwd=d)
     _openssl("ec", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
 
 
 def kubeconfig(path: Path, server: str, pki: Path, user: str) -> Path:
-    path.write_text(json.dumps({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {
-            "server": server, "certificate-authority": str(pki / "ca.crt")}}],
-        "users": [{"name": user, "user": {
-            "client-certificate": str(pki / f"{user}.crt"),
-            "client-key": str(pki / f"{user}.key")}}],
-        "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
-        "current-context": "local",
-    }, indent=1))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "local",
+                        "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")},
+                    }
+                ],
+                "users": [
+                    {
+                        "name": user,
+                        "user": {
+                            "client-certificate": str(pki / f"{user}.crt"),
+                            "client-key": str(pki / f"{user}.key"),
+                        },
+                    }
+                ],
+                "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
+                "current-context": "local",
+            },
+            indent=1,
+        )
+    )
     return path
 
 
@@ -139,9 +186,12 @@ class Component:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as f:
             self.proc = subprocess.Popen(
-                self.argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                self.argv,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
-            )  # fmt: skip
+            )
 
     def stop(self, grace: float = 10.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -198,50 +248,104 @@ class ControlPlane:
         service_ip = self.service_cidr.rsplit(".", 1)[0] + ".1"
         make_pki(self.pki, sorted({"127.0.0.1", self.host, service_ip}), self.extra_certs)
         kubeconfig(self.kubeconfig, self.server, self.pki, "admin")
-        cm_kubeconfig = kubeconfig(self.dir / "controller-manager.kubeconfig", self.server,
-                                   self.pki, "controller-manager")  # fmt: skip
+        cm_kubeconfig = kubeconfig(
+            self.dir / "controller-manager.kubeconfig", self.server, self.pki, "controller-manager"
+        )
         logs = self.dir / "logs"
-        self.components["etcd"] = Component("etcd", [
-            str(self.etcd), "--data-dir", str(self.dir / "etcd"), "--name", "dgl-test",
-            "--listen-client-urls", self.etcd_endpoint,
-            "--advertise-client-urls", self.etcd_endpoint,
-            "--listen-peer-urls", f"http://127.0.0.1:{self.etcd_peer_port}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.etcd_peer_port}",
-            "--initial-cluster", f"dgl-test=http://127.0.0.1:{self.etcd_peer_port}",
-            "--unsafe-no-fsync", "--quota-backend-bytes", str(4 * 2**30),
-        ], logs / "etcd.log")  # fmt: skip
-        self.components["kube-apiserver"] = Component("kube-apiserver", [
-            str(self.bins / "kube-apiserver"),
-            "--etcd-servers", self.etcd_endpoint,
-            "--bind-address", self.host, "--secure-port", str(self.port),
-            "--advertise-address", self.host, "--endpoint-reconciler-type", "none",
-            "--service-cluster-ip-range", self.service_cidr,
-            "--authorization-mode", "Node,RBAC",
-            "--client-ca-file", str(self.pki / "ca.crt"),
-            "--tls-cert-file", str(self.pki / "apiserver.crt"),
-            "--tls-private-key-file", str(self.pki / "apiserver.key"),
-            "--service-account-issuer", "https://kubernetes.default.svc",
-            "--service-account-key-file", str(self.pki / "sa.pub"),
-            "--service-account-signing-key-file", str(self.pki / "sa.key"),
-            "--api-audiences", "https://kubernetes.default.svc",
-            "--allow-privileged=true",
-            "--event-ttl", "1h",
-            "--v", "1",
-            *self.extra_args,
-        ], logs / "kube-apiserver.log")  # fmt: skip
-        self.components["kube-controller-manager"] = Component("kube-controller-manager", [
-            str(self.bins / "kube-controller-manager"),
-            "--kubeconfig", str(cm_kubeconfig),
-            "--authentication-kubeconfig", str(cm_kubeconfig),
-            "--authorization-kubeconfig", str(cm_kubeconfig),
-            "--controllers", self.controllers,
-            "--service-account-private-key-file", str(self.pki / "sa.key"),
-            "--root-ca-file", str(self.pki / "ca.crt"),
-            "--use-service-account-credentials",
-            "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", "0",
-            "--concurrent-gc-syncs", "10",
-            "--v", "1",
-        ], logs / "kube-controller-manager.log")  # fmt: skip
+        self.components["etcd"] = Component(
+            "etcd",
+            [
+                str(self.etcd),
+                "--data-dir",
+                str(self.dir / "etcd"),
+                "--name",
+                "dgl-test",
+                "--listen-client-urls",
+                self.etcd_endpoint,
+                "--advertise-client-urls",
+                self.etcd_endpoint,
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{self.etcd_peer_port}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{self.etcd_peer_port}",
+                "--initial-cluster",
+                f"dgl-test=http://127.0.0.1:{self.etcd_peer_port}",
+                "--unsafe-no-fsync",
+                "--quota-backend-bytes",
+                str(4 * 2**30),
+            ],
+            logs / "etcd.log",
+        )
+        self.components["kube-apiserver"] = Component(
+            "kube-apiserver",
+            [
+                str(self.bins / "kube-apiserver"),
+                "--etcd-servers",
+                self.etcd_endpoint,
+                "--bind-address",
+                self.host,
+                "--secure-port",
+                str(self.port),
+                "--advertise-address",
+                self.host,
+                "--endpoint-reconciler-type",
+                "none",
+                "--service-cluster-ip-range",
+                self.service_cidr,
+                "--authorization-mode",
+                "Node,RBAC",
+                "--client-ca-file",
+                str(self.pki / "ca.crt"),
+                "--tls-cert-file",
+                str(self.pki / "apiserver.crt"),
+                "--tls-private-key-file",
+                str(self.pki / "apiserver.key"),
+                "--service-account-issuer",
+                "https://kubernetes.default.svc",
+                "--service-account-key-file",
+                str(self.pki / "sa.pub"),
+                "--service-account-signing-key-file",
+                str(self.pki / "sa.key"),
+                "--api-audiences",
+                "https://kubernetes.default.svc",
+                "--allow-privileged=true",
+                "--event-ttl",
+                "1h",
+                "--v",
+                "1",
+                *self.extra_args,
+            ],
+            logs / "kube-apiserver.log",
+        )
+        self.components["kube-controller-manager"] = Component(
+            "kube-controller-manager",
+            [
+                str(self.bins / "kube-controller-manager"),
+                "--kubeconfig",
+                str(cm_kubeconfig),
+                "--authentication-kubeconfig",
+                str(cm_kubeconfig),
+                "--authorization-kubeconfig",
+                str(cm_kubeconfig),
+                "--controllers",
+                self.controllers,
+                "--service-account-private-key-file",
+                str(self.pki / "sa.key"),
+                "--root-ca-file",
+                str(self.pki / "ca.crt"),
+                "--use-service-account-credentials",
+                "--leader-elect=false",
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                "0",
+                "--concurrent-gc-syncs",
+                "10",
+                "--v",
+                "1",
+            ],
+            logs / "kube-controller-manager.log",
+        )
         try:
             self.components["etcd"].start()
             self._wait(lambda: self._etcd_healthy(), timeout, "etcd")
@@ -278,8 +382,10 @@ class ControlPlane:
         while time.monotonic() < deadline:
             for comp in self.components.values():
                 if comp.proc is not None and comp.proc.poll() is not None:
-                    raise ClusterError(f"{comp.name} exited ({comp.proc.returncode}) while "
-                                       f"waiting for {what}:\n{comp.tail()}")  # fmt: skip
+                    raise ClusterError(
+                        f"{comp.name} exited ({comp.proc.returncode}) while "
+                        f"waiting for {what}:\n{comp.tail()}"
+                    )
             if probe():  # type: ignore[operator]
                 return
             time.sleep(0.2)
@@ -293,8 +399,9 @@ class ControlPlane:
 
     def get(self, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
         try:
-            with urllib.request.urlopen(self.server + path, timeout=timeout,
-                                        context=self.ssl_context()) as r:  # fmt: skip
+            with urllib.request.urlopen(
+                self.server + path, timeout=timeout, context=self.ssl_context()
+            ) as r:
                 return int(r.status), r.read()
         except urllib.error.HTTPError as e:
             return int(e.code), e.read()
@@ -316,8 +423,12 @@ class ControlPlane:
 
     def etcdctl(self, *args: str) -> str:
         tool = self.etcd.parent / "etcdctl"
-        out = subprocess.run([str(tool), "--endpoints", self.etcd_endpoint, *args],
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        out = subprocess.run(
+            [str(tool), "--endpoints", self.etcd_endpoint, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if out.returncode != 0:
             raise ClusterError(f"etcdctl {' '.join(args)}: {out.stderr.strip()}")
         return out.stdout
@@ -330,10 +441,16 @@ class ControlPlane:
         return rev
 
     def _write_state(self) -> None:
-        (self.dir / "state.json").write_text(json.dumps({
-            "server": self.server, "kubeconfig": str(self.kubeconfig),
-            "pids": {c.name: c.proc.pid for c in self.components.values() if c.proc},
-        }, indent=1))  # fmt: skip
+        (self.dir / "state.json").write_text(
+            json.dumps(
+                {
+                    "server": self.server,
+                    "kubeconfig": str(self.kubeconfig),
+                    "pids": {c.name: c.proc.pid for c in self.components.values() if c.proc},
+                },
+                indent=1,
+            )
+        )
 
 
 def start(dir: Path, timeout: float = 120.0) -> ControlPlane:

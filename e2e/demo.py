@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 from e2e.cluster import REPO, k8s_binaries
-from e2e.node import DEFAULT_DIR, IMAGE_TAG
+from e2e.helm import install_operator
+from e2e.node import DEFAULT_DIR, refresh_images
 from e2e.node import main as node_main
 
 JOB, NS, OP_NS = "dgl-graphsage", "dgl-operator", "dgl-system"
@@ -61,11 +62,6 @@ def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return out
 
 
-def helm() -> str:
-    out = run(str(REPO / "hack" / "tools.sh"), "helm")
-    return out.stdout.strip().split("=", 1)[1]
-
-
 def main() -> int:
     started = time.monotonic()
     mem = MemorySampler()
@@ -73,16 +69,17 @@ def main() -> int:
     if (DEFAULT_DIR / "pids.json").exists() and kubeconfig.exists():
         say(f"reusing the running cluster ({kubeconfig})")
     else:
-        say("bringing up a single-node Kubernetes (etcd, kube-apiserver, controller-manager, "
+        say(
+            "bringing up a single-node Kubernetes (etcd, kube-apiserver, controller-manager, "
             "scheduler, kubelet, containerd) and building/importing the images; the first run "
-            "takes minutes")  # fmt: skip
+            "takes minutes"
+        )
         if node_main(["up"]) != 0:
             return 1
     kc = [str(k8s_binaries("kubectl") / "kubectl"), "--kubeconfig", str(kubeconfig)]
+    digests = refresh_images()  # this checkout's images (a no-op when nothing changed)
     say(f"cluster up after {time.monotonic() - started:.0f}s; installing the operator with Helm")
-    run(helm(), "upgrade", "--install", "dgl-operator", str(REPO / "charts" / "dgl-operator"),
-        "--kubeconfig", str(kubeconfig), "-n", OP_NS, "--create-namespace",
-        "--set", f"image.tag={IMAGE_TAG}", "--wait", "--timeout", "5m")  # fmt: skip
+    install_operator(kubeconfig, digests.get("dgl-operator", ""))
     run(*kc, "create", "namespace", NS, check=False)
     run(*kc, "-n", NS, "delete", "dgljob", JOB, "--ignore-not-found", "--wait=true")
     run(*kc, "apply", "-f", str(EXAMPLE))
@@ -96,21 +93,30 @@ def main() -> int:
             if status.get("phase") != phase:
                 phase = str(status.get("phase"))
                 workers = (status.get("replicaStatuses") or {}).get("Worker", {})  # type: ignore[union-attr]
-                say(f"  {time.monotonic() - started:5.0f}s  phase {phase:<12} "
-                    f"workers ready {workers.get('ready', '-')}")  # fmt: skip
+                say(
+                    f"  {time.monotonic() - started:5.0f}s  phase {phase:<12} "
+                    f"workers ready {workers.get('ready', '-')}"
+                )
             if phase in ("Completed", "Failed"):
                 break
         time.sleep(1)
     logs = run(*kc, "-n", NS, "logs", f"{JOB}-launcher", "-c", "dgl-graphsage", check=False).stdout
-    print("\n".join(f"  | {ln}" for ln in logs.splitlines()
-                    if not ln.startswith(f"[{JOB}-worker") or "done:" in ln))  # fmt: skip
+    print(
+        "\n".join(
+            f"  | {ln}"
+            for ln in logs.splitlines()
+            if not ln.startswith(f"[{JOB}-worker") or "done:" in ln
+        )
+    )
     mem.stop()
     summary = [ln for ln in logs.splitlines() if ln.startswith("dglrun: done")]
     took = time.monotonic() - started
     gib = 2**30
-    say(f"peak memory of the machine {mem.peak / gib:.1f} GiB (before the demo "
+    say(
+        f"peak memory of the machine {mem.peak / gib:.1f} GiB (before the demo "
         f"{mem.baseline / gib:.1f} GiB: the cluster and the job added "
-        f"{(mem.peak - mem.baseline) / gib:.1f} GiB)")  # fmt: skip
+        f"{(mem.peak - mem.baseline) / gib:.1f} GiB)"
+    )
     if phase != "Completed":
         conds = status.get("conditions") or []
         say(f"the job ended {phase or 'nowhere'}: {conds}")

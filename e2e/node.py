@@ -98,18 +98,41 @@ class Node:
         d.mkdir(parents=True, exist_ok=True)
         cni = self.dir / "cni"
         (cni / "net.d").mkdir(parents=True, exist_ok=True)
-        (cni / "net.d" / "10-dgl.conflist").write_text(json.dumps({
-            "cniVersion": "1.0.0", "name": "dgl-test",
-            "plugins": [
-                {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "isDefaultGateway": False,
-                 "ipMasq": False, "hairpinMode": True,
-                 "ipam": {"type": "host-local", "dataDir": str(cni / "ipam"),
-                          "ranges": [[{"subnet": POD_CIDR, "rangeStart": "10.88.1.1",
-                                       "rangeEnd": "10.88.255.254", "gateway": NODE_IP}]],
-                          "routes": [{"dst": POD_CIDR}]}},
-                {"type": "loopback"},
-            ],
-        }, indent=1))  # fmt: skip
+        (cni / "net.d" / "10-dgl.conflist").write_text(
+            json.dumps(
+                {
+                    "cniVersion": "1.0.0",
+                    "name": "dgl-test",
+                    "plugins": [
+                        {
+                            "type": "bridge",
+                            "bridge": BRIDGE,
+                            "isGateway": True,
+                            "isDefaultGateway": False,
+                            "ipMasq": False,
+                            "hairpinMode": True,
+                            "ipam": {
+                                "type": "host-local",
+                                "dataDir": str(cni / "ipam"),
+                                "ranges": [
+                                    [
+                                        {
+                                            "subnet": POD_CIDR,
+                                            "rangeStart": "10.88.1.1",
+                                            "rangeEnd": "10.88.255.254",
+                                            "gateway": NODE_IP,
+                                        }
+                                    ]
+                                ],
+                                "routes": [{"dst": POD_CIDR}],
+                            },
+                        },
+                        {"type": "loopback"},
+                    ],
+                },
+                indent=1,
+            )
+        )
         cfg = d / "config.toml"
         CONTAINERD_ROOT.mkdir(parents=True, exist_ok=True)
         cfg.write_text(f"""version = 2
@@ -139,23 +162,48 @@ state = "{d}/state"
         d = self.dir / "kubelet"
         d.mkdir(parents=True, exist_ok=True)
         cfg = d / "config.json"
-        cfg.write_text(json.dumps({
-            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-            "address": NODE_IP, "port": 10250, "readOnlyPort": 0, "healthzPort": 0,
-            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
-                               "x509": {"clientCAFile": str(pki / "ca.crt")}},
-            "authorization": {"mode": "AlwaysAllow"},
-            "tlsCertFile": str(pki / "kubelet.crt"), "tlsPrivateKeyFile": str(pki / "kubelet.key"),
-            "cgroupDriver": "cgroupfs", "failCgroupV1": False, "failSwapOn": False,
-            "containerRuntimeEndpoint": f"unix://{self.sock}",
-            "oomScoreAdj": 0, "registerNode": True, "serializeImagePulls": False,
-            "podLogsDir": str(self.dir / "pod-logs"), "resolvConf": "/etc/resolv.conf",
-            "evictionHard": {"memory.available": "200Mi", "nodefs.available": "1%",
-                             "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
-            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
-            "syncFrequency": "5s", "fileCheckFrequency": "5s",
-            "maxPods": 110, "podPidsLimit": -1,
-        }, indent=1))  # fmt: skip
+        cfg.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "kubelet.config.k8s.io/v1beta1",
+                    "kind": "KubeletConfiguration",
+                    "address": NODE_IP,
+                    "port": 10250,
+                    "readOnlyPort": 0,
+                    "healthzPort": 0,
+                    "authentication": {
+                        "anonymous": {"enabled": False},
+                        "webhook": {"enabled": False},
+                        "x509": {"clientCAFile": str(pki / "ca.crt")},
+                    },
+                    "authorization": {"mode": "AlwaysAllow"},
+                    "tlsCertFile": str(pki / "kubelet.crt"),
+                    "tlsPrivateKeyFile": str(pki / "kubelet.key"),
+                    "cgroupDriver": "cgroupfs",
+                    "failCgroupV1": False,
+                    "failSwapOn": False,
+                    "containerRuntimeEndpoint": f"unix://{self.sock}",
+                    "oomScoreAdj": 0,
+                    "registerNode": True,
+                    "serializeImagePulls": False,
+                    "podLogsDir": str(self.dir / "pod-logs"),
+                    "resolvConf": "/etc/resolv.conf",
+                    "evictionHard": {
+                        "memory.available": "200Mi",
+                        "nodefs.available": "1%",
+                        "imagefs.available": "1%",
+                        "nodefs.inodesFree": "1%",
+                    },
+                    "imageGCHighThresholdPercent": 100,
+                    "imageGCLowThresholdPercent": 99,
+                    "syncFrequency": "5s",
+                    "fileCheckFrequency": "5s",
+                    "maxPods": 110,
+                    "podPidsLimit": -1,
+                },
+                indent=1,
+            )
+        )
         return cfg
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -168,28 +216,65 @@ state = "{d}/state"
         self.netns_before = _netns()
         logs = self.dir / "logs"
         self.components["containerd"] = Component(
-            "containerd", [containerd, "--config", str(self._containerd_config())],
-            logs / "containerd.log")  # fmt: skip
+            "containerd",
+            [containerd, "--config", str(self._containerd_config())],
+            logs / "containerd.log",
+        )
         self.components["containerd"].start()
-        _wait(lambda: self.sock.exists() and _run(ctr, "--address", str(self.sock),
-                                                    "version", check=False).returncode == 0,
-              60, "containerd")  # fmt: skip
+        _wait(
+            lambda: (
+                self.sock.exists()
+                and _run(ctr, "--address", str(self.sock), "version", check=False).returncode == 0
+            ),
+            60,
+            "containerd",
+        )
         self.import_images(ctr, images)
-        sched_kc = kubeconfig(self.dir / "scheduler.kubeconfig", self.cp.server, self.cp.pki,
-                              "scheduler")  # fmt: skip
+        sched_kc = kubeconfig(
+            self.dir / "scheduler.kubeconfig", self.cp.server, self.cp.pki, "scheduler"
+        )
         node_kc = kubeconfig(self.dir / "node.kubeconfig", self.cp.server, self.cp.pki, "node")
-        self.components["kube-scheduler"] = Component("kube-scheduler", [
-            str(bins / "kube-scheduler"), "--kubeconfig", str(sched_kc),
-            "--authentication-kubeconfig", str(sched_kc),
-            "--authorization-kubeconfig", str(sched_kc),
-            "--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", "0", "--v", "1",
-        ], logs / "kube-scheduler.log")  # fmt: skip
-        self.components["kubelet"] = Component("kubelet", [
-            str(bins / "kubelet"), "--config", str(self._kubelet_config()),
-            "--kubeconfig", str(node_kc), "--hostname-override", NODE, "--node-ip", NODE_IP,
-            "--root-dir", str(self.dir / "kubelet" / "root"),
-            "--cert-dir", str(self.dir / "kubelet" / "pki"), "--v", "1",
-        ], logs / "kubelet.log")  # fmt: skip
+        self.components["kube-scheduler"] = Component(
+            "kube-scheduler",
+            [
+                str(bins / "kube-scheduler"),
+                "--kubeconfig",
+                str(sched_kc),
+                "--authentication-kubeconfig",
+                str(sched_kc),
+                "--authorization-kubeconfig",
+                str(sched_kc),
+                "--leader-elect=false",
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                "0",
+                "--v",
+                "1",
+            ],
+            logs / "kube-scheduler.log",
+        )
+        self.components["kubelet"] = Component(
+            "kubelet",
+            [
+                str(bins / "kubelet"),
+                "--config",
+                str(self._kubelet_config()),
+                "--kubeconfig",
+                str(node_kc),
+                "--hostname-override",
+                NODE,
+                "--node-ip",
+                NODE_IP,
+                "--root-dir",
+                str(self.dir / "kubelet" / "root"),
+                "--cert-dir",
+                str(self.dir / "kubelet" / "pki"),
+                "--v",
+                "1",
+            ],
+            logs / "kubelet.log",
+        )
         self.components["kube-scheduler"].start()
         self.components["kubelet"].start()
         _wait(self.node_ready, timeout, "the node to become Ready", self.components)
@@ -204,8 +289,11 @@ state = "{d}/state"
                 continue
             started = time.monotonic()
             _run(*base, "images", "import", "--no-unpack", str(tarball), timeout=1800)
-            print(f"node: imported {name} ({tarball.stat().st_size / 1e6:.0f} MB) in "
-                  f"{time.monotonic() - started:.0f}s", file=sys.stderr)  # fmt: skip
+            print(
+                f"node: imported {name} ({tarball.stat().st_size / 1e6:.0f} MB) in "
+                f"{time.monotonic() - started:.0f}s",
+                file=sys.stderr,
+            )
             for alias in IMAGE_ALIASES.get(name, []):
                 ref = f"docker.io/dgloperator/{name}:{IMAGE_TAG}"
                 _run(*base, "images", "tag", "--force", ref, alias, check=False)
@@ -244,6 +332,15 @@ state = "{d}/state"
             _run(runc, "--root", str(root), "delete", "--force", cid, check=False)
 
 
+def refresh_images(dir: Path = DEFAULT_DIR) -> dict[str, str]:
+    """(Re)build the images and import what changed into a running node's containerd;
+    returns each image's manifest digest (e.g. to roll a Deployment when its image changed)."""
+    images = build_images()
+    node = Node(dir / "node", ControlPlane.__new__(ControlPlane))
+    node.import_images(tool("ctr"), images)
+    return {name: _manifest_digest(path) for name, path in images.items()}
+
+
 def _manifest_digest(tarball: Path) -> str:
     import tarfile
 
@@ -278,14 +375,17 @@ def _unmount_under(path: Path) -> None:
         subprocess.run(["umount", "-l", target], capture_output=True)
 
 
-def _wait(probe: object, timeout: float, what: str,
-          components: dict[str, Component] | None = None) -> None:  # fmt: skip
+def _wait(
+    probe: object, timeout: float, what: str, components: dict[str, Component] | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for comp in (components or {}).values():
             if comp.proc is not None and comp.proc.poll() is not None:
-                raise ClusterError(f"{comp.name} exited ({comp.proc.returncode}) while waiting "
-                                   f"for {what}:\n{comp.tail()}")  # fmt: skip
+                raise ClusterError(
+                    f"{comp.name} exited ({comp.proc.returncode}) while waiting "
+                    f"for {what}:\n{comp.tail()}"
+                )
         if probe():  # type: ignore[operator]
             return
         time.sleep(0.5)
@@ -337,12 +437,22 @@ def start(dir: Path, images: dict[str, Path] | None = None) -> LocalCluster:
         "scheduler": ("/CN=system:kube-scheduler", "clientAuth", ""),
         "node": (f"/O=system:nodes/CN=system:node:{NODE}", "clientAuth", ""),
         "kubelet": (f"/CN={NODE}", "serverAuth", f"IP:{NODE_IP},DNS:{NODE}"),
-        "apiserver-kubelet": ("/O=system:masters/CN=kube-apiserver-kubelet-client",
-                              "clientAuth", ""),
-    }  # fmt: skip
-    cp = ControlPlane(dir / "control-plane", bins, etcd_binary(), host=NODE_IP, port=443,
-                      service_cidr=SERVICE_CIDR, controllers=NODE_CONTROLLERS,
-                      extra_certs=certs)  # fmt: skip
+        "apiserver-kubelet": (
+            "/O=system:masters/CN=kube-apiserver-kubelet-client",
+            "clientAuth",
+            "",
+        ),
+    }
+    cp = ControlPlane(
+        dir / "control-plane",
+        bins,
+        etcd_binary(),
+        host=NODE_IP,
+        port=443,
+        service_cidr=SERVICE_CIDR,
+        controllers=NODE_CONTROLLERS,
+        extra_certs=certs,
+    )
     pki = cp.pki
     cp.extra_args = [
         "--kubelet-client-certificate",
@@ -416,11 +526,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cluster-up failed: {e}", file=sys.stderr)
         return 1
     comps = [*cluster.cp.components.values(), *cluster.node.components.values()]
-    _state(a.dir).write_text(json.dumps({
-        "pids": [c.proc.pid for c in comps if c.proc],
-        "netns_before": sorted(cluster.node.netns_before),
-        "kubeconfig": str(cluster.kubeconfig),
-    }))  # fmt: skip
+    _state(a.dir).write_text(
+        json.dumps(
+            {
+                "pids": [c.proc.pid for c in comps if c.proc],
+                "netns_before": sorted(cluster.node.netns_before),
+                "kubeconfig": str(cluster.kubeconfig),
+            }
+        )
+    )
     print(f"export KUBECONFIG={cluster.kubeconfig}")
     return 0
 

@@ -102,6 +102,11 @@ CASES: list[Case] = [
     Case("container-without-image", lambda o: _main(o, "Worker").pop("image"), "image"),
     Case("container-without-name", lambda o: _main(o, "Launcher").pop("name"), "name"),
     Case(
+        "unquoted-number-in-args",
+        lambda o: _main(o, "Launcher")["args"].__setitem__(9, 2),
+        "args[9]",
+    ),
+    Case(
         "backoff-limit-negative", lambda o: _run_policy(o).update(backoffLimit=-1), "backoffLimit"
     ),
     Case(

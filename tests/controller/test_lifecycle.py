@@ -427,3 +427,26 @@ def test_idle_resync_writes_nothing() -> None:
         assert [a for a in h.kube.actions if a.verb in ("get", "list")] == []
     finally:
         h.close()
+
+
+def test_a_child_the_api_server_refuses_fails_the_job_once(h: Harness) -> None:
+    """E.g. a template field of the wrong type that the CRD cannot see (preserved fields)."""
+    from informers.errors import Invalid
+
+    h.kube.fail_next(
+        "create",
+        PODS,
+        Invalid(
+            422,
+            "Invalid",
+            'Pod "x" is invalid: spec.containers[0].ports[0].containerPort: Invalid value: 0',
+        ),
+        times=100,
+    )
+    h.create_job(seed())
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "InvalidSpec"
+    assert "the API server refused a child object" in cond["message"]
+    assert "containerPort" in cond["message"]
+    h.settle()
+    assert h.sample("controller_runtime_reconcile_errors_total", controller="dgljob") == 0

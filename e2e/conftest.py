@@ -1,0 +1,99 @@
+"""e2e fixtures: a real cluster through pytest-kubernetes, with the operator installed by Helm.
+
+* ``pytest e2e --k8s-kubeconfig PATH`` (or ``--k8s-provider kind|k3d|minikube``) runs against
+  that cluster; the images must already be in it (``kind load docker-image ...``).
+* Without either, and as root, the session brings up this machine's single-node cluster
+  (e2e/node.py: containerd + kubelet + control plane, images built without Docker), or reuses
+  the one ``make cluster-up`` / ``make demo`` left running. In CI a missing prerequisite fails.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.cluster import ClusterError, k8s_binaries
+from e2e.helm import install_operator
+from e2e.node import DEFAULT_DIR
+
+NODE_KUBECONFIG = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def unavailable(reason: str) -> None:
+    if in_ci():
+        pytest.fail(f"e2e prerequisite missing in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(request: pytest.FixtureRequest) -> Iterator[Path]:
+    given = request.config.getoption("k8s_kubeconfig") or request.config.getoption(
+        "k8s_kubeconfig_override"
+    )
+    provider = request.config.getoption("k8s_provider")
+    # our kubectl first on PATH: pytest-kubernetes calls `kubectl`
+    os.environ["PATH"] = f"{k8s_binaries('kubectl')}:{os.environ['PATH']}"
+    if given or provider:
+        yield Path(given) if given else Path("")
+        return
+    if (DEFAULT_DIR / "pids.json").exists() and NODE_KUBECONFIG.exists():
+        yield NODE_KUBECONFIG  # a cluster `make cluster-up`/`make demo` left running
+        return
+    if os.geteuid() != 0:
+        unavailable("the local single-node cluster needs root; or pass --k8s-kubeconfig")
+    from e2e.node import main as node_main
+
+    try:
+        if node_main(["up"]) != 0:
+            unavailable("the local single-node cluster did not come up (see above)")
+    except ClusterError as e:
+        unavailable(f"the local single-node cluster did not come up: {e}")
+    try:
+        yield NODE_KUBECONFIG
+    finally:
+        node_main(["down"])
+
+
+@pytest.fixture(scope="session")
+def cluster(kubeconfig: Path, k8s_manager: Any, request: pytest.FixtureRequest) -> Any:
+    """A pytest-kubernetes cluster manager (external provider for a kubeconfig)."""
+    provider = request.config.getoption("k8s_provider")
+    if provider and provider != "external":
+        manager = k8s_manager(provider)("dgl-e2e")
+    else:
+        from pytest_kubernetes.providers import select_provider_manager
+
+        klass = select_provider_manager("external", {"kubeconfig": str(kubeconfig)})
+        manager = klass("dgl-e2e", None, kubeconfig)
+    manager.create()  # a no-op for a running cluster
+    return manager
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: Any, kubeconfig: Path) -> Iterator[str]:
+    """The operator installed from charts/dgl-operator (namespace dgl-system), with this
+    checkout's images when the cluster is this machine's node."""
+    digest = ""
+    if kubeconfig == NODE_KUBECONFIG:
+        from e2e.node import refresh_images
+
+        digest = refresh_images().get("dgl-operator", "")
+    install_operator(Path(cluster.kubeconfig), digest)
+    yield "dgl-system"
+
+
+@pytest.fixture
+def namespace(cluster: Any, operator: str) -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl(["create", "namespace", name], as_dict=False)
+    yield name
+    cluster.kubectl(["delete", "namespace", name, "--wait=false"], as_dict=False)

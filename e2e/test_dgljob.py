@@ -1,0 +1,262 @@
+"""DGLJobs on a real cluster: real pods, containers, kubectl exec, DGL training."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.cluster import REPO, free_port
+from e2e.conftest import unavailable
+
+EXAMPLE = REPO / "examples" / "graphsage"
+JOB = "dgl-graphsage"
+
+
+def example_job(namespace: str, name: str = JOB) -> dict[str, Any]:
+    job: dict[str, Any] = yaml.safe_load((EXAMPLE / "dgljob.yaml").read_text())
+    job["metadata"].update(name=name, namespace=namespace)
+    return job
+
+
+def apply(cluster: Any, obj: dict[str, Any]) -> None:
+    """kubectl apply of a dict through a file (pytest-kubernetes' apply(dict) pipes YAML through
+    a single-quoted shell echo, which breaks YAML's own single quotes)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(obj, f)
+    try:
+        cluster.apply(Path(f.name))
+    finally:
+        Path(f.name).unlink()
+
+
+def launcher_args(job: dict[str, Any]) -> list[str]:
+    args: list[str] = job["spec"]["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][
+        0
+    ]["args"]
+    return args
+
+
+def get_job(cluster: Any, ns: str, name: str = JOB) -> dict[str, Any]:
+    obj: dict[str, Any] = cluster.kubectl(["get", "dgljob", name, "-n", ns])
+    return obj
+
+
+def conditions(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in (job.get("status") or {}).get("conditions") or []}
+
+
+def wait_until(pred: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def wait_finished(cluster: Any, ns: str, name: str = JOB, timeout: float = 600) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        job = get_job(cluster, ns, name)
+        conds = conditions(job)
+        for ctype in ("Succeeded", "Failed"):
+            if conds.get(ctype, {}).get("status") == "True":
+                return job
+        return None
+
+    found: dict[str, Any] = wait_until(done, timeout, f"DGLJob {ns}/{name} to finish")
+    return found
+
+
+def pods(cluster: Any, ns: str) -> dict[str, dict[str, Any]]:
+    items = cluster.kubectl(["get", "pods", "-n", ns])["items"]
+    return {p["metadata"]["name"]: p for p in items}
+
+
+def accuracy(log: str) -> float:
+    for line in log.splitlines():
+        if line.startswith("dglrun: done") and "test accuracy" in line:
+            return float(line.split("test accuracy ")[1].split(",")[0])
+    raise AssertionError(f"no accuracy in the launcher log:\n{log[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def baseline() -> float:
+    """Single-process GraphSAGE on the same synthetic graph the image carries (seed 0), with
+    the batch the 2 distributed trainers see together (2 x 128)."""
+    from tests.examples.conftest import find_dgl_python
+
+    python = find_dgl_python()
+    if python is None:
+        unavailable("no DGL environment for the single-process baseline (make dgl-venv)")
+    env = {**os.environ, "OUTDATED_IGNORE": "1", "DGLBACKEND": "pytorch"}
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run(
+            [str(python), str(EXAMPLE / "make_dataset.py"), "--root", d],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
+        out = Path(d) / "metrics.json"
+        subprocess.run(
+            [
+                str(python),
+                str(EXAMPLE / "train_single.py"),
+                "--dataset_root",
+                d,
+                "--num_epochs",
+                "2",
+                "--batch_size",
+                "256",
+                "--out",
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
+        return float(json.loads(out.read_text())["test_accuracy"])
+
+
+def test_graphsage_succeeds_close_to_the_baseline(
+    cluster: Any, namespace: str, baseline: float
+) -> None:
+    apply(cluster, example_job(namespace))
+    job = wait_finished(cluster, namespace)
+    conds = conditions(job)
+    assert conds["Succeeded"]["status"] == "True", conds
+    assert job["status"]["phase"] == "Completed"
+    acc = accuracy(cluster.logs(f"{JOB}-launcher", "dgl-graphsage", namespace))
+    assert abs(acc - baseline) <= 0.02, f"in-cluster {acc:.4f} vs single-process {baseline:.4f}"
+    # cleanPodPolicy Running: no worker keeps running after the job
+    running = [
+        n
+        for n, p in pods(cluster, namespace).items()
+        if "-worker-" in n
+        and p["status"].get("phase") in ("Pending", "Running")
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+    assert running == []
+    events = cluster.kubectl(["get", "events", "-n", namespace])["items"]
+    assert "DGLJobSucceeded" in {e["reason"] for e in events}
+
+
+def test_skip_mode_runs_the_launcher_alone(cluster: Any, namespace: str) -> None:
+    job = example_job(namespace, "skip")
+    spec = job["spec"]
+    spec["partitionMode"] = "Skip"
+    del spec["dglReplicaSpecs"]["Worker"]
+    launcher_args(job)[:] = [
+        "--graph-name",
+        "graphsage",
+        "--train-entry-point",
+        "code/train_single.py",
+        "--num-epochs",
+        "1",
+        "--batch-size",
+        "256",
+    ]
+    apply(cluster, job)
+    done = wait_finished(cluster, namespace, "skip")
+    assert conditions(done)["Succeeded"]["status"] == "True", conditions(done)
+    assert set(pods(cluster, namespace)) == {"skip-launcher"}
+    assert "test_accuracy" in cluster.logs("skip-launcher", "dgl-graphsage", namespace)
+
+
+def test_a_worker_deleted_mid_training_fails_the_job_naming_it(
+    cluster: Any, namespace: str
+) -> None:
+    job = example_job(namespace)
+    args = launcher_args(job)
+    args[args.index("--num-epochs") + 1] = "500"
+    apply(cluster, job)
+    wait_until(
+        lambda: get_job(cluster, namespace).get("status", {}).get("phase") == "Training",
+        600,
+        "the Training phase",
+    )
+    time.sleep(5)  # let the trainers get going
+    cluster.kubectl(
+        ["delete", "pod", f"{JOB}-worker-1", "-n", namespace, "--wait=false"], as_dict=False
+    )
+    done = wait_finished(cluster, namespace, timeout=300)
+    failed = conditions(done).get("Failed", {})
+    assert failed.get("status") == "True", conditions(done)
+    assert f"{JOB}-worker-1" in failed["message"], failed
+    wait_until(
+        lambda: (
+            not [
+                n
+                for n, p in pods(cluster, namespace).items()
+                if p["status"].get("phase") == "Running"
+            ]
+        ),
+        120,
+        "no pod of the failed job left running",
+    )
+
+
+def test_deleting_the_job_removes_everything(cluster: Any, namespace: str) -> None:
+    job = example_job(namespace, "gone")
+    spec = job["spec"]
+    launcher_args(job)[launcher_args(job).index("--num-epochs") + 1] = "500"
+    spec["cleanPodPolicy"] = "None"
+    apply(cluster, job)
+    wait_until(lambda: len(pods(cluster, namespace)) == 4, 300, "all four pods")
+    cluster.kubectl(
+        ["delete", "dgljob", "gone", "-n", namespace, "--wait=true"], as_dict=False, timeout=120
+    )
+    kinds = "pods,services,configmaps,serviceaccounts,roles,rolebindings"
+
+    def nothing_left() -> bool:
+        items = cluster.kubectl(
+            ["get", kinds, "-n", namespace, "-l", "dgl.qihoo.net/job-name=gone"]
+        )["items"]
+        return not items
+
+    wait_until(nothing_left, 180, "the garbage collector to remove every child")
+
+
+def test_the_operators_metrics_are_scraped_by_prometheus(
+    cluster: Any, operator: str, tmp_path: Path
+) -> None:
+    from tests.prometheus.conftest import tool_paths
+    from tests.prometheus.test_live import PrometheusServer
+
+    prometheus = tool_paths("prometheus")["prometheus"]  # skips, or fails in CI, if missing
+    port = free_port()
+    forward = cluster.port_forwarding("deployment/dgl-operator", port, 8080, operator)
+    with forward:
+        server = PrometheusServer(prometheus, tmp_path, f"127.0.0.1:{port}").start()
+        try:
+            created = wait_until(
+                lambda: server.value("sum(dgl_operator_jobs_created_total)"),
+                60,
+                "dgl_operator_jobs_created_total in Prometheus",
+            )
+            assert created >= 1
+            assert server.value('sum(workqueue_adds_total{name="dgljob"})')
+            assert server.value("max(dgl_operator_is_leader)") == 1
+        finally:
+            server.stop()
+
+
+def test_jobs_are_independent(cluster: Any, namespace: str) -> None:
+    """Two jobs' pods never mix (names, hostfiles, RBAC)."""
+    a, b = example_job(namespace, "first"), example_job(namespace, "second")
+    for j in (a, b):
+        launcher_args(j)[launcher_args(j).index("--num-epochs") + 1] = "1"
+    apply(cluster, a)
+    apply(cluster, b)
+    for name in ("first", "second"):
+        assert conditions(wait_finished(cluster, namespace, name))["Succeeded"]["status"] == "True"
+    cm = cluster.kubectl(["get", "configmap", "first-config", "-n", namespace])
+    assert "second" not in cm["data"]["hostfile"] and "first-worker-0" in cm["data"]["hostfile"]
