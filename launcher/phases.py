@@ -435,7 +435,20 @@ def run_launcher(opts: Options, console: Console, report: Report) -> None:
         python=opts.python,
         sink=console.line,
     )
+    run_on_workers(opts, pset, transport, console, report)
+
+
+def run_on_workers(
+    opts: Options,
+    pset: parts.PartitionSet,
+    transport: Transport,
+    console: Console,
+    report: Report,
+    setup: Callable[[], object] = lambda: None,
+) -> None:
+    """Phases 3-5 over a transport, which is closed whatever happens."""
     try:
+        setup()
         hosts = dispatch(
             pset, transport, console, report, opts.dispatch_timeout, str(opts.train_entry_point)
         )
@@ -457,18 +470,12 @@ def run_local(opts: Options, console: Console, report: Report) -> None:
     n = opts.local_workers or opts.num_partitions
     root = opts.local_root or opts.workspace / "workers"
     transport = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
-    try:
-        transport.setup()
-        console.say(
-            f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in transport.workers())}"
-        )
-        hosts = dispatch(
-            pset, transport, console, report, opts.dispatch_timeout, str(opts.train_entry_point)
-        )
-        configure(hosts, transport, console, report)
-        train(opts, pset, hosts, transport, console, report)
-    finally:
-        transport.close()
+
+    def setup() -> None:
+        hosts = transport.setup()
+        console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
+
+    run_on_workers(opts, pset, transport, console, report, setup)
 
 
 def run_workload(opts: Options, console: Console, report: Report) -> None:

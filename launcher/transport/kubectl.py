@@ -43,44 +43,27 @@ class KubectlTransport:
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _exec(self, target: str, command: str, *, timeout: float | None = None) -> str:
-        """Run a shell command in a pod (``target`` may be '<pod> -c <container>')."""
+    def _run(self, argv: list[str], what: str, timeout: float | None) -> str:
         try:
             out = subprocess.run(
-                [self.kubexec, target, command],
-                capture_output=True,
-                text=True,
-                timeout=timeout or self.timeout,
+                argv, capture_output=True, text=True, timeout=timeout or self.timeout
             )
         except subprocess.TimeoutExpired as e:
-            raise TransportError(f"{target}: `{command}` timed out after {e.timeout:.0f}s") from e
+            raise TransportError(f"{what} timed out after {e.timeout:.0f}s") from e
         except OSError as e:
-            raise TransportError(f"cannot run {self.kubexec}: {e.strerror}") from e
+            raise TransportError(f"cannot run {argv[0]}: {e.strerror}") from e
         if out.returncode != 0:
             raise TransportError(
-                f"{target}: `{command}` exited with code {out.returncode}: "
-                f"{out.stderr.strip()[-500:]}"
+                f"{what} exited with code {out.returncode}: {out.stderr.strip()[-500:]}"
             )
         return out.stdout
 
+    def _exec(self, target: str, command: str, *, timeout: float | None = None) -> str:
+        """Run a shell command in a pod (``target`` may be '<pod> -c <container>')."""
+        return self._run([self.kubexec, target, command], f"{target}: `{command}`", timeout)
+
     def _kubectl(self, *args: str, timeout: float | None = None) -> str:
-        try:
-            out = subprocess.run(
-                [self.kubectl, *args],
-                capture_output=True,
-                text=True,
-                timeout=timeout or self.timeout,
-            )
-        except subprocess.TimeoutExpired as e:
-            raise TransportError(f"kubectl {' '.join(args)} timed out") from e
-        except OSError as e:
-            raise TransportError(f"cannot run {self.kubectl}: {e.strerror}") from e
-        if out.returncode != 0:
-            raise TransportError(
-                f"kubectl {' '.join(args)} exited with code {out.returncode}: "
-                f"{out.stderr.strip()[-500:]}"
-            )
-        return out.stdout
+        return self._run([self.kubectl, *args], f"kubectl {' '.join(args)}", timeout)
 
     def _remote_manifest(self, target: str, remote_dir: str) -> dict[str, tuple[int, str]]:
         raw = self._exec(

@@ -64,14 +64,16 @@ class InProcessOperator:
 class OperatorProcess:
     """``dgl-operator`` as a separate process (for kill -9 and least-privilege tests)."""
 
-    def __init__(self, kubeconfig: str, log: Path, *extra: str) -> None:
+    def __init__(self, kubeconfig: str, log: Path, *extra: str, metrics: bool = False) -> None:
         self.kubeconfig = kubeconfig
         self.log = log
         self.extra = extra
         self.proc: subprocess.Popen[bytes] | None = None
         self.health_port = free_port()
+        self.metrics_port = free_port() if metrics else 0
 
     def start(self) -> OperatorProcess:
+        metrics = f"127.0.0.1:{self.metrics_port}" if self.metrics_port else "0"
         argv = [
             sys.executable,
             "-m",
@@ -79,7 +81,7 @@ class OperatorProcess:
             "--kubeconfig",
             self.kubeconfig,
             "--metrics-addr",
-            "0",
+            metrics,
             "--health-addr",
             f"127.0.0.1:{self.health_port}",
             "--workers",

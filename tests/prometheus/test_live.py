@@ -11,10 +11,8 @@ rule evaluates, and that every dashboard query runs.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -30,7 +28,7 @@ from e2e.cluster import ControlPlane, free_port
 from informers.resources import PODS
 from informers.rest import RestClient
 from tests.apiserver.conftest import wait_for
-from tests.apiserver.live import REPO, Kubelet, OperatorProcess
+from tests.apiserver.live import Kubelet, OperatorProcess
 from tests.controller.conftest import load_fixture
 from tests.prometheus.promql import (
     RULES,
@@ -51,37 +49,7 @@ class MetricsOperatorProcess(OperatorProcess):
     """OperatorProcess with its Prometheus endpoint on 127.0.0.1:<free port>."""
 
     def __init__(self, kubeconfig: str, log: Path, namespace: str) -> None:
-        super().__init__(kubeconfig, log)
-        self.metrics_port = free_port()
-        self.namespace = namespace
-
-    def start(self) -> MetricsOperatorProcess:
-        argv = [
-            sys.executable,
-            "-m",
-            "controller.main",
-            "--kubeconfig",
-            self.kubeconfig,
-            "--namespace",
-            self.namespace,
-            "--metrics-addr",
-            f"127.0.0.1:{self.metrics_port}",
-            "--health-addr",
-            f"127.0.0.1:{self.health_port}",
-            "--workers",
-            "4",
-            "--resync-period",
-            "30",
-        ]
-        with self.log.open("ab") as f:
-            self.proc = subprocess.Popen(
-                argv,
-                stdout=f,
-                stderr=subprocess.STDOUT,
-                cwd=REPO,
-                env={**os.environ, "PYTHONPATH": str(REPO)},
-            )
-        return self
+        super().__init__(kubeconfig, log, "--namespace", namespace, metrics=True)
 
     def metrics(self) -> str:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
