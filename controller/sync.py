@@ -40,7 +40,7 @@ from controller.api import (
     parse_job,
 )
 from controller.apply import Applier
-from controller.builders import BuildOptions, desired
+from controller.builders import BuildOptions, Desired, desired
 from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import Expectations
 from controller.metrics import Metrics
@@ -171,14 +171,12 @@ class JobSync:
         try:
             job = parse_job(obj)
         except SpecError as e:
-            if st.finished(plan.status):
-                self._finished(obj, None, plan, now)
-            else:
+            if not st.finished(plan.status):  # an invalid finished job has nothing to clean
                 self._fail(obj, plan, st.REASON_INVALID_SPEC, f"invalid spec: {e}", now)
             return plan
         plan.status["observedGeneration"] = job.generation
         if st.finished(plan.status):
-            self._finished(obj, job, plan, now)
+            self._finished(job, plan, now)
             return plan
         if not self.expectations.satisfied(job.key):
             log.debug("waiting for the cache to see our writes", job=job.key)
@@ -427,7 +425,7 @@ class JobSync:
         ):
             self.apply.create(job, PODS, want.launcher)
 
-    def _check_ownership(self, job: DGLJob, want: Any) -> None:
+    def _check_ownership(self, job: DGLJob, want: Desired) -> None:
         children: list[tuple[Resource, Obj]] = []
         if want.config_map is not None:
             children.append((CONFIGMAPS, want.config_map))
@@ -441,9 +439,9 @@ class JobSync:
             existing = self.listers.for_resource(res).get(job.namespace, child["metadata"]["name"])
             self.apply.check_owned(job, res, existing)
 
-    def _cleanup(self, job: DGLJob | None, policy: str, raw: Obj | None = None) -> None:
+    def _cleanup(self, job: DGLJob, policy: str) -> None:
         """Apply cleanPodPolicy to a finished job's pods (and its worker Services)."""
-        if policy == CLEAN_NONE or job is None:
+        if policy == CLEAN_NONE:
             return
         if not self.expectations.satisfied(job.key):
             return
@@ -455,9 +453,7 @@ class JobSync:
         for svc in self.listers.services.controlled_by(job.uid):
             self.apply.delete(job, SERVICES, svc, f"cleanPodPolicy {policy}")
 
-    def _finished(self, obj: Obj, job: DGLJob | None, plan: _Plan, now: float) -> None:
-        if job is None:
-            return  # invalid spec: nothing was created from it
+    def _finished(self, job: DGLJob, plan: _Plan, now: float) -> None:
         self._cleanup(job, job.spec.clean_pod_policy)
         self._schedule_ttl(job, plan, now)
 
