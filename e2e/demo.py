@@ -90,7 +90,7 @@ def main() -> int:
         out = run(*kc, "-n", NS, "get", "dgljob", JOB, "-o", "json", check=False)
         if out.returncode == 0:
             status = json.loads(out.stdout).get("status") or {}
-            if status.get("phase") != phase:
+            if status.get("phase") and status.get("phase") != phase:
                 phase = str(status.get("phase"))
                 workers = (status.get("replicaStatuses") or {}).get("Worker", {})  # type: ignore[union-attr]
                 say(
