@@ -16,25 +16,10 @@ from typing import Any
 
 from kubectl_download.config import ConfigError, load_config
 from kubectl_download.install import InstallError, Log, install
+from podutil import TERMINATION_LOG, write_termination_message
 
 EXIT_FAILED = 1
 EXIT_CONFIG = 2
-
-# Where Kubernetes reads a container's termination message (shown in the pod status, and by
-# the operator in the job's failure message). Written only when it exists, i.e. in a pod.
-TERMINATION_LOG = "/dev/termination-log"
-
-
-def write_termination_message(message: str, path: str | None = None) -> None:
-    path = path or TERMINATION_LOG
-    if not os.path.exists(path):
-        return
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-        try:
-            os.write(fd, message.encode()[:4096])
-        finally:
-            os.close(fd)
 
 
 class Interrupted(BaseException):
@@ -68,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(os.environ, argv)
     except ConfigError as e:
         log.error(str(e))
-        write_termination_message(str(e))
+        write_termination_message(str(e), TERMINATION_LOG)
         return EXIT_CONFIG
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else 0
@@ -79,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             version = install(config, log)
     except InstallError as e:
         log.error(str(e))
-        write_termination_message(str(e))
+        write_termination_message(str(e), TERMINATION_LOG)
         return EXIT_FAILED
     except Interrupted as e:
         log.info(f"interrupted by signal {e.signum}; nothing installed")

@@ -16,9 +16,7 @@ import os
 import random
 import ssl
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import BinaryIO, TextIO
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
+import podutil
 from kubectl_download.config import Config
 
 CHUNK = 64 * 1024
@@ -50,27 +49,9 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
-class Log:
-    """Short human-readable lines on a stream (stderr by default); remembers the last error."""
-
-    def __init__(self, stream: TextIO | None = None, prog: str = "kubectl-download") -> None:
-        self._stream = stream
-        self._prog = prog
-        self._lock = threading.Lock()
-        self.last_error: str | None = None
-
-    def _write(self, line: str) -> None:
-        stream = self._stream if self._stream is not None else sys.stderr
-        with self._lock:
-            stream.write(f"{self._prog}: {line}\n")
-            stream.flush()
-
-    def info(self, message: str) -> None:
-        self._write(message)
-
-    def error(self, message: str) -> None:
-        self.last_error = message
-        self._write(f"error: {message}")
+class Log(podutil.Log):
+    def __init__(self, stream: TextIO | None = None) -> None:
+        super().__init__("kubectl-download", stream)
 
 
 def _err(e: BaseException) -> str:

@@ -7,7 +7,6 @@ Completed). Usage errors exit 2.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ from launcher.cli import PHASE_PARTITIONER, PHASE_WORKLOAD, Options
 from launcher.dgl_env import Topology, server_env, trainer_env
 from launcher.hostfile import Host, HostfileError, ip_config, parse_hostfile
 from launcher.transport import PopenProc, Proc, Transport, TransportError
+from podutil import TERMINATION_LOG, write_termination_message
 
 TOTAL = 5
 DATASET = "dataset"
@@ -499,15 +499,10 @@ def run_workload(opts: Options, console: Console, report: Report) -> None:
         )
 
 
-TERMINATION_LOG = Path("/dev/termination-log")
-
-
-def termination_message(text: str, path: Path = TERMINATION_LOG) -> None:
-    """In a pod, the kubelet puts this file's text into the container's terminated state; the
+def termination_message(text: str, path: str | Path = TERMINATION_LOG) -> None:
+    """In a pod, the kubelet puts this text into the container's terminated state; the
     operator quotes it in the job's Failed condition, so the reason reaches `kubectl get`."""
-    if path.exists():
-        with contextlib.suppress(OSError):
-            path.write_text(text[:4000])
+    write_termination_message(text[:4000], path)
 
 
 def run(opts: Options, console: Console | None = None) -> int:

@@ -15,14 +15,15 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 # package -> (project packages it may import, third-party packages it may import)
 ALLOWED: dict[str, tuple[set[str], set[str]]] = {
     "workqueue": (set(), set()),
+    "podutil": (set(), set()),
     "informers": (set(), {"kubernetes", "urllib3", "structlog"}),
     "controller": (
         {"workqueue", "informers"},
         {"kubernetes", "prometheus_client", "structlog", "yaml"},
     ),
-    "launcher": (set(), set()),
-    "watcher_loop": ({"informers"}, {"kubernetes", "urllib3", "structlog"}),
-    "kubectl_download": (set(), set()),
+    "launcher": ({"podutil"}, set()),
+    "watcher_loop": ({"informers", "podutil"}, {"kubernetes", "urllib3", "structlog"}),
+    "kubectl_download": ({"podutil"}, set()),
 }
 
 

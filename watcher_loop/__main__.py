@@ -18,24 +18,9 @@ from typing import Any
 import structlog
 
 from informers.rest import RestClient
+from podutil import TERMINATION_LOG, write_termination_message
 from watcher_loop.config import ConfigError, load_config
 from watcher_loop.loop import EXIT_ERROR, EXIT_STOPPED, Log, run
-
-# Where Kubernetes reads a container's termination message (shown in the pod status, and by
-# the operator in the job's failure message). Written only when it exists, i.e. in a pod.
-TERMINATION_LOG = "/dev/termination-log"
-
-
-def write_termination_message(message: str, path: str | None = None) -> None:
-    path = path or TERMINATION_LOG
-    if not os.path.exists(path):
-        return
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-        try:
-            os.write(fd, message.encode()[:4096])
-        finally:
-            os.close(fd)
 
 
 def _render(_logger: Any, level: str, event: MutableMapping[str, Any]) -> str:
@@ -88,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(os.environ, argv)
     except ConfigError as e:
         log.error(str(e))
-        write_termination_message(str(e))
+        write_termination_message(str(e), TERMINATION_LOG)
         return EXIT_ERROR
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else 0
@@ -98,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # kubeconfig/in-cluster config problems, whatever their type
         message = f"cannot configure the Kubernetes client ({_client_source()}): {e}"
         log.error(message)
-        write_termination_message(message)
+        write_termination_message(message, TERMINATION_LOG)
         return EXIT_ERROR
     configure_logging()
 
@@ -109,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if code == EXIT_STOPPED and received:
         return 128 + received[0]
     if code != 0 and log.last_error:
-        write_termination_message(log.last_error)
+        write_termination_message(log.last_error, TERMINATION_LOG)
     return code
 
 

@@ -7,12 +7,12 @@ are handled by the reflector; nothing polls the API server.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
+import podutil
 from informers.listwatch import ListWatch
 from informers.resources import PODS
 from informers.rest import KubeClient, Obj
@@ -36,27 +36,9 @@ _TICK = 0.25
 _MAX_NAMES_SHOWN = 10
 
 
-class Log:
-    """Short human-readable lines on a stream (stderr by default); remembers the last error."""
-
-    def __init__(self, stream: TextIO | None = None, prog: str = "watcher-loop") -> None:
-        self._stream = stream
-        self._prog = prog
-        self._lock = threading.Lock()
-        self.last_error: str | None = None
-
-    def _write(self, line: str) -> None:
-        stream = self._stream if self._stream is not None else sys.stderr
-        with self._lock:
-            stream.write(f"{self._prog}: {line}\n")
-            stream.flush()
-
-    def info(self, message: str) -> None:
-        self._write(message)
-
-    def error(self, message: str) -> None:
-        self.last_error = message
-        self._write(f"error: {message}")
+class Log(podutil.Log):
+    def __init__(self, stream: TextIO | None = None) -> None:
+        super().__init__("watcher-loop", stream)
 
 
 def label_selector(names: Sequence[str]) -> str:
