@@ -67,7 +67,17 @@ import oci
 
 REPO = Path(__file__).resolve().parents[1]
 BUILDER_VERSION = "2"  # bump to rebuild every cached layer
-PACKAGES = ("workqueue", "informers", "controller", "launcher", "watcher_loop", "kubectl_download")
+
+
+def setup_packages(setup_cfg: Path = REPO / "setup.cfg") -> tuple[str, ...]:
+    """Top-level packages setup.cfg installs: the one list the images copy."""
+    parser = configparser.ConfigParser()
+    parser.read(setup_cfg)
+    names = parser["options.packages.find"]["include"].split()
+    return tuple(n for n in names if n and "." not in n and "*" not in n)
+
+
+PACKAGES = setup_packages()
 PROJECT_FILES = ("setup.cfg", "pyproject.toml", "README.md")
 SUITE = "bookworm"
 VARIANT = "minbase"

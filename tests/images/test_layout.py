@@ -3,6 +3,7 @@ digests and sizes, layer contents and metadata, image configs, determinism and c
 
 from __future__ import annotations
 
+import configparser
 import filecmp
 import hashlib
 import json
@@ -18,6 +19,7 @@ from tests.images.conftest import ALL_IMAGES, SMALL_IMAGES, LayerScans, report, 
 from tests.images.ocitar import LAYER_GZIP, LAYER_TAR, LayerScan, OciTarball
 
 REGISTRY = "docker.io/dgloperator"
+REPO = Path(__file__).resolve().parents[2]
 NONROOT = 65532
 EPOCH = 1704067200
 CREATED = "2024-01-01T00:00:00Z"
@@ -295,6 +297,8 @@ def test_app_layer(name: str, tarballs: dict[str, OciTarball], layer_scans: Laye
     app = scans[1]
     names = set(app.names())
     site = "opt/dgl-operator/site-packages"
+    for package in project_packages():
+        assert f"{site}/{package}/__init__.py" in names, package
     for module in (
         "controller/main.py",
         "launcher/cli.py",
@@ -353,6 +357,8 @@ def test_graphsage_layers(tarballs: dict[str, OciTarball], layer_scans: LayerSca
     assert not [n for n in names if n.startswith((f"{site}/pip/", f"{site}/bin/"))]
     # the project alone, with only the dglrun wrapper
     app_names = set(app.names())
+    for package in project_packages():
+        assert f"opt/dgl-operator/site-packages/{package}/__init__.py" in app_names, package
     assert "opt/dgl-operator/site-packages/launcher/remote.py" in app_names
     assert not [n for n in app_names if n.startswith("opt/dgl-operator/site-packages/kubernetes")]
     assert [n for n in app_names if n.startswith("usr/local/bin/")] == ["usr/local/bin/dglrun"]
@@ -363,6 +369,24 @@ def test_graphsage_layers(tarballs: dict[str, OciTarball], layer_scans: LayerSca
         assert (info.uid, info.mode) == (0, 0o644)
     fs = merged(scans)
     assert "usr/bin/python3" in fs
+
+
+def project_packages() -> list[str]:
+    """Top-level packages setup.cfg installs, read independently of hack/build_images.py."""
+    parser = configparser.ConfigParser()
+    parser.read(REPO / "setup.cfg")
+    include = parser["options.packages.find"]["include"].split()
+    packages = [name for name in include if "." not in name]
+    assert {"controller", "launcher", "podutil"} <= set(packages)
+    return packages
+
+
+def test_dockerfile_copies_every_package() -> None:
+    """images/Dockerfile is the docker-build twin of hack/build_images.py: it must copy every
+    package setup.cfg installs, or its images fail at import time."""
+    copied = set(re.findall(r"^COPY (\w+)/ ", (REPO / "images" / "Dockerfile").read_text(), re.M))
+    missing = set(project_packages()) - copied
+    assert not missing, f"images/Dockerfile does not COPY {sorted(missing)}"
 
 
 # -- builds ----------------------------------------------------------------------------------------
