@@ -62,7 +62,8 @@ lint: venv
 	$(BIN)/ruff format --check $(PKGS) e2e tests bench examples
 
 typecheck: venv
-	$(BIN)/mypy $(PKGS) e2e/cluster.py e2e/node.py e2e/fixtures.py e2e/demo.py e2e/helm.py
+	$(BIN)/mypy $(PKGS) e2e/cluster.py e2e/node.py e2e/fixtures.py e2e/demo.py e2e/helm.py \
+		e2e/operator_process.py
 
 unit: venv dgl-venv k8s-binaries
 	$(BIN)/python -m pytest -q tests e2e
@@ -72,6 +73,7 @@ test: lint typecheck unit
 bench: venv dgl-venv k8s-binaries
 	$(BIN)/python bench/workqueue_bench.py
 	$(BIN)/python bench/pipeline_bench.py
+	$(BIN)/python bench/controller_bench.py
 
 # Docker-free OCI images (debootstrap base; the DGL image reuses the DGL venv).
 images: venv dgl-venv

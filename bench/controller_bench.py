@@ -28,12 +28,10 @@ import copy
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -47,7 +45,8 @@ import yaml  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from controller.api import DGLJOBS  # noqa: E402
-from e2e.cluster import K8S_VERSION, ControlPlane, free_port, start  # noqa: E402
+from e2e.cluster import K8S_VERSION, ControlPlane, start  # noqa: E402
+from e2e.operator_process import OperatorProcess  # noqa: E402
 from informers.errors import AlreadyExists, KubeError, NotFound  # noqa: E402
 from informers.factory import SharedInformerFactory  # noqa: E402
 from informers.resources import (  # noqa: E402
@@ -124,64 +123,17 @@ class Snapshot:
         return int(sum(self.reconciles.values()))
 
 
-class Operator:
-    """``python -m controller.main`` in a session of its own, observed from the outside."""
+class Operator(OperatorProcess):
+    """The operator process with the figures this benchmark reads from the outside."""
 
     def __init__(self, kubeconfig: Path, log: Path, workers: int) -> None:
-        self.metrics_port = free_port()
-        self.health_port = free_port()
-        self.log = log
-        self.argv = [
-            sys.executable, "-m", "controller.main",
-            "--kubeconfig", str(kubeconfig),
-            "--metrics-addr", f"127.0.0.1:{self.metrics_port}",
-            "--health-addr", f"127.0.0.1:{self.health_port}",
-            "--workers", str(workers),
-            "--resync-period", str(RESYNC_PERIOD),
-        ]  # fmt: skip
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 60.0) -> float:
-        started = time.monotonic()
-        with self.log.open("ab") as f:
-            self.proc = subprocess.Popen(
-                self.argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,
-            )  # fmt: skip
-        while not self._get(self.health_port, "/readyz"):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the operator exited ({self.proc.returncode}):\n{self.tail()}")
-            if time.monotonic() - started > timeout:
-                raise RuntimeError(
-                    f"the operator was not ready after {timeout:.0f}s:\n{self.tail()}"
-                )
-            time.sleep(0.1)
-        return time.monotonic() - started
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    @staticmethod
-    def _get(port: int, path: str) -> str | None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
-                return str(r.read().decode()) if r.status == 200 else None
-        except OSError:
-            return None
+        super().__init__(
+            kubeconfig, log, workers=workers, resync_period=RESYNC_PERIOD, metrics=True
+        )
 
     def snapshot(self) -> Snapshot:
-        text = self._get(self.metrics_port, "/metrics")
-        if text is None:
-            raise RuntimeError(f"cannot scrape the operator's /metrics:\n{self.tail()}")
         snap = Snapshot()
-        for family in text_string_to_metric_families(text):
+        for family in text_string_to_metric_families(self.metrics()):
             for s in family.samples:
                 if s.name == "rest_client_requests_total":
                     key = (s.labels["verb"], s.labels["resource"], s.labels["code"])
@@ -215,11 +167,6 @@ class Operator:
             elif time.monotonic() - since >= quiet:
                 return snap, True
         return last, False
-
-    def tail(self, n: int = 20) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
-        return ""
 
 
 # -- cluster setup ----------------------------------------------------------------------------
@@ -578,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
             "(API server warm-up, kept out of the burst)"
         )
         op = Operator(cp.kubeconfig, workdir / "operator.log", a.operator_workers)
-        ready_in = op.start()
+        ready_in = op.start().wait_ready()
         assert op.proc is not None
         rss, _ = op.memory_mb()
         say(

@@ -7,13 +7,8 @@ phases by patching ``pods/status`` the way a kubelet would.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +16,6 @@ from typing import Any
 from controller.controller import Controller
 from controller.events import EventRecorder
 from controller.metrics import Metrics
-from e2e.cluster import free_port
 from informers.errors import Conflict, Invalid, NotFound
 from informers.factory import SharedInformerFactory
 from informers.resources import PODS
@@ -59,68 +53,6 @@ class InProcessOperator:
         self.stop_event.set()
         self.ctrl.shutdown(timeout=10)
         self.factory.join(10)
-
-
-class OperatorProcess:
-    """``dgl-operator`` as a separate process (for kill -9 and least-privilege tests)."""
-
-    def __init__(self, kubeconfig: str, log: Path, *extra: str, metrics: bool = False) -> None:
-        self.kubeconfig = kubeconfig
-        self.log = log
-        self.extra = extra
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.health_port = free_port()
-        self.metrics_port = free_port() if metrics else 0
-
-    def start(self) -> OperatorProcess:
-        metrics = f"127.0.0.1:{self.metrics_port}" if self.metrics_port else "0"
-        argv = [
-            sys.executable,
-            "-m",
-            "controller.main",
-            "--kubeconfig",
-            self.kubeconfig,
-            "--metrics-addr",
-            metrics,
-            "--health-addr",
-            f"127.0.0.1:{self.health_port}",
-            "--workers",
-            "4",
-            "--resync-period",
-            "30",
-            *self.extra,
-        ]
-        with self.log.open("ab") as f:
-            self.proc = subprocess.Popen(
-                argv,
-                stdout=f,
-                stderr=subprocess.STDOUT,
-                cwd=REPO,
-                env={**os.environ, "PYTHONPATH": str(REPO)},
-            )
-        return self
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def ready(self) -> bool:
-        url = f"http://127.0.0.1:{self.health_port}/readyz"
-        try:
-            with urllib.request.urlopen(url, timeout=1) as r:
-                return int(r.status) == 200
-        except OSError:
-            return False
-
-    def terminate(self, timeout: float = 30) -> int:
-        """SIGTERM once it serves (before its handler is installed, SIGTERM simply kills)."""
-        assert self.proc is not None
-        deadline = time.monotonic() + timeout
-        while not self.ready() and time.monotonic() < deadline and self.proc.poll() is None:
-            time.sleep(0.1)
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
 
 
 class Kubelet:

@@ -12,6 +12,7 @@ from typing import Any
 
 from controller.api import DGLJOBS
 from e2e.cluster import ControlPlane
+from e2e.operator_process import OperatorProcess
 from informers.errors import Conflict, KubeError, NotFound
 from informers.listwatch import ListWatch
 from informers.reflector import Reflector
@@ -20,7 +21,7 @@ from informers.rest import RestClient
 from informers.shared import EventHandler, SharedInformer
 from informers.store import DeletedFinalStateUnknown
 from tests.apiserver.conftest import wait_for
-from tests.apiserver.live import InProcessOperator, Kubelet, OperatorProcess, pod_ip
+from tests.apiserver.live import InProcessOperator, Kubelet, pod_ip
 from tests.controller.conftest import load_fixture
 
 Obj = dict[str, Any]

@@ -11,7 +11,6 @@ rule evaluates, and that every dashboard query runs.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import urllib.error
 import urllib.parse
@@ -25,10 +24,11 @@ import yaml
 
 from controller.api import DGLJOBS
 from e2e.cluster import ControlPlane, free_port
+from e2e.operator_process import OperatorProcess, stop_process
 from informers.resources import PODS
 from informers.rest import RestClient
 from tests.apiserver.conftest import wait_for
-from tests.apiserver.live import Kubelet, OperatorProcess
+from tests.apiserver.live import Kubelet
 from tests.controller.conftest import load_fixture
 from tests.prometheus.promql import (
     RULES,
@@ -43,18 +43,6 @@ from tests.prometheus.promql import (
 
 Obj = dict[str, Any]
 SCRAPE_JOB = "dgl-operator"
-
-
-class MetricsOperatorProcess(OperatorProcess):
-    """OperatorProcess with its Prometheus endpoint on 127.0.0.1:<free port>."""
-
-    def __init__(self, kubeconfig: str, log: Path, namespace: str) -> None:
-        super().__init__(kubeconfig, log, "--namespace", namespace, metrics=True)
-
-    def metrics(self) -> str:
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return str(r.read().decode())
 
 
 class PrometheusServer:
@@ -133,14 +121,7 @@ class PrometheusServer:
         return float(result[0]["value"][1]) if result else None
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        stop_process(self.proc)
 
     def tail(self, n: int = 40) -> str:
         lines = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
@@ -150,24 +131,24 @@ class PrometheusServer:
 @pytest.fixture
 def operator(
     control_plane: ControlPlane, namespace: str, tmp_path: Path
-) -> Iterator[MetricsOperatorProcess]:
-    op = MetricsOperatorProcess(str(control_plane.kubeconfig), tmp_path / "operator.log", namespace)
+) -> Iterator[OperatorProcess]:
+    op = OperatorProcess(
+        control_plane.kubeconfig, tmp_path / "operator.log", "--namespace", namespace, metrics=True
+    )
     op.start()
     try:
-        wait_for(op.ready, timeout=60, what="the operator's /readyz", interval=0.2)
+        op.wait_ready(timeout=60)
         yield op
     finally:
         try:
             op.terminate(timeout=30)
         finally:
             op.kill()  # only if SIGTERM did not end it
-            print("--- operator log ---\n" + "\n".join(op.log.read_text().splitlines()[-40:]))
+            print("--- operator log ---\n" + op.tail())
 
 
 @pytest.fixture
-def prom(
-    prometheus: Path, operator: MetricsOperatorProcess, tmp_path: Path
-) -> Iterator[PrometheusServer]:
+def prom(prometheus: Path, operator: OperatorProcess, tmp_path: Path) -> Iterator[PrometheusServer]:
     server = PrometheusServer(prometheus, tmp_path, f"127.0.0.1:{operator.metrics_port}")
     try:
         server.start()
@@ -266,7 +247,7 @@ def test_operator_metrics_rules_and_dashboard_in_prometheus(
     prometheus: Path,
     api: RestClient,
     namespace: str,
-    operator: MetricsOperatorProcess,
+    operator: OperatorProcess,
     prom: PrometheusServer,
 ) -> None:
     ns = namespace
