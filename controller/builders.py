@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller.api import API_VERSION, KIND, LAUNCHER, PARTITIONER, WORKER, DGLJob
+from controller.api import API_VERSION, GROUP, KIND, LAUNCHER, PARTITIONER, WORKER, DGLJob
 from controller.quantity import format_bytes, parse_quantity
 
 Obj = dict[str, Any]
@@ -35,6 +35,7 @@ PARTFILE_PATH = f"{CONFIG_DIR}/partfile"
 LEADFILE_PATH = f"{CONFIG_DIR}/leadfile"
 KUBECTL_PATH = f"{KUBE_DIR}/kubectl"
 PHASE_ENV = "DGL_OPERATOR_PHASE_ENV"
+JOB_NAME_ENV = "DGL_OPERATOR_JOB_NAME"  # launcher/progress.py reads it
 PHASE_PARTITIONER = "Partitioner"
 PHASE_LAUNCHER_WORKLOAD = "Launcher_Workload"
 
@@ -265,6 +266,13 @@ def role(job: DGLJob, name: str, exec_targets: list[str]) -> Obj:
                 "resourceNames": exec_targets,
                 "verbs": ["create", "get"],
             },
+            # dglrun's progress (`kubectl patch --subresource=status`), on this job only
+            {
+                "apiGroups": [GROUP],
+                "resources": ["dgljobs/status"],
+                "resourceNames": [job.name],
+                "verbs": ["patch"],
+            },
         ],
     }
 
@@ -347,12 +355,14 @@ def worker_service(job: DGLJob, index: int) -> Obj:
     }
 
 
-def _operator_env(*extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+def _operator_env(job: DGLJob, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
     return (
         ("DGL_OPERATOR_KUBEXEC_PATH", KUBEXEC_PATH),
         ("DGL_OPERATOR_HOSTFILE_PATH", HOSTFILE_PATH),
         ("DGL_OPERATOR_KUBECTL_PATH", KUBECTL_PATH),
         ("DGL_OPERATOR_ENV", "1"),
+        # dglrun reports its progress into this DGLJob's status.progress
+        (JOB_NAME_ENV, job.name),
         *extra,
     )
 
@@ -372,6 +382,7 @@ def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     _set_env(
         main,
         *_operator_env(
+            job,
             ("DGL_OPERATOR_LEADFILE_PATH", LEADFILE_PATH),
             (PHASE_ENV, PHASE_PARTITIONER),
         ),
@@ -392,7 +403,7 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     if job.spec.skip:
         _set_env(main, (PHASE_ENV, PHASE_LAUNCHER_WORKLOAD))
         return pod
-    _set_env(main, *_operator_env())
+    _set_env(main, *_operator_env(job))
     _add_mounts(
         main, (KUBE_VOLUME, KUBE_DIR), (CONFIG_VOLUME, CONFIG_DIR), (DATASET_VOLUME, DATASET_DIR)
     )

@@ -251,6 +251,7 @@ class JobSync:
             plan.announce(NORMAL, st.REASON_SUSPENDED, message)
         self._not_running(plan, st.REASON_SUSPENDED, "the job is suspended", now)
         plan.status["phase"] = st.PHASE_SUSPENDED
+        plan.status.pop("progress", None)
         plan.status.pop("startTime", None)  # activeDeadlineSeconds counts from the resume
         plan.status["replicaStatuses"] = st.replica_statuses(
             st.observe(job, [], int(plan.status.get("restartCount") or 0))
@@ -307,6 +308,7 @@ class JobSync:
         plan.status["restartCount"] = attempt + 1
         plan.status["phase"] = st.PHASE_RESTARTING
         plan.status.pop("partitionSeconds", None)
+        plan.status.pop("progress", None)  # the next attempt's dglrun reports afresh
         st.set_condition(plan.status, st.RESTARTING, True, st.REASON_RESTARTING, message, now)
         self._not_running(plan, st.REASON_RESTARTING, message, now)
         plan.announce(WARNING, st.REASON_RESTARTING, message)

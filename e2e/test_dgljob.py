@@ -67,9 +67,20 @@ def succeeded(job: dict[str, Any]) -> bool:
     return bool(conditions(job).get("Succeeded", {}).get("status") == "True")
 
 
-def wait_finished(cluster: Any, ns: str, name: str = JOB, timeout: float = 600) -> dict[str, Any]:
+def wait_finished(
+    cluster: Any,
+    ns: str,
+    name: str = JOB,
+    timeout: float = 600,
+    progress: list[str] | None = None,
+) -> dict[str, Any]:
+    """The finished job; ``progress`` collects the distinct status.progress values seen."""
+
     def done() -> dict[str, Any] | None:
         job = get_job(cluster, ns, name)
+        text = (job.get("status") or {}).get("progress")
+        if progress is not None and text and text not in progress:
+            progress.append(text)
         conds = conditions(job)
         for ctype in ("Succeeded", "Failed"):
             if conds.get(ctype, {}).get("status") == "True":
@@ -134,10 +145,14 @@ def test_graphsage_succeeds_close_to_the_baseline(
     cluster: Any, namespace: str, baseline: float
 ) -> None:
     apply(cluster, example_job(namespace))
-    job = wait_finished(cluster, namespace)
+    seen: list[str] = []
+    job = wait_finished(cluster, namespace, progress=seen)
     conds = conditions(job)
     assert succeeded(job), conds
     assert job["status"]["phase"] == "Completed"
+    # dglrun's progress reached the job (the PROGRESS column) from both pods, in order
+    assert seen[0] == "1/5 partition" and seen[-1] == job["status"]["progress"] == "done", seen
+    assert any(text.startswith("5/5 train") for text in seen), seen
     acc = accuracy(cluster.logs(f"{JOB}-launcher", "dgl-graphsage", namespace))
     assert abs(acc - baseline) <= 0.02, f"in-cluster {acc:.4f} vs single-process {baseline:.4f}"
     # cleanPodPolicy Running: no worker keeps running after the job

@@ -23,6 +23,7 @@ from launcher import partitions as parts
 from launcher.cli import PHASE_PARTITIONER, PHASE_WORKLOAD, Options
 from launcher.dgl_env import Topology, server_env, trainer_env
 from launcher.hostfile import Host, HostfileError, ip_config, parse_hostfile
+from launcher.progress import DONE, FAILED, NoProgress, Progress, from_env
 from launcher.transport import PopenProc, Proc, Transport, TransportError
 from podutil import TERMINATION_LOG, write_termination_message
 
@@ -49,9 +50,12 @@ class Report:
 class Console:
     """Serialised output: progress lines from dglrun, prefixed lines from processes."""
 
-    def __init__(self, write: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, write: Callable[[str], None] | None = None, progress: Progress | None = None
+    ) -> None:
         self._write = write or (lambda s: print(s, flush=True))
         self._lock = threading.Lock()
+        self.progress: Progress = progress or NoProgress()
 
     def say(self, text: str) -> None:
         with self._lock:
@@ -59,11 +63,13 @@ class Console:
 
     def line(self, label: str, text: str) -> None:
         self.say(f"[{label}] {text}")
+        self.progress.output(label, text)
 
 
 @contextmanager
 def phase(console: Console, report: Report, k: int, name: str) -> Iterator[None]:
     console.say(f"[{k}/{TOTAL}] {name}")
+    console.progress.phase(k, TOTAL, name)
     started = time.monotonic()
     try:
         yield
@@ -507,7 +513,24 @@ def termination_message(text: str, path: str | Path = TERMINATION_LOG) -> None:
 
 def run(opts: Options, console: Console | None = None) -> int:
     console = console or Console()
+    if opts.transport != "local" and isinstance(console.progress, NoProgress):
+        console.progress = from_env(opts.kubectl, opts.num_epochs, console.say)
+    progress = console.progress
     report = Report()
+    try:
+        code = _run(opts, console, report)
+    except BaseException:
+        progress.finish(None)
+        raise
+    # The partitioner's end is not the job's: its last phase stays until the launcher's.
+    if code == 0:
+        progress.finish(None if opts.phase == PHASE_PARTITIONER else DONE)
+    else:
+        progress.finish(FAILED)
+    return code
+
+
+def _run(opts: Options, console: Console, report: Report) -> int:
     try:
         if opts.transport == "local":
             run_local(opts, console, report)

@@ -4,8 +4,9 @@ ServiceAccount token from the TokenRequest API; and what the job's own ServiceAc
 from __future__ import annotations
 
 import json
+import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 
 from controller.api import DGLJOBS
 from controller.rbac import cluster_role
-from e2e.cluster import ControlPlane
+from e2e.cluster import ControlPlane, k8s_binaries
 from informers.errors import Forbidden
 from informers.resources import NAMESPACES, PODS, SERVICEACCOUNTS, Resource
 from informers.rest import RestClient
@@ -181,8 +182,33 @@ def _samples(op: InProcessOperator, name: str) -> dict[tuple[str, ...], float]:
     return out
 
 
+def sa_kubectl(
+    api: RestClient, cp: ControlPlane, namespace: str, sa: str, tmp: Path
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The real kubectl with a TokenRequest token of ``sa``, as in its pod."""
+    review = api.create(
+        SERVICEACCOUNTS,
+        namespace,
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+        name=sa,
+        subresource="token",
+    )
+    config = token_kubeconfig(cp, review["status"]["token"], tmp / f"{sa}.kubeconfig")
+    kubectl = str(k8s_binaries("kubectl") / "kubectl")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [kubectl, f"--kubeconfig={config}", "-n", namespace, *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+    return run
+
+
 def test_launcher_may_exec_only_into_its_own_workers(
-    api: RestClient, namespace: str, operator_kubeconfig: Path
+    api: RestClient,
+    namespace: str,
+    operator_kubeconfig: Path,
+    control_plane: ControlPlane,
+    tmp_path: Path,
 ) -> None:
     with InProcessOperator(str(operator_kubeconfig)):
         for job in ("a", "b"):
@@ -222,3 +248,14 @@ def test_launcher_may_exec_only_into_its_own_workers(
     assert allowed(api, launcher, namespace=namespace, verb="watch", resource="pods")
     assert not allowed(api, launcher, namespace=namespace, verb="get", resource="secrets")
     assert not allowed(api, launcher, namespace=namespace, verb="delete", resource="pods")
+    # dglrun's progress report, exactly as it sends it, with the launcher's own token
+    kubectl = sa_kubectl(api, control_plane, namespace, "a-launcher", tmp_path)
+    patch = ["--subresource=status", "--type=merge", "-p"]
+    body = '{"status":{"progress":"3/5 dispatch"}}'
+    done = kubectl("patch", "dgljob", "a", *patch, body)
+    assert done.returncode == 0, done.stderr
+    assert api.get(DGLJOBS, namespace, "a")["status"]["progress"] == "3/5 dispatch"
+    other = kubectl("patch", "dgljob", "b", *patch, body)
+    assert other.returncode != 0 and "forbidden" in other.stderr.lower(), other.stderr
+    spec = kubectl("patch", "dgljob", "a", "--type=merge", "-p", '{"spec":{"slotsPerWorker":2}}')
+    assert spec.returncode != 0 and "forbidden" in spec.stderr.lower(), spec.stderr

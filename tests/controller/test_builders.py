@@ -103,6 +103,7 @@ def test_launcher_matches_seed(seed_job_raw: dict[str, Any]) -> None:
         "DGL_OPERATOR_HOSTFILE_PATH": "/etc/dgl/hostfile",
         "DGL_OPERATOR_KUBECTL_PATH": "/opt/kube/kubectl",
         "DGL_OPERATOR_ENV": "1",
+        "DGL_OPERATOR_JOB_NAME": "dgl-graphsage",  # ours: dglrun reports progress to it
     }
     assert got["spec"]["serviceAccountName"] == "dgl-graphsage-launcher"
     for init in got["spec"]["initContainers"][1:]:
@@ -126,6 +127,7 @@ def test_partitioner_matches_seed(seed_job_raw: dict[str, Any]) -> None:
     env = {e["name"]: e["value"] for e in main["env"]}
     assert env["DGL_OPERATOR_PHASE_ENV"] == "Partitioner"
     assert env["DGL_OPERATOR_ENV"] == "1"
+    assert env["DGL_OPERATOR_JOB_NAME"] == "dgl-graphsage"
     assert got["spec"]["serviceAccountName"] == "dgl-graphsage-partitioner"
 
 
@@ -290,6 +292,15 @@ def test_rbac_limits_exec_to_the_jobs_pods(seed_job_raw: dict[str, Any]) -> None
     assert exec_rule["resourceNames"] == ["dgl-graphsage-launcher"]
     read_rule = next(r for r in launcher_role["rules"] if r["resources"] == ["pods"])
     assert sorted(read_rule["verbs"]) == ["get", "list", "watch"]
+    for role in (launcher_role, partitioner_role):  # progress: this job's status, patch only
+        rule = next(r for r in role["rules"] if r["resources"] == ["dgljobs/status"])
+        assert rule == {
+            "apiGroups": ["qihoo.net"],
+            "resources": ["dgljobs/status"],
+            "resourceNames": ["dgl-graphsage"],
+            "verbs": ["patch"],
+        }
+    assert len(launcher_role["rules"]) == len(partitioner_role["rules"]) == 3
     binding = objs[2]
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",

@@ -221,10 +221,12 @@ def test_backoff_limit_restarts_then_fails(h: Harness) -> None:
     h.create_job(raw)
     train(h)
     first_uids = {n: p["metadata"]["uid"] for n, p in h.pods().items()}
+    report_progress(h, "5/5 train: epoch 3/10")
     h.finish_pod(W0, exit_code=1)
     cond = h.wait_condition("Restarting")
     assert W0 in cond["message"] and "restart 1 of 1" in cond["message"]
     wait_for(lambda: h.status().get("restartCount") == 1)
+    assert "progress" not in h.status(), "the failed attempt's progress was kept"
     # every old pod goes, the new attempt's pods come back with attempt 1
     wait_for(
         lambda: (
@@ -245,6 +247,12 @@ def test_backoff_limit_restarts_then_fails(h: Harness) -> None:
     h.settle()
     assert h.sample("dgl_operator_jobs_restarted_total", namespace=NS) == 1
     assert "DGLJobRestarting" in h.event_reasons()
+
+
+def report_progress(h: Harness, text: str) -> None:
+    """What dglrun sends: a merge patch of status.progress through the status subresource."""
+    h.kube.patch(DGLJOBS, NS, J, {"status": {"progress": text}}, subresource="status")
+    wait_for(lambda: h.status().get("progress") == text, what="the progress in the status")
 
 
 def poke(h: Harness, name: str = J) -> None:
@@ -296,9 +304,11 @@ def test_suspend_and_resume(h: Harness) -> None:
     wait_for(lambda: (h.condition("Suspended") or {}).get("reason") == "DGLJobResumed")
     assert h.status()["startTime"]
     train(h)
+    report_progress(h, "5/5 train")
     h.kube.patch(DGLJOBS, NS, J, {"spec": {"runPolicy": {"suspend": True}}})
     wait_for(lambda: not h.pods(), what="pods deleted on suspend")
     h.wait_phase("Suspended")
+    assert "progress" not in h.status()
     assert h.condition("Running")["status"] == "False"  # type: ignore[index]
     assert "DGLJobResumed" in h.event_reasons()
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from controller.api import DGLJOBS
+from controller.api import DGLJOBS, parse_job
+from controller.builders import rbac
 from controller.leader import LeaderConfig, LeaderElector
 from controller.rbac import LEADER_ELECTION_RULES, RULES, allows
 from informers.resources import Resource
@@ -53,6 +54,28 @@ class Recording:
             return target(res, *args, **kwargs)
 
         return call
+
+
+def _triples(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (g, r, v)
+        for rule in rules
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+
+
+def _job_roles() -> list[dict[str, Any]]:
+    job = parse_job(load_fixture("seed_dgljob.yaml"))
+    return [o for o in rbac(job) if o["kind"] == "Role"]
+
+
+def test_the_operator_holds_what_it_grants_the_job_roles() -> None:
+    """RBAC refuses to create a Role granting more than its creator holds."""
+    for role in _job_roles():
+        missing = sorted(t for t in _triples(role["rules"]) if not allows(RULES, *t))
+        assert missing == [], f"{role['metadata']['name']} grants what the operator lacks"
 
 
 def _run_scenarios(h: Harness) -> None:
@@ -103,20 +126,13 @@ def test_every_call_is_allowed_and_every_rule_is_used() -> None:
     rules = RULES + LEADER_ELECTION_RULES
     denied = sorted(c for c in calls if not allows(rules, *c))
     assert denied == [], f"calls the RBAC rules do not allow: {denied}"
-    granted = {
-        (g, r, v)
-        for rule in rules
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-        for v in rule["verbs"]
-    }
-    # Permissions the fake cannot exercise: exec is needed only to create the launcher Role
-    # (RBAC escalation check); finalizers only by the OwnerReferencesPermissionEnforcement
-    # admission plugin; 'get' of children only on AlreadyExists.
-    implicit = {
-        ("", "pods/exec", "create"),
-        ("", "pods/exec", "get"),
-        ("qihoo.net", "dgljobs/finalizers", "update"),
+    granted = _triples(rules)
+    # Permissions the fake cannot exercise: what the job Roles grant (exec into workers,
+    # dglrun's progress patch) is needed only to create those Roles (RBAC's escalation
+    # check); finalizers only by the OwnerReferencesPermissionEnforcement admission plugin;
+    # 'get' of children only on AlreadyExists.
+    implicit = {(g, r, v) for role in _job_roles() for g, r, v in _triples(role["rules"])} | {
+        ("qihoo.net", "dgljobs/finalizers", "update")
     }
     unused = sorted(granted - calls - implicit - {(g, r, "get") for g, r, _ in granted})
     assert unused == [], f"rules no code path uses: {unused}"

@@ -208,3 +208,76 @@ def test_launcher_without_a_dataset(cluster: Cluster) -> None:
     proc = dglrun(*launcher_args(cluster), env=cluster.env)
     assert proc.returncode == 1
     assert "dispatch failed: no partition config g.json" in proc.stdout
+
+
+def progress_log(c: Cluster, job: str = "job") -> list[str]:
+    path = c.dir / "progress" / f"{job}.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_the_launcher_reports_progress_to_its_dgljob(cluster: Cluster) -> None:
+    cluster.partition()
+    (cluster.dir / "hostfile").write_text(
+        "127.0.0.1 30050 job-worker-0 slots=1\n127.0.0.2 30050 job-worker-1 slots=1\n"
+    )
+    proc = dglrun(
+        *launcher_args(cluster, "--num-epochs", "3"),
+        env={**cluster.env, "DGL_OPERATOR_JOB_NAME": "job"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sent = progress_log(cluster)
+    # at most one patch per 2 s: what comes between the first and the last may be merged
+    assert sent[0] == "3/5 dispatch" and sent[-1] == "done", sent
+    allowed = {"3/5 dispatch", "4/5 configure", "5/5 train", "done"}
+    allowed |= {f"5/5 train: epoch {k}/3" for k in (1, 2, 3)}
+    assert set(sent) <= allowed, sent
+    assert "cannot report progress" not in proc.stdout
+
+
+def test_the_partitioner_reports_its_phases_but_not_done(cluster: Cluster) -> None:
+    cluster.init_container("job-launcher", "watcher-loop-partitioner", "running")
+    proc = dglrun(
+        *partitioner_args(cluster),
+        env={
+            **cluster.env,
+            "DGL_OPERATOR_PHASE_ENV": "Partitioner",
+            "HOSTNAME": "job-partitioner",
+            "DGL_OPERATOR_JOB_NAME": "job",
+        },
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sent = progress_log(cluster)
+    assert sent[0] == "1/5 partition" and sent[-1] == "2/5 deliver", sent
+
+
+def test_a_failed_training_reports_where_it_failed(cluster: Cluster) -> None:
+    cluster.partition()
+    (cluster.dir / "hostfile").write_text(
+        "127.0.0.1 30050 job-worker-0 slots=1\n127.0.0.2 30050 job-worker-1 slots=1\n"
+    )
+    proc = dglrun(
+        *launcher_args(cluster, "--train-args", "--sleep 120"),
+        env={
+            **cluster.env,
+            "FAKE_FAIL_RANK": "1",
+            "FAKE_FAIL_AFTER": "0.1",
+            "DGL_OPERATOR_JOB_NAME": "job",
+        },
+    )
+    assert proc.returncode == 1
+    assert progress_log(cluster)[-1] == "failed in 5/5 train"
+
+
+def test_refused_progress_never_fails_the_job(cluster: Cluster) -> None:
+    cluster.partition()
+    (cluster.dir / "hostfile").write_text(
+        "127.0.0.1 30050 job-worker-0 slots=1\n127.0.0.2 30050 job-worker-1 slots=1\n"
+    )
+    proc = dglrun(
+        *launcher_args(cluster),
+        env={**cluster.env, "DGL_OPERATOR_JOB_NAME": "job", "FAKE_PATCH_FORBIDDEN": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    warnings = [ln for ln in proc.stdout.splitlines() if "cannot report progress" in ln]
+    assert len(warnings) == 1 and "Forbidden" in warnings[0], proc.stdout
+    assert progress_log(cluster) == []

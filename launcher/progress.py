@@ -1,0 +1,208 @@
+"""dglrun's progress, published to the DGLJob's ``status.progress`` (the PROGRESS column).
+
+The text is short: ``3/5 dispatch``, ``5/5 train: epoch 2/10``, ``done``, ``failed in 5/5 train``.
+Trainer output lines that contain ``epoch <n>`` (0-based, as DGL's examples print them, e.g.
+``Epoch 00003 | Loss ...``) advance the epoch count; the highest seen wins, capped at
+``--num-epochs``.
+
+In a pod, :class:`StatusProgress` sends the latest text with
+``kubectl patch dgljob <job> --subresource=status --type=merge`` (the launcher's and the
+partitioner's Roles allow exactly that, on their own job), at most once per ``interval``
+seconds from a background thread, so training never waits for the API server. Progress is
+best effort: a refused or failing patch is reported once on the console and never fails the
+job. Without a job name or a kubectl (Skip mode, ``--transport local``) :class:`NoProgress`
+does nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+JOB_NAME_ENV = "DGL_OPERATOR_JOB_NAME"
+DONE = "done"
+FAILED = "failed"
+EPOCH = re.compile(r"\bepoch\s+(\d+)\b", re.IGNORECASE)
+MAX_FAILURES = 3  # consecutive refused patches before giving up
+
+
+class Progress(Protocol):
+    def phase(self, k: int, total: int, name: str) -> None: ...
+
+    def output(self, label: str, text: str) -> None: ...
+
+    def finish(self, outcome: str | None) -> None: ...
+
+
+class NoProgress:
+    def phase(self, k: int, total: int, name: str) -> None:
+        pass
+
+    def output(self, label: str, text: str) -> None:
+        pass
+
+    def finish(self, outcome: str | None) -> None:
+        pass
+
+
+def is_trainer(label: str) -> bool:
+    """Labels of trainer output: ``<worker>/trainer-<t>`` (workers) or ``train`` (Skip)."""
+    return label == "train" or label.rsplit("/", 1)[-1].startswith("trainer-")
+
+
+class Tracker:
+    """The current progress text, from phases and trainer output (no I/O)."""
+
+    def __init__(self, num_epochs: int) -> None:
+        self.num_epochs = num_epochs
+        self.text = ""
+        self._phase = ""
+        self._epochs = 0
+
+    @property
+    def current_phase(self) -> str:
+        return self._phase
+
+    def phase(self, k: int, total: int, name: str) -> str:
+        self._phase = f"{k}/{total} {name}"
+        self._epochs = 0
+        self.text = self._phase
+        return self.text
+
+    def output(self, label: str, text: str) -> str | None:
+        """The new text if this line advanced the epoch count, else None."""
+        if not self._phase or not is_trainer(label):
+            return None
+        m = EPOCH.search(text)
+        if not m:
+            return None
+        done = min(int(m.group(1)) + 1, self.num_epochs)
+        if done <= self._epochs:
+            return None
+        self._epochs = done
+        self.text = f"{self._phase}: epoch {done}/{self.num_epochs}"
+        return self.text
+
+
+Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+
+
+class StatusProgress:
+    """Publishes :class:`Tracker`'s text to ``status.progress`` of the DGLJob ``job``."""
+
+    def __init__(
+        self,
+        kubectl: str,
+        job: str,
+        num_epochs: int,
+        warn: Callable[[str], None],
+        *,
+        interval: float = 2.0,
+        run: Runner = _run,
+    ) -> None:
+        self.kubectl = kubectl
+        self.job = job
+        self.tracker = Tracker(num_epochs)
+        self._warn = warn
+        self._interval = interval
+        self._run = run
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._pending: str | None = None
+        self._failures = 0
+        self._closed = False
+        self.published: list[str] = []
+        self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
+        self._thread.start()
+
+    def argv(self, text: str) -> list[str]:
+        patch = json.dumps({"status": {"progress": text}}, separators=(",", ":"))
+        return [
+            self.kubectl,
+            "patch",
+            "dgljob",
+            self.job,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            patch,
+        ]
+
+    def _offer(self, text: str | None) -> None:
+        # (under the lock: output arrives from one thread per remote process)
+        if text is not None:
+            self._pending = text
+            self._wake.notify()
+
+    def phase(self, k: int, total: int, name: str) -> None:
+        with self._lock:
+            self._offer(self.tracker.phase(k, total, name))
+
+    def output(self, label: str, text: str) -> None:
+        with self._lock:
+            self._offer(self.tracker.output(label, text))
+
+    def _publish(self, text: str) -> None:
+        if self._failures >= MAX_FAILURES:
+            return
+        try:
+            out = self._run(self.argv(text))
+            ok, why = out.returncode == 0, out.stderr.strip()[-300:]
+        except (OSError, subprocess.SubprocessError) as e:
+            ok, why = False, str(e)
+        if ok:
+            self._failures = 0
+            self.published.append(text)
+            return
+        self._failures += 1
+        if self._failures == 1:
+            self._warn(f"  warning: cannot report progress to DGLJob {self.job}: {why}")
+        if self._failures == MAX_FAILURES:
+            self._warn("  warning: progress reporting stopped (the job itself is unaffected)")
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while self._pending is None and not self._closed:
+                    self._wake.wait()
+                if self._pending is None:
+                    return
+                text, self._pending = self._pending, None
+            self._publish(text)
+            deadline = time.monotonic() + self._interval  # at most one patch per interval
+            with self._lock:
+                while not self._closed and (left := deadline - time.monotonic()) > 0:
+                    self._wake.wait(left)
+
+    def finish(self, outcome: str | None) -> None:
+        """Publish the outcome (``done``; ``failed`` becomes ``failed in <phase>``), or with
+        None what is pending, and wait for the sender to stop."""
+        with self._lock:
+            if outcome == FAILED and self.tracker.current_phase:
+                outcome = f"failed in {self.tracker.current_phase}"
+            if outcome is not None:
+                self._pending = outcome
+            self._closed = True
+            self._wake.notify()
+        self._thread.join(timeout=40)
+
+
+def from_env(
+    kubectl: str, num_epochs: int, warn: Callable[[str], None], env: dict[str, str] | None = None
+) -> Progress:
+    env = dict(os.environ) if env is None else env
+    job = env.get(JOB_NAME_ENV, "")
+    if not job or not Path(kubectl).is_file():
+        return NoProgress()
+    return StatusProgress(kubectl, job, num_epochs, warn)

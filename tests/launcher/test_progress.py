@@ -1,0 +1,123 @@
+"""dglrun's progress text and its publisher (launcher/progress.py), with a recording runner."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from launcher.progress import (
+    MAX_FAILURES,
+    NoProgress,
+    StatusProgress,
+    Tracker,
+    from_env,
+    is_trainer,
+)
+
+
+def test_labels_of_trainers() -> None:
+    assert is_trainer("job-worker-0/trainer-0") and is_trainer("train")
+    assert not is_trainer("job-worker-0/server-0") and not is_trainer("partition")
+
+
+def test_phases_and_epochs() -> None:
+    t = Tracker(num_epochs=3)
+    assert t.output("w/trainer-0", "epoch 0 loss 1") is None, "no phase yet"
+    assert t.phase(5, 5, "train") == "5/5 train"
+    assert t.output("w/server-0", "epoch 2") is None, "servers do not count"
+    assert t.output("w/trainer-0", "rank 0 epoch 0 loss 0.9") == "5/5 train: epoch 1/3"
+    assert t.output("w/trainer-1", "epoch 0 loss 0.8") is None, "no news"
+    assert t.output("w/trainer-1", "Epoch 00001 | Loss 0.7") == "5/5 train: epoch 2/3"
+    assert t.output("w/trainer-0", "epochs: 9") is None, "'epoch' must be a word"
+    assert t.output("w/trainer-0", "epoch 7") == "5/5 train: epoch 3/3", "capped"
+    assert t.text == "5/5 train: epoch 3/3" and t.current_phase == "5/5 train"
+    assert t.phase(5, 5, "train") == "5/5 train", "a new phase starts from 0 epochs"
+
+
+class Runner:
+    def __init__(self, code: int = 0, stderr: str = "") -> None:
+        self.code, self.stderr = code, stderr
+        self.calls: list[list[str]] = []
+        self.first = threading.Event()
+
+    def __call__(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        self.calls.append(argv)
+        self.first.set()
+        return subprocess.CompletedProcess(argv, self.code, "", self.stderr)
+
+    def texts(self) -> list[str]:
+        return [json.loads(a[-1])["status"]["progress"] for a in self.calls]
+
+
+def test_patch_command() -> None:
+    run = Runner()
+    p = StatusProgress("/opt/kube/kubectl", "job", 2, print, run=run)
+    p.phase(3, 5, "dispatch")
+    assert run.first.wait(10)
+    p.finish("done")
+    assert run.calls[0] == [
+        "/opt/kube/kubectl",
+        "patch",
+        "dgljob",
+        "job",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status":{"progress":"3/5 dispatch"}}',
+    ]
+    assert run.texts() == ["3/5 dispatch", "done"] == p.published
+
+
+def test_updates_are_throttled_and_the_last_one_wins() -> None:
+    run = Runner()
+    p = StatusProgress("kubectl", "job", 100, print, interval=3600, run=run)
+    p.phase(5, 5, "train")
+    assert run.first.wait(10)
+    for epoch in range(100):
+        p.output("w/trainer-0", f"epoch {epoch}")
+    p.finish(None)  # no outcome: what is pending still goes out
+    assert run.texts() == ["5/5 train", "5/5 train: epoch 100/100"]
+
+
+def test_failed_names_the_phase() -> None:
+    run = Runner()
+    p = StatusProgress("kubectl", "job", 1, print, interval=3600, run=run)
+    p.phase(4, 5, "configure")
+    p.finish("failed")
+    assert run.texts()[-1] == "failed in 4/5 configure"
+
+
+def test_refusals_warn_once_then_stop_trying() -> None:
+    run = Runner(code=1, stderr='Error from server (Forbidden): "job" is forbidden')
+    warned: list[str] = []
+    p = StatusProgress("kubectl", "job", 1, warned.append, interval=0, run=run)
+    for k in range(1, 6):
+        p.phase(k, 5, f"p{k}")
+        deadline = time.monotonic() + 10
+        while len(run.calls) < min(k, MAX_FAILURES) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    p.finish("done")
+    assert len(run.calls) == MAX_FAILURES, "it kept trying after the limit"
+    assert len(warned) == 2 and "Forbidden" in warned[0], warned
+    assert "progress reporting stopped" in warned[1]
+    assert p.published == []
+
+
+def test_a_missing_kubectl_is_a_warning(tmp_path: Path) -> None:
+    warned: list[str] = []
+    p = StatusProgress(str(tmp_path / "nope"), "job", 1, warned.append)
+    p.finish("done")
+    assert warned and "cannot report progress to DGLJob job" in warned[0]
+
+
+def test_from_env(tmp_path: Path) -> None:
+    kubectl = tmp_path / "kubectl"
+    assert isinstance(from_env(str(kubectl), 1, print, {"DGL_OPERATOR_JOB_NAME": "j"}), NoProgress)
+    kubectl.write_text("#!/bin/sh\n")
+    assert isinstance(from_env(str(kubectl), 1, print, {}), NoProgress)
+    p = from_env(str(kubectl), 1, print, {"DGL_OPERATOR_JOB_NAME": "j"})
+    assert isinstance(p, StatusProgress) and p.job == "j"
+    p.finish(None)
