@@ -97,12 +97,35 @@ class LeaderElector:
     def _renew_loop(self, stop: threading.Event) -> None:
         last_renew = self._now()
         while not stop.wait(self.config.retry_period):
-            if self.try_acquire_or_renew():
-                last_renew = self._now()
+            started = self._now()
+            left = self.config.renew_deadline - (started - last_renew)
+            if self._renew_within(left):
+                last_renew = started  # the renewTime written is no later than this
                 continue
             if self._now() - last_renew >= self.config.renew_deadline:
                 log.error("failed to renew the lease in time", deadline=self.config.renew_deadline)
                 return
+
+    def _renew_within(self, seconds: float) -> bool:
+        """One renewal that must finish within ``seconds``, as client-go bounds each renewal
+        by the renew deadline: a request that hangs (the client's own timeout is longer than
+        the lease) would otherwise keep us leading after another replica took over."""
+        if seconds <= 0:
+            return False
+        done = threading.Event()
+        result: list[bool] = []
+
+        def attempt() -> None:
+            try:
+                result.append(self.try_acquire_or_renew())
+            finally:
+                done.set()
+
+        threading.Thread(target=attempt, name="lease-renew", daemon=True).start()
+        if done.wait(seconds):
+            return bool(result and result[0])
+        log.error("renewing the lease did not finish within the renew deadline", seconds=seconds)
+        return False
 
     def try_acquire_or_renew(self) -> bool:
         cfg = self.config

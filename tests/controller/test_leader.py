@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+from typing import Any
 
 from controller.leader import LeaderConfig, LeaderElector
 from informers.errors import ServerError
@@ -86,3 +88,38 @@ def test_clean_stop_releases_the_lease_at_once() -> None:
     wait_for(b.leading.is_set, timeout=1, what="b acquires at once, without waiting a lease")
     b.stop.set()
     b.thread.join(2)
+
+
+class HangingWrites(FakeKube):
+    """Lease updates hang (a half-open connection) once ``hang`` is set, until ``release``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hang = threading.Event()
+        self.release = threading.Event()
+
+    def replace(self, *args: Any, **kwargs: Any) -> Any:
+        if self.hang.is_set():
+            self.release.wait(30)
+        return super().replace(*args, **kwargs)
+
+
+def test_a_hanging_renewal_ends_leadership_within_the_renew_deadline() -> None:
+    """The client's own request timeout (30 s) is longer than the lease: the elector must not
+    wait for it, or a second replica leads while this one still runs its workers."""
+    kube = HangingWrites()
+    leading, lost, stop = threading.Event(), threading.Event(), threading.Event()
+    cfg = LeaderConfig(NS, "lease", "a", lease_duration=8, renew_deadline=1, retry_period=0.05)
+    a = LeaderElector(kube, cfg, on_started_leading=leading.set, on_stopped_leading=lost.set)
+    thread = threading.Thread(target=a.run, args=(stop,), daemon=True)
+    thread.start()
+    wait_for(leading.is_set, what="a leads")
+    kube.hang.set()
+    hung_at = time.monotonic()
+    wait_for(lost.is_set, timeout=20, what="a gives up while its renewal still hangs")
+    # another replica may take the Lease lease_duration after a's last renewal
+    assert time.monotonic() - hung_at < cfg.lease_duration, "a led past the lease's expiry"
+    assert not a.is_leader and not kube.release.is_set()
+    kube.release.set()
+    stop.set()
+    thread.join(2)
