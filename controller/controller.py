@@ -22,6 +22,7 @@ from controller.events import EventRecorder
 from controller.expectations import ADD, DELETE, Expectations
 from controller.metrics import CONTROLLER, Metrics
 from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
+from controller.status import is_terminating
 from controller.sync import CHILD_RESOURCES, JobSync, Listers
 from informers.errors import KubeError
 from informers.factory import SharedInformerFactory
@@ -131,6 +132,8 @@ class Controller:
             key = owner_job_key(obj)
             if key:
                 self.expectations.observe(key, ADD, plural, obj["metadata"]["name"])
+                if is_terminating(obj):  # e.g. seen first after a relist
+                    self.expectations.observe(key, DELETE, plural, obj["metadata"]["name"])
                 self.queue.add(key)
 
         def on_update(old: Obj, new: Obj) -> None:
@@ -139,6 +142,10 @@ class Controller:
             keys = {owner_job_key(old), owner_job_key(new)} - {None}
             for key in keys:
                 assert key is not None
+                if is_terminating(new):
+                    # As Kubernetes' own controllers do: a deletionTimestamp is the deletion
+                    # we waited for; the pod's grace period must not hold the job's syncs.
+                    self.expectations.observe(key, DELETE, plural, new["metadata"]["name"])
                 self.queue.add(key)
 
         def on_delete(obj: Obj | DeletedFinalStateUnknown) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from controller.api import DGLJOBS
 from controller.builders import ATTEMPT_ANNOTATION
+from controller.status import is_terminating as terminating
 from informers.resources import (
     CONFIGMAPS,
     PODS,
@@ -311,6 +312,30 @@ def test_suspend_and_resume(h: Harness) -> None:
     assert "progress" not in h.status()
     assert h.condition("Running")["status"] == "False"  # type: ignore[index]
     assert "DGLJobResumed" in h.event_reasons()
+
+
+def test_terminating_pods_do_not_hold_the_job_back(h: Harness) -> None:
+    """Pods that take their grace period to go (a finalizer stands in for the kubelet here):
+    the deletions the controller waits for are seen at the deletionTimestamp, as Kubernetes'
+    own controllers do, so the job's status keeps moving while the pods terminate."""
+    h.create_job(seed())
+    train(h)
+    for name in h.pods():
+        h.kube.patch(PODS, NS, name, {"metadata": {"finalizers": ["test.dgl/grace-period"]}})
+    h.kube.patch(DGLJOBS, NS, J, {"spec": {"runPolicy": {"suspend": True}}})
+    h.wait_phase("Suspended")
+    wait_for(lambda: all(map(terminating, h.pods().values())), what="every pod terminating")
+    h.kube.patch(DGLJOBS, NS, J, {"spec": {"runPolicy": {"suspend": False}}})
+    # resumed at once, though every old pod is still there (terminating)
+    wait_for(lambda: (h.condition("Suspended") or {}).get("reason") == "DGLJobResumed")
+    assert h.status()["phase"] == "Pending"
+    assert len(h.pods()) == 4 and all(map(terminating, h.pods().values()))
+    for name in list(h.pods()):  # the grace periods end: the pods go and come back
+        h.kube.patch(PODS, NS, name, {"metadata": {"finalizers": None}})
+    wait_for(lambda: h.pods() and not any(map(terminating, h.pods().values())), what="new pods")
+    h.wait_pods(W0, W1, PART)
+    h.settle()
+    assert h.condition("Failed") is None
 
 
 def test_invalid_spec_fails_once_without_a_hot_loop(h: Harness) -> None:
