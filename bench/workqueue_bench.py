@@ -15,6 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from prometheus_client import CollectorRegistry
+
+from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
 from workqueue import Queue, RateLimitingQueue
 
 N = 200_000  # distinct keys per run
@@ -73,11 +76,18 @@ def best(run: Callable[[], float]) -> float:
     return max(run() for _ in range(ROUNDS))
 
 
+def operator_queue() -> RateLimitingQueue[int]:
+    """The operator's own configuration: named, with the Prometheus workqueue metrics."""
+    provider = PrometheusWorkqueueMetricsProvider(CollectorRegistry())
+    return RateLimitingQueue[int]("dgljob", metrics_provider=provider)
+
+
 def main() -> None:
     print(f"python {sys.version.split()[0]}, N={N:,} keys, one producer, best of {ROUNDS}")
     cases: list[tuple[str, Callable[[], Queue[int]]]] = [
         ("queue", Queue[int]),
         ("rate_limiting_queue", RateLimitingQueue[int]),
+        ("rate_limiting_queue+prometheus (the operator's)", operator_queue),
     ]
     single = 0.0
     for workers in (1, 4):

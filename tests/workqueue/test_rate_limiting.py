@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import random
+import threading
+import time
+from collections import Counter
 from collections.abc import Callable
 
 from tests.workqueue.helpers import settle, take, wait_for
@@ -55,3 +59,73 @@ def test_add_rate_limited_after_shut_down_is_ignored(clock: FakeClock) -> None:
     q.add_rate_limited("a")
     clock.step(10.0)
     assert q.get() == (None, True)
+
+
+def test_workers_retry_failures_until_success_and_drain_on_shutdown() -> None:
+    """The controller's loop with 4 workers on the real clock: each key fails a few times
+    (add_rate_limited), then succeeds (forget); adds keep arriving meanwhile. No key is ever
+    handled by two workers at once, every key ends with a success after its last add, and
+    shut_down_with_drain returns only when no worker holds a key."""
+    q = RateLimitingQueue[str](rate_limiter=ItemExponentialFailureRateLimiter(0.001, 0.01))
+    keys = [f"ns/job-{i}" for i in range(8)]
+    failures_left = {k: 3 for k in keys}
+    lock = threading.Lock()
+    active: Counter[str] = Counter()
+    overlaps: list[str] = []
+    succeeded_at: dict[str, float] = {}
+    holding = threading.Event()
+
+    def sync(key: str) -> bool:
+        with lock:
+            active[key] += 1
+            if active[key] > 1:
+                overlaps.append(key)
+            fail = failures_left[key] > 0
+            if fail:
+                failures_left[key] -= 1
+        holding.set()
+        time.sleep(0.0005)
+        with lock:
+            active[key] -= 1
+            if not fail:
+                succeeded_at[key] = time.monotonic()
+        return not fail
+
+    def worker() -> None:
+        while True:
+            key, shutdown = q.get()
+            if shutdown:
+                return
+            assert key is not None
+            try:
+                if sync(key):
+                    q.forget(key)
+                else:
+                    q.add_rate_limited(key)
+            finally:
+                q.done(key)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(4)]
+    for t in threads:
+        t.start()
+    rng = random.Random(7)
+    last_add: dict[str, float] = {}
+    for _ in range(400):
+        key = rng.choice(keys)
+        last_add[key] = time.monotonic()
+        q.add(key)
+        time.sleep(0.0002)
+    wait_for(
+        lambda: all(succeeded_at.get(k, 0) > last_add.get(k, 0) for k in keys),
+        "every key synced successfully after its last add",
+    )
+    q.shut_down_with_drain()
+    with lock:
+        assert sum(active.values()) == 0, "drain returned while a worker held a key"
+    for t in threads:
+        t.join(5)
+        assert not t.is_alive()
+    assert overlaps == [], f"keys handled by two workers at once: {sorted(set(overlaps))}"
+    assert all(n == 0 for n in failures_left.values())
+    assert all(q.num_requeues(k) == 0 for k in keys), "a success must forget the key"
+    assert holding.is_set()
