@@ -126,15 +126,18 @@ def test_kill_9_at_random_points(
     log = tmp_path / "operator.log"
     op = OperatorProcess(str(control_plane.kubeconfig), log, "--namespace", namespace).start()
     rng = random.Random(4)
-    with SimulatedNodes(api, namespace) as nodes:
-        for i in range(20):
-            make_job(api, namespace, f"job-{i}")
-        for _ in range(10):
-            time.sleep(rng.uniform(0.3, 2.0))
-            op.kill()
-            op.start()
-        assert_clean_finish(api, namespace, nodes, 20)
-    assert op.terminate() == 0, log.read_text()[-3000:]
+    try:
+        with SimulatedNodes(api, namespace) as nodes:
+            for i in range(20):
+                make_job(api, namespace, f"job-{i}")
+            for _ in range(10):
+                time.sleep(rng.uniform(0.3, 2.0))
+                op.kill()
+                op.start()
+            assert_clean_finish(api, namespace, nodes, 20)
+        assert op.terminate() == 0, log.read_text()[-3000:]
+    finally:
+        op.stop()  # a failed assertion must not leave the operator running
 
 
 def test_api_server_restart_mid_run(

@@ -7,7 +7,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from e2e.cluster import ControlPlane
 from informers.resources import PODS
@@ -29,6 +32,19 @@ def make_pods(api: RestClient, ns: str, *names: str) -> None:
         )
 
 
+STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def no_watcher_outlives_its_test() -> Iterator[None]:
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:  # the test failed before the watcher ended
+            proc.kill()
+            proc.communicate(timeout=10)
+
+
 def watcher(
     cp: ControlPlane, ns: str, file: Path, mode: str, *, expected: int, timeout: float = 0
 ) -> subprocess.Popen[str]:
@@ -43,13 +59,15 @@ def watcher(
         "WATCHER_TIMEOUT": str(timeout),
         "WATCHER_POLL_INTERVAL": "0.2",
     }
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-m", "watcher_loop"],
         env=env,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    STARTED.append(proc)
+    return proc
 
 
 def test_waits_for_ready_workers_then_succeeds(
