@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -231,8 +232,13 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
 
 def main(argv: Sequence[str] | None = None) -> int:
     opts = parse(argv)
-    from launcher.phases import run
+    from launcher.phases import Terminated, run
 
+    def terminate(signum: int, _frame: object) -> None:
+        signal.signal(signum, signal.SIG_IGN)  # once: the clean-up must not be interrupted
+        raise Terminated(signum)
+
+    signal.signal(signal.SIGTERM, terminate)
     return run(opts)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 
@@ -44,6 +45,13 @@ def parse_hostfile(text: str, source: str = "hostfile") -> list[Host]:
                 raise HostfileError(f"{source}:{lineno}: unexpected field {extra!r}")
         if not port_text.isdigit():
             raise HostfileError(f"{source}:{lineno}: port {port_text!r} is not a number")
+        try:
+            ipaddress.ip_address(ip)
+        except ValueError:
+            raise HostfileError(
+                f"{source}:{lineno}: {ip!r} is not an IP address (a pod without an IP has no "
+                "line in the operator's hostfile)"
+            ) from None
         hosts.append(Host(ip, int(port_text), name, slots))
     names = [h.name for h in hosts]
     if len(set(names)) != len(names):

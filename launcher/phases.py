@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -23,8 +24,8 @@ from launcher import partitions as parts
 from launcher.cli import PHASE_PARTITIONER, PHASE_WORKLOAD, Options
 from launcher.dgl_env import Topology, server_env, trainer_env
 from launcher.hostfile import Host, HostfileError, ip_config, parse_hostfile
-from launcher.progress import DONE, FAILED, NoProgress, Progress, from_env
-from launcher.transport import PopenProc, Proc, Transport, TransportError
+from launcher.progress import ABANDONED, DONE, FAILED, NoProgress, Progress, from_env
+from launcher.transport import PopenProc, Proc, Transport, TransportError, stop_all
 from podutil import TERMINATION_LOG, write_termination_message
 
 TOTAL = 5
@@ -36,6 +37,20 @@ SERVER_GRACE = 60.0  # seconds servers get to exit after the last trainer finish
 
 class PhaseError(RuntimeError):
     """A phase failed; ``str()`` is the one line a user sees."""
+
+
+class Terminated(BaseException):
+    """SIGTERM (the pod is being deleted, suspended or restarted): like Ctrl-C, it unwinds
+    through every ``finally`` so that what dglrun started on the workers is stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+# Failures outside any phase (reading the hostfile, setting up a transport, fetching the
+# results) are reported the same way as a phase's: one line, no traceback.
+USER_ERRORS = (PhaseError, TransportError, parts.PartitionError, HostfileError, OSError)
 
 
 @dataclass
@@ -73,7 +88,7 @@ def phase(console: Console, report: Report, k: int, name: str) -> Iterator[None]
     started = time.monotonic()
     try:
         yield
-    except (PhaseError, TransportError, parts.PartitionError, HostfileError, OSError) as e:
+    except USER_ERRORS as e:
         raise PhaseError(f"{name} failed: {e}") from e
     took = time.monotonic() - started
     report.seconds[name] = took
@@ -324,8 +339,7 @@ def train(
                     running.append(_Running(host, "trainer", t, proc))
             _supervise(running, opts.train_timeout, console)
         except BaseException:
-            for r in running:
-                r.proc.stop()
+            stop_all(r.proc for r in running)
             raise
     out = opts.workspace / OUTPUT
     if transport.fetch(hosts[0], f"{transport.workspace(hosts[0])}/{WORKLOAD}/{OUTPUT}", out):
@@ -367,8 +381,7 @@ def _supervise(running: list[_Running], timeout: float, console: Console) -> Non
             if code is None:
                 pending.append(r)
             elif code != 0:
-                for other in running:
-                    other.proc.stop()
+                stop_all(other.proc for other in running)
                 raise PhaseError(
                     f"{r.role} {r.index} on {r.host.name} ({r.host.ip}) exited with "
                     f"code {code}; stopped every DGL process on every worker"
@@ -380,12 +393,10 @@ def _supervise(running: list[_Running], timeout: float, console: Console) -> Non
             trainers_done_at = trainers_done_at or now
             if now - trainers_done_at > SERVER_GRACE:
                 console.say("  warning: DGL servers did not exit after training; stopping them")
-                for r in pending:
-                    r.proc.stop()
+                stop_all(r.proc for r in pending)
                 return
         if timeout and now - started > timeout:
-            for r in running:
-                r.proc.stop()
+            stop_all(r.proc for r in running)
             raise PhaseError(f"timed out after {timeout:.0f}s; stopped every DGL process")
         time.sleep(0.05)
 
@@ -465,9 +476,11 @@ def run_on_workers(
 
 
 def run_local(opts: Options, console: Console, report: Report) -> None:
-    from launcher.transport.local import LocalTransport
+    from launcher.transport.local import LocalTransport, check_prerequisites
 
-    _entry_point(opts.train_entry_point, "--train-entry-point")  # fail before partitioning
+    # what can fail without partitioning fails before it
+    _entry_point(opts.train_entry_point, "--train-entry-point")
+    check_prerequisites()
     pset = partition(opts, console, report)
     launcher_ws = opts.workspace / "launcher"
     deliver_locally(opts.workspace / DATASET, launcher_ws / DATASET, console, report)
@@ -520,11 +533,13 @@ def run(opts: Options, console: Console | None = None) -> int:
     try:
         code = _run(opts, console, report)
     except BaseException:
-        progress.finish(None)
+        progress.finish(FAILED)
         raise
     # The partitioner's end is not the job's: its last phase stays until the launcher's.
     if code == 0:
         progress.finish(None if opts.phase == PHASE_PARTITIONER else DONE)
+    elif code == 128 + signal.SIGTERM:
+        progress.finish(ABANDONED)
     else:
         progress.finish(FAILED)
     return code
@@ -540,12 +555,17 @@ def _run(opts: Options, console: Console, report: Report) -> int:
             run_workload(opts, console, report)
         else:
             run_launcher(opts, console, report)
-    except PhaseError as e:
+    except USER_ERRORS as e:
         console.say(f"dglrun: error: {e}")
         termination_message(str(e))
         return 1
     except KeyboardInterrupt:
         console.say("dglrun: interrupted; stopped every process it started")
         return 130
+    except Terminated as e:
+        text = f"terminated by signal {e.signum}; stopped every process it started"
+        console.say(f"dglrun: {text}")
+        termination_message(text)
+        return 128 + e.signum
     console.say(summary(report))
     return 0

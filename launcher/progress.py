@@ -29,6 +29,10 @@ from typing import Protocol
 JOB_NAME_ENV = "DGL_OPERATOR_JOB_NAME"
 DONE = "done"
 FAILED = "failed"
+# Stopped from outside (SIGTERM: the operator deletes the pod to suspend or restart the job,
+# and clears the progress itself): publish nothing more, not even what is pending.
+ABANDONED = "abandoned"
+PATCH_TIMEOUT = 10.0  # seconds per `kubectl patch`
 EPOCH = re.compile(r"\bepoch\s+(\d+)\b", re.IGNORECASE)
 MAX_FAILURES = 3  # consecutive refused patches before giving up
 
@@ -95,7 +99,7 @@ Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=PATCH_TIMEOUT)
 
 
 class StatusProgress:
@@ -187,15 +191,18 @@ class StatusProgress:
 
     def finish(self, outcome: str | None) -> None:
         """Publish the outcome (``done``; ``failed`` becomes ``failed in <phase>``), or with
-        None what is pending, and wait for the sender to stop."""
+        None what is pending, or with ``abandoned`` nothing; then wait for the sender to stop
+        (at most about one patch: dglrun's exit never waits long for the API server)."""
         with self._lock:
             if outcome == FAILED and self.tracker.current_phase:
                 outcome = f"failed in {self.tracker.current_phase}"
-            if outcome is not None:
+            if outcome == ABANDONED:
+                self._pending = None
+            elif outcome is not None:
                 self._pending = outcome
             self._closed = True
             self._wake.notify()
-        self._thread.join(timeout=40)
+        self._thread.join(timeout=PATCH_TIMEOUT + 5)
 
 
 def from_env(

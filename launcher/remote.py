@@ -4,6 +4,8 @@
   P, and exits with CMD's status. Killing the local ``kubectl exec`` does not stop a remote
   process; this lets dglrun stop it, and every process it spawned, by session.
 * ``kill --pidfile P... [--grace S]`` sends SIGTERM to each recorded session, then SIGKILL.
+  A kill may arrive before ``run`` has recorded its session: it then leaves ``P.cancelled``,
+  which ``run`` checks after recording, so the process is stopped whichever comes first.
 * ``manifest DIR`` prints ``{"relative/path": [size, sha256], ...}`` for verifying copies.
 
 Standard library only: worker images carry dglrun but nothing else of the operator.
@@ -35,6 +37,9 @@ def _run(pidfile: Path, cmd: list[str]) -> int:
         print("launcher.remote run: no command given", file=sys.stderr)
         return 2
     pidfile.parent.mkdir(parents=True, exist_ok=True)
+    cancelled = _cancel_marker(pidfile)
+    if cancelled.exists():
+        return 128 + signal.SIGTERM
     try:
         proc = subprocess.Popen(cmd, start_new_session=True)
     except OSError as e:
@@ -48,6 +53,8 @@ def _run(pidfile: Path, cmd: list[str]) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
+    if cancelled.exists():  # a kill came before the pidfile: it is ours to carry out
+        kill_sessions([proc.pid], grace=5.0)
     try:
         code = proc.wait()
     finally:
@@ -78,13 +85,30 @@ def kill_sessions(pgids: list[int], grace: float) -> None:
             os.killpg(pgid, signal.SIGKILL)
 
 
+def _cancel_marker(pidfile: Path) -> Path:
+    return pidfile.with_name(pidfile.name + ".cancelled")
+
+
+def _read_pgid(pidfile: Path) -> int | None:
+    try:
+        return int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def _kill(pidfiles: list[Path], grace: float) -> int:
     pgids = []
     for pf in pidfiles:
-        try:
-            pgids.append(int(pf.read_text().strip()))
-        except (OSError, ValueError):
-            continue  # already finished (the file goes with the process)
+        pgid = _read_pgid(pf)
+        if pgid is None:
+            # not started yet, or finished (the file goes with the process): make sure a
+            # `run` still starting stops at once, then look again in case it just recorded
+            with contextlib.suppress(OSError):
+                pf.parent.mkdir(parents=True, exist_ok=True)
+                _cancel_marker(pf).touch()
+            pgid = _read_pgid(pf)
+        if pgid is not None:
+            pgids.append(pgid)
     kill_sessions(pgids, grace)
     return 0
 

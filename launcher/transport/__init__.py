@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -139,6 +139,16 @@ class PopenProc:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(5)
         self._reader.join(2)
+
+
+def stop_all(procs: Iterable[Proc]) -> None:
+    """Stop every process at once: a remote stop is a ``kubectl exec`` round trip, and a pod
+    being deleted gives dglrun only its grace period for all of them."""
+    threads = [threading.Thread(target=p.stop, daemon=True) for p in procs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def default_sink(label: str, line: str) -> None:

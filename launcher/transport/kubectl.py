@@ -7,6 +7,7 @@ Remote processes run under ``python -m launcher.remote run`` so they can be stop
 from __future__ import annotations
 
 import json
+import secrets
 import shlex
 import subprocess
 import time
@@ -14,7 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from launcher.hostfile import Host
-from launcher.transport import LineSink, PopenProc, Proc, TransportError, default_sink
+from launcher.transport import (
+    LineSink,
+    PopenProc,
+    Proc,
+    TransportError,
+    default_sink,
+    stop_all,
+)
 
 PIDFILE_DIR = "/tmp/dglrun"
 
@@ -40,6 +48,8 @@ class KubectlTransport:
         self.timeout = timeout
         self._procs: list[tuple[Host, PopenProc, str]] = []
         self._seq = 0
+        # pidfiles of this run only: a restarted launcher never reads a previous run's
+        self._run_id = secrets.token_hex(4)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -124,7 +134,7 @@ class KubectlTransport:
 
     def start(self, worker: Host, argv: list[str], env: dict[str, str], label: str) -> Proc:
         self._seq += 1
-        pidfile = f"{PIDFILE_DIR}/{self._seq}-{label.replace('/', '-')}.pid"
+        pidfile = f"{PIDFILE_DIR}/{self._run_id}-{self._seq}-{label.replace('/', '-')}.pid"
         inner = [
             self.python,
             "-m",
@@ -157,8 +167,7 @@ class KubectlTransport:
             self.sink("dglrun", f"warning: could not stop processes on {worker.name}: {e}")
 
     def close(self) -> None:
-        for _, proc, _ in self._procs:
-            proc.stop()
+        stop_all(proc for _, proc, _ in self._procs)
         self._procs = []
 
 

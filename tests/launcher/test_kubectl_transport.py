@@ -8,6 +8,8 @@ its kill path. The same code runs against real pods in the e2e tests.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -281,3 +283,61 @@ def test_refused_progress_never_fails_the_job(cluster: Cluster) -> None:
     warnings = [ln for ln in proc.stdout.splitlines() if "cannot report progress" in ln]
     assert len(warnings) == 1 and "Forbidden" in warnings[0], proc.stdout
     assert progress_log(cluster) == []
+
+
+@pytest.mark.parametrize(
+    ("hostfile", "message"),
+    [
+        (" 30050 job-worker-0 slots=1\n", "is not a number"),  # a line without an IP
+        ("127.0.0.1 30050 job-worker-0 slots=one\n", "slots"),
+    ],
+)
+def test_a_bad_hostfile_is_one_clear_line(cluster: Cluster, hostfile: str, message: str) -> None:
+    cluster.partition()
+    (cluster.dir / "hostfile").write_text(hostfile)
+    proc = dglrun(*launcher_args(cluster), env=cluster.env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    errors = [ln for ln in proc.stdout.splitlines() if ln.startswith("dglrun: error:")]
+    assert len(errors) == 1 and message in errors[0], proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert cluster.calls("cp") == 0, "something was copied"
+
+
+def test_sigterm_stops_every_remote_process(cluster: Cluster) -> None:
+    """The launcher pod is deleted (suspend, restart, deadline): the kubelet sends SIGTERM;
+    dglrun must stop what it started on the workers within the pod's grace period."""
+    cluster.partition()
+    (cluster.dir / "hostfile").write_text(
+        "127.0.0.1 30050 job-worker-0 slots=1\n127.0.0.2 30050 job-worker-1 slots=1\n"
+    )
+    args = launcher_args(cluster, "--train-args", "--sleep 120")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "launcher.cli", *args],
+        env={**os.environ, **cluster.env, "DGL_OPERATOR_JOB_NAME": "job"},
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        met = 0
+        for line in proc.stdout:  # both trainers run (and sleep) on their workers
+            met += "met the master" in line
+            if met == 2:
+                break
+        started = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, rest
+    assert time.monotonic() - started < 30
+    assert "dglrun: terminated by signal 15; stopped every process it started" in rest
+    left = subprocess.run(["pgrep", "-f", "fake_train.py"], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "remote DGL processes survived the SIGTERM"
+    assert "launcher.remote kill" in (cluster.dir / "calls.log").read_text()
+    # the operator clears progress when it deletes pods: a stopped dglrun reports no outcome
+    sent = progress_log(cluster)
+    assert sent and not any(t.startswith(("failed", "done")) for t in sent), sent

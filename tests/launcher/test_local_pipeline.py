@@ -148,3 +148,16 @@ def test_without_root_the_local_transport_says_so(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(TransportError, match="the local transport needs root"):
         local_transport.check_prerequisites()
+
+
+def test_without_root_dglrun_says_so_before_partitioning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from launcher.cli import parse
+    from launcher.phases import run
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert run(parse(local_args(tmp_path), env={})) == 1
+    out = capsys.readouterr().out
+    assert "dglrun: error: the local transport needs root" in out, out
+    assert "[1/5] partition" not in out and not (tmp_path / "dataset").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ def test_hostfile_numeric_order() -> None:
         ("10.0.0.1 port job-worker-0\n", "is not a number"),
         ("10.0.0.1 30050 job-worker-0 gpus=1\n", "unexpected field"),
         ("1.1.1.1 30050 a-0\n1.1.1.2 30050 a-0\n", "listed twice"),
+        ("worker-0 30050 a-0\n", "'worker-0' is not an IP address"),
     ],
 )
 def test_hostfile_errors(text: str, message: str) -> None:
@@ -171,3 +173,38 @@ def test_failure_reason_goes_to_the_termination_log(tmp_path: Path) -> None:
     log.write_text("")
     termination_message("train failed: trainer 0 on worker-1 exited with code 1", log)
     assert log.read_text() == "train failed: trainer 0 on worker-1 exited with code 1"
+
+
+def test_a_remote_kill_that_comes_before_the_process_still_stops_it(tmp_path: Path) -> None:
+    """dglrun may stop a worker's process before ``launcher.remote run`` recorded its session
+    (a failure right at start): the kill leaves a marker and the process never runs."""
+    from launcher import remote
+
+    pidfile = tmp_path / "dglrun" / "run-1-w0-trainer-0.pid"
+    assert remote.main(["kill", "--pidfile", str(pidfile), "--grace", "1"]) == 0
+    marker = tmp_path / "ran"
+    code = remote.main(["run", "--pidfile", str(pidfile), "--", "touch", str(marker)])
+    assert code == 128 + 15 and not marker.exists(), "the cancelled process ran"
+
+
+def test_a_remote_kill_stops_the_recorded_session(tmp_path: Path) -> None:
+    pidfile = tmp_path / "p.pid"
+    run = ["run", "--pidfile", str(pidfile), "--", "sh", "-c", "sleep 60 & sleep 60"]
+    helper = subprocess.Popen(
+        [sys.executable, "-m", "launcher.remote", *run],
+        cwd=REPO,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        pgid = int(pidfile.read_text())
+        from launcher import remote
+
+        assert remote.main(["kill", "--pidfile", str(pidfile), "--grace", "2"]) == 0
+        assert helper.wait(10) != 0
+        assert not remote._alive(pgid), "a process of the session survived"
+        assert not pidfile.exists()
+    finally:
+        if helper.poll() is None:
+            helper.kill()
