@@ -77,6 +77,7 @@ bench: venv dgl-venv k8s-binaries
 
 # Docker-free OCI images (debootstrap base; the DGL image reuses the DGL venv).
 images: venv dgl-venv
+	hack/tools.sh debootstrap gcc >/dev/null
 	$(BIN)/python hack/build_images.py >/dev/null
 
 demo: venv dgl-venv k8s-binaries images

@@ -81,7 +81,10 @@ def etcd_binary() -> Path:
 
 
 def _openssl(*args: str, cwd: Path) -> None:
-    out = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True)
+    try:
+        out = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True)
+    except OSError as e:
+        raise ClusterError(f"cannot run openssl ({e.strerror}): hack/tools.sh openssl") from e
     if out.returncode != 0:
         raise ClusterError(f"openssl {' '.join(args)} failed: {out.stderr.strip()}")
 

@@ -19,7 +19,7 @@ import pytest
 
 from e2e.cluster import ClusterError, k8s_binaries
 from e2e.helm import install_operator
-from e2e.node import DEFAULT_DIR
+from e2e.node import DEFAULT_DIR, running
 
 NODE_KUBECONFIG = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
 
@@ -45,7 +45,7 @@ def kubeconfig(request: pytest.FixtureRequest) -> Iterator[Path]:
     if given or provider:
         yield Path(given) if given else Path("")
         return
-    if (DEFAULT_DIR / "pids.json").exists() and NODE_KUBECONFIG.exists():
+    if running(DEFAULT_DIR) and NODE_KUBECONFIG.exists():
         yield NODE_KUBECONFIG  # a cluster `make cluster-up`/`make demo` left running
         return
     if os.geteuid() != 0:

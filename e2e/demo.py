@@ -17,7 +17,7 @@ from pathlib import Path
 
 from e2e.cluster import REPO, k8s_binaries
 from e2e.helm import install_operator
-from e2e.node import DEFAULT_DIR, refresh_images
+from e2e.node import DEFAULT_DIR, refresh_images, running
 from e2e.node import main as node_main
 
 JOB, NS, OP_NS = "dgl-graphsage", "dgl-operator", "dgl-system"
@@ -66,7 +66,7 @@ def main() -> int:
     started = time.monotonic()
     mem = MemorySampler()
     kubeconfig = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
-    if (DEFAULT_DIR / "pids.json").exists() and kubeconfig.exists():
+    if running(DEFAULT_DIR) and kubeconfig.exists():
         say(f"reusing the running cluster ({kubeconfig})")
     else:
         say(

@@ -1,9 +1,9 @@
 """pytest fixtures for tests against a real API server (registered in tests/conftest.py).
 
-``control_plane`` (session): our local etcd + kube-apiserver + kube-controller-manager. When
-$DGL_TEST_KUBECONFIG names an existing cluster instead, tests that need only an API use it
-(the e2e layer's "any kubeconfig"). In CI (CI=true) a control plane that cannot start fails
-the run; elsewhere the dependent tests are skipped with the reason.
+``control_plane`` (session): our local etcd + kube-apiserver + kube-controller-manager (the
+e2e layer, which runs on any kubeconfig, has its own fixtures in e2e/conftest.py). In CI
+(CI=true) a control plane that cannot start fails the run; elsewhere the dependent tests are
+skipped with the reason.
 """
 
 from __future__ import annotations

@@ -85,7 +85,9 @@ class Node:
     dir: Path
     cp: ControlPlane
     components: dict[str, Component] = field(default_factory=dict)
-    netns_before: set[str] = field(default_factory=set)
+    # What was there before this node: only what it added is removed (None: not started).
+    netns_before: set[str] | None = None
+    ip_forward_before: str | None = None
 
     @property
     def sock(self) -> Path:
@@ -214,6 +216,7 @@ state = "{d}/state"
         tool("runc")
         tool("cni")
         self.netns_before = _netns()
+        self.ip_forward_before = _ip_forward()  # the CNI bridge plugin turns it on
         logs = self.dir / "logs"
         self.components["containerd"] = Component(
             "containerd",
@@ -316,9 +319,16 @@ state = "{d}/state"
             comp.stop()
         _kill_shims(self.sock)
         _unmount_under(self.dir)
-        for ns in _netns() - self.netns_before:
-            if ns.startswith("cni-"):
-                _run("ip", "netns", "del", ns, check=False)
+        self.restore_host()
+
+    def restore_host(self) -> None:
+        """Delete the pods' network namespaces and put ip_forward back as it was."""
+        if self.netns_before is not None:
+            for ns in _netns() - self.netns_before:
+                if ns.startswith("cni-"):
+                    _run("ip", "netns", "del", ns, check=False)
+        if self.ip_forward_before is not None:
+            _ip_forward(self.ip_forward_before)
 
     def _kill_containers(self) -> None:
         runc = shutil.which("runc") or "/usr/sbin/runc"
@@ -349,6 +359,17 @@ def _manifest_digest(tarball: Path) -> str:
         if f is not None:
             return str(json.load(f)["manifests"][0]["digest"])
     return ""
+
+
+IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+
+
+def _ip_forward(value: str | None = None) -> str:
+    """The host's ip_forward setting; with ``value``, set it first."""
+    if value is not None:
+        with contextlib.suppress(OSError):
+            IP_FORWARD.write_text(value + "\n")
+    return IP_FORWARD.read_text().strip()
 
 
 def _netns() -> set[str]:
@@ -483,6 +504,22 @@ def _state(dir: Path) -> Path:
     return dir / "pids.json"
 
 
+def running(dir: Path = DEFAULT_DIR) -> bool:
+    """A cluster started from ``dir`` is up: its state file names processes that all live."""
+    try:
+        pids = json.loads(_state(dir).read_text()).get("pids") or []
+    except (OSError, ValueError):
+        return False
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+    return bool(pids)
+
+
 def down(dir: Path) -> None:
     state = _state(dir)
     if state.exists():
@@ -495,13 +532,13 @@ def down(dir: Path) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
         node = Node(dir / "node", ControlPlane.__new__(ControlPlane))
-        node.netns_before = set(info.get("netns_before", []))
+        if "netns_before" in info:
+            node.netns_before = set(info["netns_before"])
+        node.ip_forward_before = info.get("ip_forward_before")
         node._kill_containers()
         _kill_shims(node.sock)
         _unmount_under(dir)
-        for ns in _netns() - node.netns_before:
-            if ns.startswith("cni-"):
-                _run("ip", "netns", "del", ns, check=False)
+        node.restore_host()
     bridge_down()
     shutil.rmtree(dir, ignore_errors=True)
 
@@ -515,11 +552,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         down(a.dir)
         print(f"node cluster in {a.dir} stopped")
         return 0
-    if _state(a.dir).exists():
+    if running(a.dir):
         print(
             f"a cluster already runs from {a.dir}; run `make cluster-down` first", file=sys.stderr
         )
         return 1
+    if _state(a.dir).exists():  # left by a cluster that died (a reboot, kill -9): clean up
+        print(f"cleaning up a stopped cluster in {a.dir}", file=sys.stderr)
+        down(a.dir)
     try:
         cluster = start(a.dir)
     except ClusterError as e:
@@ -530,7 +570,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         json.dumps(
             {
                 "pids": [c.proc.pid for c in comps if c.proc],
-                "netns_before": sorted(cluster.node.netns_before),
+                "netns_before": sorted(cluster.node.netns_before or ()),
+                "ip_forward_before": cluster.node.ip_forward_before,
                 "kubeconfig": str(cluster.kubeconfig),
             }
         )

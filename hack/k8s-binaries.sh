@@ -26,6 +26,10 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 
 command -v go >/dev/null || { echo "k8s-binaries: Go is required (https://go.dev)" >&2; exit 2; }
+# Modules come from the module proxy only: never 'direct' from their source hosts.
+proxy=$(go env GOPROXY | tr '|' ',' | tr ',' '\n' | grep -v -x -E 'direct|off' | paste -sd, -)
+export GOPROXY=${proxy:-https://proxy.golang.org}
+export GOFLAGS="$(go env GOFLAGS) -mod=mod"
 mkdir -p "$OUT" "$WORK"
 cd "$WORK"
 staging="v0.${K8S_VERSION#v1.}"
@@ -61,7 +65,7 @@ done
 for c in "${missing[@]}"; do
   echo "k8s-binaries: building $c $K8S_VERSION (cold builds take minutes)" >&2
   start=$(date +%s)
-  GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" \
+  CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" \
     -o "$OUT/$c.tmp" "k8s.io/kubernetes/cmd/$c"
   mv "$OUT/$c.tmp" "$OUT/$c"
   echo "k8s-binaries: $c built in $(( $(date +%s) - start ))s" >&2

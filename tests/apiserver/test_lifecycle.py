@@ -67,10 +67,17 @@ def wait_condition(api: RestClient, ns: str, ctype: str, timeout: float = 30) ->
     return found
 
 
+def hostfile(api: RestClient, ns: str) -> str:
+    return str(api.get(CONFIGMAPS, ns, f"{J}-config")["data"]["hostfile"])
+
+
 def train(api: RestClient, ns: str) -> Kubelet:
     kubelet = Kubelet(api, ns)
     wait_for(lambda: {W0, W1, PART} <= set(pods(api, ns)), what="worker and partitioner pods")
+    assert hostfile(api, ns) == "", "no line for a pod without an IP"
     kubelet.run(W1, "10.0.1.2")
+    # the hostfile follows the pods' IPs as the kubelet reports them
+    wait_for(lambda: hostfile(api, ns) == f"10.0.1.2 30050 {W1} slots=1\n", what="W1's line")
     kubelet.run(W0, "10.0.1.1")
     kubelet.run(PART, "10.0.1.3")
     wait_for(lambda: LAUNCH in pods(api, ns), what="the launcher pod")

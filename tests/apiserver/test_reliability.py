@@ -267,3 +267,8 @@ def test_concurrent_status_writer_loses_nothing(
         == 1
     )
     assert len(written) > 10
+    # the two writers did collide (else this test proves nothing): the operator's status
+    # updates were refused with 409 and retried, or the other writer's were
+    labels = {"verb": "update", "resource": "dgljobs.qihoo.net", "code": "409"}
+    refused = op.metrics.registry.get_sample_value("rest_client_requests_total", labels)
+    assert (refused or 0) + conflicts[0] > 0, "no write conflict happened"

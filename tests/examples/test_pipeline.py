@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,15 +21,8 @@ GRAPH = "graphsage"
 CRASHER = Path(__file__).with_name("crash_train.py")
 
 
-def dglrun(
-    dgl: Dgl,
-    workspace: Path,
-    dataset_root: Path,
-    *extra: str,
-    env: dict[str, str] | None = None,
-    timeout: float = 300,
-) -> subprocess.CompletedProcess[str]:
-    argv = [
+def dglrun_argv(dgl: Dgl, workspace: Path, dataset_root: Path, *extra: str) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "launcher.cli",
@@ -56,14 +50,56 @@ def dglrun(
         dgl.python,
         *extra,
     ]
+
+
+def dglrun(
+    dgl: Dgl,
+    workspace: Path,
+    dataset_root: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        argv,
+        dglrun_argv(dgl, workspace, dataset_root, *extra),
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=REPO,
         env={**clean_env(PYTHONPATH=str(REPO)), **(env or {})},
     )
+
+
+def dglrun_until_exit_after(
+    mark: str, argv: list[str], env: dict[str, str], timeout: float = 300
+) -> tuple[int, str, float | None]:
+    """Run dglrun streaming its output: (exit code, output, seconds from the first line
+    containing ``mark`` to dglrun's exit, or None if no line had it)."""
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        env={**clean_env(PYTHONPATH=str(REPO)), **env},
+    )
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    marked_at: float | None = None
+    lines = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if marked_at is None and mark in line:
+                marked_at = time.monotonic()
+        code = proc.wait()
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+    took = None if marked_at is None else time.monotonic() - marked_at
+    return code, "".join(lines), took
 
 
 def dgl_processes() -> str:
@@ -141,17 +177,15 @@ def test_a_trainer_dying_mid_training_stops_everything(
     dgl: Dgl, dataset_root: Path, tmp_path: Path, as_root: None
 ) -> None:
     args = ("--num-epochs", "200", "--train-entry-point", str(CRASHER))
-    started = time.monotonic()
-    proc = dglrun(
-        dgl, tmp_path, dataset_root, *args, env={"CRASH_RANK": "1", "CRASH_AFTER_EPOCH": "1"}
+    code, out, took = dglrun_until_exit_after(
+        "crash_train: exiting with code 1",
+        dglrun_argv(dgl, tmp_path, dataset_root, *args),
+        {"CRASH_RANK": "1", "CRASH_AFTER_EPOCH": "1"},
     )
-    took = time.monotonic() - started
-    out = proc.stdout
-    assert proc.returncode == 1, out[-3000:]
-    crashed = [ln for ln in out.splitlines() if "crash_train: exiting with code 1" in ln]
-    assert crashed, "the trainer did not reach its crash point"
+    assert code == 1, out[-3000:]
+    assert took is not None, "the trainer did not reach its crash point"
     last = out.strip().splitlines()[-1]
     assert last.startswith("dglrun: error: train failed: trainer 0 on worker-1"), last
     assert "exited with code 1" in last
-    assert took < 120
+    assert took < 30, f"dglrun exited {took:.1f}s after the trainer died"
     assert dgl_processes() == "", "DGL processes survived"

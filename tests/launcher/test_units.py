@@ -141,6 +141,7 @@ def test_flags_and_the_original_misspelling() -> None:
         ([*BASE, "--transport", "local"], {}, "--partition-entry-point is required"),
         (BASE, {"DGL_OPERATOR_PHASE_ENV": "Trainer"}, "DGL_OPERATOR_PHASE_ENV='Trainer'"),
         ([*BASE, "--train-args", "'unclosed"], {}, "--train-args"),
+        ([*BASE, "--workspace", "/ws"], {"DGL_OPERATOR_ENV": "1"}, "--workspace /ws: in a DGLJob"),
     ],
 )
 def test_bad_usage_exits_2(argv: list[str], env: dict[str, str], message: str) -> None:
