@@ -53,6 +53,17 @@ LEADER_ELECTION_RULES: list[dict[str, Any]] = [
 ]
 
 
+def triples(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """Every (apiGroup, resource, verb) the rules grant."""
+    return {
+        (g, r, v)
+        for rule in rules
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+
+
 def allows(rules: list[dict[str, Any]], group: str, resource: str, verb: str) -> bool:
     return any(
         group in r["apiGroups"] and resource in r["resources"] and verb in r["verbs"] for r in rules

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from controller.main import VERSION, parse_settings
-from controller.rbac import LEADER_ELECTION_RULES, RULES
+from controller.rbac import LEADER_ELECTION_RULES, RULES, triples
 from tests.chart.conftest import CHART, KUBE_VERSION, REPO, Helm, find, kinds
 
 RELEASE = "dgl-operator"
@@ -346,16 +346,6 @@ def test_metrics_service_targets_the_metrics_port(rendered: dict[str, Any]) -> N
 # -- RBAC -----------------------------------------------------------------------------------
 
 Triple = tuple[str, str, str]
-
-
-def triples(rules: list[dict[str, Any]]) -> set[Triple]:
-    return {
-        (g, r, v)
-        for rule in rules
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-        for v in rule["verbs"]
-    }
 
 
 def effective_permissions(

@@ -13,7 +13,7 @@ from typing import Any
 from controller.api import DGLJOBS, parse_job
 from controller.builders import rbac
 from controller.leader import LeaderConfig, LeaderElector
-from controller.rbac import LEADER_ELECTION_RULES, RULES, allows
+from controller.rbac import LEADER_ELECTION_RULES, RULES, allows, triples
 from informers.resources import Resource
 from tests.controller.conftest import load_fixture
 from tests.controller.harness import Harness, wait_for
@@ -56,16 +56,6 @@ class Recording:
         return call
 
 
-def _triples(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-    return {
-        (g, r, v)
-        for rule in rules
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-        for v in rule["verbs"]
-    }
-
-
 def _job_roles() -> list[dict[str, Any]]:
     job = parse_job(load_fixture("seed_dgljob.yaml"))
     return [o for o in rbac(job) if o["kind"] == "Role"]
@@ -74,7 +64,7 @@ def _job_roles() -> list[dict[str, Any]]:
 def test_the_operator_holds_what_it_grants_the_job_roles() -> None:
     """RBAC refuses to create a Role granting more than its creator holds."""
     for role in _job_roles():
-        missing = sorted(t for t in _triples(role["rules"]) if not allows(RULES, *t))
+        missing = sorted(t for t in triples(role["rules"]) if not allows(RULES, *t))
         assert missing == [], f"{role['metadata']['name']} grants what the operator lacks"
 
 
@@ -126,12 +116,12 @@ def test_every_call_is_allowed_and_every_rule_is_used() -> None:
     rules = RULES + LEADER_ELECTION_RULES
     denied = sorted(c for c in calls if not allows(rules, *c))
     assert denied == [], f"calls the RBAC rules do not allow: {denied}"
-    granted = _triples(rules)
+    granted = triples(rules)
     # Permissions the fake cannot exercise: what the job Roles grant (exec into workers,
     # dglrun's progress patch) is needed only to create those Roles (RBAC's escalation
     # check); finalizers only by the OwnerReferencesPermissionEnforcement admission plugin;
     # 'get' of children only on AlreadyExists.
-    implicit = {(g, r, v) for role in _job_roles() for g, r, v in _triples(role["rules"])} | {
+    implicit = {(g, r, v) for role in _job_roles() for g, r, v in triples(role["rules"])} | {
         ("qihoo.net", "dgljobs/finalizers", "update")
     }
     unused = sorted(granted - calls - implicit - {(g, r, "get") for g, r, _ in granted})
