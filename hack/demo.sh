@@ -1,16 +1,13 @@
 #!/usr/bin/env bash
-# make demo: the GraphSAGE example through dglrun on this machine. Two "worker pods" (network
-# + mount namespaces) get one partition each; DGL servers and trainers run in them.
+# make demo-local: the GraphSAGE example through dglrun on this machine, without Kubernetes. Two
+# "worker pods" (network + mount namespaces) get one partition each; DGL servers and trainers
+# run in them. As root, or as a user allowed unprivileged user namespaces.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${DGL_PYTHON:?DGL_PYTHON must point at the DGL environment (make demo sets it)}"
 : "${OPERATOR_PYTHON:?OPERATOR_PYTHON must point at the project environment}"
 CACHE=${DGL_OPERATOR_CACHE:-$HOME/.cache/dgl-operator}
 DATA=$CACHE/datasets
-if [ "$(id -u)" != 0 ]; then
-  echo "make demo runs the workers in network namespaces and needs root (sudo make demo)." >&2
-  exit 2
-fi
 export OUTDATED_IGNORE=1 DGLBACKEND=pytorch PYTHONPATH=$PWD
 if [ ! -f "$DATA/ogbn_synth/RELEASE_v1.txt" ]; then
   echo "== generating the synthetic ogbn-synth graph (20k nodes, 200k edges) in $DATA"

@@ -237,8 +237,23 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
     )
 
 
+def _as_user_namespace_root(argv: Sequence[str] | None) -> None:
+    """The local transport without root: run dglrun again as "root" of a user namespace of
+    its own (returns only if that cannot be done; dglrun then says why)."""
+    from launcher.transport.local import USERNS_ENV, user_namespace_argv, user_namespaces_work
+
+    if os.environ.get(USERNS_ENV) or user_namespaces_work() is not None:
+        return
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = user_namespace_argv([sys.executable, "-m", "launcher.cli", *args])
+    sys.stdout.flush()
+    os.execvpe(command[0], command, {**os.environ, USERNS_ENV: "1"})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     opts = parse(argv)
+    if opts.transport == "local" and os.geteuid() != 0:
+        _as_user_namespace_root(argv)
     from launcher.phases import Terminated, run
 
     def terminate(signum: int, _frame: object) -> None:

@@ -7,7 +7,10 @@ process (``sleep``, like a pause container) keeps the namespaces alive; commands
 with ``nsenter``. Nothing routes outside: the bridge has no address on the host and the
 namespaces have no default route.
 
-Needs root (network namespaces and veth pairs); without it, setup fails with a clear message.
+Needs root (network namespaces and veth pairs). Without root, dglrun runs itself again as
+"root" of a new unprivileged user namespace with its own network and mount namespaces
+(:func:`user_namespace_argv`), where all of this is allowed and nothing touches the host's
+network; where the kernel refuses user namespaces too, setup fails with a clear message.
 """
 
 from __future__ import annotations
@@ -42,6 +45,14 @@ def _sh(*argv: str) -> str:
     return out.stdout
 
 
+#: Set in the dglrun that runs inside the user namespace dglrun made for itself.
+USERNS_ENV = "DGLRUN_IN_USER_NAMESPACE"
+NO_ROOT = (
+    "the local transport needs root or unprivileged user namespaces: it creates a network "
+    "namespace, a veth pair and a private /dev/shm per worker"
+)
+
+
 def check_prerequisites() -> None:
     missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
     if missing:
@@ -49,11 +60,42 @@ def check_prerequisites() -> None:
             f"the local transport needs {', '.join(missing)} (Debian: iproute2, util-linux, mount)"
         )
     if os.geteuid() != 0:
+        why = user_namespaces_work() or "available, but dglrun was not started through its CLI"
         raise TransportError(
-            "the local transport needs root: it creates a network namespace, a veth pair and a "
-            "private /dev/shm per worker. Run as root (e.g. in CI or a VM), or run the job in "
-            "a cluster with the kubectl transport."
+            f"{NO_ROOT} (user namespaces here: {why}). Run as root (e.g. in CI or a VM), allow "
+            "user namespaces (sysctl user.max_user_namespaces), or run the job in a cluster "
+            "with the kubectl transport."
         )
+
+
+def user_namespaces_work() -> str | None:
+    """None if this user may create a user namespace (with network and mount namespaces),
+    else why not."""
+    if shutil.which("unshare") is None:
+        return "unshare (util-linux) is missing"
+    try:
+        out = subprocess.run(
+            ["unshare", "--user", "--map-root-user", "--net", "--mount", "true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        return str(e)
+    if out.returncode != 0:
+        return out.stderr.strip() or f"unshare exited with code {out.returncode}"
+    return None
+
+
+def user_namespace_argv(argv: list[str]) -> list[str]:
+    """``argv`` run as "root" of a new user namespace with its own network and mount
+    namespaces; /run is a private tmpfs there (``ip netns`` keeps its namespaces in
+    /run/netns). A SIGTERM to ``unshare`` reaches the command (it stops its workers)."""
+    script = 'mount -t tmpfs tmpfs /run && mkdir -p /run/netns && exec "$@"'
+    return [
+        "unshare", "--user", "--map-root-user", "--net", "--mount", "--propagation", "private",
+        "--fork", "--kill-child=SIGTERM", "--", "sh", "-c", script, "sh", *argv,
+    ]  # fmt: skip
 
 
 class LocalTransport:

@@ -6,7 +6,9 @@ Real DGL runs through the same path in tests/pipeline/.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 
 from launcher.transport import TransportError
 from launcher.transport import local as local_transport
-from tests.launcher.conftest import FIXTURES, dglrun
+from tests.launcher.conftest import FIXTURES, REPO, dglrun, require
 
 PART = str(FIXTURES / "fake_partition.py")
 TRAIN = str(FIXTURES / "fake_train.py")
@@ -161,3 +163,42 @@ def test_without_root_dglrun_says_so_before_partitioning(
     out = capsys.readouterr().out
     assert "dglrun: error: the local transport needs root" in out, out
     assert "[1/5] partition" not in out and not (tmp_path / "dataset").exists()
+
+
+def test_without_root_dglrun_uses_a_user_namespace(tmp_path: Path, no_leftovers: None) -> None:
+    """As an unprivileged user (nobody, with Debian's python3), dglrun runs itself as "root"
+    of a user namespace of its own: the same five phases, and nothing on the host network."""
+    python = "/usr/bin/python3"
+    require(Path(python).exists() and shutil.which("setpriv") is not None, f"{python}, setpriv")
+    from launcher.transport.local import user_namespaces_work
+
+    require(user_namespaces_work() is None, "unprivileged user namespaces")
+    top = Path(tempfile.mkdtemp(prefix="dglrun-nobody-", dir="/tmp"))
+    try:
+        code, ws = top / "code", top / "ws"
+        for package in ("launcher", "podutil"):  # what a worker image carries of ours
+            shutil.copytree(REPO / package, code / package)
+        shutil.copytree(FIXTURES, code / "fixtures")
+        ws.mkdir()
+        for path in (top, *top.rglob("*")):
+            path.chmod(0o755)
+        os.chown(ws, 65534, 65534)
+        args = local_args(ws)
+        args[args.index(PART)] = str(code / "fixtures" / "fake_partition.py")
+        args[args.index(TRAIN)] = str(code / "fixtures" / "fake_train.py")
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        proc = subprocess.run(
+            [*nobody, python, "-m", "launcher.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=top,
+            env={"PATH": os.environ["PATH"], "PYTHONPATH": str(code), "HOME": str(ws)},
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "[5/5] train done in" in proc.stdout
+        assert proc.stdout.count("met the master") == 2
+        assert (ws / "output" / "metrics.json").is_file()
+        assert (ws / "output").stat().st_uid == 65534, "files belong to the user who ran it"
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
