@@ -223,6 +223,40 @@ def test_a_worker_deleted_mid_training_fails_the_job_naming_it(
     )
 
 
+def test_a_worker_deleted_mid_training_restarts_the_job_within_its_backoff_limit(
+    cluster: Any, namespace: str
+) -> None:
+    """backoffLimit 1: the whole job restarts (every pod deleted: dglrun gets SIGTERM and
+    stops its DGL processes) and the second attempt trains to the end."""
+    job = example_job(namespace, "again")
+    job["spec"]["runPolicy"] = {"backoffLimit": 1}
+    args = launcher_args(job)
+    args[args.index("--num-epochs") + 1] = "30"
+    apply(cluster, job)
+    wait_until(
+        lambda: get_job(cluster, namespace, "again").get("status", {}).get("phase") == "Training",
+        600,
+        "the Training phase",
+    )
+    time.sleep(5)  # let the trainers get going
+    first = {n: p["metadata"]["uid"] for n, p in pods(cluster, namespace).items()}
+    cluster.kubectl(
+        ["delete", "pod", "again-worker-1", "-n", namespace, "--wait=false"], as_dict=False
+    )
+    done = wait_finished(cluster, namespace, "again", timeout=900)
+    assert succeeded(done), conditions(done)
+    assert done["status"]["restartCount"] == 1
+    restarting = conditions(done)["Restarting"]
+    assert restarting["status"] == "False" and done["status"]["phase"] == "Completed"
+    events = cluster.kubectl(["get", "events", "-n", namespace])["items"]
+    restarts = [e for e in events if e["reason"] == "DGLJobRestarting"]
+    assert restarts and "again-worker-1" in restarts[0]["message"], restarts
+    # the second attempt ran in new pods
+    launcher = cluster.kubectl(["get", "pod", "again-launcher", "-n", namespace])
+    assert launcher["metadata"]["uid"] != first["again-launcher"]
+    assert launcher["metadata"]["annotations"]["dgl.qihoo.net/restart-attempt"] == "1"
+
+
 def test_deleting_the_job_removes_everything(cluster: Any, namespace: str) -> None:
     job = example_job(namespace, "gone")
     spec = job["spec"]
