@@ -266,12 +266,13 @@ def role(job: DGLJob, name: str, exec_targets: list[str]) -> Obj:
                 "resourceNames": exec_targets,
                 "verbs": ["create", "get"],
             },
-            # dglrun's progress (`kubectl patch --subresource=status`), on this job only
+            # dglrun's progress (`kubectl patch --subresource=status`, which reads the object
+            # first), on this job only
             {
                 "apiGroups": [GROUP],
                 "resources": ["dgljobs/status"],
                 "resourceNames": [job.name],
-                "verbs": ["patch"],
+                "verbs": ["get", "patch"],
             },
         ],
     }

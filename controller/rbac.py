@@ -12,9 +12,13 @@ RULES: list[dict[str, Any]] = [
         "resources": ["dgljobs"],
         "verbs": ["get", "list", "watch", "delete"],
     },
-    # patch: only to grant it to the launcher's and partitioner's Roles (their progress;
-    # RBAC's escalation check); the operator itself updates.
-    {"apiGroups": ["qihoo.net"], "resources": ["dgljobs/status"], "verbs": ["update", "patch"]},
+    # get, patch: only to grant them to the launcher's and partitioner's Roles (their
+    # progress; RBAC's escalation check); the operator itself updates.
+    {
+        "apiGroups": ["qihoo.net"],
+        "resources": ["dgljobs/status"],
+        "verbs": ["get", "update", "patch"],
+    },
     # blockOwnerDeletion on children needs update on the owner's finalizers subresource
     # (OwnerReferencesPermissionEnforcement admission).
     {"apiGroups": ["qihoo.net"], "resources": ["dgljobs/finalizers"], "verbs": ["update"]},

@@ -292,13 +292,13 @@ def test_rbac_limits_exec_to_the_jobs_pods(seed_job_raw: dict[str, Any]) -> None
     assert exec_rule["resourceNames"] == ["dgl-graphsage-launcher"]
     read_rule = next(r for r in launcher_role["rules"] if r["resources"] == ["pods"])
     assert sorted(read_rule["verbs"]) == ["get", "list", "watch"]
-    for role in (launcher_role, partitioner_role):  # progress: this job's status, patch only
+    for role in (launcher_role, partitioner_role):  # progress: this job's status only
         rule = next(r for r in role["rules"] if r["resources"] == ["dgljobs/status"])
         assert rule == {
             "apiGroups": ["qihoo.net"],
             "resources": ["dgljobs/status"],
             "resourceNames": ["dgl-graphsage"],
-            "verbs": ["patch"],
+            "verbs": ["get", "patch"],
         }
     assert len(launcher_role["rules"]) == len(partitioner_role["rules"]) == 3
     binding = objs[2]
