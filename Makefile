@@ -16,6 +16,7 @@ K8S_BINS := kube-apiserver kube-controller-manager kube-scheduler kubelet kubect
 # Imports (and the console scripts started by tests) come from this checkout even when the
 # shared cached venv's editable install points at another clone.
 export PYTHONPATH := $(CURDIR)
+export DGL_OPERATOR_CACHE := $(CACHE)
 export DGL_PYTHON := $(DGL_VENV)/bin/python
 export OPERATOR_PYTHON := $(BIN)/python
 

@@ -24,7 +24,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "graphsage"
 CHECKS = Path(__file__).with_name("dgl_checks.py")
-DGL_VENV_BASE = Path.home() / ".cache" / "dgl-operator"
+DGL_VENV_BASE = Path(os.environ.get("DGL_OPERATOR_CACHE", Path.home() / ".cache" / "dgl-operator"))
 KNOWN_DGL_PYTHON = DGL_VENV_BASE / "venv-dgl-8c11b4e92900" / "bin" / "python"
 
 DATASET = "ogbn-synth"

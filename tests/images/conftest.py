@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 import pytest
 
+from e2e.cluster import CACHE
 from tests.images.ocitar import LayerScan, OciTarball, scan_layer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,7 +133,7 @@ class LayerScans:
     """Layer scans by digest: each blob is read once per session whatever image holds it."""
 
     MARKERS = (
-        str(Path.home() / ".cache" / "dgl-operator").encode(),
+        str(CACHE).encode(),
         b"/images/tmp/",
         b"venv-dgl-",
         str(REPO).encode(),
