@@ -57,6 +57,7 @@ class Options:
     partition_timeout: float = 0.0
     deliver_timeout: float = 1800.0
     dispatch_timeout: float = 1800.0
+    configure_timeout: float = 300.0
     train_timeout: float = 0.0
     master_port: int = 29500
     phase: str = ""
@@ -170,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--partition-timeout", type=_seconds, default=0.0)
     o.add_argument("--deliver-timeout", type=_seconds, default=1800.0)
     o.add_argument("--dispatch-timeout", type=_seconds, default=1800.0)
+    o.add_argument("--configure-timeout", type=_seconds, default=300.0)
     o.add_argument("--train-timeout", type=_seconds, default=0.0)
     return p
 
@@ -227,6 +229,7 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         partition_timeout=a.partition_timeout,
         deliver_timeout=a.deliver_timeout,
         dispatch_timeout=a.dispatch_timeout,
+        configure_timeout=a.configure_timeout,
         train_timeout=a.train_timeout,
         master_port=a.master_port,
         phase=phase,

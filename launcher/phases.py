@@ -82,6 +82,17 @@ class Console:
 
 
 @contextmanager
+def time_limit(transport: Transport, timeout: float) -> Iterator[float]:
+    """The phase's deadline (``timeout`` 0: none), which also bounds every transport call."""
+    deadline = time.monotonic() + timeout if timeout else None
+    transport.until(deadline)
+    try:
+        yield deadline if deadline is not None else float("inf")
+    finally:
+        transport.until(None)
+
+
+@contextmanager
 def phase(console: Console, report: Report, k: int, name: str) -> Iterator[None]:
     console.say(f"[{k}/{TOTAL}] {name}")
     console.progress.phase(k, TOTAL, name)
@@ -244,7 +255,7 @@ def dispatch(
     train_script: str,
 ) -> list[Host]:
     hosts = transport.workers()
-    with phase(console, report, 3, "dispatch"):
+    with phase(console, report, 3, "dispatch"), time_limit(transport, timeout) as deadline:
         if hosts and not transport.exists(hosts[0], train_script):
             raise PhaseError(
                 f"--train-entry-point {train_script} does not exist on {hosts[0].name}; "
@@ -256,7 +267,6 @@ def dispatch(
                 f"{len(hosts)} workers ({', '.join(h.name for h in hosts) or 'none'}); nothing "
                 "was copied"
             )
-        deadline = time.monotonic() + (timeout or 1e12)
         for i, host in enumerate(hosts):
             remote = f"{transport.workspace(host)}/{WORKLOAD}"
             part_dir = pset.part_dir(i)
@@ -279,8 +289,10 @@ def dispatch(
     return hosts
 
 
-def configure(hosts: list[Host], transport: Transport, console: Console, report: Report) -> None:
-    with phase(console, report, 4, "configure"):
+def configure(
+    hosts: list[Host], transport: Transport, console: Console, report: Report, timeout: float
+) -> None:
+    with phase(console, report, 4, "configure"), time_limit(transport, timeout):
         text = ip_config(hosts)
         for host in hosts:
             transport.write_file(
@@ -469,7 +481,7 @@ def run_on_workers(
         hosts = dispatch(
             pset, transport, console, report, opts.dispatch_timeout, str(opts.train_entry_point)
         )
-        configure(hosts, transport, console, report)
+        configure(hosts, transport, console, report, opts.configure_timeout)
         train(opts, pset, hosts, transport, console, report)
     finally:
         transport.close()

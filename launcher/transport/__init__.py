@@ -73,6 +73,11 @@ class Transport(Protocol):
         """Stop whatever still runs and release what the transport set up."""
         ...
 
+    def until(self, deadline: float | None) -> None:
+        """Every call from now on must end by ``deadline`` (``time.monotonic()``), or raise
+        TransportError; None lifts the limit. A phase's timeout bounds its calls this way."""
+        ...
+
 
 def pump(stream: IO[bytes], label: str, sink: LineSink) -> threading.Thread:
     """Forward a process's output to ``sink`` line by line, from a thread of its own."""

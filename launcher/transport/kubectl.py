@@ -50,14 +50,21 @@ class KubectlTransport:
         self._seq = 0
         # pidfiles of this run only: a restarted launcher never reads a previous run's
         self._run_id = secrets.token_hex(4)
+        self._deadline: float | None = None
 
     # -- plumbing -------------------------------------------------------------------------
 
+    def until(self, deadline: float | None) -> None:
+        self._deadline = deadline
+
     def _run(self, argv: list[str], what: str, timeout: float | None) -> str:
+        timeout = timeout or self.timeout
+        if self._deadline is not None:
+            timeout = min(timeout, self._deadline - time.monotonic())
+            if timeout <= 0:
+                raise TransportError(f"{what}: no time left in the phase")
         try:
-            out = subprocess.run(
-                argv, capture_output=True, text=True, timeout=timeout or self.timeout
-            )
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as e:
             raise TransportError(f"{what} timed out after {e.timeout:.0f}s") from e
         except OSError as e:

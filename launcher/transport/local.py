@@ -215,6 +215,9 @@ class LocalTransport:
     def workers(self) -> list[Host]:
         return list(self._hosts)
 
+    def until(self, deadline: float | None) -> None:
+        pass  # local copies cannot hang on a network
+
     def _index(self, worker: Host) -> int:
         return int(worker.name.rsplit("-", 1)[1])
 

@@ -341,3 +341,20 @@ def test_sigterm_stops_every_remote_process(cluster: Cluster) -> None:
     # the operator clears progress when it deletes pods: a stopped dglrun reports no outcome
     sent = progress_log(cluster)
     assert sent and not any(t.startswith(("failed", "done")) for t in sent), sent
+
+
+def test_a_hanging_copy_ends_with_the_dispatch_timeout(cluster: Cluster) -> None:
+    """A phase's timeout bounds each kubectl call in it, not only the gaps between them."""
+    cluster.partition()
+    (cluster.dir / "hostfile").write_text(
+        "127.0.0.1 30050 job-worker-0 slots=1\n127.0.0.2 30050 job-worker-1 slots=1\n"
+    )
+    started = time.monotonic()
+    proc = dglrun(
+        *launcher_args(cluster, "--dispatch-timeout", "3"),
+        env={**cluster.env, "FAKE_HANG_CP": "1"},
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert time.monotonic() - started < 60, "the hanging copy was waited for"
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("dglrun: error: dispatch failed: kubectl cp") and "timed out" in last
