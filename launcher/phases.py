@@ -226,7 +226,7 @@ def deliver_to_launcher(opts: Options, console: Console, report: Report) -> None
             "watcher-loop-partitioner",
             str(opts.workspace / DATASET),
             expected,
-            timeout=opts.deliver_timeout or 3600,
+            timeout=opts.deliver_timeout,
         )
         console.say(f"  {_mb(parts.total_bytes(expected))} verified in {pod}")
 

@@ -194,9 +194,20 @@ def wait_for_container(
     delay = 0.5
     last = "not found"
     while True:
-        out = subprocess.run(
-            [kubectl, "get", "pod", pod, "-o", "json"], capture_output=True, text=True, timeout=60
-        )
+        call = min(60.0, max(1.0, deadline - time.monotonic()))
+        try:
+            out = subprocess.run(
+                [kubectl, "get", "pod", pod, "-o", "json"],
+                capture_output=True,
+                text=True,
+                timeout=call,
+            )
+        except subprocess.TimeoutExpired:
+            out = subprocess.CompletedProcess(
+                [], 1, "", f"kubectl get pod timed out after {call:.0f}s"
+            )
+        except OSError as e:
+            raise TransportError(f"cannot run {kubectl}: {e.strerror}") from e
         if out.returncode == 0:
             try:
                 status = json.loads(out.stdout).get("status") or {}
@@ -232,13 +243,34 @@ def deliver(
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
     """Copy ``local_dir`` into ``pod``/``container`` at ``remote_dir`` and verify every file's
-    size and SHA-256 arrived, retrying with backoff."""
+    size and SHA-256 arrived, retrying with backoff; all of it within ``timeout`` seconds
+    (0: no limit)."""
+    deadline = time.monotonic() + timeout if timeout else None
+    transport.until(deadline)
+    try:
+        _deliver(
+            transport, local_dir, pod, container, remote_dir, expected, attempts, deadline, sleep
+        )
+    finally:
+        transport.until(None)
+
+
+def _deliver(
+    transport: KubectlTransport,
+    local_dir: Path,
+    pod: str,
+    container: str,
+    remote_dir: str,
+    expected: dict[str, tuple[int, str]],
+    attempts: int,
+    deadline: float | None,
+    sleep: Callable[[float], None],
+) -> None:
     target = f"{pod} -c {container}"
     delay = 1.0
     for attempt in range(1, attempts + 1):
-        wait_for_container(
-            transport.kubectl, pod, container, init=True, timeout=timeout, sleep=sleep
-        )
+        left = float("inf") if deadline is None else deadline - time.monotonic()
+        wait_for_container(transport.kubectl, pod, container, init=True, timeout=left, sleep=sleep)
         try:
             transport._exec(target, f"mkdir -p {shlex.quote(remote_dir)}")
             for entry in sorted(local_dir.iterdir()):
