@@ -25,7 +25,14 @@ from launcher.cli import PHASE_PARTITIONER, PHASE_WORKLOAD, Options
 from launcher.dgl_env import Topology, server_env, trainer_env
 from launcher.hostfile import Host, HostfileError, ip_config, parse_hostfile
 from launcher.progress import ABANDONED, DONE, FAILED, NoProgress, Progress, from_env
-from launcher.transport import PopenProc, Proc, Transport, TransportError, stop_all
+from launcher.transport import (
+    PopenProc,
+    Proc,
+    Transport,
+    TransportError,
+    stop_all,
+    time_limit,
+)
 from podutil import TERMINATION_LOG, write_termination_message
 
 TOTAL = 5
@@ -79,17 +86,6 @@ class Console:
     def line(self, label: str, text: str) -> None:
         self.say(f"[{label}] {text}")
         self.progress.output(label, text)
-
-
-@contextmanager
-def time_limit(transport: Transport, timeout: float) -> Iterator[float]:
-    """The phase's deadline (``timeout`` 0: none), which also bounds every transport call."""
-    deadline = time.monotonic() + timeout if timeout else None
-    transport.until(deadline)
-    try:
-        yield deadline if deadline is not None else float("inf")
-    finally:
-        transport.until(None)
 
 
 @contextmanager

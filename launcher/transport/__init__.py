@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import threading
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -144,6 +146,18 @@ class PopenProc:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.popen.wait(5)
         self._reader.join(2)
+
+
+@contextmanager
+def time_limit(transport: Transport, timeout: float) -> Iterator[float]:
+    """A phase's deadline (``time.monotonic()``; ``timeout`` 0: none, the deadline is inf),
+    which also bounds every call of the transport until the block ends."""
+    deadline = time.monotonic() + timeout if timeout else None
+    transport.until(deadline)
+    try:
+        yield deadline if deadline is not None else float("inf")
+    finally:
+        transport.until(None)
 
 
 def stop_all(procs: Iterable[Proc]) -> None:

@@ -22,6 +22,7 @@ from launcher.transport import (
     TransportError,
     default_sink,
     stop_all,
+    time_limit,
 )
 
 PIDFILE_DIR = "/tmp/dglrun"
@@ -245,49 +246,31 @@ def deliver(
     """Copy ``local_dir`` into ``pod``/``container`` at ``remote_dir`` and verify every file's
     size and SHA-256 arrived, retrying with backoff; all of it within ``timeout`` seconds
     (0: no limit)."""
-    deadline = time.monotonic() + timeout if timeout else None
-    transport.until(deadline)
-    try:
-        _deliver(
-            transport, local_dir, pod, container, remote_dir, expected, attempts, deadline, sleep
-        )
-    finally:
-        transport.until(None)
-
-
-def _deliver(
-    transport: KubectlTransport,
-    local_dir: Path,
-    pod: str,
-    container: str,
-    remote_dir: str,
-    expected: dict[str, tuple[int, str]],
-    attempts: int,
-    deadline: float | None,
-    sleep: Callable[[float], None],
-) -> None:
     target = f"{pod} -c {container}"
     delay = 1.0
-    for attempt in range(1, attempts + 1):
-        left = float("inf") if deadline is None else deadline - time.monotonic()
-        wait_for_container(transport.kubectl, pod, container, init=True, timeout=left, sleep=sleep)
-        try:
-            transport._exec(target, f"mkdir -p {shlex.quote(remote_dir)}")
-            for entry in sorted(local_dir.iterdir()):
-                transport._cp(entry, pod, f"{remote_dir}/{entry.name}", container)
-            got = transport._remote_manifest(target, remote_dir)
-            missing = {k: v for k, v in expected.items() if got.get(k) != v}
-            if not missing:
-                return
-            raise TransportError(
-                f"{len(missing)} file(s) did not arrive intact in {pod}:{remote_dir}, e.g. "
-                f"{next(iter(missing))}"
+    with time_limit(transport, timeout) as deadline:
+        for attempt in range(1, attempts + 1):
+            left = deadline - time.monotonic()
+            wait_for_container(
+                transport.kubectl, pod, container, init=True, timeout=left, sleep=sleep
             )
-        except TransportError as e:
-            if attempt == attempts:
+            try:
+                transport._exec(target, f"mkdir -p {shlex.quote(remote_dir)}")
+                for entry in sorted(local_dir.iterdir()):
+                    transport._cp(entry, pod, f"{remote_dir}/{entry.name}", container)
+                got = transport._remote_manifest(target, remote_dir)
+                missing = {k: v for k, v in expected.items() if got.get(k) != v}
+                if not missing:
+                    return
                 raise TransportError(
-                    f"delivery to {pod} failed after {attempts} attempts: {e}"
-                ) from e
-            transport.sink("dglrun", f"delivery attempt {attempt} failed ({e}); retrying")
-            sleep(delay)
-            delay = min(delay * 2, 30.0)
+                    f"{len(missing)} file(s) did not arrive intact in {pod}:{remote_dir}, e.g. "
+                    f"{next(iter(missing))}"
+                )
+            except TransportError as e:
+                if attempt == attempts:
+                    raise TransportError(
+                        f"delivery to {pod} failed after {attempts} attempts: {e}"
+                    ) from e
+                transport.sink("dglrun", f"delivery attempt {attempt} failed ({e}); retrying")
+                sleep(delay)
+                delay = min(delay * 2, 30.0)
