@@ -26,8 +26,9 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 
 command -v go >/dev/null || { echo "k8s-binaries: Go is required (https://go.dev)" >&2; exit 2; }
-# Modules come from the module proxy only: never 'direct' from their source hosts.
-proxy=$(go env GOPROXY | tr '|' ',' | tr ',' '\n' | grep -v -x -E 'direct|off' | paste -sd, -)
+# Modules come from the module proxy only: never 'direct' from their source hosts ('off', for
+# a filled module cache, stays off).
+proxy=$(go env GOPROXY | tr '|' ',' | tr ',' '\n' | grep -v -x direct | paste -sd, -)
 export GOPROXY=${proxy:-https://proxy.golang.org}
 export GOFLAGS="$(go env GOFLAGS) -mod=mod"
 mkdir -p "$OUT" "$WORK"

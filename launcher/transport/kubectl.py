@@ -58,9 +58,12 @@ class KubectlTransport:
     def until(self, deadline: float | None) -> None:
         self._deadline = deadline
 
-    def _run(self, argv: list[str], what: str, timeout: float | None) -> str:
+    def _run(
+        self, argv: list[str], what: str, timeout: float | None, *, bounded: bool = True
+    ) -> str:
+        """``bounded``: the phase's deadline applies (stopping processes is never cut short)."""
         timeout = timeout or self.timeout
-        if self._deadline is not None:
+        if bounded and self._deadline is not None:
             timeout = min(timeout, self._deadline - time.monotonic())
             if timeout <= 0:
                 raise TransportError(f"{what}: no time left in the phase")
@@ -76,9 +79,12 @@ class KubectlTransport:
             )
         return out.stdout
 
-    def _exec(self, target: str, command: str, *, timeout: float | None = None) -> str:
+    def _exec(
+        self, target: str, command: str, *, timeout: float | None = None, bounded: bool = True
+    ) -> str:
         """Run a shell command in a pod (``target`` may be '<pod> -c <container>')."""
-        return self._run([self.kubexec, target, command], f"{target}: `{command}`", timeout)
+        argv = [self.kubexec, target, command]
+        return self._run(argv, f"{target}: `{command}`", timeout, bounded=bounded)
 
     def _kubectl(self, *args: str, timeout: float | None = None) -> str:
         return self._run([self.kubectl, *args], f"kubectl {' '.join(args)}", timeout)
@@ -169,7 +175,10 @@ class KubectlTransport:
         files = " ".join(shlex.quote(p) for p in pidfiles)
         try:
             self._exec(
-                worker.name, f"{self.python} -m launcher.remote kill --pidfile {files}", timeout=30
+                worker.name,
+                f"{self.python} -m launcher.remote kill --pidfile {files}",
+                timeout=30,
+                bounded=False,
             )
         except TransportError as e:
             self.sink("dglrun", f"warning: could not stop processes on {worker.name}: {e}")
