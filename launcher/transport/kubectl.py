@@ -189,7 +189,7 @@ class KubectlTransport:
 
 
 def wait_for_container(
-    kubectl: str,
+    transport: KubectlTransport,
     pod: str,
     container: str,
     *,
@@ -204,23 +204,13 @@ def wait_for_container(
     delay = 0.5
     last = "not found"
     while True:
-        call = min(60.0, max(1.0, deadline - time.monotonic()))
         try:
-            out = subprocess.run(
-                [kubectl, "get", "pod", pod, "-o", "json"],
-                capture_output=True,
-                text=True,
-                timeout=call,
-            )
-        except subprocess.TimeoutExpired:
-            out = subprocess.CompletedProcess(
-                [], 1, "", f"kubectl get pod timed out after {call:.0f}s"
-            )
-        except OSError as e:
-            raise TransportError(f"cannot run {kubectl}: {e.strerror}") from e
-        if out.returncode == 0:
+            raw = transport._kubectl("get", "pod", pod, "-o", "json", timeout=60)
+        except TransportError as e:
+            last = str(e)[-200:]
+        else:
             try:
-                status = json.loads(out.stdout).get("status") or {}
+                status = json.loads(raw).get("status") or {}
             except ValueError:
                 status = {}
             for cs in status.get(key) or []:
@@ -229,8 +219,6 @@ def wait_for_container(
                     if "running" in state:
                         return
                     last = next(iter(state), "unknown")
-        else:
-            last = out.stderr.strip()[-200:]
         if time.monotonic() + delay > deadline:
             raise TransportError(
                 f"container {container} of pod {pod} is not running after {timeout:.0f}s "
@@ -260,9 +248,7 @@ def deliver(
     with time_limit(transport, timeout) as deadline:
         for attempt in range(1, attempts + 1):
             left = deadline - time.monotonic()
-            wait_for_container(
-                transport.kubectl, pod, container, init=True, timeout=left, sleep=sleep
-            )
+            wait_for_container(transport, pod, container, init=True, timeout=left, sleep=sleep)
             try:
                 transport._exec(target, f"mkdir -p {shlex.quote(remote_dir)}")
                 for entry in sorted(local_dir.iterdir()):
