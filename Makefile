@@ -11,7 +11,7 @@ VENV     := $(CACHE)/venv-$(VENV_KEY)
 BIN      := $(VENV)/bin
 DGL_KEY  := $(shell sha256sum requirements-dgl.txt | cut -c1-12)
 DGL_VENV := $(CACHE)/venv-dgl-$(DGL_KEY)
-PKGS     := workqueue informers controller launcher watcher_loop kubectl_download podutil
+PKGS     := workqueue informers controller launcher watcher_loop kubectl_download podutil distpart
 K8S_BINS := kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
 # Imports (and the console scripts started by tests) come from this checkout even when the
 # shared cached venv's editable install points at another clone.
@@ -25,6 +25,7 @@ export OPERATOR_PYTHON := $(BIN)/python
 
 help:
 	@echo "make demo          - single-node Kubernetes here, operator via Helm, GraphSAGE DGLJob"
+	@echo "                     (JOB=examples/graphsage/dgljob-parmetis.yaml: another DGLJob)"
 	@echo "make test          - install everything needed, then lint, type-check and run all tests"
 	@echo "make demo-local    - the data plane alone: dglrun with 2 local workers (namespaces)"
 	@echo "make bench         - run the benchmarks under bench/ and print their figures"
@@ -52,7 +53,10 @@ $(DGL_VENV)/.ready: requirements-dgl.txt
 	OUTDATED_IGNORE=1 DGLBACKEND=pytorch $(DGL_VENV)/bin/python -c "import dgl, torch, ogb"
 	@touch $@
 
+# Open MPI and PT-Scotch's ParMETIS API (Debian) for the ParMETIS modes: apt packages are not
+# cached with the venv, so this runs every time (a no-op once installed).
 dgl-venv: $(DGL_VENV)/.ready
+	hack/tools.sh mpi >/dev/null
 
 # kube-apiserver & co. built from the k8s.io/kubernetes Go module (cached per version).
 k8s-binaries:
@@ -81,8 +85,10 @@ images: venv dgl-venv
 	hack/tools.sh debootstrap gcc >/dev/null
 	$(BIN)/python hack/build_images.py >/dev/null
 
+# JOB: the DGLJob manifest to run (e.g. examples/graphsage/dgljob-parmetis.yaml)
+JOB ?= examples/graphsage/dgljob.yaml
 demo: venv dgl-venv k8s-binaries images
-	$(BIN)/python -m e2e.demo
+	$(BIN)/python -m e2e.demo $(JOB)
 
 demo-local: venv dgl-venv
 	hack/demo.sh

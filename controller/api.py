@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from controller import modes
 from informers.resources import Resource
 
 GROUP = "qihoo.net"
@@ -26,13 +27,12 @@ WORKER = "Worker"
 PARTITIONER = "Partitioner"
 REPLICA_TYPES = (LAUNCHER, PARTITIONER, WORKER)
 
-# spec.partitionMode
-DGL_API = "DGL-API"
-SKIP = "Skip"
-PARMETIS = "ParMETIS"
-DIST_PARMETIS = "DistParMETIS"
-PARTITION_MODES = (DGL_API, SKIP, PARMETIS, DIST_PARMETIS)
-IMPLEMENTED_PARTITION_MODES = (DGL_API, SKIP)
+# spec.partitionMode (what each one means: controller/modes.py)
+DGL_API = modes.DGL_API
+SKIP = modes.SKIP
+PARMETIS = modes.PARMETIS
+DIST_PARMETIS = modes.DIST_PARMETIS
+PARTITION_MODES = modes.PARTITION_MODES
 
 # spec.cleanPodPolicy
 CLEAN_RUNNING = "Running"
@@ -73,6 +73,14 @@ class RunPolicy:
 
 
 @dataclass(frozen=True)
+class ChunkedGraphSpec:
+    """``spec.chunkedGraph``: the ParMETIS modes' input, as the partitioning pods see it."""
+
+    path: str
+    layout: str = modes.SHARED
+
+
+@dataclass(frozen=True)
 class JobSpec:
     partition_mode: str
     clean_pod_policy: str
@@ -81,6 +89,11 @@ class JobSpec:
     launcher: ReplicaSpec
     worker: ReplicaSpec | None
     run_policy: RunPolicy
+    chunked_graph: ChunkedGraphSpec | None = None
+
+    @property
+    def mode(self) -> modes.Mode:
+        return modes.MODES[self.partition_mode]
 
     @property
     def skip(self) -> bool:
@@ -223,6 +236,37 @@ def _run_policy(value: Any) -> RunPolicy:
     )
 
 
+def _chunked_graph(value: Any, mode: modes.Mode) -> ChunkedGraphSpec | None:
+    field = "spec.chunkedGraph"
+    if value is None:
+        if mode.chunked_graph:
+            raise SpecError(
+                field,
+                f"is required when partitionMode is {mode.name}: the folder (or metadata.json) "
+                "of the chunked graph to partition, as the partitioning pods see it",
+            )
+        return None
+    if not mode.chunked_graph:
+        raise SpecError(
+            field, f"is only used by partitionMode ParMETIS and DistParMETIS, not {mode.name}"
+        )
+    cg = _dict(value, field)
+    unknown = sorted(set(cg) - {"path", "layout"})
+    if unknown:
+        raise SpecError(f"{field}.{unknown[0]}", "unknown field (path and layout are allowed)")
+    path = cg.get("path")
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise SpecError(f"{field}.path", f"must be an absolute path, got {path!r}")
+    layout = _choice(cg.get("layout", modes.SHARED), f"{field}.layout", modes.CHUNKED_LAYOUTS)
+    if layout not in mode.layouts:
+        raise SpecError(
+            f"{field}.layout",
+            f"{layout} needs partitionMode DistParMETIS (ParMETIS runs every rank in one pod, "
+            "which must see the whole graph: Shared)",
+        )
+    return ChunkedGraphSpec(path, layout)
+
+
 def validate_name(name: str, spec: JobSpec) -> None:
     if not _DNS1035.match(name):
         raise SpecError(
@@ -231,8 +275,10 @@ def validate_name(name: str, spec: JobSpec) -> None:
             "with a letter): it names the job's pods and Services",
         )
     longest = [f"{name}-launcher"]
-    if not spec.skip:
-        longest += [f"{name}-partitioner", f"{name}-worker-{max(spec.workers - 1, 0)}"]
+    if spec.mode.partitioner:
+        longest.append(f"{name}-partitioner")
+    if spec.mode.workers:
+        longest.append(f"{name}-worker-{max(spec.workers - 1, 0)}")
     for derived in longest:
         if len(derived) > MAX_NAME:
             raise SpecError(
@@ -245,11 +291,7 @@ def validate_name(name: str, spec: JobSpec) -> None:
 def parse_spec(spec_obj: Any) -> JobSpec:
     spec = _dict(spec_obj, "spec")
     mode = _choice(spec.get("partitionMode", DGL_API), "spec.partitionMode", PARTITION_MODES)
-    if mode not in IMPLEMENTED_PARTITION_MODES:
-        raise SpecError(
-            "spec.partitionMode",
-            f"partitionMode {mode} is not implemented yet; use DGL-API or Skip",
-        )
+    chunked = _chunked_graph(spec.get("chunkedGraph"), modes.MODES[mode])
     clean = _choice(
         spec.get("cleanPodPolicy", CLEAN_RUNNING), "spec.cleanPodPolicy", CLEAN_POD_POLICIES
     )
@@ -272,7 +314,7 @@ def parse_spec(spec_obj: Any) -> JobSpec:
         raise SpecError("spec.dglReplicaSpecs.Launcher", "is required")
     launcher = _replica(replica_specs[LAUNCHER], "spec.dglReplicaSpecs.Launcher", exactly_one=True)
     worker: ReplicaSpec | None = None
-    if mode == SKIP:
+    if not modes.MODES[mode].workers:
         if WORKER in replica_specs:
             raise SpecError(
                 "spec.dglReplicaSpecs.Worker",
@@ -292,6 +334,7 @@ def parse_spec(spec_obj: Any) -> JobSpec:
         launcher=launcher,
         worker=worker,
         run_policy=_run_policy(spec.get("runPolicy")),
+        chunked_graph=chunked,
     )
 
 

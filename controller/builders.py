@@ -38,6 +38,11 @@ PHASE_ENV = "DGL_OPERATOR_PHASE_ENV"
 JOB_NAME_ENV = "DGL_OPERATOR_JOB_NAME"  # launcher/progress.py reads it
 PHASE_PARTITIONER = "Partitioner"
 PHASE_LAUNCHER_WORKLOAD = "Launcher_Workload"
+# The ParMETIS modes (launcher/cli.py reads them as dglrun's defaults)
+PARTITION_MODE_ENV = "DGL_OPERATOR_PARTITION_MODE"
+CHUNKED_GRAPH_ENV = "DGL_OPERATOR_CHUNKED_GRAPH"
+CHUNKED_LAYOUT_ENV = "DGL_OPERATOR_CHUNKED_LAYOUT"
+CPU_LIMIT_ENV = "DGL_OPERATOR_CPU_LIMIT"  # ParMETIS: dglrun's default --num-ranks
 
 DGL_PORT = 30050
 DGL_PORT_COUNT = 20  # DGL server k on a machine binds DGL_PORT + k
@@ -289,13 +294,14 @@ def role_binding(job: DGLJob, name: str) -> Obj:
 
 
 def rbac(job: DGLJob) -> list[Obj]:
-    """ServiceAccount, Role and RoleBinding for the launcher (exec into this job's workers)
-    and the partitioner (exec into this job's launcher)."""
+    """ServiceAccount, Role and RoleBinding for the launcher (exec into this job's workers:
+    dglrun's commands, and in DistParMETIS mpirun's daemons through kubexec.sh) and, in the
+    modes that have one, the partitioner (exec into this job's launcher)."""
+    accounts = [(job.launcher_name, job.worker_names())]
+    if job.spec.mode.partitioner:
+        accounts.append((job.partitioner_name, [job.launcher_name]))
     out: list[Obj] = []
-    for name, targets in (
-        (job.launcher_name, job.worker_names()),
-        (job.partitioner_name, [job.launcher_name]),
-    ):
+    for name, targets in accounts:
         out += [service_account(job, name), role(job, name, targets), role_binding(job, name)]
     return out
 
@@ -368,6 +374,34 @@ def _operator_env(job: DGLJob, *extra: tuple[str, str]) -> tuple[tuple[str, str]
     )
 
 
+def _mode_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
+    """The ParMETIS modes' settings, as dglrun's defaults (none in DGL-API: its pods are the
+    original operator's)."""
+    cg = job.spec.chunked_graph
+    if cg is None:
+        return ()
+    return (
+        (PARTITION_MODE_ENV, job.spec.partition_mode),
+        (CHUNKED_GRAPH_ENV, cg.path),
+        (CHUNKED_LAYOUT_ENV, cg.layout),
+    )
+
+
+def _cpu_limit_env(container: Obj) -> Obj:
+    """The container's CPU limit in whole cores, through the downward API (the node's
+    allocatable CPUs when it has no limit)."""
+    return {
+        "name": CPU_LIMIT_ENV,
+        "valueFrom": {
+            "resourceFieldRef": {
+                "containerName": container["name"],
+                "resource": "limits.cpu",
+                "divisor": "1",
+            }
+        },
+    }
+
+
 def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     """The Worker template running the Launcher's command with the Partitioner phase."""
     assert job.spec.worker is not None
@@ -386,8 +420,12 @@ def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
             job,
             ("DGL_OPERATOR_LEADFILE_PATH", LEADFILE_PATH),
             (PHASE_ENV, PHASE_PARTITIONER),
+            *_mode_env(job),
         ),
     )
+    if job.spec.chunked_graph is not None:
+        main["env"] = [e for e in main["env"] if e.get("name") != CPU_LIMIT_ENV]
+        main["env"].append(_cpu_limit_env(main))
     _add_mounts(main, (CONFIG_VOLUME, CONFIG_DIR), (KUBE_VOLUME, KUBE_DIR))
     spec = pod["spec"]
     spec["serviceAccountName"] = name
@@ -401,26 +439,33 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     pod = _base_pod(job, job.spec.launcher.template, name, LAUNCHER, attempt)
     main = _main(pod)
     spec = pod["spec"]
-    if job.spec.skip:
+    if not job.spec.mode.workers:
         _set_env(main, (PHASE_ENV, PHASE_LAUNCHER_WORKLOAD))
         return pod
-    _set_env(main, *_operator_env(job))
-    _add_mounts(
-        main, (KUBE_VOLUME, KUBE_DIR), (CONFIG_VOLUME, CONFIG_DIR), (DATASET_VOLUME, DATASET_DIR)
-    )
+    _set_env(main, *_operator_env(job, *_mode_env(job)))
     config_mount = {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR}
+    _add_mounts(main, (KUBE_VOLUME, KUBE_DIR), (CONFIG_VOLUME, CONFIG_DIR))
+    waits = []
+    volumes: list[Obj] = [{"name": KUBE_VOLUME, "emptyDir": {}}]
+    if job.spec.mode.partitioner:
+        # the partitioner delivers the partitions into this volume, then the launcher starts
+        _add_mounts(main, (DATASET_VOLUME, DATASET_DIR))
+        volumes.append({"name": DATASET_VOLUME, "emptyDir": {}})
+        waits.append(
+            _watcher_loop(
+                job,
+                opts,
+                "watcher-loop-partitioner",
+                PARTFILE_PATH,
+                "finished",
+                1,
+                [config_mount, {"name": DATASET_VOLUME, "mountPath": DATASET_DIR}],
+            )
+        )
     spec["serviceAccountName"] = name
     spec["initContainers"] = [
         _kubectl_download(opts),
-        _watcher_loop(
-            job,
-            opts,
-            "watcher-loop-partitioner",
-            PARTFILE_PATH,
-            "finished",
-            1,
-            [config_mount, {"name": DATASET_VOLUME, "mountPath": DATASET_DIR}],
-        ),
+        *waits,
         _watcher_loop(
             job,
             opts,
@@ -432,12 +477,7 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
         ),
         *(spec.get("initContainers") or []),
     ]
-    _add_volumes(
-        spec,
-        {"name": KUBE_VOLUME, "emptyDir": {}},
-        {"name": DATASET_VOLUME, "emptyDir": {}},
-        _config_volume(job, LAUNCHER_CONFIG_KEYS),
-    )
+    _add_volumes(spec, *volumes, _config_volume(job, LAUNCHER_CONFIG_KEYS))
     return pod
 
 
@@ -457,7 +497,8 @@ def desired(
     job: DGLJob, opts: BuildOptions, pods: Mapping[str, Obj] | None = None, attempt: int = 0
 ) -> Desired:
     """All children of ``job``; ``pods`` (by name) supplies the IPs for the ConfigMap."""
-    if job.spec.skip:
+    mode = job.spec.mode
+    if not mode.workers:
         return Desired(None, [], [], [], None, launcher_pod(job, opts, attempt))
     n = job.spec.workers
     return Desired(
@@ -465,6 +506,6 @@ def desired(
         rbac=rbac(job),
         services=[worker_service(job, i) for i in range(n)],
         workers=[worker_pod(job, i, attempt) for i in range(n)],
-        partitioner=partitioner_pod(job, opts, attempt),
+        partitioner=partitioner_pod(job, opts, attempt) if mode.partitioner else None,
         launcher=launcher_pod(job, opts, attempt),
     )

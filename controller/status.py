@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -285,8 +286,9 @@ class Observation:
 def observe(job: DGLJob, pods: list[Obj], attempt: int) -> Observation:
     obs = Observation()
     desired = {LAUNCHER: 1}
-    if not job.spec.skip:
+    if job.spec.mode.partitioner:
         desired[PARTITIONER] = 1
+    if job.spec.mode.workers:
         desired[WORKER] = job.spec.workers
     obs.counts = {t: ReplicaCounts(n) for t, n in desired.items()}
     for pod in pods:
@@ -315,9 +317,11 @@ def observe(job: DGLJob, pods: list[Obj], attempt: int) -> Observation:
 
 
 def _first_failure(job: DGLJob, obs: Observation) -> PodFailure | None:
-    order = [job.launcher_name]
-    if not job.spec.skip:
-        order = [job.partitioner_name, *job.worker_names(), job.launcher_name]
+    order = [
+        *([job.partitioner_name] if job.spec.mode.partitioner else []),
+        *(job.worker_names() if job.spec.mode.workers else []),
+        job.launcher_name,
+    ]
     launcher_done = pod_phase(obs.pods.get(job.launcher_name) or {}) == "Succeeded"
     for name in order:
         pod = obs.pods.get(name)
@@ -334,7 +338,8 @@ def _first_failure(job: DGLJob, obs: Observation) -> PodFailure | None:
 
 
 def partition_done(job: DGLJob, obs: Observation) -> bool:
-    if job.spec.skip:
+    """The partitioner pod's work is done (True in the modes without one)."""
+    if not job.spec.mode.partitioner:
         return True
     if pod_phase(obs.pods.get(job.partitioner_name) or {}) == "Succeeded":
         return True
@@ -361,12 +366,31 @@ def workers_up(job: DGLJob, obs: Observation) -> bool:
     return True
 
 
-def phase_for(job: DGLJob, obs: Observation) -> str:
+_PROGRESS_STEP = re.compile(r"^(?:failed in )?(\d+)/\d+ ")
+
+
+def phase_from_progress(progress: str) -> str:
+    """The phase dglrun's ``status.progress`` shows, when the launcher itself partitions
+    (DistParMETIS): ``1/5 partition`` and ``2/5 deliver`` are Partitioning, ``3/5 dispatch``
+    (checking each worker's part) Partitioned, the rest Training. Before the first report
+    dglrun is partitioning: that is what it starts with."""
+    if progress == "done":
+        return TRAINING
+    m = _PROGRESS_STEP.match(progress or "")
+    if not m:
+        return PARTITIONING
+    step = int(m.group(1))
+    return PARTITIONING if step <= 2 else PARTITIONED if step == 3 else TRAINING
+
+
+def phase_for(job: DGLJob, obs: Observation, progress: str = "") -> str:
     """The running phase (the job is neither finished, suspended nor restarting)."""
     launcher = obs.pods.get(job.launcher_name)
+    if job.spec.mode.partitions_in_launcher:
+        return phase_from_progress(progress) if main_started(launcher) else PENDING
     if main_started(launcher):
         return TRAINING
-    if job.spec.skip:
+    if not job.spec.mode.partitioner:
         return PENDING
     if partition_done(job, obs):
         return PARTITIONED

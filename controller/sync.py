@@ -360,7 +360,8 @@ class JobSync:
             st.set_condition(plan.status, st.RUNNING, False, reason, message, now)
 
     def _record_partition_time(self, job: DGLJob, obs: st.Observation, plan: _Plan) -> None:
-        if job.spec.skip or "partitionSeconds" in plan.status:
+        """The partitioner pod's runtime (DistParMETIS: see :meth:`_partitioned_on_workers`)."""
+        if not job.spec.mode.partitioner or "partitionSeconds" in plan.status:
             return
         partitioner = obs.pod(job.partitioner_name)
         if partitioner is None or st.pod_phase(partitioner) != "Succeeded":
@@ -373,9 +374,27 @@ class JobSync:
         plan.on_written.append(lambda: self.metrics.partition_duration.labels(ns).observe(seconds))
         plan.announce(NORMAL, "PartitionSucceeded", f"Graph partitioned in {seconds:.0f}s")
 
+    def _partitioned_on_workers(self, job: DGLJob, plan: _Plan) -> None:
+        """DistParMETIS: the launcher's dglrun partitioned on the workers and reported how long
+        it took (``status.partitionSeconds``, with its progress)."""
+        seconds = plan.status.get("partitionSeconds")
+        took = f" in {seconds:.0f}s" if isinstance(seconds, (int, float)) else ""
+        plan.announce(NORMAL, "PartitionSucceeded", f"Graph partitioned on the workers{took}")
+        if isinstance(seconds, (int, float)):
+            ns, value = job.namespace, float(seconds)
+            plan.on_written.append(
+                lambda: self.metrics.partition_duration.labels(ns).observe(value)
+            )
+
     def _set_running_phase(self, job: DGLJob, obs: st.Observation, plan: _Plan, now: float) -> None:
-        phase = st.phase_for(job, obs)
+        phase = st.phase_for(job, obs, str(plan.status.get("progress") or ""))
         previous = plan.status.get("phase")
+        if (
+            job.spec.mode.partitions_in_launcher
+            and previous == st.PARTITIONING
+            and phase in (st.PARTITIONED, st.TRAINING)
+        ):
+            self._partitioned_on_workers(job, plan)
         plan.status["phase"] = phase
         if phase in _RUNNING_PHASES:
             message = f"DGLJob {job.key} is running: {_PHASE_MESSAGES[phase]}."
@@ -421,7 +440,7 @@ class JobSync:
         if job.launcher_name in present:
             return
         if (
-            job.spec.skip
+            not job.spec.mode.workers
             or job.spec.launcher_creation_policy != WAIT_FOR_WORKERS_READY
             or st.workers_up(job, obs)
         ):

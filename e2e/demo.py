@@ -4,6 +4,11 @@ Helm, the GraphSAGE DGLJob run to Succeeded, its test accuracy printed.
 Steps: build the images (no Docker; cached), bring the node up (or reuse a running one),
 ``helm upgrade --install`` the chart, apply examples/graphsage/dgljob.yaml, follow the job's
 phases and the launcher's log, print the accuracy and the machine's peak memory.
+
+    python -m e2e.demo [DGLJOB.yaml]     # make demo JOB=examples/graphsage/dgljob-parmetis.yaml
+
+runs another DGLJob manifest instead (its own name and namespace), e.g. one of the ParMETIS
+modes' examples.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from e2e.helm import install_operator
 from e2e.node import DEFAULT_DIR, refresh_images, running
 from e2e.node import main as node_main
 
-JOB, NS, OP_NS = "dgl-graphsage", "dgl-operator", "dgl-system"
+OP_NS = "dgl-system"
 EXAMPLE = REPO / "examples" / "graphsage" / "dgljob.yaml"
 
 
@@ -62,7 +67,23 @@ def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return out
 
 
-def main() -> int:
+def manifest(path: Path) -> tuple[str, str, str]:
+    """(name, namespace, main container) of the DGLJob in ``path``."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text())
+        meta = doc["metadata"]
+        main = doc["spec"]["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+        return str(meta["name"]), str(meta.get("namespace") or "default"), str(main["name"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError, IndexError) as e:
+        raise SystemExit(f"demo: {path} is not a readable DGLJob manifest: {e}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    example = Path(args[0]).resolve() if args else EXAMPLE
+    job, ns, container = manifest(example)
     started = time.monotonic()
     mem = MemorySampler()
     kubeconfig = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
@@ -80,14 +101,14 @@ def main() -> int:
     digests = refresh_images()  # this checkout's images (a no-op when nothing changed)
     say(f"cluster up after {time.monotonic() - started:.0f}s; installing the operator with Helm")
     install_operator(kubeconfig, digests.get("dgl-operator", ""))
-    run(*kc, "create", "namespace", NS, check=False)
-    run(*kc, "-n", NS, "delete", "dgljob", JOB, "--ignore-not-found", "--wait=true")
-    run(*kc, "apply", "-f", str(EXAMPLE))
-    say(f"applied {EXAMPLE.relative_to(REPO)}; following it (kubectl -n {NS} get dglj -w)")
+    run(*kc, "create", "namespace", ns, check=False)
+    run(*kc, "-n", ns, "delete", "dgljob", job, "--ignore-not-found", "--wait=true")
+    run(*kc, "apply", "-f", str(example))
+    say(f"applied {example}; following it (kubectl -n {ns} get dglj -w)")
     phase, deadline = "", time.monotonic() + 900
     status: dict[str, object] = {}
     while time.monotonic() < deadline:
-        out = run(*kc, "-n", NS, "get", "dgljob", JOB, "-o", "json", check=False)
+        out = run(*kc, "-n", ns, "get", "dgljob", job, "-o", "json", check=False)
         if out.returncode == 0:
             status = json.loads(out.stdout).get("status") or {}
             if status.get("phase") and status.get("phase") != phase:
@@ -100,12 +121,12 @@ def main() -> int:
             if phase in ("Completed", "Failed"):
                 break
         time.sleep(1)
-    logs = run(*kc, "-n", NS, "logs", f"{JOB}-launcher", "-c", "dgl-graphsage", check=False).stdout
+    logs = run(*kc, "-n", ns, "logs", f"{job}-launcher", "-c", container, check=False).stdout
     print(
         "\n".join(
             f"  | {ln}"
             for ln in logs.splitlines()
-            if not ln.startswith(f"[{JOB}-worker") or "done:" in ln
+            if not ln.startswith(f"[{job}-worker") or "done:" in ln
         )
     )
     mem.stop()
@@ -122,7 +143,7 @@ def main() -> int:
         say(f"the job ended {phase or 'nowhere'}: {conds}")
         return 1
     accuracy = summary[0].split("test accuracy ")[1].split(",")[0] if summary else "?"
-    say(f"DGLJob {NS}/{JOB} Succeeded in {took:.0f}s: test accuracy {accuracy}")
+    say(f"DGLJob {ns}/{job} Succeeded in {took:.0f}s: test accuracy {accuracy}")
     say(f"explore: export KUBECONFIG={kubeconfig}; kubectl get dglj,pods -A")
     say("clean up: make cluster-down")
     return 0

@@ -314,3 +314,176 @@ def test_jobs_are_independent(cluster: Any, namespace: str) -> None:
         assert succeeded(done), conditions(done)
     cm = cluster.kubectl(["get", "configmap", "first-config", "-n", namespace])
     assert "second" not in cm["data"]["hostfile"] and "first-worker-0" in cm["data"]["hostfile"]
+
+
+# -- the ParMETIS modes ---------------------------------------------------------------------
+
+PROCESSES = (  # (not itself: its own command line holds the words)
+    "import os\n"
+    "for p in os.listdir('/proc'):\n"
+    "    if not p.isdigit() or p == str(os.getpid()):\n"
+    "        continue\n"
+    "    try:\n"
+    "        cmd = open(f'/proc/{p}/cmdline', 'rb').read().replace(b'\\0', b' ').decode()\n"
+    "    except OSError:\n"
+    "        continue\n"
+    "    if any(w in cmd for w in ('orted', 'mpirun', 'distpart', 'train_dist')):\n"
+    "        print(p, cmd)\n"
+)
+KILL_RANK = (
+    "import os, signal\n"
+    "for p in os.listdir('/proc'):\n"
+    "    try:\n"
+    "        cmd = open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0')\n"
+    "        env = open(f'/proc/{p}/environ', 'rb').read().split(b'\\0')\n"
+    "    except OSError:\n"
+    "        continue\n"
+    "    if b'distpart' in cmd and b'launcher.remote' not in cmd and "
+    "b'OMPI_COMM_WORLD_RANK=1' in env:\n"
+    "        os.kill(int(p), signal.SIGKILL); print('killed', p)\n"
+)
+
+
+def mode_job(namespace: str, manifest: str, name: str) -> dict[str, Any]:
+    job: dict[str, Any] = yaml.safe_load((EXAMPLE / manifest).read_text())
+    job["metadata"].update(name=name, namespace=namespace)
+    return job
+
+
+def in_pod(cluster: Any, ns: str, pod: str, script: str) -> str:
+    """A Python script run in the pod's main container (argv as is: pytest-kubernetes would
+    pass it through a shell)."""
+    out = subprocess.run(
+        ["kubectl", "--kubeconfig", str(cluster.kubeconfig), "exec", pod, "-n", ns, "--",
+         "python3", "-c", script],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl exec {pod}: {out.stderr.strip()}")
+    return out.stdout
+
+
+def follow(
+    cluster: Any, ns: str, name: str, timeout: float = 900
+) -> tuple[dict[str, Any], list[str]]:
+    """The finished job and every phase it went through."""
+    phases: list[str] = []
+
+    def done() -> dict[str, Any] | None:
+        job = get_job(cluster, ns, name)
+        phase = (job.get("status") or {}).get("phase")
+        if phase and (not phases or phases[-1] != phase):
+            phases.append(phase)
+        return job if succeeded(job) or conditions(job).get("Failed", {}).get("status") else None
+
+    return wait_until(done, timeout, f"DGLJob {ns}/{name} to finish"), phases
+
+
+def test_parmetis_example_trains_close_to_the_baseline(
+    cluster: Any, namespace: str, baseline: float
+) -> None:
+    """The Partitioner pod partitions with MPI ranks through the ParMETIS API; then the same
+    delivery and training as DGL-API."""
+    name = "sage-parmetis"
+    apply(cluster, mode_job(namespace, "dgljob-parmetis.yaml", name))
+    job, phases = follow(cluster, namespace, name)
+    assert succeeded(job), conditions(job)
+    assert phases[-1] == "Completed" and "Training" in phases, phases
+    part_log = cluster.logs(f"{name}-partitioner", "dgl-graphsage", namespace)
+    assert "mpirun: 2 ranks of distpart in this pod" in part_log, part_log[-3000:]
+    assert "edge cut" in part_log
+    log = cluster.logs(f"{name}-launcher", "dgl-graphsage", namespace)
+    acc = accuracy(log)
+    seconds = job["status"]["partitionSeconds"]
+    cut = next(ln for ln in part_log.splitlines() if ln.strip().startswith("edge cut"))
+    print(f"ParMETIS in the cluster: partition {seconds}s; {cut.strip()}; test accuracy "
+          f"{acc:.4f} (single process {baseline:.4f})")  # fmt: skip
+    assert abs(acc - baseline) <= 0.02, f"in-cluster {acc:.4f} vs single-process {baseline:.4f}"
+    reasons = {e["reason"] for e in cluster.kubectl(["get", "events", "-n", namespace])["items"]}
+    assert {"DGLJobPartitioning", "PartitionSucceeded", "DGLJobSucceeded"} <= reasons
+
+
+def test_distparmetis_example_each_worker_partitions_its_own_slice(
+    cluster: Any, namespace: str, baseline: float
+) -> None:
+    """No Partitioner pod: one MPI rank per worker (mpirun's daemons through kubexec.sh), each
+    worker holding only its own chunks and writing only its own partition; nothing copied."""
+    name = "sage-dist"
+    job = mode_job(namespace, "dgljob-distparmetis.yaml", name)
+    job["spec"]["cleanPodPolicy"] = "None"  # keep the workers to look at their disks
+    apply(cluster, job)
+    done, phases = follow(cluster, namespace, name)
+    assert succeeded(done), conditions(done)
+    assert "Partitioning" in phases and phases[-1] == "Completed", phases
+    assert set(pods(cluster, namespace)) == {f"{name}-launcher", f"{name}-worker-0",
+                                             f"{name}-worker-1"}  # fmt: skip
+    assert (
+        "replicaStatuses" in done["status"]
+        and "Partitioner" not in done["status"]["replicaStatuses"]
+    )
+    log = cluster.logs(f"{name}-launcher", "dgl-graphsage", namespace)
+    assert f"one rank of distpart on each of {name}-worker-0, {name}-worker-1" in log, log[-3000:]
+    assert f"ranks ({name}-worker-0, {name}-worker-1)" in log  # where the ranks really ran
+    assert "nothing to deliver: every worker wrote its own partition" in log
+    for i in (0, 1):
+        listing = in_pod(
+            cluster, namespace, f"{name}-worker-{i}",
+            "import os; print(sorted(os.listdir('/dgl_workspace/workload')), "
+            "sorted(os.listdir('/data/chunked/edges')))",
+        )  # fmt: skip
+        assert f"'part{i}'" in listing and f"'part{1 - i}'" not in listing, listing
+        mine = [f"'edges-{j}.npy'" for j in range(4) if j * 2 // 4 == i]
+        assert all(f in listing for f in mine) and listing.count("edges-") == 2, listing
+    acc = accuracy(log)
+    seconds = done["status"].get("partitionSeconds")
+    cut = next(ln for ln in log.splitlines() if ln.strip().startswith("edge cut"))
+    print(f"DistParMETIS in the cluster: partition {seconds}s; {cut.strip()}; test accuracy "
+          f"{acc:.4f} (single process {baseline:.4f})")  # fmt: skip
+    assert abs(acc - baseline) <= 0.02, f"in-cluster {acc:.4f} vs single-process {baseline:.4f}"
+    events = cluster.kubectl(["get", "events", "-n", namespace])["items"]
+    partitioned = [e["message"] for e in events if e["reason"] == "PartitionSucceeded"]
+    assert partitioned and partitioned[0].startswith("Graph partitioned on the workers in")
+
+
+@pytest.mark.parametrize("mode", ["ParMETIS", "DistParMETIS"])
+def test_a_rank_killed_mid_partition_fails_the_job_within_a_minute(
+    cluster: Any, namespace: str, mode: str
+) -> None:
+    """kill -9 of MPI rank 1 while the ranks partition: the job is Failed within 60 s, its
+    reason naming the pod and the phase, and no MPI or DGL process is left on any pod."""
+    name = "kill-" + mode.lower()
+    manifest = "dgljob-parmetis.yaml" if mode == "ParMETIS" else "dgljob-distparmetis.yaml"
+    job = mode_job(namespace, manifest, name)
+    job["spec"]["cleanPodPolicy"] = "None"
+    apply(cluster, job)
+    victim = f"{name}-partitioner" if mode == "ParMETIS" else f"{name}-worker-1"
+    pod_of_rank = victim if mode == "ParMETIS" else f"{name}-worker-1"
+
+    def kill() -> float | None:
+        try:
+            out = in_pod(cluster, namespace, victim, KILL_RANK)
+        except Exception:  # the pod is not running yet
+            return None
+        return time.monotonic() if "killed" in out else None
+
+    killed_at: float = wait_until(kill, 600, f"MPI rank 1 running in {victim}")
+    failed_job = wait_finished(cluster, namespace, name, timeout=120)
+    took = time.monotonic() - killed_at
+    failed = conditions(failed_job).get("Failed", {})
+    assert failed.get("status") == "True", conditions(failed_job)
+    print(f"{mode}: rank 1 killed in {victim}; the job was Failed {took:.1f}s later: "
+          f"{failed['reason']}: {failed['message']}")  # fmt: skip
+    assert took < 60
+    assert "partition failed" in failed["message"], failed
+    assert f"MPI rank 1 on {pod_of_rank}" in failed["message"], failed
+    expected_reason = "PartitionerFailed" if mode == "ParMETIS" else "LauncherFailed"
+    assert failed["reason"] == expected_reason, failed
+    for pod, p in pods(cluster, namespace).items():
+        if p["status"].get("phase") != "Running":
+            continue
+        left = wait_until(
+            lambda pod=pod: in_pod(cluster, namespace, pod, PROCESSES).strip() == "" or None,
+            30,
+            f"no MPI or DGL process in {pod}",
+        )
+        assert left

@@ -12,7 +12,7 @@ image              layers                                    runs
 operator           base, app                                 ``dgl-operator``
 watcher-loop       base, app                                 ``watcher-loop``
 kubectl-download   base, app, kubectl                        ``kubectl-download``
-graphsage          base, dgl, app-dglrun, examples           ``dglrun`` (WORKDIR /dgl_workspace)
+graphsage          base, mpi, dgl, app-dglrun..., examples   ``dglrun`` (WORKDIR /dgl_workspace)
 pause              pause                                     ``/pause`` (a sandbox image)
 =================  ========================================  =================================
 
@@ -23,12 +23,17 @@ pause              pause                                     ``/pause`` (a sandb
   its runtime dependencies, with this interpreter's pip (Python 3.11, the base's ABI), no
   chroot; byte-compiled with unchecked-hash pycs; console-script wrappers in /usr/local/bin.
   app-dglrun is the project alone (``--no-deps``: dglrun needs the standard library only).
+* mpi: Open MPI (``openmpi-bin``) and PT-Scotch's ParMETIS API (``libptscotch-7.0``) for the
+  ParMETIS modes: a second debootstrap with these packages, minus every file the base already
+  has byte for byte (so the base stays shared by all images).
 * dgl: the DGL environment of requirements-dgl.txt at /opt/dgl/site-packages, hard-linked from
   the DGL venv that ``make dgl-venv`` built (or, with ``--dgl-source pip``, installed with pip),
   uncompressed (~5 GB with torch's CUDA wheels: gzip would cost minutes on every change).
 * kubectl: the kubectl ``hack/k8s-binaries.sh kubectl`` builds, at /usr/local/bin/kubectl.
-* examples: examples/graphsage/*.py at /dgl_workspace/code and the synthetic dataset
-  (make_dataset.py, seed 0) at /dgl_workspace/raw_data (the workspace owned by 65532).
+* examples: examples/graphsage/*.py at /dgl_workspace/code, the synthetic dataset
+  (make_dataset.py, seed 0) at /dgl_workspace/raw_data (the workspace owned by 65532), and
+  the same graph in DGL's chunked format (``dgl-chunk-graph``, 4 chunks) at
+  /dgl_workspace/chunked, the ParMETIS modes' input.
 * pause: a static C program (gcc -static) that sleeps until SIGTERM/SIGINT and reaps children.
 
 Layers are deterministic (sorted entries, fixed mtimes, uid/gid 0 or 65532, no owner names,
@@ -82,6 +87,8 @@ PROJECT_FILES = ("setup.cfg", "pyproject.toml", "README.md")
 SUITE = "bookworm"
 VARIANT = "minbase"
 BASE_PACKAGES = ("python3", "ca-certificates")
+# the graphsage image: Open MPI and PT-Scotch's ParMETIS API (the ParMETIS modes)
+MPI_PACKAGES = ("openmpi-bin", "libptscotch-7.0")
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 BASE_CLEANUP_VERSION = "2"  # bump when clean_rootfs changes
 NONROOT_UID = 65532
@@ -92,7 +99,8 @@ WORKSPACE = "dgl_workspace"
 DEFAULT_EPOCH = 1704067200  # 2024-01-01T00:00:00Z: mtime of every file of our own layers
 DEFAULT_REGISTRY = "docker.io/dgloperator"
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-DGL_EXCLUDE_TOP = ("pip",)  # venv tooling, not part of requirements-dgl.txt
+DGL_EXCLUDE_TOP = ("pip",)
+CHUNKS = 4  # chunks of the example's chunked graph (/dgl_workspace/chunked)  # venv tooling, not part of requirements-dgl.txt
 
 PAUSE_C = r"""
 /* pause: PID 1 of a pod sandbox. Sleeps until SIGTERM/SIGINT (exit 0), reaps children. */
@@ -371,8 +379,8 @@ def clean_rootfs(root: Path) -> None:
     os.chmod(home, 0o755)
 
 
-def base_layer(ctx: Context) -> oci.Layer:
-    key_doc = {
+def _base_doc(ctx: Context) -> dict[str, Any]:
+    return {
         "kind": "base",
         "suite": SUITE,
         "variant": VARIANT,
@@ -382,7 +390,15 @@ def base_layer(ctx: Context) -> oci.Layer:
         "cleanup": BASE_CLEANUP_VERSION,
         "nonroot": NONROOT_UID,
     }
-    rootfs_key = hash_inputs(key_doc)
+
+
+def _base_key(ctx: Context) -> str:
+    return hash_inputs(_base_doc(ctx))
+
+
+def base_layer(ctx: Context) -> oci.Layer:
+    key_doc = _base_doc(ctx)
+    rootfs_key = _base_key(ctx)
     rootfs_tar = ctx.cache / "base" / f"rootfs-{SUITE}-{ctx.arch}-{rootfs_key[:16]}.tar"
 
     def make() -> oci.Layer:
@@ -419,32 +435,37 @@ def find_tool(name: str) -> str:
     raise BuildError(f"{name} not found (hack/tools.sh {name} installs it)")
 
 
-def debootstrap_rootfs(ctx: Context, rootfs_tar: Path) -> None:
+def debootstrap_tree(ctx: Context, root: Path, packages: Sequence[str], what: str) -> None:
+    """A cleaned Debian root filesystem with ``packages`` at ``root``."""
     if os.geteuid() != 0:
-        raise BuildError("building the base root filesystem needs root (debootstrap chroots)")
+        raise BuildError(f"building the {what} root filesystem needs root (debootstrap chroots)")
     debootstrap = find_tool("debootstrap")
+    log_file = ctx.cache / "logs" / f"debootstrap-{what}.log"
+    start = time.monotonic()
+    log(f"{what}: debootstrap {SUITE} from {ctx.mirror} (log: {log_file})")
+    run(
+        [
+            debootstrap,
+            f"--variant={VARIANT}",
+            f"--include={','.join(packages)}",
+            f"--arch={ctx.arch}",
+            SUITE,
+            str(root),
+            ctx.mirror,
+        ],
+        log_file=log_file,
+    )
+    log(f"{what}: debootstrap done in {time.monotonic() - start:.0f}s")
+    version = (root / "usr/bin/python3").resolve().name
+    if version != "python3.11":
+        raise BuildError(f"the {what}'s python3 is {version}, the layers need python3.11")
+    clean_rootfs(root)
+
+
+def debootstrap_rootfs(ctx: Context, rootfs_tar: Path) -> None:
     with ctx.workdir("rootfs") as work:
         root = work / "root"
-        log_file = ctx.cache / "logs" / "debootstrap.log"
-        start = time.monotonic()
-        log(f"base: debootstrap {SUITE} from {ctx.mirror} (log: {log_file})")
-        run(
-            [
-                debootstrap,
-                f"--variant={VARIANT}",
-                f"--include={','.join(BASE_PACKAGES)}",
-                f"--arch={ctx.arch}",
-                SUITE,
-                str(root),
-                ctx.mirror,
-            ],
-            log_file=log_file,
-        )
-        log(f"base: debootstrap done in {time.monotonic() - start:.0f}s")
-        version = (root / "usr/bin/python3").resolve().name
-        if version != "python3.11":
-            raise BuildError(f"the base's python3 is {version}, the layers need python3.11")
-        clean_rootfs(root)
+        debootstrap_tree(ctx, root, BASE_PACKAGES, "base")
         tmp = rootfs_tar.with_suffix(".tmp")
         with tmp.open("wb") as f:
             oci.write_tar(f, oci.rootfs_entries(root))
@@ -453,6 +474,92 @@ def debootstrap_rootfs(ctx: Context, rootfs_tar: Path) -> None:
             if old != rootfs_tar:
                 old.unlink(missing_ok=True)
         log(f"base: root filesystem {rootfs_tar} ({human(rootfs_tar.stat().st_size)})")
+
+
+# -- mpi: Open MPI and PT-Scotch on top of the base ---------------------------------------------
+
+
+def _signature(info: tarfile.TarInfo, content: bytes | Path | None) -> tuple[Any, ...]:
+    """What makes two root filesystem entries the same file (not their mtimes: debootstrap
+    stamps what it generates with the time of the run)."""
+    digest = ""
+    if info.isreg():
+        h = hashlib.sha256()
+        if isinstance(content, bytes):
+            h.update(content)
+        elif content is not None:
+            with content.open("rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+        digest = h.hexdigest()
+    return (info.type, info.mode, info.uid, info.gid, info.linkname, info.size, digest)
+
+
+def _tar_signatures(tar_path: Path) -> dict[str, tuple[Any, ...]]:
+    out = {}
+    with tarfile.open(tar_path) as t:
+        for member in t:
+            data = t.extractfile(member).read() if member.isreg() else None  # type: ignore[union-attr]
+            out[member.name] = _signature(member, data)
+    return out
+
+
+def rootfs_diff(
+    base_tar: Path, root: Path
+) -> tuple[list[tuple[tarfile.TarInfo, Path | None]], int]:
+    """Entries of ``root`` that the base root filesystem lacks or has otherwise (new and
+    changed files, new directories), in ``rootfs_entries`` order; and how many base entries
+    ``root`` does not have (installing packages deletes nothing: kept, not whited out)."""
+    base = _tar_signatures(base_tar)
+    entries = list(oci.rootfs_entries(root))
+    taken: set[str] = set()
+    out: list[tuple[tarfile.TarInfo, Path | None]] = []
+    for info, content in entries:
+        if info.type == tarfile.LNKTYPE:
+            sig = _signature(info, None)
+            if base.get(info.name) == sig and info.linkname not in taken:
+                continue
+            if info.linkname not in taken:  # its target is in the base: ship a copy
+                path = root / info.name
+                info = oci.tar_info(
+                    info.name, size=path.stat().st_size, mode=info.mode, mtime=info.mtime,
+                    uid=info.uid, gid=info.gid,
+                )  # fmt: skip
+                content = path
+        elif base.get(info.name) == _signature(info, content):
+            continue
+        taken.add(info.name)
+        out.append((info, content))
+    names = {info.name for info, _ in entries}
+    return out, sum(1 for name in base if name not in names)
+
+
+def mpi_layer(ctx: Context) -> oci.Layer:
+    """Open MPI (mpirun, orted, libmpi) and PT-Scotch's ParMETIS API, for the ParMETIS modes:
+    what a debootstrap with these packages has that the base does not."""
+    base_layer(ctx)  # its root filesystem tar is what this layer is the difference from
+    base_tar = ctx.cache / "base" / f"rootfs-{SUITE}-{ctx.arch}-{_base_key(ctx)[:16]}.tar"
+    key_doc = {
+        "kind": "mpi",
+        "base": _base_key(ctx),
+        "packages": list(MPI_PACKAGES),
+        "mirror": ctx.mirror,
+        "arch": ctx.arch,
+    }
+
+    def make() -> oci.Layer:
+        with ctx.workdir("mpi") as work:
+            root = work / "root"
+            debootstrap_tree(ctx, root, (*BASE_PACKAGES, *MPI_PACKAGES), "mpi")
+            entries, missing = rootfs_diff(base_tar, root)
+            log(f"mpi: {len(entries)} entries beyond the base ({missing} base entries absent)")
+            return ctx.store.write_layer(
+                entries,
+                gzip_it=True,
+                created_by=f"debootstrap --include={','.join(MPI_PACKAGES)} (what the base lacks)",
+            )
+
+    return ctx.layer("mpi", key_doc, make)
 
 
 # -- application layers --------------------------------------------------------------------------
@@ -755,8 +862,10 @@ def examples_layer(ctx: Context) -> oci.Layer:
     /dgl_workspace/raw_data (the proposal's premise: the raw dataset is in the image)."""
     src = REPO / "examples" / "graphsage"
     files = sorted(p for p in src.glob("*.py"))
+    converter = [REPO / "distpart" / "convert.py", REPO / "launcher" / "chunked.py"]
     key_doc = {"kind": "examples", "files": [(p.name, file_hash(p)) for p in files],
-               "dataset": "ogbn-synth seed 0, owned by 65532"}  # fmt: skip
+               "dataset": "ogbn-synth seed 0, owned by 65532",
+               "chunked": [(p.name, file_hash(p)) for p in converter] + [CHUNKS]}  # fmt: skip
 
     def make() -> oci.Layer:
         with ctx.workdir("examples") as work:
@@ -765,8 +874,12 @@ def examples_layer(ctx: Context) -> oci.Layer:
             for p in files:
                 shutil.copyfile(p, code / p.name)
             compile_tree(code, f"/{WORKSPACE}/code")
-            run([dataset_python(), str(src / "make_dataset.py"), "--root",
-                 str(work / "root" / WORKSPACE / "raw_data")])  # fmt: skip
+            raw = work / "root" / WORKSPACE / "raw_data"
+            run([dataset_python(), str(src / "make_dataset.py"), "--root", str(raw)])
+            run([dataset_python(), "-m", "distpart.convert", "ogb", "--dataset", "ogbn-synth",
+                 "--root", str(raw), "--out", str(work / "root" / WORKSPACE / "chunked"),
+                 "--num-chunks", str(CHUNKS), "--graph-name", "graphsage"],
+                env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
 
             def owner(name: str) -> tuple[int, int]:
                 # ogb writes its processed/ cache beside the raw files: the dataset is the
@@ -777,8 +890,9 @@ def examples_layer(ctx: Context) -> oci.Layer:
             return ctx.store.write_layer(
                 oci.tree_entries(work / "root", "", mtime=ctx.epoch, owner=owner),
                 gzip_it=True,
-                created_by=f"examples/graphsage/*.py at /{WORKSPACE}/code "
-                f"(/{WORKSPACE} owned by {NONROOT_UID})",
+                created_by=f"examples/graphsage/*.py at /{WORKSPACE}/code, ogbn-synth at "
+                f"/{WORKSPACE}/raw_data and /{WORKSPACE}/chunked (/{WORKSPACE} owned by "
+                f"{NONROOT_UID})",
             )
 
     return ctx.layer("examples", key_doc, make)
@@ -855,8 +969,9 @@ IMAGES: dict[str, ImageSpec] = {
         "(examples/graphsage at /dgl_workspace/code)",
         layers=lambda c: [
             base_layer(c),
+            mpi_layer(c),
             dgl_layer(c),
-            app_layer(c, deps=False, scripts={"dglrun"}),
+            app_layer(c, deps=False, scripts={"dglrun", "dgl-chunk-graph"}),
             examples_layer(c),
         ],
         cmd=["dglrun", "--help"],

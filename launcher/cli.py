@@ -10,6 +10,12 @@ Where it runs decides what it does (``DGL_OPERATOR_PHASE_ENV``, set by the opera
 * ``--transport local``: all five phases on this machine, with one network namespace per
   worker (what ``make demo`` and the pipeline tests use).
 
+How the graph is partitioned (``--partition-mode``, in a DGLJob from ``spec.partitionMode``):
+``DGL-API`` runs the partition entry point; ``ParMETIS`` runs ``--num-ranks`` MPI ranks of
+``python -m distpart`` on the partitioner's chunked graph (``--chunked-graph``); in
+``DistParMETIS`` the launcher runs one rank on every worker, and each worker writes its own
+partition (nothing is copied): phase 1 happens in the launcher, phase 2 has nothing to do.
+
 This module imports only the standard library, so ``dglrun --help`` is instant; DGL and torch
 are imported only by the entry points it starts.
 """
@@ -21,14 +27,25 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from launcher.chunked import LAYOUTS, SHARED
 
 PHASE_ENV = "DGL_OPERATOR_PHASE_ENV"
 PHASE_PARTITIONER = "Partitioner"
 PHASE_WORKLOAD = "Launcher_Workload"
 WORKSPACE = "/dgl_workspace"  # the operator mounts the dataset volume at WORKSPACE/dataset
+# spec.partitionMode (dglrun's --partition-mode; Skip is the Launcher_Workload phase)
+DGL_API = "DGL-API"
+PARMETIS = "ParMETIS"
+DIST_PARMETIS = "DistParMETIS"
+PARTITION_MODES = (DGL_API, PARMETIS, DIST_PARMETIS)
+# what the operator sets from the DGLJob's spec
+PARTITION_MODE_ENV = "DGL_OPERATOR_PARTITION_MODE"
+CHUNKED_GRAPH_ENV = "DGL_OPERATOR_CHUNKED_GRAPH"
+CHUNKED_LAYOUT_ENV = "DGL_OPERATOR_CHUNKED_LAYOUT"
 
 
 @dataclass(frozen=True)
@@ -60,6 +77,12 @@ class Options:
     configure_timeout: float = 300.0
     train_timeout: float = 0.0
     master_port: int = 29500
+    partition_mode: str = DGL_API
+    chunked_graph: str | None = None
+    chunked_layout: str = SHARED
+    num_ranks: int | None = None
+    mpirun: str = "mpirun"
+    mpirun_args: list[str] = field(default_factory=list)
     phase: str = ""
     kubexec: str = "/etc/dgl/kubexec.sh"
     hostfile: str = "/etc/dgl/hostfile"
@@ -97,7 +120,10 @@ def _seconds(value: str) -> float:
     return n
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    """dglrun's flags; defaults that the operator sets through the pod's env come from
+    ``env`` (default: this process's environment)."""
+    env = os.environ if env is None else env
     p = argparse.ArgumentParser(
         prog="dglrun",
         description="DGL workflow on DGL Operator pods: partition, dispatch, train.",
@@ -110,6 +136,39 @@ def build_parser() -> argparse.ArgumentParser:
         "--partition-entry-point",
         help="script called with --graph_name "
         "--workspace --rel_data_path --num_parts [--balance_train] [--balance_edges]",
+    )
+    g.add_argument(
+        "--partition-mode",
+        choices=PARTITION_MODES,
+        default=env.get(PARTITION_MODE_ENV) or DGL_API,
+        help=f"DGL-API: the partition entry point; ParMETIS: MPI ranks in this pod; "
+        f"DistParMETIS: one MPI rank per worker (default: ${PARTITION_MODE_ENV}, else DGL-API)",
+    )
+    g.add_argument(
+        "--chunked-graph",
+        default=env.get(CHUNKED_GRAPH_ENV) or None,
+        help=f"the ParMETIS modes' input: a chunked graph's folder or metadata.json, as the "
+        f"partitioning pods see it (default: ${CHUNKED_GRAPH_ENV})",
+    )
+    g.add_argument(
+        "--chunked-layout",
+        choices=LAYOUTS,
+        default=env.get(CHUNKED_LAYOUT_ENV) or SHARED,
+        help="Shared: every rank sees every chunk; PerWorker (DistParMETIS): worker i holds "
+        f"only its own chunks (default: ${CHUNKED_LAYOUT_ENV}, else Shared)",
+    )
+    g.add_argument(
+        "--num-ranks",
+        type=_positive,
+        help="ParMETIS: MPI ranks in the partitioner pod (default: its CPU limit, at least 2); "
+        "DistParMETIS always runs one per worker",
+    )
+    g.add_argument("--mpirun", default="mpirun", help="Open MPI's mpirun (the ParMETIS modes)")
+    g.add_argument(
+        "--mpirun-args",
+        default="",
+        help="extra mpirun arguments (one shell-quoted string), e.g. '--mca btl_tcp_if_include "
+        "eth0'",
     )
     g.add_argument("--balance-train", action="store_true")
     g.add_argument("--balance-edges", action="store_true")
@@ -185,16 +244,34 @@ def _split(text: str, flag: str, parser: argparse.ArgumentParser) -> list[str]:
 
 def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> Options:
     env = dict(os.environ if env is None else env)
-    parser = build_parser()
+    parser = build_parser(env)
     a = parser.parse_args(argv)
     phase = env.get(PHASE_ENV, "")
     if phase not in ("", PHASE_PARTITIONER, PHASE_WORKLOAD):
         parser.error(
             f"{PHASE_ENV}={phase!r}: expected {PHASE_PARTITIONER}, {PHASE_WORKLOAD} or unset"
         )
+    mode = a.partition_mode
     needs_partition = a.transport == "local" or phase == PHASE_PARTITIONER
-    if needs_partition and not a.partition_entry_point and not a.partition_config_path:
+    if (
+        mode == DGL_API
+        and needs_partition
+        and not a.partition_entry_point
+        and not a.partition_config_path
+    ):
         parser.error("--partition-entry-point is required to partition the graph")
+    if mode != DGL_API and phase != PHASE_WORKLOAD and not a.chunked_graph:
+        parser.error(
+            f"--chunked-graph is required with --partition-mode {mode} (in a DGLJob the operator "
+            "sets it from spec.chunkedGraph.path)"
+        )
+    if mode == PARMETIS and a.chunked_layout != SHARED:
+        parser.error(
+            f"--chunked-layout {a.chunked_layout}: ParMETIS runs every rank in one pod, which "
+            "sees the whole chunked graph; use Shared (PerWorker is for DistParMETIS)"
+        )
+    if mode == DIST_PARMETIS and phase == PHASE_PARTITIONER:
+        parser.error("--partition-mode DistParMETIS partitions on the workers: no partitioner pod")
     if phase != PHASE_PARTITIONER and not a.train_entry_point:
         parser.error("--train-entry-point is required")
     in_dgljob = env.get("DGL_OPERATOR_ENV") == "1" and a.transport == "kubectl"
@@ -232,6 +309,12 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         configure_timeout=a.configure_timeout,
         train_timeout=a.train_timeout,
         master_port=a.master_port,
+        partition_mode=mode,
+        chunked_graph=a.chunked_graph,
+        chunked_layout=a.chunked_layout,
+        num_ranks=a.num_ranks,
+        mpirun=a.mpirun,
+        mpirun_args=_split(a.mpirun_args, "--mpirun-args", parser),
         phase=phase,
         kubexec=env.get("DGL_OPERATOR_KUBEXEC_PATH", "/etc/dgl/kubexec.sh"),
         hostfile=env.get("DGL_OPERATOR_HOSTFILE_PATH", "/etc/dgl/hostfile"),

@@ -53,8 +53,11 @@ def find_config(dataset_dir: Path, graph_name: str, explicit: str | None = None)
     )
 
 
-def load(config: Path, expected_parts: int | None = None) -> PartitionSet:
-    """Read and verify a partition config: every part's files exist."""
+def load(
+    config: Path, expected_parts: int | None = None, *, check_files: bool = True
+) -> PartitionSet:
+    """Read and verify a partition config: every part's files exist (unless they live
+    elsewhere: ``check_files`` False, as on the launcher in DistParMETIS mode)."""
     try:
         meta = json.loads(config.read_text())
     except (OSError, ValueError) as e:
@@ -75,7 +78,7 @@ def load(config: Path, expected_parts: int | None = None) -> PartitionSet:
         for rel in paths:
             if os.path.isabs(rel) or ".." in Path(rel).parts:
                 raise PartitionError(f"{config}: part-{i} path {rel!r} must be relative and inside")
-            if not (config.parent / rel).exists():
+            if check_files and not (config.parent / rel).exists():
                 raise PartitionError(f"{config}: part-{i} file {rel} is missing")
         files[i] = paths
     return PartitionSet(config, num_parts, files)

@@ -13,37 +13,39 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+from launcher import parmetis
 from launcher import partitions as parts
-from launcher.cli import PHASE_PARTITIONER, PHASE_WORKLOAD, Options
+from launcher.cli import DIST_PARMETIS, PARMETIS, PHASE_PARTITIONER, PHASE_WORKLOAD, Options
+from launcher.console import (
+    TOTAL,
+    USER_ERRORS,
+    Console,
+    PhaseError,
+    Report,
+    mb,
+    phase,
+)
 from launcher.dgl_env import Topology, server_env, trainer_env
 from launcher.hostfile import Host, HostfileError, ip_config, parse_hostfile
-from launcher.progress import ABANDONED, DONE, FAILED, NoProgress, Progress, from_env
+from launcher.progress import ABANDONED, DONE, FAILED, NoProgress, from_env
 from launcher.transport import (
     PopenProc,
     Proc,
     Transport,
-    TransportError,
     stop_all,
     time_limit,
 )
 from podutil import TERMINATION_LOG, write_termination_message
 
-TOTAL = 5
 DATASET = "dataset"
 WORKLOAD = "workload"
 OUTPUT = "output"
 SERVER_GRACE = 60.0  # seconds servers get to exit after the last trainer finished
-
-
-class PhaseError(RuntimeError):
-    """A phase failed; ``str()`` is the one line a user sees."""
 
 
 class Terminated(BaseException):
@@ -53,57 +55,6 @@ class Terminated(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
-
-
-# Failures outside any phase (reading the hostfile, setting up a transport, fetching the
-# results) are reported the same way as a phase's: one line, no traceback.
-USER_ERRORS = (PhaseError, TransportError, parts.PartitionError, HostfileError, OSError)
-
-
-@dataclass
-class Report:
-    """What the summary line prints."""
-
-    seconds: dict[str, float] = field(default_factory=dict)
-    dispatch_bytes: int = 0
-    metrics: dict[str, object] = field(default_factory=dict)
-
-
-class Console:
-    """Serialised output: progress lines from dglrun, prefixed lines from processes."""
-
-    def __init__(
-        self, write: Callable[[str], None] | None = None, progress: Progress | None = None
-    ) -> None:
-        self._write = write or (lambda s: print(s, flush=True))
-        self._lock = threading.Lock()
-        self.progress: Progress = progress or NoProgress()
-
-    def say(self, text: str) -> None:
-        with self._lock:
-            self._write(text)
-
-    def line(self, label: str, text: str) -> None:
-        self.say(f"[{label}] {text}")
-        self.progress.output(label, text)
-
-
-@contextmanager
-def phase(console: Console, report: Report, k: int, name: str) -> Iterator[None]:
-    console.say(f"[{k}/{TOTAL}] {name}")
-    console.progress.phase(k, TOTAL, name)
-    started = time.monotonic()
-    try:
-        yield
-    except USER_ERRORS as e:
-        raise PhaseError(f"{name} failed: {e}") from e
-    took = time.monotonic() - started
-    report.seconds[name] = took
-    console.say(f"[{k}/{TOTAL}] {name} done in {took:.1f}s")
-
-
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB"
 
 
 # -- phase 1: partition -------------------------------------------------------------------
@@ -142,7 +93,12 @@ def run_local_process(
 def partition(opts: Options, console: Console, report: Report) -> parts.PartitionSet:
     out_dir = opts.workspace / DATASET
     with phase(console, report, 1, "partition"):
-        if opts.partition_entry_point:
+        if opts.partition_mode == PARMETIS:
+            if out_dir.exists():
+                shutil.rmtree(out_dir)
+            out_dir.mkdir(parents=True)
+            parmetis.partition_in_pod(opts, out_dir, console, report)
+        elif opts.partition_entry_point:
             script = _entry_point(opts.partition_entry_point, "--partition-entry-point")
             if out_dir.exists():
                 shutil.rmtree(out_dir)  # never ship a previous run's partitions
@@ -224,7 +180,7 @@ def deliver_to_launcher(opts: Options, console: Console, report: Report) -> None
             expected,
             timeout=opts.deliver_timeout,
         )
-        console.say(f"  {_mb(parts.total_bytes(expected))} verified in {pod}")
+        console.say(f"  {mb(parts.total_bytes(expected))} verified in {pod}")
 
 
 def deliver_locally(src: Path, dst: Path, console: Console, report: Report) -> None:
@@ -236,7 +192,7 @@ def deliver_locally(src: Path, dst: Path, console: Console, report: Report) -> N
         got = parts.manifest(dst)
         if got != expected:
             raise PhaseError("the copied dataset differs from the partitioner's")
-        console.say(f"  {_mb(parts.total_bytes(expected))} verified in {dst}")
+        console.say(f"  {mb(parts.total_bytes(expected))} verified in {dst}")
 
 
 # -- phase 3 and 4: dispatch, configure ---------------------------------------------------
@@ -279,7 +235,7 @@ def dispatch(
                 raise PhaseError(f"{host.name}: {bad[0]} did not arrive intact")
             size = parts.total_bytes(expected)
             report.dispatch_bytes += size
-            console.say(f"  part {i} -> {host.name} ({host.ip}): {_mb(size)} verified")
+            console.say(f"  part {i} -> {host.name} ({host.ip}): {mb(size)} verified")
             if time.monotonic() > deadline:
                 raise PhaseError(f"timed out after {timeout:.0f}s")
     return hosts
@@ -416,8 +372,10 @@ def summary(report: Report) -> str:
     bits = []
     if "partition" in report.seconds:
         bits.append(f"partition {report.seconds['partition']:.1f}s")
-    if "dispatch" in report.seconds:
-        bits.append(f"dispatch {_mb(report.dispatch_bytes)} in {report.seconds['dispatch']:.1f}s")
+    if report.partition.get("edge_cut") is not None:
+        bits.append(f"edge cut {report.partition['edge_cut']}")
+    if "dispatch" in report.seconds and report.dispatch_bytes:  # (DistParMETIS copies nothing)
+        bits.append(f"dispatch {mb(report.dispatch_bytes)} in {report.seconds['dispatch']:.1f}s")
     if "train" in report.seconds:
         bits.append(f"training {report.seconds['train']:.1f}s")
     for key in ("test_accuracy", "val_accuracy"):
@@ -443,6 +401,17 @@ def _hosts_from_hostfile(opts: Options) -> list[Host]:
 def run_launcher(opts: Options, console: Console, report: Report) -> None:
     from launcher.transport.kubectl import KubectlTransport
 
+    if opts.partition_mode == DIST_PARMETIS:
+        transport = KubectlTransport(
+            _hosts_from_hostfile(opts),
+            kubexec=opts.kubexec,
+            kubectl=opts.kubectl,
+            workspace=str(opts.workspace),
+            python=opts.python,
+            sink=console.line,
+        )
+        run_on_workers(opts, None, transport, console, report)
+        return
     console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
     console.say(f"[2/{TOTAL}] deliver: done by the partitioner pod")
     dataset = opts.workspace / DATASET
@@ -465,22 +434,37 @@ def run_launcher(opts: Options, console: Console, report: Report) -> None:
 
 def run_on_workers(
     opts: Options,
-    pset: parts.PartitionSet,
+    pset: parts.PartitionSet | None,
     transport: Transport,
     console: Console,
     report: Report,
     setup: Callable[[], object] = lambda: None,
 ) -> None:
-    """Phases 3-5 over a transport, which is closed whatever happens."""
+    """Phases 3-5 over a transport, which is closed whatever happens; without ``pset``
+    (DistParMETIS) phases 1-2 too, on the workers."""
     try:
         setup()
-        hosts = dispatch(
-            pset, transport, console, report, opts.dispatch_timeout, str(opts.train_entry_point)
-        )
+        if pset is None:
+            _entry_point_on(transport, str(opts.train_entry_point))
+            hosts = parmetis.partition_on_workers(opts, transport, console, report)
+            pset = parmetis.verify_on_workers(opts, transport, hosts, console, report)
+        else:
+            hosts = dispatch(
+                pset, transport, console, report, opts.dispatch_timeout, str(opts.train_entry_point)
+            )
         configure(hosts, transport, console, report, opts.configure_timeout)
         train(opts, pset, hosts, transport, console, report)
     finally:
         transport.close()
+
+
+def _entry_point_on(transport: Transport, script: str) -> None:
+    """The training entry point exists on the first worker (checked before anything runs)."""
+    hosts = transport.workers()
+    if hosts and not transport.exists(hosts[0], script):
+        raise PhaseError(
+            f"--train-entry-point {script} does not exist on {hosts[0].name}; nothing was started"
+        )
 
 
 def run_local(opts: Options, console: Console, report: Report) -> None:
@@ -489,13 +473,22 @@ def run_local(opts: Options, console: Console, report: Report) -> None:
     # what can fail without partitioning fails before it
     _entry_point(opts.train_entry_point, "--train-entry-point")
     check_prerequisites()
+    n = opts.local_workers or opts.num_partitions
+    root = opts.local_root or opts.workspace / "workers"
+    if opts.partition_mode == DIST_PARMETIS:
+        dist = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
+
+        def dist_setup() -> None:
+            hosts = dist.setup()
+            console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
+
+        run_on_workers(opts, None, dist, console, report, dist_setup)
+        return
     pset = partition(opts, console, report)
     launcher_ws = opts.workspace / "launcher"
     deliver_locally(opts.workspace / DATASET, launcher_ws / DATASET, console, report)
     config = parts.find_config(launcher_ws / DATASET, opts.graph_name, opts.partition_config_path)
     pset = parts.load(config, pset.num_parts)
-    n = opts.local_workers or opts.num_partitions
-    root = opts.local_root or opts.workspace / "workers"
     transport = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
 
     def setup() -> None:

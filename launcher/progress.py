@@ -42,11 +42,19 @@ class Progress(Protocol):
 
     def output(self, label: str, text: str) -> None: ...
 
+    def record(self, field: str, value: float) -> None:
+        """Publish ``status.<field>`` with the next progress (``partitionSeconds``: the
+        DistParMETIS partition ran in the launcher, where no pod's runtime shows it)."""
+        ...
+
     def finish(self, outcome: str | None) -> None: ...
 
 
 class NoProgress:
     def phase(self, k: int, total: int, name: str) -> None:
+        pass
+
+    def record(self, field: str, value: float) -> None:
         pass
 
     def output(self, label: str, text: str) -> None:
@@ -125,13 +133,15 @@ class StatusProgress:
         self._wake = threading.Condition(self._lock)
         self._pending: str | None = None
         self._failures = 0
+        self._fields: dict[str, float] = {}
         self._closed = False
         self.published: list[str] = []
         self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
         self._thread.start()
 
-    def argv(self, text: str) -> list[str]:
-        patch = json.dumps({"status": {"progress": text}}, separators=(",", ":"))
+    def argv(self, text: str, fields: dict[str, float] | None = None) -> list[str]:
+        status: dict[str, object] = {"progress": text, **(fields or {})}
+        patch = json.dumps({"status": status}, separators=(",", ":"))
         return [
             self.kubectl,
             "patch",
@@ -157,11 +167,15 @@ class StatusProgress:
         with self._lock:
             self._offer(self.tracker.output(label, text))
 
-    def _publish(self, text: str) -> None:
+    def record(self, field: str, value: float) -> None:
+        with self._lock:
+            self._fields[field] = value
+
+    def _publish(self, text: str, fields: dict[str, float]) -> None:
         if self._failures >= MAX_FAILURES:
             return
         try:
-            out = self._run(self.argv(text))
+            out = self._run(self.argv(text, fields))
             ok, why = out.returncode == 0, out.stderr.strip()[-300:]
         except (OSError, subprocess.SubprocessError) as e:
             ok, why = False, str(e)
@@ -183,7 +197,8 @@ class StatusProgress:
                 if self._pending is None:
                     return
                 text, self._pending = self._pending, None
-            self._publish(text)
+                fields = dict(self._fields)
+            self._publish(text, fields)
             deadline = time.monotonic() + self._interval  # at most one patch per interval
             with self._lock:
                 while not self._closed and (left := deadline - time.monotonic()) > 0:

@@ -2,7 +2,9 @@
 
 * ``run --pidfile P -- CMD...`` starts CMD in a session of its own, records the session id in
   P, and exits with CMD's status. Killing the local ``kubectl exec`` does not stop a remote
-  process; this lets dglrun stop it, and every process it spawned, by session.
+  process; this lets dglrun stop it, and every process it spawned, by session. ``{rank}`` in
+  P becomes the MPI rank (``OMPI_COMM_WORLD_RANK``): every rank of one ``mpirun`` command line
+  gets a pidfile of its own.
 * ``kill --pidfile P... [--grace S]`` sends SIGTERM to each recorded session, then SIGKILL.
   A kill may arrive before ``run`` has recorded its session: it then leaves ``P.cancelled``,
   which ``run`` checks after recording, so the process is stopped whichever comes first.
@@ -32,7 +34,17 @@ def _manifest(root: Path) -> dict[str, list[object]]:
     return {k: [size, digest] for k, (size, digest) in manifest(root).items()}
 
 
+RANK_ENV = "OMPI_COMM_WORLD_RANK"
+
+
+def expand_pidfile(pidfile: Path, env: dict[str, str] | None = None) -> Path:
+    env = dict(os.environ) if env is None else env
+    text = str(pidfile)
+    return Path(text.replace("{rank}", env.get(RANK_ENV, "0"))) if "{rank}" in text else pidfile
+
+
 def _run(pidfile: Path, cmd: list[str]) -> int:
+    pidfile = expand_pidfile(pidfile)
     if not cmd:
         print("launcher.remote run: no command given", file=sys.stderr)
         return 2
@@ -96,7 +108,8 @@ def _read_pgid(pidfile: Path) -> int | None:
         return None
 
 
-def _kill(pidfiles: list[Path], grace: float) -> int:
+def kill_pidfiles(pidfiles: list[Path], grace: float = 5.0) -> int:
+    """Stop the sessions recorded in ``pidfiles`` (and cancel runs that have not recorded yet)."""
     pgids = []
     for pf in pidfiles:
         pgid = _read_pgid(pf)
@@ -129,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
         return _run(a.pidfile, cmd)
     if a.cmd == "kill":
-        return _kill(a.pidfile, a.grace)
+        return kill_pidfiles(a.pidfile, a.grace)
     if not a.dir.is_dir():
         print(f"launcher.remote manifest: {a.dir} is not a directory", file=sys.stderr)
         return 1

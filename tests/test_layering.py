@@ -24,6 +24,8 @@ ALLOWED: dict[str, tuple[set[str], set[str]]] = {
     "launcher": ({"podutil"}, set()),
     "watcher_loop": ({"informers", "podutil"}, {"kubernetes", "urllib3", "structlog"}),
     "kubectl_download": ({"podutil"}, set()),
+    # the MPI ranks of the ParMETIS modes: the chunked format comes from launcher (stdlib)
+    "distpart": ({"launcher"}, {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"}),
 }
 
 

@@ -71,6 +71,27 @@ class Transport(Protocol):
         with ``env`` added; its output lines go to the transport's sink."""
         ...
 
+    def run(self, worker: Host, argv: list[str], timeout: float) -> tuple[int, str]:
+        """Run ``argv`` on the worker to completion: (exit code, its output)."""
+        ...
+
+    def kill(self, worker: Host, pidfiles: list[str]) -> None:
+        """Stop the sessions recorded in these pidfiles on the worker (``launcher.remote``);
+        best effort: a worker that cannot be reached is reported, not raised."""
+        ...
+
+    def rsh_agent(self) -> str:
+        """The remote-shell program mpirun starts its daemons with: ``<agent> <worker name>
+        <command...>`` runs the command on that worker."""
+        ...
+
+    def start_coordinator(
+        self, argv: list[str], env: dict[str, str], label: str, sink: LineSink
+    ) -> Proc:
+        """Start a process on dglrun's side (where it reaches every worker by name through
+        :meth:`rsh_agent` and over the network): mpirun."""
+        ...
+
     def close(self) -> None:
         """Stop whatever still runs and release what the transport set up."""
         ...

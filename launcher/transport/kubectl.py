@@ -7,6 +7,7 @@ Remote processes run under ``python -m launcher.remote run`` so they can be stop
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shlex
 import subprocess
@@ -48,6 +49,7 @@ class KubectlTransport:
         self.sink = sink
         self.timeout = timeout
         self._procs: list[tuple[Host, PopenProc, str]] = []
+        self._coordinators: list[Proc] = []
         self._seq = 0
         # pidfiles of this run only: a restarted launcher never reads a previous run's
         self._run_id = secrets.token_hex(4)
@@ -58,9 +60,9 @@ class KubectlTransport:
     def until(self, deadline: float | None) -> None:
         self._deadline = deadline
 
-    def _run(
+    def _call(
         self, argv: list[str], what: str, timeout: float | None, *, bounded: bool = True
-    ) -> str:
+    ) -> subprocess.CompletedProcess[str]:
         """``bounded``: the phase's deadline applies (stopping processes is never cut short)."""
         timeout = timeout or self.timeout
         if bounded and self._deadline is not None:
@@ -68,11 +70,16 @@ class KubectlTransport:
             if timeout <= 0:
                 raise TransportError(f"{what}: no time left in the phase")
         try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+            return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as e:
             raise TransportError(f"{what} timed out after {e.timeout:.0f}s") from e
         except OSError as e:
             raise TransportError(f"cannot run {argv[0]}: {e.strerror}") from e
+
+    def _run(
+        self, argv: list[str], what: str, timeout: float | None, *, bounded: bool = True
+    ) -> str:
+        out = self._call(argv, what, timeout, bounded=bounded)
         if out.returncode != 0:
             raise TransportError(
                 f"{what} exited with code {out.returncode}: {out.stderr.strip()[-500:]}"
@@ -171,6 +178,27 @@ class KubectlTransport:
         self._procs.append((worker, proc, pidfile))
         return proc
 
+    def run(self, worker: Host, argv: list[str], timeout: float) -> tuple[int, str]:
+        command = f"{shlex.join(argv)} 2>&1"
+        out = self._call([self.kubexec, worker.name, command], f"{worker.name}: {argv[0]}", timeout)
+        if out.returncode != 0 and not out.stdout.strip():
+            # kubectl itself failed (no such pod, refused exec): its message is on stderr
+            return out.returncode, out.stderr.strip()[-500:]
+        return out.returncode, out.stdout
+
+    def kill(self, worker: Host, pidfiles: list[str]) -> None:
+        self._remote_kill(worker, pidfiles)
+
+    def rsh_agent(self) -> str:
+        return self.kubexec
+
+    def start_coordinator(
+        self, argv: list[str], env: dict[str, str], label: str, sink: LineSink
+    ) -> Proc:
+        proc = PopenProc(label, argv, sink, env={**os.environ, **env})
+        self._coordinators.append(proc)
+        return proc
+
     def _remote_kill(self, worker: Host, pidfiles: list[str]) -> None:
         files = " ".join(shlex.quote(p) for p in pidfiles)
         try:
@@ -184,8 +212,8 @@ class KubectlTransport:
             self.sink("dglrun", f"warning: could not stop processes on {worker.name}: {e}")
 
     def close(self) -> None:
-        stop_all(proc for _, proc, _ in self._procs)
-        self._procs = []
+        stop_all([*self._coordinators, *(proc for _, proc, _ in self._procs)])
+        self._procs, self._coordinators = [], []
 
 
 def wait_for_container(

@@ -1,11 +1,14 @@
 """Worker "pods" on this machine: one network + mount namespace pair per worker.
 
 Each worker gets what a pod gets and DGL relies on: an IP of its own on a private bridge (a
-trainer finds its machine id by matching its interface addresses against ip_config), and a
-private /dev/shm (DGL's shared-memory names do not include the partition id). A holder
-process (``sleep``, like a pause container) keeps the namespaces alive; commands enter them
-with ``nsenter``. Nothing routes outside: the bridge has no address on the host and the
-namespaces have no default route.
+trainer finds its machine id by matching its interface addresses against ip_config), a
+private /dev/shm (DGL's shared-memory names do not include the partition id), and a host name
+of its own (``worker-<i>``: MPI tells its nodes apart by name). A holder process (``sleep``,
+like a pause container) keeps the namespaces alive; commands enter them with ``nsenter``.
+One more namespace on the bridge, ``launcher``, is dglrun's side of the network: mpirun runs
+there in DistParMETIS mode and reaches each worker through :meth:`LocalTransport.rsh_agent`.
+Nothing routes outside: the bridge has no address on the host and the namespaces have no
+default route.
 
 Needs root (network namespaces and veth pairs). Without root, dglrun runs itself again as
 "root" of a new unprivileged user namespace with its own network and mount namespaces
@@ -19,6 +22,7 @@ import contextlib
 import os
 import random
 import secrets
+import shlex
 import shutil
 import subprocess
 import time
@@ -123,6 +127,7 @@ class LocalTransport:
         self._netns: list[str] = []
         self._links: list[str] = []
         self._procs: list[Proc] = []
+        self._coordinator: subprocess.Popen[bytes] | None = None
 
     # -- setup / teardown -----------------------------------------------------------------
 
@@ -140,28 +145,42 @@ class LocalTransport:
         self._links.append(self.bridge)
         _sh("ip", "link", "set", self.bridge, "up")
         for i in range(self.num_workers):
-            ns = f"{NETNS_PREFIX}{self.run_id}-{i}"
-            host_if, peer_if = f"dgv{self.run_id}{i}", f"dgp{self.run_id}{i}"
-            ip = f"{self.subnet}.{i + 2}"
-            _sh("ip", "netns", "add", ns)
-            self._netns.append(ns)
-            _sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", peer_if)
-            self._links.append(host_if)
-            _sh("ip", "link", "set", peer_if, "netns", ns)
-            _sh("ip", "link", "set", host_if, "master", self.bridge)
-            _sh("ip", "link", "set", host_if, "up")
-            in_ns = ("ip", "netns", "exec", ns)
-            _sh(*in_ns, "ip", "link", "set", peer_if, "name", "eth0")
-            _sh(*in_ns, "ip", "addr", "add", f"{ip}/24", "dev", "eth0")
-            _sh(*in_ns, "ip", "link", "set", "eth0", "up")
-            _sh(*in_ns, "ip", "link", "set", "lo", "up")
-            self._holders.append(self._start_holder(ns))
             name = f"worker-{i}"
+            ip = f"{self.subnet}.{i + 2}"
+            self._holders.append(self._namespace(str(i), ip, name))
             (self.root / name / "dgl_workspace").mkdir(parents=True, exist_ok=True)
             self._hosts.append(Host(ip, DGL_PORT, name, 1))
+        self._coordinator = self._namespace("l", f"{self.subnet}.1", "launcher")
 
-    def _start_holder(self, ns: str) -> subprocess.Popen[bytes]:
-        script = f"mount -t tmpfs -o size={self.shm_size} tmpfs /dev/shm && exec sleep infinity"
+    def _namespace(self, tag: str, ip: str, hostname: str) -> subprocess.Popen[bytes]:
+        """A network namespace on the bridge with ``ip``, and its holder process."""
+        ns = f"{NETNS_PREFIX}{self.run_id}-{tag}"
+        host_if, peer_if = f"dgv{self.run_id}{tag}", f"dgp{self.run_id}{tag}"
+        _sh("ip", "netns", "add", ns)
+        self._netns.append(ns)
+        _sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", peer_if)
+        self._links.append(host_if)
+        _sh("ip", "link", "set", peer_if, "netns", ns)
+        _sh("ip", "link", "set", host_if, "master", self.bridge)
+        _sh("ip", "link", "set", host_if, "up")
+        in_ns = ("ip", "netns", "exec", ns)
+        _sh(*in_ns, "ip", "link", "set", peer_if, "name", "eth0")
+        _sh(*in_ns, "ip", "addr", "add", f"{ip}/24", "dev", "eth0")
+        _sh(*in_ns, "ip", "link", "set", "eth0", "up")
+        _sh(*in_ns, "ip", "link", "set", "lo", "up")
+        return self._start_holder(ns, hostname)
+
+    def _start_holder(self, ns: str, hostname: str) -> subprocess.Popen[bytes]:
+        # sethostname(2) (the hostname command) works in a user namespace too, where the
+        # host's /proc/sys is read-only
+        name = (
+            f"{{ hostname {hostname} 2>/dev/null || echo {hostname} > /proc/sys/kernel/hostname "
+            "2>/dev/null || true; }"
+        )
+        script = (
+            f"mount -t tmpfs -o size={self.shm_size} tmpfs /dev/shm && {name} && "
+            "exec sleep infinity"
+        )
         holder = subprocess.Popen(
             [
                 "ip",
@@ -170,6 +189,7 @@ class LocalTransport:
                 ns,
                 "unshare",
                 "--mount",
+                "--uts",
                 "--propagation",
                 "private",
                 "--",
@@ -198,10 +218,11 @@ class LocalTransport:
     def close(self) -> None:
         for proc in self._procs:
             proc.stop()
-        for holder in self._holders:
+        for holder in [*self._holders, *([self._coordinator] if self._coordinator else [])]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(holder.pid, 9)
             holder.wait(5)
+        self._coordinator = None
         for ns in self._netns:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
         for link in reversed(self._links):
@@ -261,14 +282,61 @@ class LocalTransport:
     def exists(self, worker: Host, path: str) -> bool:
         return Path(path).is_file()  # workers share this machine's files, like one image
 
+    def _enter(self, holder: subprocess.Popen[bytes]) -> list[str]:
+        # Entering a mount namespace resets the working folder to its root: keep ours, so
+        # relative entry points resolve as they would in a pod's workdir.
+        return ["nsenter", "-t", str(holder.pid), "-n", "-m", "-u", f"--wd={os.getcwd()}", "--"]
+
     def start(self, worker: Host, argv: list[str], env: dict[str, str], label: str) -> Proc:
         holder = self._holders[self._index(worker)]
         # In a pod the host name resolves to the pod's IP; here it does not, so point gloo
         # and tensorpipe at the worker's own interface.
         full_env = {**os.environ, "GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0", **env}
-        # Entering a mount namespace resets the working folder to its root: keep ours, so
-        # relative entry points resolve as they would in a pod's workdir.
-        cmd = ["nsenter", "-t", str(holder.pid), "-n", "-m", f"--wd={os.getcwd()}", "--", *argv]
-        proc = PopenProc(label, cmd, self.sink, env=full_env)
+        proc = PopenProc(label, [*self._enter(holder), *argv], self.sink, env=full_env)
+        self._procs.append(proc)
+        return proc
+
+    def run(self, worker: Host, argv: list[str], timeout: float) -> tuple[int, str]:
+        cmd = [*self._enter(self._holders[self._index(worker)]), *argv]
+        try:
+            out = subprocess.run(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
+            )
+        except subprocess.TimeoutExpired as e:
+            raise TransportError(f"{worker.name}: {argv[0]} timed out after {timeout:.0f}s") from e
+        except OSError as e:
+            raise TransportError(f"{worker.name}: cannot run {argv[0]}: {e.strerror}") from e
+        return out.returncode, out.stdout
+
+    def kill(self, worker: Host, pidfiles: list[str]) -> None:
+        from launcher.remote import kill_pidfiles
+
+        kill_pidfiles([Path(p) for p in pidfiles])  # one PID namespace and /tmp for all
+
+    def rsh_agent(self) -> str:
+        """A script mpirun runs as ``agent worker-<i> command...``: the command in that
+        worker's namespaces (what ``kubexec.sh`` is in a cluster)."""
+        agent = self.root / "mpi-rsh-agent.sh"
+        cases = "".join(
+            f"  {h.name}) pid={self._holders[i].pid} ;;\n" for i, h in enumerate(self._hosts)
+        )
+        agent.write_text(
+            "#!/bin/sh\n"
+            'host=$1; shift\ncase "$host" in\n'
+            f"{cases}"
+            '  *) echo "mpi-rsh-agent: no local worker $host" >&2; exit 1 ;;\nesac\n'
+            f'exec nsenter -t "$pid" -n -m -u --wd={shlex.quote(os.getcwd())} -- /bin/sh -c "$*"\n'
+        )
+        agent.chmod(0o755)
+        return str(agent)
+
+    def start_coordinator(
+        self, argv: list[str], env: dict[str, str], label: str, sink: LineSink
+    ) -> Proc:
+        if self._coordinator is None:
+            raise TransportError("local transport: not set up")
+        proc = PopenProc(
+            label, [*self._enter(self._coordinator), *argv], sink, env={**os.environ, **env}
+        )
         self._procs.append(proc)
         return proc

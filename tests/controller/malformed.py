@@ -51,14 +51,43 @@ CASES: list[Case] = [
         "partition-mode-unknown", lambda o: _spec(o).update(partitionMode="Bogus"), "partitionMode"
     ),
     Case(
-        "partition-mode-parmetis",
+        "parmetis-without-chunked-graph",
         lambda o: _spec(o).update(partitionMode="ParMETIS"),
-        "partitionMode",
+        "chunkedGraph",
     ),
     Case(
-        "partition-mode-distparmetis",
+        "distparmetis-without-chunked-graph",
         lambda o: _spec(o).update(partitionMode="DistParMETIS"),
-        "partitionMode",
+        "chunkedGraph",
+    ),
+    Case(
+        "chunked-graph-in-dgl-api-mode",
+        lambda o: _spec(o).update(chunkedGraph={"path": "/data/chunked"}),
+        "chunkedGraph",
+    ),
+    Case(
+        "chunked-graph-relative-path",
+        lambda o: _spec(o).update(partitionMode="ParMETIS", chunkedGraph={"path": "data/g"}),
+        "chunkedGraph.path",
+    ),
+    Case(
+        "chunked-graph-path-missing",
+        lambda o: _spec(o).update(partitionMode="DistParMETIS", chunkedGraph={"layout": "Shared"}),
+        "path",
+    ),
+    Case(
+        "chunked-graph-layout-unknown",
+        lambda o: _spec(o).update(
+            partitionMode="DistParMETIS", chunkedGraph={"path": "/g", "layout": "Sometimes"}
+        ),
+        "chunkedGraph.layout",
+    ),
+    Case(
+        "chunked-graph-per-worker-in-parmetis-mode",
+        lambda o: _spec(o).update(
+            partitionMode="ParMETIS", chunkedGraph={"path": "/g", "layout": "PerWorker"}
+        ),
+        "chunkedGraph.layout",
     ),
     Case(
         "clean-pod-policy-unknown",

@@ -170,14 +170,31 @@ def test_unknown_field_is_rejected(validator: Validator) -> None:
     assert any("spec.cleanPodPolicyy: unknown field" in e for e in validator.validate(job))
 
 
-def test_not_implemented_modes_say_so(validator: Validator) -> None:
+@pytest.mark.parametrize(
+    ("mode", "layout"),
+    [("ParMETIS", "Shared"), ("DistParMETIS", "Shared"), ("DistParMETIS", "PerWorker")],
+)
+def test_parmetis_modes_with_a_chunked_graph_are_accepted(
+    validator: Validator, mode: str, layout: str
+) -> None:
     job = load_fixture("seed_dgljob.yaml")
-    job["spec"]["partitionMode"] = "ParMETIS"
-    (error,) = validator.validate(job)
-    assert "not implemented yet" in error
+    job["spec"].update(partitionMode=mode, chunkedGraph={"path": "/data/g", "layout": layout})
+    assert validator.validate(job) == []
+    parsed = parse_job({**job, "metadata": {**job["metadata"], "uid": "u"}})
+    assert parsed.spec.chunked_graph is not None
+    assert (parsed.spec.chunked_graph.path, parsed.spec.chunked_graph.layout) == ("/data/g", layout)
+    assert parsed.spec.mode.partitioner == (mode == "ParMETIS")
+
+
+def test_chunked_graph_layout_defaults_to_shared(validator: Validator) -> None:
+    job = load_fixture("seed_dgljob.yaml")
+    job["spec"].update(partitionMode="ParMETIS", chunkedGraph={"path": "/data/g"})
+    assert validator.validate(job) == []
     job["metadata"]["uid"] = "u"
-    with pytest.raises(SpecError, match="not implemented yet"):
-        parse_job(job)
+    cg = parse_job(job).spec.chunked_graph
+    assert cg is not None and cg.layout == "Shared"
+    schema = version_schema(load_crd(CRD_PATH))["properties"]["spec"]["properties"]
+    assert schema["chunkedGraph"]["properties"]["layout"]["default"] == "Shared"
 
 
 def test_longest_accepted_names(validator: Validator) -> None:

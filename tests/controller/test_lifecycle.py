@@ -343,7 +343,7 @@ def test_invalid_spec_fails_once_without_a_hot_loop(h: Harness) -> None:
     h.create_job(raw)
     cond = h.wait_condition("Failed")
     assert cond["reason"] == "InvalidSpec"
-    assert "spec.partitionMode" in cond["message"] and "not implemented" in cond["message"]
+    assert "spec.chunkedGraph" in cond["message"] and "is required" in cond["message"]
     h.settle()
     writes = [a for a in h.kube.writes() if a.resource == "dgljobs.qihoo.net"]
     assert len(writes) == 2, writes  # the create and one status write

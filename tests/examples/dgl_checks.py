@@ -2,7 +2,8 @@
 each prints one JSON object on its last line of stdout.
 
     dataset     load a dataset through examples/graphsage/common.py (ogb's real loader)
-    partitions  compare every partition's nodes and a sample of its edges with the source graph
+    partitions  compare every partition (nodes, edges, features, halo) with the source graph
+    chunked     compare a chunked graph (dgl-chunk-graph's output) with the source graph
     model       load a saved GraphSAGE state_dict into the example's model class
 """
 
@@ -21,10 +22,13 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "graphsage"
 sys.path.insert(0, str(EXAMPLE))
+sys.path.insert(1, str(EXAMPLE.parents[1]))  # distpart, launcher: this checkout
 
 import common  # noqa: E402  (examples/graphsage/common.py)
 import dgl  # noqa: E402
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from dgl.data.utils import load_tensors  # noqa: E402
 
 
 def check_dataset(a: argparse.Namespace) -> dict[str, Any]:
@@ -52,47 +56,93 @@ def check_dataset(a: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _orig_nids(config: Path, meta: dict[str, Any]) -> torch.Tensor:
+    """Partitioned node id -> source node id: DGL-API's orig_nids.pt beside the JSON, or the
+    ParMETIS modes' part<k>/orig_nids.dgl (one per part, its inner nodes in id order)."""
+    whole = config.parent / "orig_nids.pt"
+    if whole.is_file():
+        ids: torch.Tensor = torch.load(whole)
+        return ids
+    ntype = next(iter(meta["ntypes"]))
+    return torch.cat(
+        [
+            load_tensors(str(config.parent / f"part{i}" / "orig_nids.dgl"))[ntype]
+            for i in range(meta["num_parts"])
+        ]
+    )
+
+
+def _pairs(u: torch.Tensor, v: torch.Tensor, n: int) -> torch.Tensor:
+    """Edges as sorted keys u * n + v (a multiset, comparable with torch.equal)."""
+    return torch.sort(u.long() * n + v.long()).values
+
+
 def check_partitions(a: argparse.Namespace) -> dict[str, Any]:
+    """Every node in exactly one part, the parts' own edges are exactly the source's edges,
+    every feature row equals the source's, and each part's halo and local edges are what DGL's
+    one-hop halo holds: all in- and out-edges of its own nodes, and their other endpoints."""
     src, _ = common.load_ogb_graph(a.name, a.root)
-    orig_nids: torch.Tensor = torch.load(a.orig_nids)
-    meta = json.loads(Path(a.config).read_text())
-    gen = torch.Generator().manual_seed(0)
+    n = src.num_nodes()
+    config = Path(a.config)
+    meta = json.loads(config.read_text())
+    orig_nids = _orig_nids(config, meta)
+    ntype = next(iter(meta["ntypes"]))
+    su, sv = src.edges()
     parts: list[dict[str, Any]] = []
-    mismatches: dict[str, int] = {}
+    mismatches = {key: 0 for key in ("feat", "label", "train_mask", "val_mask", "test_mask")}
+    mismatches.update(edges=0, halo=0, local_edges=0, part_id=0)
+    own_edges, cut = [], 0
     for i in range(meta["num_parts"]):
-        part, node_feats, _edge_feats, gpb, name, _nt, _et = dgl.distributed.load_partition(
-            a.config, i
-        )
+        part, node_feats, _ef, gpb, name, _nt, _et = dgl.distributed.load_partition(a.config, i)
         inner = part.ndata["inner_node"].bool()
-        new_ids = part.ndata[dgl.NID][inner]  # global ids in the partitioned numbering
-        start, end = meta["node_map"]["_N"][i]
-        contiguous = bool(torch.equal(new_ids, torch.arange(start, end)))
-        orig = orig_nids[new_ids]
+        new_ids = part.ndata[dgl.NID]
+        start, end = meta["node_map"][ntype][i]
+        contiguous = bool(torch.equal(new_ids[inner], torch.arange(start, end)))
+        first_inner = bool(inner[: int(inner.sum())].all())
+        orig = orig_nids[new_ids]  # source ids of every local node
+        mine = orig[inner]
         for key in ("feat", "label", "train_mask", "val_mask", "test_mask"):
-            got = node_feats[f"_N/{key}"]
-            want = src.ndata[key][orig]
-            bad = int((got != want).reshape(len(orig), -1).any(1).sum())
-            mismatches[key] = mismatches.get(key, 0) + bad
-        # A sample of the partition's edges must exist in the source graph (original ids).
+            got = node_feats[f"{ntype}/{key}"]
+            want = src.ndata[key][mine].to(got.dtype)
+            mismatches[key] += int((got != want).reshape(len(mine), -1).any(1).sum())
+        owner = (
+            torch.searchsorted(
+                torch.tensor([r[0] for r in meta["node_map"][ntype]]), new_ids, right=True
+            )
+            - 1
+        )
+        mismatches["part_id"] += int((part.ndata["part_id"] != owner).sum())
         u, v = part.edges()
-        pick = torch.randperm(len(u), generator=gen)[: a.edges]
-        gu = orig_nids[part.ndata[dgl.NID][u[pick]]]
-        gv = orig_nids[part.ndata[dgl.NID][v[pick]]]
-        missing_edges = int((~src.has_edges_between(gu, gv)).sum())
-        mismatches["edges"] = mismatches.get("edges", 0) + missing_edges
+        ie = part.edata["inner_edge"].bool()
+        own_edges.append(torch.stack([orig[u[ie]], orig[v[ie]]]))
+        cut += int((~inner[u[ie]]).sum())
+        # the source's view of this part: in- and out-edges of its own nodes
+        is_mine = torch.zeros(n, dtype=torch.bool)
+        is_mine[mine] = True
+        touching = is_mine[su] | is_mine[sv]
+        want_local = _pairs(su[touching], sv[touching], n)
+        got_local = _pairs(orig[u], orig[v], n)
+        mismatches["local_edges"] += int(not torch.equal(want_local, got_local))
+        ends = torch.cat([su[touching], sv[touching]])
+        want_halo = torch.unique(ends[~is_mine[ends]])
+        got_halo = torch.sort(orig[~inner]).values
+        mismatches["halo"] += int(not torch.equal(want_halo, got_halo))
         parts.append(
             {
                 "part": i,
                 "graph_name": name,
-                "inner_nodes": len(new_ids),
+                "inner_nodes": len(mine),
                 "contiguous_ids": contiguous,
+                "inner_nodes_first": first_inner,
                 "halo_nodes": int((~inner).sum()),
-                "edges_checked": len(pick),
-                "train_nodes": int(node_feats["_N/train_mask"].sum()),
+                "own_edges": int(ie.sum()),
+                "train_nodes": int(node_feats[f"{ntype}/train_mask"].sum()),
                 "partid": int(gpb.partid),
             }
         )
-    is_permutation = bool(torch.equal(torch.sort(orig_nids).values, torch.arange(src.num_nodes())))
+    every = torch.cat(own_edges, dim=1)
+    mismatches["edges"] = int(not torch.equal(_pairs(every[0], every[1], n), _pairs(su, sv, n)))
+    is_permutation = bool(torch.equal(torch.sort(orig_nids).values, torch.arange(n)))
     return {
         "num_parts": meta["num_parts"],
         "part_method": meta.get("part_method"),
@@ -100,8 +150,55 @@ def check_partitions(a: argparse.Namespace) -> dict[str, Any]:
         "orig_nids_is_permutation": is_permutation,
         "mismatches": mismatches,
         "covered_nodes": sum(p["inner_nodes"] for p in parts),
-        "source_nodes": int(src.num_nodes()),
+        "source_nodes": n,
+        "source_edges": int(src.num_edges()),
+        "edge_cut": cut,
+        "edge_cut_fraction": round(cut / max(int(src.num_edges()), 1), 6),
     }
+
+
+def _chunked_equals(graph: dgl.DGLGraph, chunked_dir: Path) -> dict[str, Any]:
+    from distpart.read import read_rows
+    from launcher.chunked import load, verify
+
+    c = load(chunked_dir)
+    verify(c)
+    pairs = read_rows(c.edges, 0, c.num_edges)
+    u, v = graph.edges(order="eid")
+    same = {
+        "edges": bool(
+            pairs.shape == (graph.num_edges(), 2)
+            and (pairs[:, 0] == u.numpy()).all()
+            and (pairs[:, 1] == v.numpy()).all()
+        )
+    }
+    for key, spec in c.node_data.items():
+        rows = read_rows(spec, 0, c.num_nodes)
+        same[key] = bool(np.array_equal(rows, graph.ndata[key].numpy()))
+    return {
+        "num_nodes": c.num_nodes,
+        "num_edges": c.num_edges,
+        "node_chunks": len(c.node_counts),
+        "node_data": sorted(c.node_data),
+        "same": same,
+    }
+
+
+def check_chunked(a: argparse.Namespace) -> dict[str, Any]:
+    """The converter's chunked graph holds exactly what ogb's own loader builds (edge ids and
+    order, every node data column); with --roundtrip, so does the graph converted from a
+    DGLGraph saved with dgl.save_graphs."""
+    from distpart.convert import convert_dgl
+
+    src, _ = common.load_ogb_graph(a.name, a.root)
+    out = {"from_ogb": _chunked_equals(src, Path(a.chunked))}
+    if a.roundtrip:
+        folder = Path(a.roundtrip)
+        folder.mkdir(parents=True, exist_ok=True)
+        dgl.save_graphs(str(folder / "graph.bin"), [src])
+        convert_dgl(folder / "graph.bin", folder / "chunked", 3, edge_format="csv")
+        out["from_dgl"] = _chunked_equals(src, folder / "chunked")
+    return out
 
 
 def check_model(a: argparse.Namespace) -> dict[str, Any]:
@@ -132,14 +229,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--name", default="ogbn-synth")
     q = sub.add_parser("partitions")
     q.add_argument("--config", required=True)
-    q.add_argument("--orig-nids", required=True)
     q.add_argument("--root", required=True)
     q.add_argument("--name", default="ogbn-synth")
-    q.add_argument("--edges", type=int, default=2000, help="edges to check per partition")
+    c = sub.add_parser("chunked")
+    c.add_argument("--chunked", required=True)
+    c.add_argument("--root", required=True)
+    c.add_argument("--name", default="ogbn-synth")
+    c.add_argument("--roundtrip", help="also convert a saved DGLGraph here and compare")
     m = sub.add_parser("model")
     m.add_argument("--path", required=True)
     a = p.parse_args(argv)
-    check = {"dataset": check_dataset, "partitions": check_partitions, "model": check_model}
+    check = {
+        "dataset": check_dataset,
+        "partitions": check_partitions,
+        "chunked": check_chunked,
+        "model": check_model,
+    }
     print(json.dumps(check[a.cmd](a)), flush=True)
     return 0
 

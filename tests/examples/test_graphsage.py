@@ -126,8 +126,6 @@ def test_partition_into_two_parts_matches_the_source(
         "partitions",
         "--config",
         str(config),
-        "--orig-nids",
-        str(two_parts / "orig_nids.pt"),
         "--root",
         str(dataset_root),
         "--name",
@@ -137,7 +135,8 @@ def test_partition_into_two_parts_matches_the_source(
     assert info["covered_nodes"] == NUM_NODES
     assert all(p["contiguous_ids"] for p in info["parts"])
     assert all(p["inner_nodes"] > NUM_NODES // 4 for p in info["parts"])
-    assert all(p["edges_checked"] > 0 for p in info["parts"])
+    assert all(p["own_edges"] > 0 and p["inner_nodes_first"] for p in info["parts"])
+    # the checker's halo rule (in- and out-edges of a part's own nodes) is DGL's own
     assert info["mismatches"] == {
         "feat": 0,
         "label": 0,
@@ -145,6 +144,9 @@ def test_partition_into_two_parts_matches_the_source(
         "val_mask": 0,
         "test_mask": 0,
         "edges": 0,
+        "halo": 0,
+        "local_edges": 0,
+        "part_id": 0,
     }
     train = [p["train_nodes"] for p in info["parts"]]  # --balance_train
     assert sum(train) == SPLITS[0]

@@ -135,8 +135,6 @@ def test_graphsage_through_dglrun(
         "partitions",
         "--config",
         str(tmp_path / "dataset" / f"{GRAPH}.json"),
-        "--orig-nids",
-        str(tmp_path / "dataset" / "orig_nids.pt"),
         "--root",
         str(dataset_root),
         "--name",

@@ -59,7 +59,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "Entrypoint": None,
         "Cmd": ["dglrun", "--help"],
         "WorkingDir": "/dgl_workspace",
-        "layers": 4,
+        "layers": 5,
         "pythonpath": "/opt/dgl-operator/site-packages:/opt/dgl/site-packages",
     },
     "pause": {
@@ -342,8 +342,19 @@ def test_pause_layer(tarballs: dict[str, OciTarball], layer_scans: LayerScans) -
 @pytest.mark.slow
 def test_graphsage_layers(tarballs: dict[str, OciTarball], layer_scans: LayerScans) -> None:
     scans = scans_of("graphsage", tarballs, layer_scans)
-    _base, dgl, app, examples = scans
-    assert tarballs["graphsage"].manifest["layers"][1]["mediaType"] == LAYER_TAR
+    _base, mpi, dgl, app, examples = scans
+    assert tarballs["graphsage"].manifest["layers"][2]["mediaType"] == LAYER_TAR
+    # Open MPI and PT-Scotch's ParMETIS API, and only what the shared base lacks
+    mpi_names = set(mpi.names())
+    for path in (
+        "usr/bin/orted",
+        "usr/lib/x86_64-linux-gnu/libmpi.so.40",
+        "usr/lib/x86_64-linux-gnu/scotch-int64/libptscotchparmetisv3-7.0.so",
+        "var/lib/dpkg/status",
+    ):
+        assert path in mpi_names, path
+    assert any(n.startswith("usr/bin/mpirun") for n in mpi_names)
+    assert "usr/bin/python3.11" not in mpi_names and "usr/bin/sleep" not in mpi_names
     names = set(dgl.names())
     site = "opt/dgl/site-packages"
     for module in (
@@ -351,22 +362,31 @@ def test_graphsage_layers(tarballs: dict[str, OciTarball], layer_scans: LayerSca
         "torch/__init__.py",
         "ogb/__init__.py",
         "torchdata/__init__.py",
+        "mpi4py/__init__.py",
         "dgl/__pycache__/__init__.cpython-311.pyc",
     ):
         assert f"{site}/{module}" in names, module
     assert not [n for n in names if n.startswith((f"{site}/pip/", f"{site}/bin/"))]
-    # the project alone, with only the dglrun wrapper
+    # the project alone, with only the dglrun and dgl-chunk-graph wrappers
     app_names = set(app.names())
     for package in project_packages():
         assert f"opt/dgl-operator/site-packages/{package}/__init__.py" in app_names, package
     assert "opt/dgl-operator/site-packages/launcher/remote.py" in app_names
     assert not [n for n in app_names if n.startswith("opt/dgl-operator/site-packages/kubernetes")]
-    assert [n for n in app_names if n.startswith("usr/local/bin/")] == ["usr/local/bin/dglrun"]
+    assert sorted(n for n in app_names if n.startswith("usr/local/bin/")) == [
+        "usr/local/bin/dgl-chunk-graph",
+        "usr/local/bin/dglrun",
+    ]
+    assert "opt/dgl-operator/site-packages/distpart/pipeline.py" in app_names
     workspace = examples.member("dgl_workspace")
     assert (workspace.uid, workspace.gid) == (NONROOT, NONROOT)
     for script in ("train_dist.py", "load_and_partition_graph.py", "common.py"):
         info = examples.member(f"dgl_workspace/code/{script}")
         assert (info.uid, info.mode) == (0, 0o644)
+    # the ParMETIS modes' input: the same graph in DGL's chunked format
+    chunked = json.loads(examples.files["dgl_workspace/chunked/metadata.json"])
+    assert chunked["graph_name"] == "graphsage" and len(chunked["num_nodes_per_chunk"][0]) == 4
+    assert "dgl_workspace/chunked/edges/edges-3.npy" in set(examples.names())
     fs = merged(scans)
     assert "usr/bin/python3" in fs
 

@@ -1,0 +1,105 @@
+"""The collective steps of the pipeline, over an mpi4py communicator.
+
+:func:`exchange` sends row ``i`` of several arrays to rank ``dest[i]`` (one ``Alltoallv`` per
+array); :func:`lookup` asks the rank owning each id for values it holds (a request and a reply
+exchange). Counts travel as MPI ``int``: more than 2^31-1 elements of one array between two
+ranks is refused with a message (use more ranks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distpart.types import Array
+
+INT_MAX = 2**31 - 1
+
+
+class Routed:
+    """Rows sent with :func:`exchange`: ``order`` puts the sender's rows in the order they
+    were sent (grouped by destination), ``sent``/``received`` count rows per rank."""
+
+    def __init__(self, order: Array, sent: Array, received: Array) -> None:
+        self.order = order
+        self.sent = sent
+        self.received = received
+
+    def back(self) -> Array:
+        """For a reply: the source rank of every received row, in received order."""
+        return np.repeat(np.arange(len(self.received)), self.received)
+
+
+def _displacements(counts: Array) -> Array:
+    out = np.zeros(len(counts), dtype=np.int64)
+    np.cumsum(counts[:-1], out=out[1:])
+    return out
+
+
+def _alltoallv(comm: Any, data: Array, sent: Array, received: Array) -> Array:
+    row = int(np.prod(data.shape[1:], dtype=np.int64))
+    sc, rc = sent * row, received * row
+    if max(int(sc.max(initial=0)), int(rc.max(initial=0)), int(sc.sum()), int(rc.sum())) > INT_MAX:
+        raise ValueError(
+            f"more than {INT_MAX} elements of one array between ranks in one exchange; "
+            "partition with more MPI ranks"
+        )
+    out = np.empty((int(received.sum()), *data.shape[1:]), dtype=data.dtype)
+    send = np.ascontiguousarray(data)
+    if data.dtype == np.bool_:  # MPI has no portable C bool for numpy's: ship bytes
+        send, recv = send.view(np.uint8), out.view(np.uint8)
+    else:
+        recv = out
+    comm.Alltoallv(
+        [send, (sc.astype(np.int32), _displacements(sc).astype(np.int32))],
+        [recv, (rc.astype(np.int32), _displacements(rc).astype(np.int32))],
+    )
+    return out
+
+
+def route(comm: Any, dest: Array) -> Routed:
+    """Plan an exchange: how many rows go to each rank, and how many come back."""
+    size = comm.Get_size()
+    dest = np.asarray(dest, dtype=np.int64)
+    order = np.argsort(dest, kind="stable")
+    sent = np.bincount(dest, minlength=size).astype(np.int64)
+    received = np.empty(size, dtype=np.int64)
+    comm.Alltoall(sent, received)
+    return Routed(order, sent, received)
+
+
+def send(comm: Any, plan: Routed, data: Array) -> Array:
+    """The rows of ``data`` (aligned with the ``dest`` of ``plan``) this rank receives."""
+    return _alltoallv(comm, data[plan.order], plan.sent, plan.received)
+
+
+def exchange(comm: Any, dest: Array, *arrays: Array) -> list[Array]:
+    plan = route(comm, dest)
+    return [send(comm, plan, a) for a in arrays]
+
+
+def reply(comm: Any, plan: Routed, answer: Array) -> Array:
+    """Send ``answer`` (one row per row this rank received under ``plan``) back to where
+    each row came from; returns the answers in the order of the original ``dest``."""
+    back = _alltoallv(comm, answer, plan.received, plan.sent)
+    out = np.empty_like(back)
+    out[plan.order] = back
+    return out
+
+
+def allgather_counts(comm: Any, counts: Array) -> Array:
+    """Every rank's ``counts`` vector, as a (ranks, len) matrix."""
+    counts = np.ascontiguousarray(counts, dtype=np.int64)
+    out = np.empty((comm.Get_size(), len(counts)), dtype=np.int64)
+    comm.Allgather(counts, out)
+    return out
+
+
+def allreduce_sum(comm: Any, values: Array) -> Array:
+    from mpi4py import MPI
+
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    out = np.empty_like(values)
+    comm.Allreduce(values, out, op=MPI.SUM)
+    return out

@@ -1,0 +1,300 @@
+"""dglrun's partition phase in the ParMETIS modes: check the chunked graph where it lives,
+then run the ranks of ``python -m distpart partition`` under mpirun.
+
+* ``ParMETIS`` (:func:`partition_in_pod`, the partitioner pod): every rank here, writing the
+  partitions into ``<workspace>/dataset``; delivery and dispatch follow as in ``DGL-API``.
+* ``DistParMETIS`` (:func:`partition_on_workers`, the launcher): one rank per worker, started
+  through the transport's remote-shell agent (``kubexec.sh`` in a cluster); rank ``i`` writes
+  partition ``i`` into worker ``i``'s ``<workspace>/workload``. :func:`verify_on_workers` then
+  checks that every worker holds its part and the same partition JSON: nothing is copied.
+
+Before any rank starts, the input is checked where the ranks will read it (every chunk file a
+rank reads exists and is as long as ``metadata.json`` says): a missing or truncated chunk is
+one line naming the file. When mpirun fails (a rank died or exited non-zero, a daemon did not
+start) the phase fails with one line naming the rank and its worker, after mpirun is stopped
+and every rank's session on every worker is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import secrets
+import shlex
+import subprocess
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+from launcher import chunked, mpi
+from launcher import partitions as parts
+from launcher.cli import Options
+from launcher.console import Console, PhaseError, Report, mb, phase
+from launcher.hostfile import Host
+from launcher.transport import LineSink, PopenProc, Proc, Transport, TransportError
+
+STATS_PREFIX = "distpart-stats "
+CHECK_TIMEOUT = 600.0  # seconds to verify one worker's chunk files
+# what every rank needs whatever its image sets (ogb's PyPI check, DGL's backend)
+RANK_ENV = {"OUTDATED_IGNORE": "1", "DGLBACKEND": "pytorch", "PYTHONUNBUFFERED": "1"}
+WORKLOAD = "workload"
+
+
+def _rank_job(opts: Options, outs: tuple[str, ...]) -> mpi.RankJob:
+    assert opts.chunked_graph is not None
+    return mpi.RankJob(
+        python=opts.python,
+        chunked=opts.chunked_graph,
+        layout=opts.chunked_layout,
+        graph_name=opts.graph_name,
+        num_parts=opts.num_partitions,
+        outs=outs,
+        balance_train=opts.balance_train,
+        balance_edges=opts.balance_edges,
+    )
+
+
+def _describe(graph: chunked.ChunkedGraph) -> str:
+    return (
+        f"{graph.num_nodes} nodes, {graph.num_edges} edges in {len(graph.node_counts)} node and "
+        f"{len(graph.edges.counts)} edge chunk(s); node data "
+        f"{', '.join(sorted(graph.node_data)) or 'none'}"
+    )
+
+
+def run_mpirun(
+    start: Callable[[LineSink], Proc],
+    console: Console,
+    report: Report,
+    *,
+    timeout: float,
+    hosts: list[str],
+    cleanup: Callable[[], None],
+) -> None:
+    """Run mpirun to its end; on failure (or SIGTERM, or the timeout) stop it, then
+    ``cleanup`` (kill every rank's session), and raise one line saying why."""
+    lines: deque[str] = deque(maxlen=500)
+
+    def sink(label: str, text: str) -> None:
+        if text.startswith(STATS_PREFIX):
+            with contextlib.suppress(ValueError):
+                report.partition = json.loads(text[len(STATS_PREFIX) :])
+            return
+        lines.append(text)
+        console.line(label, text)
+
+    proc = start(sink)
+    try:
+        code = proc.wait(timeout or None)
+    except subprocess.TimeoutExpired:
+        proc.stop()
+        cleanup()
+        raise PhaseError(f"timed out after {timeout:.0f}s; stopped every MPI rank") from None
+    except BaseException:
+        proc.stop()
+        cleanup()
+        raise
+    if code != 0:
+        proc.stop()
+        cleanup()
+        raise PhaseError(f"{mpi.failure(list(lines), code, hosts)}; stopped every MPI rank")
+
+
+def _summary(console: Console, report: Report) -> None:
+    stats = report.partition
+    if not stats:
+        return
+    fraction = 100 * float(str(stats.get("edge_cut_fraction")))
+    console.say(
+        f"  edge cut {stats.get('edge_cut')} ({fraction:.2f}% of {stats.get('num_edges')} "
+        f"edges); nodes per part {stats.get('nodes_per_part')}; "
+        f"peak memory per rank {stats.get('peak_rss_mb_per_rank')} MB"
+    )
+
+
+# -- ParMETIS: every rank in this pod ---------------------------------------------------------
+
+
+def partition_in_pod(opts: Options, out_dir: Path, console: Console, report: Report) -> None:
+    """Partition into ``out_dir`` with ``--num-ranks`` local ranks (inside phase 1)."""
+    assert opts.chunked_graph is not None
+    ranks = opts.num_ranks or mpi.default_ranks()
+    graph = chunked.load(opts.chunked_graph)
+    chunked.shares(graph, ranks, chunked.SHARED)  # every rank owns some nodes
+    files = chunked.verify(graph)
+    console.say(f"  chunked graph {graph.metadata}: {_describe(graph)}; {files} files verified")
+    run_id = secrets.token_hex(4)
+    job = _rank_job(opts, (str(out_dir),))
+    launch = mpi.Launch(opts.mpirun, ranks, env=RANK_ENV, extra=tuple(opts.mpirun_args))
+    argv = mpi.mpirun_argv(launch, job.argv(mpi.pidfile(run_id)))
+    console.say(f"  mpirun: {ranks} ranks of distpart in this pod")
+
+    def start(sink: LineSink) -> Proc:
+        return PopenProc("partition", argv, sink, env={**os.environ, **RANK_ENV})
+
+    def cleanup() -> None:
+        from launcher.remote import kill_pidfiles
+
+        kill_pidfiles([Path(mpi.rank_pidfile(run_id, r)) for r in range(ranks)])
+
+    me = os.environ.get("HOSTNAME") or "this pod"
+    run_mpirun(
+        start,
+        console,
+        report,
+        timeout=opts.partition_timeout,
+        hosts=[me] * ranks,
+        cleanup=cleanup,
+    )
+    _summary(console, report)
+
+
+# -- DistParMETIS: one rank per worker ------------------------------------------------------
+
+
+def _check_on_workers(
+    opts: Options, transport: Transport, hosts: list[Host], console: Console
+) -> None:
+    """Each worker checks the chunk files its rank will read (in parallel)."""
+    results: dict[int, tuple[int, str] | BaseException] = {}
+
+    def check(i: int, host: Host) -> None:
+        argv = [
+            opts.python, "-m", "launcher.chunked", "check", str(opts.chunked_graph),
+            "--ranks", str(len(hosts)), "--layout", opts.chunked_layout, "--rank", str(i),
+        ]  # fmt: skip
+        try:
+            results[i] = transport.run(host, argv, CHECK_TIMEOUT)
+        except TransportError as e:
+            results[i] = e
+
+    _in_parallel([functools.partial(check, i, h) for i, h in enumerate(hosts)])
+    for i, host in enumerate(hosts):
+        result = results[i]
+        if isinstance(result, BaseException):
+            raise PhaseError(f"{host.name}: cannot check the chunked graph: {result}")
+        code, out = result
+        last = (out.strip().splitlines() or ["no output"])[-1]
+        if code != 0:
+            raise PhaseError(f"{host.name}: {last}; no MPI rank was started")
+        if i == 0:
+            try:
+                doc = json.loads(last)
+            except ValueError:
+                doc = {}
+            console.say(
+                f"  chunked graph {opts.chunked_graph} ({opts.chunked_layout}): "
+                f"{doc.get('num_nodes')} nodes, {doc.get('num_edges')} edges; every worker "
+                "verified the chunks it reads"
+            )
+
+
+def partition_on_workers(
+    opts: Options, transport: Transport, console: Console, report: Report
+) -> list[Host]:
+    """Phases 1 and 2 of DistParMETIS: partition on the workers (nothing to deliver)."""
+    hosts = transport.workers()
+    with phase(console, report, 1, "partition"):
+        n = len(hosts)
+        if n != opts.num_partitions:
+            raise PhaseError(
+                f"--num-partitions is {opts.num_partitions} but there are {n} workers "
+                f"({', '.join(h.name for h in hosts) or 'none'}): DistParMETIS writes one "
+                "partition on every worker"
+            )
+        if opts.num_ranks not in (None, n):
+            raise PhaseError(f"--num-ranks {opts.num_ranks}: DistParMETIS runs one rank per worker")
+        _check_on_workers(opts, transport, hosts, console)
+        run_id = secrets.token_hex(4)
+        outs = tuple(f"{transport.workspace(h)}/{WORKLOAD}" for h in hosts)
+        job = _rank_job(opts, outs if len(set(outs)) > 1 else outs[:1])
+        with tempfile.NamedTemporaryFile(
+            "w", prefix=f"dglrun-{run_id}-", suffix=".hosts", delete=False
+        ) as f:
+            f.write(mpi.mpi_hostfile(hosts))
+        try:
+            launch = mpi.Launch(
+                opts.mpirun,
+                n,
+                hostfile=f.name,
+                rsh_agent=transport.rsh_agent(),
+                env=RANK_ENV,
+                extra=tuple(opts.mpirun_args),
+            )
+            argv = mpi.mpirun_argv(launch, job.argv(mpi.pidfile(run_id)))
+            console.say(
+                f"  mpirun: one rank of distpart on each of {', '.join(h.name for h in hosts)} "
+                f"(through {launch.rsh_agent})"
+            )
+
+            def start(sink: LineSink) -> Proc:
+                return transport.start_coordinator(argv, RANK_ENV, "partition", sink)
+
+            def cleanup() -> None:
+                _in_parallel(
+                    [
+                        functools.partial(transport.kill, h, [mpi.rank_pidfile(run_id, i)])
+                        for i, h in enumerate(hosts)
+                    ]
+                )
+
+            run_mpirun(
+                start,
+                console,
+                report,
+                timeout=opts.partition_timeout,
+                hosts=[h.name for h in hosts],
+                cleanup=cleanup,
+            )
+        finally:
+            Path(f.name).unlink(missing_ok=True)
+        _summary(console, report)
+    console.progress.record("partitionSeconds", round(report.seconds.get("partition", 0.0), 1))
+    with phase(console, report, 2, "deliver"):
+        console.say("  nothing to deliver: every worker wrote its own partition")
+    return hosts
+
+
+def _in_parallel(calls: list[Callable[[], None]]) -> None:
+    threads = [threading.Thread(target=c, daemon=True) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def verify_on_workers(
+    opts: Options,
+    transport: Transport,
+    hosts: list[Host],
+    console: Console,
+    report: Report,
+) -> parts.PartitionSet:
+    """Phase 3 of DistParMETIS: every worker holds its own part and the same partition JSON
+    (the launcher keeps a copy of the JSON, for the phases after this one)."""
+    with phase(console, report, 3, "dispatch"):
+        name = f"{opts.graph_name}.json"
+        local = Path(tempfile.mkdtemp(prefix="dglrun-config-")) / name
+        remote0 = f"{transport.workspace(hosts[0])}/{WORKLOAD}"
+        if not transport.fetch(hosts[0], f"{remote0}/{name}", local):
+            raise PhaseError(f"{hosts[0].name}: no partition JSON {remote0}/{name}")
+        pset = parts.load(local, len(hosts), check_files=False)
+        want = parts.manifest(local.parent)[name]
+        for i, host in enumerate(hosts):
+            remote = f"{transport.workspace(host)}/{WORKLOAD}"
+            got = transport.manifest(host, remote)
+            if got.get(name) != want:
+                raise PhaseError(f"{host.name}: {remote}/{name} differs from {hosts[0].name}'s")
+            missing = [f for f in pset.files[i] if f not in got or got[f][0] == 0]
+            if missing:
+                raise PhaseError(f"{host.name}: part {i} file {remote}/{missing[0]} is missing")
+            size = sum(got[f][0] for f in pset.files[i])
+            console.say(
+                f"  part {i} on {host.name} ({host.ip}): {mb(size)} written there "
+                f"({shlex.quote(remote)}), nothing copied"
+            )
+    return pset

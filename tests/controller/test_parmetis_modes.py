@@ -1,0 +1,238 @@
+"""The ParMETIS and DistParMETIS modes on the controller side: the pods each mode builds, the
+phase DistParMETIS takes from dglrun's progress, and both lifecycles over FakeKube."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from controller import builders
+from controller.api import DGLJOBS, parse_job
+from controller.builders import BuildOptions, desired, rbac
+from controller.modes import MODES
+from controller.status import phase_from_progress
+from informers.resources import ROLES, SERVICEACCOUNTS
+from launcher import cli as dglrun_cli
+from tests.controller.conftest import load_fixture
+from tests.controller.harness import NS, Harness, wait_for
+
+J = "dgl-graphsage"
+W0, W1 = f"{J}-worker-0", f"{J}-worker-1"
+PART, LAUNCH = f"{J}-partitioner", f"{J}-launcher"
+CHUNKED = "/dgl_workspace/chunked"
+
+
+def job_raw(mode: str, layout: str = "Shared") -> dict[str, Any]:
+    raw = load_fixture("seed_dgljob.yaml")
+    raw["metadata"]["uid"] = "uid-1"
+    raw["spec"].update(partitionMode=mode, chunkedGraph={"path": CHUNKED, "layout": layout})
+    return raw
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env") or []}
+
+
+def test_the_operator_sets_exactly_the_env_names_dglrun_reads() -> None:
+    """The builders and dglrun agree on the env contract of the ParMETIS modes."""
+    assert builders.PARTITION_MODE_ENV == dglrun_cli.PARTITION_MODE_ENV
+    assert builders.CHUNKED_GRAPH_ENV == dglrun_cli.CHUNKED_GRAPH_ENV
+    assert builders.CHUNKED_LAYOUT_ENV == dglrun_cli.CHUNKED_LAYOUT_ENV
+    from launcher.mpi import CPU_LIMIT_ENV
+
+    assert builders.CPU_LIMIT_ENV == CPU_LIMIT_ENV
+    assert set(dglrun_cli.PARTITION_MODES) == set(MODES) - {"Skip"}
+
+
+def test_a_pod_built_for_each_mode_is_what_dglrun_parses() -> None:
+    for mode in ("ParMETIS", "DistParMETIS"):
+        job = parse_job(job_raw(mode))
+        d = desired(job, BuildOptions())
+        pod = d.partitioner if mode == "ParMETIS" else d.launcher
+        assert pod is not None
+        main = pod["spec"]["containers"][0]
+        env = {k: v for k, v in env_of(main).items() if isinstance(v, str)}
+        opts = dglrun_cli.parse(main["args"], env)
+        assert opts.partition_mode == mode
+        assert opts.chunked_graph == CHUNKED and opts.chunked_layout == "Shared"
+
+
+def test_parmetis_pods_are_dgl_apis_plus_the_mode_env() -> None:
+    job = parse_job(job_raw("ParMETIS"))
+    d = desired(job, BuildOptions())
+    seed = load_fixture("seed_dgljob.yaml")
+    seed["metadata"]["uid"] = "uid-1"
+    base = desired(parse_job(seed), BuildOptions())
+    assert d.partitioner is not None and base.partitioner is not None
+    part_env = env_of(d.partitioner["spec"]["containers"][0])
+    assert part_env["DGL_OPERATOR_PARTITION_MODE"] == "ParMETIS"
+    assert part_env["DGL_OPERATOR_CHUNKED_GRAPH"] == CHUNKED
+    assert part_env["DGL_OPERATOR_CHUNKED_LAYOUT"] == "Shared"
+    assert part_env["DGL_OPERATOR_CPU_LIMIT"] == {
+        "resourceFieldRef": {
+            "containerName": "dgl-graphsage",
+            "resource": "limits.cpu",
+            "divisor": "1",
+        }
+    }
+    # the same choreography as DGL-API: partitioner, then the launcher waits for it
+    launcher_inits = [c["name"] for c in d.launcher["spec"]["initContainers"]]
+    assert launcher_inits == [c["name"] for c in base.launcher["spec"]["initContainers"]]
+    assert env_of(d.launcher["spec"]["containers"][0])["DGL_OPERATOR_PARTITION_MODE"] == "ParMETIS"
+    # DGL-API pods carry none of it (they stay the original operator's)
+    for pod in (base.partitioner, base.launcher):
+        assert not any(
+            k.startswith("DGL_OPERATOR_CHUNKED") for k in env_of(pod["spec"]["containers"][0])
+        )
+        assert "DGL_OPERATOR_PARTITION_MODE" not in env_of(pod["spec"]["containers"][0])
+    assert len(rbac(job)) == 6
+
+
+def test_distparmetis_has_no_partitioner_and_its_launcher_waits_only_for_workers() -> None:
+    job = parse_job(job_raw("DistParMETIS", "PerWorker"))
+    d = desired(job, BuildOptions())
+    assert d.partitioner is None
+    assert [w["metadata"]["name"] for w in d.workers] == [W0, W1]
+    launcher = d.launcher
+    assert [c["name"] for c in launcher["spec"]["initContainers"]] == [
+        "kubectl-download",
+        "watcher-loop-worker",
+    ]
+    volumes = {v["name"] for v in launcher["spec"]["volumes"]}
+    assert "dataset-volume" not in volumes and {"kube-volume", "config-volume"} <= volumes
+    main = launcher["spec"]["containers"][0]
+    assert "/dgl_workspace/dataset" not in {m["mountPath"] for m in main["volumeMounts"]}
+    env = env_of(main)
+    assert env["DGL_OPERATOR_PARTITION_MODE"] == "DistParMETIS"
+    assert env["DGL_OPERATOR_CHUNKED_LAYOUT"] == "PerWorker"
+    assert env["DGL_OPERATOR_KUBEXEC_PATH"] == "/etc/dgl/kubexec.sh"  # mpirun's rsh agent
+    objs = rbac(job)
+    assert [(o["kind"], o["metadata"]["name"]) for o in objs] == [
+        ("ServiceAccount", LAUNCH),
+        ("Role", LAUNCH),
+        ("RoleBinding", LAUNCH),
+    ]
+    exec_rule = next(r for r in objs[1]["rules"] if r["resources"] == ["pods/exec"])
+    assert exec_rule["resourceNames"] == [W0, W1]  # mpirun's daemons go through kubectl exec
+
+
+@pytest.mark.parametrize(
+    ("progress", "phase"),
+    [
+        ("", "Partitioning"),
+        ("1/5 partition", "Partitioning"),
+        ("2/5 deliver", "Partitioning"),
+        ("3/5 dispatch", "Partitioned"),
+        ("4/5 configure", "Training"),
+        ("5/5 train: epoch 2/10", "Training"),
+        ("done", "Training"),
+        ("failed in 1/5 partition", "Partitioning"),
+        ("failed in 5/5 train", "Training"),
+    ],
+)
+def test_distparmetis_phase_follows_dglruns_progress(progress: str, phase: str) -> None:
+    assert phase_from_progress(progress) == phase
+
+
+# -- whole lifecycles over FakeKube --------------------------------------------------------
+
+
+@pytest.fixture
+def h() -> Iterator[Harness]:
+    harness = Harness().start()
+    yield harness
+    harness.close()
+
+
+def report_progress(h: Harness, text: str, **fields: Any) -> None:
+    """What dglrun's `kubectl patch --subresource=status` does."""
+    obj = h.kube.get(DGLJOBS, NS, J)
+    obj["status"] = {**copy.deepcopy(obj.get("status") or {}), "progress": text, **fields}
+    h.kube.replace(DGLJOBS, NS, J, obj, subresource="status")
+
+
+def test_distparmetis_lifecycle(h: Harness) -> None:
+    raw = job_raw("DistParMETIS")
+    del raw["metadata"]["uid"]
+    h.create_job(raw)
+    h.wait_pods(W0, W1)
+    h.wait_condition("Created")
+    assert h.names(SERVICEACCOUNTS) == [LAUNCH] and h.names(ROLES) == [LAUNCH]
+    assert PART not in h.pods() and LAUNCH not in h.pods()
+    h.run_pod(W0, "10.0.0.1")
+    h.run_pod(W1, "10.0.0.2")
+    h.wait_pods(LAUNCH)  # no partitioner to wait for
+    h.launcher_waiting_in_init(LAUNCH, "10.0.0.4")
+    h.settle()
+    assert h.status()["phase"] == "Pending"
+    assert set(h.status()["replicaStatuses"]) == {"Launcher", "Worker"}
+    h.run_pod(LAUNCH, "10.0.0.4")
+    h.wait_phase("Partitioning")  # dglrun starts with the partition phase
+    report_progress(h, "1/5 partition")
+    h.settle()
+    assert h.status()["phase"] == "Partitioning"
+    report_progress(h, "3/5 dispatch", partitionSeconds=12.5)
+    h.wait_phase("Partitioned")
+    report_progress(h, "5/5 train: epoch 1/2")
+    h.wait_phase("Training")
+    h.finish_pod(LAUNCH, seconds=60)
+    h.wait_condition("Succeeded")
+    reasons = h.event_reasons()
+    for r in ("DGLJobPartitioning", "PartitionSucceeded", "DGLJobPartitioned", "DGLJobTraining"):
+        assert r in reasons, f"no {r} event in {reasons}"
+    partitioned = [e for e in h.events() if e["reason"] == "PartitionSucceeded"]
+    assert partitioned[0]["message"] == "Graph partitioned on the workers in 12s"
+    h.settle()
+    assert h.sample("dgl_operator_job_partition_duration_seconds_sum", namespace=NS) == 12.5
+    assert h.status()["partitionSeconds"] == 12.5  # dglrun's field survives the operator's writes
+
+
+def test_distparmetis_worker_failure_while_partitioning_restarts_the_job(h: Harness) -> None:
+    raw = job_raw("DistParMETIS")
+    del raw["metadata"]["uid"]
+    raw["spec"]["runPolicy"] = {"backoffLimit": 1}
+    h.create_job(raw)
+    h.wait_pods(W0, W1)
+    h.run_pod(W0, "10.0.0.1")
+    h.run_pod(W1, "10.0.0.2")
+    h.wait_pods(LAUNCH)
+    h.run_pod(LAUNCH, "10.0.0.4")
+    report_progress(h, "1/5 partition")
+    h.wait_phase("Partitioning")
+    h.finish_pod(LAUNCH, exit_code=1, reason="Error")
+    wait_for(lambda: h.status().get("restartCount") == 1, what="a whole-job restart")
+    assert "progress" not in h.status()  # the next attempt's dglrun reports afresh
+    wait_for(
+        lambda: (
+            all(
+                p["metadata"]["annotations"][builders.ATTEMPT_ANNOTATION] == "1"
+                for p in h.pods().values()
+            )
+            and {W0, W1} <= set(h.pods())
+        ),
+        what="the second attempt's workers",
+    )
+
+
+def test_parmetis_lifecycle_is_dgl_apis(h: Harness) -> None:
+    raw = job_raw("ParMETIS")
+    del raw["metadata"]["uid"]
+    h.create_job(raw)
+    h.wait_pods(W0, W1, PART)
+    h.run_pod(W0, "10.0.0.1")
+    h.run_pod(W1, "10.0.0.2")
+    h.run_pod(PART, "10.0.0.3")
+    h.wait_phase("Partitioning")
+    h.wait_pods(LAUNCH)
+    h.launcher_waiting_in_init(LAUNCH, "10.0.0.4")
+    h.finish_pod(PART, seconds=30)
+    h.wait_phase("Partitioned")
+    assert h.status()["partitionSeconds"] == 30
+    h.run_pod(LAUNCH, "10.0.0.4")
+    h.wait_phase("Training")
+    h.finish_pod(LAUNCH)
+    h.wait_condition("Succeeded")
+    assert "PartitionSucceeded" in h.event_reasons()

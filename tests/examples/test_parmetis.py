@@ -1,0 +1,341 @@
+"""The ParMETIS and DistParMETIS modes with real Open MPI, PT-Scotch's ParMETIS API and DGL:
+the chunked converter, the partitions against the source graph, GraphSAGE through dglrun on
+2 local workers (network namespaces) against the single-process baseline, and the failures
+(a bad chunk before any rank starts, a rank killed mid-partition)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.examples.conftest import DATASET, EXAMPLE, REPO, Dgl, clean_env
+from tests.examples.conftest import GRAPH as METIS_GRAPH
+from tests.launcher.conftest import require
+
+GRAPH = "graphsage"
+CHUNKS = 4
+
+
+@pytest.fixture(scope="session")
+def mpi() -> str:
+    mpirun = shutil.which("mpirun")
+    require(mpirun is not None, "no mpirun: hack/tools.sh mpi installs Open MPI and PT-Scotch")
+    assert mpirun is not None
+    return mpirun
+
+
+@pytest.fixture(scope="session")
+def chunked(dgl: Dgl, dataset_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's dataset in DGL's chunked format (dgl-chunk-graph, 4 chunks)."""
+    out = tmp_path_factory.mktemp("chunked") / "g"
+    dgl.run(
+        ["-m", "distpart.convert", "ogb", "--dataset", DATASET, "--root", dataset_root,
+         "--out", out, "--num-chunks", CHUNKS, "--graph-name", GRAPH],
+        env=clean_env(PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+    return out
+
+
+@pytest.fixture
+def as_root() -> None:
+    require(os.geteuid() == 0, "the local transport needs root (network namespaces)")
+
+
+def partitions_check(dgl: Dgl, config: Path, dataset_root: Path) -> dict[str, Any]:
+    info = dgl.check(
+        "partitions", "--config", str(config), "--root", str(dataset_root), "--name", DATASET
+    )
+    assert set(info["mismatches"].values()) == {0}, info["mismatches"]
+    assert info["covered_nodes"] == info["source_nodes"] and info["orig_nids_is_permutation"]
+    assert all(p["contiguous_ids"] and p["inner_nodes_first"] for p in info["parts"])
+    return info
+
+
+def mpirun_distpart(
+    dgl: Dgl, mpirun: str, ranks: int, chunked: Path, out: list[Path], *extra: str
+) -> subprocess.CompletedProcess[str]:
+    argv = [mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none",
+            "--mca", "btl_vader_single_copy_mechanism", "none"]  # fmt: skip
+    if os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    argv += [dgl.python, "-m", "distpart", "partition", "--chunked", str(chunked),
+             "--graph-name", GRAPH, "--out", *map(str, out), *extra]  # fmt: skip
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=300, cwd=REPO,
+        env=clean_env(PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return proc
+
+
+def stats_of(out: str) -> dict[str, Any]:
+    line = next(ln for ln in out.splitlines() if ln.startswith("distpart-stats "))
+    stats: dict[str, Any] = json.loads(line.split(" ", 1)[1])
+    return stats
+
+
+# -- the converter --------------------------------------------------------------------------
+
+
+def test_the_chunked_graph_is_exactly_what_ogbs_loader_builds(
+    dgl: Dgl, dataset_root: Path, chunked: Path, tmp_path: Path
+) -> None:
+    info = dgl.check(
+        "chunked", "--chunked", str(chunked), "--root", str(dataset_root), "--name", DATASET,
+        "--roundtrip", str(tmp_path),
+    )  # fmt: skip
+    for source in ("from_ogb", "from_dgl"):
+        assert set(info[source]["same"].values()) == {True}, info[source]
+        assert info[source]["num_edges"] == 2 * 100000  # the inverse edges, as ogb adds them
+    assert info["from_ogb"]["node_chunks"] == CHUNKS
+    assert info["from_ogb"]["node_data"] == ["feat", "label", "test_mask", "train_mask", "val_mask"]
+
+
+def test_the_converter_refuses_bad_input_in_one_line(dgl: Dgl, tmp_path: Path) -> None:
+    env = clean_env(PYTHONPATH=str(REPO))
+    proc = dgl.run(
+        ["-m", "distpart.convert", "ogb", "--dataset", "ogbn-nothing", "--root", tmp_path,
+         "--out", tmp_path / "out"],
+        env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == (
+        f"dgl-chunk-graph: error: dataset ogbn-nothing: {tmp_path / 'ogbn_nothing'} does not exist"
+    )
+    (tmp_path / "junk.bin").write_bytes(b"not a graph")
+    proc = dgl.run(
+        ["-m", "distpart.convert", "dgl", "--graph", tmp_path / "junk.bin", "--out",
+         tmp_path / "out"],
+        env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert f"{tmp_path / 'junk.bin'}: not a graph saved by dgl.save_graphs" in proc.stderr
+
+
+# -- partitions -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ranks", "parts", "layout"),
+    [(2, 2, "Shared"), (3, 4, "Shared"), (2, 2, "PerWorker")],
+    ids=["2-ranks-2-parts", "3-ranks-4-parts", "per-worker-slices"],
+)
+def test_parmetis_partitions_hold_exactly_the_source_graph(
+    dgl: Dgl,
+    mpi: str,
+    dataset_root: Path,
+    chunked: Path,
+    two_parts: Path,
+    tmp_path: Path,
+    ranks: int,
+    parts: int,
+    layout: str,
+) -> None:
+    """Every node in exactly one part, the parts' own edges are the source's edge set, every
+    feature row equals the source's, and each part's halo is DGL's one-hop halo."""
+    outs = [tmp_path / f"worker-{r}" for r in range(ranks)] if layout != "Shared" else [tmp_path]
+    proc = mpirun_distpart(
+        dgl, mpi, ranks, chunked, outs, "--num-parts", str(parts), "--layout", layout,
+        "--balance-train", "--balance-edges",
+    )  # fmt: skip
+    stats = stats_of(proc.stdout)
+    if layout != "Shared":  # each rank wrote only its own part, into its own folder
+        for r, out in enumerate(outs):
+            assert sorted(p.name for p in out.glob("part[0-9]*")) == [f"part{r}"]
+            assert (out / f"{GRAPH}.json").read_text() == (outs[0] / f"{GRAPH}.json").read_text()
+        for r, out in enumerate(outs):
+            shutil.copytree(out / f"part{r}", tmp_path / f"part{r}")
+        shutil.copy(outs[0] / f"{GRAPH}.json", tmp_path)
+    info = partitions_check(dgl, tmp_path / f"{GRAPH}.json", dataset_root)
+    assert info["num_parts"] == parts and info["part_method"] == "parmetis"
+    assert info["edge_cut"] == stats["edge_cut"]
+    sizes = [p["inner_nodes"] for p in info["parts"]]
+    assert max(sizes) <= 1.1 * sum(sizes) / parts  # ParMETIS' balance (5 %, weighted)
+    # the cut is METIS-like (a random split would cut half of the edges)
+    metis = partitions_check(dgl, two_parts / f"{METIS_GRAPH}.json", dataset_root)
+    print(
+        f"edge cut, {parts} parts: ParMETIS ({ranks} ranks, {layout}) {info['edge_cut']} "
+        f"({100 * info['edge_cut_fraction']:.2f}%); METIS (DGL-API, 2 parts) "
+        f"{metis['edge_cut']} ({100 * metis['edge_cut_fraction']:.2f}%)"
+    )
+    assert info["edge_cut_fraction"] < 3 * metis["edge_cut_fraction"] * (parts / 2)
+    assert info["edge_cut_fraction"] < 0.25
+
+
+# -- through dglrun, with training ----------------------------------------------------------
+
+
+def dglrun_argv(dgl: Dgl, workspace: Path, mode: str, chunked: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "launcher.cli", "-g", GRAPH, "--num-partitions", "2",
+        "--partition-mode", mode, "--chunked-graph", str(chunked),
+        "--balance-train", "--balance-edges",
+        "--train-entry-point", str(EXAMPLE / "train_dist.py"),
+        "--num-epochs", "2", "--batch-size", "128",
+        "--transport", "local", "--workspace", str(workspace), "--python", dgl.python, *extra,
+    ]  # fmt: skip
+
+
+def dglrun(argv: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, cwd=REPO,
+        env=clean_env(PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+
+
+def leftovers() -> str:
+    out = subprocess.run(
+        ["pgrep", "-af", "distpart partition|orted|train_dist.py"], capture_output=True, text=True
+    )
+    return "\n".join(ln for ln in out.stdout.splitlines() if "pgrep" not in ln)
+
+
+@pytest.mark.parametrize("mode", ["ParMETIS", "DistParMETIS"])
+def test_graphsage_through_dglrun_in_each_mode(
+    dgl: Dgl,
+    mpi: str,
+    dataset_root: Path,
+    chunked: Path,
+    single_sage: dict[str, Any],
+    tmp_path: Path,
+    as_root: None,
+    mode: str,
+) -> None:
+    proc = dglrun(dglrun_argv(dgl, tmp_path, mode, chunked, "--keep-local"))
+    out = proc.stdout
+    assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
+    for k, name in enumerate(["partition", "deliver", "dispatch", "configure", "train"], 1):
+        assert f"[{k}/5] {name} done in" in out
+    metrics = json.loads((tmp_path / "output" / "metrics.json").read_text())
+    acc, base = metrics["test_accuracy"], single_sage["test_accuracy"]
+    assert metrics["world_size"] == 2 and metrics["num_parts"] == 2
+    assert abs(acc - base) <= 0.02, f"{mode}: distributed {acc:.4f} vs single-process {base:.4f}"
+    summary = out.strip().splitlines()[-1]
+    assert summary.startswith("dglrun: done: partition") and "edge cut" in summary
+    workers = tmp_path / "workers"
+    if mode == "ParMETIS":  # partitioned here, then shipped like DGL-API's
+        assert "mpirun: 2 ranks of distpart in this pod" in out
+        config = tmp_path / "dataset" / f"{GRAPH}.json"
+    else:  # each worker wrote its own part, nothing was copied
+        assert "one rank of distpart on each of worker-0, worker-1" in out
+        assert "nothing to deliver: every worker wrote its own partition" in out
+        assert "ranks (worker-0, worker-1)" in out  # the ranks ran in the workers' namespaces
+        merged = tmp_path / "merged"
+        for i in (0, 1):
+            workload = workers / f"worker-{i}" / "dgl_workspace" / "workload"
+            assert sorted(p.name for p in workload.glob("part[0-9]*")) == [f"part{i}"]
+            shutil.copytree(workload / f"part{i}", merged / f"part{i}")
+        shutil.copy(workers / "worker-0" / "dgl_workspace" / "workload" / f"{GRAPH}.json", merged)
+        config = merged / f"{GRAPH}.json"
+        assert not (tmp_path / "dataset").exists()
+    partitions_check(dgl, config, dataset_root)
+    print(f"{mode}: test accuracy {acc:.4f} (single process {base:.4f}); {summary}")
+    assert leftovers() == ""
+
+
+# -- failures -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["ParMETIS", "DistParMETIS"])
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_a_bad_chunk_is_one_line_naming_the_file_before_any_rank_starts(
+    dgl: Dgl, mpi: str, chunked: Path, tmp_path: Path, as_root: None, mode: str, damage: str
+) -> None:
+    bad = tmp_path / "chunked"
+    shutil.copytree(chunked, bad)
+    victim = bad / "node_data" / "feat-2.npy"
+    if damage == "missing":
+        victim.unlink()
+    else:
+        victim.write_bytes(victim.read_bytes()[:-100])
+    started = time.monotonic()
+    proc = dglrun(dglrun_argv(dgl, tmp_path / "ws", mode, bad), timeout=120)
+    took = time.monotonic() - started
+    assert proc.returncode == 1
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("dglrun: error: partition failed: ") and str(victim) in last, last
+    assert ("missing" if damage == "missing" else "truncated: 639900 data bytes") in last
+    assert "mpirun:" not in proc.stdout, "an MPI rank was started"
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert took < 60
+
+
+def _rank_process(rank: int) -> int | None:
+    """The pid of MPI rank ``rank``'s distpart process (not its launcher.remote wrapper)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            b"distpart" in cmd
+            and b"launcher.remote" not in cmd
+            and (f"OMPI_COMM_WORLD_RANK={rank}".encode() in environ)
+        ):
+            return int(entry.name)
+    return None
+
+
+def test_a_rank_killed_mid_partition_fails_the_partition_naming_it(
+    dgl: Dgl, mpi: str, chunked: Path, tmp_path: Path, as_root: None
+) -> None:
+    """DistParMETIS: kill -9 of rank 1 (on worker-1) while the ranks work: dglrun stops mpirun
+    and every rank, and fails naming the rank, its worker and the phase; nothing is left."""
+    proc = subprocess.Popen(
+        dglrun_argv(dgl, tmp_path, "DistParMETIS", chunked),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+        env=clean_env(PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+    lines: list[str] = []
+    killed_at = None
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if killed_at is None and "[distpart]" in line:  # every rank is up
+                pid = _rank_process(1)
+                assert pid is not None, "rank 1 is not running"
+                os.kill(pid, signal.SIGKILL)
+                killed_at = time.monotonic()
+        code = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert killed_at is not None, "".join(lines)[-3000:]
+    took = time.monotonic() - killed_at
+    last = lines[-1].strip()
+    assert code == 1, "".join(lines)[-3000:]
+    assert last == (
+        "dglrun: error: partition failed: MPI rank 1 on worker-1 was killed by SIGKILL (exit code "
+        "137); stopped every MPI rank"
+    ), last
+    print(f"rank 1 killed mid-partition: dglrun exited {took:.1f}s later")
+    assert took < 60
+    deadline = time.monotonic() + 10
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert leftovers() == "", "MPI or DGL processes survived"
+
+
+def test_the_partition_stats_file(dgl: Dgl, mpi: str, chunked: Path, tmp_path: Path) -> None:
+    """What the benchmark reads: figures of the run next to the partitions."""
+    mpirun_distpart(dgl, mpi, 2, chunked, [tmp_path], "--num-parts", "2")
+    stats = json.loads((tmp_path / "partition_stats.json").read_text())
+    assert stats["num_nodes"] == 20000 and stats["num_edges"] == 200000
+    assert sum(stats["nodes_per_part"]) == 20000 and sum(stats["edges_per_part"]) == 200000
+    assert len(stats["peak_rss_mb_per_rank"]) == 2 and min(stats["peak_rss_mb_per_rank"]) > 0
+    assert set(stats["seconds"]) >= {"read", "parmetis", "shuffle", "write", "total"}
+    assert np.isclose(stats["edge_cut_fraction"], stats["edge_cut"] / 200000, atol=1e-6)
