@@ -75,10 +75,11 @@ unit: venv dgl-venv k8s-binaries
 
 test: lint typecheck unit
 
-bench: venv dgl-venv k8s-binaries
+bench: venv dgl-venv k8s-binaries images
 	$(BIN)/python bench/workqueue_bench.py
 	$(BIN)/python bench/pipeline_bench.py
 	$(BIN)/python bench/controller_bench.py
+	$(BIN)/python bench/partition_bench.py
 
 # Docker-free OCI images (debootstrap base; the DGL image reuses the DGL venv).
 images: venv dgl-venv

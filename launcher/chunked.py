@@ -60,6 +60,14 @@ class ChunkedError(ValueError):
     """The chunked graph is unusable; ``str()`` is one line naming the file or field."""
 
 
+def offsets(counts: Sequence[int]) -> list[int]:
+    """Where each chunk starts in the global rows, plus the total at the end."""
+    out = [0]
+    for n in counts:
+        out.append(out[-1] + n)
+    return out
+
+
 @dataclass(frozen=True)
 class FileSpec:
     """One column of the graph (the edges, or one feature), split over chunk files."""
@@ -75,10 +83,7 @@ class FileSpec:
     @property
     def offsets(self) -> list[int]:
         """Global row index of each file's first row, plus the total at the end."""
-        out = [0]
-        for n in self.counts:
-            out.append(out[-1] + n)
-        return out
+        return offsets(self.counts)
 
     def pieces(self, lo: int, hi: int) -> list[tuple[int, Path, int, int]]:
         """``(chunk, file, first, stop)`` row ranges (within each file) covering global rows
@@ -112,13 +117,6 @@ class ChunkedGraph:
     @property
     def num_edges(self) -> int:
         return sum(self.edges.counts)
-
-    @property
-    def node_offsets(self) -> list[int]:
-        out = [0]
-        for n in self.node_counts:
-            out.append(out[-1] + n)
-        return out
 
     def columns(self) -> list[FileSpec]:
         return [self.edges, *self.node_data.values(), *self.edge_data.values()]
@@ -405,11 +403,9 @@ def _groups(counts: Sequence[int], ranks: int, what: str) -> list[tuple[int, int
             f"layout {PER_WORKER}: {len(counts)} {what} chunk(s) for {ranks} workers; each "
             f"worker holds its own chunks, so there must be at least one {what} chunk per worker"
         )
-    offsets = [0]
-    for n in counts:
-        offsets.append(offsets[-1] + n)
+    starts = offsets(counts)
     c = len(counts)
-    return [(offsets[c * r // ranks], offsets[c * (r + 1) // ranks]) for r in range(ranks)]
+    return [(starts[c * r // ranks], starts[c * (r + 1) // ranks]) for r in range(ranks)]
 
 
 def shares(graph: ChunkedGraph, ranks: int, layout: str = SHARED) -> list[Share]:

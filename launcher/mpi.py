@@ -82,9 +82,10 @@ def mpirun_argv(
     argv = [launch.mpirun, "-np", str(launch.ranks), "--bind-to", "none"]
     if as_root:
         argv.append("--allow-run-as-root")
-    # containers forbid the cross-process memory copies Open MPI's shared-memory transport
-    # would use (CMA needs ptrace rights): copy through the shared segment instead
-    argv += ["--mca", "btl_vader_single_copy_mechanism", "none"]
+    # TCP between ranks, even inside one pod: Open MPI's shared-memory transport needs
+    # cross-process memory copies (CMA, ptrace rights) that containers may forbid, and without
+    # them ParMETIS' traffic was 3x slower than over TCP (24.8 s vs 8.0 s, 2 ranks, 4M edges)
+    argv += ["--mca", "btl", "tcp,self"]
     if launch.hostfile:
         argv += ["--hostfile", launch.hostfile, "--map-by", "node"]
     else:

@@ -41,6 +41,8 @@ STATS_PREFIX = "distpart-stats "
 CHECK_TIMEOUT = 600.0  # seconds to verify one worker's chunk files
 # what every rank needs whatever its image sets (ogb's PyPI check, DGL's backend)
 RANK_ENV = {"OUTDATED_IGNORE": "1", "DGLBACKEND": "pytorch", "PYTHONUNBUFFERED": "1"}
+# mpirun's own environment: pods have no SHELL, and mpirun warns when it cannot tell its shell
+MPIRUN_ENV = {**RANK_ENV, "SHELL": "/bin/sh"}
 WORKLOAD = "workload"
 
 
@@ -114,6 +116,9 @@ def _summary(console: Console, report: Report) -> None:
         f"edges); nodes per part {stats.get('nodes_per_part')}; "
         f"peak memory per rank {stats.get('peak_rss_mb_per_rank')} MB"
     )
+    steps = stats.get("seconds")
+    if isinstance(steps, dict):
+        console.say("  ranks' steps: " + ", ".join(f"{k} {v:.1f}s" for k, v in steps.items()))
 
 
 # -- ParMETIS: every rank in this pod ---------------------------------------------------------
@@ -123,9 +128,12 @@ def partition_in_pod(opts: Options, out_dir: Path, console: Console, report: Rep
     """Partition into ``out_dir`` with ``--num-ranks`` local ranks (inside phase 1)."""
     assert opts.chunked_graph is not None
     ranks = opts.num_ranks or mpi.default_ranks()
-    graph = chunked.load(opts.chunked_graph)
-    chunked.shares(graph, ranks, chunked.SHARED)  # every rank owns some nodes
-    files = chunked.verify(graph)
+    try:
+        graph = chunked.load(opts.chunked_graph)
+        chunked.shares(graph, ranks, chunked.SHARED)  # every rank owns some nodes
+        files = chunked.verify(graph)
+    except chunked.ChunkedError as e:
+        raise PhaseError(f"{e}; no MPI rank was started") from e
     console.say(f"  chunked graph {graph.metadata}: {_describe(graph)}; {files} files verified")
     run_id = secrets.token_hex(4)
     job = _rank_job(opts, (str(out_dir),))
@@ -134,7 +142,7 @@ def partition_in_pod(opts: Options, out_dir: Path, console: Console, report: Rep
     console.say(f"  mpirun: {ranks} ranks of distpart in this pod")
 
     def start(sink: LineSink) -> Proc:
-        return PopenProc("partition", argv, sink, env={**os.environ, **RANK_ENV})
+        return PopenProc("partition", argv, sink, env={**os.environ, **MPIRUN_ENV})
 
     def cleanup() -> None:
         from launcher.remote import kill_pidfiles
@@ -232,7 +240,7 @@ def partition_on_workers(
             )
 
             def start(sink: LineSink) -> Proc:
-                return transport.start_coordinator(argv, RANK_ENV, "partition", sink)
+                return transport.start_coordinator(argv, MPIRUN_ENV, "partition", sink)
 
             def cleanup() -> None:
                 _in_parallel(

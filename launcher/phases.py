@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -130,6 +131,10 @@ def partition(opts: Options, console: Console, report: Report) -> parts.Partitio
                 opts.partition_timeout,
                 f"the partition entry point {script}",
             )
+            # (the largest resident set of the processes dglrun waited for: the entry point)
+            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            report.partition["peak_rss_mb_per_rank"] = [round(peak, 1)]
+            console.say(f"  peak memory of the partition entry point: {peak:.1f} MB")
         config = parts.find_config(out_dir, opts.graph_name, opts.partition_config_path)
         pset = parts.load(config, opts.num_partitions)
         console.say(f"  {pset.num_parts} partitions in {config}")
@@ -401,28 +406,18 @@ def _hosts_from_hostfile(opts: Options) -> list[Host]:
 def run_launcher(opts: Options, console: Console, report: Report) -> None:
     from launcher.transport.kubectl import KubectlTransport
 
-    if opts.partition_mode == DIST_PARMETIS:
-        transport = KubectlTransport(
-            _hosts_from_hostfile(opts),
-            kubexec=opts.kubexec,
-            kubectl=opts.kubectl,
-            workspace=str(opts.workspace),
-            python=opts.python,
-            sink=console.line,
-        )
-        run_on_workers(opts, None, transport, console, report)
-        return
-    console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
-    console.say(f"[2/{TOTAL}] deliver: done by the partitioner pod")
-    dataset = opts.workspace / DATASET
-    try:
-        config = parts.find_config(dataset, opts.graph_name, opts.partition_config_path)
-        pset = parts.load(config, opts.num_partitions)
-    except parts.PartitionError as e:
-        raise PhaseError(f"dispatch failed: {e}") from e
-    hosts = _hosts_from_hostfile(opts)
+    pset = None  # DistParMETIS: the workers partition (phases 1-2 in run_on_workers)
+    if opts.partition_mode != DIST_PARMETIS:
+        console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
+        console.say(f"[2/{TOTAL}] deliver: done by the partitioner pod")
+        dataset = opts.workspace / DATASET
+        try:
+            config = parts.find_config(dataset, opts.graph_name, opts.partition_config_path)
+            pset = parts.load(config, opts.num_partitions)
+        except parts.PartitionError as e:
+            raise PhaseError(f"dispatch failed: {e}") from e
     transport = KubectlTransport(
-        hosts,
+        _hosts_from_hostfile(opts),
         kubexec=opts.kubexec,
         kubectl=opts.kubectl,
         workspace=str(opts.workspace),

@@ -69,3 +69,18 @@ def test_immutable_fields(api: RestClient, namespace: str) -> None:
     changed = copy.deepcopy(created)
     changed["spec"]["runPolicy"] = {"suspend": True, "backoffLimit": 2}
     api.replace(DGLJOBS, namespace, created["metadata"]["name"], changed)
+
+
+@pytest.mark.parametrize("mode", ["ParMETIS", "DistParMETIS"])
+def test_the_parmetis_modes_are_accepted_defaulted_and_their_input_immutable(
+    api: RestClient, namespace: str, mode: str
+) -> None:
+    obj = seed(namespace)
+    obj["spec"].update(partitionMode=mode, chunkedGraph={"path": "/data/chunked"})
+    created = api.create(DGLJOBS, namespace, obj, field_validation="Strict")
+    assert created["spec"]["chunkedGraph"] == {"path": "/data/chunked", "layout": "Shared"}
+    changed = copy.deepcopy(created)
+    changed["spec"]["chunkedGraph"]["path"] = "/elsewhere"
+    with pytest.raises(Invalid) as err:
+        api.replace(DGLJOBS, namespace, created["metadata"]["name"], changed)
+    assert "chunkedGraph is immutable" in err.value.message

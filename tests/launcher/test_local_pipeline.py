@@ -53,6 +53,7 @@ def test_five_phases_and_each_worker_gets_only_its_part(tmp_path: Path, no_lefto
     for k, name in enumerate(["partition", "deliver", "dispatch", "configure", "train"], 1):
         assert f"[{k}/5] {name}\n" in out and f"[{k}/5] {name} done in" in out
     assert "partitioned into 2 parts (balance_train=True)" in out
+    assert "  peak memory of the partition entry point: " in out  # its own peak RSS, in MB
     assert "[worker-1/trainer-0] trainer rank 1/2 met the master" in out
     assert "dglrun: done: partition" in out and "test accuracy 0.5000" in out
     for i in (0, 1):
