@@ -121,6 +121,15 @@ def main(argv: list[str] | None = None) -> int:
             if phase in ("Completed", "Failed"):
                 break
         time.sleep(1)
+    partitioner = run(*kc, "-n", ns, "logs", f"{job}-partitioner", check=False)
+    if partitioner.returncode == 0:  # DGL-API and ParMETIS: the partition phase ran there
+        print(
+            "\n".join(
+                f"  | {ln}"
+                for ln in partitioner.stdout.splitlines()
+                if ln.startswith(("[1/5]", "[2/5]", "  "))
+            )
+        )
     logs = run(*kc, "-n", ns, "logs", f"{job}-launcher", "-c", container, check=False).stdout
     print(
         "\n".join(

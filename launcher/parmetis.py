@@ -38,6 +38,9 @@ from launcher.hostfile import Host
 from launcher.transport import LineSink, PopenProc, Proc, Transport, TransportError
 
 STATS_PREFIX = "distpart-stats "
+# what mpirun relays from its remote-shell agent: kubexec.sh's `set -x` trace, and kubectl's
+# note when a worker pod has init containers
+TRANSPORT_NOISE = ("+ ", "Defaulted container ")
 CHECK_TIMEOUT = 600.0  # seconds to verify one worker's chunk files
 # what every rank needs whatever its image sets (ogb's PyPI check, DGL's backend)
 RANK_ENV = {"OUTDATED_IGNORE": "1", "DGLBACKEND": "pytorch", "PYTHONUNBUFFERED": "1"}
@@ -87,7 +90,8 @@ def run_mpirun(
                 report.partition = json.loads(text[len(STATS_PREFIX) :])
             return
         lines.append(text)
-        console.line(label, text)
+        if not text.startswith(TRANSPORT_NOISE):  # kept for the failure line, not shown
+            console.line(label, text)
 
     proc = start(sink)
     try:
