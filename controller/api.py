@@ -96,10 +96,6 @@ class JobSpec:
         return modes.MODES[self.partition_mode]
 
     @property
-    def skip(self) -> bool:
-        return self.partition_mode == SKIP
-
-    @property
     def workers(self) -> int:
         return self.worker.replicas if self.worker else 0
 
