@@ -89,9 +89,17 @@ class _Plan:
     events: list[tuple[str, str, str]] = field(default_factory=list)
     on_written: list[Callable[[], None]] = field(default_factory=list)
     requeue_after: float | None = None
+    cleared: set[str] = field(default_factory=set)
 
     def announce(self, type_: str, reason: str, message: str) -> None:
         self.events.append((type_, reason, message))
+
+    def clear(self, key: str) -> None:
+        """Remove a status field other writers set (dglrun's progress), even one our cached
+        copy does not show yet: it stays removed when the write is re-applied to a newer
+        object after a conflict."""
+        self.status.pop(key, None)
+        self.cleared.add(key)
 
     def requeue(self, seconds: float) -> None:
         seconds = max(seconds, 0.0)
@@ -251,7 +259,7 @@ class JobSync:
             plan.announce(NORMAL, st.REASON_SUSPENDED, message)
         self._not_running(plan, st.REASON_SUSPENDED, "the job is suspended", now)
         plan.status["phase"] = st.PHASE_SUSPENDED
-        plan.status.pop("progress", None)
+        plan.clear("progress")
         plan.status.pop("startTime", None)  # activeDeadlineSeconds counts from the resume
         plan.status["replicaStatuses"] = st.replica_statuses(
             st.observe(job, [], int(plan.status.get("restartCount") or 0))
@@ -308,7 +316,7 @@ class JobSync:
         plan.status["restartCount"] = attempt + 1
         plan.status["phase"] = st.PHASE_RESTARTING
         plan.status.pop("partitionSeconds", None)
-        plan.status.pop("progress", None)  # the next attempt's dglrun reports afresh
+        plan.clear("progress")  # the next attempt's dglrun reports afresh
         st.set_condition(plan.status, st.RESTARTING, True, st.REASON_RESTARTING, message, now)
         self._not_running(plan, st.REASON_RESTARTING, message, now)
         plan.announce(WARNING, st.REASON_RESTARTING, message)
@@ -528,6 +536,8 @@ class JobSync:
                 except NotFound:
                     return Result()
                 status = st.rebase_status(base, plan.status, obj.get("status") or {})
+                for key in plan.cleared:
+                    status.pop(key, None)
                 continue
             self._jobs_written.remember(key, obj)
             break

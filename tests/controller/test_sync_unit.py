@@ -160,6 +160,23 @@ def test_status_conflict_is_retried_on_the_latest_object() -> None:
     )
 
 
+def test_a_cleared_field_stays_cleared_when_the_write_is_rebased() -> None:
+    """Suspending (like restarting) clears dglrun's progress. When dglrun's patch reached the
+    API after our cache copy was taken, our write conflicts and is re-applied to the newer
+    object: the progress we never saw must still go (it used to survive as "not ours")."""
+    rig = Rig()
+    rig.create_job(runPolicy={"suspend": True})
+    rig.kube.patch(DGLJOBS, NS, "dgl-graphsage", {"status": {"progress": "5/5 train"}},
+                   subresource="status")  # fmt: skip
+    assert "status" not in (rig.stores["jobs"].get(KEY) or {})  # the cache has not seen it
+    rig.kube.clear_actions()
+    rig.sync.sync(KEY)
+    assert len([a for a in rig.writes() if a.subresource == "status"]) == 2  # conflict, retry
+    st = rig.kube.get(DGLJOBS, NS, "dgl-graphsage")["status"]
+    assert st["phase"] == "Suspended"
+    assert "progress" not in st, "the abandoned attempt's progress survived the rebase"
+
+
 def test_persistent_status_conflicts_surface_as_an_error() -> None:
     rig = Rig()
     rig.create_job()
