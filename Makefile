@@ -45,11 +45,13 @@ venv: $(VENV)/.ready
 	@$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . >/dev/null 2>&1
 
 # DGL 2.1 + torch 2.2.1 (CPU use; ~5 GB, a few minutes cold): examples and pipeline tests only.
+# pip runs without PYTHONPATH: it would take the checkout's dgl_operator.egg-info for an
+# installed package and report that package's dependencies as missing
 $(DGL_VENV)/.ready: requirements-dgl.txt
 	@mkdir -p $(CACHE)
 	@if [ ! -x $(DGL_VENV)/bin/python ]; then $(PYTHON) -m venv $(DGL_VENV); fi
 	$(DGL_VENV)/bin/python -m pip install --quiet --upgrade "pip>=23"
-	$(DGL_VENV)/bin/python -m pip install --quiet -r requirements-dgl.txt
+	env -u PYTHONPATH $(DGL_VENV)/bin/python -m pip install --quiet -r requirements-dgl.txt
 	OUTDATED_IGNORE=1 DGLBACKEND=pytorch $(DGL_VENV)/bin/python -c "import dgl, torch, ogb"
 	@touch $@
 
@@ -71,6 +73,8 @@ typecheck: venv
 		e2e/operator_process.py
 
 unit: venv dgl-venv k8s-binaries
+	@hack/free-space.sh 14 "$${TMPDIR:-/tmp}" "the image tests unpack the graphsage image \
+		(about 11 GiB) into a private containerd there; free space or point TMPDIR elsewhere"
 	$(BIN)/python -m pytest -q tests e2e
 
 test: lint typecheck unit

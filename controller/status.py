@@ -431,6 +431,23 @@ def rebase_status(base: Obj, ours: Obj, theirs: Obj) -> Obj:
     return out
 
 
+# Status fields dglrun writes (through the status subresource) besides the controller.
+OTHER_WRITERS = ("progress", "partitionSeconds")
+
+
+def transitioned_since(base: Obj, latest: Obj) -> bool:
+    """Did someone other than dglrun change the status since ``base`` (that is, a sync of ours
+    whose write this copy predates)? A decision made on ``base`` is then stale."""
+
+    def ours(status: Obj) -> Obj:
+        out = without_volatile(status)
+        for key in OTHER_WRITERS:
+            out.pop(key, None)
+        return out
+
+    return ours(base) != ours(latest)
+
+
 def without_volatile(status: Obj) -> Obj:
     """Status minus timestamps that change on every write (to compare meaningfully)."""
     out = copy.deepcopy(status)

@@ -508,8 +508,9 @@ class JobSync:
 
     def _commit(self, key: str, plan: _Plan) -> Result:
         """Write the planned status; on a conflict, re-apply our changes to the latest
-        object (other writers' fields survive) and try again. Events, metrics and cleanup
-        follow only a status that was written."""
+        object (dglrun's fields survive) and try again, unless the controller's own fields
+        moved on too: then the plan was made on a stale copy and the job is synced again.
+        Events, metrics and cleanup follow only a status that was written."""
         obj = plan.obj
         base = copy.deepcopy(obj.get("status") or {})
         status = plan.status
@@ -535,9 +536,15 @@ class JobSync:
                     obj = self.client.get(DGLJOBS, meta.get("namespace"), str(meta.get("name")))
                 except NotFound:
                     return Result()
+                if st.transitioned_since(base, obj.get("status") or {}):
+                    # Our copy predates a status another sync wrote: what we decided on it
+                    # (a restart, a failure) may already be recorded. Decide again on this one.
+                    log.info("the status moved on since our copy; syncing again from the latest")
+                    self._jobs_written.remember(key, obj)
+                    return Result(requeue_after=0.0)
                 status = st.rebase_status(base, plan.status, obj.get("status") or {})
-                for key in plan.cleared:
-                    status.pop(key, None)
+                for field_name in plan.cleared:
+                    status.pop(field_name, None)
                 continue
             self._jobs_written.remember(key, obj)
             break

@@ -177,6 +177,74 @@ def test_a_cleared_field_stays_cleared_when_the_write_is_rebased() -> None:
     assert "progress" not in st, "the abandoned attempt's progress survived the rebase"
 
 
+def _worker_0_failed(rig: Rig) -> None:
+    """A running job (backoffLimit 1) whose worker 0 exited 1, seen by every cache."""
+    rig.create_job(runPolicy={"backoffLimit": 1})
+    rig.sync.sync(KEY)
+    rig.catch_up()
+    rig.sync.sync(KEY)  # the launcher
+    rig.catch_up()
+    for pod in rig.kube.objects(PODS, NS):
+        name = pod["metadata"]["name"]
+        status: dict[str, Any] = {"phase": "Running"}
+        if name.endswith("worker-0"):
+            terminated = {"exitCode": 1, "reason": "Error"}
+            status = {"phase": "Failed", "containerStatuses": [
+                {"name": "dgl-graphsage", "state": {"terminated": terminated}}]}  # fmt: skip
+        rig.kube.patch(PODS, NS, name, {"status": status})
+    rig.catch_up()
+
+
+def _restarts(rig: Rig) -> float | None:
+    return rig.metrics.registry.get_sample_value(
+        "dgl_operator_jobs_restarted_total", {"namespace": NS}
+    )
+
+
+def test_the_next_sync_after_a_rebased_write_reads_that_write() -> None:
+    """After a conflicted, re-applied status write, the sync that follows must act on what it
+    wrote, not on the cache's older copy: a restart decided twice is counted twice."""
+    rig = Rig()
+    _worker_0_failed(rig)
+    # dglrun's progress reaches the API after the job cache was filled: our write conflicts
+    rig.kube.patch(DGLJOBS, NS, "dgl-graphsage", {"status": {"progress": "5/5 train"}},
+                   subresource="status")  # fmt: skip
+    rig.kube.clear_actions()
+    rig.sync.sync(KEY)
+    assert len([a for a in rig.writes() if a.subresource == "status"]) == 2  # conflict, retry
+    assert rig.kube.get(DGLJOBS, NS, "dgl-graphsage")["status"]["restartCount"] == 1
+    rig.sync.sync(KEY)  # the job cache is still at the copy before the restart
+    assert _restarts(rig) == 1, f"one failure restarted the job {_restarts(rig)} times"
+    assert rig.kube.get(DGLJOBS, NS, "dgl-graphsage")["status"]["restartCount"] == 1
+
+
+def test_a_decision_on_a_copy_older_than_our_last_transition_is_dropped() -> None:
+    """A sync without our earlier write in hand (a new leader whose job cache lags) restarts
+    a job that was already restarted: its write conflicts, the API's status shows the
+    controller's fields moved on, and the plan is dropped for a fresh sync."""
+    rig = Rig()
+    _worker_0_failed(rig)
+    rig.sync.sync(KEY)
+    assert _restarts(rig) == 1
+    successor = JobSync(
+        rig.kube,
+        rig.listers,
+        options=BuildOptions(),
+        recorder=EventRecorder(rig.kube),
+        metrics=rig.metrics,
+        expectations=rig.expectations,
+        now=rig.clock,
+    )
+    rig.kube.clear_actions()
+    result = successor.sync(KEY)  # the job cache still shows restartCount 0
+    assert result.requeue_after == 0.0
+    assert len([a for a in rig.writes() if a.subresource == "status"]) == 1  # the conflict
+    assert _restarts(rig) == 1, "a restart recorded by the earlier sync was counted again"
+    successor.sync(KEY)  # reads the copy the conflict fetched
+    assert _restarts(rig) == 1
+    assert rig.kube.get(DGLJOBS, NS, "dgl-graphsage")["status"]["restartCount"] == 1
+
+
 def test_persistent_status_conflicts_surface_as_an_error() -> None:
     rig = Rig()
     rig.create_job()

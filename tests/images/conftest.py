@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -276,9 +277,39 @@ def new_id() -> str:
     return f"t-{uuid.uuid4().hex[:12]}"
 
 
+PREFIX = "dglop-containerd-"
+
+
+def sweep_stale(tmp: Path) -> list[Path]:
+    """Remove the private containerd directories of sessions that were killed before their
+    teardown (the graphsage image unpacks to ~11 GiB): those whose socket no daemon answers
+    and that hold no mount."""
+    with open("/proc/self/mounts") as f:
+        mounted = [line.split()[1] for line in f]
+    removed = []
+    for base in sorted(tmp.glob(f"{PREFIX}*")):
+        sock = base / "containerd.sock"
+        real = os.path.realpath(base)
+        if any(m == real or m.startswith(real + "/") for m in mounted):
+            continue
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(sock))
+            continue  # a live daemon: another session's
+        except OSError:
+            pass
+        finally:
+            probe.close()
+        shutil.rmtree(base, ignore_errors=True)
+        removed.append(base)
+    return removed
+
+
 @pytest.fixture(scope="session")
 def containerd(image_tools: dict[str, str]) -> Iterator[Containerd]:
-    base = Path(tempfile.mkdtemp(prefix="dglop-containerd-"))
+    for stale in sweep_stale(Path(tempfile.gettempdir())):
+        report(f"removed {stale} (left by a session killed before its teardown)")
+    base = Path(tempfile.mkdtemp(prefix=PREFIX))
     daemon = Containerd(base, image_tools)
     try:
         daemon.start()
