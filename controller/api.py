@@ -34,6 +34,11 @@ PARMETIS = modes.PARMETIS
 DIST_PARMETIS = modes.DIST_PARMETIS
 PARTITION_MODES = modes.PARTITION_MODES
 
+# spec.partitionTransfer: how the parts reach the workers (the modes with a Partitioner pod)
+TRANSFER_HTTP = "HTTP"  # each worker pulls its part straight from the partitioner pod
+TRANSFER_KUBECTL = "KubectlCp"  # kubectl cp through the API server, via the launcher
+PARTITION_TRANSFERS = (TRANSFER_HTTP, TRANSFER_KUBECTL)
+
 # spec.cleanPodPolicy
 CLEAN_RUNNING = "Running"
 CLEAN_ALL = "All"
@@ -90,10 +95,16 @@ class JobSpec:
     worker: ReplicaSpec | None
     run_policy: RunPolicy
     chunked_graph: ChunkedGraphSpec | None = None
+    partition_transfer: str = TRANSFER_HTTP
 
     @property
     def mode(self) -> modes.Mode:
         return modes.MODES[self.partition_mode]
+
+    @property
+    def pulls_partitions(self) -> bool:
+        """The workers pull their parts from the partitioner pod over HTTP."""
+        return self.mode.partitioner and self.partition_transfer == TRANSFER_HTTP
 
     @property
     def workers(self) -> int:
@@ -288,6 +299,9 @@ def parse_spec(spec_obj: Any) -> JobSpec:
     spec = _dict(spec_obj, "spec")
     mode = _choice(spec.get("partitionMode", DGL_API), "spec.partitionMode", PARTITION_MODES)
     chunked = _chunked_graph(spec.get("chunkedGraph"), modes.MODES[mode])
+    transfer = _choice(
+        spec.get("partitionTransfer", TRANSFER_HTTP), "spec.partitionTransfer", PARTITION_TRANSFERS
+    )
     clean = _choice(
         spec.get("cleanPodPolicy", CLEAN_RUNNING), "spec.cleanPodPolicy", CLEAN_POD_POLICIES
     )
@@ -331,6 +345,7 @@ def parse_spec(spec_obj: Any) -> JobSpec:
         worker=worker,
         run_policy=_run_policy(spec.get("runPolicy")),
         chunked_graph=chunked,
+        partition_transfer=transfer,
     )
 
 

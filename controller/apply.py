@@ -85,6 +85,16 @@ class Applier:
         log.debug("created", kind=res.kind, name=name)
         return True
 
+    def create_unwatched(self, job: DGLJob, res: Resource, obj: Obj) -> bool:
+        """Create a child no informer watches and the operator may not read (the transfer
+        token Secret): no expectation; True if created, False if the name exists already."""
+        try:
+            self.client.create(res, job.namespace, obj)
+        except AlreadyExists:
+            return False
+        log.debug("created", kind=res.kind, name=_name(obj))
+        return True
+
     def update_data(self, res: Resource, existing: Obj, data: dict[str, str]) -> Obj:
         """Replace a ConfigMap's data, guarded by the cached resourceVersion."""
         body = copy.deepcopy(existing)

@@ -7,12 +7,24 @@ images written for it keep working.
 
 from __future__ import annotations
 
+import base64
 import copy
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from controller.api import API_VERSION, GROUP, KIND, LAUNCHER, PARTITIONER, WORKER, DGLJob
+from controller.api import (
+    API_VERSION,
+    GROUP,
+    KIND,
+    LAUNCHER,
+    PARTITIONER,
+    TRANSFER_HTTP,
+    TRANSFER_KUBECTL,
+    WORKER,
+    DGLJob,
+)
 from controller.quantity import format_bytes, parse_quantity
 
 Obj = dict[str, Any]
@@ -43,6 +55,13 @@ PARTITION_MODE_ENV = "DGL_OPERATOR_PARTITION_MODE"
 CHUNKED_GRAPH_ENV = "DGL_OPERATOR_CHUNKED_GRAPH"
 CHUNKED_LAYOUT_ENV = "DGL_OPERATOR_CHUNKED_LAYOUT"
 CPU_LIMIT_ENV = "DGL_OPERATOR_CPU_LIMIT"  # ParMETIS: dglrun's default --num-ranks
+# spec.partitionTransfer (dglrun's --partition-transfer), and what HTTP needs
+PARTITION_TRANSFER_ENV = "DGL_OPERATOR_PARTITION_TRANSFER"
+DGLRUN_TRANSFER = {TRANSFER_HTTP: "http", TRANSFER_KUBECTL: "kubectl"}
+PARTFILE_ENV = "DGL_OPERATOR_PARTFILE_PATH"
+TRANSFER_PORT = 30070  # the partitioner's partition server (launcher/transfer.py)
+TRANSFER_DIR = "/etc/dgl-transfer"  # the job's token, at TRANSFER_DIR/token
+TRANSFER_TOKEN_KEY = "token"
 
 DGL_PORT = 30050
 DGL_PORT_COUNT = 20  # DGL server k on a machine binds DGL_PORT + k
@@ -51,6 +70,7 @@ KUBE_VOLUME = "kube-volume"
 CONFIG_VOLUME = "config-volume"
 DATASET_VOLUME = "dataset-volume"
 SHM_VOLUME = "shm-volume"
+TRANSFER_VOLUME = "transfer-token"
 
 MODE_EXEC = 0o555  # 365
 MODE_READ = 0o444  # 292
@@ -259,27 +279,33 @@ def service_account(job: DGLJob, name: str) -> Obj:
 
 
 def role(job: DGLJob, name: str, exec_targets: list[str]) -> Obj:
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": _meta(job, name),
-        "rules": [
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    rules: list[Obj] = [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+    ]
+    if exec_targets:  # (empty resourceNames would mean every pod)
+        rules.append(
             {
                 "apiGroups": [""],
                 "resources": ["pods/exec"],
                 "resourceNames": exec_targets,
                 "verbs": ["create", "get"],
-            },
-            # dglrun's progress (`kubectl patch --subresource=status`, which reads the object
-            # first), on this job only
-            {
-                "apiGroups": [GROUP],
-                "resources": ["dgljobs/status"],
-                "resourceNames": [job.name],
-                "verbs": ["get", "patch"],
-            },
-        ],
+            }
+        )
+    # dglrun's progress (`kubectl patch --subresource=status`, which reads the object first),
+    # on this job only
+    rules.append(
+        {
+            "apiGroups": [GROUP],
+            "resources": ["dgljobs/status"],
+            "resourceNames": [job.name],
+            "verbs": ["get", "patch"],
+        }
+    )
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(job, name),
+        "rules": rules,
     }
 
 
@@ -296,14 +322,81 @@ def role_binding(job: DGLJob, name: str) -> Obj:
 def rbac(job: DGLJob) -> list[Obj]:
     """ServiceAccount, Role and RoleBinding for the launcher (exec into this job's workers:
     dglrun's commands, and in DistParMETIS mpirun's daemons through kubexec.sh) and, in the
-    modes that have one, the partitioner (exec into this job's launcher)."""
+    modes that have one, the partitioner (exec into this job's launcher with KubectlCp)."""
     accounts = [(job.launcher_name, job.worker_names())]
     if job.spec.mode.partitioner:
-        accounts.append((job.partitioner_name, [job.launcher_name]))
+        # over HTTP the partitioner only serves: it execs into nothing
+        targets = [] if job.spec.pulls_partitions else [job.launcher_name]
+        accounts.append((job.partitioner_name, targets))
     out: list[Obj] = []
     for name, targets in accounts:
         out += [service_account(job, name), role(job, name, targets), role_binding(job, name)]
     return out
+
+
+# -- the partition transfer (spec.partitionTransfer HTTP) -----------------------------------
+
+
+def transfer_secret_name(job: DGLJob) -> str:
+    return f"{job.name}-transfer"
+
+
+def transfer_secret(job: DGLJob, token: str) -> Obj:
+    """``<job>-transfer``: the token the partitioner's server asks of every request."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(job, transfer_secret_name(job)),
+        "type": "Opaque",
+        "data": {TRANSFER_TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+    }
+
+
+def partitions_network_policy(job: DGLJob) -> Obj:
+    """``<job>-partitions``: only this job's pods reach the partitioner's server (where the
+    network plugin enforces NetworkPolicy; the token protects it everywhere)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(job, f"{job.name}-partitions"),
+        "spec": {
+            "podSelector": {"matchLabels": {REPLICA_NAME_LABEL: job.partitioner_name}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [{"podSelector": {"matchLabels": {JOB_NAME_LABEL: job.name}}}],
+                    "ports": [{"protocol": "TCP", "port": TRANSFER_PORT}],
+                }
+            ],
+        },
+    }
+
+
+def _transfer_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
+    """dglrun's --partition-transfer; over HTTP, where to find the partitioner's IP."""
+    if not job.spec.mode.partitioner:
+        return ()
+    env: tuple[tuple[str, str], ...] = (
+        (PARTITION_TRANSFER_ENV, DGLRUN_TRANSFER[job.spec.partition_transfer]),
+    )
+    if job.spec.pulls_partitions:
+        env += ((PARTFILE_ENV, PARTFILE_PATH),)
+    return env
+
+
+def _mount_token(job: DGLJob, pod: Obj) -> None:
+    """The job's transfer token at TRANSFER_DIR/token (HTTP only)."""
+    if not job.spec.pulls_partitions:
+        return
+    _add_mounts(_main(pod), (TRANSFER_VOLUME, TRANSFER_DIR))
+    volume = {
+        "name": TRANSFER_VOLUME,
+        "secret": {
+            "secretName": transfer_secret_name(job),
+            "items": [{"key": TRANSFER_TOKEN_KEY, "path": TRANSFER_TOKEN_KEY, "mode": MODE_READ}],
+        },
+    }
+    _add_volumes(pod["spec"], volume)
 
 
 # -- pods and services ----------------------------------------------------------------------
@@ -341,6 +434,7 @@ def worker_pod(job: DGLJob, index: int, attempt: int = 0) -> Obj:
     _add_volumes(
         pod["spec"], {"name": SHM_VOLUME, "emptyDir": shm}, _config_volume(job, ALL_CONFIG_KEYS)
     )
+    _mount_token(job, pod)
     return pod
 
 
@@ -421,8 +515,22 @@ def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
             ("DGL_OPERATOR_LEADFILE_PATH", LEADFILE_PATH),
             (PHASE_ENV, PHASE_PARTITIONER),
             *_mode_env(job),
+            *_transfer_env(job),
         ),
     )
+    if job.spec.pulls_partitions:
+        taken = {p.get("containerPort") for p in main.get("ports") or []}
+        if TRANSFER_PORT not in taken:
+            port = {"name": "partitions", "containerPort": TRANSFER_PORT, "protocol": "TCP"}
+            main["ports"] = [*(main.get("ports") or []), port]
+        # Ready = serving the parts: what the launcher's watcher-loop waits for
+        main["readinessProbe"] = {
+            "httpGet": {"path": "/ready", "port": TRANSFER_PORT},
+            "periodSeconds": 2,
+            "timeoutSeconds": 2,
+            "failureThreshold": 1,
+        }
+        _mount_token(job, pod)
     if job.spec.chunked_graph is not None:
         main["env"] = [e for e in main["env"] if e.get("name") != CPU_LIMIT_ENV]
         main["env"].append(_cpu_limit_env(main))
@@ -442,12 +550,20 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     if not job.spec.mode.workers:
         _set_env(main, (PHASE_ENV, PHASE_LAUNCHER_WORKLOAD))
         return pod
-    _set_env(main, *_operator_env(job, *_mode_env(job)))
+    _set_env(main, *_operator_env(job, *_mode_env(job), *_transfer_env(job)))
     config_mount = {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR}
     _add_mounts(main, (KUBE_VOLUME, KUBE_DIR), (CONFIG_VOLUME, CONFIG_DIR))
     waits = []
     volumes: list[Obj] = [{"name": KUBE_VOLUME, "emptyDir": {}}]
-    if job.spec.mode.partitioner:
+    if job.spec.pulls_partitions:
+        # the partitioner is Ready once it serves the parts; then the launcher starts
+        waits.append(
+            _watcher_loop(
+                job, opts, "watcher-loop-partitioner", PARTFILE_PATH, "ready", 1, [config_mount]
+            )
+        )
+        _mount_token(job, pod)
+    elif job.spec.mode.partitioner:
         # the partitioner delivers the partitions into this volume, then the launcher starts
         _add_mounts(main, (DATASET_VOLUME, DATASET_DIR))
         volumes.append({"name": DATASET_VOLUME, "emptyDir": {}})
@@ -487,6 +603,7 @@ class Desired:
 
     config_map: Obj | None
     rbac: list[Obj]
+    transfer: list[Obj]  # HTTP: the token Secret and the NetworkPolicy
     services: list[Obj]
     workers: list[Obj]
     partitioner: Obj | None
@@ -494,16 +611,26 @@ class Desired:
 
 
 def desired(
-    job: DGLJob, opts: BuildOptions, pods: Mapping[str, Obj] | None = None, attempt: int = 0
+    job: DGLJob,
+    opts: BuildOptions,
+    pods: Mapping[str, Obj] | None = None,
+    attempt: int = 0,
+    token: str = "",
 ) -> Desired:
-    """All children of ``job``; ``pods`` (by name) supplies the IPs for the ConfigMap."""
+    """All children of ``job``; ``pods`` (by name) supplies the IPs for the ConfigMap;
+    ``token`` the transfer Secret's (random if not given: only its creation uses it)."""
     mode = job.spec.mode
     if not mode.workers:
-        return Desired(None, [], [], [], None, launcher_pod(job, opts, attempt))
+        return Desired(None, [], [], [], [], None, launcher_pod(job, opts, attempt))
     n = job.spec.workers
+    transfer = []
+    if job.spec.pulls_partitions:
+        secret = transfer_secret(job, token or secrets.token_hex(32))
+        transfer = [secret, partitions_network_policy(job)]
     return Desired(
         config_map=config_map(job, pods or {}),
         rbac=rbac(job),
+        transfer=transfer,
         services=[worker_service(job, i) for i in range(n)],
         workers=[worker_pod(job, i, attempt) for i in range(n)],
         partitioner=partitioner_pod(job, opts, attempt) if mode.partitioner else None,

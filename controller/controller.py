@@ -101,6 +101,7 @@ class Controller:
             serviceaccounts=Lister(inf_of["serviceaccounts"].store),
             roles=Lister(inf_of["roles"].store),
             rolebindings=Lister(inf_of["rolebindings"].store),
+            networkpolicies=Lister(inf_of["networkpolicies"].store),
         )
         self.sync = JobSync(
             client,

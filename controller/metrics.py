@@ -10,6 +10,8 @@ CONTROLLER = "dgljob"
 
 # Training and partitioning of real graphs take minutes to hours.
 DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400)
+DELIVERY_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+BYTES_BUCKETS = tuple(float(10**e) for e in range(6, 12))  # 1 MB .. 100 GB
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -45,9 +47,24 @@ class Metrics:
         )
         self.partition_duration = Histogram(
             "dgl_operator_job_partition_duration_seconds",
-            "How long the partitioner pod's main container ran.",
+            "How long partitioning took (dglrun's report; with partitionTransfer KubectlCp the "
+            "partitioner pod's runtime).",
             ["namespace"],
             buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.delivery_duration = Histogram(
+            "dgl_operator_job_delivery_duration_seconds",
+            "partitionTransfer HTTP: how long the workers took to pull their parts.",
+            ["namespace"],
+            buckets=DELIVERY_BUCKETS,
+            registry=r,
+        )
+        self.delivery_bytes = Histogram(
+            "dgl_operator_job_delivery_bytes",
+            "partitionTransfer HTTP: bytes the workers pulled from the partitioner, per job.",
+            ["namespace"],
+            buckets=BYTES_BUCKETS,
             registry=r,
         )
         self.training_duration = Histogram(

@@ -37,6 +37,14 @@ RULES: list[dict[str, Any]] = [
         "resources": ["serviceaccounts"],
         "verbs": ["get", "list", "watch", "create"],
     },
+    # partitionTransfer HTTP: the job's token Secret (created, never read: the operator
+    # cannot read any Secret) and the NetworkPolicy around the partitioner
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+    {
+        "apiGroups": ["networking.k8s.io"],
+        "resources": ["networkpolicies"],
+        "verbs": ["get", "list", "watch", "create"],
+    },
     # The launcher's Role grants exec into the job's workers; RBAC lets the operator create
     # that Role only if it holds the same permission itself.
     {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},

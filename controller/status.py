@@ -432,7 +432,7 @@ def rebase_status(base: Obj, ours: Obj, theirs: Obj) -> Obj:
 
 
 # Status fields dglrun writes (through the status subresource) besides the controller.
-OTHER_WRITERS = ("progress", "partitionSeconds")
+OTHER_WRITERS = ("progress", "partitionSeconds", "deliveryBytes", "deliverySeconds")
 
 
 def transitioned_since(base: Obj, latest: Obj) -> bool:

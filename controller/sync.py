@@ -49,9 +49,11 @@ from informers.errors import BadRequest, Conflict, Invalid, NotFound
 from informers.lister import Lister
 from informers.resources import (
     CONFIGMAPS,
+    NETWORKPOLICIES,
     PODS,
     ROLEBINDINGS,
     ROLES,
+    SECRETS,
     SERVICEACCOUNTS,
     SERVICES,
     Resource,
@@ -63,8 +65,23 @@ log = structlog.get_logger("controller.sync")
 
 Obj = dict[str, Any]
 
-CHILD_RESOURCES = (PODS, SERVICES, CONFIGMAPS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS)
-_RBAC_RES = {"ServiceAccount": SERVICEACCOUNTS, "Role": ROLES, "RoleBinding": ROLEBINDINGS}
+CHILD_RESOURCES = (
+    PODS,
+    SERVICES,
+    CONFIGMAPS,
+    SERVICEACCOUNTS,
+    ROLES,
+    ROLEBINDINGS,
+    NETWORKPOLICIES,
+)
+# the children created once and left alone, by kind (the transfer Secret aside: the operator
+# may create Secrets but not read them, so no informer watches them)
+_ONCE_RES = {
+    "ServiceAccount": SERVICEACCOUNTS,
+    "Role": ROLES,
+    "RoleBinding": ROLEBINDINGS,
+    "NetworkPolicy": NETWORKPOLICIES,
+}
 _RUNNING_PHASES = (st.PARTITIONING, st.PARTITIONED, st.TRAINING)
 _PHASE_MESSAGES = {
     st.PENDING: "waiting for pods",
@@ -90,6 +107,8 @@ class _Plan:
     on_written: list[Callable[[], None]] = field(default_factory=list)
     requeue_after: float | None = None
     cleared: set[str] = field(default_factory=set)
+    # the status our write was applied to (the newest we read: after a conflict, the API's)
+    seen_status: Obj = field(default_factory=dict)
 
     def announce(self, type_: str, reason: str, message: str) -> None:
         self.events.append((type_, reason, message))
@@ -116,16 +135,11 @@ class Listers:
     serviceaccounts: Lister
     roles: Lister
     rolebindings: Lister
+    networkpolicies: Lister
 
     def for_resource(self, res: Resource) -> Lister:
-        return {
-            "pods": self.pods,
-            "services": self.services,
-            "configmaps": self.configmaps,
-            "serviceaccounts": self.serviceaccounts,
-            "roles": self.roles,
-            "rolebindings": self.rolebindings,
-        }[res.plural]
+        lister: Lister = getattr(self, res.plural)
+        return lister
 
 
 class JobSync:
@@ -152,6 +166,8 @@ class JobSync:
         # the older copies.
         self._jobs_written = MutationCache()
         self._configmaps_written = MutationCache()
+        # (job key, job uid, Secret name) created or found existing by this process
+        self._secrets_made: set[tuple[str, str, str]] = set()
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -162,6 +178,7 @@ class JobSync:
             self.expectations.forget(key)
             self._jobs_written.forget(key)
             self._configmaps_written.forget(key)
+            self._secrets_made = {k for k in self._secrets_made if k[0] != key}
             return Result()
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             return Result()
@@ -315,7 +332,10 @@ class JobSync:
         message = f"{failure.describe()}; restarting the job (restart {attempt + 1} of {limit})"
         plan.status["restartCount"] = attempt + 1
         plan.status["phase"] = st.PHASE_RESTARTING
+        self._observe_delivery(job, plan)
         plan.status.pop("partitionSeconds", None)
+        plan.clear("deliveryBytes")
+        plan.clear("deliverySeconds")
         plan.clear("progress")  # the next attempt's dglrun reports afresh
         st.set_condition(plan.status, st.RESTARTING, True, st.REASON_RESTARTING, message, now)
         self._not_running(plan, st.REASON_RESTARTING, message, now)
@@ -342,6 +362,7 @@ class JobSync:
         plan.announce(WARNING, reason, message)
         plan.on_written.append(lambda: self.metrics.jobs_failed.labels(ns, reason).inc())
         if job is not None:
+            self._observe_delivery(job, plan)
             plan.on_written.append(lambda: self._cleanup(job, job.spec.clean_pod_policy))
             self._schedule_ttl(job, plan, now)
 
@@ -359,6 +380,7 @@ class JobSync:
                 lambda: self.metrics.training_duration.labels(ns).observe(seconds)
             )
         plan.announce(NORMAL, st.REASON_SUCCEEDED, message)
+        self._observe_delivery(job, plan)
         plan.on_written.append(lambda: self.metrics.jobs_successful.labels(job.namespace).inc())
         plan.on_written.append(lambda: self._cleanup(job, job.spec.clean_pod_policy))
         self._schedule_ttl(job, plan, now)
@@ -367,9 +389,30 @@ class JobSync:
         if st.get_condition(plan.status, st.RUNNING):
             st.set_condition(plan.status, st.RUNNING, False, reason, message, now)
 
+    def _observe_delivery(self, job: DGLJob, plan: _Plan) -> None:
+        """The attempt's delivery figures (dglrun's, over HTTP), once per attempt: when it
+        ends (finished or restarted), as the newest status read at the write shows them (a
+        report our cached copy missed still counts)."""
+        ns = job.namespace
+
+        def observe() -> None:
+            seconds = plan.seen_status.get("deliverySeconds")
+            size = plan.seen_status.get("deliveryBytes")
+            if isinstance(seconds, (int, float)) and isinstance(size, (int, float)):
+                self.metrics.delivery_duration.labels(ns).observe(seconds)
+                self.metrics.delivery_bytes.labels(ns).observe(size)
+
+        plan.on_written.append(observe)
+
     def _record_partition_time(self, job: DGLJob, obs: st.Observation, plan: _Plan) -> None:
-        """The partitioner pod's runtime (DistParMETIS: see :meth:`_partitioned_on_workers`)."""
-        if not job.spec.mode.partitioner or "partitionSeconds" in plan.status:
+        """KubectlCp: the partitioner pod's runtime (it exits once it delivered). Over HTTP it
+        serves until the workers have their parts: dglrun reports the time (see
+        :meth:`_partition_reported`)."""
+        if (
+            not job.spec.mode.partitioner
+            or job.spec.pulls_partitions
+            or "partitionSeconds" in plan.status
+        ):
             return
         partitioner = obs.pod(job.partitioner_name)
         if partitioner is None or st.pod_phase(partitioner) != "Succeeded":
@@ -382,12 +425,13 @@ class JobSync:
         plan.on_written.append(lambda: self.metrics.partition_duration.labels(ns).observe(seconds))
         plan.announce(NORMAL, "PartitionSucceeded", f"Graph partitioned in {seconds:.0f}s")
 
-    def _partitioned_on_workers(self, job: DGLJob, plan: _Plan) -> None:
-        """DistParMETIS: the launcher's dglrun partitioned on the workers and reported how long
-        it took (``status.partitionSeconds``, with its progress)."""
+    def _partition_reported(self, job: DGLJob, plan: _Plan) -> None:
+        """dglrun partitioned and reported how long it took (``status.partitionSeconds``, with
+        its progress): DistParMETIS on the workers, or a partitioner that serves the parts."""
         seconds = plan.status.get("partitionSeconds")
         took = f" in {seconds:.0f}s" if isinstance(seconds, (int, float)) else ""
-        plan.announce(NORMAL, "PartitionSucceeded", f"Graph partitioned on the workers{took}")
+        where = " on the workers" if job.spec.mode.partitions_in_launcher else ""
+        plan.announce(NORMAL, "PartitionSucceeded", f"Graph partitioned{where}{took}")
         if isinstance(seconds, (int, float)):
             ns, value = job.namespace, float(seconds)
             plan.on_written.append(
@@ -398,11 +442,11 @@ class JobSync:
         phase = st.phase_for(job, obs, str(plan.status.get("progress") or ""))
         previous = plan.status.get("phase")
         if (
-            job.spec.mode.partitions_in_launcher
-            and previous == st.PARTITIONING
+            (job.spec.mode.partitions_in_launcher or job.spec.pulls_partitions)
+            and previous in (st.PENDING, st.PARTITIONING)
             and phase in (st.PARTITIONED, st.TRAINING)
         ):
-            self._partitioned_on_workers(job, plan)
+            self._partition_reported(job, plan)
         plan.status["phase"] = phase
         if phase in _RUNNING_PHASES:
             message = f"DGLJob {job.key} is running: {_PHASE_MESSAGES[phase]}."
@@ -432,8 +476,11 @@ class JobSync:
             elif (cm.get("data") or {}) != want.config_map["data"]:
                 updated = self.apply.update_data(CONFIGMAPS, cm, want.config_map["data"])
                 self._configmaps_written.remember(job.key, updated)
-        for child in want.rbac:
-            res = _RBAC_RES[child["kind"]]
+        for child in [*want.rbac, *want.transfer]:
+            if child["kind"] == "Secret":
+                self._create_secret_once(job, child)
+                continue
+            res = _ONCE_RES[child["kind"]]
             if self.listers.for_resource(res).get(job.namespace, child["metadata"]["name"]) is None:
                 self.apply.create(job, res, child)
         for svc in want.services:
@@ -454,11 +501,21 @@ class JobSync:
         ):
             self.apply.create(job, PODS, want.launcher)
 
+    def _create_secret_once(self, job: DGLJob, secret: Obj) -> None:
+        """The transfer token: created blind once per job and process (a Secret of that name
+        that exists already, ours from before a restart of the operator, is used as is)."""
+        key = (job.key, job.uid, str(secret["metadata"]["name"]))
+        if key in self._secrets_made:
+            return
+        self.apply.create_unwatched(job, SECRETS, secret)
+        self._secrets_made.add(key)
+
     def _check_ownership(self, job: DGLJob, want: Desired) -> None:
         children: list[tuple[Resource, Obj]] = []
         if want.config_map is not None:
             children.append((CONFIGMAPS, want.config_map))
-        children += [(_RBAC_RES[c["kind"]], c) for c in want.rbac]
+        once = [c for c in [*want.rbac, *want.transfer] if c["kind"] in _ONCE_RES]
+        children += [(_ONCE_RES[c["kind"]], c) for c in once]
         children += [(SERVICES, s) for s in want.services]
         pods = [*want.workers, want.launcher]
         if want.partitioner is not None:
@@ -515,6 +572,7 @@ class JobSync:
         base = copy.deepcopy(obj.get("status") or {})
         status = plan.status
         for attempt in range(STATUS_WRITE_ATTEMPTS):
+            plan.seen_status = obj.get("status") or {}
             if st.without_volatile(status) == st.without_volatile(obj.get("status") or {}):
                 break
             body = copy.deepcopy(obj)

@@ -2,10 +2,12 @@
 
 Where it runs decides what it does (``DGL_OPERATOR_PHASE_ENV``, set by the operator):
 
-* ``Partitioner`` (the partitioner pod): [1/5] partition, [2/5] deliver the dataset to the
-  launcher pod.
-* unset (the launcher pod): [3/5] dispatch part i to worker i, [4/5] write ip_config on every
-  worker, [5/5] start DGL servers and trainers on every worker and wait for all.
+* ``Partitioner`` (the partitioner pod): [1/5] partition, [2/5] deliver: serve the parts to the
+  workers over HTTP until the launcher says they all have theirs (``--partition-transfer
+  http``, the default), or copy the dataset into the launcher pod (``kubectl``).
+* unset (the launcher pod): [3/5] dispatch part i to worker i (each worker pulls its part
+  straight from the partitioner; with ``kubectl``, copied from here), [4/5] write ip_config on
+  every worker, [5/5] start DGL servers and trainers on every worker and wait for all.
 * ``Launcher_Workload`` (Skip mode): run the training entry point alone.
 * ``--transport local``: all five phases on this machine, with one network namespace per
   worker (what ``make demo`` and the pipeline tests use).
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from launcher.chunked import LAYOUTS, SHARED
+from launcher.transfer import HTTP, KUBECTL, PORT, TOKEN_FILE, TRANSFERS
 
 PHASE_ENV = "DGL_OPERATOR_PHASE_ENV"
 PHASE_PARTITIONER = "Partitioner"
@@ -46,6 +49,7 @@ PARTITION_MODES = (DGL_API, PARMETIS, DIST_PARMETIS)
 PARTITION_MODE_ENV = "DGL_OPERATOR_PARTITION_MODE"
 CHUNKED_GRAPH_ENV = "DGL_OPERATOR_CHUNKED_GRAPH"
 CHUNKED_LAYOUT_ENV = "DGL_OPERATOR_CHUNKED_LAYOUT"
+PARTITION_TRANSFER_ENV = "DGL_OPERATOR_PARTITION_TRANSFER"
 
 
 @dataclass(frozen=True)
@@ -83,10 +87,14 @@ class Options:
     num_ranks: int | None = None
     mpirun: str = "mpirun"
     mpirun_args: list[str] = field(default_factory=list)
+    partition_transfer: str = HTTP
+    transfer_port: int = PORT
+    transfer_token_file: str = TOKEN_FILE
     phase: str = ""
     kubexec: str = "/etc/dgl/kubexec.sh"
     hostfile: str = "/etc/dgl/hostfile"
     leadfile: str = "/etc/dgl/leadfile"
+    partfile: str = "/etc/dgl/partfile"
     kubectl: str = "/opt/kube/kubectl"
 
 
@@ -226,6 +234,22 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         "(default: a folder under the workspace)",
     )
     w.add_argument("--keep-local", action="store_true", help="keep the local workers' files")
+    w.add_argument(
+        "--partition-transfer",
+        choices=TRANSFERS,
+        default=env.get(PARTITION_TRANSFER_ENV) or HTTP,
+        help="http: workers pull their parts straight from the pod that holds them; kubectl: "
+        "kubectl cp through the API server, via the launcher (default: "
+        f"${PARTITION_TRANSFER_ENV}, else http)",
+    )
+    w.add_argument(
+        "--transfer-port", type=_positive, default=PORT, help="http: the partition server's port"
+    )
+    w.add_argument(
+        "--transfer-token-file",
+        default=TOKEN_FILE,
+        help="http: the job's token (the operator mounts its Secret here)",
+    )
     o = p.add_argument_group("timeouts (seconds, 0 = none)")
     o.add_argument("--partition-timeout", type=_seconds, default=0.0)
     o.add_argument("--deliver-timeout", type=_seconds, default=1800.0)
@@ -275,7 +299,12 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
     if phase != PHASE_PARTITIONER and not a.train_entry_point:
         parser.error("--train-entry-point is required")
     in_dgljob = env.get("DGL_OPERATOR_ENV") == "1" and a.transport == "kubectl"
-    if in_dgljob and phase != PHASE_WORKLOAD and Path(a.workspace) != Path(WORKSPACE):
+    if (
+        in_dgljob
+        and phase != PHASE_WORKLOAD
+        and a.partition_transfer == KUBECTL
+        and Path(a.workspace) != Path(WORKSPACE)
+    ):
         parser.error(
             f"--workspace {a.workspace}: in a DGLJob the partitions travel through the volume "
             f"the operator mounts at {WORKSPACE}/dataset; leave --workspace at {WORKSPACE}"
@@ -315,10 +344,14 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         num_ranks=a.num_ranks,
         mpirun=a.mpirun,
         mpirun_args=_split(a.mpirun_args, "--mpirun-args", parser),
+        partition_transfer=a.partition_transfer,
+        transfer_port=a.transfer_port,
+        transfer_token_file=a.transfer_token_file,
         phase=phase,
         kubexec=env.get("DGL_OPERATOR_KUBEXEC_PATH", "/etc/dgl/kubexec.sh"),
         hostfile=env.get("DGL_OPERATOR_HOSTFILE_PATH", "/etc/dgl/hostfile"),
         leadfile=env.get("DGL_OPERATOR_LEADFILE_PATH", "/etc/dgl/leadfile"),
+        partfile=env.get("DGL_OPERATOR_PARTFILE_PATH", "/etc/dgl/partfile"),
         kubectl=env.get("DGL_OPERATOR_KUBECTL_PATH", "/opt/kube/kubectl"),
     )
 

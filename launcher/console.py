@@ -18,6 +18,7 @@ from launcher import partitions as parts
 from launcher.chunked import ChunkedError
 from launcher.hostfile import HostfileError
 from launcher.progress import NoProgress, Progress
+from launcher.transfer import TransferError
 from launcher.transport import TransportError
 
 TOTAL = 5
@@ -35,6 +36,7 @@ USER_ERRORS = (
     parts.PartitionError,
     HostfileError,
     ChunkedError,
+    TransferError,
     OSError,
 )
 
@@ -47,6 +49,7 @@ class Report:
     dispatch_bytes: int = 0
     metrics: dict[str, object] = field(default_factory=dict)
     partition: dict[str, object] = field(default_factory=dict)  # the ParMETIS modes' figures
+    delivery: dict[str, float] = field(default_factory=dict)  # http: bytes, seconds
 
 
 class Console:
@@ -57,6 +60,7 @@ class Console:
     ) -> None:
         self._write = write or (lambda s: print(s, flush=True))
         self._lock = threading.Lock()
+        self._last: dict[str, str] = {}
         self.progress: Progress = progress or NoProgress()
 
     def say(self, text: str) -> None:
@@ -64,8 +68,15 @@ class Console:
             self._write(text)
 
     def line(self, label: str, text: str) -> None:
+        with self._lock:
+            self._last[label] = text
         self.say(f"[{label}] {text}")
         self.progress.output(label, text)
+
+    def last_line(self, label: str) -> str:
+        """The last line a process labelled ``label`` printed ("" if none)."""
+        with self._lock:
+            return self._last.get(label, "")
 
 
 @contextmanager

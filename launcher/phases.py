@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 import os
 import resource
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from launcher import parmetis
 from launcher import partitions as parts
@@ -34,6 +37,8 @@ from launcher.console import (
 from launcher.dgl_env import Topology, server_env, trainer_env
 from launcher.hostfile import Host, HostfileError, ip_config, parse_hostfile
 from launcher.progress import ABANDONED, DONE, FAILED, NoProgress, from_env
+from launcher.pull import Puller
+from launcher.transfer import HTTP, TransferError, build_manifest, read_token
 from launcher.transport import (
     PopenProc,
     Proc,
@@ -200,6 +205,86 @@ def deliver_locally(src: Path, dst: Path, console: Console, report: Report) -> N
         console.say(f"  {mb(parts.total_bytes(expected))} verified in {dst}")
 
 
+def serve(opts: Options, pset: parts.PartitionSet, console: Console, report: Report) -> None:
+    """Phase 2 over HTTP: serve the parts until the launcher says every worker has its own."""
+    from launcher.partition_server import PartitionServer, serve_and_wait
+
+    # the partitioner's runtime includes serving: the partition time goes to the status
+    console.progress.record("partitionSeconds", round(report.seconds.get("partition", 0.0), 1))
+    with phase(console, report, 2, "deliver"):
+        token = read_token(opts.transfer_token_file)
+        manifest = build_manifest(pset)
+        total = sum(int(f["size"]) for f in manifest["files"].values())
+
+        def started(server: PartitionServer) -> None:
+            console.say(
+                f"  serving {mb(total)} ({len(manifest['files'])} files) on :{server.port}; "
+                "each worker pulls its own part"
+            )
+
+        stats = serve_and_wait(
+            pset.root,
+            manifest,
+            token,
+            port=opts.transfer_port,
+            timeout=opts.deliver_timeout or None,
+            on_start=started,
+        )
+        console.say(f"  {mb(stats.bytes_sent)} served to {len(stats.peers)} workers")
+
+
+@dataclass
+class Source:
+    """Where the workers pull their parts from (``--partition-transfer http``)."""
+
+    url: str
+    token_file: str
+    done: Callable[[], None]  # tells the server every worker has its part
+    manifest: dict[str, Any] = field(default_factory=dict)  # what the server offers
+
+    def part_bytes(self) -> int:
+        """The bytes all workers pull (each gets the partition config and its own part)."""
+        files = self.manifest.get("files") or {}
+        return sum(
+            int(files[rel]["size"])
+            for rels in (self.manifest.get("parts") or {}).values()
+            for rel in rels
+        )
+
+
+def partition_server(opts: Options, console: Console) -> Source:
+    """The partitioner pod's server, from the partfile the operator keeps up to date."""
+    try:
+        hosts = parse_hostfile(Path(opts.partfile).read_text(), opts.partfile)
+    except OSError as e:
+        raise PhaseError(f"cannot read the partfile {opts.partfile}: {e.strerror}") from e
+    if not hosts:
+        raise PhaseError(f"the partfile {opts.partfile} names no partitioner pod with an IP")
+    url = f"http://{hosts[0].ip}:{opts.transfer_port}"
+    token_file = opts.transfer_token_file
+
+    def done() -> None:
+        Puller(url, read_token(token_file), on_retry=_say_to(console)).done()
+
+    return Source(url, token_file, done)
+
+
+def _say_to(console: Console) -> Callable[[str], None]:
+    return lambda message: console.say(f"  {message}")
+
+
+def fetch_partition_config(opts: Options, source: Source, console: Console) -> parts.PartitionSet:
+    """The partition config alone, from the server (the parts go to the workers)."""
+    puller = Puller(source.url, read_token(source.token_file), on_retry=_say_to(console))
+    manifest = puller.manifest()
+    source.manifest = manifest
+    dest = opts.workspace / DATASET
+    if dest.exists():
+        shutil.rmtree(dest)
+    puller.pull_files(manifest, [str(manifest["config"])], dest)
+    return parts.load(dest / str(manifest["config"]), opts.num_partitions, check_files=False)
+
+
 # -- phase 3 and 4: dispatch, configure ---------------------------------------------------
 
 
@@ -213,17 +298,7 @@ def dispatch(
 ) -> list[Host]:
     hosts = transport.workers()
     with phase(console, report, 3, "dispatch"), time_limit(transport, timeout) as deadline:
-        if hosts and not transport.exists(hosts[0], train_script):
-            raise PhaseError(
-                f"--train-entry-point {train_script} does not exist on {hosts[0].name}; "
-                "nothing was copied"
-            )
-        if len(hosts) != pset.num_parts:
-            raise PhaseError(
-                f"the graph has {pset.num_parts} partitions but there are "
-                f"{len(hosts)} workers ({', '.join(h.name for h in hosts) or 'none'}); nothing "
-                "was copied"
-            )
+        _check_workers(pset, hosts, transport, train_script)
         for i, host in enumerate(hosts):
             remote = f"{transport.workspace(host)}/{WORKLOAD}"
             part_dir = pset.part_dir(i)
@@ -244,6 +319,82 @@ def dispatch(
             if time.monotonic() > deadline:
                 raise PhaseError(f"timed out after {timeout:.0f}s")
     return hosts
+
+
+def _check_workers(
+    pset: parts.PartitionSet, hosts: list[Host], transport: Transport, train_script: str
+) -> None:
+    if hosts and not transport.exists(hosts[0], train_script):
+        raise PhaseError(
+            f"--train-entry-point {train_script} does not exist on {hosts[0].name}; "
+            "nothing was copied"
+        )
+    if len(hosts) != pset.num_parts:
+        raise PhaseError(
+            f"the graph has {pset.num_parts} partitions but there are "
+            f"{len(hosts)} workers ({', '.join(h.name for h in hosts) or 'none'}); nothing "
+            "was copied"
+        )
+
+
+def dispatch_pull(
+    opts: Options,
+    pset: parts.PartitionSet,
+    source: Source,
+    transport: Transport,
+    console: Console,
+    report: Report,
+) -> list[Host]:
+    """Phase 3 over HTTP: every worker pulls its own part from ``source`` at once; dglrun
+    only starts the pulls and shows their progress (nothing passes through this pod)."""
+    hosts = transport.workers()
+    timeout = opts.dispatch_timeout
+    with phase(console, report, 3, "dispatch"), time_limit(transport, timeout) as deadline:
+        _check_workers(pset, hosts, transport, str(opts.train_entry_point))
+        started = time.monotonic()
+        pulls: list[tuple[Host, Proc]] = []
+        try:
+            for i, host in enumerate(hosts):
+                argv = [opts.python, "-m", "launcher.pull", "--url", source.url, "--part",
+                        str(i), "--dest", f"{transport.workspace(host)}/{WORKLOAD}",
+                        "--token-file", source.token_file]  # fmt: skip
+                pulls.append((host, transport.start(host, argv, {}, f"{host.name}/pull")))
+            _wait_pulls(pulls, deadline, timeout, console)
+        except BaseException:
+            stop_all(proc for _, proc in pulls)
+            raise
+        took = time.monotonic() - started
+        source.done()
+        total = source.part_bytes()
+        report.dispatch_bytes += total
+        report.delivery = {"bytes": total, "seconds": round(took, 3)}
+        console.progress.record("deliveryBytes", total)
+        console.progress.record("deliverySeconds", round(took, 3))
+        console.say(
+            f"  {mb(total)} pulled by {len(hosts)} workers from {source.url} in {took:.1f}s "
+            f"({total / max(took, 1e-6) / 1e6:.0f} MB/s), every file's SHA-256 verified"
+        )
+    return hosts
+
+
+def _wait_pulls(
+    pulls: list[tuple[Host, Proc]], deadline: float, timeout: float, console: Console
+) -> None:
+    pending = list(pulls)
+    while pending:
+        for host, proc in list(pending):
+            code = proc.poll()
+            if code is None:
+                continue
+            pending.remove((host, proc))
+            if code != 0:
+                last = console.last_line(f"{host.name}/pull")
+                why = last.removeprefix("pull: error: ") if last else f"exit code {code}"
+                raise PhaseError(f"{host.name} could not pull its part: {why}")
+        if pending and time.monotonic() > deadline:
+            names = ", ".join(h.name for h, _ in pending)
+            raise PhaseError(f"timed out after {timeout:.0f}s ({names} still pulling)")
+        time.sleep(0.05)
 
 
 def configure(
@@ -391,8 +542,11 @@ def summary(report: Report) -> str:
 
 
 def run_partitioner(opts: Options, console: Console, report: Report) -> None:
-    partition(opts, console, report)
-    deliver_to_launcher(opts, console, report)
+    pset = partition(opts, console, report)
+    if opts.partition_transfer == HTTP:
+        serve(opts, pset, console, report)
+    else:
+        deliver_to_launcher(opts, console, report)
 
 
 def _hosts_from_hostfile(opts: Options) -> list[Host]:
@@ -407,7 +561,16 @@ def run_launcher(opts: Options, console: Console, report: Report) -> None:
     from launcher.transport.kubectl import KubectlTransport
 
     pset = None  # DistParMETIS: the workers partition (phases 1-2 in run_on_workers)
-    if opts.partition_mode != DIST_PARMETIS:
+    source = None
+    if opts.partition_mode != DIST_PARMETIS and opts.partition_transfer == HTTP:
+        console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
+        source = partition_server(opts, console)
+        console.say(f"[2/{TOTAL}] deliver: the partitioner pod serves the parts at {source.url}")
+        try:
+            pset = fetch_partition_config(opts, source, console)
+        except (TransferError, parts.PartitionError) as e:
+            raise PhaseError(f"dispatch failed: {e}") from e
+    elif opts.partition_mode != DIST_PARMETIS:
         console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
         console.say(f"[2/{TOTAL}] deliver: done by the partitioner pod")
         dataset = opts.workspace / DATASET
@@ -424,7 +587,7 @@ def run_launcher(opts: Options, console: Console, report: Report) -> None:
         python=opts.python,
         sink=console.line,
     )
-    run_on_workers(opts, pset, transport, console, report)
+    run_on_workers(opts, pset, transport, console, report, source=source)
 
 
 def run_on_workers(
@@ -434,15 +597,19 @@ def run_on_workers(
     console: Console,
     report: Report,
     setup: Callable[[], object] = lambda: None,
+    source: Source | None = None,
 ) -> None:
     """Phases 3-5 over a transport, which is closed whatever happens; without ``pset``
-    (DistParMETIS) phases 1-2 too, on the workers."""
+    (DistParMETIS) phases 1-2 too, on the workers. With a ``source`` the workers pull their
+    parts from it, else dglrun copies them."""
     try:
         setup()
         if pset is None:
             _entry_point_on(transport, str(opts.train_entry_point))
             hosts = parmetis.partition_on_workers(opts, transport, console, report)
             pset = parmetis.verify_on_workers(opts, transport, hosts, console, report)
+        elif source is not None:
+            hosts = dispatch_pull(opts, pset, source, transport, console, report)
         else:
             hosts = dispatch(
                 pset, transport, console, report, opts.dispatch_timeout, str(opts.train_entry_point)
@@ -480,6 +647,9 @@ def run_local(opts: Options, console: Console, report: Report) -> None:
         run_on_workers(opts, None, dist, console, report, dist_setup)
         return
     pset = partition(opts, console, report)
+    if opts.partition_transfer == HTTP:
+        _run_local_http(opts, pset, n, root, console, report)
+        return
     launcher_ws = opts.workspace / "launcher"
     deliver_locally(opts.workspace / DATASET, launcher_ws / DATASET, console, report)
     config = parts.find_config(launcher_ws / DATASET, opts.graph_name, opts.partition_config_path)
@@ -491,6 +661,76 @@ def run_local(opts: Options, console: Console, report: Report) -> None:
         console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
 
     run_on_workers(opts, pset, transport, console, report, setup)
+
+
+def _run_local_http(
+    opts: Options,
+    pset: parts.PartitionSet,
+    n: int,
+    root: Path,
+    console: Console,
+    report: Report,
+) -> None:
+    """Phases 2-5 locally over HTTP: the server runs in the launcher's network namespace
+    (as the partitioner pod's would), the workers pull from it."""
+    from launcher.transport.local import LocalTransport
+
+    transport = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
+    root.mkdir(parents=True, exist_ok=True)
+    token_file = root / "transfer-token"
+    token_file.write_text(secrets.token_hex(16))
+    token_file.chmod(0o600)
+    url = f"http://{transport.coordinator_ip}:{opts.transfer_port}"
+    server: list[Proc] = []
+
+    def done() -> None:
+        argv = [opts.python, "-m", "launcher.pull", "--url", url, "--done",
+                "--token-file", str(token_file)]  # fmt: skip
+        if transport.start_coordinator(argv, {}, "pull", console.line).wait(60) != 0:
+            raise PhaseError(f"cannot stop the partition server: {console.last_line('pull')}")
+        if server and server[0].wait(60) != 0:
+            raise PhaseError(f"the partition server: {console.last_line('partition-server')}")
+
+    source = Source(url, str(token_file), done, build_manifest(pset))
+
+    def setup() -> None:
+        hosts = transport.setup()
+        console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
+        with phase(console, report, 2, "deliver"):
+            server.append(_start_local_server(opts, pset, transport, str(token_file), console))
+
+    run_on_workers(opts, pset, transport, console, report, setup, source=source)
+
+
+def _start_local_server(
+    opts: Options,
+    pset: parts.PartitionSet,
+    transport: Transport,
+    token_file: str,
+    console: Console,
+) -> Proc:
+    ready = threading.Event()
+
+    def sink(label: str, line: str) -> None:
+        console.line(label, line)
+        if line.startswith("serving "):
+            ready.set()
+
+    argv = [opts.python, "-m", "launcher.partition_server", "--config", str(pset.config),
+            "--port", str(opts.transfer_port), "--token-file", token_file,
+            "--timeout", str(opts.deliver_timeout)]  # fmt: skip
+    proc = transport.start_coordinator(argv, {}, "partition-server", sink)
+    deadline = time.monotonic() + 300
+    while not ready.wait(0.1):
+        code = proc.poll()
+        if code is not None:
+            raise PhaseError(
+                f"the partition server exited with code {code}: "
+                f"{console.last_line('partition-server')}"
+            )
+        if time.monotonic() > deadline:
+            raise PhaseError("the partition server did not start within 300s")
+    return proc
 
 
 def run_workload(opts: Options, console: Console, report: Report) -> None:

@@ -1,9 +1,10 @@
 """dglrun's progress, published to the DGLJob's ``status.progress`` (the PROGRESS column).
 
-The text is short: ``3/5 dispatch``, ``5/5 train: epoch 2/10``, ``done``, ``failed in 5/5 train``.
-Trainer output lines that contain ``epoch <n>`` (0-based, as DGL's examples print them, e.g.
-``Epoch 00003 | Loss ...``) advance the epoch count; the highest seen wins, capped at
-``--num-epochs``.
+The text is short: ``3/5 dispatch``, ``3/5 dispatch: 210/420 MB``, ``5/5 train: epoch 2/10``,
+``done``, ``failed in 5/5 train``. Trainer output lines that contain ``epoch <n>`` (0-based, as
+DGL's examples print them, e.g. ``Epoch 00003 | Loss ...``) advance the epoch count; the highest
+seen wins, capped at ``--num-epochs``. The workers' pull progress lines (``<worker>/pull``)
+add up to the bytes delivered so far.
 
 In a pod, :class:`StatusProgress` sends the latest text with
 ``kubectl patch dgljob <job> --subresource=status --type=merge`` (the launcher's and the
@@ -25,6 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
+
+from launcher.pull import parse_progress
 
 JOB_NAME_ENV = "DGL_OPERATOR_JOB_NAME"
 DONE = "done"
@@ -77,6 +80,7 @@ class Tracker:
         self.text = ""
         self._phase = ""
         self._epochs = 0
+        self._bytes: dict[int, tuple[int, int]] = {}  # part -> (done, total)
 
     @property
     def current_phase(self) -> str:
@@ -85,11 +89,14 @@ class Tracker:
     def phase(self, k: int, total: int, name: str) -> str:
         self._phase = f"{k}/{total} {name}"
         self._epochs = 0
+        self._bytes = {}
         self.text = self._phase
         return self.text
 
     def output(self, label: str, text: str) -> str | None:
-        """The new text if this line advanced the epoch count, else None."""
+        """The new text if this line advanced the epoch count or the bytes delivered."""
+        if self._phase and label.endswith("/pull"):
+            return self._pulled(text)
         if not self._phase or not is_trainer(label):
             return None
         m = EPOCH.search(text)
@@ -100,6 +107,17 @@ class Tracker:
             return None
         self._epochs = done
         self.text = f"{self._phase}: epoch {done}/{self.num_epochs}"
+        return self.text
+
+    def _pulled(self, text: str) -> str | None:
+        got = parse_progress(text)
+        if got is None:
+            return None
+        part, done, total = got
+        self._bytes[part] = (done, total)
+        done_all = sum(d for d, _ in self._bytes.values())
+        total_all = sum(t for _, t in self._bytes.values())
+        self.text = f"{self._phase}: {done_all / 1e6:.0f}/{total_all / 1e6:.0f} MB"
         return self.text
 
 

@@ -129,6 +129,11 @@ class LocalTransport:
         self._procs: list[Proc] = []
         self._coordinator: subprocess.Popen[bytes] | None = None
 
+    @property
+    def coordinator_ip(self) -> str:
+        """The launcher namespace's IP on the bridge (what the workers reach)."""
+        return f"{self.subnet}.1"
+
     # -- setup / teardown -----------------------------------------------------------------
 
     def setup(self) -> list[Host]:
@@ -150,7 +155,7 @@ class LocalTransport:
             self._holders.append(self._namespace(str(i), ip, name))
             (self.root / name / "dgl_workspace").mkdir(parents=True, exist_ok=True)
             self._hosts.append(Host(ip, DGL_PORT, name, 1))
-        self._coordinator = self._namespace("l", f"{self.subnet}.1", "launcher")
+        self._coordinator = self._namespace("l", self.coordinator_ip, "launcher")
 
     def _namespace(self, tag: str, ip: str, hostname: str) -> subprocess.Popen[bytes]:
         """A network namespace on the bridge with ``ip``, and its holder process."""

@@ -128,7 +128,9 @@ def test_operator_runs_a_job_with_its_own_rbac_only(
 ) -> None:
     sa = RestClient.from_config(str(operator_kubeconfig))
     for attempt in (
+        # secrets: only create (the jobs' transfer tokens), never read
         lambda: sa.list(SECRETS, namespace),
+        lambda: sa.get(SECRETS, namespace, "dgl-graphsage-transfer"),
         lambda: sa.list(NODES),
         lambda: sa.get(SECRETS, "kube-system", "anything"),
     ):
@@ -214,6 +216,8 @@ def test_launcher_may_exec_only_into_its_own_workers(
         for job in ("a", "b"):
             raw = load_fixture("seed_dgljob.yaml")
             raw["metadata"].update(name=job, namespace=namespace)
+            if job == "b":  # the original's delivery: the partitioner execs into the launcher
+                raw["spec"]["partitionTransfer"] = "KubectlCp"
             api.create(DGLJOBS, namespace, raw)
         wait_for(
             lambda: (
@@ -243,8 +247,11 @@ def test_launcher_may_exec_only_into_its_own_workers(
     assert exec_into(launcher, "a-worker-0") and exec_into(launcher, "a-worker-1")
     assert not exec_into(launcher, "b-worker-0"), "exec into another job's worker"
     assert not exec_into(launcher, "a-launcher") and not exec_into(launcher, "a-partitioner")
-    assert exec_into(partitioner, "a-launcher")
-    assert not exec_into(partitioner, "a-worker-0") and not exec_into(partitioner, "b-launcher")
+    # partitionTransfer HTTP (a): the partitioner serves and execs into nothing
+    assert not exec_into(partitioner, "a-launcher") and not exec_into(partitioner, "a-worker-0")
+    b_partitioner = f"system:serviceaccount:{namespace}:b-partitioner"
+    assert exec_into(b_partitioner, "b-launcher")  # KubectlCp (b): into its launcher only
+    assert not exec_into(b_partitioner, "b-worker-0") and not exec_into(b_partitioner, "a-launcher")
     assert allowed(api, launcher, namespace=namespace, verb="watch", resource="pods")
     assert not allowed(api, launcher, namespace=namespace, verb="get", resource="secrets")
     assert not allowed(api, launcher, namespace=namespace, verb="delete", resource="pods")

@@ -97,7 +97,7 @@ def test_happy_path_with_kubectl(
     api: RestClient, namespace: str, operator: InProcessOperator, control_plane: ControlPlane
 ) -> None:
     ns = namespace
-    create(api, ns)
+    create(api, ns, partitionTransfer="KubectlCp")  # partitionSeconds: the pod's runtime
     wait_condition(api, ns, "Created")
     kubelet = train(api, ns)
     cm = api.get(CONFIGMAPS, ns, f"{J}-config")["data"]

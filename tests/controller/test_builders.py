@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 from typing import Any
 
@@ -79,9 +80,11 @@ def _without_main_pull_policy(seed: dict[str, Any]) -> dict[str, Any]:
 
 
 def _seed_job_with_launcher_args(seed_job_raw: dict[str, Any]) -> Any:
-    """The seed's resulting launcher was rendered from longer args than its example DGLJob."""
+    """The seed's resulting launcher was rendered from longer args than its example DGLJob,
+    and delivered the parts the original's way (partitionTransfer KubectlCp)."""
     seed_launcher = load_fixture("seed_launcher.yaml")
     raw = copy.deepcopy(seed_job_raw)
+    raw["spec"]["partitionTransfer"] = "KubectlCp"
     c = raw["spec"]["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     c["args"] = seed_launcher["spec"]["containers"][0]["args"]
     return parse_job(raw)
@@ -104,6 +107,7 @@ def test_launcher_matches_seed(seed_job_raw: dict[str, Any]) -> None:
         "DGL_OPERATOR_KUBECTL_PATH": "/opt/kube/kubectl",
         "DGL_OPERATOR_ENV": "1",
         "DGL_OPERATOR_JOB_NAME": "dgl-graphsage",  # ours: dglrun reports progress to it
+        "DGL_OPERATOR_PARTITION_TRANSFER": "kubectl",  # ours: spec.partitionTransfer
     }
     assert got["spec"]["serviceAccountName"] == "dgl-graphsage-launcher"
     for init in got["spec"]["initContainers"][1:]:
@@ -273,7 +277,9 @@ def test_hostfile_numeric_order_and_no_line_without_ip(seed_job_raw: dict[str, A
 
 
 def test_rbac_limits_exec_to_the_jobs_pods(seed_job_raw: dict[str, Any]) -> None:
-    job = parse_job(seed_job_raw)
+    raw = copy.deepcopy(seed_job_raw)
+    raw["spec"]["partitionTransfer"] = "KubectlCp"  # the partitioner execs into the launcher
+    job = parse_job(raw)
     objs = rbac(job)
     kinds = [(o["kind"], o["metadata"]["name"]) for o in objs]
     assert kinds == [
@@ -310,6 +316,78 @@ def test_rbac_limits_exec_to_the_jobs_pods(seed_job_raw: dict[str, Any]) -> None
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "dgl-graphsage-launcher", "namespace": "dgl-operator"}
     ]
+
+
+def test_over_http_the_partitioner_execs_into_nothing(seed_job_raw: dict[str, Any]) -> None:
+    partitioner_role = rbac(parse_job(seed_job_raw))[4]
+    assert [r["resources"] for r in partitioner_role["rules"]] == [["pods"], ["dgljobs/status"]]
+    assert all(r.get("resourceNames") != [] for r in partitioner_role["rules"])
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value") for e in container.get("env") or []}
+
+
+def _mounts(pod: dict[str, Any]) -> dict[str, str]:
+    return {m["mountPath"]: m["name"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+
+
+def test_http_transfer_children(seed_job_raw: dict[str, Any]) -> None:
+    """The default: a token Secret, a NetworkPolicy, the partitioner serving on 30070 and
+    Ready once it serves, the launcher waiting for that, every pod with the token."""
+    job = parse_job(seed_job_raw)
+    want = desired(job, SEED_OPTS, token="t0ken")
+    secret, policy = want.transfer
+    assert secret["kind"] == "Secret" and secret["metadata"]["name"] == "dgl-graphsage-transfer"
+    assert base64.b64decode(secret["data"]["token"]) == b"t0ken"
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == job.uid
+    assert len(desired(job, SEED_OPTS).transfer[0]["data"]["token"]) == 88  # 64 hex, base64
+    assert policy["kind"] == "NetworkPolicy"
+    assert policy["spec"] == {
+        "podSelector": {"matchLabels": {"dgl-replica-name": "dgl-graphsage-partitioner"}},
+        "policyTypes": ["Ingress"],
+        "ingress": [
+            {
+                "from": [{"podSelector": {"matchLabels": {JOB_NAME_LABEL: "dgl-graphsage"}}}],
+                "ports": [{"protocol": "TCP", "port": 30070}],
+            }
+        ],
+    }
+    part = want.partitioner
+    assert part is not None
+    main = part["spec"]["containers"][0]
+    assert {"name": "partitions", "containerPort": 30070, "protocol": "TCP"} in main["ports"]
+    assert main["readinessProbe"]["httpGet"] == {"path": "/ready", "port": 30070}
+    assert _env(main)["DGL_OPERATOR_PARTITION_TRANSFER"] == "http"
+    assert _env(main)["DGL_OPERATOR_PARTFILE_PATH"] == "/etc/dgl/partfile"
+    launcher = want.launcher
+    lmain = launcher["spec"]["containers"][0]
+    assert _env(lmain)["DGL_OPERATOR_PARTITION_TRANSFER"] == "http"
+    assert _env(lmain)["DGL_OPERATOR_PARTFILE_PATH"] == "/etc/dgl/partfile"
+    watcher = launcher["spec"]["initContainers"][1]
+    assert watcher["name"] == "watcher-loop-partitioner"
+    assert _env(watcher)["WATCHERMODE"] == "ready"  # serving, not finished
+    assert "dataset-volume" not in {v["name"] for v in launcher["spec"]["volumes"]}
+    for pod in (part, launcher, *want.workers):
+        assert _mounts(pod)["/etc/dgl-transfer"] == "transfer-token", pod["metadata"]["name"]
+        volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "transfer-token")
+        assert volume["secret"]["secretName"] == "dgl-graphsage-transfer"
+
+
+def test_kubectl_cp_transfer_is_the_originals(seed_job_raw: dict[str, Any]) -> None:
+    raw = copy.deepcopy(seed_job_raw)
+    raw["spec"]["partitionTransfer"] = "KubectlCp"
+    want = desired(parse_job(raw), SEED_OPTS)
+    assert want.transfer == []
+    assert (
+        want.partitioner is not None
+        and "readinessProbe" not in want.partitioner["spec"]["containers"][0]
+    )
+    watcher = want.launcher["spec"]["initContainers"][1]
+    assert _env(watcher)["WATCHERMODE"] == "finished"
+    for pod in (want.partitioner, want.launcher, *want.workers):
+        assert "/etc/dgl-transfer" not in _mounts(pod)
+    assert _mounts(want.launcher)["/dgl_workspace/dataset"] == "dataset-volume"
 
 
 def test_worker_service_is_headless_per_pod(seed_job_raw: dict[str, Any]) -> None:

@@ -13,9 +13,11 @@ from controller.builders import ATTEMPT_ANNOTATION
 from controller.status import is_terminating as terminating
 from informers.resources import (
     CONFIGMAPS,
+    NETWORKPOLICIES,
     PODS,
     ROLEBINDINGS,
     ROLES,
+    SECRETS,
     SERVICEACCOUNTS,
     SERVICES,
 )
@@ -59,7 +61,7 @@ def train(h: Harness) -> None:
 
 
 def test_happy_path(h: Harness) -> None:
-    h.create_job(seed())
+    h.create_job(seed(partitionTransfer="KubectlCp"))  # the original operator's delivery
     h.wait_pods(W0, W1, PART)
     h.wait_condition("Created")
     assert h.status()["phase"] == "Pending"
@@ -248,6 +250,57 @@ def test_backoff_limit_restarts_then_fails(h: Harness) -> None:
     h.settle()
     assert h.sample("dgl_operator_jobs_restarted_total", namespace=NS) == 1
     assert "DGLJobRestarting" in h.event_reasons()
+
+
+def test_happy_path_over_http(h: Harness) -> None:
+    """The default delivery: the partitioner serves (Running, Ready), dglrun reports the
+    partition time and then the delivery, the launcher trains; nothing finishes the
+    partitioner before the launcher runs."""
+    h.create_job(seed())
+    h.wait_pods(W0, W1, PART)
+    assert h.names(NETWORKPOLICIES) == [f"{J}-partitions"]
+    secret = h.kube.get(SECRETS, NS, f"{J}-transfer")
+    assert secret["metadata"]["ownerReferences"][0]["name"] == J
+    assert len(secret["data"]["token"]) == 88
+    bring_up(h)
+    h.wait_phase("Partitioning")
+    # dglrun in the partitioner: partitioned in 42 s, now serving
+    h.kube.patch(DGLJOBS, NS, J, {"status": {"progress": "2/5 deliver", "partitionSeconds": 42}},
+                 subresource="status")  # fmt: skip
+    h.run_pod(LAUNCH, "10.0.0.4")  # its watcher saw the partitioner Ready; dglrun pulls
+    h.wait_phase("Training")
+    assert "Graph partitioned in 42s" in [e["message"] for e in h.events()]
+    wait_for(
+        lambda: h.sample("dgl_operator_job_partition_duration_seconds_sum", namespace=NS) == 42,
+        what="the partition time observed",
+    )
+    report = {"progress": "4/5 configure", "deliveryBytes": 420_000_000, "deliverySeconds": 2.5}
+    h.kube.patch(DGLJOBS, NS, J, {"status": report}, subresource="status")
+    wait_for(lambda: h.status().get("deliveryBytes") == 420_000_000, what="the delivery report")
+    h.finish_pod(LAUNCH, seconds=100)
+    h.wait_condition("Succeeded")
+    wait_for(
+        lambda: h.sample("dgl_operator_job_delivery_bytes_sum", namespace=NS) == 420_000_000,
+        what="the delivery observed",
+    )
+    assert h.sample("dgl_operator_job_delivery_duration_seconds_count", namespace=NS) == 1
+    assert h.sample("dgl_operator_job_delivery_duration_seconds_sum", namespace=NS) == 2.5
+    assert h.sample("dgl_operator_job_partition_duration_seconds_count", namespace=NS) == 1
+    # the partitioner still served when training ended: cleanPodPolicy Running stops it
+    wait_for(lambda: PART not in h.pods(), what="the serving partitioner deleted")
+
+
+def test_a_restart_observes_and_clears_the_attempts_delivery(h: Harness) -> None:
+    h.create_job(seed(runPolicy={"backoffLimit": 1}))
+    train(h)
+    report = {"deliveryBytes": 1000, "deliverySeconds": 1.0, "progress": "5/5 train"}
+    h.kube.patch(DGLJOBS, NS, J, {"status": report}, subresource="status")
+    wait_for(lambda: h.status().get("deliveryBytes") == 1000, what="the delivery report")
+    h.finish_pod(W0, exit_code=1)
+    h.wait_condition("Restarting")
+    wait_for(lambda: h.status().get("restartCount") == 1)
+    assert "deliveryBytes" not in h.status() and "deliverySeconds" not in h.status()
+    assert h.sample("dgl_operator_job_delivery_bytes_count", namespace=NS) == 1
 
 
 def report_progress(h: Harness, text: str) -> None:

@@ -219,6 +219,7 @@ def test_distparmetis_worker_failure_while_partitioning_restarts_the_job(h: Harn
 
 def test_parmetis_lifecycle_is_dgl_apis(h: Harness) -> None:
     raw = job_raw("ParMETIS")
+    raw["spec"]["partitionTransfer"] = "KubectlCp"  # the partition time: the pod's runtime
     del raw["metadata"]["uid"]
     h.create_job(raw)
     h.wait_pods(W0, W1, PART)

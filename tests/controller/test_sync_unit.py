@@ -54,6 +54,7 @@ class Rig:
                 "serviceaccounts",
                 "roles",
                 "rolebindings",
+                "networkpolicies",
             )
         }
         self.listers = Listers(**{n: Lister(s) for n, s in self.stores.items()})
@@ -82,6 +83,7 @@ class Rig:
     def catch_up(self) -> None:
         """Make every cache show what the API holds (the informers caught up)."""
         from informers.resources import (
+            NETWORKPOLICIES,
             ROLEBINDINGS,
             ROLES,
             SERVICEACCOUNTS,
@@ -96,6 +98,7 @@ class Rig:
             ("serviceaccounts", SERVICEACCOUNTS),
             ("roles", ROLES),
             ("rolebindings", ROLEBINDINGS),
+            ("networkpolicies", NETWORKPOLICIES),
         ]
         for store, res in pairs:
             objs = self.kube.objects(res, NS)

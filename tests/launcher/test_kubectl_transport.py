@@ -38,6 +38,9 @@ class Cluster:
             "DGL_OPERATOR_KUBECTL_PATH": str(FIXTURES / "fake_kubectl.py"),
             "DGL_OPERATOR_HOSTFILE_PATH": str(self.dir / "hostfile"),
             "DGL_OPERATOR_LEADFILE_PATH": str(self.dir / "leadfile"),
+            "DGL_OPERATOR_PARTFILE_PATH": str(self.dir / "partfile"),
+            # the copy path (partitionTransfer KubectlCp); HTTP: test_http_transfer.py
+            "DGL_OPERATOR_PARTITION_TRANSFER": "kubectl",
             "PYTHONPATH": str(REPO),
         }
 

@@ -141,7 +141,12 @@ def test_flags_and_the_original_misspelling() -> None:
         ([*BASE, "--transport", "local"], {}, "--partition-entry-point is required"),
         (BASE, {"DGL_OPERATOR_PHASE_ENV": "Trainer"}, "DGL_OPERATOR_PHASE_ENV='Trainer'"),
         ([*BASE, "--train-args", "'unclosed"], {}, "--train-args"),
-        ([*BASE, "--workspace", "/ws"], {"DGL_OPERATOR_ENV": "1"}, "--workspace /ws: in a DGLJob"),
+        (
+            [*BASE, "--workspace", "/ws", "--partition-transfer", "kubectl"],
+            {"DGL_OPERATOR_ENV": "1"},
+            "--workspace /ws: in a DGLJob",
+        ),
+        ([*BASE, "--partition-transfer", "scp"], {}, "--partition-transfer: invalid choice"),
     ],
 )
 def test_bad_usage_exits_2(argv: list[str], env: dict[str, str], message: str) -> None:

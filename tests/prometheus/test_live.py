@@ -255,7 +255,7 @@ def test_operator_metrics_rules_and_dashboard_in_prometheus(
     eventually(lambda: prom.value(f'up{{job="{SCRAPE_JOB}"}}') == 1, "the operator target up")
 
     # One job succeeds, one fails after a restart, one stays pending.
-    ok = Job(api, ns, "dgl-ok", 201).create()
+    ok = Job(api, ns, "dgl-ok", 201, partitionTransfer="KubectlCp").create()
     failing = Job(api, ns, "dgl-fail", 202, runPolicy={"backoffLimit": 1}).create()
     idle = Job(api, ns, "dgl-idle", 203).create()
     for job in (ok, failing, idle):
@@ -266,6 +266,13 @@ def test_operator_metrics_rules_and_dashboard_in_prometheus(
     ok.wait_condition("Succeeded")
 
     failing.train()
+    # its dglrun reported a delivery over HTTP (observed when the attempt ends)
+    delivered = {"deliveryBytes": 420_000_000, "deliverySeconds": 2.0}
+    api.patch(DGLJOBS, ns, failing.name, {"status": delivered}, subresource="status")
+    eventually(
+        lambda: api.get(DGLJOBS, ns, failing.name)["status"].get("deliveryBytes") == 420_000_000,
+        "the delivery reported",
+    )
     before = failing.uids()
     failing.kubelet.finish(failing.worker1, exit_code=137)
     failing.wait_condition("Restarting")
@@ -281,6 +288,10 @@ def test_operator_metrics_rules_and_dashboard_in_prometheus(
     assert {"namespace": ns, "reason": "BackoffLimitExceeded"}.items() <= failure["metric"].items()
     eventually(lambda: prom.value("sum(dgl_operator_jobs_successful_total)") == 1, "a success")
     eventually(lambda: prom.value("sum(dgl_operator_jobs_restarted_total)") == 1, "a restart")
+    eventually(
+        lambda: prom.value("sum(dgl_operator_job_delivery_bytes_sum)") == 420_000_000,
+        "the delivery observed",
+    )
     assert (prom.value('sum(workqueue_adds_total{name="dgljob"})') or 0) > 0
     assert (prom.value("sum(controller_runtime_reconcile_total)") or 0) > 0
     assert prom.value("dgl_operator_is_leader") == 1

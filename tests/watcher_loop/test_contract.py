@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from controller import builders
 from controller.api import parse_job
 from watcher_loop.config import load_config
@@ -12,7 +14,7 @@ from watcher_loop.podfile import parse_pod_file
 from watcher_loop.state import Mode
 
 
-def job(workers: int) -> Any:
+def job(workers: int, **spec: Any) -> Any:
     container = {"name": "main", "image": "img", "command": ["dglrun"]}
     template = {"spec": {"containers": [container]}}
     return parse_job(
@@ -22,6 +24,7 @@ def job(workers: int) -> Any:
             "metadata": {"name": "gs", "namespace": "team", "uid": "u1"},
             "spec": {
                 "slotsPerWorker": 4,
+                **spec,
                 "dglReplicaSpecs": {
                     "Launcher": {"replicas": 1, "template": template},
                     "Worker": {"replicas": workers, "template": template},
@@ -46,12 +49,18 @@ def test_config_map_files_parse() -> None:
     assert parse_pod_file(data["leadfile"]) == []  # the launcher never waits for itself
 
 
-def test_watcher_init_containers_configure_watcher_loop() -> None:
-    j = job(3)
+@pytest.mark.parametrize(
+    ("transfer", "partitioner_mode"),
+    [("HTTP", Mode.READY), ("KubectlCp", Mode.FINISHED)],  # serving / copied and exited
+)
+def test_watcher_init_containers_configure_watcher_loop(
+    transfer: str, partitioner_mode: Mode
+) -> None:
+    j = job(3, partitionTransfer=transfer)
     pod = builders.launcher_pod(j, builders.BuildOptions())
     inits = {c["name"]: c for c in pod["spec"]["initContainers"]}
     for name, file, mode, expected in (
-        ("watcher-loop-partitioner", builders.PARTFILE_PATH, Mode.FINISHED, 1),
+        ("watcher-loop-partitioner", builders.PARTFILE_PATH, partitioner_mode, 1),
         ("watcher-loop-worker", builders.HOSTFILE_PATH, Mode.READY, 3),
     ):
         env = {e["name"]: e["value"] for e in inits[name]["env"]}
