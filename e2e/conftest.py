@@ -24,6 +24,21 @@ from e2e.node import DEFAULT_DIR, running
 NODE_KUBECONFIG = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
 
 
+_figures: list[str] = []
+
+
+def figure(line: str) -> None:
+    """A measured figure, printed in the test summary (figures, never assertions on time)."""
+    _figures.append(line)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _figures:
+        terminalreporter.section("e2e figures")
+        for line in _figures:
+            terminalreporter.write_line(line)
+
+
 def in_ci() -> bool:
     return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

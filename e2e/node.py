@@ -55,6 +55,19 @@ NODE_CONTROLLERS = (
 CONTAINERD_ROOT = CACHE / "containerd-root"
 IMAGE_TAG = "0.2.0"
 # the proposal's example DGLJob names its image dgloperator/graphsage:v0.1.0
+# The API server's audit log: every exec/attach/port-forward/proxy request into a pod, with
+# its URI (the command of an exec), so tests can show what did or did not go through it.
+AUDIT_LOG = "audit.log"  # under <dir>/control-plane
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    resources:
+      - group: ""
+        resources: ["pods/exec", "pods/attach", "pods/portforward", "pods/proxy", "services/proxy"]
+  - level: None
+"""
 IMAGE_ALIASES = {"graphsage": ["docker.io/dgloperator/graphsage:v0.1.0"]}
 
 
@@ -475,7 +488,16 @@ def start(dir: Path, images: dict[str, Path] | None = None) -> LocalCluster:
         extra_certs=certs,
     )
     pki = cp.pki
+    policy = dir / "control-plane" / "audit-policy.yaml"
+    policy.parent.mkdir(parents=True, exist_ok=True)
+    policy.write_text(AUDIT_POLICY)
     cp.extra_args = [
+        "--audit-policy-file",
+        str(policy),
+        "--audit-log-path",
+        str(dir / "control-plane" / AUDIT_LOG),
+        "--audit-log-maxsize",
+        "200",
         "--kubelet-client-certificate",
         str(pki / "apiserver-kubelet.crt"),
         "--kubelet-client-key",

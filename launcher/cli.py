@@ -89,6 +89,7 @@ class Options:
     mpirun_args: list[str] = field(default_factory=list)
     partition_transfer: str = HTTP
     transfer_port: int = PORT
+    transfer_max_rate: float = 0.0  # MB/s per worker connection; 0: unlimited
     transfer_token_file: str = TOKEN_FILE
     phase: str = ""
     kubexec: str = "/etc/dgl/kubexec.sh"
@@ -123,6 +124,16 @@ def _seconds(value: str) -> float:
         n = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
+    return n
+
+
+def _rate(value: str) -> float:
+    try:
+        n = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of MB/s") from None
     if n < 0:
         raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
     return n
@@ -246,6 +257,14 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         "--transfer-port", type=_positive, default=PORT, help="http: the partition server's port"
     )
     w.add_argument(
+        "--transfer-max-rate",
+        type=_rate,
+        default=0.0,
+        metavar="MB_PER_S",
+        help="http: cap each worker's pull at this many MB/s (0 = no cap), to spare a shared "
+        "network",
+    )
+    w.add_argument(
         "--transfer-token-file",
         default=TOKEN_FILE,
         help="http: the job's token (the operator mounts its Secret here)",
@@ -346,6 +365,7 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         mpirun_args=_split(a.mpirun_args, "--mpirun-args", parser),
         partition_transfer=a.partition_transfer,
         transfer_port=a.transfer_port,
+        transfer_max_rate=a.transfer_max_rate,
         transfer_token_file=a.transfer_token_file,
         phase=phase,
         kubexec=env.get("DGL_OPERATOR_KUBEXEC_PATH", "/etc/dgl/kubexec.sh"),

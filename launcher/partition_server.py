@@ -11,6 +11,7 @@ import hmac
 import json
 import re
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ class PartitionServer:
         *,
         host: str = "0.0.0.0",
         port: int = 0,
+        max_rate: float = 0.0,
         tamper: Tamper | None = None,
     ) -> None:
         self.root = root
@@ -56,6 +58,7 @@ class PartitionServer:
         self.stats = ServerStats()
         self.done = threading.Event()
         self._tamper = tamper
+        self.max_rate = max_rate  # bytes/s per connection; 0: as fast as the network goes
         self._body = json.dumps(manifest).encode()
         try:
             self._httpd = ThreadingHTTPServer((host, port), self._handler())
@@ -179,11 +182,25 @@ class PartitionServer:
                         sent = len(data)
                         if sent < count:
                             self.close_connection = True  # a dropped connection
+                    elif server.max_rate > 0:
+                        _paced(self.connection, f, start, count, server.max_rate)
                     elif count:
                         self.connection.sendfile(f, start, count)
                 server.stats.add(self.client_address[0], sent, start == 0)
 
         return Handler
+
+
+def _paced(conn: Any, f: Any, start: int, count: int, rate: float) -> None:
+    """sendfile in slices, sleeping so that the connection averages ``rate`` bytes/s."""
+    began = time.monotonic()
+    sent = 0
+    step = max(64 * 1024, int(rate / 10))
+    while sent < count:
+        sent += conn.sendfile(f, start + sent, min(step, count - sent))
+        ahead = sent / rate - (time.monotonic() - began)
+        if ahead > 0:
+            time.sleep(ahead)
 
 
 def serve_and_wait(
@@ -193,10 +210,11 @@ def serve_and_wait(
     *,
     port: int,
     timeout: float | None,
+    max_rate: float = 0.0,
     on_start: Callable[[PartitionServer], None] = lambda _s: None,
 ) -> ServerStats:
     """Serve until the launcher says every worker has its part (or ``timeout``)."""
-    with PartitionServer(root, manifest, token, port=port) as server:
+    with PartitionServer(root, manifest, token, port=port, max_rate=max_rate) as server:
         on_start(server)
         server.wait_done(timeout)
     return server.stats
@@ -215,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=PORT)
     ap.add_argument("--token-file", default=TOKEN_FILE)
     ap.add_argument("--timeout", type=float, default=0.0, help="seconds (0 = none)")
+    ap.add_argument("--max-rate", type=float, default=0.0, help="MB/s per connection (0 = any)")
     args = ap.parse_args(argv)
     try:
         pset = parts.load(Path(args.config))
@@ -230,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             read_token(args.token_file),
             port=args.port,
             timeout=args.timeout or None,
+            max_rate=args.max_rate * 1e6,
             on_start=started,
         )
     except (TransferError, parts.PartitionError, OSError) as e:

@@ -228,9 +228,10 @@ def serve(opts: Options, pset: parts.PartitionSet, console: Console, report: Rep
             token,
             port=opts.transfer_port,
             timeout=opts.deliver_timeout or None,
+            max_rate=opts.transfer_max_rate * 1e6,
             on_start=started,
         )
-        console.say(f"  {mb(stats.bytes_sent)} served to {len(stats.peers)} workers")
+        console.say(f"  {mb(stats.bytes_sent)} served to {len(stats.peers)} pods")
 
 
 @dataclass
@@ -240,6 +241,7 @@ class Source:
     url: str
     token_file: str
     done: Callable[[], None]  # tells the server every worker has its part
+    server: str  # who serves, for messages: "pod <name>"
     manifest: dict[str, Any] = field(default_factory=dict)  # what the server offers
 
     def part_bytes(self) -> int:
@@ -266,7 +268,7 @@ def partition_server(opts: Options, console: Console) -> Source:
     def done() -> None:
         Puller(url, read_token(token_file), on_retry=_say_to(console)).done()
 
-    return Source(url, token_file, done)
+    return Source(url, token_file, done, f"pod {hosts[0].name}")
 
 
 def _say_to(console: Console) -> Callable[[str], None]:
@@ -359,7 +361,7 @@ def dispatch_pull(
                         str(i), "--dest", f"{transport.workspace(host)}/{WORKLOAD}",
                         "--token-file", source.token_file]  # fmt: skip
                 pulls.append((host, transport.start(host, argv, {}, f"{host.name}/pull")))
-            _wait_pulls(pulls, deadline, timeout, console)
+            _wait_pulls(pulls, deadline, timeout, console, source.server)
         except BaseException:
             stop_all(proc for _, proc in pulls)
             raise
@@ -378,7 +380,11 @@ def dispatch_pull(
 
 
 def _wait_pulls(
-    pulls: list[tuple[Host, Proc]], deadline: float, timeout: float, console: Console
+    pulls: list[tuple[Host, Proc]],
+    deadline: float,
+    timeout: float,
+    console: Console,
+    server: str,
 ) -> None:
     pending = list(pulls)
     while pending:
@@ -390,7 +396,7 @@ def _wait_pulls(
             if code != 0:
                 last = console.last_line(f"{host.name}/pull")
                 why = last.removeprefix("pull: error: ") if last else f"exit code {code}"
-                raise PhaseError(f"{host.name} could not pull its part: {why}")
+                raise PhaseError(f"{host.name} could not pull its part from {server}: {why}")
         if pending and time.monotonic() > deadline:
             names = ", ".join(h.name for h, _ in pending)
             raise PhaseError(f"timed out after {timeout:.0f}s ({names} still pulling)")
@@ -569,7 +575,7 @@ def run_launcher(opts: Options, console: Console, report: Report) -> None:
         try:
             pset = fetch_partition_config(opts, source, console)
         except (TransferError, parts.PartitionError) as e:
-            raise PhaseError(f"dispatch failed: {e}") from e
+            raise PhaseError(f"dispatch failed: {source.server}: {e}") from e
     elif opts.partition_mode != DIST_PARMETIS:
         console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
         console.say(f"[2/{TOTAL}] deliver: done by the partitioner pod")
@@ -691,7 +697,7 @@ def _run_local_http(
         if server and server[0].wait(60) != 0:
             raise PhaseError(f"the partition server: {console.last_line('partition-server')}")
 
-    source = Source(url, str(token_file), done, build_manifest(pset))
+    source = Source(url, str(token_file), done, "the launcher namespace", build_manifest(pset))
 
     def setup() -> None:
         hosts = transport.setup()
@@ -718,7 +724,8 @@ def _start_local_server(
 
     argv = [opts.python, "-m", "launcher.partition_server", "--config", str(pset.config),
             "--port", str(opts.transfer_port), "--token-file", token_file,
-            "--timeout", str(opts.deliver_timeout)]  # fmt: skip
+            "--timeout", str(opts.deliver_timeout),
+            "--max-rate", str(opts.transfer_max_rate)]  # fmt: skip
     proc = transport.start_coordinator(argv, {}, "partition-server", sink)
     deadline = time.monotonic() + 300
     while not ready.wait(0.1):

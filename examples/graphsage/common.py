@@ -107,13 +107,15 @@ def load_ogb_graph(name: str, root: str | os.PathLike[str]) -> tuple[dgl.DGLGrap
     ``train_mask``, ``val_mask``, ``test_mask`` (bool), and the number of classes.
 
     Directed graphs (ogb's ``add_inverse_edge`` False, e.g. ogbn-arxiv) get their reverse edges
-    added, as GraphSAGE on them usually does."""
+    added, as GraphSAGE on them usually does; not those whose meta says ``bidirected`` (the
+    npz layout of make_dataset.py, which holds both directions already)."""
     ds = load_ogb_dataset(name, root)
     if ds.is_hetero:
         raise DatasetError(f"dataset {name} is heterogeneous; this example needs a homogeneous one")
     g, labels = ds[0]
     split = ds.get_idx_split()
-    if str(ds.meta_info["add_inverse_edge"]) != "True":
+    bidirected = str(ds.meta_info.get("bidirected")) == "True"
+    if str(ds.meta_info["add_inverse_edge"]) != "True" and not bidirected:
         g = dgl.to_bidirected(g, copy_ndata=True)
     labels = labels.reshape(g.num_nodes(), -1)[:, 0]
     if labels.is_floating_point():  # e.g. papers100M: NaN for unlabelled nodes

@@ -319,3 +319,30 @@ def test_distributed_one_machine_matches_single_process(
         "tensors": 6,
         "weights": 4,
     }
+
+
+def test_the_npz_layout_loads_as_the_same_graph(
+    dgl: Dgl, dataset_root: Path, tmp_path: Path
+) -> None:
+    """make_dataset.py --binary (ogb's npz layout, for big graphs): same graph, edge ids
+    included, through ogb's own npz reader."""
+    args = ["--root", tmp_path, "--name", DATASET, "--num-nodes", NUM_NODES, "--avg-degree", 10,
+            "--num-classes", NUM_CLASSES, "--feat-dim", FEAT_DIM, "--seed", SEED]  # fmt: skip
+    args.append("--binary")
+    dgl.run([EXAMPLE / "make_dataset.py", *args])
+    d = tmp_path / DATASET_DIR
+    assert (d / "raw" / "data.npz").is_file() and not (d / "raw" / "edge.csv.gz").exists()
+    script = (
+        "import sys, json, torch; sys.path.insert(0, sys.argv[1]); import common\n"
+        "a, _ = common.load_ogb_graph(sys.argv[2], sys.argv[3])\n"
+        "b, _ = common.load_ogb_graph(sys.argv[2], sys.argv[4])\n"
+        "same = lambda k: bool(torch.equal(a.ndata[k], b.ndata[k]))\n"
+        "print(json.dumps({'edges': all(torch.equal(x, y) for x, y in zip(a.edges(), b.edges())),"
+        " 'n': a.num_nodes() == b.num_nodes(),"
+        " 'feat': bool(torch.allclose(a.ndata['feat'], b.ndata['feat'], atol=1e-6)),"
+        " **{k: same(k) for k in ('label', 'train_mask', 'val_mask', 'test_mask')}}))\n"
+    )
+    out = dgl.run(["-c", script, EXAMPLE, DATASET, dataset_root, tmp_path]).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result == {"edges": True, "n": True, "feat": True, "label": True, "train_mask": True,
+                      "val_mask": True, "test_mask": True}  # fmt: skip

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -214,3 +215,18 @@ def test_the_command_prints_progress_and_one_line_errors(served, tmp_path: Path,
     assert "cannot read the transfer token" in capsys.readouterr().out
     assert main(["--url", url(server), "--done", "--token-file", str(token)]) == 0
     server.wait_done(5)
+
+
+def test_a_rate_cap_paces_each_connection(tmp_path: Path) -> None:
+    pset = make_set(tmp_path / "src", sizes=(2_000_000, 100))
+    manifest = build_manifest(pset)
+    with PartitionServer(pset.root, manifest, TOKEN, host="127.0.0.1", max_rate=2e6) as s:
+        started = time.monotonic()
+        result = Puller(url(s), TOKEN).pull_files(manifest, manifest["parts"]["0"], tmp_path / "w")
+        took = time.monotonic() - started
+    # a 2 MB file at 2 MB/s goes out in 0.2 MB slices 0.1 s apart: 0.9 s at least (uncapped,
+    # loopback takes milliseconds)
+    assert result.bytes_total > 2_000_000 and took >= 0.85, took
+    assert (tmp_path / "w/part0/graph.dgl").read_bytes() == (
+        pset.root / "part0/graph.dgl"
+    ).read_bytes()
