@@ -31,6 +31,7 @@ REASON_RESUMED = "DGLJobResumed"
 REASON_INVALID_SPEC = "InvalidSpec"
 REASON_DEADLINE = "DeadlineExceeded"
 REASON_BACKOFF_LIMIT = "BackoffLimitExceeded"
+REASON_OOM_KILLED = "OOMKilled"  # a container of the job was killed for memory
 
 # Phases: the original operator's words, plus Restarting and Suspended.
 PENDING = "Pending"
@@ -204,6 +205,10 @@ class PodFailure:
 
     @property
     def condition_reason(self) -> str:
+        """``OOMKilled`` when the kernel killed the container for memory (the message names
+        the pod), else ``<ReplicaType>Failed``."""
+        if self.reason == REASON_OOM_KILLED:
+            return REASON_OOM_KILLED
         return f"{self.replica_type}Failed"
 
     def describe(self) -> str:

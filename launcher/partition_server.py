@@ -31,13 +31,17 @@ class ServerStats:
     bytes_sent: int = 0
     files_sent: int = 0
     peers: set[str] = field(default_factory=set)
+    complete: set[str] = field(default_factory=set)  # files sent to their last byte
+    told_done: bool = False  # a client posted /v1/done (else: timed out, all served)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, peer: str, n: int, whole_file: bool) -> None:
+    def add(self, peer: str, rel: str, n: int, whole_file: bool, to_the_end: bool) -> None:
         with self.lock:
             self.bytes_sent += n
             self.files_sent += int(whole_file)
             self.peers.add(peer)
+            if to_the_end:
+                self.complete.add(rel)
 
 
 class PartitionServer:
@@ -78,13 +82,18 @@ class PartitionServer:
         self._thread.start()
         return self
 
-    def wait_done(self, timeout: float | None) -> None:
-        """Block until a client posted ``/v1/done``; TransferError after ``timeout`` s."""
-        if not self.done.wait(timeout):
-            raise TransferError(
-                f"no launcher reported the workers' parts delivered within {timeout:.0f}s "
-                f"({self.stats.bytes_sent / 1e6:.1f} MB served to {len(self.stats.peers)} peers)"
-            )
+    def wait_done(self, timeout: float | None) -> bool:
+        """Block until a client posted ``/v1/done`` (True). After ``timeout`` s without it:
+        False if every file was served to its last byte at least once (the launcher's word
+        was lost, the parts were not), else TransferError."""
+        if self.done.wait(timeout):
+            return True
+        if set(self.manifest["files"]) <= self.stats.complete:
+            return False
+        raise TransferError(
+            f"no launcher reported the workers' parts delivered within {timeout:.0f}s "
+            f"({self.stats.bytes_sent / 1e6:.1f} MB served to {len(self.stats.peers)} peers)"
+        )
 
     def close(self) -> None:
         self._httpd.shutdown()
@@ -186,7 +195,9 @@ class PartitionServer:
                         _paced(self.connection, f, start, count, server.max_rate)
                     elif count:
                         self.connection.sendfile(f, start, count)
-                server.stats.add(self.client_address[0], sent, start == 0)
+                server.stats.add(
+                    self.client_address[0], rel, sent, start == 0, start + sent == size
+                )
 
         return Handler
 
@@ -216,7 +227,7 @@ def serve_and_wait(
     """Serve until the launcher says every worker has its part (or ``timeout``)."""
     with PartitionServer(root, manifest, token, port=port, max_rate=max_rate) as server:
         on_start(server)
-        server.wait_done(timeout)
+        server.stats.told_done = server.wait_done(timeout)
     return server.stats
 
 

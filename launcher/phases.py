@@ -231,6 +231,11 @@ def serve(opts: Options, pset: parts.PartitionSet, console: Console, report: Rep
             max_rate=opts.transfer_max_rate * 1e6,
             on_start=started,
         )
+        if not stats.told_done:
+            console.say(
+                f"  warning: no launcher said the workers have their parts within "
+                f"{opts.deliver_timeout:.0f}s; every file was served to its end: stopping"
+            )
         console.say(f"  {mb(stats.bytes_sent)} served to {len(stats.peers)} pods")
 
 
@@ -366,7 +371,10 @@ def dispatch_pull(
             stop_all(proc for _, proc in pulls)
             raise
         took = time.monotonic() - started
-        source.done()
+        try:
+            source.done()
+        except (TransferError, PhaseError) as e:  # the parts are in place: only a warning
+            console.say(f"  warning: could not tell {source.server} to stop serving: {e}")
         total = source.part_bytes()
         report.dispatch_bytes += total
         report.delivery = {"bytes": total, "seconds": round(took, 3)}

@@ -149,11 +149,11 @@ def test_clean_pod_policy(h: Harness, policy: str, left: set[str]) -> None:
 def test_worker_failure_fails_the_job_naming_pod_and_container(h: Harness) -> None:
     h.create_job(seed())
     train(h)
-    h.finish_pod(W1, exit_code=137, reason="OOMKilled")
+    h.finish_pod(W1, exit_code=137, reason="Error")
     cond = h.wait_condition("Failed")
     assert cond["reason"] == "WorkerFailed"
     assert W1 in cond["message"] and "dgl-graphsage" in cond["message"]
-    assert "137" in cond["message"] and "OOMKilled" in cond["message"]
+    assert "137" in cond["message"] and "(Error)" in cond["message"]
     assert h.status()["phase"] == "Failed"
     assert h.status()["completionTime"]
     # Running policy: still-running pods stop; the failed worker stays for its logs
@@ -301,6 +301,17 @@ def test_a_restart_observes_and_clears_the_attempts_delivery(h: Harness) -> None
     wait_for(lambda: h.status().get("restartCount") == 1)
     assert "deliveryBytes" not in h.status() and "deliverySeconds" not in h.status()
     assert h.sample("dgl_operator_job_delivery_bytes_count", namespace=NS) == 1
+
+
+def test_a_pod_killed_for_memory_fails_the_job_as_oomkilled_naming_it(h: Harness) -> None:
+    h.create_job(seed())
+    train(h)
+    h.finish_pod(W1, exit_code=137, reason="OOMKilled")
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "OOMKilled"
+    assert W1 in cond["message"] and "(OOMKilled)" in cond["message"], cond["message"]
+    h.settle()
+    assert h.sample("dgl_operator_jobs_failed_total", namespace=NS, reason="OOMKilled") == 1
 
 
 def report_progress(h: Harness, text: str) -> None:

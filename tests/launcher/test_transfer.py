@@ -230,3 +230,17 @@ def test_a_rate_cap_paces_each_connection(tmp_path: Path) -> None:
     assert (tmp_path / "w/part0/graph.dgl").read_bytes() == (
         pset.root / "part0/graph.dgl"
     ).read_bytes()
+
+
+def test_without_done_the_server_stops_cleanly_only_if_everything_was_served(
+    tmp_path: Path,
+) -> None:
+    pset = make_set(tmp_path / "src")
+    manifest = build_manifest(pset)
+    with PartitionServer(pset.root, manifest, TOKEN, host="127.0.0.1") as s:
+        puller = Puller(url(s), TOKEN)
+        puller.pull_files(manifest, manifest["parts"]["0"], tmp_path / "w0")
+        with pytest.raises(TransferError, match="within 0s"):
+            s.wait_done(0.01)  # part 1 never left: a failure
+        puller.pull_files(manifest, manifest["parts"]["1"], tmp_path / "w1")
+        assert s.wait_done(0.01) is False  # all served, nobody said done: a clean stop
