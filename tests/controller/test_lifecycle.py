@@ -267,9 +267,20 @@ def test_happy_path_over_http(h: Harness) -> None:
     # dglrun in the partitioner: partitioned in 42 s, now serving
     h.kube.patch(DGLJOBS, NS, J, {"status": {"progress": "2/5 deliver", "partitionSeconds": 42}},
                  subresource="status")  # fmt: skip
+    # (in a cluster the report is seconds ahead: the launcher waits for the partitioner to be
+    # Ready, which it becomes only after sending it)
+    wait_for(
+        lambda: (
+            (h.ctrl.listers.jobs.get(NS, J) or {}).get("status", {}).get("partitionSeconds") == 42
+        ),
+        what="the controller's cache to hold dglrun's report",
+    )
     h.run_pod(LAUNCH, "10.0.0.4")  # its watcher saw the partitioner Ready; dglrun pulls
     h.wait_phase("Training")
-    assert "Graph partitioned in 42s" in [e["message"] for e in h.events()]
+    wait_for(
+        lambda: "Graph partitioned in 42s" in [e["message"] for e in h.events()],
+        what="the PartitionSucceeded event (recorded after the status write)",
+    )
     wait_for(
         lambda: h.sample("dgl_operator_job_partition_duration_seconds_sum", namespace=NS) == 42,
         what="the partition time observed",
@@ -300,7 +311,10 @@ def test_a_restart_observes_and_clears_the_attempts_delivery(h: Harness) -> None
     h.wait_condition("Restarting")
     wait_for(lambda: h.status().get("restartCount") == 1)
     assert "deliveryBytes" not in h.status() and "deliverySeconds" not in h.status()
-    assert h.sample("dgl_operator_job_delivery_bytes_count", namespace=NS) == 1
+    wait_for(
+        lambda: h.sample("dgl_operator_job_delivery_bytes_count", namespace=NS) == 1,
+        what="the attempt's delivery observed (after the status write)",
+    )
 
 
 def test_a_pod_killed_for_memory_fails_the_job_as_oomkilled_naming_it(h: Harness) -> None:
