@@ -194,18 +194,26 @@ class Puller:
         headers = {"Range": f"bytes={have}-"} if have else {}
         got = 0
         path = f"/v1/files/{urllib.parse.quote(rel)}"
-        with self._open("GET", path, headers) as r, partial.open("ab") as out:
-            try:
-                while have + got < size:
+        try:
+            out = partial.open("ab")
+        except OSError as e:  # a local problem: no retry helps
+            raise TransferError(f"cannot write {partial}: {e.strerror}") from e
+        with out, self._open("GET", path, headers) as r:
+            while have + got < size:
+                try:
                     chunk = r.read(min(CHUNK, size - have - got))
-                    if not chunk:
-                        break
+                except (OSError, http.client.HTTPException):
+                    if got == 0:
+                        raise
+                    break  # the caller resumes from here
+                if not chunk:
+                    break
+                try:
                     out.write(chunk)
-                    digest.update(chunk)
-                    got += len(chunk)
-            except (OSError, http.client.HTTPException):
-                if got == 0:
-                    raise
+                except OSError as e:
+                    raise TransferError(f"cannot write {partial}: {e.strerror}") from e
+                digest.update(chunk)
+                got += len(chunk)
         return got
 
 

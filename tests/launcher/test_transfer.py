@@ -244,3 +244,18 @@ def test_without_done_the_server_stops_cleanly_only_if_everything_was_served(
             s.wait_done(0.01)  # part 1 never left: a failure
         puller.pull_files(manifest, manifest["parts"]["1"], tmp_path / "w1")
         assert s.wait_done(0.01) is False  # all served, nobody said done: a clean stop
+
+
+def test_a_destination_that_cannot_be_written_is_named_without_retries(
+    served,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    _pset, manifest, server = served
+    dest = tmp_path / "w0"
+    (dest / "part0").mkdir(parents=True)
+    (dest / "part0" / "graph.dgl.partial").mkdir()  # where the download would go
+    notes: list[str] = []
+    puller = Puller(url(server), TOKEN, sleep=no_sleep, on_retry=notes.append)
+    with pytest.raises(TransferError, match=r"cannot write .*graph\.dgl\.partial: Is a directory"):
+        puller.pull_files(manifest, manifest["parts"]["0"], dest)
+    assert notes == [], "a local write error was retried as a network one"
