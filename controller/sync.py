@@ -166,8 +166,8 @@ class JobSync:
         # the older copies.
         self._jobs_written = MutationCache()
         self._configmaps_written = MutationCache()
-        # (job key, job uid, Secret name) created or found existing by this process
-        self._secrets_made: set[tuple[str, str, str]] = set()
+        # job key -> uid of the job whose transfer Secret this process created or found
+        self._secret_made_for: dict[str, str] = {}
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -178,7 +178,7 @@ class JobSync:
             self.expectations.forget(key)
             self._jobs_written.forget(key)
             self._configmaps_written.forget(key)
-            self._secrets_made = {k for k in self._secrets_made if k[0] != key}
+            self._secret_made_for.pop(key, None)
             return Result()
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             return Result()
@@ -333,10 +333,8 @@ class JobSync:
         plan.status["restartCount"] = attempt + 1
         plan.status["phase"] = st.PHASE_RESTARTING
         self._observe_delivery(job, plan)
-        plan.status.pop("partitionSeconds", None)
-        plan.clear("deliveryBytes")
-        plan.clear("deliverySeconds")
-        plan.clear("progress")  # the next attempt's dglrun reports afresh
+        for reported in st.OTHER_WRITERS:  # the next attempt's dglrun reports afresh
+            plan.clear(reported)
         st.set_condition(plan.status, st.RESTARTING, True, st.REASON_RESTARTING, message, now)
         self._not_running(plan, st.REASON_RESTARTING, message, now)
         plan.announce(WARNING, st.REASON_RESTARTING, message)
@@ -504,11 +502,10 @@ class JobSync:
     def _create_secret_once(self, job: DGLJob, secret: Obj) -> None:
         """The transfer token: created blind once per job and process (a Secret of that name
         that exists already, ours from before a restart of the operator, is used as is)."""
-        key = (job.key, job.uid, str(secret["metadata"]["name"]))
-        if key in self._secrets_made:
+        if self._secret_made_for.get(job.key) == job.uid:
             return
         self.apply.create_unwatched(job, SECRETS, secret)
-        self._secrets_made.add(key)
+        self._secret_made_for[job.key] = job.uid
 
     def _check_ownership(self, job: DGLJob, want: Desired) -> None:
         children: list[tuple[Resource, Obj]] = []

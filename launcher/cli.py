@@ -29,7 +29,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,24 +119,23 @@ def _non_negative(value: str) -> int:
     return n
 
 
-def _seconds(value: str) -> float:
-    try:
-        n = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
-    return n
+def _non_negative_number(unit: str) -> Callable[[str], float]:
+    """An argparse type: a float >= 0, in ``unit`` (named in the error)."""
+
+    def parse(value: str) -> float:
+        try:
+            n = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a number of {unit}") from None
+        if n < 0:
+            raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
+        return n
+
+    return parse
 
 
-def _rate(value: str) -> float:
-    try:
-        n = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of MB/s") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
-    return n
+_seconds = _non_negative_number("seconds")
+_rate = _non_negative_number("MB/s")
 
 
 def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:

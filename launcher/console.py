@@ -49,7 +49,6 @@ class Report:
     dispatch_bytes: int = 0
     metrics: dict[str, object] = field(default_factory=dict)
     partition: dict[str, object] = field(default_factory=dict)  # the ParMETIS modes' figures
-    delivery: dict[str, float] = field(default_factory=dict)  # http: bytes, seconds
 
 
 class Console:

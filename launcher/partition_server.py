@@ -29,16 +29,14 @@ Tamper = Callable[[str, bytes], bytes]  # (rel, data) -> data sent instead (test
 @dataclass
 class ServerStats:
     bytes_sent: int = 0
-    files_sent: int = 0
     peers: set[str] = field(default_factory=set)
     complete: set[str] = field(default_factory=set)  # files sent to their last byte
     told_done: bool = False  # a client posted /v1/done (else: timed out, all served)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, peer: str, rel: str, n: int, whole_file: bool, to_the_end: bool) -> None:
+    def add(self, peer: str, rel: str, n: int, to_the_end: bool) -> None:
         with self.lock:
             self.bytes_sent += n
-            self.files_sent += int(whole_file)
             self.peers.add(peer)
             if to_the_end:
                 self.complete.add(rel)
@@ -195,9 +193,7 @@ class PartitionServer:
                         _paced(self.connection, f, start, count, server.max_rate)
                     elif count:
                         self.connection.sendfile(f, start, count)
-                server.stats.add(
-                    self.client_address[0], rel, sent, start == 0, start + sent == size
-                )
+                server.stats.add(self.client_address[0], rel, sent, start + sent == size)
 
         return Handler
 

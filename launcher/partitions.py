@@ -84,16 +84,20 @@ def load(
     return PartitionSet(config, num_parts, files)
 
 
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def manifest(root: Path) -> dict[str, tuple[int, str]]:
     """Every file under ``root``: relative path -> (size, sha256)."""
     out: dict[str, tuple[int, str]] = {}
     for path in sorted(root.rglob("*")):
         if path.is_file():
-            h = hashlib.sha256()
-            with path.open("rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            out[path.relative_to(root).as_posix()] = (path.stat().st_size, h.hexdigest())
+            out[path.relative_to(root).as_posix()] = (path.stat().st_size, file_sha256(path))
     return out
 
 

@@ -377,7 +377,6 @@ def dispatch_pull(
             console.say(f"  warning: could not tell {source.server} to stop serving: {e}")
         total = source.part_bytes()
         report.dispatch_bytes += total
-        report.delivery = {"bytes": total, "seconds": round(took, 3)}
         console.progress.record("deliveryBytes", total)
         console.progress.record("deliverySeconds", round(took, 3))
         console.say(

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from launcher.partitions import file_sha256
 from launcher.transfer import TOKEN_FILE, TransferError, read_token
 
 PROGRESS = re.compile(r"^pull: part (\d+): (\d+)/(\d+) bytes\b")
@@ -130,7 +131,7 @@ class Puller:
             _safe(rel)
             size, sha = int(files[rel]["size"]), str(files[rel]["sha256"])
             target = dest / rel
-            if target.is_file() and target.stat().st_size == size and _sha256(target) == sha:
+            if target.is_file() and target.stat().st_size == size and file_sha256(target) == sha:
                 state["done"] += size
                 progress(state["done"], total)
                 continue
@@ -221,10 +222,6 @@ def _safe(rel: str) -> None:
     p = Path(rel)
     if p.is_absolute() or ".." in p.parts:
         raise TransferError(f"the manifest names {rel!r}, outside the destination")
-
-
-def _sha256(path: Path) -> str:
-    return str(_sha256_prefix(path, path.stat().st_size).hexdigest())
 
 
 def _sha256_prefix(path: Path, n: int) -> Any:

@@ -25,7 +25,6 @@ from launcher import partitions as parts
 
 PORT = 30070
 TOKEN_FILE = "/etc/dgl-transfer/token"
-TOKEN_KEY = "token"  # the key of the token in the job's Secret
 HTTP = "http"
 KUBECTL = "kubectl"
 TRANSFERS = (HTTP, KUBECTL)

@@ -47,6 +47,19 @@ def test_the_operator_sets_exactly_the_env_names_dglrun_reads() -> None:
     assert set(dglrun_cli.PARTITION_MODES) == set(MODES) - {"Skip"}
 
 
+def test_the_transfer_contract_is_dglruns() -> None:
+    """What the builders give the pods for partitionTransfer is what dglrun reads."""
+    from launcher import transfer
+
+    assert builders.PARTITION_TRANSFER_ENV == dglrun_cli.PARTITION_TRANSFER_ENV
+    assert set(builders.DGLRUN_TRANSFER.values()) == set(transfer.TRANSFERS)
+    assert builders.TRANSFER_PORT == transfer.PORT
+    assert f"{builders.TRANSFER_DIR}/{builders.TRANSFER_TOKEN_KEY}" == transfer.TOKEN_FILE
+    base = ["-g", "g", "--train-entry-point", "t.py"]
+    opts = dglrun_cli.parse(base, env={builders.PARTFILE_ENV: builders.PARTFILE_PATH + ".x"})
+    assert opts.partfile == builders.PARTFILE_PATH + ".x"
+
+
 def test_a_pod_built_for_each_mode_is_what_dglrun_parses() -> None:
     for mode in ("ParMETIS", "DistParMETIS"):
         job = parse_job(job_raw(mode))

@@ -60,7 +60,12 @@ class Rig:
         self.listers = Listers(**{n: Lister(s) for n, s in self.stores.items()})
         self.metrics = Metrics()
         self.expectations = Expectations(ttl=300, now=self.clock)
-        self.sync = JobSync(
+        self.sync = self.new_sync()
+
+    def new_sync(self) -> JobSync:
+        """A JobSync over the same API, caches and metrics, with nothing of its own in hand
+        (a new leader)."""
+        return JobSync(
             self.kube,
             self.listers,
             options=BuildOptions(),
@@ -229,15 +234,7 @@ def test_a_decision_on_a_copy_older_than_our_last_transition_is_dropped() -> Non
     _worker_0_failed(rig)
     rig.sync.sync(KEY)
     assert _restarts(rig) == 1
-    successor = JobSync(
-        rig.kube,
-        rig.listers,
-        options=BuildOptions(),
-        recorder=EventRecorder(rig.kube),
-        metrics=rig.metrics,
-        expectations=rig.expectations,
-        now=rig.clock,
-    )
+    successor = rig.new_sync()
     rig.kube.clear_actions()
     result = successor.sync(KEY)  # the job cache still shows restartCount 0
     assert result.requeue_after == 0.0
