@@ -84,6 +84,7 @@ bench: venv dgl-venv k8s-binaries images
 	$(BIN)/python bench/pipeline_bench.py
 	$(BIN)/python bench/controller_bench.py
 	$(BIN)/python bench/partition_bench.py
+	$(BIN)/python bench/large_graph_bench.py
 
 # Docker-free OCI images (debootstrap base; the DGL image reuses the DGL venv).
 images: venv dgl-venv

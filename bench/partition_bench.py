@@ -72,7 +72,17 @@ def dgl_env(**extra: str) -> dict[str, str]:
 def prepare_data(py: str, a: argparse.Namespace) -> Path:
     """raw_data (ogb's layout) and chunked/ for these arguments, written once."""
     key = f"n{a.nodes}-d{a.avg_degree:g}-f{a.feat_dim}-h{a.homophily:g}"
-    root = CACHE / "bench" / "partition" / key
+    return prepare_graph(
+        py,
+        CACHE / "bench" / "partition" / key,
+        ["--num-nodes", str(a.nodes), "--avg-degree", str(a.avg_degree),
+         "--feat-dim", str(a.feat_dim), "--homophily", str(a.homophily)],
+    )  # fmt: skip
+
+
+def prepare_graph(py: str, root: Path, dataset_args: list[str]) -> Path:
+    """``root``/raw_data (make_dataset.py with ``dataset_args``) and ``root``/chunked
+    (dgl-chunk-graph, 4 chunks), written once."""
     if (root / "ready").is_file():
         say(f"reusing the graph in {root}")
         return root
@@ -80,18 +90,17 @@ def prepare_data(py: str, a: argparse.Namespace) -> Path:
     root.mkdir(parents=True)
     started = time.monotonic()
     subprocess.run(
-        [py, str(EXAMPLE / "make_dataset.py"), "--root", str(root / "raw_data"),
-         "--num-nodes", str(a.nodes), "--avg-degree", str(a.avg_degree),
-         "--feat-dim", str(a.feat_dim), "--homophily", str(a.homophily)],
+        [py, str(EXAMPLE / "make_dataset.py"), "--root", str(root / "raw_data"), *dataset_args],
         check=True, env=dgl_env(),
     )  # fmt: skip
+    generated = time.monotonic() - started
     subprocess.run(
         [py, "-m", "distpart.convert", "ogb", "--dataset", "ogbn-synth", "--root",
          str(root / "raw_data"), "--out", str(root / "chunked"), "--num-chunks", "4",
          "--graph-name", "graphsage"],
         check=True, env=dgl_env(PYTHONPATH=str(REPO)),
     )  # fmt: skip
-    say(f"graph written in {time.monotonic() - started:.0f}s")
+    say(f"graph generated in {generated:.0f}s, chunked in {time.monotonic() - started:.0f}s")
     (root / "ready").write_text("")
     return root
 
@@ -233,6 +242,18 @@ class MemorySampler(threading.Thread):
                 continue
 
 
+def cluster(namespace: str = NS) -> Kube | None:
+    """The single-node cluster (brought up if down) with this tree's operator and images,
+    and ``namespace``; None if the cluster cannot come up."""
+    kubeconfig = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
+    if not (running(DEFAULT_DIR) and kubeconfig.exists()) and node_main(["up"]) != 0:
+        return None
+    install_operator(kubeconfig, refresh_images().get("dgl-operator", ""))
+    kube = Kube(kubeconfig)
+    kube.run("create", "namespace", namespace, check=False)
+    return kube
+
+
 def run_mode(kube: Kube, mode: str, data: Path, epochs: int) -> dict[str, Any]:
     manifest = job_manifest(mode, data, epochs)
     name = manifest["metadata"]["name"]
@@ -308,12 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     data = prepare_data(py, a)
     base = baseline(py, data, a.epochs)
     say(f"single-process baseline: test accuracy {base['test_accuracy']:.4f}")
-    kubeconfig = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
-    if not (running(DEFAULT_DIR) and kubeconfig.exists()) and node_main(["up"]) != 0:
+    kube = cluster()
+    if kube is None:
         return 1
-    install_operator(kubeconfig, refresh_images().get("dgl-operator", ""))
-    kube = Kube(kubeconfig)
-    kube.run("create", "namespace", NS, check=False)
     results = []
     for mode in a.modes.split(","):
         say(f"{mode}: running")

@@ -55,6 +55,8 @@ PARTITION_MODE_ENV = "DGL_OPERATOR_PARTITION_MODE"
 CHUNKED_GRAPH_ENV = "DGL_OPERATOR_CHUNKED_GRAPH"
 CHUNKED_LAYOUT_ENV = "DGL_OPERATOR_CHUNKED_LAYOUT"
 CPU_LIMIT_ENV = "DGL_OPERATOR_CPU_LIMIT"  # ParMETIS: dglrun's default --num-ranks
+# the Worker template's memory limit in bytes: dglrun's memory plan (launcher/memplan.py)
+WORKER_MEMORY_LIMIT_ENV = "DGL_OPERATOR_WORKER_MEMORY_LIMIT"
 # spec.partitionTransfer (dglrun's --partition-transfer), and what HTTP needs
 PARTITION_TRANSFER_ENV = "DGL_OPERATOR_PARTITION_TRANSFER"
 DGLRUN_TRANSFER = {TRANSFER_HTTP: "http", TRANSFER_KUBECTL: "kubectl"}
@@ -219,16 +221,22 @@ def _watcher_loop(
     }
 
 
-def shm_size_limit(container: Obj) -> str | None:
-    """Half the container's memory limit (bytes, exact), or None without a limit."""
+def memory_limit(container: Obj) -> int | None:
+    """The container's memory limit in bytes, or None without one (or an invalid one: the
+    API server rejects such a pod; do not mask its message)."""
     limit = ((container.get("resources") or {}).get("limits") or {}).get("memory")
     if limit is None:
         return None
     try:
-        total = int(parse_quantity(limit))
+        return int(parse_quantity(limit))
     except ValueError:
-        return None  # the API server rejects such a pod; do not mask its message
-    return format_bytes(total // 2) if total > 1 else None
+        return None
+
+
+def shm_size_limit(container: Obj) -> str | None:
+    """Half the container's memory limit (bytes, exact), or None without a limit."""
+    total = memory_limit(container)
+    return format_bytes(total // 2) if total is not None and total > 1 else None
 
 
 # -- ConfigMap and RBAC ---------------------------------------------------------------------
@@ -464,8 +472,19 @@ def _operator_env(job: DGLJob, *extra: tuple[str, str]) -> tuple[tuple[str, str]
         ("DGL_OPERATOR_ENV", "1"),
         # dglrun reports its progress into this DGLJob's status.progress
         (JOB_NAME_ENV, job.name),
+        *_memory_env(job),
         *extra,
     )
+
+
+def _memory_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
+    """The Worker template's memory limit (the partitioner runs on that template too), which
+    dglrun's memory plan checks every step against before partitioning."""
+    if job.spec.worker is None:
+        return ()
+    containers = (job.spec.worker.template.get("spec") or {}).get("containers") or [{}]
+    limit = memory_limit(containers[0])
+    return () if limit is None else ((WORKER_MEMORY_LIMIT_ENV, str(limit)),)
 
 
 def _mode_env(job: DGLJob) -> tuple[tuple[str, str], ...]:

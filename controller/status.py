@@ -32,6 +32,9 @@ REASON_INVALID_SPEC = "InvalidSpec"
 REASON_DEADLINE = "DeadlineExceeded"
 REASON_BACKOFF_LIMIT = "BackoffLimitExceeded"
 REASON_OOM_KILLED = "OOMKilled"  # a container of the job was killed for memory
+# dglrun's memory plan found a step that will not fit (launcher/memplan.py: its PREFIX)
+REASON_MEMORY_PLAN = "MemoryPlanExceeded"
+MEMORY_PLAN_PREFIX = "memory plan: "
 
 # Phases: the original operator's words, plus Restarting and Suspended.
 PENDING = "Pending"
@@ -206,9 +209,12 @@ class PodFailure:
     @property
     def condition_reason(self) -> str:
         """``OOMKilled`` when the kernel killed the container for memory (the message names
-        the pod), else ``<ReplicaType>Failed``."""
+        the pod), ``MemoryPlanExceeded`` when dglrun refused to start a step that would not
+        fit (its termination message says which), else ``<ReplicaType>Failed``."""
         if self.reason == REASON_OOM_KILLED:
             return REASON_OOM_KILLED
+        if self.message.startswith(MEMORY_PLAN_PREFIX):
+            return REASON_MEMORY_PLAN
         return f"{self.replica_type}Failed"
 
     def describe(self) -> str:
@@ -437,7 +443,7 @@ def rebase_status(base: Obj, ours: Obj, theirs: Obj) -> Obj:
 
 
 # Status fields dglrun writes (through the status subresource) besides the controller.
-OTHER_WRITERS = ("progress", "partitionSeconds", "deliveryBytes", "deliverySeconds")
+OTHER_WRITERS = ("progress", "partitionSeconds", "deliveryBytes", "deliverySeconds", "memory")
 
 
 def transitioned_since(base: Obj, latest: Obj) -> bool:

@@ -9,6 +9,7 @@ docs/architecture.md:
     suspended?        -> delete the pods, Suspended
     deadline passed?  -> Failed/DeadlineExceeded, stop every pod
     a pod failed?     -> restart the whole job while backoffLimit allows, else Failed
+                         (MemoryPlanExceeded: dglrun found a step that cannot fit; never retried)
     launcher done?    -> Completed
     otherwise         -> create what is missing; phase from the pods
 
@@ -226,12 +227,14 @@ class JobSync:
             return plan
         failure = obs.failure or self._missing_pod_failure(job, obs, plan)
         if failure is not None:
-            if attempt < job.spec.run_policy.backoff_limit:
+            # (a memory plan that does not fit fails again on every attempt: no restart)
+            retry = failure.condition_reason != st.REASON_MEMORY_PLAN
+            if retry and attempt < job.spec.run_policy.backoff_limit:
                 self._restart(job, failure, attempt, plan, now)
             else:
                 reason = failure.condition_reason
                 message = failure.describe()
-                if job.spec.run_policy.backoff_limit > 0:
+                if retry and job.spec.run_policy.backoff_limit > 0:
                     reason = st.REASON_BACKOFF_LIMIT
                     message += f" (backoffLimit {job.spec.run_policy.backoff_limit} reached)"
                 self._fail(job.raw, plan, reason, message, now, job=job)

@@ -4,7 +4,8 @@ and DistParMETIS partition modes; see :mod:`launcher.chunked` for the format).
     dgl-chunk-graph ogb --dataset ogbn-products --root /data --out /data/chunked [--num-chunks 8]
     dgl-chunk-graph dgl --graph graph.bin [--index 0] --out /data/chunked [--num-chunks 8]
 
-``ogb`` reads OGB's on-disk node-property layout (``raw/*.csv.gz`` and ``split/<name>/``, the
+``ogb`` reads OGB's on-disk node-property layout (``raw/*.csv.gz``, or the binary
+``raw/data.npz`` and ``raw/node-label.npz``, and ``split/<name>/``, the
 folder ogb's own loader reads; for a dataset that is not one of ogb's, its ``meta.json`` as
 ``make_dataset.py`` writes it) in a streaming pass, a block of rows at a time, without ogb's
 loader holding the graph in memory. It writes what
@@ -214,6 +215,64 @@ def ogb_meta(name: str, folder: Path) -> dict[str, str]:
     return {str(k): str(v) for k, v in master[name].items()}
 
 
+def _npz(path: Path, key: str) -> Array:
+    if not path.is_file():
+        raise ConvertError(f"{path} does not exist")
+    try:
+        with np.load(path) as doc:
+            return np.asarray(doc[key])
+    except KeyError:
+        raise ConvertError(f"{path} holds no array {key!r}") from None
+    except (OSError, ValueError, EOFError) as e:
+        raise ConvertError(f"{path}: cannot read it: {e}") from e
+
+
+def _blocks(array: Array) -> Iterator[Array]:
+    for lo in range(0, len(array), BLOCK):
+        yield array[lo : lo + BLOCK]
+
+
+class _OgbRaw:
+    """ogb's raw files, csv (``raw/*.csv.gz``) or binary (``raw/data.npz``,
+    ``raw/node-label.npz``), as blocks of rows."""
+
+    def __init__(self, raw: Path, binary: bool) -> None:
+        self.raw, self.binary = raw, binary
+
+    def _array(self, key: str) -> Array:
+        return _npz(self.raw / "data.npz", key)
+
+    def num_nodes(self) -> int:
+        if self.binary:
+            return int(self._array("num_nodes_list")[0])
+        return _first_int(self.raw / "num-node-list.csv.gz")
+
+    def num_edges(self) -> int:
+        if self.binary:
+            return int(self._array("num_edges_list")[0])
+        return _first_int(self.raw / "num-edge-list.csv.gz")
+
+    def edges(self) -> Iterator[Array]:
+        if self.binary:
+            return _blocks(self._array("edge_index").T)
+        return _csv_blocks(self.raw / "edge.csv.gz", dtype=np.int64)
+
+    def node_feat(self) -> Iterator[Array]:
+        if self.binary:
+            return _blocks(self._array("node_feat"))
+        return _csv_blocks(self.raw / "node-feat.csv.gz")
+
+    def labels(self) -> Iterator[Array]:
+        if self.binary:
+            return _blocks(_npz(self.raw / "node-label.npz", "node_label").reshape(-1, 1))
+        return _csv_blocks(self.raw / "node-label.csv.gz")
+
+    def where(self, what: str) -> Path:
+        if self.binary:
+            return self.raw / ("node-label.npz" if what == "label" else "data.npz")
+        return self.raw / {"edge": "edge.csv.gz", "feat": "node-feat.csv.gz"}[what]
+
+
 def convert_ogb(
     name: str,
     root: Path,
@@ -227,28 +286,33 @@ def convert_ogb(
     if not folder.is_dir():
         raise ConvertError(f"dataset {name}: {folder} does not exist")
     meta = ogb_meta(name, folder)
-    if meta.get("is hetero") == "True" or meta.get("binary") == "True":
-        raise ConvertError(
-            f"dataset {name}: heterogeneous or binary (npz) ogb datasets are not supported"
-        )
-    raw = folder / "raw"
-    n = _first_int(raw / "num-node-list.csv.gz")
-    e_raw = _first_int(raw / "num-edge-list.csv.gz")
+    if meta.get("is hetero") == "True":
+        raise ConvertError(f"dataset {name}: heterogeneous ogb datasets are not supported")
+    src = _OgbRaw(folder / "raw", meta.get("binary") == "True")
+    raw = src.raw
+    n = src.num_nodes()
+    e_raw = src.num_edges()
     inverse = meta.get("add_inverse_edge") == "True"
+    # (make_dataset.py --binary: the npz holds each edge followed by its inverse already)
+    both_ways = meta.get("bidirected") == "True"
+    e_out = e_raw if both_ways else 2 * e_raw
     _prepare(out)
     node_counts = even_counts(n, num_chunks)
-    edge_counts = even_counts(2 * e_raw, num_chunks)
+    edge_counts = even_counts(e_out, num_chunks)
     edges = ChunkWriter(out, "edges/edges", edge_counts, np.dtype(np.int64), (2,), fmt=edge_format)
     seen = 0
-    for block in _csv_blocks(raw / "edge.csv.gz", dtype=np.int64):
-        pairs = np.empty((2 * len(block), 2), dtype=np.int64)
-        pairs[0::2] = block
-        pairs[1::2] = block[:, ::-1]  # ogb's order: every edge, then its inverse
-        edges.write(pairs)
+    for block in src.edges():
+        if both_ways:
+            edges.write(np.ascontiguousarray(block, dtype=np.int64))
+        else:
+            pairs = np.empty((2 * len(block), 2), dtype=np.int64)
+            pairs[0::2] = block
+            pairs[1::2] = block[:, ::-1]  # ogb's order: every edge, then its inverse
+            edges.write(pairs)
         seen += len(block)
     if seen != e_raw:
-        raise ConvertError(f"{raw / 'edge.csv.gz'}: {seen} edges, num-edge-list says {e_raw}")
-    if not inverse:
+        raise ConvertError(f"{src.where('edge')}: {seen} edges, the edge count says {e_raw}")
+    if not inverse and not both_ways:
         print(f"dgl-chunk-graph: {name} is directed: inverse edges added", flush=True)
     edge_data = {}
     edge_feat = raw / "edge-feat.csv.gz"
@@ -266,7 +330,7 @@ def convert_ogb(
 
     node_data: dict[str, dict[str, Any]] = {}
     feat_writer: ChunkWriter | None = None
-    for block in _csv_blocks(raw / "node-feat.csv.gz"):
+    for block in src.node_feat():
         block = block.astype(np.float32)
         if feat_writer is None:
             feat_writer = ChunkWriter(
@@ -274,10 +338,10 @@ def convert_ogb(
             )
         feat_writer.write(block)
     if feat_writer is None:
-        raise ConvertError(f"{raw / 'node-feat.csv.gz'} holds no rows")
+        raise ConvertError(f"{src.where('feat')} holds no node features")
     node_data["feat"] = feat_writer.close()
     label_writer = ChunkWriter(out, "node_data/label", node_counts, np.dtype(np.int64))
-    for block in _csv_blocks(raw / "node-label.csv.gz"):
+    for block in src.labels():
         values = block[:, 0].astype(np.float64)
         label_writer.write(np.where(np.isnan(values), -1, values).astype(np.int64))
     node_data["label"] = label_writer.close()

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from launcher.chunked import LAYOUTS, SHARED
+from launcher.memplan import WORKER_LIMIT_ENV, GraphSize, PlanError, parse_bytes, parse_graph_size
 from launcher.transfer import HTTP, KUBECTL, PORT, TOKEN_FILE, TRANSFERS
 
 PHASE_ENV = "DGL_OPERATOR_PHASE_ENV"
@@ -91,6 +92,8 @@ class Options:
     transfer_port: int = PORT
     transfer_max_rate: float = 0.0  # MB/s per worker connection; 0: unlimited
     transfer_token_file: str = TOKEN_FILE
+    graph_size: GraphSize | None = None  # the memory plan's input in DGL-API mode
+    worker_memory_limit: int | None = None  # bytes; None: no limit known
     phase: str = ""
     kubexec: str = "/etc/dgl/kubexec.sh"
     hostfile: str = "/etc/dgl/hostfile"
@@ -136,6 +139,18 @@ def _non_negative_number(unit: str) -> Callable[[str], float]:
 
 _seconds = _non_negative_number("seconds")
 _rate = _non_negative_number("MB/s")
+
+
+def _plan_input(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """An argparse type from one of memplan's parsers (their errors name what is wrong)."""
+
+    def convert(value: str) -> object:
+        try:
+            return parse(value)
+        except PlanError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return convert
 
 
 def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
@@ -187,6 +202,22 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         default="",
         help="extra mpirun arguments (one shell-quoted string), e.g. '--mca btl_tcp_if_include "
         "eth0'",
+    )
+    g.add_argument(
+        "--graph-size",
+        type=_plan_input(parse_graph_size),
+        metavar="nodes=N,edges=E[,node_bytes=B]",
+        help="the graph's sizes (directed edges; node data bytes per node), for the memory "
+        "plan in DGL-API mode (the ParMETIS modes read them from the chunked graph)",
+    )
+    g.add_argument(
+        "--worker-memory-limit",
+        type=_plan_input(parse_bytes),
+        default=env.get(WORKER_LIMIT_ENV) or None,
+        metavar="QUANTITY",
+        help="the worker and partitioner pods' memory limit (e.g. 8Gi), which the memory plan "
+        f"checks every step against (default: ${WORKER_LIMIT_ENV}, set by the operator from "
+        "the Worker template)",
     )
     g.add_argument("--balance-train", action="store_true")
     g.add_argument("--balance-edges", action="store_true")
@@ -366,6 +397,8 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         transfer_port=a.transfer_port,
         transfer_max_rate=a.transfer_max_rate,
         transfer_token_file=a.transfer_token_file,
+        graph_size=a.graph_size,
+        worker_memory_limit=a.worker_memory_limit,
         phase=phase,
         kubexec=env.get("DGL_OPERATOR_KUBEXEC_PATH", "/etc/dgl/kubexec.sh"),
         hostfile=env.get("DGL_OPERATOR_HOSTFILE_PATH", "/etc/dgl/hostfile"),

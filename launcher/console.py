@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from launcher import partitions as parts
 from launcher.chunked import ChunkedError
 from launcher.hostfile import HostfileError
+from launcher.memplan import PlanError, Step
 from launcher.progress import NoProgress, Progress
+from launcher.remote import peak_mb
 from launcher.transfer import TransferError
 from launcher.transport import TransportError
 
@@ -37,6 +39,7 @@ USER_ERRORS = (
     HostfileError,
     ChunkedError,
     TransferError,
+    PlanError,
     OSError,
 )
 
@@ -49,6 +52,7 @@ class Report:
     dispatch_bytes: int = 0
     metrics: dict[str, object] = field(default_factory=dict)
     partition: dict[str, object] = field(default_factory=dict)  # the ParMETIS modes' figures
+    memory: list[Step] = field(default_factory=list)  # the memory plan's steps
 
 
 class Console:
@@ -60,6 +64,7 @@ class Console:
         self._write = write or (lambda s: print(s, flush=True))
         self._lock = threading.Lock()
         self._last: dict[str, str] = {}
+        self._peaks: dict[str, float] = {}
         self.progress: Progress = progress or NoProgress()
 
     def say(self, text: str) -> None:
@@ -67,8 +72,11 @@ class Console:
             self._write(text)
 
     def line(self, label: str, text: str) -> None:
+        peak = peak_mb(text)
         with self._lock:
             self._last[label] = text
+            if peak is not None:
+                self._peaks[label] = peak
         self.say(f"[{label}] {text}")
         self.progress.output(label, text)
 
@@ -76,6 +84,12 @@ class Console:
         """The last line a process labelled ``label`` printed ("" if none)."""
         with self._lock:
             return self._last.get(label, "")
+
+    def peaks(self) -> dict[str, float]:
+        """``label -> MiB``: the peak memory of each process that ran under launcher.remote
+        and has ended (e.g. ``worker-0/server-0``)."""
+        with self._lock:
+            return dict(self._peaks)
 
 
 @contextmanager

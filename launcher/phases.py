@@ -22,9 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher import parmetis
+from launcher import memplan, mpi, parmetis
 from launcher import partitions as parts
-from launcher.cli import DIST_PARMETIS, PARMETIS, PHASE_PARTITIONER, PHASE_WORKLOAD, Options
+from launcher.cli import (
+    DGL_API,
+    DIST_PARMETIS,
+    PARMETIS,
+    PHASE_PARTITIONER,
+    PHASE_WORKLOAD,
+    Options,
+)
 from launcher.console import (
     TOTAL,
     USER_ERRORS,
@@ -144,6 +151,82 @@ def partition(opts: Options, console: Console, report: Report) -> parts.Partitio
         pset = parts.load(config, opts.num_partitions)
         console.say(f"  {pset.num_parts} partitions in {config}")
     return pset
+
+
+# -- the memory plan (before phase 1) ------------------------------------------------------
+
+
+def _graph_size(opts: Options) -> memplan.GraphSize | None:
+    if opts.partition_mode != DGL_API and opts.chunked_graph:
+        return memplan.chunked_graph_size(opts.chunked_graph)
+    return opts.graph_size
+
+
+def plan_memory(opts: Options, console: Console, report: Report, *, check: bool = True) -> None:
+    """Estimate every step's peak memory; with ``check``, fail at once (:class:`PlanError`)
+    when one will not fit the worker pods' limit. Where the graph cannot be seen (the
+    launcher of a job the partitioner pod partitioned) this says so and plans nothing."""
+    try:
+        size = _graph_size(opts)
+    except memplan.PlanError:
+        if check:
+            raise
+        size = None
+    if size is None:
+        if check:
+            console.say(
+                "memory plan: skipped: the graph's sizes are unknown (give dglrun "
+                "--graph-size nodes=N,edges=E,node_bytes=B, or use a ParMETIS mode)"
+            )
+        return
+    ranks = opts.num_ranks or (mpi.default_ranks() if opts.partition_mode == PARMETIS else 1)
+    shape = memplan.Shape(
+        opts.partition_mode,
+        workers=opts.num_partitions,
+        parts=opts.num_partitions,
+        ranks=ranks,
+        servers=opts.num_servers,
+        trainers=opts.num_trainers,
+    )
+    limit = opts.worker_memory_limit
+    report.memory = memplan.plan(size, shape, limit)
+    where = "no memory limit set" if limit is None else f"limit {memplan.gib(limit)} per pod"
+    console.say(f"memory plan for {size.describe()} ({where}):")
+    console.say(memplan.table(report.memory, {}))
+    for step in report.memory:
+        if limit is not None and step.fits and step.estimate > memplan.WARN_FRACTION * limit:
+            console.say(f"  warning: the {step.name} step is estimated close to the limit")
+    console.progress.record("memory", memplan.status(report.memory, {}))
+    if check:
+        memplan.check(size, shape, report.memory)
+
+
+def measured_peaks(opts: Options, report: Report, console: Console) -> dict[str, float]:
+    """Each step's measured peak (MiB) for one pod: the partition entry point, or the ranks of
+    one pod together; a worker's servers and trainers together, the largest worker."""
+    out: dict[str, float] = {}
+    per_rank = report.partition.get("peak_rss_mb_per_rank")
+    ranks = [float(x) for x in per_rank] if isinstance(per_rank, list) else []
+    if ranks:
+        out["partition"] = max(ranks) if opts.partition_mode == DIST_PARMETIS else sum(ranks)
+    per_worker: dict[str, float] = {}
+    for label, mib in console.peaks().items():
+        worker, _, proc = label.partition("/")
+        if proc.startswith(("server-", "trainer-")):
+            per_worker[worker] = per_worker.get(worker, 0.0) + mib
+    if per_worker:
+        out["train"] = max(per_worker.values())
+    return out
+
+
+def report_memory(opts: Options, report: Report, console: Console) -> None:
+    """The plan next to what was measured, in the log and in ``status.memory``."""
+    peaks = measured_peaks(opts, report, console)
+    if report.memory:
+        console.say(memplan.table(report.memory, peaks))
+        console.progress.record("memory", memplan.status(report.memory, peaks))
+    elif peaks:
+        console.progress.record("memory", {k: {"peakMiB": round(v)} for k, v in peaks.items()})
 
 
 # -- phase 2: deliver ---------------------------------------------------------------------
@@ -555,6 +638,7 @@ def summary(report: Report) -> str:
 
 
 def run_partitioner(opts: Options, console: Console, report: Report) -> None:
+    plan_memory(opts, console, report)
     pset = partition(opts, console, report)
     if opts.partition_transfer == HTTP:
         serve(opts, pset, console, report)
@@ -575,6 +659,8 @@ def run_launcher(opts: Options, console: Console, report: Report) -> None:
 
     pset = None  # DistParMETIS: the workers partition (phases 1-2 in run_on_workers)
     source = None
+    # (in the other modes the partitioner pod checked the plan; this reports its estimates)
+    plan_memory(opts, console, report, check=opts.partition_mode == DIST_PARMETIS)
     if opts.partition_mode != DIST_PARMETIS and opts.partition_transfer == HTTP:
         console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
         source = partition_server(opts, console)
@@ -648,6 +734,7 @@ def run_local(opts: Options, console: Console, report: Report) -> None:
     # what can fail without partitioning fails before it
     _entry_point(opts.train_entry_point, "--train-entry-point")
     check_prerequisites()
+    plan_memory(opts, console, report)
     n = opts.local_workers or opts.num_partitions
     root = opts.local_root or opts.workspace / "workers"
     if opts.partition_mode == DIST_PARMETIS:
@@ -817,5 +904,7 @@ def _run(opts: Options, console: Console, report: Report) -> int:
         console.say(f"dglrun: {text}")
         termination_message(text)
         return 128 + e.signum
+    if opts.phase != PHASE_WORKLOAD:
+        report_memory(opts, report, console)
     console.say(summary(report))
     return 0

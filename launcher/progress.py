@@ -45,7 +45,7 @@ class Progress(Protocol):
 
     def output(self, label: str, text: str) -> None: ...
 
-    def record(self, field: str, value: float) -> None:
+    def record(self, field: str, value: object) -> None:
         """Publish ``status.<field>`` with the next progress (``partitionSeconds``: the
         DistParMETIS partition ran in the launcher, where no pod's runtime shows it)."""
         ...
@@ -57,7 +57,7 @@ class NoProgress:
     def phase(self, k: int, total: int, name: str) -> None:
         pass
 
-    def record(self, field: str, value: float) -> None:
+    def record(self, field: str, value: object) -> None:
         pass
 
     def output(self, label: str, text: str) -> None:
@@ -151,13 +151,15 @@ class StatusProgress:
         self._wake = threading.Condition(self._lock)
         self._pending: str | None = None
         self._failures = 0
-        self._fields: dict[str, float] = {}
+        self._fields: dict[str, object] = {}
+        self._fields_sent = True  # every recorded field went out with a patch
+        self._last_text = ""
         self._closed = False
         self.published: list[str] = []
         self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
         self._thread.start()
 
-    def argv(self, text: str, fields: dict[str, float] | None = None) -> list[str]:
+    def argv(self, text: str, fields: dict[str, object] | None = None) -> list[str]:
         status: dict[str, object] = {"progress": text, **(fields or {})}
         patch = json.dumps({"status": status}, separators=(",", ":"))
         return [
@@ -174,7 +176,7 @@ class StatusProgress:
     def _offer(self, text: str | None) -> None:
         # (under the lock: output arrives from one thread per remote process)
         if text is not None:
-            self._pending = text
+            self._pending = self._last_text = text
             self._wake.notify()
 
     def phase(self, k: int, total: int, name: str) -> None:
@@ -185,11 +187,12 @@ class StatusProgress:
         with self._lock:
             self._offer(self.tracker.output(label, text))
 
-    def record(self, field: str, value: float) -> None:
+    def record(self, field: str, value: object) -> None:
         with self._lock:
             self._fields[field] = value
+            self._fields_sent = False
 
-    def _publish(self, text: str, fields: dict[str, float]) -> None:
+    def _publish(self, text: str, fields: dict[str, object]) -> None:
         if self._failures >= MAX_FAILURES:
             return
         try:
@@ -216,6 +219,7 @@ class StatusProgress:
                     return
                 text, self._pending = self._pending, None
                 fields = dict(self._fields)
+                self._fields_sent = True
             self._publish(text, fields)
             deadline = time.monotonic() + self._interval  # at most one patch per interval
             with self._lock:
@@ -233,6 +237,9 @@ class StatusProgress:
                 self._pending = None
             elif outcome is not None:
                 self._pending = outcome
+            elif self._pending is None and not self._fields_sent:
+                self._pending = self._last_text  # fields recorded since the last patch
+
             self._closed = True
             self._wake.notify()
         self._thread.join(timeout=PATCH_TIMEOUT + 5)

@@ -4,7 +4,10 @@
   P, and exits with CMD's status. Killing the local ``kubectl exec`` does not stop a remote
   process; this lets dglrun stop it, and every process it spawned, by session. ``{rank}`` in
   P becomes the MPI rank (``OMPI_COMM_WORLD_RANK``): every rank of one ``mpirun`` command line
-  gets a pidfile of its own.
+  gets a pidfile of its own. When CMD ends, a last line on stderr gives its peak resident
+  memory (:data:`PEAK_LINE`: the largest of CMD and the children it waited for), which dglrun
+  sets beside its memory plan. ``--keep-session`` runs CMD in this process's session instead
+  (the local transport stops a whole session at once).
 * ``kill --pidfile P... [--grace S]`` sends SIGTERM to each recorded session, then SIGKILL.
   A kill may arrive before ``run`` has recorded its session: it then leaves ``P.cancelled``,
   which ``run`` checks after recording, so the process is stopped whichever comes first.
@@ -19,6 +22,8 @@ import argparse
 import contextlib
 import json
 import os
+import re
+import resource
 import signal
 import subprocess
 import sys
@@ -35,6 +40,14 @@ def _manifest(root: Path) -> dict[str, list[object]]:
 
 
 RANK_ENV = "OMPI_COMM_WORLD_RANK"
+PEAK_LINE = "launcher.remote: peak memory {mib:.1f} MiB"
+PEAK_RE = re.compile(r"^launcher\.remote: peak memory ([0-9.]+) MiB$")
+
+
+def peak_mb(line: str) -> float | None:
+    """The figure of a :data:`PEAK_LINE`, None for any other line."""
+    m = PEAK_RE.match(line.strip())
+    return float(m.group(1)) if m else None
 
 
 def expand_pidfile(pidfile: Path, env: dict[str, str] | None = None) -> Path:
@@ -43,7 +56,7 @@ def expand_pidfile(pidfile: Path, env: dict[str, str] | None = None) -> Path:
     return Path(text.replace("{rank}", env.get(RANK_ENV, "0"))) if "{rank}" in text else pidfile
 
 
-def _run(pidfile: Path, cmd: list[str]) -> int:
+def _run(pidfile: Path, cmd: list[str], keep_session: bool = False) -> int:
     pidfile = expand_pidfile(pidfile)
     if not cmd:
         print("launcher.remote run: no command given", file=sys.stderr)
@@ -53,7 +66,7 @@ def _run(pidfile: Path, cmd: list[str]) -> int:
     if cancelled.exists():
         return 128 + signal.SIGTERM
     try:
-        proc = subprocess.Popen(cmd, start_new_session=True)
+        proc = subprocess.Popen(cmd, start_new_session=not keep_session)
     except OSError as e:
         print(f"launcher.remote run: cannot start {cmd[0]}: {e.strerror}", file=sys.stderr)
         return 127
@@ -61,7 +74,10 @@ def _run(pidfile: Path, cmd: list[str]) -> int:
 
     def forward(signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signum)
+            if keep_session:
+                proc.send_signal(signum)
+            else:
+                os.killpg(proc.pid, signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
@@ -72,6 +88,8 @@ def _run(pidfile: Path, cmd: list[str]) -> int:
     finally:
         with contextlib.suppress(FileNotFoundError):
             pidfile.unlink()
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
+    print(PEAK_LINE.format(mib=peak), file=sys.stderr, flush=True)
     return 128 - code if code < 0 else code
 
 
@@ -131,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run")
     run.add_argument("--pidfile", required=True, type=Path)
+    run.add_argument("--keep-session", action="store_true")
     run.add_argument("command", nargs=argparse.REMAINDER)
     kill = sub.add_parser("kill")
     kill.add_argument("--pidfile", required=True, type=Path, nargs="+")
@@ -140,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.cmd == "run":
         cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
-        return _run(a.pidfile, cmd)
+        return _run(a.pidfile, cmd, a.keep_session)
     if a.cmd == "kill":
         return kill_pidfiles(a.pidfile, a.grace)
     if not a.dir.is_dir():

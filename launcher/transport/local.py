@@ -25,6 +25,7 @@ import secrets
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -297,6 +298,10 @@ class LocalTransport:
         # In a pod the host name resolves to the pod's IP; here it does not, so point gloo
         # and tensorpipe at the worker's own interface.
         full_env = {**os.environ, "GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0", **env}
+        # under launcher.remote, which reports the process's peak memory when it ends
+        pidfile = self.root / "pids" / (label.replace("/", "-") + ".pid")
+        wrap = [sys.executable, "-m", "launcher.remote", "run", "--keep-session", "--pidfile"]
+        argv = [*wrap, str(pidfile), "--", *argv]
         proc = PopenProc(label, [*self._enter(holder), *argv], self.sink, env=full_env)
         self._procs.append(proc)
         return proc

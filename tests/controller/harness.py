@@ -182,6 +182,7 @@ class Harness:
         reason: str = "",
         seconds: float = 30.0,
         init: bool = False,
+        message: str = "",
     ) -> None:
         pod = self.pods()[name]
         main = container or pod["spec"]["containers"][0]["name"]
@@ -192,6 +193,8 @@ class Harness:
             "startedAt": now_rfc3339(end - seconds),
             "finishedAt": now_rfc3339(end),
         }
+        if message:
+            terminated["message"] = message  # the container's termination message
         key = "initContainerStatuses" if init else "containerStatuses"
         status: Obj = {
             "phase": "Succeeded" if exit_code == 0 else "Failed",

@@ -178,6 +178,24 @@ def test_partitioner_failure(h: Harness) -> None:
     assert PART in cond["message"] and "exited with code 1" in cond["message"]
 
 
+def test_a_memory_plan_that_does_not_fit_fails_at_once_without_restarts(h: Harness) -> None:
+    """dglrun refused to partition (its termination message starts with "memory plan: "):
+    another attempt would refuse again, whatever backoffLimit allows."""
+    h.create_job(seed(runPolicy={"backoffLimit": 3}))
+    bring_up(h)
+    why = (
+        "memory plan: the partition step needs ~9.1 GiB in the partitioner pod (the partition "
+        "entry point, for 2,000,000 nodes, 40,000,000 edges, 411 B of data per node), more "
+        "than its memory limit of 4.0 GiB"
+    )
+    h.finish_pod(PART, exit_code=1, message=why)
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "MemoryPlanExceeded"
+    assert PART in cond["message"] and "needs ~9.1 GiB" in cond["message"], cond["message"]
+    assert int(h.status().get("restartCount") or 0) == 0
+    assert "MemoryPlanExceeded" in h.event_reasons()
+
+
 def test_launcher_init_container_failure_is_named(h: Harness) -> None:
     h.create_job(seed())
     bring_up(h)

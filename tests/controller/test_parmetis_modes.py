@@ -60,6 +60,31 @@ def test_the_transfer_contract_is_dglruns() -> None:
     assert opts.partfile == builders.PARTFILE_PATH + ".x"
 
 
+def test_the_memory_plan_contract_is_dglruns() -> None:
+    """The Worker template's memory limit reaches dglrun's memory plan in the pods that plan
+    (partitioner, launcher), and a refusal's text is what the operator recognises."""
+    from controller import status
+    from launcher import memplan
+
+    assert builders.WORKER_MEMORY_LIMIT_ENV == memplan.WORKER_LIMIT_ENV
+    assert status.MEMORY_PLAN_PREFIX == memplan.PREFIX
+    for mode in ("ParMETIS", "DistParMETIS"):
+        raw = job_raw(mode)
+        worker = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        worker["resources"] = {"limits": {"memory": "6Gi"}}
+        d = desired(parse_job(raw), BuildOptions())
+        pods = [d.launcher] + ([d.partitioner] if d.partitioner is not None else [])
+        for pod in pods:
+            main = pod["spec"]["containers"][0]
+            env = {k: v for k, v in env_of(main).items() if isinstance(v, str)}
+            assert env[builders.WORKER_MEMORY_LIMIT_ENV] == str(6 * 2**30)
+            assert dglrun_cli.parse(main["args"], env).worker_memory_limit == 6 * 2**30
+        bare = desired(parse_job(job_raw(mode)), BuildOptions())  # no limit: nothing set
+        assert builders.WORKER_MEMORY_LIMIT_ENV not in env_of(
+            bare.launcher["spec"]["containers"][0]
+        )
+
+
 def test_a_pod_built_for_each_mode_is_what_dglrun_parses() -> None:
     for mode in ("ParMETIS", "DistParMETIS"):
         job = parse_job(job_raw(mode))

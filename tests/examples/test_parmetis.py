@@ -18,7 +18,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.examples.conftest import DATASET, EXAMPLE, REPO, Dgl, clean_env
+from tests.examples.conftest import (
+    DATASET,
+    EXAMPLE,
+    FEAT_DIM,
+    NUM_CLASSES,
+    NUM_NODES,
+    REPO,
+    SEED,
+    Dgl,
+    clean_env,
+)
 from tests.examples.conftest import GRAPH as METIS_GRAPH
 from tests.launcher.conftest import require
 
@@ -99,6 +109,33 @@ def test_the_chunked_graph_is_exactly_what_ogbs_loader_builds(
         assert info[source]["num_edges"] == 2 * 100000  # the inverse edges, as ogb adds them
     assert info["from_ogb"]["node_chunks"] == CHUNKS
     assert info["from_ogb"]["node_data"] == ["feat", "label", "test_mask", "train_mask", "val_mask"]
+
+
+def test_the_npz_layout_converts_to_the_same_chunked_graph(
+    dgl: Dgl, chunked: Path, tmp_path: Path
+) -> None:
+    """make_dataset.py --binary (ogb's npz layout, what big graphs use): the converter reads
+    it and writes the chunked graph the csv layout gives, file for file."""
+    args = ["--root", tmp_path / "raw", "--name", DATASET, "--num-nodes", NUM_NODES,
+            "--avg-degree", 10, "--num-classes", NUM_CLASSES, "--feat-dim", FEAT_DIM,
+            "--seed", SEED, "--binary"]  # fmt: skip
+    dgl.run([EXAMPLE / "make_dataset.py", *args])
+    out = tmp_path / "chunked"
+    dgl.run(
+        ["-m", "distpart.convert", "ogb", "--dataset", DATASET, "--root", tmp_path / "raw",
+         "--out", out, "--num-chunks", CHUNKS, "--graph-name", GRAPH],
+        env=clean_env(PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+    script = (
+        "import sys, json, numpy as np, pathlib\n"
+        "a, b = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])\n"
+        "names = sorted(str(p.relative_to(a)) for p in a.rglob('*.npy'))\n"
+        "assert names == sorted(str(p.relative_to(b)) for p in b.rglob('*.npy')), names\n"
+        "same = {n: bool(np.allclose(np.load(a / n), np.load(b / n), atol=1e-6)) for n in names}\n"
+        "print(json.dumps(same))\n"
+    )
+    same = json.loads(dgl.run(["-c", script, chunked, out]).stdout.strip().splitlines()[-1])
+    assert len(same) == 4 * (1 + 5) and set(same.values()) == {True}, same
 
 
 def test_the_converter_refuses_bad_input_in_one_line(dgl: Dgl, tmp_path: Path) -> None:

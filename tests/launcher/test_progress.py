@@ -82,6 +82,25 @@ def test_updates_are_throttled_and_the_last_one_wins() -> None:
     assert run.texts() == ["5/5 train", "5/5 train: epoch 100/100"]
 
 
+def test_fields_recorded_after_the_last_patch_still_go_out() -> None:
+    """The partitioner records its measured peaks after its last phase: finishing without
+    an outcome sends them with the text already published."""
+    run = Runner()
+    p = StatusProgress("kubectl", "job", 1, print, interval=0, run=run)
+    p.phase(2, 5, "deliver")
+    assert run.first.wait(10)
+    p.record("memory", {"partition": {"peakMiB": 1130}})
+    p.finish(None)
+    assert run.texts() == ["2/5 deliver", "2/5 deliver"]
+    assert '"memory":{"partition":{"peakMiB":1130}}' in run.calls[-1][-1]
+    quiet = Runner()
+    q = StatusProgress("kubectl", "job", 1, print, interval=0, run=quiet)
+    q.phase(2, 5, "deliver")
+    assert quiet.first.wait(10)
+    q.finish(None)  # nothing new: no second patch
+    assert quiet.texts() == ["2/5 deliver"]
+
+
 def test_failed_names_the_phase() -> None:
     run = Runner()
     p = StatusProgress("kubectl", "job", 1, print, interval=3600, run=run)

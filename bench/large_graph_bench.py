@@ -1,0 +1,295 @@
+"""A large synthetic graph through the cluster, in every partition mode: partition time, peak
+memory per pod (the memory plan's estimate next to the measured peak), bytes moved and delivery
+throughput (HTTP from the partitioner vs ``kubectl cp`` through the API server, same run),
+epoch time and test accuracy; with ``dgl.distributed.partition_graph`` + single-process training
+on the same graph as the baseline. Figures are printed, not asserted.
+
+    python bench/large_graph_bench.py [--nodes 2000000] [--avg-degree 20] [--feat-dim 100]
+                                      [--epochs 1] [--train-frac 0.1] [--memory-limit 14Gi]
+                                      [--modes DGL-API,ParMETIS,DistParMETIS]
+
+The graph (make_dataset.py --binary, with its label noise: any model's accuracy is capped at
+~0.91) and its chunked copy are written once under ~/.cache/dgl-operator/bench/large/. Every
+job has 2 workers, one partition each, and the Worker template's memory limit
+``--memory-limit``: a mode whose plan does not fit is refused at once (reported as such, which
+is the memory plan working). Memory figures, per pod:
+
+* ``estimate``: dglrun's plan (``status.memory``), made before anything ran;
+* ``measured``: the peak resident memory of the step's processes in that pod (dglrun's report:
+  the partition entry point, the ranks, a worker's DGL server + trainer);
+* ``cgroup``: the pod's ``memory.max_usage_in_bytes`` (cgroup v1, includes page cache).
+
+Delivery: HTTP is ``status.deliveryBytes / deliverySeconds`` (the workers' pulls);
+``kubectl cp`` is the same job with ``partitionTransfer: KubectlCp`` (partitioner -> launcher
+-> workers, both through the API server): its bytes over its deliver + dispatch phases.
+
+Needs root (the single-node cluster of make demo) and $DGL_PYTHON (``make bench`` sets both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from partition_bench import (  # noqa: E402
+    EVAL_FAN_OUT,
+    EXAMPLE,
+    NONROOT,
+    NS,
+    Kube,
+    MemorySampler,
+    cgroup_peak,
+    cluster,
+    dgl_env,
+    job_manifest,
+    prepare_graph,
+)
+
+from e2e.cluster import CACHE  # noqa: E402
+
+MODES = ("DGL-API", "ParMETIS", "DistParMETIS")
+GRAPH = "graphsage"
+
+
+def say(text: str) -> None:
+    print(f"large_graph_bench: {text}", flush=True)
+
+
+def prepare(py: str, a: argparse.Namespace) -> Path:
+    key = f"n{a.nodes}-d{a.avg_degree:g}-f{a.feat_dim}-t{a.train_frac:g}"
+    return prepare_graph(
+        py,
+        CACHE / "bench" / "large" / key,
+        ["--binary", "--num-nodes", str(a.nodes), "--avg-degree", str(a.avg_degree),
+         "--feat-dim", str(a.feat_dim), "--train-frac", str(a.train_frac), "--val-frac", "0.05"],
+    )  # fmt: skip
+
+
+def graph_size(data: Path) -> tuple[int, int]:
+    meta = json.loads((data / "chunked" / "metadata.json").read_text())
+    nodes = sum(sum(c) for c in meta["num_nodes_per_chunk"])
+    edges = sum(sum(c) for c in meta["num_edges_per_chunk"])
+    return nodes, edges
+
+
+def baseline(py: str, data: Path, a: argparse.Namespace) -> dict[str, Any]:
+    """partition_graph in one process (the example's entry point), then single-process
+    GraphSAGE with the jobs' settings."""
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.monotonic()
+        subprocess.run(
+            [py, str(EXAMPLE / "load_and_partition_graph.py"), "--graph_name", GRAPH,
+             "--workspace", tmp, "--num_parts", "2", "--balance_train", "--balance_edges",
+             "--dataset", "ogbn-synth", "--dataset_root", str(data / "raw_data")],
+            check=True, capture_output=True, env=dgl_env(),
+        )  # fmt: skip
+        out["partition_seconds"] = time.monotonic() - started
+        out["partition_peak_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        metrics_file = Path(tmp) / "metrics.json"
+        subprocess.run(
+            [py, str(EXAMPLE / "train_single.py"), "--dataset_root", str(data / "raw_data"),
+             "--num_epochs", str(a.epochs), "--batch_size", "256", "--eval_fan_out",
+             EVAL_FAN_OUT, "--out", str(metrics_file)],
+            check=True, capture_output=True, env=dgl_env(),
+        )  # fmt: skip
+        metrics = json.loads(metrics_file.read_text())
+    out["accuracy"] = metrics["test_accuracy"]
+    out["epoch_seconds"] = metrics["train_seconds"] / max(1, a.epochs)
+    for path in [data, *data.rglob("*")]:  # ogb's processed cache: the pods run as 65532
+        os.chown(path, NONROOT, NONROOT)
+    return out
+
+
+def manifest(mode: str, data: Path, a: argparse.Namespace, transfer: str) -> dict[str, Any]:
+    m = job_manifest(mode, data, a.epochs)
+    suffix = "-cp" if transfer == "KubectlCp" else ""
+    m["metadata"]["name"] = f"large-{mode.lower()}{suffix}"
+    spec = m["spec"]
+    spec["partitionTransfer"] = transfer
+    worker = spec["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["resources"] = {"limits": {"memory": a.memory_limit}}
+    launcher = spec["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    if mode == "DGL-API":
+        nodes, edges = graph_size(data)
+        # 100 float32 features, an int64 label, 3 bool masks per node
+        launcher["args"] += ["--graph-size", f"nodes={nodes},edges={edges},node_bytes="
+                             f"{4 * a.feat_dim + 8 + 3}"]  # fmt: skip
+    return m
+
+
+def wait_done(kube: Kube, name: str, limit: float = 4 * 3600) -> tuple[dict[str, Any], float]:
+    started = time.monotonic()
+    status: dict[str, Any] = {}
+    while time.monotonic() - started < limit:
+        status = kube.json("get", "dgljob", name, "-n", NS).get("status") or {}
+        if status.get("phase") in ("Completed", "Failed"):
+            break
+        time.sleep(3)
+    return status, time.monotonic() - started
+
+
+def seconds_of(log: str, k: int, name: str) -> float:
+    m = re.search(rf"\[{k}/5\] {name} done in ([\d.]+)s", log)
+    return float(m.group(1)) if m else float("nan")
+
+
+def run_job(kube: Kube, mode: str, data: Path, a: argparse.Namespace, transfer: str) -> dict:
+    m = manifest(mode, data, a, transfer)
+    name = m["metadata"]["name"]
+    kube.run("-n", NS, "delete", "dgljob", name, "--ignore-not-found", "--wait=true")
+    sampler = MemorySampler(kube, name, mode)
+    kube.run("apply", "-f", "-", input=json.dumps(m))
+    sampler.start()
+    worker_peaks: dict[str, int] = {}
+    status, took = wait_done(kube, name)
+    sampler.stop.set()
+    sampler.join(5)
+    pods = kube.json("get", "pods", "-n", NS, "-l", f"dgl.qihoo.net/job-name={name}")
+    for p in pods["items"]:
+        if "-worker-" in p["metadata"]["name"]:
+            peak = cgroup_peak(p["metadata"]["uid"])
+            if peak:
+                worker_peaks[p["metadata"]["name"]] = peak
+    result: dict[str, Any] = {"mode": mode, "transfer": transfer, "job_seconds": took}
+    result["memory"] = status.get("memory") or {}
+    result["cgroup_partition_gib"] = max(sampler.peaks.values(), default=0) / 2**30
+    result["cgroup_worker_gib"] = max(worker_peaks.values(), default=0) / 2**30
+    if status.get("phase") != "Completed":
+        cond = next((c for c in status.get("conditions", []) if c["type"] == "Failed"), {})
+        result["failed"] = f"{cond.get('reason')}: {cond.get('message', '')[:400]}"
+        kube.run("-n", NS, "delete", "dgljob", name, "--wait=false")
+        return result
+    launcher = kube.run("logs", f"{name}-launcher", "-n", NS, "-c", "dgl-graphsage")
+    part_log = launcher
+    if mode != "DistParMETIS":
+        part_log = kube.run("logs", f"{name}-partitioner", "-n", NS, "-c", "dgl-graphsage")
+    summary = next(ln for ln in launcher.splitlines() if ln.startswith("dglrun: done"))
+    acc = re.search(r"test accuracy ([\d.]+)", summary)
+    result["accuracy"] = float(acc.group(1)) if acc else float("nan")
+    train = re.search(r"\[rank 0\] done: .* train_seconds ([\d.]+)", launcher)
+    result["epoch_seconds"] = float(train.group(1)) / max(1, a.epochs) if train else float("nan")
+    result["partition_seconds"] = status.get("partitionSeconds") or seconds_of(
+        part_log, 1, "partition"
+    )
+    if transfer == "HTTP":
+        result["bytes"] = status.get("deliveryBytes", 0)
+        result["delivery_seconds"] = status.get("deliverySeconds") or float("nan")
+    else:
+        moved = re.search(r"dispatch ([\d.]+) MB in", summary)
+        result["bytes"] = float(moved.group(1)) * 1e6 if moved else 0
+        result["delivery_seconds"] = seconds_of(part_log, 2, "deliver") + seconds_of(
+            launcher, 3, "dispatch"
+        )
+    (data / "logs").mkdir(exist_ok=True)
+    (data / "logs" / f"{name}.log").write_text(part_log + "\n---\n" + launcher)
+    kube.run("-n", NS, "delete", "dgljob", name, "--wait=false")
+    return result
+
+
+def gib(mib: float | None) -> str:
+    return "-" if not mib else f"{mib / 1024:.2f}"
+
+
+def print_table(rows: list[dict[str, Any]], base: dict[str, Any], size: str) -> None:
+    say(size)
+    print(
+        "| run | partition | partition pod: estimate / measured / cgroup (GiB) | worker pod: "
+        "estimate / measured / cgroup (GiB) | moved | delivery | epoch | test accuracy |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(
+        f"| baseline: partition_graph + 1 process | {base['partition_seconds']:.0f} s | "
+        f"- / {gib(base['partition_peak_mib'])} / - | - | - | - | "
+        f"{base['epoch_seconds']:.0f} s | {base['accuracy']:.4f} |"
+    )
+    for r in rows:
+        mem = r["memory"]
+        p, t = mem.get("partition", {}), mem.get("train", {})
+        label = f"{r['mode']} ({r['transfer']})"
+        if "failed" in r:
+            print(f"| {label} | {r['failed']} | {gib(p.get('estimateMiB'))} / - / - | "
+                  f"{gib(t.get('estimateMiB'))} / - / - | - | - | - | - |")  # fmt: skip
+            continue
+        rate = r["bytes"] / r["delivery_seconds"] / 1e6 if r["delivery_seconds"] else 0
+        print(
+            f"| {label} | {r['partition_seconds']:.0f} s | {gib(p.get('estimateMiB'))} / "
+            f"{gib(p.get('peakMiB'))} / {r['cgroup_partition_gib']:.2f} | "
+            f"{gib(t.get('estimateMiB'))} / {gib(t.get('peakMiB'))} / "
+            f"{r['cgroup_worker_gib']:.2f} | {r['bytes'] / 1e6:.0f} MB | "
+            f"{r['delivery_seconds']:.1f} s ({rate:.0f} MB/s) | {r['epoch_seconds']:.0f} s | "
+            f"{r['accuracy']:.4f} ({r['accuracy'] - base['accuracy']:+.4f}) |"
+        )
+    http = [r for r in rows if r["transfer"] == "HTTP" and "failed" not in r]
+    cp = [r for r in rows if r["transfer"] == "KubectlCp" and "failed" not in r]
+    for c in cp:
+        same = next((h for h in http if h["mode"] == c["mode"]), None)
+        if same and same["delivery_seconds"] and c["delivery_seconds"]:
+            fast = (same["bytes"] / same["delivery_seconds"]) / (c["bytes"] / c["delivery_seconds"])
+            say(f"delivery throughput, {c['mode']}: HTTP {fast:.1f}x kubectl cp (same bytes)")
+    for r in rows:
+        for step, m in r["memory"].items():
+            if m.get("estimateMiB") and m.get("peakMiB"):
+                error = m["estimateMiB"] / m["peakMiB"] - 1
+                say(f"estimator, {r['mode']} {step}: {100 * error:+.0f}% of the measured peak")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", type=int, default=2_000_000)
+    p.add_argument("--avg-degree", type=float, default=20.0, help="directed edges per node")
+    p.add_argument("--feat-dim", type=int, default=100)
+    p.add_argument("--train-frac", type=float, default=0.1)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--memory-limit", default="14Gi", help="the Worker template's memory limit")
+    p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument(
+        "--kubectl-cp-mode",
+        default="DGL-API",
+        help="the mode also run with partitionTransfer KubectlCp (the delivery comparison)",
+    )
+    a = p.parse_args(argv)
+    py = os.environ.get("DGL_PYTHON")
+    if os.geteuid() != 0 or not py:
+        say("skipped: needs root (the local cluster) and $DGL_PYTHON (make bench sets it)")
+        return 0
+    data = prepare(py, a)
+    nodes, edges = graph_size(data)
+    size = (
+        f"graph: {nodes:,} nodes, {edges:,} directed edges, {a.feat_dim} features; 2 workers, "
+        f"Worker memory limit {a.memory_limit}; GraphSAGE {a.epochs} epoch(s) on "
+        f"{a.train_frac:.0%} training nodes"
+    )
+    say(size)
+    base = baseline(py, data, a)
+    say(f"baseline: {base}")
+    kube = cluster()
+    if kube is None:
+        return 1
+    rows = []
+    runs = [(m, "HTTP") for m in a.modes.split(",")]
+    if a.kubectl_cp_mode:
+        runs.append((a.kubectl_cp_mode, "KubectlCp"))
+    for mode, transfer in runs:
+        say(f"{mode} ({transfer}): running")
+        rows.append(run_job(kube, mode, data, a, transfer))
+        say(f"{mode} ({transfer}): {rows[-1]}")
+    print_table(rows, base, size)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,314 @@
+"""The memory plan: before anything is partitioned, how much memory each step will need.
+
+A distributed GNN job fails late and expensively when a step does not fit its pod: the
+kernel kills the partitioner after an hour of METIS, or the DGL servers once the partitions
+were shipped. dglrun therefore estimates each step's peak resident memory from the graph's
+sizes and the job's shape, and checks it against the pods' memory limit at once:
+
+* ``partition``: where the graph is partitioned. ``DGL-API``: one process (the partition entry
+  point) in the partitioner pod; ``ParMETIS``: ``ranks`` MPI ranks, together, in the
+  partitioner pod; ``DistParMETIS``: one rank in each worker pod.
+* ``train``: each worker pod, holding ``servers`` DGL servers (each keeps its partition: the
+  edges into its nodes, the 1-hop halo and the inner nodes' data) and ``trainers`` trainers.
+
+A step that will not fit fails the job at once with one line naming the step, the estimate,
+the limit and what to change (:class:`PlanError`, its text starts with :data:`PREFIX`, which the
+operator turns into the condition reason ``MemoryPlanExceeded``). The estimates are printed and
+reported next to the peaks measured afterwards (``status.memory``), so the model can be checked.
+
+The model is linear in the graph's sizes, with coefficients (:data:`COSTS`) measured on this
+project's synthetic graphs with DGL 2.1 (``bench/large_graph_bench.py`` prints the check):
+``peak = base + per_edge * edges + per_node * nodes + data_copies * nodes * node_bytes``,
+spread over the processes that share the graph. Graphs whose partitions cut few edges need
+less for ``train`` than estimated: the halo is taken as large as a random graph's.
+
+Standard library only (dglrun's layer).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+PREFIX = "memory plan: "
+MiB = 1 << 20
+GiB = 1 << 30
+WARN_FRACTION = 0.8  # an estimate above this share of the limit is worth a warning
+WORKER_LIMIT_ENV = "DGL_OPERATOR_WORKER_MEMORY_LIMIT"  # bytes: the Worker template's limit
+LIMIT_FIELD = "spec.dglReplicaSpecs.Worker.template.spec.containers[0].resources.limits.memory"
+
+
+class PlanError(ValueError):
+    """A step will not fit, or the graph's sizes cannot be read."""
+
+
+@dataclass(frozen=True)
+class GraphSize:
+    nodes: int
+    edges: int  # directed edges, as the DGL graph holds them
+    node_bytes: int  # node data bytes per node (features, labels, masks)
+    edge_bytes: int = 0  # edge data bytes per edge
+    source: str = ""  # where the sizes come from, for messages
+
+    def describe(self) -> str:
+        return f"{self.nodes:,} nodes, {self.edges:,} edges, {self.node_bytes} B of data per node"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One process's peak: ``base`` MiB plus bytes per edge, per node and copies of the
+    node data, for the share of the graph it holds."""
+
+    base_mib: float
+    per_edge: float
+    per_node: float
+    data_copies: float
+
+    def bytes(self, nodes: float, edges: float, node_bytes: float, edge_bytes: float) -> float:
+        share = self.per_edge * edges + self.per_node * nodes
+        data = self.data_copies * (nodes * node_bytes + edges * edge_bytes)
+        return self.base_mib * MiB + share + data
+
+
+# Measured with DGL 2.1, torch 2.2 on make_dataset.py graphs of 100k and 300k nodes (degree 20,
+# 100 features; dglrun --transport local, peak resident set of each process), checked against
+# bench/large_graph_bench.py's bigger graph. Per process, for the share of the graph it holds.
+COSTS: dict[str, Cost] = {
+    # load (ogb) + dgl.distributed.partition_graph (METIS, reshuffle, save): the whole graph
+    "dgl-partition": Cost(base_mib=650, per_edge=190.0, per_node=0.0, data_copies=3.0),
+    # a distpart rank: its share of the chunks, the distributed CSR, ParMETIS, the writer
+    # (about twice partition_graph per edge: int64 ids, exchange buffers and ParMETIS copies)
+    "parmetis-rank": Cost(base_mib=475, per_edge=400.0, per_node=250.0, data_copies=2.5),
+    # a DGL server: its partition (the edges into its nodes; its nodes and the 1-hop halo)
+    # and its own nodes' data
+    "server": Cost(base_mib=490, per_edge=40.0, per_node=150.0, data_copies=1.0),
+    # a trainer: torch, DGL, the model, its sampled blocks, and the pages of the server's
+    # shared-memory partition it touched (counted again: the pod's peak is at most the sum)
+    "trainer": Cost(base_mib=690, per_edge=50.0, per_node=200.0, data_copies=1.5),
+}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The job's shape, as dglrun runs it."""
+
+    mode: str  # DGL-API | ParMETIS | DistParMETIS
+    workers: int
+    parts: int
+    ranks: int  # MPI ranks of ParMETIS in the partitioner pod (DistParMETIS: = workers)
+    servers: int
+    trainers: int
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str  # "partition" or "train"
+    where: str  # the pod(s), for messages: "the partitioner pod", "each worker pod"
+    what: str  # the processes, for messages
+    estimate: int  # bytes, for one pod
+    limit: int | None  # bytes; None: no limit known
+
+    @property
+    def fits(self) -> bool:
+        return self.limit is None or self.estimate <= self.limit
+
+    def as_status(self) -> dict[str, float]:
+        out: dict[str, float] = {"estimateMiB": round(self.estimate / MiB)}
+        if self.limit is not None:
+            out["limitMiB"] = round(self.limit / MiB)
+        return out
+
+
+def partition_step(g: GraphSize, shape: Shape, limit: int | None) -> Step:
+    if shape.mode == "DGL-API":
+        est = COSTS["dgl-partition"].bytes(g.nodes, g.edges, g.node_bytes, g.edge_bytes)
+        what = "the partition entry point"
+        return Step("partition", "the partitioner pod", what, int(est), limit)
+    cost = COSTS["parmetis-rank"]
+    ranks = max(1, shape.ranks if shape.mode == "ParMETIS" else shape.workers)
+    one = cost.bytes(g.nodes / ranks, g.edges / ranks, g.node_bytes, g.edge_bytes)
+    if shape.mode == "ParMETIS":
+        return Step(
+            "partition", "the partitioner pod", f"{ranks} ParMETIS ranks", int(one * ranks), limit
+        )
+    return Step("partition", "each worker pod", "one DistParMETIS rank", int(one), limit)
+
+
+def train_step(g: GraphSize, shape: Shape, limit: int | None) -> Step:
+    parts = max(1, shape.parts)
+    # a partition holds the edges into its nodes; its nodes are its own plus the halo, at
+    # most every other node and at most one per edge (a random graph's worst case); the node
+    # data is its own nodes'
+    inner = g.nodes / parts
+    nodes = inner + min(g.nodes - inner, g.edges / parts)
+    edges = g.edges / parts
+
+    def one(cost: Cost) -> float:
+        structure = cost.bytes(nodes, edges, 0, 0)
+        return structure + cost.data_copies * (inner * g.node_bytes + edges * g.edge_bytes)
+
+    est = shape.servers * one(COSTS["server"]) + shape.trainers * one(COSTS["trainer"])
+    what = f"{shape.servers} DGL server(s) and {shape.trainers} trainer(s)"
+    return Step("train", "each worker pod", what, int(est), limit)
+
+
+def plan(g: GraphSize, shape: Shape, limit: int | None) -> list[Step]:
+    return [partition_step(g, shape, limit), train_step(g, shape, limit)]
+
+
+def gib(n: float) -> str:
+    return f"{n / GiB:.1f} GiB"
+
+
+def _workers_needed(g: GraphSize, shape: Shape, limit: int, step: str) -> int | None:
+    """The fewest workers (one partition each) at which ``step`` fits ``limit``."""
+    for workers in range(shape.workers + 1, 257):
+        bigger = Shape(shape.mode, workers, workers, shape.ranks, shape.servers, shape.trainers)
+        estimate = partition_step if step == "partition" else train_step
+        if estimate(g, bigger, limit).fits:
+            return workers
+    return None
+
+
+def advice(g: GraphSize, shape: Shape, step: Step) -> str:
+    """What to change so that ``step`` fits."""
+    assert step.limit is not None
+    raise_to = f"raise the Worker memory limit to at least {gib(step.estimate * 1.1)}"
+    if step.name == "partition" and shape.mode in ("DGL-API", "ParMETIS"):
+        dist = partition_step(g, Shape("DistParMETIS", *_rest(shape)), step.limit)
+        more = _workers_needed(g, Shape("DistParMETIS", *_rest(shape)), step.limit, "partition")
+        alt = (
+            f"partitionMode DistParMETIS (one rank per worker pod: {gib(dist.estimate)} each"
+            + ("" if dist.fits else f", which fits with {more} workers" if more else ", too much")
+            + ")"
+        )
+        return f"use {alt}, or {raise_to}"
+    more = _workers_needed(g, shape, step.limit, step.name)
+    if more is not None:
+        return f"use {more} or more workers (smaller partitions), or {raise_to}"
+    return raise_to
+
+
+def _rest(shape: Shape) -> tuple[int, int, int, int, int]:
+    return (shape.workers, shape.parts, shape.ranks, shape.servers, shape.trainers)
+
+
+def check(g: GraphSize, shape: Shape, steps: list[Step]) -> None:
+    """Raise :class:`PlanError` for the first step that does not fit."""
+    for step in steps:
+        if step.fits:
+            continue
+        assert step.limit is not None
+        raise PlanError(
+            f"{PREFIX}the {step.name} step needs ~{gib(step.estimate)} in {step.where} "
+            f"({step.what}, for {g.describe()}), more than its memory limit of "
+            f"{gib(step.limit)} ({LIMIT_FIELD}): {advice(g, shape, step)}"
+        )
+
+
+# -- the graph's sizes ------------------------------------------------------------------------
+
+
+def parse_graph_size(text: str) -> GraphSize:
+    """``nodes=N,edges=E[,node_bytes=B][,edge_bytes=B]`` (dglrun's ``--graph-size``)."""
+    fields: dict[str, int] = {}
+    for item in text.split(","):
+        key, sep, value = item.strip().partition("=")
+        if not sep or key not in ("nodes", "edges", "node_bytes", "edge_bytes"):
+            raise PlanError(
+                f"--graph-size {text!r}: expected nodes=N,edges=E[,node_bytes=B][,edge_bytes=B]"
+            )
+        try:
+            fields[key] = int(value)
+        except ValueError:
+            raise PlanError(f"--graph-size: {key}={value!r} is not an integer") from None
+        if fields[key] < 0:
+            raise PlanError(f"--graph-size: {key} must not be negative")
+    if "nodes" not in fields or "edges" not in fields:
+        raise PlanError(f"--graph-size {text!r}: nodes= and edges= are required")
+    return GraphSize(
+        fields["nodes"],
+        fields["edges"],
+        fields.get("node_bytes", 0),
+        fields.get("edge_bytes", 0),
+        "--graph-size",
+    )
+
+
+def chunked_graph_size(path: str | Path) -> GraphSize:
+    """The sizes of a chunked graph, from its metadata and the first chunk of each column."""
+    from launcher.chunked import ChunkedError, FileSpec, load, read_npy_header
+
+    def row_bytes(spec: FileSpec) -> int:
+        first = spec.files[0]
+        if spec.fmt == "numpy":
+            h = read_npy_header(first)
+            return h.itemsize * math.prod(h.shape[1:])
+        try:
+            with first.open() as f:
+                line = f.readline()
+        except OSError as e:
+            raise PlanError(f"{first}: cannot read it: {e.strerror}") from e
+        return 4 * len(line.split(spec.delimiter or None))  # text columns: float32 each
+
+    try:
+        g = load(path)
+        node_bytes = sum(row_bytes(s) for s in g.node_data.values())
+        edge_bytes = sum(row_bytes(s) for s in g.edge_data.values())
+    except ChunkedError as e:
+        raise PlanError(str(e)) from e
+    return GraphSize(g.num_nodes, g.num_edges, node_bytes, edge_bytes, str(g.metadata))
+
+
+_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_SUFFIX.update({"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40})
+
+
+def parse_bytes(text: str) -> int:
+    """A Kubernetes memory quantity ("8Gi", "512M", "1073741824") in bytes."""
+    t = text.strip()
+    for suffix in sorted(_SUFFIX, key=len, reverse=True):
+        if suffix and t.endswith(suffix):
+            number, mult = t[: -len(suffix)], _SUFFIX[suffix]
+            break
+    else:
+        number, mult = t, 1
+    try:
+        value = float(number)
+    except ValueError:
+        raise PlanError(f"memory limit {text!r} is not a quantity such as 8Gi or 512Mi") from None
+    if value <= 0 or not math.isfinite(value):
+        raise PlanError(f"memory limit {text!r} must be positive")
+    return int(value * mult)
+
+
+def table(steps: list[Step], peaks: Mapping[str, float]) -> str:
+    """Estimate, measured peak (MiB) and limit of each step, one line each, for the log."""
+    lines = []
+    for s in steps:
+        peak = peaks.get(s.name)
+        measured = f"{gib(peak * MiB)} measured" if peak else "not measured"
+        ratio = f" ({s.estimate / (peak * MiB):.2f}x)" if peak else ""
+        limit = f" of {gib(s.limit)}" if s.limit else ""
+        lines.append(
+            f"  memory: {s.name} ({s.what}, {s.where}): ~{gib(s.estimate)} estimated{ratio}, "
+            f"{measured}{limit}"
+        )
+    return "\n".join(lines)
+
+
+def status(steps: list[Step], peaks: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    out = {}
+    for s in steps:
+        entry = s.as_status()
+        if peaks.get(s.name):
+            entry["peakMiB"] = round(peaks[s.name])
+        out[s.name] = entry
+    return out
+
+
+def to_json(steps: list[Step], peaks: Mapping[str, float]) -> str:
+    return json.dumps(status(steps, peaks), sort_keys=True)

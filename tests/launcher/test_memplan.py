@@ -1,0 +1,164 @@
+"""The memory plan: estimates from the graph's sizes, the check against the pods' limit, and
+dglrun failing at once (before partitioning) with a message naming the step, the estimate, the
+limit and what to change; with a limit that fits, the estimates next to the measured peaks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from launcher import memplan
+from launcher.memplan import GiB, GraphSize, PlanError, Shape
+from tests.launcher.conftest import FIXTURES, dglrun
+from tests.launcher.test_chunked import write_graph
+
+# ~ogbn-products: 2.45M nodes, 124M directed edges, 100 float32 features + label + masks
+PRODUCTS = GraphSize(2_449_029, 123_718_280, 411)
+SMALL = GraphSize(20_000, 200_000, 139)
+
+
+def shape(mode: str, workers: int = 2, ranks: int = 2) -> Shape:
+    return Shape(mode, workers, workers, ranks, servers=1, trainers=1)
+
+
+def test_estimates_grow_with_the_graph_and_shrink_with_more_workers() -> None:
+    for mode in ("DGL-API", "ParMETIS", "DistParMETIS"):
+        small, big = (memplan.plan(g, shape(mode), None) for g in (SMALL, PRODUCTS))
+        assert [s.name for s in big] == ["partition", "train"]
+        for a, b in zip(small, big, strict=True):
+            assert a.estimate < b.estimate, (mode, a, b)
+        four = memplan.plan(PRODUCTS, shape(mode, workers=4), None)
+        assert four[1].estimate < big[1].estimate  # smaller partitions per worker
+    one = memplan.partition_step(PRODUCTS, shape("DGL-API"), None).estimate
+    dist4 = memplan.partition_step(PRODUCTS, shape("DistParMETIS", workers=4), None).estimate
+    dist8 = memplan.partition_step(PRODUCTS, shape("DistParMETIS", workers=8), None).estimate
+    assert dist8 < dist4 * 0.55 and dist4 < one  # each worker's rank holds its share
+    # ParMETIS: the ranks share the partitioner pod, whose total is what must fit
+    pm2 = memplan.partition_step(PRODUCTS, shape("ParMETIS", ranks=2), None)
+    pm4 = memplan.partition_step(PRODUCTS, shape("ParMETIS", ranks=4), None)
+    assert pm2.what == "2 ParMETIS ranks" and pm2.where == "the partitioner pod"
+    assert pm4.estimate > pm2.estimate * 0.9  # more ranks: no less memory in one pod
+
+
+def test_a_step_that_does_not_fit_names_step_estimate_limit_and_the_way_out() -> None:
+    limit = 8 * GiB
+    steps = memplan.plan(PRODUCTS, shape("DGL-API"), limit)
+    assert not steps[0].fits
+    with pytest.raises(PlanError) as err:
+        memplan.check(PRODUCTS, shape("DGL-API"), steps)
+    text = str(err.value)
+    assert text.startswith("memory plan: the partition step needs ~")
+    assert f"{steps[0].estimate / GiB:.1f} GiB" in text and "limit of 8.0 GiB" in text
+    assert "the partitioner pod" in text and "2,449,029 nodes" in text
+    assert "resources.limits.memory" in text  # the field to change
+    assert "partitionMode DistParMETIS" in text and "raise the Worker memory limit" in text
+
+
+def test_training_that_does_not_fit_asks_for_more_workers() -> None:
+    g = GraphSize(2_000_000, 40_000_000, 411)
+    train = memplan.train_step(g, shape("DistParMETIS"), None)
+    limit = int(train.estimate * 0.8)
+    steps = memplan.plan(g, shape("DistParMETIS", workers=2), limit)
+    bad = next(s for s in steps if not s.fits)
+    with pytest.raises(PlanError, match=r"use \d+ or more workers") as err:
+        memplan.check(g, shape("DistParMETIS"), steps)
+    assert f"the {bad.name} step" in str(err.value)
+
+
+def test_a_limit_that_fits_passes_and_reports() -> None:
+    steps = memplan.plan(SMALL, shape("DGL-API"), 64 * GiB)
+    memplan.check(SMALL, shape("DGL-API"), steps)  # no error
+    status = memplan.status(steps, {"train": 1200.0})
+    assert set(status) == {"partition", "train"}
+    assert status["train"]["peakMiB"] == 1200 and status["train"]["limitMiB"] == 64 * 1024
+    assert "peakMiB" not in status["partition"]
+    table = memplan.table(steps, {"train": 1200.0})
+    assert "partition (the partition entry point" in table and "not measured" in table
+    assert "1.2 GiB measured of 64.0 GiB" in table
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("nodes=10", "nodes= and edges= are required"),
+        ("nodes=10,edges=x", "edges='x' is not an integer"),
+        ("nodes=10,edges=5,colour=3", "expected nodes=N,edges=E"),
+        ("nodes=-1,edges=5", "nodes must not be negative"),
+    ],
+)
+def test_bad_graph_sizes_are_named(text: str, error: str) -> None:
+    with pytest.raises(PlanError, match=error):
+        memplan.parse_graph_size(text)
+
+
+def test_graph_size_and_quantities_parse() -> None:
+    g = memplan.parse_graph_size("nodes=10,edges=24,node_bytes=13")
+    assert (g.nodes, g.edges, g.node_bytes, g.edge_bytes) == (10, 24, 13, 0)
+    assert memplan.parse_bytes("8Gi") == 8 * GiB
+    assert memplan.parse_bytes("512M") == 512 * 10**6
+    assert memplan.parse_bytes("1073741824") == GiB
+    for bad in ("lots", "-1Gi", "0"):
+        with pytest.raises(PlanError, match="memory limit"):
+            memplan.parse_bytes(bad)
+
+
+def test_a_chunked_graphs_sizes_come_from_its_files(tmp_path: Path) -> None:
+    g = memplan.chunked_graph_size(write_graph(tmp_path / "g"))
+    # 10 nodes, 24 edges; node data: 3 float32 features + a bool mask per node
+    assert (g.nodes, g.edges, g.node_bytes, g.edge_bytes) == (10, 24, 13, 0)
+    with pytest.raises(PlanError, match=r"metadata\.json"):
+        memplan.chunked_graph_size(tmp_path / "missing")
+
+
+# -- through dglrun (local transport, stand-in entry points) -----------------------------------
+
+
+def local(ws: Path, *extra: str) -> list[str]:
+    return [
+        "--transport", "local", "-g", "g", "--num-partitions", "2", "--workspace", str(ws),
+        "--partition-entry-point", str(FIXTURES / "fake_partition.py"),
+        "--train-entry-point", str(FIXTURES / "fake_train.py"), *extra,
+    ]  # fmt: skip
+
+
+def test_dglrun_refuses_a_graph_too_big_for_the_limit_before_partitioning(
+    tmp_path: Path, no_leftovers: None
+) -> None:
+    size = "nodes=2449029,edges=123718280,node_bytes=411"
+    proc = dglrun(*local(tmp_path, "--graph-size", size, "--worker-memory-limit", "4Gi"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("dglrun: error: memory plan: the partition step needs ~"), last
+    assert "limit of 4.0 GiB" in last and "DistParMETIS" in last
+    assert "[1/5] partition" not in proc.stdout  # nothing was started
+    assert "memory plan for 2,449,029 nodes" in proc.stdout
+
+
+def test_dglrun_reports_estimates_next_to_measured_peaks(
+    tmp_path: Path, no_leftovers: None
+) -> None:
+    size = "nodes=1000,edges=10000,node_bytes=64"
+    proc = dglrun(*local(tmp_path, "--graph-size", size, "--worker-memory-limit", "64Gi"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    # every server and trainer ran under launcher.remote, which reported its peak
+    for label in ("worker-0/server-0", "worker-1/trainer-0"):
+        assert f"[{label}] launcher.remote: peak memory " in out
+    final = [ln for ln in out.splitlines() if ln.startswith("  memory: ")][-2:]
+    assert final[0].startswith("  memory: partition (the partition entry point")
+    assert "measured of 64.0 GiB" in final[0] and "measured of 64.0 GiB" in final[1], final
+
+
+def test_without_sizes_the_plan_is_skipped_with_a_hint(tmp_path: Path, no_leftovers: None) -> None:
+    proc = dglrun(*local(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "memory plan: skipped: the graph's sizes are unknown (give dglrun --graph-size" in (
+        proc.stdout
+    )
+
+
+def test_a_bad_limit_is_a_usage_error_naming_the_flag(tmp_path: Path) -> None:
+    proc = dglrun(*local(tmp_path, "--worker-memory-limit", "lots"))
+    assert proc.returncode == 2
+    assert "--worker-memory-limit: memory limit 'lots' is not a quantity" in proc.stderr
