@@ -168,10 +168,11 @@ def plan_memory(opts: Options, console: Console, report: Report, *, check: bool 
     launcher of a job the partitioner pod partitioned) this says so and plans nothing."""
     try:
         size = _graph_size(opts)
-    except memplan.PlanError:
+    except memplan.PlanError as e:
+        # (a bad chunked graph: the partition phase checks every file and says which)
         if check:
-            raise
-        size = None
+            console.say(f"memory plan: skipped: {e}")
+        return
     if size is None:
         if check:
             console.say(
