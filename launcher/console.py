@@ -74,14 +74,16 @@ class Console:
     def line(self, label: str, text: str) -> None:
         peak = peak_mb(text)
         with self._lock:
-            self._last[label] = text
-            if peak is not None:
+            if peak is None:
+                self._last[label] = text
+            else:  # launcher.remote's own last word: not what the process said
                 self._peaks[label] = peak
         self.say(f"[{label}] {text}")
         self.progress.output(label, text)
 
     def last_line(self, label: str) -> str:
-        """The last line a process labelled ``label`` printed ("" if none)."""
+        """The last line a process labelled ``label`` printed ("" if none; launcher.remote's
+        peak memory line does not count)."""
         with self._lock:
             return self._last.get(label, "")
 

@@ -111,6 +111,17 @@ def test_a_chunked_graphs_sizes_come_from_its_files(tmp_path: Path) -> None:
         memplan.chunked_graph_size(tmp_path / "missing")
 
 
+def test_the_console_keeps_peaks_apart_from_what_a_process_said() -> None:
+    from launcher.console import Console
+    from launcher.remote import PEAK_LINE
+
+    console = Console(write=lambda _: None)
+    console.line("worker-0/pull", "pull: error: part 0: checksum mismatch")
+    console.line("worker-0/pull", PEAK_LINE.format(mib=23.5))
+    assert console.last_line("worker-0/pull") == "pull: error: part 0: checksum mismatch"
+    assert console.peaks() == {"worker-0/pull": 23.5}
+
+
 # -- through dglrun (local transport, stand-in entry points) -----------------------------------
 
 
