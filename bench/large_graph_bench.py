@@ -151,6 +151,10 @@ def run_job(kube: Kube, mode: str, data: Path, a: argparse.Namespace, transfer: 
     m = manifest(mode, data, a, transfer)
     name = m["metadata"]["name"]
     kube.run("-n", NS, "delete", "dgljob", name, "--ignore-not-found", "--wait=true")
+    # the previous job's pods hold their memory requests until they are gone
+    deadline = time.monotonic() + 600
+    while kube.json("get", "pods", "-n", NS)["items"] and time.monotonic() < deadline:
+        time.sleep(2)
     sampler = MemorySampler(kube, name, mode)
     kube.run("apply", "-f", "-", input=json.dumps(m))
     sampler.start()
