@@ -27,10 +27,9 @@ Standard library only (dglrun's layer).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 PREFIX = "memory plan: "
@@ -165,10 +164,9 @@ def gib(n: float) -> str:
 
 def _workers_needed(g: GraphSize, shape: Shape, limit: int, step: str) -> int | None:
     """The fewest workers (one partition each) at which ``step`` fits ``limit``."""
+    estimate = partition_step if step == "partition" else train_step
     for workers in range(shape.workers + 1, 257):
-        bigger = Shape(shape.mode, workers, workers, shape.ranks, shape.servers, shape.trainers)
-        estimate = partition_step if step == "partition" else train_step
-        if estimate(g, bigger, limit).fits:
+        if estimate(g, replace(shape, workers=workers, parts=workers), limit).fits:
             return workers
     return None
 
@@ -178,8 +176,9 @@ def advice(g: GraphSize, shape: Shape, step: Step) -> str:
     assert step.limit is not None
     raise_to = f"raise the Worker memory limit to at least {gib(step.estimate * 1.1)}"
     if step.name == "partition" and shape.mode in ("DGL-API", "ParMETIS"):
-        dist = partition_step(g, Shape("DistParMETIS", *_rest(shape)), step.limit)
-        more = _workers_needed(g, Shape("DistParMETIS", *_rest(shape)), step.limit, "partition")
+        spread = replace(shape, mode="DistParMETIS")
+        dist = partition_step(g, spread, step.limit)
+        more = _workers_needed(g, spread, step.limit, "partition")
         alt = (
             f"partitionMode DistParMETIS (one rank per worker pod: {gib(dist.estimate)} each"
             + ("" if dist.fits else f", which fits with {more} workers" if more else ", too much")
@@ -190,10 +189,6 @@ def advice(g: GraphSize, shape: Shape, step: Step) -> str:
     if more is not None:
         return f"use {more} or more workers (smaller partitions), or {raise_to}"
     return raise_to
-
-
-def _rest(shape: Shape) -> tuple[int, int, int, int, int]:
-    return (shape.workers, shape.parts, shape.ranks, shape.servers, shape.trainers)
 
 
 def check(g: GraphSize, shape: Shape, steps: list[Step]) -> None:
@@ -301,14 +296,11 @@ def table(steps: list[Step], peaks: Mapping[str, float]) -> str:
 
 
 def status(steps: list[Step], peaks: Mapping[str, float]) -> dict[str, dict[str, float]]:
-    out = {}
-    for s in steps:
-        entry = s.as_status()
-        if peaks.get(s.name):
-            entry["peakMiB"] = round(peaks[s.name])
-        out[s.name] = entry
+    """``status.memory``: each planned step's estimate and limit, and each measured peak
+    (also of a step this process did not plan: the launcher of a job whose partitioner
+    pod planned it)."""
+    out = {s.name: s.as_status() for s in steps}
+    for name, peak in peaks.items():
+        if peak:
+            out.setdefault(name, {})["peakMiB"] = round(peak)
     return out
-
-
-def to_json(steps: list[Step], peaks: Mapping[str, float]) -> str:
-    return json.dumps(status(steps, peaks), sort_keys=True)

@@ -225,9 +225,8 @@ def report_memory(opts: Options, report: Report, console: Console) -> None:
     peaks = measured_peaks(opts, report, console)
     if report.memory:
         console.say(memplan.table(report.memory, peaks))
+    if report.memory or peaks:
         console.progress.record("memory", memplan.status(report.memory, peaks))
-    elif peaks:
-        console.progress.record("memory", {k: {"peakMiB": round(v)} for k, v in peaks.items()})
 
 
 # -- phase 2: deliver ---------------------------------------------------------------------

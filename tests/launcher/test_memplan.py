@@ -73,6 +73,8 @@ def test_a_limit_that_fits_passes_and_reports() -> None:
     assert set(status) == {"partition", "train"}
     assert status["train"]["peakMiB"] == 1200 and status["train"]["limitMiB"] == 64 * 1024
     assert "peakMiB" not in status["partition"]
+    # a peak of a step this process did not plan (the launcher of a partitioner's plan)
+    assert memplan.status([], {"train": 1294.4}) == {"train": {"peakMiB": 1294}}
     table = memplan.table(steps, {"train": 1200.0})
     assert "partition (the partition entry point" in table and "not measured" in table
     assert "1.2 GiB measured of 64.0 GiB" in table
