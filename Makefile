@@ -69,7 +69,7 @@ lint: venv
 	$(BIN)/ruff format --check $(PKGS) e2e tests bench examples
 
 typecheck: venv
-	$(BIN)/mypy $(PKGS) e2e/cluster.py e2e/node.py e2e/fixtures.py e2e/demo.py e2e/helm.py \
+	$(BIN)/mypy $(PKGS) e2e/cluster.py e2e/node.py e2e/fixtures.py e2e/demo.py e2e/helm.py e2e/volumes.py \
 		e2e/operator_process.py
 
 unit: venv dgl-venv k8s-binaries
@@ -85,6 +85,7 @@ bench: venv dgl-venv k8s-binaries images
 	$(BIN)/python bench/controller_bench.py
 	$(BIN)/python bench/partition_bench.py
 	$(BIN)/python bench/large_graph_bench.py
+	$(BIN)/python bench/restart_bench.py
 
 # Docker-free OCI images (debootstrap base; the DGL image reuses the DGL venv).
 images: venv dgl-venv

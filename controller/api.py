@@ -50,8 +50,18 @@ WAIT_FOR_WORKERS_READY = "WaitForWorkersReady"
 AT_STARTUP = "AtStartup"
 LAUNCHER_CREATION_POLICIES = (WAIT_FOR_WORKERS_READY, AT_STARTUP)
 
+# spec.storage.claimPolicy: what becomes of a claim made from spec.storage.claimTemplate
+CLAIM_RETAIN = "Retain"  # it outlives the job (the default: results are what it is for)
+CLAIM_DELETE = "Delete"  # the job owns it: the garbage collector deletes it with the job
+CLAIM_POLICIES = (CLAIM_RETAIN, CLAIM_DELETE)
+STORAGE_KEYS = ("claimName", "claimTemplate", "claimPolicy", "path", "sharePartitions")
+
 MAX_NAME = 63  # DNS-1035 label: pod hostnames, Service names, label values
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_STORAGE_PATH = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 
 
 class SpecError(ValueError):
@@ -86,6 +96,18 @@ class ChunkedGraphSpec:
 
 
 @dataclass(frozen=True)
+class StorageSpec:
+    """``spec.storage``: the claim whose folder ``path`` holds what outlives the pods
+    (results, checkpoints, cached partitions; launcher/storage.py has the layout)."""
+
+    claim_name: str | None = None  # the user's claim: never modified or deleted
+    claim_template: dict[str, Any] | None = None  # a claim the operator makes (<job>-results)
+    claim_policy: str = CLAIM_RETAIN
+    path: str = ""
+    share_partitions: bool = False
+
+
+@dataclass(frozen=True)
 class JobSpec:
     partition_mode: str
     clean_pod_policy: str
@@ -96,6 +118,7 @@ class JobSpec:
     run_policy: RunPolicy
     chunked_graph: ChunkedGraphSpec | None = None
     partition_transfer: str = TRANSFER_HTTP
+    storage: StorageSpec | None = None
 
     @property
     def mode(self) -> modes.Mode:
@@ -144,6 +167,21 @@ class DGLJob:
 
     def worker_name(self, index: int) -> str:
         return f"{self.name}-worker-{index}"
+
+    @property
+    def claim_name(self) -> str | None:
+        """The storage's PersistentVolumeClaim: the user's, or the one made from the
+        template."""
+        st = self.spec.storage
+        if st is None:
+            return None
+        return st.claim_name or f"{self.name}-results"
+
+    @property
+    def run_name(self) -> str:
+        """This job's folder on its storage (launcher/storage.py): every restart shares it,
+        a new job of the same name does not."""
+        return f"{self.name}-{self.uid[:8]}"
 
     def worker_names(self) -> list[str]:
         return [self.worker_name(i) for i in range(self.spec.workers)]
@@ -274,6 +312,68 @@ def _chunked_graph(value: Any, mode: modes.Mode) -> ChunkedGraphSpec | None:
     return ChunkedGraphSpec(path, layout)
 
 
+def _storage(value: Any) -> StorageSpec | None:
+    field = "spec.storage"
+    if value is None:
+        return None
+    st = _dict(value, field)
+    unknown = sorted(set(st) - set(STORAGE_KEYS))
+    if unknown:
+        raise SpecError(f"{field}.{unknown[0]}", f"unknown field ({', '.join(STORAGE_KEYS)})")
+    name, template = st.get("claimName"), st.get("claimTemplate")
+    if (name is None) == (template is None):
+        raise SpecError(
+            field,
+            "set exactly one of claimName (a PersistentVolumeClaim you made) and claimTemplate "
+            "(a claim the operator makes for the job)",
+        )
+    if name is not None and (
+        not isinstance(name, str) or len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name)
+    ):
+        raise SpecError(f"{field}.claimName", f"{name!r} is not a PersistentVolumeClaim name")
+    if template is not None:
+        tpl = _dict(template, f"{field}.claimTemplate")
+        extra = sorted(set(tpl) - {"metadata", "spec"})
+        if extra:
+            raise SpecError(
+                f"{field}.claimTemplate.{extra[0]}", "unknown field (metadata and spec are allowed)"
+            )
+        _dict(tpl.get("spec"), f"{field}.claimTemplate.spec")
+        meta = _dict(tpl.get("metadata") or {}, f"{field}.claimTemplate.metadata")
+        for key in meta:
+            if key not in ("labels", "annotations"):
+                raise SpecError(
+                    f"{field}.claimTemplate.metadata.{key}",
+                    "unknown field (labels and annotations are allowed; the name is <job>-results)",
+                )
+    policy = st.get("claimPolicy")
+    if policy is not None and template is None:
+        raise SpecError(
+            f"{field}.claimPolicy",
+            "applies to a claim made from claimTemplate only (a claimName claim is yours: the "
+            "operator never deletes it)",
+        )
+    path = st.get("path", "")
+    if not isinstance(path, str) or (
+        path and (len(path) > 200 or not _STORAGE_PATH.match(path) or ".." in path.split("/"))
+    ):
+        raise SpecError(
+            f"{field}.path",
+            f"{path!r} must be a relative folder inside the claim (letters, digits, '.', '_', "
+            "'-' and '/'; no '..')",
+        )
+    share = st.get("sharePartitions", False)
+    if not isinstance(share, bool):
+        raise SpecError(f"{field}.sharePartitions", f"must be true or false, got {share!r}")
+    return StorageSpec(
+        claim_name=name,
+        claim_template=template,
+        claim_policy=_choice(policy or CLAIM_RETAIN, f"{field}.claimPolicy", CLAIM_POLICIES),
+        path=path.strip("/"),
+        share_partitions=share,
+    )
+
+
 def validate_name(name: str, spec: JobSpec) -> None:
     if not _DNS1035.match(name):
         raise SpecError(
@@ -346,6 +446,7 @@ def parse_spec(spec_obj: Any) -> JobSpec:
         run_policy=_run_policy(spec.get("runPolicy")),
         chunked_graph=chunked,
         partition_transfer=transfer,
+        storage=_storage(spec.get("storage")),
     )
 
 

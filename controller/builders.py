@@ -16,6 +16,7 @@ from typing import Any
 
 from controller.api import (
     API_VERSION,
+    CLAIM_DELETE,
     GROUP,
     KIND,
     LAUNCHER,
@@ -64,6 +65,16 @@ PARTFILE_ENV = "DGL_OPERATOR_PARTFILE_PATH"
 TRANSFER_PORT = 30070  # the partitioner's partition server (launcher/transfer.py)
 TRANSFER_DIR = "/etc/dgl-transfer"  # the job's token, at TRANSFER_DIR/token
 TRANSFER_TOKEN_KEY = "token"
+
+# spec.storage: one claim, mounted in every pod of the job at STORAGE_DIR (launcher/storage.py)
+STORAGE_VOLUME = "dgl-storage"
+STORAGE_DIR = "/dgl_storage"
+STORAGE_ENV = "DGL_OPERATOR_STORAGE"  # the folder dglrun keeps things in (STORAGE_DIR/path)
+RUN_NAME_ENV = "DGL_OPERATOR_RUN_NAME"  # the job's folder under it: <name>-<uid[:8]>
+SHARE_PARTITIONS_ENV = "DGL_OPERATOR_SHARE_PARTITIONS"
+JOB_UID_ENV = "DGL_OPERATOR_JOB_UID"  # dglrun's Events name the job by uid and namespace
+JOB_NAMESPACE_ENV = "DGL_OPERATOR_JOB_NAMESPACE"
+CLAIM_POLICY_ANNOTATION = "dgl.qihoo.net/claim-policy"
 
 DGL_PORT = 30050
 DGL_PORT_COUNT = 20  # DGL server k on a machine binds DGL_PORT + k
@@ -300,7 +311,7 @@ def role(job: DGLJob, name: str, exec_targets: list[str]) -> Obj:
             }
         )
     # dglrun's progress (`kubectl patch --subresource=status`, which reads the object first),
-    # on this job only
+    # on this job only; and its Events (partitions reused, a checkpoint resumed from)
     rules.append(
         {
             "apiGroups": [GROUP],
@@ -309,6 +320,7 @@ def role(job: DGLJob, name: str, exec_targets: list[str]) -> Obj:
             "verbs": ["get", "patch"],
         }
     )
+    rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]})
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -407,6 +419,66 @@ def _mount_token(job: DGLJob, pod: Obj) -> None:
     _add_volumes(pod["spec"], volume)
 
 
+# -- the storage (spec.storage) ------------------------------------------------------------
+
+
+def storage_claim(job: DGLJob) -> Obj | None:
+    """``<job>-results`` from ``spec.storage.claimTemplate`` (None otherwise): owned by the job
+    with claimPolicy Delete, else left to outlive it (labelled, so that a job of the same name
+    later uses it again and nobody else's claim is ever taken)."""
+    st = job.spec.storage
+    if st is None or st.claim_template is None:
+        return None
+    name = job.claim_name
+    assert name is not None
+    tmeta = st.claim_template.get("metadata") or {}
+    meta = _meta(job, name, tmeta.get("labels") or {})
+    meta["annotations"] = {
+        **(tmeta.get("annotations") or {}),
+        CLAIM_POLICY_ANNOTATION: st.claim_policy,
+    }
+    if st.claim_policy != CLAIM_DELETE:
+        del meta["ownerReferences"]
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": meta,
+        "spec": copy.deepcopy(st.claim_template["spec"]),
+    }
+
+
+def storage_folder(job: DGLJob) -> str:
+    """The folder dglrun keeps things in, as the pods see it."""
+    st = job.spec.storage
+    return f"{STORAGE_DIR}/{st.path}" if st is not None and st.path else STORAGE_DIR
+
+
+def results_location(job: DGLJob) -> str | None:
+    """Where the job's results are: ``<claim>:<folder in the claim>`` (``status.results``)."""
+    st = job.spec.storage
+    if st is None:
+        return None
+    inside = "/".join(x for x in (st.path, "runs", job.run_name, "output") if x)
+    return f"{job.claim_name}:/{inside}"
+
+
+def _storage_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
+    st = job.spec.storage
+    if st is None:
+        return ()
+    env = ((STORAGE_ENV, storage_folder(job)), (RUN_NAME_ENV, job.run_name))
+    return env + (((SHARE_PARTITIONS_ENV, "true"),) if st.share_partitions else ())
+
+
+def _mount_storage(job: DGLJob, pod: Obj) -> None:
+    """The storage's claim at STORAGE_DIR in the pod's first container."""
+    if job.claim_name is None:
+        return
+    _add_mounts(_main(pod), (STORAGE_VOLUME, STORAGE_DIR))
+    claim = {"name": STORAGE_VOLUME, "persistentVolumeClaim": {"claimName": job.claim_name}}
+    _add_volumes(pod["spec"], claim)
+
+
 # -- pods and services ----------------------------------------------------------------------
 
 
@@ -443,6 +515,7 @@ def worker_pod(job: DGLJob, index: int, attempt: int = 0) -> Obj:
         pod["spec"], {"name": SHM_VOLUME, "emptyDir": shm}, _config_volume(job, ALL_CONFIG_KEYS)
     )
     _mount_token(job, pod)
+    _mount_storage(job, pod)  # the trainers' checkpoints and results
     return pod
 
 
@@ -470,9 +543,12 @@ def _operator_env(job: DGLJob, *extra: tuple[str, str]) -> tuple[tuple[str, str]
         ("DGL_OPERATOR_HOSTFILE_PATH", HOSTFILE_PATH),
         ("DGL_OPERATOR_KUBECTL_PATH", KUBECTL_PATH),
         ("DGL_OPERATOR_ENV", "1"),
-        # dglrun reports its progress into this DGLJob's status.progress
+        # dglrun reports its progress into this DGLJob's status.progress, and Events
         (JOB_NAME_ENV, job.name),
+        (JOB_UID_ENV, job.uid),
+        (JOB_NAMESPACE_ENV, job.namespace),
         *_memory_env(job),
+        *_storage_env(job),
         *extra,
     )
 
@@ -550,6 +626,7 @@ def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
             "failureThreshold": 1,
         }
         _mount_token(job, pod)
+    _mount_storage(job, pod)  # the partitions cached for restarts
     if job.spec.chunked_graph is not None:
         main["env"] = [e for e in main["env"] if e.get("name") != CPU_LIMIT_ENV]
         main["env"].append(_cpu_limit_env(main))
@@ -566,8 +643,9 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     pod = _base_pod(job, job.spec.launcher.template, name, LAUNCHER, attempt)
     main = _main(pod)
     spec = pod["spec"]
+    _mount_storage(job, pod)
     if not job.spec.mode.workers:
-        _set_env(main, (PHASE_ENV, PHASE_LAUNCHER_WORKLOAD))
+        _set_env(main, (PHASE_ENV, PHASE_LAUNCHER_WORKLOAD), *_storage_env(job))
         return pod
     _set_env(main, *_operator_env(job, *_mode_env(job), *_transfer_env(job)))
     config_mount = {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR}
@@ -620,6 +698,7 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
 class Desired:
     """Everything a job should have, in creation order."""
 
+    claim: Obj | None  # spec.storage.claimTemplate's
     config_map: Obj | None
     rbac: list[Obj]
     transfer: list[Obj]  # HTTP: the token Secret and the NetworkPolicy
@@ -640,13 +719,15 @@ def desired(
     ``token`` the transfer Secret's (random if not given: only its creation uses it)."""
     mode = job.spec.mode
     if not mode.workers:
-        return Desired(None, [], [], [], [], None, launcher_pod(job, opts, attempt))
+        launcher = launcher_pod(job, opts, attempt)
+        return Desired(storage_claim(job), None, [], [], [], [], None, launcher)
     n = job.spec.workers
     transfer = []
     if job.spec.pulls_partitions:
         secret = transfer_secret(job, token or secrets.token_hex(32))
         transfer = [secret, partitions_network_policy(job)]
     return Desired(
+        claim=storage_claim(job),
         config_map=config_map(job, pods or {}),
         rbac=rbac(job),
         transfer=transfer,

@@ -40,6 +40,8 @@ RULES: list[dict[str, Any]] = [
     # partitionTransfer HTTP: the job's token Secret (created, never read: the operator
     # cannot read any Secret) and the NetworkPolicy around the partitioner
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+    # spec.storage: the claim made from claimTemplate; whether the user's claimName exists
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "create"]},
     {
         "apiGroups": ["networking.k8s.io"],
         "resources": ["networkpolicies"],

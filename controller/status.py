@@ -32,6 +32,8 @@ REASON_INVALID_SPEC = "InvalidSpec"
 REASON_DEADLINE = "DeadlineExceeded"
 REASON_BACKOFF_LIMIT = "BackoffLimitExceeded"
 REASON_OOM_KILLED = "OOMKilled"  # a container of the job was killed for memory
+# ... or a process in one (dglrun's termination message says which: launcher/oom.py's PREFIX)
+OOM_PREFIX = "OOMKilled: "
 # dglrun's memory plan found a step that will not fit (launcher/memplan.py: its PREFIX)
 REASON_MEMORY_PLAN = "MemoryPlanExceeded"
 MEMORY_PLAN_PREFIX = "memory plan: "
@@ -208,10 +210,11 @@ class PodFailure:
 
     @property
     def condition_reason(self) -> str:
-        """``OOMKilled`` when the kernel killed the container for memory (the message names
-        the pod), ``MemoryPlanExceeded`` when dglrun refused to start a step that would not
-        fit (its termination message says which), else ``<ReplicaType>Failed``."""
-        if self.reason == REASON_OOM_KILLED:
+        """``OOMKilled`` when the kernel killed the container for memory, or a process in
+        one of the job's pods (dglrun's termination message names it and its pod),
+        ``MemoryPlanExceeded`` when dglrun refused to start a step that would not fit (its
+        termination message says which), else ``<ReplicaType>Failed``."""
+        if self.reason == REASON_OOM_KILLED or self.message.startswith(OOM_PREFIX):
             return REASON_OOM_KILLED
         if self.message.startswith(MEMORY_PLAN_PREFIX):
             return REASON_MEMORY_PLAN
@@ -219,6 +222,8 @@ class PodFailure:
 
     def describe(self) -> str:
         what = f"{self.replica_type.lower()} pod {self.pod}"
+        if self.message.startswith(OOM_PREFIX):  # dglrun names the process and its pod
+            return f"{self.message[len(OOM_PREFIX) :].strip()[:300]} (reported by {what})"
         if self.container:
             detail = f"container {self.container} exited with code {self.exit_code}"
             if self.reason:
@@ -443,7 +448,15 @@ def rebase_status(base: Obj, ours: Obj, theirs: Obj) -> Obj:
 
 
 # Status fields dglrun writes (through the status subresource) besides the controller.
-OTHER_WRITERS = ("progress", "partitionSeconds", "deliveryBytes", "deliverySeconds", "memory")
+OTHER_WRITERS = (
+    "progress",
+    "partitionSeconds",
+    "deliveryBytes",
+    "deliverySeconds",
+    "memory",
+    "partitions",
+    "resume",
+)
 
 
 def transitioned_since(base: Obj, latest: Obj) -> bool:

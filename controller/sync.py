@@ -41,7 +41,14 @@ from controller.api import (
     parse_job,
 )
 from controller.apply import Applier
-from controller.builders import BuildOptions, Desired, desired
+from controller.builders import (
+    JOB_NAME_LABEL,
+    BuildOptions,
+    Desired,
+    desired,
+    results_location,
+    storage_claim,
+)
 from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import Expectations
 from controller.metrics import Metrics
@@ -59,6 +66,7 @@ from informers.resources import (
     SERVICES,
     Resource,
 )
+from informers.resources import PERSISTENTVOLUMECLAIMS as PVCS
 from informers.rest import KubeClient
 from informers.store import split_key
 
@@ -169,6 +177,9 @@ class JobSync:
         self._configmaps_written = MutationCache()
         # job key -> uid of the job whose transfer Secret this process created or found
         self._secret_made_for: dict[str, str] = {}
+        # job key -> uid of the job whose storage claim this process created or found
+        self._claim_ready_for: dict[str, str] = {}
+        self._claim_missing_told: set[tuple[str, str]] = set()
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -180,6 +191,7 @@ class JobSync:
             self._jobs_written.forget(key)
             self._configmaps_written.forget(key)
             self._secret_made_for.pop(key, None)
+            self._claim_ready_for.pop(key, None)
             return Result()
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             return Result()
@@ -246,6 +258,8 @@ class JobSync:
             plan.status["replicaStatuses"] = st.replica_statuses(obs)
             return plan
         try:
+            if not self._storage_ready(job, plan, now):
+                return plan
             self._create_missing(job, obs, attempt)
         except (BadRequest, Invalid) as e:
             # The API server refuses what the job's templates produce: retrying cannot help.
@@ -279,7 +293,8 @@ class JobSync:
             plan.announce(NORMAL, st.REASON_SUSPENDED, message)
         self._not_running(plan, st.REASON_SUSPENDED, "the job is suspended", now)
         plan.status["phase"] = st.PHASE_SUSPENDED
-        plan.clear("progress")
+        for reported in st.OTHER_WRITERS:  # the attempt after the resume reports afresh
+            plan.clear(reported)
         plan.status.pop("startTime", None)  # activeDeadlineSeconds counts from the resume
         plan.status["replicaStatuses"] = st.replica_statuses(
             st.observe(job, [], int(plan.status.get("restartCount") or 0))
@@ -432,7 +447,10 @@ class JobSync:
         seconds = plan.status.get("partitionSeconds")
         took = f" in {seconds:.0f}s" if isinstance(seconds, (int, float)) else ""
         where = " on the workers" if job.spec.mode.partitions_in_launcher else ""
-        plan.announce(NORMAL, "PartitionSucceeded", f"Graph partitioned{where}{took}")
+        message = f"Graph partitioned{where}{took}"
+        if (plan.status.get("partitions") or {}).get("reused"):
+            message = f"Partitions reused from the job's storage{took} (not partitioned again)"
+        plan.announce(NORMAL, "PartitionSucceeded", message)
         if isinstance(seconds, (int, float)):
             ns, value = job.namespace, float(seconds)
             plan.on_written.append(
@@ -501,6 +519,55 @@ class JobSync:
             or st.workers_up(job, obs)
         ):
             self.apply.create(job, PODS, want.launcher)
+
+    def _storage_ready(self, job: DGLJob, plan: _Plan, now: float) -> bool:
+        """spec.storage: make the claim from the template (once per job and process), or see
+        that the user's claim exists (pods that mount a missing claim wait for it: a Warning
+        says why); ``status.results`` tells where the results go. False: the job failed."""
+        location = results_location(job)
+        if location is None:
+            return True
+        plan.status["results"] = location
+        name = job.claim_name
+        assert name is not None
+        if self._claim_ready_for.get(job.key) == job.uid:
+            return True
+        claim = storage_claim(job)
+        made = claim is not None and self.apply.create_unwatched(job, PVCS, claim)
+        if claim is not None and not made:
+            existing = self.client.get(PVCS, job.namespace, name)
+            labels = (existing.get("metadata") or {}).get("labels") or {}
+            if labels.get(JOB_NAME_LABEL) != job.name:
+                message = (
+                    f"invalid spec: spec.storage.claimTemplate: PersistentVolumeClaim {name} "
+                    f"exists and was not made for DGLJob {job.name}; delete or rename it, or "
+                    "use it with spec.storage.claimName"
+                )
+                self._fail(job.raw, plan, st.REASON_INVALID_SPEC, message, now, job=job)
+                return False
+            plan.announce(
+                NORMAL,
+                "ClaimReused",
+                f"Using the PersistentVolumeClaim {name} kept from an earlier DGLJob {job.name}",
+            )
+        elif claim is None:
+            try:
+                self.client.get(PVCS, job.namespace, name)
+            except NotFound:
+                told = (job.key, job.uid)
+                if told not in self._claim_missing_told:
+                    plan.on_written.append(lambda: self._claim_missing_told.add(told))
+                    plan.announce(
+                        WARNING,
+                        "ClaimNotFound",
+                        f"spec.storage.claimName: PersistentVolumeClaim {name} does not exist "
+                        f"in namespace {job.namespace}; the job's pods wait for it",
+                    )
+                plan.requeue(10.0)
+                return True
+        # (once the status is written: a sync that fails to write it does all this again)
+        plan.on_written.append(lambda: self._claim_ready_for.__setitem__(job.key, job.uid))
+        return True
 
     def _create_secret_once(self, job: DGLJob, secret: Obj) -> None:
         """The transfer token: created blind once per job and process (a Secret of that name

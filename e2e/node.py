@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from e2e import volumes
 from e2e.cluster import (
     CACHE,
     REPO,
@@ -48,7 +49,10 @@ SERVICE_CIDR = "10.88.0.0/24"
 DEFAULT_DIR = CACHE / "node"
 NODE_CONTROLLERS = (
     "garbagecollector,namespace,serviceaccount,serviceaccount-token,deployment,replicaset,podgc,nodelifecycle,"
-    "root-ca-cert-publisher"
+    "root-ca-cert-publisher,"
+    # spec.storage: claims bind to the node's volumes (e2e/volumes.py)
+    "persistentvolume-binder-controller,persistentvolume-protection-controller,"
+    "persistentvolumeclaim-protection-controller"
 )
 # containerd's content store and snapshots outlive a cluster: a 5 GB image is imported and
 # unpacked once, not on every `make demo`.
@@ -511,6 +515,8 @@ def start(dir: Path, images: dict[str, Path] | None = None) -> LocalCluster:
     try:
         cp.start()
         node.start(images)
+        kubectl = k8s_binaries("kubectl") / "kubectl"
+        volumes.ensure(volumes.kubectl_for(kubectl, cp.kubeconfig), dir / "volumes")
     except BaseException:
         node.stop()
         cp.stop()

@@ -425,6 +425,11 @@ def test_distparmetis_example_each_worker_partitions_its_own_slice(
     assert f"one rank of distpart on each of {name}-worker-0, {name}-worker-1" in log, log[-3000:]
     assert f"ranks ({name}-worker-0, {name}-worker-1)" in log  # where the ranks really ran
     assert "nothing to deliver: every worker wrote its own partition" in log
+    # the launcher cannot see the chunked graph: it plans from the sizes worker 0 reported
+    memory = done["status"].get("memory") or {}
+    assert memory.get("partition", {}).get("estimateMiB"), memory
+    assert memory["partition"].get("peakMiB") and memory["train"].get("estimateMiB"), memory
+    assert "memory plan for " in log, log[-3000:]
     for i in (0, 1):
         listing = in_pod(
             cluster, namespace, f"{name}-worker-{i}",

@@ -468,7 +468,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ChunkedError as e:
         print(f"chunked graph: {e}" if not str(e).startswith("chunked graph") else str(e))
         return 1
-    print(json.dumps({**graph.summary(), "files_checked": files}))
+    doc: dict[str, object] = {**graph.summary(), "files_checked": files}
+    from launcher.memplan import PlanError, graph_size
+
+    try:  # the memory plan's sizes, for a dglrun that does not see the graph (DistParMETIS)
+        size = graph_size(graph)
+        doc.update(node_bytes=size.node_bytes, edge_bytes=size.edge_bytes)
+    except PlanError:
+        pass
+    print(json.dumps(doc))
     return 0
 
 

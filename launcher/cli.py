@@ -35,6 +35,13 @@ from pathlib import Path
 
 from launcher.chunked import LAYOUTS, SHARED
 from launcher.memplan import WORKER_LIMIT_ENV, GraphSize, PlanError, parse_bytes, parse_graph_size
+from launcher.storage import (
+    RUN_NAME_ENV,
+    SHARE_PARTITIONS_ENV,
+    STORAGE_ENV,
+    Storage,
+    check_run_name,
+)
 from launcher.transfer import HTTP, KUBECTL, PORT, TOKEN_FILE, TRANSFERS
 
 PHASE_ENV = "DGL_OPERATOR_PHASE_ENV"
@@ -94,6 +101,8 @@ class Options:
     transfer_token_file: str = TOKEN_FILE
     graph_size: GraphSize | None = None  # the memory plan's input in DGL-API mode
     worker_memory_limit: int | None = None  # bytes; None: no limit known
+    storage: Storage | None = None  # results, checkpoints, cached partitions (spec.storage)
+    partition_inputs: list[str] = field(default_factory=list)  # what the cache key hashes
     phase: str = ""
     kubexec: str = "/etc/dgl/kubexec.sh"
     hostfile: str = "/etc/dgl/hostfile"
@@ -139,6 +148,13 @@ def _non_negative_number(unit: str) -> Callable[[str], float]:
 
 _seconds = _non_negative_number("seconds")
 _rate = _non_negative_number("MB/s")
+
+
+def _run_name(value: str) -> str:
+    try:
+        return check_run_name(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _plan_input(parse: Callable[[str], object]) -> Callable[[str], object]:
@@ -219,6 +235,15 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         f"checks every step against (default: ${WORKER_LIMIT_ENV}, set by the operator from "
         "the Worker template)",
     )
+    g.add_argument(
+        "--partition-inputs",
+        action="append",
+        default=[],
+        metavar="PATH[,PATH]",
+        help="DGL-API with --storage: the files or folders the partition entry point reads "
+        "(the graph); their content is part of the cached partitions' key, which lets "
+        "--share-partitions reuse them across jobs (repeatable)",
+    )
     g.add_argument("--balance-train", action="store_true")
     g.add_argument("--balance-edges", action="store_true")
     g.add_argument("--partition-config-path", help="partition JSON (default <graph>.json)")
@@ -252,6 +277,26 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         dest="workspace",
         default=WORKSPACE,
         help="workspace folder (the original's misspelling --worksapce works too)",
+    )
+    w.add_argument(
+        "--storage",
+        default=env.get(STORAGE_ENV) or None,
+        metavar="DIR",
+        help="where results, checkpoints and cached partitions outlive the pods (default: "
+        f"${STORAGE_ENV}, set by the operator from spec.storage)",
+    )
+    w.add_argument(
+        "--run-name",
+        type=_run_name,
+        default=env.get(RUN_NAME_ENV) or "local",
+        help=f"this run's folder under --storage (default: ${RUN_NAME_ENV}, else local)",
+    )
+    w.add_argument(
+        "--share-partitions",
+        action="store_true",
+        default=(env.get(SHARE_PARTITIONS_ENV) or "").lower() == "true",
+        help="reuse partitions another run cached on --storage from the same inputs (default: "
+        f"${SHARE_PARTITIONS_ENV}; without it only this run's restarts reuse them)",
     )
     w.add_argument(
         "--python",
@@ -359,6 +404,15 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
             f"the operator mounts at {WORKSPACE}/dataset; leave --workspace at {WORKSPACE}"
         )
     python = a.python or (sys.executable if a.transport == "local" or phase else "python3")
+    inputs = [x for given in a.partition_inputs for x in given.split(",") if x]
+    if inputs and mode != DGL_API:
+        parser.error(
+            "--partition-inputs: only DGL-API needs it (the ParMETIS modes' cache key covers "
+            "the chunked graph's files)"
+        )
+    storage = None
+    if a.storage:
+        storage = Storage(Path(a.storage), a.run_name, a.share_partitions)
     return Options(
         graph_name=a.graph_name,
         num_partitions=a.num_partitions,
@@ -399,6 +453,8 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         transfer_token_file=a.transfer_token_file,
         graph_size=a.graph_size,
         worker_memory_limit=a.worker_memory_limit,
+        storage=storage,
+        partition_inputs=inputs,
         phase=phase,
         kubexec=env.get("DGL_OPERATOR_KUBEXEC_PATH", "/etc/dgl/kubexec.sh"),
         hostfile=env.get("DGL_OPERATOR_HOSTFILE_PATH", "/etc/dgl/hostfile"),

@@ -4,6 +4,8 @@ the summary line, and the one-line errors every phase raises.
 A phase (:func:`phase`) prints ``[k/5] name`` and ``[k/5] name done in 1.2s``; an expected
 failure inside it (a bad file, a worker that cannot be reached) becomes a :class:`PhaseError`
 ``<phase> failed: <why>``, the line dglrun ends with (and the pod's termination message).
+When a process of the phase was killed for memory (:mod:`launcher.oom`), the error is an
+:class:`OutOfMemory` whose line starts ``OOMKilled: <process> in pod <pod> ...``.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import IO
 
+from launcher import oom
 from launcher import partitions as parts
 from launcher.chunked import ChunkedError
 from launcher.hostfile import HostfileError
 from launcher.memplan import PlanError, Step
 from launcher.progress import NoProgress, Progress
 from launcher.remote import peak_mb
+from launcher.storage import StorageError
 from launcher.transfer import TransferError
 from launcher.transport import TransportError
 
@@ -28,6 +33,11 @@ TOTAL = 5
 
 class PhaseError(RuntimeError):
     """A phase failed; ``str()`` is the one line a user sees."""
+
+
+class OutOfMemory(PhaseError):
+    """A phase failed because the kernel killed one of its processes for memory; ``str()``
+    starts with :data:`launcher.oom.PREFIX` and names the process and its pod."""
 
 
 # Failures outside any phase (reading the hostfile, setting up a transport, fetching the
@@ -40,6 +50,7 @@ USER_ERRORS = (
     ChunkedError,
     TransferError,
     PlanError,
+    StorageError,
     OSError,
 )
 
@@ -53,6 +64,8 @@ class Report:
     metrics: dict[str, object] = field(default_factory=dict)
     partition: dict[str, object] = field(default_factory=dict)  # the ParMETIS modes' figures
     memory: list[Step] = field(default_factory=list)  # the memory plan's steps
+    # (size, sha256) of the partition set's files, when phase 1 knows them (the cache's)
+    partition_files: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 class Console:
@@ -65,21 +78,51 @@ class Console:
         self._lock = threading.Lock()
         self._last: dict[str, str] = {}
         self._peaks: dict[str, float] = {}
+        self._killed: list[tuple[str, oom.Killed]] = []
+        self._copy: IO[str] | None = None
         self.progress: Progress = progress or NoProgress()
 
     def say(self, text: str) -> None:
         with self._lock:
             self._write(text)
+            if self._copy is not None:
+                try:
+                    self._copy.write(text + "\n")
+                except OSError:
+                    self._copy = None  # (the storage went away: the pod's log still has it)
+
+    def copy_to(self, file: IO[str] | None) -> None:
+        """Also write every line to ``file`` (the job's storage keeps the log)."""
+        with self._lock:
+            self._copy = file
 
     def line(self, label: str, text: str) -> None:
-        peak = peak_mb(text)
+        peak, killed = peak_mb(text), oom.parse_line(text)
         with self._lock:
-            if peak is None:
-                self._last[label] = text
-            else:  # launcher.remote's own last word: not what the process said
+            # launcher.remote's own last words are not what the process said
+            if peak is not None:
                 self._peaks[label] = peak
+            elif killed is not None:
+                self._killed.append((label, killed))
+            else:
+                self._last[label] = text
         self.say(f"[{label}] {text}")
         self.progress.output(label, text)
+
+    def killed_for_memory(self, label: str, killed: oom.Killed) -> None:
+        """A process of this machine's (not under launcher.remote) was killed for memory."""
+        with self._lock:
+            self._killed.append((label, killed))
+        self.say(f"[{label}] killed for memory (container memory limit {killed.limit})")
+
+    def out_of_memory(self) -> str | None:
+        """``OOMKilled: <process> in pod <pod> ...`` for the first process seen killed for
+        memory, None if none was."""
+        with self._lock:
+            if not self._killed:
+                return None
+            label, killed = self._killed[0]
+        return killed.describe(label.rpartition("/")[2])
 
     def last_line(self, label: str) -> str:
         """The last line a process labelled ``label`` printed ("" if none; launcher.remote's
@@ -101,7 +144,13 @@ def phase(console: Console, report: Report, k: int, name: str) -> Iterator[None]
     started = time.monotonic()
     try:
         yield
+    except PlanError:
+        raise  # the memory plan's refusal says all, and the operator reads its first words
     except USER_ERRORS as e:
+        # (a process killed for memory is why its phase failed, whatever else broke then)
+        killed = console.out_of_memory()
+        if killed is not None:
+            raise OutOfMemory(f"{killed}; {name} failed: {e}") from e
         raise PhaseError(f"{name} failed: {e}") from e
     took = time.monotonic() - started
     report.seconds[name] = took

@@ -31,6 +31,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from launcher.chunked import ChunkedGraph
 
 PREFIX = "memory plan: "
 MiB = 1 << 20
@@ -83,11 +87,14 @@ COSTS: dict[str, Cost] = {
     "parmetis-rank": Cost(base_mib=475, per_edge=400.0, per_node=250.0, data_copies=2.5),
     # a DGL server: its partition (the edges into its nodes; its nodes and the 1-hop halo)
     # and its own nodes' data
-    "server": Cost(base_mib=490, per_edge=40.0, per_node=150.0, data_copies=1.0),
+    "server": Cost(base_mib=490, per_edge=30.0, per_node=112.0, data_copies=0.75),
     # a trainer: torch, DGL, the model, its sampled blocks, and the pages of the server's
     # shared-memory partition it touched (counted again: the pod's peak is at most the sum)
-    "trainer": Cost(base_mib=690, per_edge=50.0, per_node=200.0, data_copies=1.5),
+    "trainer": Cost(base_mib=690, per_edge=37.5, per_node=150.0, data_copies=1.125),
 }
+# (server and trainer: the size-dependent parts are a least-squares fit of the 100k-, 300k-
+# and 2M-node graphs' measured peaks, 2 workers; the 2M graph's halo is smaller than the
+# random-graph worst case the partition sizes assume)
 
 
 @dataclass(frozen=True)
@@ -235,7 +242,18 @@ def parse_graph_size(text: str) -> GraphSize:
 
 def chunked_graph_size(path: str | Path) -> GraphSize:
     """The sizes of a chunked graph, from its metadata and the first chunk of each column."""
-    from launcher.chunked import ChunkedError, FileSpec, load, read_npy_header
+    from launcher.chunked import ChunkedError, load
+
+    try:
+        graph = load(path)
+    except ChunkedError as e:
+        raise PlanError(str(e)) from e
+    return graph_size(graph)
+
+
+def graph_size(graph: ChunkedGraph) -> GraphSize:
+    """The sizes of a loaded chunked graph (its data's row sizes from the first chunks)."""
+    from launcher.chunked import ChunkedError, FileSpec, read_npy_header
 
     def row_bytes(spec: FileSpec) -> int:
         first = spec.files[0]
@@ -250,12 +268,11 @@ def chunked_graph_size(path: str | Path) -> GraphSize:
         return 4 * len(line.split(spec.delimiter or None))  # text columns: float32 each
 
     try:
-        g = load(path)
-        node_bytes = sum(row_bytes(s) for s in g.node_data.values())
-        edge_bytes = sum(row_bytes(s) for s in g.edge_data.values())
+        node_bytes = sum(row_bytes(s) for s in graph.node_data.values())
+        edge_bytes = sum(row_bytes(s) for s in graph.edge_data.values())
     except ChunkedError as e:
         raise PlanError(str(e)) from e
-    return GraphSize(g.num_nodes, g.num_edges, node_bytes, edge_bytes, str(g.metadata))
+    return GraphSize(graph.num_nodes, graph.num_edges, node_bytes, edge_bytes, str(graph.metadata))
 
 
 _SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}

@@ -35,6 +35,7 @@ from launcher import partitions as parts
 from launcher.cli import Options
 from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.hostfile import Host
+from launcher.memplan import GraphSize
 from launcher.transport import LineSink, PopenProc, Proc, Transport, TransportError
 
 STATS_PREFIX = "distpart-stats "
@@ -170,8 +171,9 @@ def partition_in_pod(opts: Options, out_dir: Path, console: Console, report: Rep
 
 def _check_on_workers(
     opts: Options, transport: Transport, hosts: list[Host], console: Console
-) -> None:
-    """Each worker checks the chunk files its rank will read (in parallel)."""
+) -> GraphSize | None:
+    """Each worker checks the chunk files its rank will read (in parallel); the graph's
+    sizes as worker 0 sees them (None if it could not tell)."""
     results: dict[int, tuple[int, str] | BaseException] = {}
 
     def check(i: int, host: Host) -> None:
@@ -185,6 +187,7 @@ def _check_on_workers(
             results[i] = e
 
     _in_parallel([functools.partial(check, i, h) for i, h in enumerate(hosts)])
+    size = None
     for i, host in enumerate(hosts):
         result = results[i]
         if isinstance(result, BaseException):
@@ -203,12 +206,30 @@ def _check_on_workers(
                 f"{doc.get('num_nodes')} nodes, {doc.get('num_edges')} edges; every worker "
                 "verified the chunks it reads"
             )
+            size = _size_of(doc, f"{host.name}:{opts.chunked_graph}")
+    return size
+
+
+def _size_of(doc: dict[str, object], where: str) -> GraphSize | None:
+    """The memory plan's sizes from ``launcher.chunked check``'s report."""
+    keys = ("num_nodes", "num_edges", "node_bytes", "edge_bytes")
+    values = [v for v in (doc.get(k) for k in keys) if isinstance(v, int)]
+    if len(values) != len(keys):
+        return None
+    nodes, edges, node_bytes, edge_bytes = values
+    return GraphSize(nodes, edges, node_bytes, edge_bytes, where)
 
 
 def partition_on_workers(
-    opts: Options, transport: Transport, console: Console, report: Report
+    opts: Options,
+    transport: Transport,
+    console: Console,
+    report: Report,
+    plan: Callable[[GraphSize], None] | None = None,
 ) -> list[Host]:
-    """Phases 1 and 2 of DistParMETIS: partition on the workers (nothing to deliver)."""
+    """Phases 1 and 2 of DistParMETIS: partition on the workers (nothing to deliver). Once
+    the workers checked their chunks, ``plan`` gets the graph's sizes as they see them (the
+    memory plan, which may refuse: before any rank starts)."""
     hosts = transport.workers()
     with phase(console, report, 1, "partition"):
         n = len(hosts)
@@ -220,7 +241,9 @@ def partition_on_workers(
             )
         if opts.num_ranks not in (None, n):
             raise PhaseError(f"--num-ranks {opts.num_ranks}: DistParMETIS runs one rank per worker")
-        _check_on_workers(opts, transport, hosts, console)
+        size = _check_on_workers(opts, transport, hosts, console)
+        if plan is not None and size is not None:
+            plan(size)
         run_id = secrets.token_hex(4)
         outs = tuple(f"{transport.workspace(h)}/{WORKLOAD}" for h in hosts)
         job = _rank_job(opts, outs if len(set(outs)) > 1 else outs[:1])

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher import memplan, mpi, parmetis
+from launcher import memplan, mpi, oom, parmetis, stored
 from launcher import partitions as parts
 from launcher.cli import (
     DGL_API,
@@ -89,7 +89,9 @@ def run_local_process(
     timeout: float,
     what: str,
 ) -> None:
-    """Run a process on this machine, streaming its output; raise PhaseError if it fails."""
+    """Run a process on this machine, streaming its output; raise PhaseError if it fails
+    (after telling ``console`` when the kernel killed it for memory)."""
+    watch = oom.Watch()
     proc = PopenProc(label, argv, console.line, env={**os.environ, **env})
     try:
         code = proc.wait(timeout or None)
@@ -100,57 +102,72 @@ def run_local_process(
         proc.stop()
         raise
     if code != 0:
+        if watch.killed(code):
+            console.killed_for_memory(label, oom.here())
         raise PhaseError(f"{what} exited with code {code}")
 
 
 def partition(opts: Options, console: Console, report: Report) -> parts.PartitionSet:
-    out_dir = opts.workspace / DATASET
+    """Phase 1 in this pod: the partitions, from the storage's cache when their inputs did
+    not change (their files' checksums then in ``report.partition_files``)."""
     with phase(console, report, 1, "partition"):
-        if opts.partition_mode == PARMETIS:
-            if out_dir.exists():
-                shutil.rmtree(out_dir)
-            out_dir.mkdir(parents=True)
-            parmetis.partition_in_pod(opts, out_dir, console, report)
-        elif opts.partition_entry_point:
-            script = _entry_point(opts.partition_entry_point, "--partition-entry-point")
-            if out_dir.exists():
-                shutil.rmtree(out_dir)  # never ship a previous run's partitions
-            out_dir.mkdir(parents=True)
-            argv = [
-                opts.python,
-                script,
-                "--graph_name",
-                opts.graph_name,
-                "--workspace",
-                str(opts.workspace),
-                "--rel_data_path",
-                DATASET,
-                "--num_parts",
-                str(opts.num_partitions),
-            ]
-            if opts.balance_train:
-                argv.append("--balance_train")
-            if opts.balance_edges:
-                argv.append("--balance_edges")
-            if opts.dataset_url:
-                argv += ["--dataset_url", opts.dataset_url]
-            argv += opts.partition_args
-            run_local_process(
-                console,
-                "partition",
-                argv,
-                {"OUTDATED_IGNORE": "1"},
-                opts.partition_timeout,
-                f"the partition entry point {script}",
-            )
-            # (the largest resident set of the processes dglrun waited for: the entry point)
-            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-            report.partition["peak_rss_mb_per_rank"] = [round(peak, 1)]
-            console.say(f"  peak memory of the partition entry point: {peak:.1f} MB")
-        config = parts.find_config(out_dir, opts.graph_name, opts.partition_config_path)
-        pset = parts.load(config, opts.num_partitions)
-        console.say(f"  {pset.num_parts} partitions in {config}")
-    return pset
+        done = stored.partition_cached(
+            opts, console, report, lambda out: _partition_into(opts, out, console, report)
+        )
+        report.partition_files = done.files
+        console.say(f"  {done.pset.num_parts} partitions in {done.pset.config}")
+    return done.pset
+
+
+def _partition_into(
+    opts: Options, out_dir: Path, console: Console, report: Report
+) -> parts.PartitionSet:
+    """Run the partitioning (ParMETIS ranks, or the partition entry point) into ``out_dir``."""
+    if opts.partition_mode == PARMETIS:
+        _empty(out_dir)
+        parmetis.partition_in_pod(opts, out_dir, console, report)
+    elif opts.partition_entry_point:
+        script = _entry_point(opts.partition_entry_point, "--partition-entry-point")
+        _empty(out_dir)  # never ship a previous run's partitions
+        argv = [
+            opts.python,
+            script,
+            "--graph_name",
+            opts.graph_name,
+            "--workspace",
+            str(opts.workspace),
+            "--rel_data_path",  # (the storage's cache is outside the workspace: ../...)
+            os.path.relpath(out_dir, opts.workspace),
+            "--num_parts",
+            str(opts.num_partitions),
+        ]
+        if opts.balance_train:
+            argv.append("--balance_train")
+        if opts.balance_edges:
+            argv.append("--balance_edges")
+        if opts.dataset_url:
+            argv += ["--dataset_url", opts.dataset_url]
+        argv += opts.partition_args
+        run_local_process(
+            console,
+            "partition",
+            argv,
+            {"OUTDATED_IGNORE": "1"},
+            opts.partition_timeout,
+            f"the partition entry point {script}",
+        )
+        # (the largest resident set of the processes dglrun waited for: the entry point)
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        report.partition["peak_rss_mb_per_rank"] = [round(peak, 1)]
+        console.say(f"  peak memory of the partition entry point: {peak:.1f} MB")
+    config = parts.find_config(out_dir, opts.graph_name, opts.partition_config_path)
+    return parts.load(config, opts.num_partitions)
+
+
+def _empty(folder: Path) -> None:
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
 
 
 # -- the memory plan (before phase 1) ------------------------------------------------------
@@ -162,12 +179,20 @@ def _graph_size(opts: Options) -> memplan.GraphSize | None:
     return opts.graph_size
 
 
-def plan_memory(opts: Options, console: Console, report: Report, *, check: bool = True) -> None:
-    """Estimate every step's peak memory; with ``check``, fail at once (:class:`PlanError`)
-    when one will not fit the worker pods' limit. Where the graph cannot be seen (the
-    launcher of a job the partitioner pod partitioned) this says so and plans nothing."""
+def plan_memory(
+    opts: Options,
+    console: Console,
+    report: Report,
+    *,
+    check: bool = True,
+    size: memplan.GraphSize | None = None,
+) -> None:
+    """Estimate every step's peak memory (for the graph ``size``, or as this dglrun sees the
+    graph); with ``check``, fail at once (:class:`PlanError`) when one will not fit the worker
+    pods' limit. Where the graph cannot be seen (the launcher of a job the partitioner pod
+    partitioned) this says so and plans nothing."""
     try:
-        size = _graph_size(opts)
+        size = size or _graph_size(opts)
     except memplan.PlanError as e:
         # (a bad chunked graph: the partition phase checks every file and says which)
         if check:
@@ -249,10 +274,12 @@ def launcher_pod_name(opts: Options) -> str:
     )
 
 
-def deliver_to_launcher(opts: Options, console: Console, report: Report) -> None:
+def deliver_to_launcher(
+    opts: Options, pset: parts.PartitionSet, console: Console, report: Report
+) -> None:
     from launcher.transport.kubectl import KubectlTransport, deliver
 
-    src = opts.workspace / DATASET
+    src = pset.root
     with phase(console, report, 2, "deliver"):
         expected = parts.manifest(src)
         pod = launcher_pod_name(opts)
@@ -296,7 +323,9 @@ def serve(opts: Options, pset: parts.PartitionSet, console: Console, report: Rep
     console.progress.record("partitionSeconds", round(report.seconds.get("partition", 0.0), 1))
     with phase(console, report, 2, "deliver"):
         token = read_token(opts.transfer_token_file)
-        manifest = build_manifest(pset)
+        manifest = build_manifest(pset, report.partition_files or None)
+        if report.partition.get("reused"):  # the launcher says so in its log
+            manifest["reused"] = report.partition["reused"]
         total = sum(int(f["size"]) for f in manifest["files"].values())
 
         def started(server: PartitionServer) -> None:
@@ -529,6 +558,7 @@ def train(
     assert script is not None
     running: list[_Running] = []
     with phase(console, report, 5, "train"):
+        kept = stored.trainer_env(opts, console)  # checkpoints, resume, results on storage
         try:
             for i, host in enumerate(hosts):
                 ws = f"{transport.workspace(host)}/{WORKLOAD}"
@@ -550,22 +580,31 @@ def train(
                         hosts[0].ip,
                         opts.master_port,
                     )
-                    env["DGLRUN_OUTPUT_DIR"] = f"{ws}/{OUTPUT}"
+                    env.update({"DGLRUN_OUTPUT_DIR": f"{ws}/{OUTPUT}", **kept})
                     proc = transport.start(host, args, env, f"{host.name}/trainer-{t}")
                     running.append(_Running(host, "trainer", t, proc))
             _supervise(running, opts.train_timeout, console)
         except BaseException:
             stop_all(r.proc for r in running)
             raise
+    out = stored.results(opts)
+    if out is not None:
+        read_metrics(out, console, report)
+        console.say(f"  results are on the job's storage: {out}")
+        return
     out = opts.workspace / OUTPUT
     if transport.fetch(hosts[0], f"{transport.workspace(hosts[0])}/{WORKLOAD}/{OUTPUT}", out):
-        metrics = out / "metrics.json"
-        if metrics.is_file():
-            try:
-                report.metrics = json.loads(metrics.read_text())
-            except ValueError:
-                console.say(f"  warning: {metrics} is not valid JSON")
+        read_metrics(out, console, report)
         console.say(f"  results of {hosts[0].name} copied to {out}")
+
+
+def read_metrics(out: Path, console: Console, report: Report) -> None:
+    metrics = out / "metrics.json"
+    if metrics.is_file():
+        try:
+            report.metrics = json.loads(metrics.read_text())
+        except ValueError:
+            console.say(f"  warning: {metrics} is not valid JSON")
 
 
 def train_argv(opts: Options, script: str, ip_conf: str, part_conf: str) -> list[str]:
@@ -643,7 +682,7 @@ def run_partitioner(opts: Options, console: Console, report: Report) -> None:
     if opts.partition_transfer == HTTP:
         serve(opts, pset, console, report)
     else:
-        deliver_to_launcher(opts, console, report)
+        deliver_to_launcher(opts, pset, console, report)
 
 
 def _hosts_from_hostfile(opts: Options) -> list[Host]:
@@ -659,16 +698,25 @@ def run_launcher(opts: Options, console: Console, report: Report) -> None:
 
     pset = None  # DistParMETIS: the workers partition (phases 1-2 in run_on_workers)
     source = None
-    # (in the other modes the partitioner pod checked the plan; this reports its estimates)
-    plan_memory(opts, console, report, check=opts.partition_mode == DIST_PARMETIS)
+    # (in the other modes the partitioner pod checked the plan; this reports its estimates;
+    # in DistParMETIS the plan is made once the workers have checked the graph they see)
+    if opts.partition_mode != DIST_PARMETIS:
+        plan_memory(opts, console, report, check=False)
     if opts.partition_mode != DIST_PARMETIS and opts.partition_transfer == HTTP:
-        console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
         source = partition_server(opts, console)
-        console.say(f"[2/{TOTAL}] deliver: the partitioner pod serves the parts at {source.url}")
         try:
             pset = fetch_partition_config(opts, source, console)
         except (TransferError, parts.PartitionError) as e:
             raise PhaseError(f"dispatch failed: {source.server}: {e}") from e
+        reused = source.manifest.get("reused")
+        if reused:
+            console.say(
+                f"[1/{TOTAL}] partition: skipped: the partitioner pod reused the partitions "
+                f"cached at {reused} on the job's storage (same inputs)"
+            )
+        else:
+            console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
+        console.say(f"[2/{TOTAL}] deliver: the partitioner pod serves the parts at {source.url}")
     elif opts.partition_mode != DIST_PARMETIS:
         console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
         console.say(f"[2/{TOTAL}] deliver: done by the partitioner pod")
@@ -705,7 +753,12 @@ def run_on_workers(
         setup()
         if pset is None:
             _entry_point_on(transport, str(opts.train_entry_point))
-            hosts = parmetis.partition_on_workers(opts, transport, console, report)
+
+            def plan(size: memplan.GraphSize) -> None:
+                if not report.memory:  # (the local transport planned before: same graph)
+                    plan_memory(opts, console, report, size=size)
+
+            hosts = parmetis.partition_on_workers(opts, transport, console, report, plan)
             pset = parmetis.verify_on_workers(opts, transport, hosts, console, report)
         elif source is not None:
             hosts = dispatch_pull(opts, pset, source, transport, console, report)
@@ -751,7 +804,7 @@ def run_local(opts: Options, console: Console, report: Report) -> None:
         _run_local_http(opts, pset, n, root, console, report)
         return
     launcher_ws = opts.workspace / "launcher"
-    deliver_locally(opts.workspace / DATASET, launcher_ws / DATASET, console, report)
+    deliver_locally(pset.root, launcher_ws / DATASET, console, report)
     config = parts.find_config(launcher_ws / DATASET, opts.graph_name, opts.partition_config_path)
     pset = parts.load(config, pset.num_parts)
     transport = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
@@ -849,10 +902,17 @@ def run_workload(opts: Options, console: Console, report: Report) -> None:
             str(opts.batch_size),
             *opts.train_args,
         ]
-        env = {"OUTDATED_IGNORE": "1", "DGLRUN_OUTPUT_DIR": str(opts.workspace / OUTPUT)}
+        env = {
+            "OUTDATED_IGNORE": "1",
+            "DGLRUN_OUTPUT_DIR": str(opts.workspace / OUTPUT),
+            **stored.trainer_env(opts, console),
+        }
         run_local_process(
             console, "train", argv, env, opts.train_timeout, f"the training entry point {script}"
         )
+    out = stored.results(opts)
+    if out is not None:
+        read_metrics(out, console, report)
 
 
 def termination_message(text: str, path: str | Path = TERMINATION_LOG) -> None:
@@ -884,6 +944,10 @@ def run(opts: Options, console: Console | None = None) -> int:
 
 def _run(opts: Options, console: Console, report: Report) -> int:
     try:
+        if opts.storage is not None:
+            opts.storage.prepare()
+            role = "partitioner" if opts.phase == PHASE_PARTITIONER else "launcher"
+            console.copy_to(stored.open_log(opts, role))
         if opts.transport == "local":
             run_local(opts, console, report)
         elif opts.phase == PHASE_PARTITIONER:
@@ -895,16 +959,27 @@ def _run(opts: Options, console: Console, report: Report) -> int:
     except USER_ERRORS as e:
         console.say(f"dglrun: error: {e}")
         termination_message(str(e))
+        _keep_summary(opts, report, "failed", str(e))
         return 1
     except KeyboardInterrupt:
         console.say("dglrun: interrupted; stopped every process it started")
+        _keep_summary(opts, report, "interrupted", "")
         return 130
     except Terminated as e:
         text = f"terminated by signal {e.signum}; stopped every process it started"
         console.say(f"dglrun: {text}")
         termination_message(text)
+        _keep_summary(opts, report, "terminated", text)
         return 128 + e.signum
     if opts.phase != PHASE_WORKLOAD:
         report_memory(opts, report, console)
-    console.say(summary(report))
+    line = summary(report)
+    console.say(line)
+    _keep_summary(opts, report, "succeeded", line)
     return 0
+
+
+def _keep_summary(opts: Options, report: Report, outcome: str, line: str) -> None:
+    """The launcher's (not the partitioner's) summary of the attempt, on the storage."""
+    if opts.phase != PHASE_PARTITIONER:
+        stored.write_summary(opts, report, outcome, line)

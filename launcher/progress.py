@@ -13,6 +13,10 @@ seconds from a background thread, so training never waits for the API server. Pr
 best effort: a refused or failing patch is reported once on the console and never fails the
 job. Without a job name or a kubectl (Skip mode, ``--transport local``) :class:`NoProgress`
 does nothing.
+
+:meth:`Progress.event` records a Kubernetes Event on the DGLJob (``kubectl create``; the job's
+Roles allow creating events) for what only dglrun knows: partitions reused from the job's
+storage, a checkpoint resumed from or skipped. Events are best effort too.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -30,6 +35,10 @@ from typing import Protocol
 from launcher.pull import parse_progress
 
 JOB_NAME_ENV = "DGL_OPERATOR_JOB_NAME"
+JOB_UID_ENV = "DGL_OPERATOR_JOB_UID"  # the Events' involvedObject.uid (kubectl describe)
+JOB_NAMESPACE_ENV = "DGL_OPERATOR_JOB_NAMESPACE"  # ... and their namespace
+SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+NORMAL, WARNING = "Normal", "Warning"
 DONE = "done"
 FAILED = "failed"
 # Stopped from outside (SIGTERM: the operator deletes the pod to suspend or restart the job,
@@ -50,6 +59,10 @@ class Progress(Protocol):
         DistParMETIS partition ran in the launcher, where no pod's runtime shows it)."""
         ...
 
+    def event(self, type_: str, reason: str, message: str) -> None:
+        """An Event on the DGLJob (``type_`` Normal or Warning)."""
+        ...
+
     def finish(self, outcome: str | None) -> None: ...
 
 
@@ -61,6 +74,9 @@ class NoProgress:
         pass
 
     def output(self, label: str, text: str) -> None:
+        pass
+
+    def event(self, type_: str, reason: str, message: str) -> None:
         pass
 
     def finish(self, outcome: str | None) -> None:
@@ -138,11 +154,15 @@ class StatusProgress:
         num_epochs: int,
         warn: Callable[[str], None],
         *,
+        uid: str = "",
+        namespace: str = "",
         interval: float = 2.0,
         run: Runner = _run,
     ) -> None:
         self.kubectl = kubectl
         self.job = job
+        self.uid = uid
+        self.namespace = namespace
         self.tracker = Tracker(num_epochs)
         self._warn = warn
         self._interval = interval
@@ -191,6 +211,47 @@ class StatusProgress:
         with self._lock:
             self._fields[field] = value
             self._fields_sent = False
+
+    def event_object(self, type_: str, reason: str, message: str) -> dict[str, object]:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        host = socket.gethostname()
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{self.job}.", "namespace": self.namespace},
+            "involvedObject": {
+                "apiVersion": "qihoo.net/v1alpha1",
+                "kind": "DGLJob",
+                "name": self.job,
+                "namespace": self.namespace,
+                "uid": self.uid,
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": "dglrun", "host": host},
+            "reportingComponent": "dglrun",
+            "reportingInstance": host,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        doc = json.dumps(self.event_object(type_, reason, message))
+        try:
+            out = subprocess.run(
+                [self.kubectl, "create", "-f", "-", "-o", "name"],
+                input=doc,
+                capture_output=True,
+                text=True,
+                timeout=PATCH_TIMEOUT,
+            )
+            why = "" if out.returncode == 0 else out.stderr.strip()[-300:]
+        except (OSError, subprocess.SubprocessError) as e:
+            why = str(e)
+        if why:
+            self._warn(f"  warning: cannot record the event {reason} on DGLJob {self.job}: {why}")
 
     def _publish(self, text: str, fields: dict[str, object]) -> None:
         if self._failures >= MAX_FAILURES:
@@ -252,4 +313,12 @@ def from_env(
     job = env.get(JOB_NAME_ENV, "")
     if not job or not Path(kubectl).is_file():
         return NoProgress()
-    return StatusProgress(kubectl, job, num_epochs, warn)
+    namespace = env.get(JOB_NAMESPACE_ENV) or ""
+    if not namespace:
+        try:
+            namespace = SA_NAMESPACE.read_text().strip()
+        except OSError:
+            namespace = ""
+    return StatusProgress(
+        kubectl, job, num_epochs, warn, uid=env.get(JOB_UID_ENV, ""), namespace=namespace
+    )

@@ -6,8 +6,10 @@
   P becomes the MPI rank (``OMPI_COMM_WORLD_RANK``): every rank of one ``mpirun`` command line
   gets a pidfile of its own. When CMD ends, a last line on stderr gives its peak resident
   memory (:data:`PEAK_LINE`: the largest of CMD and the children it waited for), which dglrun
-  sets beside its memory plan. ``--keep-session`` runs CMD in this process's session instead
-  (the local transport stops a whole session at once).
+  sets beside its memory plan. If the kernel killed CMD for memory (SIGKILL while the
+  container's OOM-kill count rose, :mod:`launcher.oom`), a line before it says so, naming the
+  pod. ``--keep-session`` runs CMD in this process's session instead (the local transport
+  stops a whole session at once).
 * ``kill --pidfile P... [--grace S]`` sends SIGTERM to each recorded session, then SIGKILL.
   A kill may arrive before ``run`` has recorded its session: it then leaves ``P.cancelled``,
   which ``run`` checks after recording, so the process is stopped whichever comes first.
@@ -30,6 +32,8 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from launcher import oom
 
 
 def _manifest(root: Path) -> dict[str, list[object]]:
@@ -65,6 +69,7 @@ def _run(pidfile: Path, cmd: list[str], keep_session: bool = False) -> int:
     cancelled = _cancel_marker(pidfile)
     if cancelled.exists():
         return 128 + signal.SIGTERM
+    watch = oom.Watch()
     try:
         proc = subprocess.Popen(cmd, start_new_session=not keep_session)
     except OSError as e:
@@ -88,6 +93,8 @@ def _run(pidfile: Path, cmd: list[str], keep_session: bool = False) -> int:
     finally:
         with contextlib.suppress(FileNotFoundError):
             pidfile.unlink()
+    if watch.killed(code):
+        print(oom.line(), file=sys.stderr, flush=True)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
     print(PEAK_LINE.format(mib=peak), file=sys.stderr, flush=True)
     return 128 - code if code < 0 else code

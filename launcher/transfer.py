@@ -10,7 +10,7 @@ Wire contract (version 1). Every ``/v1`` request carries ``Authorization: Bearer
 
 - ``GET /v1/manifest``: ``{"config": rel, "files": {rel: {"size": n, "sha256": hex}},
   "parts": {"0": [rel, ...], ...}}``; a part's list holds the partition config and its own
-  files;
+  files; ``"reused": path`` when the partitions came from the job's storage's cache;
 - ``GET /v1/files/<rel>``: one file of the manifest; ``Range: bytes=N-`` resumes (206);
 - ``POST /v1/done``: every worker has its part; the server stops;
 - ``GET /ready``: 200 once serving (no token: the kubelet's readiness probe asks it).
@@ -44,10 +44,13 @@ def read_token(path: str | Path) -> str:
     return token
 
 
-def build_manifest(pset: parts.PartitionSet) -> dict[str, Any]:
-    """The manifest a server offers for a partition set (hashes every file once): the
-    partition config and each part's folder, nothing else the folder holds."""
-    files = parts.manifest(pset.root)
+def build_manifest(
+    pset: parts.PartitionSet, files: dict[str, tuple[int, str]] | None = None
+) -> dict[str, Any]:
+    """The manifest a server offers for a partition set: the partition config and each
+    part's folder, nothing else the folder holds; ``files``: their ``(size, sha256)`` when
+    known (verified just before), else every file is hashed once."""
+    files = parts.manifest(pset.root) if files is None else files
     config = pset.config.name
     by_part = {}
     for i in range(pset.num_parts):

@@ -15,6 +15,11 @@ its share of the validation and test nodes (exact, full-neighbour inference unle
 so the accuracies cover every node of each split. Rank 0 writes ``metrics.json`` and
 ``model.pt`` (the model's state_dict) into ``$DGLRUN_OUTPUT_DIR`` (default ``./output``).
 
+Checkpoints (dglrun's contract, launcher/checkpoints.py): with ``$DGLRUN_CHECKPOINT_DIR``
+(a DGLJob with ``spec.storage``), rank 0 saves the model, the optimizer and the epochs done
+after every epoch, atomically (``launcher.checkpoints.saving``); with ``$DGLRUN_RESUME_FROM``
+(a restarted job) every trainer loads that checkpoint and carries on from the next epoch.
+
 Without ``DGL_DIST_MODE=distributed`` (e.g. dglrun's Skip mode) the trainer runs DGL's
 standalone mode: it loads a one-partition graph itself, no servers needed.
 """
@@ -66,6 +71,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "else ./output)",
     )
     p.add_argument(
+        "--checkpoint_dir",
+        default=os.environ.get("DGLRUN_CHECKPOINT_DIR"),
+        help="where rank 0 checkpoints after every epoch (default: $DGLRUN_CHECKPOINT_DIR; "
+        "none: no checkpoints)",
+    )
+    p.add_argument(
+        "--resume_from",
+        default=os.environ.get("DGLRUN_RESUME_FROM"),
+        help="a checkpoint to carry on from (default: $DGLRUN_RESUME_FROM, set by dglrun)",
+    )
+    p.add_argument(
         "--num_classes",
         type=int,
         help="number of classes (default: 1 + the largest label of the split nodes)",
@@ -114,6 +130,35 @@ def _standalone_torch_env() -> None:
             WORLD_SIZE="1",
             LOCAL_RANK="0",
         )
+
+
+def _save_checkpoint(
+    folder: str,
+    epochs_done: int,
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    losses: list[float],
+    epoch_seconds: list[float],
+) -> None:
+    """Everything a restarted job needs to carry on after ``epochs_done`` epochs, committed
+    the way dglrun checks it (written, then renamed; then its SHA-256)."""
+    from launcher.checkpoints import saving
+
+    state = {
+        "epochs_done": epochs_done,
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "losses": losses,
+        "epoch_seconds": epoch_seconds,
+    }
+    with saving(folder, epochs_done) as tmp:
+        torch.save(state, tmp)
+
+
+def _load_checkpoint(path: str, tag: str) -> dict[str, Any]:
+    state: dict[str, Any] = torch.load(path, map_location="cpu")
+    print(f"{tag} resumed from {path}: {state['epochs_done']} epoch(s) were done", flush=True)
+    return state
 
 
 def _allreduce(values: Sequence[float], op: Any = dist.ReduceOp.SUM) -> list[float]:
@@ -168,9 +213,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     model = common.GraphSAGE(in_feats, a.num_hidden, num_classes, a.num_layers, a.dropout)
+    resumed = _load_checkpoint(a.resume_from, tag) if a.resume_from else None
+    if resumed is not None:
+        model.load_state_dict(resumed["model"])
     ddp = DistributedDataParallel(model)  # rank 0's initial weights are broadcast
     common.set_seed(a.seed + rank)  # different shuffles and samples per trainer
     opt = torch.optim.Adam(ddp.parameters(), lr=a.lr)
+    start = 0
+    losses: list[float] = []
+    epoch_seconds: list[float] = []
+    if resumed is not None:
+        opt.load_state_dict(resumed["optimizer"])
+        start = int(resumed["epochs_done"])
+        losses, epoch_seconds = list(resumed["losses"]), list(resumed["epoch_seconds"])
+        common.set_seed(a.seed + rank + 1000 * start)  # not the first epochs' samples again
     train_loader = dgl.dataloading.DistNodeDataLoader(
         g,
         train_nid,
@@ -193,12 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         vc, vt, tc, tt = _allreduce([vc, vt, tc, tt])
         return vc / max(vt, 1), tc / max(tt, 1), int(vt), int(tt)
 
-    losses: list[float] = []
-    epoch_seconds: list[float] = []
     eval_seconds = 0.0
     val_acc = test_acc = float("nan")
     num_val = num_test = 0
-    for epoch in range(a.num_epochs):
+    for epoch in range(start, a.num_epochs):
         tic = time.perf_counter()
         # join(): trainers whose share has one batch more than another's do not hang DDP.
         with ddp.join():
@@ -220,7 +274,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             val_acc, test_acc, num_val, num_test = evaluate()
             eval_seconds += time.perf_counter() - tic
             line += f" val_acc {val_acc:.4f} test_acc {test_acc:.4f}"
-        print(line, flush=True)
+        if rank == 0 and a.checkpoint_dir:
+            _save_checkpoint(a.checkpoint_dir, epoch + 1, model, opt, losses, epoch_seconds)
+        print(line, flush=True)  # (after the checkpoint: "epoch k" in the log means it is saved)
 
     if rank == 0:
         out = Path(a.out_dir)
@@ -230,6 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "test_accuracy": test_acc,
             "val_accuracy": val_acc,
             "epochs": a.num_epochs,
+            "resumed_at_epoch": start,
             "train_seconds": round(sum(epoch_seconds), 3),
             "epoch_seconds": [round(x, 3) for x in epoch_seconds],
             "eval_seconds": round(eval_seconds, 3),

@@ -103,6 +103,21 @@ def user_namespace_argv(argv: list[str]) -> list[str]:
     ]  # fmt: skip
 
 
+def _cgroup_mount() -> str:
+    """Shell that mounts, in a worker's namespace, the memory cgroup filesystem this machine
+    has: ``ip netns exec`` mounts a sysfs of the namespace's own, without it. Best effort (a
+    user namespace may not mount it); with it launcher.remote tells a process the kernel killed
+    for memory from the cgroup's OOM-kill count, as in a pod."""
+    if Path("/sys/fs/cgroup/cgroup.controllers").is_file():  # cgroup v2
+        return "mount -t cgroup2 cgroup2 /sys/fs/cgroup"
+    if Path("/sys/fs/cgroup/memory/memory.oom_control").is_file():  # cgroup v1
+        return (
+            "mount -t tmpfs cgroup /sys/fs/cgroup && mkdir /sys/fs/cgroup/memory && "
+            "mount -t cgroup -o memory cgroup /sys/fs/cgroup/memory"
+        )
+    return "true"
+
+
 class LocalTransport:
     def __init__(
         self,
@@ -185,7 +200,7 @@ class LocalTransport:
         )
         script = (
             f"mount -t tmpfs -o size={self.shm_size} tmpfs /dev/shm && {name} && "
-            "exec sleep infinity"
+            f"{{ {_cgroup_mount()} ; }} 2>/dev/null; exec sleep infinity"
         )
         holder = subprocess.Popen(
             [

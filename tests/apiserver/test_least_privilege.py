@@ -16,7 +16,7 @@ from controller.api import DGLJOBS
 from controller.rbac import cluster_role
 from e2e.cluster import ControlPlane, k8s_binaries
 from informers.errors import Forbidden
-from informers.resources import NAMESPACES, PODS, SERVICEACCOUNTS, Resource
+from informers.resources import EVENTS, NAMESPACES, PODS, SERVICEACCOUNTS, Resource
 from informers.rest import RestClient
 from tests.apiserver.conftest import wait_for
 from tests.apiserver.live import InProcessOperator, Kubelet
@@ -198,9 +198,9 @@ def sa_kubectl(
     config = token_kubeconfig(cp, review["status"]["token"], tmp / f"{sa}.kubeconfig")
     kubectl = str(k8s_binaries("kubectl") / "kubectl")
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         argv = [kubectl, f"--kubeconfig={config}", "-n", namespace, *args]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, input=input)
 
     return run
 
@@ -266,3 +266,18 @@ def test_launcher_may_exec_only_into_its_own_workers(
     assert other.returncode != 0 and "forbidden" in other.stderr.lower(), other.stderr
     spec = kubectl("patch", "dgljob", "a", "--type=merge", "-p", '{"spec":{"slotsPerWorker":2}}')
     assert spec.returncode != 0 and "forbidden" in spec.stderr.lower(), spec.stderr
+    # dglrun's own Events (partitions reused, a checkpoint resumed from), exactly as it sends
+    # them: an Event on the job, made with the launcher's token
+    from launcher.progress import NORMAL, StatusProgress
+
+    uid = api.get(DGLJOBS, namespace, "a")["metadata"]["uid"]
+    event = StatusProgress("kubectl", "a", 1, print, uid=uid, namespace=namespace).event_object(
+        NORMAL, "Resuming", "Resuming training at epoch 2 of 4"
+    )
+    made = kubectl("create", "-f", "-", "-o", "name", input=json.dumps(event))
+    assert made.returncode == 0, made.stderr
+    name = made.stdout.strip().rsplit("/", 1)[-1]
+    got = api.get(EVENTS, namespace, name)
+    assert got["reason"] == "Resuming" and got["source"]["component"] == "dglrun"
+    assert got["involvedObject"]["uid"] == uid and got["involvedObject"]["kind"] == "DGLJob"
+    assert not allowed(api, launcher, namespace=namespace, verb="delete", resource="events")

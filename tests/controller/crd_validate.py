@@ -1,14 +1,15 @@
 """A local stand-in for the API server's CRD admission, for unit tests only.
 
-It applies the schema's defaults, checks types/enums/bounds/required fields, rejects unknown
-fields (as ``fieldValidation=Strict`` does) and evaluates the CEL ``x-kubernetes-validations``
-rules with cel-python. The real API server checks the same CRD in tests/e2e; this one keeps the
-schema and controller/api.py in step without a cluster.
+It applies the schema's defaults, checks types/enums/bounds/lengths/patterns/required
+fields, rejects unknown fields (as ``fieldValidation=Strict`` does) and evaluates the CEL
+``x-kubernetes-validations`` rules with cel-python. The real API server checks the same CRD
+in tests/e2e; this one keeps the schema and controller/api.py in step without a cluster.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,17 @@ class Validator:
             errors.append(f"{path}: Invalid value: {value}: should be >= {schema['minimum']}")
         if "maximum" in schema and isinstance(value, (int, float)) and value > schema["maximum"]:
             errors.append(f"{path}: Invalid value: {value}: should be <= {schema['maximum']}")
+        if isinstance(value, str):
+            if len(value) < schema.get("minLength", 0):
+                errors.append(
+                    f"{path}: Invalid value: should be at least {schema['minLength']} chars"
+                )
+            if len(value) > schema.get("maxLength", len(value)):
+                errors.append(f"{path}: Too long: may not be longer than {schema['maxLength']}")
+            if "pattern" in schema and not re.search(schema["pattern"], value):
+                errors.append(
+                    f"{path}: Invalid value: {value!r}: should match {schema['pattern']!r}"
+                )
         if isinstance(value, list):
             if len(value) < schema.get("minItems", 0):
                 errors.append(

@@ -161,6 +161,42 @@ CASES: list[Case] = [
         "metadata.name",
     ),
     Case("name-not-dns-1035", lambda o: o["metadata"].update(name="1-job"), "metadata.name"),
+    Case("storage-empty", lambda o: _spec(o).update(storage={}), "claimName"),
+    Case(
+        "storage-claim-and-template",
+        lambda o: _spec(o).update(storage={"claimName": "r", "claimTemplate": {"spec": {}}}),
+        "claimTemplate",
+    ),
+    Case(
+        "storage-claim-name-invalid",
+        lambda o: _spec(o).update(storage={"claimName": "Results_1"}),
+        "claimName",
+    ),
+    Case(
+        "storage-policy-with-claim-name",
+        lambda o: _spec(o).update(storage={"claimName": "r", "claimPolicy": "Delete"}),
+        "claimPolicy",
+    ),
+    Case(
+        "storage-policy-unknown",
+        lambda o: _spec(o).update(storage={"claimTemplate": {"spec": {}}, "claimPolicy": "Keep"}),
+        "claimPolicy",
+    ),
+    Case(
+        "storage-path-escapes",
+        lambda o: _spec(o).update(storage={"claimName": "r", "path": "a/../../b"}),
+        "path",
+    ),
+    Case(
+        "storage-template-without-spec",
+        lambda o: _spec(o).update(storage={"claimTemplate": {"metadata": {}}}),
+        "claimTemplate.spec",
+    ),
+    Case(
+        "storage-share-not-bool",
+        lambda o: _spec(o).update(storage={"claimName": "r", "sharePartitions": "yes"}),
+        "sharePartitions",
+    ),
 ]
 
 

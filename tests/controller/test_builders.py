@@ -107,6 +107,8 @@ def test_launcher_matches_seed(seed_job_raw: dict[str, Any]) -> None:
         "DGL_OPERATOR_KUBECTL_PATH": "/opt/kube/kubectl",
         "DGL_OPERATOR_ENV": "1",
         "DGL_OPERATOR_JOB_NAME": "dgl-graphsage",  # ours: dglrun reports progress to it
+        "DGL_OPERATOR_JOB_UID": "uid-1234",  # ours: its Events name the job by uid ...
+        "DGL_OPERATOR_JOB_NAMESPACE": "dgl-operator",  # ... and namespace
         "DGL_OPERATOR_PARTITION_TRANSFER": "kubectl",  # ours: spec.partitionTransfer
     }
     assert got["spec"]["serviceAccountName"] == "dgl-graphsage-launcher"
@@ -306,7 +308,9 @@ def test_rbac_limits_exec_to_the_jobs_pods(seed_job_raw: dict[str, Any]) -> None
             "resourceNames": ["dgl-graphsage"],
             "verbs": ["get", "patch"],
         }
-    assert len(launcher_role["rules"]) == len(partitioner_role["rules"]) == 3
+        events = {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
+        assert events in role["rules"]  # dglrun's Events (partitions reused, resumed)
+    assert len(launcher_role["rules"]) == len(partitioner_role["rules"]) == 4
     binding = objs[2]
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -320,7 +324,8 @@ def test_rbac_limits_exec_to_the_jobs_pods(seed_job_raw: dict[str, Any]) -> None
 
 def test_over_http_the_partitioner_execs_into_nothing(seed_job_raw: dict[str, Any]) -> None:
     partitioner_role = rbac(parse_job(seed_job_raw))[4]
-    assert [r["resources"] for r in partitioner_role["rules"]] == [["pods"], ["dgljobs/status"]]
+    resources = [r["resources"] for r in partitioner_role["rules"]]
+    assert resources == [["pods"], ["dgljobs/status"], ["events"]]
     assert all(r.get("resourceNames") != [] for r in partitioner_role["rules"])
 
 
@@ -453,3 +458,91 @@ def test_format_bytes() -> None:
     assert format_bytes(2**30) == "1Gi"
     assert format_bytes(3 * 2**19) == "1536Ki"
     assert format_bytes(1000) == "1000"
+
+
+# -- spec.storage ---------------------------------------------------------------------------
+
+CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+
+
+def _with_storage(raw: dict[str, Any], **storage: Any) -> Any:
+    raw = copy.deepcopy(raw)
+    raw["spec"]["storage"] = storage
+    raw["metadata"]["uid"] = "0123abcd-ffff"
+    return parse_job(raw)
+
+
+@pytest.mark.parametrize(("policy", "owned"), [(None, False), ("Retain", False), ("Delete", True)])
+def test_a_claim_from_the_template_outlives_the_job_unless_it_owns_it(
+    seed_job_raw: dict[str, Any], policy: str | None, owned: bool
+) -> None:
+    storage: dict[str, Any] = {"claimTemplate": {"metadata": {"labels": {"team": "g"}},
+                                                 "spec": CLAIM_SPEC}}  # fmt: skip
+    if policy:
+        storage["claimPolicy"] = policy
+    job = _with_storage(seed_job_raw, **storage)
+    claim = desired(job, SEED_OPTS).claim
+    assert claim is not None and claim["kind"] == "PersistentVolumeClaim"
+    meta = claim["metadata"]
+    assert meta["name"] == "dgl-graphsage-results" and claim["spec"] == CLAIM_SPEC
+    assert meta["labels"] == {"team": "g", JOB_NAME_LABEL: "dgl-graphsage"}
+    assert ("ownerReferences" in meta) is owned
+    assert meta["annotations"]["dgl.qihoo.net/claim-policy"] == (policy or "Retain")
+
+
+def test_every_pod_mounts_the_storage_and_dglrun_knows_where(
+    seed_job_raw: dict[str, Any],
+) -> None:
+    job = _with_storage(seed_job_raw, claimName="results", path="team/g", sharePartitions=True)
+    want = desired(job, SEED_OPTS)
+    assert want.claim is None  # the user's claim: never made, modified or deleted
+    assert want.partitioner is not None
+    for pod in [want.launcher, want.partitioner, *want.workers]:
+        main = pod["spec"]["containers"][0]
+        assert {"name": "dgl-storage", "mountPath": "/dgl_storage"} in main["volumeMounts"]
+        assert {"name": "dgl-storage", "persistentVolumeClaim": {"claimName": "results"}} in (
+            pod["spec"]["volumes"]
+        )
+    for pod in (want.launcher, want.partitioner):
+        env = _env(pod["spec"]["containers"][0])
+        assert env["DGL_OPERATOR_STORAGE"] == "/dgl_storage/team/g"
+        assert env["DGL_OPERATOR_RUN_NAME"] == "dgl-graphsage-0123abcd"
+        assert env["DGL_OPERATOR_SHARE_PARTITIONS"] == "true"
+    from controller.builders import results_location
+
+    assert results_location(job) == "results:/team/g/runs/dgl-graphsage-0123abcd/output"
+    plain = desired(parse_job(seed_job_raw), SEED_OPTS)
+    assert plain.claim is None and "DGL_OPERATOR_STORAGE" not in _env(
+        plain.launcher["spec"]["containers"][0]
+    )
+
+
+def test_skip_mode_keeps_its_results_on_the_storage_too(seed_job_raw: dict[str, Any]) -> None:
+    raw = copy.deepcopy(seed_job_raw)
+    raw["spec"]["partitionMode"] = "Skip"
+    del raw["spec"]["dglReplicaSpecs"]["Worker"]
+    job = _with_storage(raw, claimTemplate={"spec": CLAIM_SPEC})
+    want = desired(job, SEED_OPTS)
+    main = want.launcher["spec"]["containers"][0]
+    assert _env(main)["DGL_OPERATOR_STORAGE"] == "/dgl_storage"
+    assert {"name": "dgl-storage", "mountPath": "/dgl_storage"} in main["volumeMounts"]
+    assert want.claim is not None
+
+
+def test_the_storage_contract_is_dglruns(seed_job_raw: dict[str, Any]) -> None:
+    """What the builders set is what dglrun reads (names and the folder it gets)."""
+    from controller import builders
+    from launcher import progress, storage
+    from launcher.cli import parse
+
+    assert builders.STORAGE_ENV == storage.STORAGE_ENV
+    assert builders.RUN_NAME_ENV == storage.RUN_NAME_ENV
+    assert builders.SHARE_PARTITIONS_ENV == storage.SHARE_PARTITIONS_ENV
+    assert builders.JOB_UID_ENV == progress.JOB_UID_ENV
+    assert builders.JOB_NAMESPACE_ENV == progress.JOB_NAMESPACE_ENV
+    job = _with_storage(seed_job_raw, claimName="results", sharePartitions=True)
+    env = _env(desired(job, SEED_OPTS).launcher["spec"]["containers"][0])
+    opts = parse(["-g", "g", "--train-entry-point", "t.py"], env=env)
+    assert opts.storage is not None
+    assert str(opts.storage.run_dir) == "/dgl_storage/runs/dgl-graphsage-0123abcd"
+    assert opts.storage.share_partitions

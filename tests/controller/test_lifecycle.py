@@ -21,6 +21,9 @@ from informers.resources import (
     SERVICEACCOUNTS,
     SERVICES,
 )
+from informers.resources import (
+    PERSISTENTVOLUMECLAIMS as PVCS,
+)
 from tests.controller.conftest import load_fixture
 from tests.controller.harness import NS, Harness, wait_for
 
@@ -169,6 +172,26 @@ def test_worker_failure_fails_the_job_naming_pod_and_container(
     assert reason in h.event_reasons()
 
 
+def test_a_process_killed_for_memory_in_a_running_pod_fails_the_job_oomkilled(
+    h: Harness,
+) -> None:
+    """The kernel killed a trainer inside worker 1 (its pod stays Running): dglrun's
+    termination message says so, and the job fails OOMKilled naming that pod."""
+    h.create_job(seed())
+    train(h)
+    why = (
+        f"OOMKilled: trainer-0 in pod {W1} was killed for memory (over its container's "
+        "memory limit, 900 MiB); train failed: trainer 0 on dgl-graphsage-worker-1 exited "
+        "with code 137; stopped every DGL process on every worker"
+    )
+    h.finish_pod(LAUNCH, exit_code=1, message=why)
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "OOMKilled"
+    assert cond["message"].startswith(f"trainer-0 in pod {W1} was killed for memory"), cond
+    assert cond["message"].endswith(f"(reported by launcher pod {LAUNCH})"), cond
+    assert "OOMKilled" in h.event_reasons()
+
+
 def test_partitioner_failure(h: Harness) -> None:
     h.create_job(seed())
     bring_up(h)
@@ -193,7 +216,7 @@ def test_a_memory_plan_that_does_not_fit_fails_at_once_without_restarts(h: Harne
     assert cond["reason"] == "MemoryPlanExceeded"
     assert PART in cond["message"] and "needs ~9.1 GiB" in cond["message"], cond["message"]
     assert int(h.status().get("restartCount") or 0) == 0
-    assert "MemoryPlanExceeded" in h.event_reasons()
+    wait_for(lambda: "MemoryPlanExceeded" in h.event_reasons(), what="the event")  # (after)
 
 
 def test_launcher_init_container_failure_is_named(h: Harness) -> None:
@@ -576,3 +599,63 @@ def test_a_child_the_api_server_refuses_fails_the_job_once(h: Harness) -> None:
     assert "containerPort" in cond["message"]
     h.settle()
     assert h.sample("controller_runtime_reconcile_errors_total", controller="dgljob") == 0
+
+
+# -- spec.storage ---------------------------------------------------------------------------
+
+CLAIM = f"{J}-results"
+CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+
+
+def test_the_claim_is_made_from_the_template_and_outlives_the_job(h: Harness) -> None:
+    created = h.create_job(seed(storage={"claimTemplate": {"spec": CLAIM_SPEC}}))
+    uid = created["metadata"]["uid"]
+    wait_for(lambda: h.names(PVCS) == [CLAIM], what="the claim")
+    claim = h.kube.get(PVCS, NS, CLAIM)
+    assert claim["spec"] == CLAIM_SPEC and "ownerReferences" not in claim["metadata"]
+    h.wait_pods(W0, W1, PART)
+    wait_for(lambda: h.status().get("results"), what="status.results")
+    assert h.status()["results"] == f"{CLAIM}:/runs/{J}-{uid[:8]}/output"
+    h.kube.delete(DGLJOBS, NS, J)
+    h.settle()  # (the controller has seen the job go: it creates nothing more for it)
+    h.kube.collect_garbage()  # what the API server's garbage collector does
+    assert h.names(PVCS) == [CLAIM] and h.pods() == {}
+    h.settle()
+    # a new job of the same name uses the kept claim again (and a folder of its own)
+    h.create_job(seed(storage={"claimTemplate": {"spec": CLAIM_SPEC}}))
+    h.wait_pods(W0, W1, PART)
+    wait_for(lambda: "ClaimReused" in h.event_reasons(), what="the ClaimReused event")
+
+
+def test_a_claim_the_job_owns_goes_with_it(h: Harness) -> None:
+    storage = {"claimTemplate": {"spec": CLAIM_SPEC}, "claimPolicy": "Delete"}
+    h.create_job(seed(storage=storage))
+    wait_for(lambda: h.names(PVCS) == [CLAIM], what="the claim")
+    h.kube.delete(DGLJOBS, NS, J)
+    h.settle()
+    h.kube.collect_garbage()
+    assert h.names(PVCS) == []
+
+
+def test_someone_elses_claim_of_that_name_is_never_taken(h: Harness) -> None:
+    foreign = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+               "metadata": {"name": CLAIM, "namespace": NS}, "spec": CLAIM_SPEC}  # fmt: skip
+    h.kube.create(PVCS, NS, foreign)
+    h.create_job(seed(storage={"claimTemplate": {"spec": CLAIM_SPEC}}))
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "InvalidSpec"
+    assert (
+        f"PersistentVolumeClaim {CLAIM} exists and was not made for DGLJob {J}" in (cond["message"])
+    )
+    assert h.pods() == {}
+
+
+def test_a_missing_claim_is_said_once_and_the_pods_wait_for_it(h: Harness) -> None:
+    h.create_job(seed(storage={"claimName": "later"}))
+    h.wait_pods(W0, W1, PART)
+    h.settle()
+    reasons = h.event_reasons()
+    assert reasons.count("ClaimNotFound") == 1, reasons
+    message = next(e["message"] for e in h.events() if e["reason"] == "ClaimNotFound")
+    assert message.startswith("spec.storage.claimName: PersistentVolumeClaim later does not")
+    assert h.names(PVCS) == []  # a user's claim is never made (nor changed, nor deleted)

@@ -62,12 +62,15 @@ def test_the_transfer_contract_is_dglruns() -> None:
 
 def test_the_memory_plan_contract_is_dglruns() -> None:
     """The Worker template's memory limit reaches dglrun's memory plan in the pods that plan
-    (partitioner, launcher), and a refusal's text is what the operator recognises."""
+    (partitioner, launcher), and a refusal's text (or a process killed for memory) is what the
+    operator recognises."""
     from controller import status
-    from launcher import memplan
+    from launcher import memplan, oom
 
     assert builders.WORKER_MEMORY_LIMIT_ENV == memplan.WORKER_LIMIT_ENV
     assert status.MEMORY_PLAN_PREFIX == memplan.PREFIX
+    assert status.OOM_PREFIX == oom.PREFIX
+    assert oom.Killed("p", "1 GiB").describe("trainer-0").startswith(status.OOM_PREFIX)
     for mode in ("ParMETIS", "DistParMETIS"):
         raw = job_raw(mode)
         worker = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]

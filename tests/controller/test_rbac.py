@@ -92,6 +92,16 @@ def _run_scenarios(h: Harness) -> None:
     h.create_job(bring_up_ok)
     bring_up(h)
     poke(h)
+    # spec.storage: a claim made from a template, and a user's claim the operator looks up
+    for name, storage in (
+        ("kept", {"claimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}),
+        ("mine", {"claimName": "my-results"}),
+    ):
+        stored = load_fixture("seed_dgljob.yaml")
+        stored["metadata"]["name"] = name
+        stored["spec"]["storage"] = storage
+        h.create_job(stored)
+        wait_for(lambda n=name: f"{n}-worker-0" in h.pods(), what=f"{name}'s pods")
     h.settle()
 
 

@@ -187,3 +187,44 @@ def test_a_trainer_dying_mid_training_stops_everything(
     assert "exited with code 1" in last
     assert took < 30, f"dglrun exited {took:.1f}s after the trainer died"
     assert dgl_processes() == "", "DGL processes survived"
+
+
+def test_graphsage_resumes_from_its_checkpoint_and_reuses_its_partitions(
+    dgl: Dgl, dataset_root: Path, single_sage: dict[str, Any], tmp_path: Path, as_root: None
+) -> None:
+    """Two runs on one storage, as a job and its restart: the first trains 2 epochs and
+    checkpoints each; the second (4 epochs) reuses the cached partitions, resumes after
+    epoch 2 with the model and optimizer saved, and its model, read back from the storage by
+    evaluate.py, scores what the run reported."""
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    keep = ("--storage", str(storage), "--run-name", "sage-0123abcd")
+    first = dglrun(dgl, tmp_path / "ws1", dataset_root, *keep)
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    run = storage / "runs" / "sage-0123abcd"
+    assert sorted(p.name for p in (run / "checkpoints").glob("*.pt")) == [
+        "epoch-1.pt",
+        "epoch-2.pt",
+    ]
+    args = ["--num-epochs", "4", *keep]
+    again = dglrun(dgl, tmp_path / "ws2", dataset_root, *args)
+    out = again.stdout
+    assert again.returncode == 0, out[-4000:] + again.stderr[-2000:]
+    assert "reused the partitions cached at partitions/" in out
+    assert "[partition] ogbn-synth from" not in out  # the entry point did not run
+    assert "resuming at epoch 2 of 4 from the checkpoint runs/sage-0123abcd/checkpoints/" in out
+    assert "[rank 0] resumed from" in out and "2 epoch(s) were done" in out
+    trained = out.rsplit("[5/5] train\n", 1)[-1]
+    assert "[rank 0] epoch 2 loss" in trained and "[rank 0] epoch 1 loss" not in trained
+    metrics = json.loads((run / "output" / "metrics.json").read_text())
+    assert metrics["resumed_at_epoch"] == 2 and metrics["epochs"] == 4
+    assert len(metrics["losses"]) == 4  # the first run's 2 losses came with the checkpoint
+    assert metrics["test_accuracy"] >= single_sage["test_accuracy"] - 0.02
+    evaluated = dgl.run(
+        [EXAMPLE / "evaluate.py", "--results", run / "output", "--dataset", DATASET,
+         "--dataset_root", dataset_root],
+        env=clean_env(PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+    doc = json.loads(evaluated.stdout.strip().splitlines()[-1])
+    assert doc["split"] == "test_mask" and doc["nodes"] > 0
+    assert abs(doc["accuracy"] - metrics["test_accuracy"]) <= 0.005, doc

@@ -4,6 +4,9 @@ limit and what to change; with a limit that fits, the estimates next to the meas
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 from pathlib import Path
 
 import pytest
@@ -111,6 +114,24 @@ def test_a_chunked_graphs_sizes_come_from_its_files(tmp_path: Path) -> None:
     assert (g.nodes, g.edges, g.node_bytes, g.edge_bytes) == (10, 24, 13, 0)
     with pytest.raises(PlanError, match=r"metadata\.json"):
         memplan.chunked_graph_size(tmp_path / "missing")
+
+
+def test_the_workers_check_reports_the_plans_sizes(tmp_path: Path) -> None:
+    """In DistParMETIS the launcher does not see the graph: worker 0's check of its chunks
+    reports the sizes the plan needs, parsed back as the same GraphSize."""
+    from launcher import chunked, parmetis
+
+    path = write_graph(tmp_path / "g")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert chunked.main(["check", str(path), "--ranks", "2", "--rank", "0"]) == 0
+    doc = json.loads(out.getvalue().strip().splitlines()[-1])
+    size = parmetis._size_of(doc, "worker-0:/data/g")
+    want = memplan.chunked_graph_size(path)
+    assert size is not None and (size.nodes, size.edges, size.node_bytes, size.edge_bytes) == (
+        want.nodes, want.edges, want.node_bytes, want.edge_bytes
+    )  # fmt: skip
+    assert parmetis._size_of({"num_nodes": 10, "num_edges": 24}, "w") is None  # an older dglrun
 
 
 def test_the_console_keeps_peaks_apart_from_what_a_process_said() -> None:

@@ -1,0 +1,304 @@
+"""The job's storage: checkpoints (the contract, choosing one, falling back), the partition
+cache (its key, verification, damaged entries) and dglrun using both on the local transport,
+run after run on the same folder as the restarts of a DGLJob would be (stand-in entry
+points; the GraphSAGE example's own checkpoints are tested in tests/examples)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from launcher import checkpoints, partition_cache
+from launcher.cli import Options, parse
+from launcher.storage import Storage, StorageError
+from tests.launcher.conftest import FIXTURES, dglrun
+from tests.launcher.test_chunked import write_graph
+
+PART = str(FIXTURES / "fake_partition.py")
+TRAIN = str(FIXTURES / "fake_train.py")
+
+
+# -- checkpoints ----------------------------------------------------------------------------
+
+
+def save(folder: Path, epoch: int, text: str = "") -> Path:
+    with checkpoints.saving(folder, epoch) as tmp:
+        tmp.write_text(text or f"after {epoch}")
+    return folder / checkpoints.file_name(epoch)
+
+
+def test_saving_commits_atomically_and_keeps_the_newest_two(tmp_path: Path) -> None:
+    for n in (1, 2, 3):
+        save(tmp_path, n)
+    names = sorted(os.listdir(tmp_path))
+    assert names == ["epoch-2.pt", "epoch-2.pt.sha256", "epoch-3.pt", "epoch-3.pt.sha256"]
+    digest = (tmp_path / "epoch-3.pt.sha256").read_text().strip()
+    assert digest == checkpoints.sha256(tmp_path / "epoch-3.pt")
+    choice = checkpoints.choose(tmp_path, num_epochs=5)
+    assert choice.resume == checkpoints.Checkpoint(3, tmp_path / "epoch-3.pt")
+    assert choice.skipped == []
+
+
+def test_a_failed_save_leaves_nothing(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError), checkpoints.saving(tmp_path, 1) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("disk full")
+    assert os.listdir(tmp_path) == []
+    assert checkpoints.choose(tmp_path).resume is None
+
+
+def test_a_truncated_checkpoint_falls_back_to_the_one_before(tmp_path: Path) -> None:
+    save(tmp_path, 1)
+    newest = save(tmp_path, 2, "x" * 1000)
+    with newest.open("r+") as f:
+        f.truncate(100)
+    choice = checkpoints.choose(tmp_path)
+    assert choice.resume is not None and choice.resume.epoch == 1
+    assert choice.skipped == [
+        "epoch-2.pt (100 bytes) does not match its SHA-256 in epoch-2.pt.sha256: truncated or "
+        "overwritten"
+    ]
+    newest.with_name("epoch-1.pt").write_text("overwritten")
+    none_left = checkpoints.choose(tmp_path)
+    assert none_left.resume is None and len(none_left.skipped) == 2
+
+
+def test_unfinished_and_out_of_range_checkpoints(tmp_path: Path) -> None:
+    save(tmp_path, 1)
+    (tmp_path / "epoch-2.pt").write_text("the trainer died while saving")  # no digest
+    choice = checkpoints.choose(tmp_path)
+    assert choice.resume is not None and choice.resume.epoch == 1 and choice.skipped == []
+    save(tmp_path, 9)
+    late = checkpoints.choose(tmp_path, num_epochs=4)
+    assert late.resume is not None and late.resume.epoch == 1
+    assert late.skipped == ["epoch-9.pt is past --num-epochs 4"]
+    assert checkpoints.choose(tmp_path / "missing").resume is None
+
+
+def test_saving_after_a_resume_drops_the_abandoned_timeline(tmp_path: Path) -> None:
+    """Resumed at 1 after 2 and 3 were lost to corruption: saving 2 removes 3."""
+    for n in (1, 2, 3):
+        save(tmp_path, n)
+    save(tmp_path, 2, "again")
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["epoch-2.pt"]
+    assert (tmp_path / "epoch-2.pt").read_text() == "again"
+
+
+# -- the partition cache ----------------------------------------------------------------------
+
+
+def opts_for(tmp_path: Path, *extra: str, mode: str = "DGL-API") -> Options:
+    args = ["-g", "g", "--num-partitions", "2", "--train-entry-point", TRAIN,
+            "--transport", "local", "--partition-mode", mode, *extra]  # fmt: skip
+    if mode == "DGL-API":
+        args += ["--partition-entry-point", PART]
+    return parse(args, env={})
+
+
+def test_the_key_covers_arguments_content_and_run(tmp_path: Path) -> None:
+    graph = tmp_path / "graph.bin"
+    graph.write_bytes(b"edges")
+    base = opts_for(tmp_path, "--partition-inputs", str(graph))
+    key = partition_cache.key_of(partition_cache.inputs(base, "job-a", share=True))
+    same = partition_cache.key_of(partition_cache.inputs(base, "job-b", share=True))
+    assert key == same  # shared, and the graph is named: another job may reuse it
+    mine = partition_cache.inputs(base, "job-b", share=False)
+    assert partition_cache.key_of(mine) != key and mine["run"] == "job-b"
+    other_args = opts_for(tmp_path, "--partition-inputs", str(graph), "--balance-edges")
+    assert partition_cache.key_of(partition_cache.inputs(other_args, "job-a", True)) != key
+    graph.write_bytes(b"other edges")
+    assert partition_cache.key_of(partition_cache.inputs(base, "job-a", True)) != key
+    # without the graph named, sharing cannot be trusted: the run stays in the key
+    unnamed = partition_cache.inputs(opts_for(tmp_path), "job-a", share=True)
+    assert unnamed["run"] == "job-a"
+    with pytest.raises(partition_cache.CacheError, match="nope does not exist"):
+        partition_cache.inputs(opts_for(tmp_path, "--partition-inputs", "nope"), "r", False)
+
+
+def test_a_chunked_graphs_files_are_in_its_key(tmp_path: Path) -> None:
+    path = write_graph(tmp_path / "g")
+    opts = opts_for(tmp_path, "--chunked-graph", str(path), mode="ParMETIS")
+    doc = partition_cache.inputs(opts, "r", share=True)
+    content = doc["content"]
+    assert "run" not in doc and isinstance(content, dict) and len(content) >= 3
+    key = partition_cache.key_of(doc)
+    chunk = next((tmp_path / "g").rglob("*.npy"))
+    chunk.write_bytes(chunk.read_bytes()[:-1] + b"\x01")
+    assert partition_cache.key_of(partition_cache.inputs(opts, "r", share=True)) != key
+
+
+# -- dglrun on the local transport ----------------------------------------------------------
+
+
+def local(ws: Path, storage: Path, *extra: str) -> list[str]:
+    return ["--transport", "local", "-g", "g", "--num-partitions", "2", "--workspace", str(ws),
+            "--partition-entry-point", PART, "--train-entry-point", TRAIN, "--num-epochs", "4",
+            "--storage", str(storage), "--run-name", "job-1234abcd", *extra]  # fmt: skip
+
+
+def entries(storage: Path) -> list[Path]:
+    return [p for p in (storage / "partitions").iterdir() if not p.name.startswith(".")]
+
+
+def test_partitions_are_cached_reused_and_rebuilt_when_damaged(
+    tmp_path: Path, no_leftovers: None
+) -> None:
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    first = dglrun(*local(tmp_path / "ws1", storage))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "no cached partitions for these inputs" in first.stdout
+    (entry,) = entries(storage)
+    index = json.loads((entry / partition_cache.INDEX).read_text())
+    assert index["inputs"]["run"] == "job-1234abcd" and "part1/graph.dgl" in index["files"]
+    run = storage / "runs" / "job-1234abcd"
+    assert json.loads((run / "output" / "metrics.json").read_text())["test_accuracy"] == 0.5
+    summary = json.loads((run / "output" / "dglrun.json").read_text())
+    assert summary["outcome"] == "succeeded" and summary["metrics"]["world_size"] == 2
+    assert any("[5/5] train done" in p.read_text() for p in (run / "logs").iterdir())
+
+    again = dglrun(*local(tmp_path / "ws2", storage))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"reused the partitions cached at partitions/{entry.name}" in again.stdout
+    assert "partitioned into" not in again.stdout  # the entry point did not run
+    assert "every file's SHA-256 verified" in again.stdout
+
+    damaged = entry / "part1" / "graph.dgl"
+    damaged.write_bytes(damaged.read_bytes()[:-10])
+    third = dglrun(*local(tmp_path / "ws3", storage))
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert (
+        f"warning: the cached partitions are damaged: {damaged} does not match its SHA-256 in "
+        ".dglrun-cache.json" in third.stdout
+    ), third.stdout
+    assert "partitioned into 2 parts" in third.stdout
+    (rebuilt,) = entries(storage)
+    assert rebuilt.name == entry.name and len((rebuilt / "part1" / "graph.dgl").read_bytes()) > 0
+
+
+def test_a_restart_resumes_from_the_last_whole_checkpoint(
+    tmp_path: Path, no_leftovers: None
+) -> None:
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    lost = dglrun(*local(tmp_path / "ws1", storage), env={"FAKE_FAIL_EPOCH": "2"})
+    assert lost.returncode == 1, lost.stdout + lost.stderr
+    folder = storage / "runs" / "job-1234abcd" / "checkpoints"
+    saved = sorted(p.name for p in folder.glob("*.pt"))
+    assert saved == ["epoch-2.pt", "epoch-3.pt"], lost.stdout
+    assert json.loads((folder.parent / "output" / "dglrun.json").read_text())["outcome"] == "failed"
+    # the newest checkpoint is damaged: the restart falls back to the one before
+    with (folder / "epoch-3.pt").open("r+") as f:
+        f.truncate(3)
+    restart = dglrun(*local(tmp_path / "ws2", storage))
+    assert restart.returncode == 0, restart.stdout + restart.stderr
+    out = restart.stdout
+    assert "reused the partitions cached at" in out
+    assert (
+        "warning: checkpoint epoch-3.pt (3 bytes) does not match its SHA-256 in "
+        "epoch-3.pt.sha256: truncated or overwritten: resuming from epoch-2.pt" in out
+    ), out
+    assert (
+        "resuming at epoch 2 of 4 from the checkpoint runs/job-1234abcd/checkpoints/epoch-2.pt"
+        in (out)
+    )
+    assert "trainer rank 0 resumed after 2 epochs (state after 2 epochs)" in out
+    assert "trainer rank 1 resumed after 2 epochs (state after 2 epochs)" in out
+    assert "Epoch 00001" not in out.rsplit("[5/5] train\n", 1)[-1]
+    metrics = json.loads((folder.parent / "output" / "metrics.json").read_text())
+    assert metrics["started_at_epoch"] == 2
+
+
+def test_storage_that_cannot_be_used_is_named(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="does not exist"):
+        Storage(tmp_path / "nope", "r").prepare()
+    proc = dglrun(*local(tmp_path / "ws", tmp_path / "nope"))
+    assert proc.returncode == 1
+    assert "dglrun: error: the storage" in proc.stdout and "does not exist" in proc.stdout
+    bad = dglrun(*local(tmp_path / "ws", tmp_path, "--run-name", "../up"))
+    assert bad.returncode == 2 and "--run-name: '../up' is not a run name" in bad.stderr
+
+
+def test_storage_the_pods_user_cannot_write_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(root writes anywhere: the check is what a non-root pod user would meet)"""
+    monkeypatch.setattr(os, "access", lambda *_: False)
+    monkeypatch.setattr(os, "getuid", lambda: 65532)
+    with pytest.raises(StorageError) as caught:
+        Storage(tmp_path, "r").prepare()
+    assert str(caught.value).startswith(
+        f"the storage folder {tmp_path}/runs/r/output cannot be written by this pod's user "
+        "(uid 65532): Permission denied; give the claim's root folder to that user"
+    ), caught.value
+
+
+def test_another_run_reuses_shared_partitions_only_with_the_graph_named(
+    tmp_path: Path, no_leftovers: None
+) -> None:
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    graph = tmp_path / "graph.bin"
+    graph.write_bytes(b"the graph the entry point reads")
+    shared = ("--share-partitions", "--partition-inputs", str(graph))
+    first = dglrun(*local(tmp_path / "a", storage, "--run-name", "a-1", *shared))
+    assert first.returncode == 0, first.stdout + first.stderr
+    other = dglrun(*local(tmp_path / "b", storage, "--run-name", "b-2", *shared))
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert "reused the partitions cached at partitions/" in other.stdout
+    assert "and any job with the same inputs" in first.stdout
+    unnamed = dglrun(*local(tmp_path / "c", storage, "--run-name", "c-3", "--share-partitions"))
+    assert unnamed.returncode == 0, unnamed.stdout + unnamed.stderr
+    assert "warning: --share-partitions: name the graph the partition entry point reads" in (
+        unnamed.stdout
+    )
+    assert "reused the partitions" not in unnamed.stdout
+    assert len(entries(storage)) == 2  # (the shared entry, and c-3's own)
+
+
+class Recorded:
+    """A Progress that keeps what dglrun records and the Events it sends."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, object] = {}
+        self.events: list[tuple[str, str, str]] = []
+
+    def phase(self, k: int, total: int, name: str) -> None: ...
+
+    def output(self, label: str, text: str) -> None: ...
+
+    def record(self, field: str, value: object) -> None:
+        self.fields[field] = value
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))
+
+    def finish(self, outcome: str | None) -> None: ...
+
+
+def test_resuming_and_skipping_are_reported_in_status_and_events(tmp_path: Path) -> None:
+    from launcher import stored
+    from launcher.console import Console
+
+    opts = opts_for(tmp_path, "--storage", str(tmp_path), "--run-name", "r", "--num-epochs", "4")
+    assert opts.storage is not None
+    opts.storage.prepare()
+    save(opts.storage.checkpoints, 1)
+    save(opts.storage.checkpoints, 2).write_text("overwritten")
+    progress = Recorded()
+    env = stored.trainer_env(opts, Console(write=lambda _: None, progress=progress))
+    assert env["DGLRUN_RESUME_EPOCH"] == "1" and env["DGLRUN_RESUME_FROM"].endswith("epoch-1.pt")
+    assert env["DGLRUN_OUTPUT_DIR"] == str(tmp_path / "runs" / "r" / "output")
+    assert progress.fields["resume"] == {"epoch": 1, "checkpoint": "runs/r/checkpoints/epoch-1.pt"}
+    (kind, reason, message), resuming = progress.events
+    assert (kind, reason) == ("Warning", "CheckpointSkipped")
+    assert message.startswith("Checkpoint epoch-2.pt (11 bytes) does not match its SHA-256")
+    assert message.endswith(": resuming from epoch-1.pt")
+    assert resuming == (
+        "Normal",
+        "Resuming",
+        "Resuming at epoch 1 of 4 from the checkpoint runs/r/checkpoints/epoch-1.pt",
+    )
