@@ -338,7 +338,13 @@ def _storage(value: Any) -> StorageSpec | None:
             raise SpecError(
                 f"{field}.claimTemplate.{extra[0]}", "unknown field (metadata and spec are allowed)"
             )
-        _dict(tpl.get("spec"), f"{field}.claimTemplate.spec")
+        if "spec" not in tpl:
+            raise SpecError(
+                f"{field}.claimTemplate.spec",
+                "is required: a PersistentVolumeClaimSpec (accessModes, resources.requests."
+                "storage, storageClassName, ...)",
+            )
+        _dict(tpl["spec"], f"{field}.claimTemplate.spec")
         meta = _dict(tpl.get("metadata") or {}, f"{field}.claimTemplate.metadata")
         for key in meta:
             if key not in ("labels", "annotations"):

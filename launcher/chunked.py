@@ -43,6 +43,7 @@ import argparse
 import ast
 import json
 import math
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -429,20 +430,41 @@ def shares(graph: ChunkedGraph, ranks: int, layout: str = SHARED) -> list[Share]
     return [Share(r, nodes[r], edges[r]) for r in range(ranks)]
 
 
-def verify(graph: ChunkedGraph, share: Share | None = None) -> int:
-    """Check every chunk file ``share`` reads (all of them without one); returns how many
-    files were checked. Raises :class:`ChunkedError` naming the first bad file."""
-    checked = 0
+def _read_by(graph: ChunkedGraph, share: Share | None) -> list[tuple[FileSpec, int]]:
+    """``(column, chunk)`` of every chunk file ``share`` reads (all of them without one)."""
+    out = []
     for spec in graph.columns():
         if share is None:
             chunks: Sequence[int] = range(len(spec.files))
         else:
             lo, hi = share.nodes if spec.per == "node" else share.edges
             chunks = [j for j, *_ in spec.pieces(lo, hi)]
-        for j in chunks:
-            check_file(spec, j)
-            checked += 1
-    return checked
+        out += [(spec, j) for j in chunks]
+    return out
+
+
+def verify(graph: ChunkedGraph, share: Share | None = None) -> int:
+    """Check every chunk file ``share`` reads (all of them without one); returns how many
+    files were checked. Raises :class:`ChunkedError` naming the first bad file."""
+    read = _read_by(graph, share)
+    for spec, j in read:
+        check_file(spec, j)
+    return len(read)
+
+
+def content_hashes(graph: ChunkedGraph, share: Share | None = None) -> dict[str, str]:
+    """SHA-256 of the metadata and of every chunk file ``share`` reads, by path relative to
+    the metadata's folder (what a cache of the partitions made from them is keyed by)."""
+    from launcher.partitions import file_sha256
+
+    files = [graph.metadata, *(spec.files[j] for spec, j in _read_by(graph, share))]
+    out = {}
+    for f in files:
+        try:
+            out[os.path.relpath(f, graph.root)] = file_sha256(f)
+        except OSError as e:
+            raise ChunkedError(f"chunked graph: cannot read {f}: {e.strerror}") from e
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -453,6 +475,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--ranks", type=int, default=1)
     c.add_argument("--layout", choices=LAYOUTS, default=SHARED)
     c.add_argument("--rank", type=int, help="check only the files this rank reads")
+    c.add_argument(
+        "--hash", action="store_true", help="also report the SHA-256 of every file checked"
+    )
     a = p.parse_args(argv)
     try:
         graph = load(a.path)
@@ -465,10 +490,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif a.ranks > 1 or a.layout != SHARED:
             shares(graph, a.ranks, a.layout)  # the layout fits the ranks
         files = verify(graph, share)
+        hashes = content_hashes(graph, share) if a.hash else None
     except ChunkedError as e:
         print(f"chunked graph: {e}" if not str(e).startswith("chunked graph") else str(e))
         return 1
     doc: dict[str, object] = {**graph.summary(), "files_checked": files}
+    if hashes is not None:
+        doc["hashes"] = hashes
     from launcher.memplan import PlanError, graph_size
 
     try:  # the memory plan's sizes, for a dglrun that does not see the graph (DistParMETIS)

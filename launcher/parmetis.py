@@ -25,18 +25,25 @@ import secrets
 import shlex
 import subprocess
 import tempfile
-import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from launcher import chunked, mpi
+from launcher import chunked, mpi, stored
 from launcher import partitions as parts
 from launcher.cli import Options
 from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.hostfile import Host
 from launcher.memplan import GraphSize
-from launcher.transport import LineSink, PopenProc, Proc, Transport, TransportError
+from launcher.transport import (
+    LineSink,
+    PopenProc,
+    Proc,
+    Transport,
+    TransportError,
+    in_parallel,
+    run_everywhere,
+)
 
 STATS_PREFIX = "distpart-stats "
 # what mpirun relays from its remote-shell agent: kubexec.sh's `set -x` trace, and kubectl's
@@ -170,44 +177,42 @@ def partition_in_pod(opts: Options, out_dir: Path, console: Console, report: Rep
 
 
 def _check_on_workers(
-    opts: Options, transport: Transport, hosts: list[Host], console: Console
-) -> GraphSize | None:
-    """Each worker checks the chunk files its rank will read (in parallel); the graph's
-    sizes as worker 0 sees them (None if it could not tell)."""
-    results: dict[int, tuple[int, str] | BaseException] = {}
+    opts: Options, transport: Transport, hosts: list[Host], console: Console, hashed: bool
+) -> tuple[GraphSize | None, dict[str, str]]:
+    """Each worker checks the chunk files its rank will read (in parallel): the graph's
+    sizes as worker 0 sees them (None if it could not tell) and, with ``hashed``, the
+    SHA-256 of every file each rank reads (``rank<i>/<path>``: the partition cache's key)."""
 
-    def check(i: int, host: Host) -> None:
-        argv = [
+    def argv(i: int, _host: Host) -> list[str]:
+        return [
             opts.python, "-m", "launcher.chunked", "check", str(opts.chunked_graph),
             "--ranks", str(len(hosts)), "--layout", opts.chunked_layout, "--rank", str(i),
+            *(["--hash"] if hashed else []),
         ]  # fmt: skip
-        try:
-            results[i] = transport.run(host, argv, CHECK_TIMEOUT)
-        except TransportError as e:
-            results[i] = e
 
-    _in_parallel([functools.partial(check, i, h) for i, h in enumerate(hosts)])
+    results = run_everywhere(transport, hosts, argv, CHECK_TIMEOUT)
     size = None
-    for i, host in enumerate(hosts):
-        result = results[i]
-        if isinstance(result, BaseException):
+    hashes: dict[str, str] = {}
+    for i, (host, result) in enumerate(zip(hosts, results, strict=True)):
+        if isinstance(result, TransportError):
             raise PhaseError(f"{host.name}: cannot check the chunked graph: {result}")
         code, out = result
         last = (out.strip().splitlines() or ["no output"])[-1]
         if code != 0:
             raise PhaseError(f"{host.name}: {last}; no MPI rank was started")
+        try:
+            doc = json.loads(last)
+        except ValueError:
+            doc = {}
+        hashes.update({f"rank{i}/{k}": str(v) for k, v in (doc.get("hashes") or {}).items()})
         if i == 0:
-            try:
-                doc = json.loads(last)
-            except ValueError:
-                doc = {}
             console.say(
                 f"  chunked graph {opts.chunked_graph} ({opts.chunked_layout}): "
                 f"{doc.get('num_nodes')} nodes, {doc.get('num_edges')} edges; every worker "
                 "verified the chunks it reads"
             )
             size = _size_of(doc, f"{host.name}:{opts.chunked_graph}")
-    return size
+    return size, hashes
 
 
 def _size_of(doc: dict[str, object], where: str) -> GraphSize | None:
@@ -241,65 +246,69 @@ def partition_on_workers(
             )
         if opts.num_ranks not in (None, n):
             raise PhaseError(f"--num-ranks {opts.num_ranks}: DistParMETIS runs one rank per worker")
-        size = _check_on_workers(opts, transport, hosts, console)
+        size, hashes = _check_on_workers(opts, transport, hosts, console, bool(opts.storage))
         if plan is not None and size is not None:
             plan(size)
-        run_id = secrets.token_hex(4)
-        outs = tuple(f"{transport.workspace(h)}/{WORKLOAD}" for h in hosts)
-        job = _rank_job(opts, outs if len(set(outs)) > 1 else outs[:1])
-        with tempfile.NamedTemporaryFile(
-            "w", prefix=f"dglrun-{run_id}-", suffix=".hosts", delete=False
-        ) as f:
-            f.write(mpi.mpi_hostfile(hosts))
-        try:
-            launch = mpi.Launch(
-                opts.mpirun,
-                n,
-                hostfile=f.name,
-                rsh_agent=transport.rsh_agent(),
-                env=RANK_ENV,
-                extra=tuple(opts.mpirun_args),
-            )
-            argv = mpi.mpirun_argv(launch, job.argv(mpi.pidfile(run_id)))
-            console.say(
-                f"  mpirun: one rank of distpart on each of {', '.join(h.name for h in hosts)} "
-                f"(through {launch.rsh_agent})"
-            )
-
-            def start(sink: LineSink) -> Proc:
-                return transport.start_coordinator(argv, MPIRUN_ENV, "partition", sink)
-
-            def cleanup() -> None:
-                _in_parallel(
-                    [
-                        functools.partial(transport.kill, h, [mpi.rank_pidfile(run_id, i)])
-                        for i, h in enumerate(hosts)
-                    ]
-                )
-
-            run_mpirun(
-                start,
-                console,
-                report,
-                timeout=opts.partition_timeout,
-                hosts=[h.name for h in hosts],
-                cleanup=cleanup,
-            )
-        finally:
-            Path(f.name).unlink(missing_ok=True)
-        _summary(console, report)
+        cached = stored.DistCache.open(opts, console, hashes)
+        if cached is None or not cached.place(opts, transport, hosts, console, report):
+            _partition_with_mpi(opts, transport, hosts, console, report)
+            if cached is not None:
+                cached.store(opts, transport, hosts, console)
     console.progress.record("partitionSeconds", round(report.seconds.get("partition", 0.0), 1))
     with phase(console, report, 2, "deliver"):
         console.say("  nothing to deliver: every worker wrote its own partition")
     return hosts
 
 
-def _in_parallel(calls: list[Callable[[], None]]) -> None:
-    threads = [threading.Thread(target=c, daemon=True) for c in calls]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+def _partition_with_mpi(
+    opts: Options, transport: Transport, hosts: list[Host], console: Console, report: Report
+) -> None:
+    """One rank of distpart on every worker (inside phase 1)."""
+    n = len(hosts)
+    run_id = secrets.token_hex(4)
+    outs = tuple(f"{transport.workspace(h)}/{WORKLOAD}" for h in hosts)
+    job = _rank_job(opts, outs if len(set(outs)) > 1 else outs[:1])
+    with tempfile.NamedTemporaryFile(
+        "w", prefix=f"dglrun-{run_id}-", suffix=".hosts", delete=False
+    ) as f:
+        f.write(mpi.mpi_hostfile(hosts))
+    try:
+        launch = mpi.Launch(
+            opts.mpirun,
+            n,
+            hostfile=f.name,
+            rsh_agent=transport.rsh_agent(),
+            env=RANK_ENV,
+            extra=tuple(opts.mpirun_args),
+        )
+        argv = mpi.mpirun_argv(launch, job.argv(mpi.pidfile(run_id)))
+        console.say(
+            f"  mpirun: one rank of distpart on each of {', '.join(h.name for h in hosts)} "
+            f"(through {launch.rsh_agent})"
+        )
+
+        def start(sink: LineSink) -> Proc:
+            return transport.start_coordinator(argv, MPIRUN_ENV, "partition", sink)
+
+        def cleanup() -> None:
+            in_parallel(
+                [
+                    functools.partial(transport.kill, h, [mpi.rank_pidfile(run_id, i)])
+                    for i, h in enumerate(hosts)
+                ]
+            )
+
+        run_mpirun(
+            start,
+            console,
+            report,
+            timeout=opts.partition_timeout,
+            hosts=[h.name for h in hosts],
+            cleanup=cleanup,
+        )
+    finally:
+        Path(f.name).unlink(missing_ok=True)
+    _summary(console, report)
 
 
 def verify_on_workers(

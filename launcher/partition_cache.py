@@ -22,12 +22,14 @@ Standard library only (dglrun's layer).
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import json
 import os
 import secrets
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,9 +57,12 @@ def _tree_hash(path: Path) -> str:
     return h.hexdigest()
 
 
-def inputs(opts: Options, run: str, share: bool) -> dict[str, object]:
+def inputs(
+    opts: Options, run: str, share: bool, content: dict[str, str] | None = None
+) -> dict[str, object]:
     """What the partitions are made from, as the key's hash covers it (readable: it is
-    kept in the entry's index and printed when an entry is not found)."""
+    kept in the entry's index). ``content``: the graph files' SHA-256 when computed
+    elsewhere (DistParMETIS: by each worker, over the chunks its rank reads)."""
     doc: dict[str, object] = {
         "format": FORMAT,
         "mode": opts.partition_mode,
@@ -68,27 +73,22 @@ def inputs(opts: Options, run: str, share: bool) -> dict[str, object]:
         "partition_args": list(opts.partition_args),
         "dataset_url": opts.dataset_url,
     }
-    content: dict[str, str] = {}
-    if opts.partition_mode == DGL_API:
-        assert opts.partition_entry_point is not None
-        content[opts.partition_entry_point] = _tree_hash(Path(opts.partition_entry_point))
-        for named in opts.partition_inputs:
-            content[named] = _tree_hash(Path(named))
-    else:
-        from launcher.chunked import ChunkedError, load
+    if content is None:
+        content = {}
+        if opts.partition_mode == DGL_API:
+            assert opts.partition_entry_point is not None
+            content[opts.partition_entry_point] = _tree_hash(Path(opts.partition_entry_point))
+            for named in opts.partition_inputs:
+                content[named] = _tree_hash(Path(named))
+        else:
+            from launcher.chunked import ChunkedError, content_hashes, load
 
-        assert opts.chunked_graph is not None
-        try:
-            graph = load(opts.chunked_graph)
-        except ChunkedError as e:
-            raise CacheError(str(e)) from e
-        files = [graph.metadata, *(f for col in graph.columns() for f in col.files)]
-        for f in files:
+            assert opts.chunked_graph is not None
             try:
-                content[str(f)] = parts.file_sha256(f)
-            except OSError as e:
-                raise CacheError(f"chunked graph: cannot read {f}: {e.strerror}") from e
-    doc["content"] = content
+                content = content_hashes(load(opts.chunked_graph))
+            except ChunkedError as e:
+                raise CacheError(str(e)) from e
+    doc["content"] = dict(sorted(content.items()))
     graph_known = opts.partition_mode != DGL_API or bool(opts.partition_inputs)
     if not (share and graph_known):
         doc["run"] = run  # the graph is the job's own: only its restarts share the entry
@@ -155,12 +155,29 @@ class Cache:
             raise CacheError(f"cannot make a folder in {self.root}: {e.strerror}") from e
         return path
 
+    def index(self, key: str) -> dict[str, tuple[int, str]] | None:
+        """The files of a committed entry as its index lists them (not checked), or None."""
+        try:
+            doc = json.loads((self.entry(key) / INDEX).read_text())
+            return {str(k): (int(v[0]), str(v[1])) for k, v in doc["files"].items()}
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            return None
+
+    def drop(self, key: str, why: str) -> str:
+        return self._drop(self.entry(key), why)
+
     def commit(
-        self, staging: Path, key: str, doc: dict[str, object], pset: parts.PartitionSet
+        self,
+        staging: Path,
+        key: str,
+        doc: dict[str, object],
+        pset: parts.PartitionSet,
+        files: dict[str, tuple[int, str]] | None = None,
     ) -> Lookup:
-        """Index the partitions written in ``staging`` and move them into place; if another
-        job committed the same key meanwhile, that entry is used and ours removed."""
-        files = parts.manifest(staging)
+        """Index the partitions written in ``staging`` (``files``: their (size, sha256) if
+        already known) and move them into place; if another job committed the same key
+        meanwhile, that entry is used and ours removed."""
+        files = parts.manifest(staging) if files is None else files
         index = {"key": key, "inputs": doc, "files": {k: list(v) for k, v in files.items()}}
         try:
             tmp = staging / f".{INDEX}.tmp"
@@ -189,3 +206,91 @@ class Cache:
             os.rename(entry, gone)
             shutil.rmtree(gone, ignore_errors=True)
         return why
+
+
+# -- on the workers (DistParMETIS: each worker's part lives on its own disk) ----------------
+
+
+def _copy_hashed(src: Path, dst: Path) -> tuple[int, str]:
+    """Copy a file, hashing it on the way: its (size, sha256)."""
+    h = hashlib.sha256()
+    size = 0
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with src.open("rb") as fin, dst.open("wb") as fout:
+        for chunk in iter(lambda: fin.read(1 << 20), b""):
+            h.update(chunk)
+            fout.write(chunk)
+            size += len(chunk)
+    return size, h.hexdigest()
+
+
+def _part_dir(config: Path, part: int) -> str:
+    """The folder of one part (everything in it goes along, e.g. distpart's orig_nids)."""
+    return parts.load(config, None, check_files=False).part_dir(part)
+
+
+def place(entry: Path, config_name: str, part: int, dest: Path) -> dict[str, object]:
+    """Copy the partition config and part ``part`` of a cache entry into ``dest``, each file
+    checked against the entry's index on the way; raises CacheError naming a file that does
+    not match."""
+    index = Cache(entry.parent).index(entry.name)
+    if index is None:
+        raise CacheError(f"{entry / INDEX} is missing or unreadable")
+    folder = _part_dir(entry / config_name, part)
+    mine = [config_name, *sorted(k for k in index if k.startswith(f"{folder}/"))]
+    total = 0
+    for rel in mine:
+        want = index.get(rel)
+        if want is None:
+            raise CacheError(f"{entry}/{rel} is not in {INDEX}")
+        try:
+            got = _copy_hashed(entry / rel, dest / rel)
+        except OSError as e:
+            raise CacheError(f"cannot copy {entry}/{rel}: {e.strerror}") from e
+        if got != want:
+            (dest / rel).unlink(missing_ok=True)
+            raise CacheError(f"{entry}/{rel} does not match its SHA-256 in {INDEX}")
+        total += got[0]
+    return {"bytes": total}
+
+
+def put(src: Path, config_name: str, part: int, staging: Path) -> dict[str, object]:
+    """Copy part ``part`` (and the partition config) from ``src`` into ``staging``; the
+    files copied, by relative path, with their (size, sha256)."""
+    folder = _part_dir(src / config_name, part)
+    inside = sorted(f.relative_to(src).as_posix() for f in (src / folder).rglob("*") if f.is_file())
+    files = {}
+    for rel in [config_name, *inside]:
+        try:
+            files[rel] = _copy_hashed(src / rel, staging / rel)
+        except OSError as e:
+            raise CacheError(f"cannot copy {src}/{rel} into {staging}: {e.strerror}") from e
+    return {"files": files}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m launcher.partition_cache")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name, what in (("place", "an entry's part into a worker"), ("put", "a part into staging")):
+        c = sub.add_parser(name, help=f"copy {what}, checksummed")
+        c.add_argument(
+            "src", type=Path, help="the cache entry (place) or the worker's folder (put)"
+        )
+        c.add_argument("dest", type=Path, help="the worker's folder (place) or staging (put)")
+        c.add_argument("--config", required=True, help="the partition config's file name")
+        c.add_argument("--part", type=int, required=True)
+    a = p.parse_args(argv)
+    try:
+        if a.cmd == "place":
+            doc = place(a.src, a.config, a.part, a.dest)
+        else:
+            doc = put(a.src, a.config, a.part, a.dest)
+    except (CacheError, parts.PartitionError) as e:
+        print(f"partition_cache: {e}")
+        return 1
+    print(json.dumps(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -4,7 +4,8 @@
   entry with the same inputs is used as is and the graph is not partitioned again (the log,
   ``status.partitions`` and an Event ``PartitionsReused`` say so); a damaged one is removed
   (an Event ``PartitionCacheDamaged`` names the file) and the graph partitioned again; new
-  partitions are written straight into the cache.
+  partitions are written straight into the cache (DistParMETIS: :class:`DistCache`, each
+  worker copying its own part in and out).
 * phase 5: every trainer gets ``$DGLRUN_CHECKPOINT_DIR`` and, when a whole checkpoint is there
   (launcher/checkpoints.py), ``$DGLRUN_RESUME_FROM`` and ``$DGLRUN_RESUME_EPOCH``
   (``status.resume``, an Event ``Resuming``); checkpoints that are not whole are reported
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import time
 from collections.abc import Callable
@@ -27,9 +29,11 @@ from launcher import checkpoints
 from launcher import partitions as parts
 from launcher.cli import DGL_API, Options
 from launcher.console import Console, PhaseError, Report
+from launcher.hostfile import Host
 from launcher.partition_cache import Cache, CacheError, inputs, key_of
 from launcher.progress import NORMAL, WARNING
 from launcher.storage import Storage
+from launcher.transport import Transport, TransportError, run_everywhere
 
 INDEX_NAME = "dglrun.json"
 
@@ -103,6 +107,136 @@ def partition_cached(
     )
     console.progress.record("partitions", {"key": key, "path": where, "reused": False})
     return Partitioned(made.pset, made.files)
+
+
+@dataclass
+class DistCache:
+    """The cache in DistParMETIS, where each worker holds its own part on its own disk: the
+    key covers the chunks every rank reads (each worker hashed its own); a hit copies part i
+    from the entry into worker i (each file checked on the way: ``launcher.partition_cache
+    place``), a miss partitions and then each worker copies its part into a staging entry
+    (``put``) which the launcher indexes and moves into place."""
+
+    cache: Cache
+    key: str
+    doc: dict[str, object]
+    where: str
+
+    @staticmethod
+    def open(opts: Options, console: Console, hashes: dict[str, str]) -> DistCache | None:
+        storage = opts.storage
+        if storage is None:
+            return None
+        doc = inputs(opts, storage.run, storage.share_partitions, content=hashes)
+        key = key_of(doc)
+        cache = Cache(storage.partitions)
+        return DistCache(cache, key, doc, _where(storage, cache.entry(key)))
+
+    def _config(self, opts: Options) -> str:
+        return f"{opts.graph_name}.json"
+
+    def _run(
+        self,
+        opts: Options,
+        transport: Transport,
+        hosts: list[Host],
+        argv_of: Callable[[int, Host], list[str]],
+    ) -> list[tuple[Host, int, str]]:
+        """(worker, exit code, last line) of a command run on every worker."""
+        timeout = opts.partition_timeout or 3600
+        out = []
+        for host, result in zip(
+            hosts, run_everywhere(transport, hosts, argv_of, timeout), strict=True
+        ):
+            if isinstance(result, TransportError):
+                out.append((host, 1, str(result)))
+                continue
+            code, text = result
+            out.append((host, code, (text.strip().splitlines() or [""])[-1]))
+        return out
+
+    def place(
+        self,
+        opts: Options,
+        transport: Transport,
+        hosts: list[Host],
+        console: Console,
+        report: Report,
+    ) -> bool:
+        """Give every worker its cached part; False (partition then) when there is none,
+        or a file that does not match (the entry is then removed, and an Event says so)."""
+        if self.cache.index(self.key) is None:
+            console.say(f"  no cached partitions for these inputs (key {self.key}): partitioning")
+            return False
+        entry = str(self.cache.entry(self.key))
+
+        def argv(i: int, host: Host) -> list[str]:
+            dest = f"{transport.workspace(host)}/workload"
+            return [opts.python, "-m", "launcher.partition_cache", "place", entry, dest,
+                    "--config", self._config(opts), "--part", str(i)]  # fmt: skip
+
+        bad = [(h, line) for h, code, line in self._run(opts, transport, hosts, argv) if code]
+        if bad:
+            host, line = bad[0]
+            why = self.cache.drop(
+                self.key, f"{host.name}: {line.removeprefix('partition_cache: ')}"
+            )
+            text = f"the cached partitions are damaged: {why}; partitioning again"
+            console.say(f"  warning: {text}")
+            console.progress.event(WARNING, "PartitionCacheDamaged", text[0].upper() + text[1:])
+            return False
+        text = (
+            f"reused the partitions cached at {self.where} (same inputs: key {self.key}; every "
+            "worker copied its own part, every file's SHA-256 verified): the graph was not "
+            "partitioned again"
+        )
+        console.say(f"  {text}")
+        console.progress.record("partitions", {"key": self.key, "path": self.where, "reused": True})
+        console.progress.event(NORMAL, "PartitionsReused", text[0].upper() + text[1:])
+        report.partition["reused"] = self.where
+        return True
+
+    def store(
+        self, opts: Options, transport: Transport, hosts: list[Host], console: Console
+    ) -> None:
+        """Each worker's new part into the cache (best effort: training does not depend on
+        it; a failure is a warning and the next restart partitions again)."""
+        try:
+            staging = self.cache.staging(self.key)
+        except CacheError as e:
+            console.say(f"  warning: the partitions were not cached: {e}")
+            return
+
+        def argv(i: int, host: Host) -> list[str]:
+            src = f"{transport.workspace(host)}/workload"
+            return [opts.python, "-m", "launcher.partition_cache", "put", src, str(staging),
+                    "--config", self._config(opts), "--part", str(i)]  # fmt: skip
+
+        files: dict[str, tuple[int, str]] = {}
+        for host, code, line in self._run(opts, transport, hosts, argv):
+            try:
+                doc = json.loads(line) if code == 0 else None
+            except ValueError:
+                doc = None
+            if doc is None:
+                console.say(f"  warning: the partitions were not cached: {host.name}: {line}")
+                shutil.rmtree(staging, ignore_errors=True)
+                return
+            files.update({str(k): (int(v[0]), str(v[1])) for k, v in doc["files"].items()})
+        try:
+            pset = parts.load(staging / self._config(opts), len(hosts))
+            self.cache.commit(staging, self.key, self.doc, pset, files)
+        except (CacheError, parts.PartitionError) as e:
+            console.say(f"  warning: the partitions were not cached: {e}")
+            shutil.rmtree(staging, ignore_errors=True)
+            return
+        console.say(
+            f"  cached at {self.where} for the restarts of this job"
+            + (" and any job with the same inputs" if "run" not in self.doc else "")
+        )
+        console.progress.record(
+            "partitions", {"key": self.key, "path": self.where, "reused": False}
+        )
 
 
 # -- phase 5 ------------------------------------------------------------------------------

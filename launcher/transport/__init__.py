@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import subprocess
 import threading
 import time
@@ -179,6 +180,35 @@ def time_limit(transport: Transport, timeout: float) -> Iterator[float]:
         yield deadline if deadline is not None else float("inf")
     finally:
         transport.until(None)
+
+
+def in_parallel(calls: list[Callable[[], None]]) -> None:
+    """Run the calls in threads of their own and wait for all of them."""
+    threads = [threading.Thread(target=c, daemon=True) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def run_everywhere(
+    transport: Transport,
+    hosts: list[Host],
+    argv_of: Callable[[int, Host], list[str]],
+    timeout: float,
+) -> list[tuple[int, str] | TransportError]:
+    """``argv_of(i, host)`` run on every worker at once: each one's (exit code, output), or
+    the TransportError that kept it from running."""
+    results: list[tuple[int, str] | TransportError] = [TransportError("not run")] * len(hosts)
+
+    def one(i: int, host: Host) -> None:
+        try:
+            results[i] = transport.run(host, argv_of(i, host), timeout)
+        except TransportError as e:
+            results[i] = e
+
+    in_parallel([functools.partial(one, i, h) for i, h in enumerate(hosts)])
+    return results
 
 
 def stop_all(procs: Iterable[Proc]) -> None:

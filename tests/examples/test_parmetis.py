@@ -280,6 +280,50 @@ def test_graphsage_through_dglrun_in_each_mode(
     assert leftovers() == ""
 
 
+def test_distparmetis_restarts_reuse_the_parts_each_worker_cached(
+    dgl: Dgl, mpi: str, dataset_root: Path, chunked: Path, tmp_path: Path, as_root: None
+) -> None:
+    """DistParMETIS with --storage, run as a job and its restarts on one storage: the first
+    run partitions and every worker copies its part into the cache; the second gives each
+    worker its part back (checked file by file) without starting MPI; a damaged cached file
+    makes the third partition again, naming it."""
+    storage = tmp_path / "storage"
+    storage.mkdir()
+
+    def run(ws: str) -> str:
+        argv = dglrun_argv(dgl, tmp_path / ws, "DistParMETIS", chunked, "--keep-local",
+                           "--storage", str(storage), "--run-name", "dist-1234abcd")  # fmt: skip
+        argv[argv.index("--num-epochs") + 1] = "1"
+        proc = dglrun(argv)
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+        return proc.stdout
+
+    first = run("a")
+    assert "mpirun: one rank of distpart on each of" in first
+    assert "cached at partitions/" in first
+    (entry,) = [p for p in (storage / "partitions").iterdir() if not p.name.startswith(".")]
+    assert sorted(p.name for p in entry.glob("part*")) == ["part0", "part1"]
+    second = run("b")
+    assert "reused the partitions cached at partitions/" in second
+    assert "every worker copied its own part" in second and "mpirun:" not in second
+    merged = tmp_path / "merged"
+    for i in (0, 1):  # what the workers got is the partition, exactly
+        workload = tmp_path / "b" / "workers" / f"worker-{i}" / "dgl_workspace" / "workload"
+        assert sorted(p.name for p in workload.glob("part[0-9]*")) == [f"part{i}"]
+        shutil.copytree(workload / f"part{i}", merged / f"part{i}")
+    shutil.copy(entry / f"{GRAPH}.json", merged)
+    partitions_check(dgl, merged / f"{GRAPH}.json", dataset_root)
+    damaged = entry / "part1" / "graph.dgl"
+    damaged.write_bytes(damaged.read_bytes()[:-7])
+    third = run("c")
+    assert (
+        f"the cached partitions are damaged: worker-1: {damaged} does not match its SHA-256"
+        in third
+    ), third[-3000:]
+    assert "mpirun: one rank of distpart on each of" in third
+    assert leftovers() == ""
+
+
 # -- failures -------------------------------------------------------------------------------
 
 
