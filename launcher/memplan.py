@@ -256,11 +256,11 @@ def graph_size(graph: ChunkedGraph) -> GraphSize:
     from launcher.chunked import ChunkedError, FileSpec, read_npy_header
 
     def row_bytes(spec: FileSpec) -> int:
-        first = spec.files[0]
-        if spec.fmt == "numpy":
-            h = read_npy_header(first)
-            return h.itemsize * math.prod(h.shape[1:])
+        first = spec.files[0]  # (a PerWorker worker other than 0 does not hold it)
         try:
+            if spec.fmt == "numpy":
+                h = read_npy_header(first)
+                return h.itemsize * math.prod(h.shape[1:])
             with first.open() as f:
                 line = f.readline()
         except OSError as e:

@@ -196,3 +196,23 @@ def test_a_bad_limit_is_a_usage_error_naming_the_flag(tmp_path: Path) -> None:
     proc = dglrun(*local(tmp_path, "--worker-memory-limit", "lots"))
     assert proc.returncode == 2
     assert "--worker-memory-limit: memory limit 'lots' is not a quantity" in proc.stderr
+
+
+def test_a_worker_without_the_first_chunks_checks_its_own_and_reports_no_sizes(
+    tmp_path: Path,
+) -> None:
+    """PerWorker: worker 1 holds only its own chunks, not the first ones the sizes are read
+    from; its check still passes (worker 0 reports the sizes)."""
+    from launcher import chunked
+
+    path = write_graph(tmp_path / "g")
+    for first in (tmp_path / "g").rglob("*-0.*"):
+        first.unlink()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = chunked.main(["check", str(path), "--ranks", "2", "--layout", "PerWorker",
+                             "--rank", "1"])  # fmt: skip
+    doc = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert code == 0 and "node_bytes" not in doc, doc
+    with pytest.raises(PlanError, match="cannot read it"):
+        memplan.chunked_graph_size(path)
