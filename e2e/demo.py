@@ -8,7 +8,7 @@ phases and the launcher's log, print the accuracy and the machine's peak memory.
     python -m e2e.demo [DGLJOB.yaml]     # make demo JOB=examples/graphsage/dgljob-parmetis.yaml
 
 runs another DGLJob manifest instead (its own name and namespace), e.g. one of the ParMETIS
-modes' examples.
+modes' examples, or dgljob-storage.yaml (results and checkpoints on a claim).
 """
 
 from __future__ import annotations
@@ -153,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     accuracy = summary[0].split("test accuracy ")[1].split(",")[0] if summary else "?"
     say(f"DGLJob {ns}/{job} Succeeded in {took:.0f}s: test accuracy {accuracy}")
+    if status.get("results"):  # spec.storage (examples/graphsage/dgljob-storage.yaml)
+        say(f"results (model.pt, metrics.json) kept on the claim: {status['results']}")
     say(f"explore: export KUBECONFIG={kubeconfig}; kubectl get dglj,pods -A")
     say("clean up: make cluster-down")
     return 0
