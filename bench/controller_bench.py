@@ -48,9 +48,9 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from controller.api import DGLJOBS  # noqa: E402
 from e2e.cluster import K8S_VERSION, ControlPlane, start  # noqa: E402
 from e2e.operator_process import OperatorProcess  # noqa: E402
-from informers.errors import AlreadyExists, KubeError, NotFound  # noqa: E402
 from informers.factory import SharedInformerFactory  # noqa: E402
-from informers.resources import (  # noqa: E402
+from informers.shared import EventHandler  # noqa: E402
+from kubeclient import (  # noqa: E402
     CONFIGMAPS,
     EVENTS,
     NAMESPACES,
@@ -59,12 +59,13 @@ from informers.resources import (  # noqa: E402
     ROLES,
     SERVICEACCOUNTS,
     SERVICES,
+    AlreadyExists,
+    KubeError,
+    NotFound,
+    Obj,
     Resource,
+    RestClient,
 )
-from informers.rest import RestClient  # noqa: E402
-from informers.shared import EventHandler  # noqa: E402
-
-Obj = dict[str, Any]
 
 CRD_PATH = REPO / "charts" / "dgl-operator" / "crds" / "qihoo.net_dgljobs.yaml"
 SEED_PATH = REPO / "tests" / "controller" / "fixtures" / "seed_dgljob.yaml"

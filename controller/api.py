@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller import modes
-from informers.resources import Resource
+from kubeclient import Resource
 
 GROUP = "qihoo.net"
 VERSION = "v1alpha1"

@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import structlog
 
 from controller.api import DGLJob
 from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import ADD, DELETE, Expectations
-from informers.errors import AlreadyExists, Conflict, KubeError, NotFound
-from informers.resources import Resource
-from informers.rest import KubeClient
 from informers.store import controller_ref
+from kubeclient import AlreadyExists, Conflict, KubeClient, KubeError, NotFound, Obj, Resource
 
 log = structlog.get_logger("controller.apply")
-
-Obj = dict[str, Any]
 
 REASON_RESOURCE_EXISTS = "ErrResourceExists"
 

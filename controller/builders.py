@@ -12,7 +12,6 @@ import copy
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from controller.api import (
     API_VERSION,
@@ -27,8 +26,7 @@ from controller.api import (
     DGLJob,
 )
 from controller.quantity import format_bytes, parse_quantity
-
-Obj = dict[str, Any]
+from kubeclient import Obj
 
 # Labels and annotations (the first three are the original operator's).
 REPLICA_NAME_LABEL = "dgl-replica-name"

@@ -11,7 +11,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 import structlog
 
@@ -24,10 +23,8 @@ from controller.metrics import CONTROLLER, Metrics
 from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
 from controller.status import is_terminating
 from controller.sync import CHILD_RESOURCES, JobSync, Listers
-from informers.errors import KubeError
 from informers.factory import SharedInformerFactory
 from informers.lister import Lister
-from informers.rest import KubeClient
 from informers.shared import EventHandler, SharedInformer
 from informers.store import (
     CONTROLLER_UID_INDEX,
@@ -36,11 +33,10 @@ from informers.store import (
     controller_uid_index,
     meta_namespace_key,
 )
+from kubeclient import KubeClient, KubeError, Obj
 from workqueue import Clock, RateLimitingQueue
 
 log = structlog.get_logger("controller")
-
-Obj = dict[str, Any]
 
 
 def owner_job_key(obj: Obj) -> str | None:

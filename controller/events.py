@@ -15,21 +15,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
 from controller.status import now_rfc3339
-from informers.errors import KubeError, NotFound
-from informers.resources import EVENTS
-from informers.rest import KubeClient
+from kubeclient import EVENTS, KubeClient, KubeError, NotFound, Obj
 
 log = structlog.get_logger("controller.events")
 
 NORMAL = "Normal"
 WARNING = "Warning"
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -15,17 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
 
-from informers.errors import Conflict, KubeError, NotFound
-from informers.resources import LEASES
-from informers.rest import KubeClient
+from kubeclient import LEASES, Conflict, KubeClient, KubeError, NotFound, Obj
 
 log = structlog.get_logger("controller.leader")
-
-Obj = dict[str, Any]
 
 
 def _micro_time(now: float) -> str:

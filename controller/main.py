@@ -24,9 +24,8 @@ from controller.controller import Controller
 from controller.events import EventRecorder
 from controller.leader import LeaderConfig, LeaderElector
 from controller.metrics import Metrics
-from informers.errors import Forbidden, KubeError, NotFound
 from informers.factory import SharedInformerFactory
-from informers.rest import KubeClient, RestClient
+from kubeclient import Forbidden, KubeClient, KubeError, NotFound, RestClient
 
 log = structlog.get_logger("controller.main")
 

@@ -8,9 +8,8 @@ wrote while its (integer) resourceVersion is ahead of the cached one.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
-Obj = dict[str, Any]
+from kubeclient import Obj
 
 
 def _rv(obj: Obj) -> int:

@@ -10,8 +10,7 @@ from typing import Any
 
 from controller.api import LAUNCHER, PARTITIONER, WORKER, DGLJob
 from controller.builders import ATTEMPT_ANNOTATION, REPLICA_TYPE_LABEL
-
-Obj = dict[str, Any]
+from kubeclient import Obj
 
 # Condition types (Kubeflow's) and reasons.
 CREATED = "Created"

@@ -24,7 +24,6 @@ import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import structlog
 
@@ -53,9 +52,9 @@ from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import Expectations
 from controller.metrics import Metrics
 from controller.mutation_cache import MutationCache
-from informers.errors import BadRequest, Conflict, Invalid, NotFound
 from informers.lister import Lister
-from informers.resources import (
+from informers.store import split_key
+from kubeclient import (
     CONFIGMAPS,
     NETWORKPOLICIES,
     PODS,
@@ -64,15 +63,17 @@ from informers.resources import (
     SECRETS,
     SERVICEACCOUNTS,
     SERVICES,
+    BadRequest,
+    Conflict,
+    Invalid,
+    KubeClient,
+    NotFound,
+    Obj,
     Resource,
 )
-from informers.resources import PERSISTENTVOLUMECLAIMS as PVCS
-from informers.rest import KubeClient
-from informers.store import split_key
+from kubeclient import PERSISTENTVOLUMECLAIMS as PVCS
 
 log = structlog.get_logger("controller.sync")
-
-Obj = dict[str, Any]
 
 CHILD_RESOURCES = (
     PODS,

@@ -5,10 +5,9 @@ from __future__ import annotations
 import threading
 
 from informers.listwatch import ListWatch
-from informers.resources import Resource
-from informers.rest import KubeClient
 from informers.shared import SharedInformer, wait_for_cache_sync
 from informers.store import IndexFunc
+from kubeclient import KubeClient, Resource
 
 
 class SharedInformerFactory:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import builtins
 
-from informers.rest import Obj
 from informers.store import CONTROLLER_UID_INDEX, NAMESPACE_INDEX, ThreadSafeStore
+from kubeclient import Obj
 
 
 def labels_match(selector: dict[str, str], obj: Obj) -> bool:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import builtins
 from typing import Protocol
 
-from informers.errors import is_expired
-from informers.resources import Resource
-from informers.rest import KubeClient, Obj, WatchStream
+from kubeclient import KubeClient, Obj, Resource, WatchStream, is_expired
 
 
 class ListerWatcher(Protocol):

@@ -18,16 +18,17 @@ from typing import Any, Protocol
 import structlog
 
 from informers.backoff import Backoff
-from informers.errors import (
+from informers.listwatch import ListerWatcher
+from kubeclient import (
     ApiError,
+    Obj,
     TooManyRequests,
     TransportError,
+    WatchStream,
     error_from_status,
     is_expired,
     is_too_large_resource_version,
 )
-from informers.listwatch import ListerWatcher
-from informers.rest import Obj, WatchStream
 
 log = structlog.get_logger("informers.reflector")
 

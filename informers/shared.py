@@ -18,7 +18,6 @@ import structlog
 
 from informers.listwatch import ListerWatcher
 from informers.reflector import Reflector
-from informers.rest import Obj
 from informers.store import (
     NAMESPACE_INDEX,
     DeletedFinalStateUnknown,
@@ -27,6 +26,7 @@ from informers.store import (
     meta_namespace_key,
     namespace_index,
 )
+from kubeclient import Obj
 
 log = structlog.get_logger("informers.shared")
 

@@ -9,18 +9,22 @@ from typing import Any
 
 import pytest
 
-from informers.errors import (
+from kubeclient import (
+    CONFIGMAPS,
+    NAMESPACES,
+    PODS,
+    SERVICES,
     AlreadyExists,
     ApiError,
     BadRequest,
     Conflict,
     Invalid,
     NotFound,
+    Resource,
     ServerError,
     TransportError,
     is_too_large_resource_version,
 )
-from informers.resources import CONFIGMAPS, NAMESPACES, PODS, SERVICES, Resource
 from tests.fakekube import (
     Action,
     FakeKube,

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from informers.rest import RestClient
+from kubeclient import RestClient
 from podutil import TERMINATION_LOG, write_termination_message
 from watcher_loop.config import ConfigError, load_config
 from watcher_loop.loop import EXIT_ERROR, EXIT_STOPPED, Log, run

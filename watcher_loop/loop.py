@@ -14,9 +14,8 @@ from typing import Any, TextIO
 
 import podutil
 from informers.listwatch import ListWatch
-from informers.resources import PODS
-from informers.rest import KubeClient, Obj
 from informers.shared import EventHandler, SharedInformer
+from kubeclient import PODS, KubeClient, Obj
 from watcher_loop.config import Config
 from watcher_loop.podfile import PodFileError, read_pod_file
 from watcher_loop.state import Mode, describe, evaluate

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-Obj = dict[str, Any]
+from kubeclient import Obj
 
 
 class Mode(StrEnum):

@@ -12,9 +12,7 @@ import pytest
 import yaml
 
 from e2e.cluster import ControlPlane
-from informers.errors import AlreadyExists, NotFound
-from informers.resources import NAMESPACES, SERVICEACCOUNTS, Resource
-from informers.rest import RestClient
+from kubeclient import NAMESPACES, SERVICEACCOUNTS, AlreadyExists, NotFound, Resource, RestClient
 from tests.controller.conftest import CRD_PATH
 
 CRDS = Resource(

@@ -11,18 +11,14 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from controller.controller import Controller
 from controller.events import EventRecorder
 from controller.metrics import Metrics
-from informers.errors import Conflict, Invalid, NotFound
 from informers.factory import SharedInformerFactory
-from informers.resources import PODS
-from informers.rest import RestClient
+from kubeclient import PODS, Conflict, Invalid, NotFound, Obj, RestClient
 
 REPO = Path(__file__).resolve().parents[2]
-Obj = dict[str, Any]
 
 
 def stamp(offset: float = 0.0) -> str:

@@ -7,8 +7,7 @@ import copy
 import pytest
 
 from controller.api import DGLJOBS
-from informers.errors import Invalid
-from informers.rest import RestClient
+from kubeclient import Invalid, RestClient
 from tests.controller.conftest import load_fixture
 from tests.controller.malformed import CASES, Case, apply_case
 

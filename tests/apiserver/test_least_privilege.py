@@ -15,9 +15,7 @@ import pytest
 from controller.api import DGLJOBS
 from controller.rbac import cluster_role
 from e2e.cluster import ControlPlane, k8s_binaries
-from informers.errors import Forbidden
-from informers.resources import EVENTS, NAMESPACES, PODS, SERVICEACCOUNTS, Resource
-from informers.rest import RestClient
+from kubeclient import EVENTS, NAMESPACES, PODS, SERVICEACCOUNTS, Forbidden, Resource, RestClient
 from tests.apiserver.conftest import wait_for
 from tests.apiserver.live import InProcessOperator, Kubelet
 from tests.controller.conftest import load_fixture

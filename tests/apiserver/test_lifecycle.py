@@ -10,8 +10,7 @@ import pytest
 
 from controller.api import DGLJOBS
 from e2e.cluster import ControlPlane, k8s_binaries
-from informers.errors import NotFound
-from informers.resources import (
+from kubeclient import (
     CONFIGMAPS,
     EVENTS,
     PODS,
@@ -19,8 +18,9 @@ from informers.resources import (
     ROLES,
     SERVICEACCOUNTS,
     SERVICES,
+    NotFound,
+    RestClient,
 )
-from informers.rest import RestClient
 from tests.apiserver.conftest import wait_for
 from tests.apiserver.live import InProcessOperator, Kubelet
 from tests.controller.conftest import load_fixture

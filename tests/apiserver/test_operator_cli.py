@@ -12,8 +12,7 @@ from pathlib import Path
 
 from e2e.cluster import ControlPlane
 from e2e.operator_process import OperatorProcess
-from informers.resources import LEASES, PODS
-from informers.rest import RestClient
+from kubeclient import LEASES, PODS, RestClient
 from tests.apiserver.conftest import wait_for
 from tests.apiserver.test_reliability import make_job
 

@@ -8,23 +8,18 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 from controller.api import DGLJOBS
 from e2e.cluster import ControlPlane
 from e2e.operator_process import OperatorProcess
-from informers.errors import Conflict, KubeError, NotFound
 from informers.listwatch import ListWatch
 from informers.reflector import Reflector
-from informers.resources import PODS
-from informers.rest import RestClient
 from informers.shared import EventHandler, SharedInformer
 from informers.store import DeletedFinalStateUnknown
+from kubeclient import PODS, Conflict, KubeError, NotFound, Obj, RestClient
 from tests.apiserver.conftest import wait_for
 from tests.apiserver.live import InProcessOperator, Kubelet, pod_ip
 from tests.controller.conftest import load_fixture
-
-Obj = dict[str, Any]
 
 
 def make_job(api: RestClient, ns: str, name: str, workers: int = 4) -> None:

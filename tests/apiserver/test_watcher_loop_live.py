@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from e2e.cluster import ControlPlane
-from informers.resources import PODS
-from informers.rest import RestClient
+from kubeclient import PODS, RestClient
 from tests.apiserver.live import REPO, Kubelet
 
 

@@ -18,8 +18,7 @@ import yaml
 
 from controller.rbac import LEADER_ELECTION_RULES, RULES
 from e2e.cluster import ControlPlane
-from informers.errors import NotFound
-from informers.resources import (
+from kubeclient import (
     CONFIGMAPS,
     NAMESPACES,
     PODS,
@@ -27,9 +26,10 @@ from informers.resources import (
     ROLES,
     SERVICEACCOUNTS,
     SERVICES,
+    NotFound,
     Resource,
+    RestClient,
 )
-from informers.rest import RestClient
 from tests.apiserver.conftest import CRDS, wait_for
 from tests.chart.conftest import CHART, Helm
 

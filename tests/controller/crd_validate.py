@@ -16,7 +16,7 @@ from typing import Any
 import celpy
 import yaml
 
-Obj = dict[str, Any]
+from kubeclient import Obj
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),

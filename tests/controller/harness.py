@@ -18,10 +18,9 @@ from controller.events import EventRecorder
 from controller.metrics import Metrics
 from controller.status import now_rfc3339
 from informers.factory import SharedInformerFactory
-from informers.resources import EVENTS, PODS, Resource
+from kubeclient import EVENTS, PODS, Obj, Resource
 from tests.fakekube import FakeKube
 
-Obj = dict[str, Any]
 NS = "dgl-operator"
 MAIN = "dgl-graphsage"
 

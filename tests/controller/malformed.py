@@ -9,9 +9,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-Obj = dict[str, Any]
+from kubeclient import Obj
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from controller.events import NORMAL, WARNING, EventRecorder
-from informers.errors import ServerError
-from informers.resources import EVENTS
+from kubeclient import EVENTS, ServerError
 from tests.controller.harness import WallClock
 from tests.fakekube import FakeKube
 

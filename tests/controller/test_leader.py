@@ -8,8 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.leader import LeaderConfig, LeaderElector
-from informers.errors import ServerError
-from informers.resources import LEASES
+from kubeclient import LEASES, ServerError
 from tests.controller.harness import wait_for
 from tests.fakekube import FakeKube
 

@@ -11,7 +11,7 @@ import pytest
 from controller.api import DGLJOBS
 from controller.builders import ATTEMPT_ANNOTATION
 from controller.status import is_terminating as terminating
-from informers.resources import (
+from kubeclient import (
     CONFIGMAPS,
     NETWORKPOLICIES,
     PODS,
@@ -21,7 +21,7 @@ from informers.resources import (
     SERVICEACCOUNTS,
     SERVICES,
 )
-from informers.resources import (
+from kubeclient import (
     PERSISTENTVOLUMECLAIMS as PVCS,
 )
 from tests.controller.conftest import load_fixture
@@ -580,7 +580,7 @@ def test_idle_resync_writes_nothing() -> None:
 
 def test_a_child_the_api_server_refuses_fails_the_job_once(h: Harness) -> None:
     """E.g. a template field of the wrong type that the CRD cannot see (preserved fields)."""
-    from informers.errors import Invalid
+    from kubeclient import Invalid
 
     h.kube.fail_next(
         "create",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from controller.main import HealthServer, check_api, parse_addr, parse_settings
-from informers.errors import Forbidden, NotFound
+from kubeclient import Forbidden, NotFound
 from tests.fakekube import FakeKube
 
 

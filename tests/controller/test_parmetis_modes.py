@@ -14,7 +14,7 @@ from controller.api import DGLJOBS, parse_job
 from controller.builders import BuildOptions, desired, rbac
 from controller.modes import MODES
 from controller.status import phase_from_progress
-from informers.resources import ROLES, SERVICEACCOUNTS
+from kubeclient import ROLES, SERVICEACCOUNTS
 from launcher import cli as dglrun_cli
 from tests.controller.conftest import load_fixture
 from tests.controller.harness import NS, Harness, wait_for

@@ -14,7 +14,7 @@ from controller.api import DGLJOBS, parse_job
 from controller.builders import rbac
 from controller.leader import LeaderConfig, LeaderElector
 from controller.rbac import LEADER_ELECTION_RULES, RULES, allows, triples
-from informers.resources import Resource
+from kubeclient import Resource
 from tests.controller.conftest import load_fixture
 from tests.controller.harness import Harness, wait_for
 from tests.controller.test_lifecycle import LAUNCH, PART, W0, bring_up, poke, train

@@ -14,9 +14,7 @@ from controller.expectations import Expectations
 from controller.metrics import Metrics
 from controller.mutation_cache import MutationCache
 from controller.sync import JobSync, Listers
-from informers.errors import Conflict
 from informers.lister import Lister
-from informers.resources import CONFIGMAPS, PODS
 from informers.store import (
     CONTROLLER_UID_INDEX,
     NAMESPACE_INDEX,
@@ -25,6 +23,7 @@ from informers.store import (
     meta_namespace_key,
     namespace_index,
 )
+from kubeclient import CONFIGMAPS, PODS, Conflict
 from tests.controller.conftest import load_fixture
 from tests.controller.harness import NS, WallClock
 from tests.fakekube import FakeKube
@@ -87,7 +86,7 @@ class Rig:
 
     def catch_up(self) -> None:
         """Make every cache show what the API holds (the informers caught up)."""
-        from informers.resources import (
+        from kubeclient import (
             NETWORKPOLICIES,
             ROLEBINDINGS,
             ROLES,

@@ -13,8 +13,7 @@ import pytest
 from informers.backoff import Backoff
 from informers.reflector import Reflector, ReflectorSink
 from informers.store import DeletedFinalStateUnknown
-
-Obj = dict[str, Any]
+from kubeclient import Obj
 
 
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = 5.0) -> None:

@@ -9,13 +9,12 @@ from typing import Any
 import pytest
 
 from informers.backoff import Backoff
-from informers.errors import TransportError
 from informers.factory import SharedInformerFactory
 from informers.lister import Lister
 from informers.reflector import Reflector
-from informers.resources import CONFIGMAPS, PODS
 from informers.shared import EventHandler, SharedInformer
 from informers.store import CONTROLLER_UID_INDEX, DeletedFinalStateUnknown, controller_uid_index
+from kubeclient import CONFIGMAPS, PODS, TransportError
 from tests.fakekube import FakeKube
 from tests.informers.helpers import HandlerLog, wait_for
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from informers.errors import Gone, ServerError, TooManyRequests, TransportError, error_from_status
 from informers.reflector import Reflector
 from informers.shared import SharedInformer
 from informers.store import meta_namespace_key
+from kubeclient import Gone, ServerError, TooManyRequests, TransportError, error_from_status
 from tests.informers.helpers import (
     RecordingSink,
     Running,

@@ -17,7 +17,8 @@ from urllib.parse import parse_qs, urlsplit
 import kubernetes.client
 import pytest
 
-from informers.errors import (
+from kubeclient import (
+    PODS,
     AlreadyExists,
     ApiError,
     Conflict,
@@ -25,12 +26,12 @@ from informers.errors import (
     Gone,
     Invalid,
     NotFound,
+    Resource,
+    RestClient,
     ServerError,
     TooManyRequests,
     TransportError,
 )
-from informers.resources import PODS, Resource
-from informers.rest import RestClient
 from tests.informers.helpers import wait_for
 
 DGLJOBS = Resource("qihoo.net", "v1alpha1", "dgljobs", "DGLJob")

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from informers.errors import TransportError
 from informers.shared import EventHandler, SharedInformer, wait_for_cache_sync
 from informers.store import DeletedFinalStateUnknown
+from kubeclient import TransportError
 from tests.informers.helpers import (
     HandlerLog,
     Running,

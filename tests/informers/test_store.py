@@ -18,8 +18,7 @@ from informers.store import (
     namespace_index,
     split_key,
 )
-
-Obj = dict[str, Any]
+from kubeclient import Obj
 
 
 def pod(

@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
+from kubeclient import Obj
 from tests.prometheus.conftest import in_ci
 from tests.prometheus.promql import CHART, DASHBOARD, RULES
-
-Obj = dict[str, Any]
 
 
 @pytest.fixture(scope="module")

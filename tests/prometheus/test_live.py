@@ -25,8 +25,7 @@ import yaml
 from controller.api import DGLJOBS
 from e2e.cluster import ControlPlane, free_port
 from e2e.operator_process import OperatorProcess, stop_process
-from informers.resources import PODS
-from informers.rest import RestClient
+from kubeclient import PODS, Obj, RestClient
 from tests.apiserver.conftest import wait_for
 from tests.apiserver.live import Kubelet
 from tests.controller.conftest import load_fixture
@@ -41,7 +40,6 @@ from tests.prometheus.promql import (
     substitute,
 )
 
-Obj = dict[str, Any]
 SCRAPE_JOB = "dgl-operator"
 
 

@@ -4,7 +4,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from informers.rest import KubeClient
+from kubeclient import KubeClient
 from tests.fakekube import FakeKube
 from tests.watcher_loop.helpers import Running
 from watcher_loop.config import Config

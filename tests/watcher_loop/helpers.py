@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from informers.rest import KubeClient
+from kubeclient import KubeClient, Obj
 from watcher_loop.config import Config
 from watcher_loop.loop import Log, run
 
-Obj = dict[str, Any]
 NS = "team"
 
 

@@ -99,7 +99,7 @@ def test_main_runs_the_wait(
     clean_env: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from informers.resources import PODS
+    from kubeclient import PODS
     from tests.fakekube import FakeKube
     from tests.watcher_loop.helpers import pod
 

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from informers.errors import TransportError
-from informers.resources import PODS
-from informers.rest import KubeClient
+from kubeclient import PODS, KubeClient, TransportError
 from tests.fakekube import FakeKube
 from tests.watcher_loop.helpers import NS, Running, hostfile, pod, status, write_atomically
 from watcher_loop import loop

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from kubeclient import Obj
 from tests.watcher_loop.helpers import pod
 from watcher_loop.state import Mode, Outcome, describe, evaluate
-
-Obj = dict[str, Any]
 
 
 def one(mode: Mode | str, p: Obj | None) -> Outcome:

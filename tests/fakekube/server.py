@@ -1,7 +1,7 @@
 """An in-memory fake of the Kubernetes API for unit tests.
 
 The idea is client-go's fake clientset + object tracker: :class:`FakeKube` implements the
-:class:`informers.rest.KubeClient` protocol on top of dicts, with the API server behaviours a
+:class:`kubeclient.KubeClient` protocol on top of dicts, with the API server behaviours a
 controller depends on:
 
 * one global, etcd-like resourceVersion counter; every write bumps it;
@@ -16,8 +16,8 @@ controller depends on:
   clean ends and broken connections;
 * fault injection, an action log and a garbage-collector emulation.
 
-Errors are raised the way :class:`informers.rest.RestClient` raises them: through
-:func:`informers.errors.error_from_status` with a Kubernetes ``Status`` body.
+Errors are raised the way :class:`kubeclient.RestClient` raises them: through
+:func:`kubeclient.error_from_status` with a Kubernetes ``Status`` body.
 
 Every object handed out is a deep copy: callers can never mutate the store. Stored objects are
 never mutated in place either (each write stores a fresh dict), so the event history can share
@@ -40,10 +40,7 @@ from dataclasses import replace as dc_replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from informers.errors import TransportError, error_from_status
-from informers.resources import Resource
-
-Obj = dict[str, Any]
+from kubeclient import Obj, Resource, TransportError, error_from_status
 
 #: Verbs known to :meth:`FakeKube.fail_next` and recorded in :attr:`FakeKube.actions`.
 VERBS = frozenset({"list", "watch", "get", "create", "update", "patch", "delete"})
@@ -598,7 +595,7 @@ def _builtin_group(group: str) -> bool:
 
 
 class FakeWatch:
-    """A :class:`informers.rest.WatchStream` fed by :class:`FakeKube`.
+    """A :class:`kubeclient.WatchStream` fed by :class:`FakeKube`.
 
     Iterating blocks until an event arrives. The stream ends (``StopIteration``) on
     :meth:`close` (from any thread), when the server-side ``timeout_seconds`` elapses, or after
@@ -733,7 +730,7 @@ class FakeWatch:
 
 
 class FakeKube:
-    """In-memory :class:`informers.rest.KubeClient` for unit tests (thread-safe, one lock)."""
+    """In-memory :class:`kubeclient.KubeClient` for unit tests (thread-safe, one lock)."""
 
     def __init__(
         self,
@@ -1453,7 +1450,7 @@ class FakeKube:
 
 
 if TYPE_CHECKING:
-    from informers.rest import KubeClient, WatchStream
+    from kubeclient import KubeClient, WatchStream
 
     def _conforms(kube: FakeKube, stream: FakeWatch) -> tuple[KubeClient, WatchStream]:
         return kube, stream

@@ -1,9 +1,9 @@
 """The only place that speaks HTTP to the API server.
 
-``KubeClient`` is the small interface the rest of the project uses: raw JSON dicts in and out,
-no generated model classes. ``RestClient`` implements it on top of the ``kubernetes`` package,
-which is used for configuration, TLS and authentication only (kubeconfig, in-cluster token,
-exec plugins), never for (de)serialisation.
+``RestClient`` implements :class:`kubeclient.client.KubeClient` (raw JSON dicts in and out, no
+generated model classes) on top of the ``kubernetes`` package, which is used for configuration,
+TLS and authentication only (kubeconfig, in-cluster token, exec plugins), never for
+(de)serialisation. Non-2xx answers raise :mod:`kubeclient.errors` by status.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlencode
 
-from informers.errors import TransportError, error_from_status
-from informers.resources import Resource
-
-Obj = dict[str, Any]
+from kubeclient.client import WatchStream
+from kubeclient.errors import TransportError, error_from_status
+from kubeclient.resources import Resource
+from kubeclient.types import Obj
 
 #: Called after every request with (verb, resource, HTTP status or 0, seconds).
 RequestObserver = Callable[[str, str, int, float], None]
@@ -29,77 +29,6 @@ PATCH_TYPES = {
     "json": "application/json-patch+json",
     "strategic": "application/strategic-merge-patch+json",
 }
-
-
-class WatchStream(Protocol):
-    """An open watch: iterate for events ``{"type": ..., "object": {...}}``; ``close`` ends it."""
-
-    def __iter__(self) -> Iterator[Obj]: ...
-
-    def close(self) -> None: ...
-
-
-class KubeClient(Protocol):
-    def list(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        resource_version: str | None = None,
-        limit: int | None = None,
-        continue_token: str | None = None,
-    ) -> Obj: ...
-
-    def watch(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        resource_version: str | None = None,
-        timeout_seconds: int | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        allow_bookmarks: bool = True,
-        read_timeout: float | None = None,
-    ) -> WatchStream: ...
-
-    def get(self, res: Resource, namespace: str | None, name: str) -> Obj: ...
-
-    def create(self, res: Resource, namespace: str | None, body: Obj) -> Obj: ...
-
-    def replace(
-        self,
-        res: Resource,
-        namespace: str | None,
-        name: str,
-        body: Obj,
-        *,
-        subresource: str | None = None,
-    ) -> Obj: ...
-
-    def patch(
-        self,
-        res: Resource,
-        namespace: str | None,
-        name: str,
-        patch: Any,
-        *,
-        patch_type: str = "merge",
-        subresource: str | None = None,
-    ) -> Obj: ...
-
-    def delete(
-        self,
-        res: Resource,
-        namespace: str | None,
-        name: str,
-        *,
-        uid: str | None = None,
-        propagation_policy: str | None = None,
-        grace_period_seconds: int | None = None,
-    ) -> Obj | None: ...
 
 
 def _query(**params: Any) -> str:
