@@ -1,4 +1,4 @@
-"""Tests of the in-memory Kubernetes API fake (tests/fakekube.py)."""
+"""Tests of the in-memory Kubernetes API fake (tests/fakekube/)."""
 
 from __future__ import annotations
 

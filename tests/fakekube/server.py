@@ -1,23 +1,11 @@
-"""An in-memory fake of the Kubernetes API for unit tests.
+"""The fake API server: :class:`FakeKube`, an in-memory :class:`kubeclient.KubeClient`.
 
-The idea is client-go's fake clientset + object tracker: :class:`FakeKube` implements the
-:class:`kubeclient.KubeClient` protocol on top of dicts, with the API server behaviours a
-controller depends on:
-
-* one global, etcd-like resourceVersion counter; every write bumps it;
-* optimistic concurrency (409 Conflict on a stale ``metadata.resourceVersion``);
-* the status subresource (main-resource writes keep the stored status and bump
-  ``metadata.generation`` on spec changes, ``/status`` writes change only ``status``);
-* finalizers and ``deletionTimestamp``; UID preconditions on delete;
-* JSON merge patch (RFC 7386) and JSON patch (RFC 6902);
-* list with label and field selectors; watches with a bounded event history, "too old
-  resource version" (410 Expired) after compaction, selector transitions (an object that stops
-  matching is sent as DELETED, one that starts matching as ADDED), bookmarks, server timeouts,
-  clean ends and broken connections;
-* fault injection, an action log and a garbage-collector emulation.
-
-Errors are raised the way :class:`kubeclient.RestClient` raises them: through
-:func:`kubeclient.error_from_status` with a Kubernetes ``Status`` body.
+Objects live in dicts under one global, etcd-like resourceVersion counter (every write bumps
+it); it enforces optimistic concurrency (409 on a stale ``metadata.resourceVersion``), the
+status subresource, finalizers and ``deletionTimestamp``, UID preconditions, generateName; it
+keeps a bounded event history for watches (:mod:`tests.fakekube.watch`), and offers the test
+controls: fault injection (:meth:`FakeKube.fail_next`), an action log (:class:`Action`), watch
+ends and breaks, bookmarks, compaction and a garbage-collector emulation.
 
 Every object handed out is a deep copy: callers can never mutate the store. Stored objects are
 never mutated in place either (each write stores a fresh dict), so the event history can share
@@ -28,19 +16,38 @@ from __future__ import annotations
 
 import copy
 import random
-import re
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from kubeclient import Obj, Resource, TransportError, error_from_status
+from kubeclient import Obj, Resource
+from tests.fakekube.patches import PatchError, json_merge_patch, json_patch
+from tests.fakekube.selectors import (
+    match_field_selector,
+    match_label_selector,
+    object_labels,
+    parse_field_selector,
+    parse_label_selector,
+)
+from tests.fakekube.status import (
+    bad_request,
+    conflict,
+    fail,
+    invalid,
+    no_such_path,
+    not_found,
+    status_body,
+    status_details,
+    too_large_rv,
+)
+from tests.fakekube.validation import check_type, name_error, validate_meta
+from tests.fakekube.watch import Event, FakeWatch
 
 #: Verbs known to :meth:`FakeKube.fail_next` and recorded in :attr:`FakeKube.actions`.
 VERBS = frozenset({"list", "watch", "get", "create", "update", "patch", "delete"})
@@ -53,502 +60,6 @@ _GENERATE_LENGTH = 5
 _CONFLICT_MESSAGE = (
     "the object has been modified; please apply your changes to the latest version and try again"
 )
-
-# ---------------------------------------------------------------------------------------------
-# Status bodies and errors
-# ---------------------------------------------------------------------------------------------
-
-
-def status_body(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> Obj:
-    """A ``Status`` object as the API server sends it for a failure."""
-    body: Obj = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-    if details:
-        body["details"] = details
-    return body
-
-
-def _fail(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> NoReturn:
-    raise error_from_status(code, status_body(code, reason, message, details))
-
-
-def _details(res: Resource, name: str | None = None, **extra: Any) -> dict[str, Any]:
-    d: dict[str, Any] = {}
-    if name:
-        d["name"] = name
-    if res.group:
-        d["group"] = res.group
-    d["kind"] = res.plural
-    d.update(extra)
-    return d
-
-
-def _not_found(res: Resource, name: str) -> NoReturn:
-    _fail(404, "NotFound", f'{res} "{name}" not found', _details(res, name))
-
-
-def _no_such_path() -> NoReturn:
-    _fail(404, "NotFound", "the server could not find the requested resource")
-
-
-def _bad_request(message: str) -> NoReturn:
-    _fail(400, "BadRequest", message)
-
-
-def _conflict(res: Resource, name: str, why: str) -> NoReturn:
-    _fail(
-        409,
-        "Conflict",
-        f'Operation cannot be fulfilled on {res} "{name}": {why}',
-        _details(res, name),
-    )
-
-
-def _invalid(res: Resource, name: str, field: str, message: str, cause: str) -> NoReturn:
-    full = f"{field}: {message}"
-    _fail(
-        422,
-        "Invalid",
-        f'{res.kind} "{name}" is invalid: {full}',
-        _details(res, name, causes=[{"reason": cause, "message": message, "field": field}]),
-    )
-
-
-def _too_large_rv(requested: int, current: int) -> NoReturn:
-    _fail(
-        504,
-        "Timeout",
-        f"Too large resource version: {requested}, current: {current}",
-        {
-            "causes": [
-                {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
-            ],
-            "retryAfterSeconds": 1,
-        },
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Names and labels validation (the subset of apimachinery validation a controller can trip on)
-# ---------------------------------------------------------------------------------------------
-
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-
-
-def _label_key_error(key: str) -> str | None:
-    prefix, slash, name = key.rpartition("/")
-    bad_prefix = not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)
-    if slash and bad_prefix:
-        return f"prefix part of {key!r} must be a DNS-1123 subdomain"
-    if not name or len(name) > 63 or not _QUALIFIED_NAME.fullmatch(name):
-        return (
-            f"name part of {key!r} must consist of alphanumeric characters, '-', '_' or '.', "
-            "start and end with an alphanumeric character and be at most 63 characters"
-        )
-    return None
-
-
-def _label_value_error(value: str) -> str | None:
-    if value == "":
-        return None
-    if len(value) > 63:
-        return "must be no more than 63 characters"
-    if not _QUALIFIED_NAME.fullmatch(value):
-        return (
-            "a valid label must be an empty string or consist of alphanumeric characters, "
-            "'-', '_' or '.', and must start and end with an alphanumeric character"
-        )
-    return None
-
-
-def _name_error(res: Resource, name: str) -> str | None:
-    if res.group == "" and res.plural == "services":
-        if len(name) > 63 or not _DNS1035_LABEL.fullmatch(name):
-            return (
-                "a DNS-1035 label must consist of lower case alphanumeric characters or '-', "
-                "start with an alphabetic character, and end with an alphanumeric character"
-            )
-        return None
-    if res.group == "" and res.plural == "namespaces":
-        if len(name) > 63 or not _DNS1123_LABEL.fullmatch(name):
-            return (
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
-                "or '-', and must start and end with an alphanumeric character"
-            )
-        return None
-    if len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
-        return (
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-            "'-' or '.', and must start and end with an alphanumeric character"
-        )
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
-# Label selectors
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """One term of a label selector. ``op`` is one of
-    ``=``, ``!=``, ``exists``, ``!``, ``in``, ``notin``, ``>``, ``<``."""
-
-    key: str
-    op: str
-    values: tuple[str, ...] = ()
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        present = self.key in labels
-        value = str(labels[self.key]) if present else None
-        if self.op == "exists":
-            return present
-        if self.op == "!":
-            return not present
-        if self.op in ("=", "in"):
-            return present and value in self.values
-        if self.op in ("!=", "notin"):
-            return not present or value not in self.values
-        if self.op in (">", "<"):
-            if value is None:
-                return False
-            try:
-                have = int(value)
-            except ValueError:
-                return False
-            want = int(self.values[0])
-            return have > want if self.op == ">" else have < want
-        raise AssertionError(self.op)
-
-
-_TOKEN = re.compile(r"\s*(?:(!=|==|=|!|\(|\)|,|<|>)|([^\s!=(),<>]+))")
-
-
-def _tokenize(selector: str) -> list[tuple[str, str]]:
-    tokens: list[tuple[str, str]] = []
-    pos = 0
-    while pos < len(selector):
-        m = _TOKEN.match(selector, pos)
-        if m is None:
-            if selector[pos:].strip() == "":
-                break
-            raise ValueError(f"unable to parse selector {selector!r} at position {pos}")
-        if m.group(1) is not None:
-            tokens.append(("op", m.group(1)))
-        else:
-            tokens.append(("id", m.group(2)))
-        pos = m.end()
-    return tokens
-
-
-@lru_cache(maxsize=512)
-def parse_label_selector(selector: str) -> tuple[Requirement, ...]:
-    """Parse a Kubernetes label selector (``k8s.io/apimachinery/pkg/labels.Parse`` syntax).
-
-    Supports ``a=b``, ``a==b``, ``a!=b``, ``a``, ``!a``, ``a in (x,y)``, ``a notin (x,y)``,
-    ``a>1``, ``a<1``, joined by commas (AND). Raises :class:`ValueError` on bad syntax or an
-    invalid label key/value.
-    """
-    toks = _tokenize(selector)
-    if not toks:
-        return ()
-    i = 0
-
-    def peek() -> tuple[str, str] | None:
-        return toks[i] if i < len(toks) else None
-
-    def take_id(what: str) -> str:
-        nonlocal i
-        t = peek()
-        if t is None or t[0] != "id":
-            found = "end of string" if t is None else repr(t[1])
-            raise ValueError(f"unable to parse requirement: expected {what}, found {found}")
-        i += 1
-        return t[1]
-
-    def take_op(op: str) -> None:
-        nonlocal i
-        t = peek()
-        if t != ("op", op):
-            found = "end of string" if t is None else repr(t[1])
-            raise ValueError(f"unable to parse requirement: expected {op!r}, found {found}")
-        i += 1
-
-    reqs: list[Requirement] = []
-    while True:
-        t = peek()
-        if t == ("op", "!"):
-            i += 1
-            req = Requirement(take_id("key"), "!")
-        else:
-            key = take_id("key")
-            t = peek()
-            if t is None or t == ("op", ","):
-                req = Requirement(key, "exists")
-            elif t[0] == "op" and t[1] in ("=", "==", "!="):
-                i += 1
-                nxt = peek()
-                value = ""
-                if nxt is not None and nxt[0] == "id":
-                    value = nxt[1]
-                    i += 1
-                req = Requirement(key, "!=" if t[1] == "!=" else "=", (value,))
-            elif t[0] == "op" and t[1] in (">", "<"):
-                i += 1
-                value = take_id("an integer value")
-                try:
-                    int(value)
-                except ValueError:
-                    raise ValueError(
-                        f"unable to parse requirement: for 'Gt', 'Lt' operators, the value "
-                        f"must be an integer, got {value!r}"
-                    ) from None
-                req = Requirement(key, t[1], (value,))
-            elif t in (("id", "in"), ("id", "notin")):
-                i += 1
-                take_op("(")
-                values: list[str] = []
-                while True:
-                    nxt = peek()
-                    if nxt is not None and nxt[0] == "id":
-                        values.append(nxt[1])
-                        i += 1
-                        nxt = peek()
-                    else:
-                        values.append("")
-                    if nxt == ("op", ")"):
-                        i += 1
-                        break
-                    if nxt == ("op", ","):
-                        i += 1
-                        continue
-                    found = "end of string" if nxt is None else repr(nxt[1])
-                    raise ValueError(
-                        f"unable to parse requirement: expected ',' or ')', found {found}"
-                    )
-                req = Requirement(key, t[1], tuple(dict.fromkeys(values)))
-            else:
-                raise ValueError(
-                    f"unable to parse requirement: unexpected {t[1]!r} after key {key!r}"
-                )
-        err = _label_key_error(req.key)
-        if err:
-            raise ValueError(f"unable to parse requirement: invalid label key {req.key!r}: {err}")
-        if req.op not in (">", "<"):
-            for v in req.values:
-                verr = _label_value_error(v)
-                if verr:
-                    raise ValueError(
-                        f"unable to parse requirement: invalid label value {v!r}: {verr}"
-                    )
-        reqs.append(req)
-        t = peek()
-        if t is None:
-            return tuple(reqs)
-        take_op(",")
-
-
-def match_label_selector(selector: str, labels: dict[str, str]) -> bool:
-    """True if ``labels`` satisfy the Kubernetes label ``selector`` (empty matches all)."""
-    return all(r.matches(labels) for r in parse_label_selector(selector))
-
-
-# ---------------------------------------------------------------------------------------------
-# Field selectors
-# ---------------------------------------------------------------------------------------------
-
-_FIELDS: dict[str, Callable[[Obj], str]] = {
-    "metadata.name": lambda o: str((o.get("metadata") or {}).get("name") or ""),
-    "metadata.namespace": lambda o: str((o.get("metadata") or {}).get("namespace") or ""),
-    "status.phase": lambda o: str((o.get("status") or {}).get("phase") or ""),
-}
-
-
-@lru_cache(maxsize=512)
-def parse_field_selector(selector: str) -> tuple[tuple[str, bool, str], ...]:
-    """Parse ``field=value``, ``field==value``, ``field!=value`` terms joined by commas.
-
-    Returns ``(field, equal, value)`` triples. Supported fields: ``metadata.name``,
-    ``metadata.namespace``, ``status.phase``; anything else raises :class:`ValueError`
-    (the API server answers 400 "field label not supported").
-    """
-    out: list[tuple[str, bool, str]] = []
-    for raw in selector.split(","):
-        term = raw.strip()
-        if not term:
-            continue
-        for op in ("!=", "==", "="):
-            if op in term:
-                field, value = term.split(op, 1)
-                break
-        else:
-            raise ValueError(f"invalid field selector term {term!r}: no operator")
-        field = field.strip()
-        if field not in _FIELDS:
-            raise ValueError(f'field label not supported: "{field}"')
-        out.append((field, op != "!=", value.strip()))
-    return tuple(out)
-
-
-def match_field_selector(selector: str, obj: Obj) -> bool:
-    return all((_FIELDS[f](obj) == v) == eq for f, eq, v in parse_field_selector(selector))
-
-
-# ---------------------------------------------------------------------------------------------
-# Patches
-# ---------------------------------------------------------------------------------------------
-
-
-def json_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch; returns a new document (inputs are not modified)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result: dict[str, Any] = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            result.pop(k, None)
-        else:
-            result[k] = json_merge_patch(result.get(k), v)
-    return result
-
-
-class PatchError(ValueError):
-    """A JSON patch that is well formed but cannot be applied (missing path, failed test)."""
-
-
-def _pointer(path: Any) -> list[str]:
-    if not isinstance(path, str):
-        raise PatchError(f"JSON pointer must be a string, got {path!r}")
-    if path == "":
-        return []
-    if not path.startswith("/"):
-        raise PatchError(f"invalid JSON pointer {path!r}")
-    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
-
-
-def _index(token: str, size: int, *, allow_end: bool) -> int:
-    if token == "-" and allow_end:
-        return size
-    if not re.fullmatch(r"0|[1-9][0-9]*", token):
-        raise PatchError(f"invalid array index {token!r}")
-    idx = int(token)
-    if idx > size or (idx == size and not allow_end):
-        raise PatchError(f"array index {idx} out of bounds")
-    return idx
-
-
-def _get(doc: Any, tokens: list[str], path: str) -> Any:
-    cur = doc
-    for t in tokens:
-        if isinstance(cur, dict):
-            if t not in cur:
-                raise PatchError(f"path {path!r} does not exist")
-            cur = cur[t]
-        elif isinstance(cur, list):
-            cur = cur[_index(t, len(cur), allow_end=False)]
-        else:
-            raise PatchError(f"path {path!r} does not exist")
-    return cur
-
-
-def _json_equal(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    return type(a) is type(b) and a == b
-
-
-def _add(doc: Any, tokens: list[str], value: Any, path: str) -> Any:
-    if not tokens:
-        return value
-    parent = _get(doc, tokens[:-1], path)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        parent[last] = value
-    elif isinstance(parent, list):
-        parent.insert(_index(last, len(parent), allow_end=True), value)
-    else:
-        raise PatchError(f"path {path!r} does not exist")
-    return doc
-
-
-def _remove(doc: Any, tokens: list[str], path: str) -> Any:
-    if not tokens:
-        raise PatchError("cannot remove the whole document")
-    parent = _get(doc, tokens[:-1], path)
-    last = tokens[-1]
-    if isinstance(parent, dict):
-        if last not in parent:
-            raise PatchError(f"path {path!r} does not exist")
-        return parent.pop(last)
-    if isinstance(parent, list):
-        return parent.pop(_index(last, len(parent), allow_end=False))
-    raise PatchError(f"path {path!r} does not exist")
-
-
-def json_patch(doc: Any, operations: Any) -> Any:
-    """RFC 6902 JSON patch (add, remove, replace, move, copy, test); returns a new document.
-
-    Raises :class:`TypeError` for a malformed patch and :class:`PatchError` when an operation
-    cannot be applied.
-    """
-    if not isinstance(operations, list):
-        raise TypeError("a JSON patch must be a list of operations")
-    out = copy.deepcopy(doc)
-    for op in operations:
-        if not isinstance(op, dict) or "op" not in op or "path" not in op:
-            raise TypeError(f"malformed JSON patch operation: {op!r}")
-        kind = op["op"]
-        path = op["path"]
-        tokens = _pointer(path)
-        if kind in ("add", "replace", "test") and "value" not in op:
-            raise TypeError(f"JSON patch operation {kind!r} needs a value")
-        if kind in ("move", "copy") and "from" not in op:
-            raise TypeError(f"JSON patch operation {kind!r} needs 'from'")
-        if kind == "add":
-            out = _add(out, tokens, copy.deepcopy(op["value"]), path)
-        elif kind == "remove":
-            _remove(out, tokens, path)
-        elif kind == "replace":
-            _get(out, tokens, path)  # must exist
-            if tokens:
-                _remove(out, tokens, path)
-            out = _add(out, tokens, copy.deepcopy(op["value"]), path)
-        elif kind == "test":
-            if not _json_equal(_get(out, tokens, path), op["value"]):
-                raise PatchError(f"testing value {path} failed: test failed")
-        elif kind == "move":
-            src = _pointer(op["from"])
-            if tokens[: len(src)] == src and tokens != src:
-                raise PatchError("cannot move a value into one of its children")
-            value = _remove(out, src, op["from"])
-            out = _add(out, tokens, value, path)
-        elif kind == "copy":
-            value = copy.deepcopy(_get(out, _pointer(op["from"]), op["from"]))
-            out = _add(out, tokens, value, path)
-        else:
-            raise TypeError(f"unknown JSON patch operation {kind!r}")
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Records
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -564,169 +75,17 @@ class Action:
 
 @dataclass
 class _Fault:
+    """A pending :meth:`FakeKube.fail_next`."""
+
     verb: str
     resource: str | None
     error: Exception
     remaining: int
 
 
-@dataclass(frozen=True)
-class _Event:
-    rv: int
-    resource: str
-    namespace: str
-    type: str
-    obj: Obj
-    prev: Obj | None
-
-
-def _labels(obj: Obj) -> dict[str, str]:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return {str(k): str(v) for k, v in labels.items()}
-
-
 def _builtin_group(group: str) -> bool:
+    """Built-in API groups (core, no dot, *.k8s.io): their list items come without kind."""
     return group == "" or "." not in group or group.endswith(".k8s.io")
-
-
-# ---------------------------------------------------------------------------------------------
-# Watch streams
-# ---------------------------------------------------------------------------------------------
-
-
-class FakeWatch:
-    """A :class:`kubeclient.WatchStream` fed by :class:`FakeKube`.
-
-    Iterating blocks until an event arrives. The stream ends (``StopIteration``) on
-    :meth:`close` (from any thread), when the server-side ``timeout_seconds`` elapses, or after
-    :meth:`FakeKube.end_watches` (events already queued are delivered first). After
-    :meth:`FakeKube.break_watches` it raises :class:`TransportError`; with a ``read_timeout``
-    and no event for that long it raises :class:`TransportError` too, like a client read
-    timeout on a silent connection.
-    """
-
-    def __init__(
-        self,
-        kube: FakeKube,
-        res: Resource,
-        namespace: str | None,
-        label_selector: str,
-        field_selector: str,
-        timeout_seconds: int | None,
-        read_timeout: float | None,
-        allow_bookmarks: bool,
-    ) -> None:
-        self._kube = kube
-        self._cond = kube._cond
-        self.resource = res
-        self.namespace = namespace
-        self.label_selector = label_selector
-        self.field_selector = field_selector
-        self.allow_bookmarks = allow_bookmarks
-        self._pending: deque[Obj] = deque()
-        self._closed = False  # closed by the client
-        self._ended = False  # ended by the server: drain what is queued, then stop
-        self._broken = False  # connection broke: raise TransportError
-        self._finished = False  # the iterator has ended
-        now = time.monotonic()
-        self._deadline = now + timeout_seconds if timeout_seconds else None
-        self._read_timeout = read_timeout
-        self._last_activity = now
-
-    # -- used by FakeKube, under its lock ---------------------------------------------------
-
-    def _accepting(self, now: float) -> bool:
-        if self._closed or self._ended or self._broken or self._finished:
-            return False
-        return self._deadline is None or now < self._deadline
-
-    def _matches(self, obj: Obj) -> bool:
-        if self.label_selector and not match_label_selector(self.label_selector, _labels(obj)):
-            return False
-        return not self.field_selector or match_field_selector(self.field_selector, obj)
-
-    def _offer(self, ev: _Event) -> None:
-        if ev.resource != str(self.resource):
-            return
-        if self.namespace and ev.namespace != self.namespace:
-            return
-        cur = self._matches(ev.obj)
-        if ev.type in ("ADDED", "DELETED") or ev.prev is None:
-            if cur:
-                self._pending.append({"type": ev.type, "object": ev.obj})
-            return
-        old = self._matches(ev.prev)
-        if cur and old:
-            self._pending.append({"type": "MODIFIED", "object": ev.obj})
-        elif cur:
-            self._pending.append({"type": "ADDED", "object": ev.obj})
-        elif old:
-            # Like the API server's watch cache: the previous content, the new resourceVersion.
-            gone = copy.deepcopy(ev.prev)
-            gone.setdefault("metadata", {})["resourceVersion"] = str(ev.rv)
-            self._pending.append({"type": "DELETED", "object": gone})
-
-    def _finish(self) -> None:
-        self._finished = True
-        self._kube._unregister(self)
-
-    # -- WatchStream --------------------------------------------------------------------------
-
-    def __iter__(self) -> Iterator[Obj]:
-        return self
-
-    def __next__(self) -> Obj:
-        with self._cond:
-            while True:
-                if self._closed or self._finished:
-                    raise StopIteration
-                if self._broken:
-                    self._finish()
-                    raise TransportError(
-                        "watch stream broke: ('Connection broken: ConnectionResetError(104, "
-                        "'Connection reset by peer')' (fake))"
-                    )
-                if self._pending:
-                    self._last_activity = time.monotonic()
-                    return copy.deepcopy(self._pending.popleft())
-                if self._ended:
-                    self._finish()
-                    raise StopIteration
-                now = time.monotonic()
-                waits: list[float] = []
-                if self._deadline is not None:
-                    if now >= self._deadline:
-                        self._finish()
-                        raise StopIteration
-                    waits.append(self._deadline - now)
-                if self._read_timeout is not None:
-                    read_deadline = self._last_activity + self._read_timeout
-                    if now >= read_deadline:
-                        self._finish()
-                        raise TransportError(
-                            "watch stream broke: Read timed out. "
-                            f"(read timeout={self._read_timeout})"
-                        )
-                    waits.append(read_deadline - now)
-                self._cond.wait(min(waits) if waits else None)
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._pending.clear()
-            self._kube._unregister(self)
-            self._cond.notify_all()
-
-    def __enter__(self) -> FakeWatch:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-# ---------------------------------------------------------------------------------------------
-# The fake API server
-# ---------------------------------------------------------------------------------------------
 
 
 class FakeKube:
@@ -748,7 +107,7 @@ class FakeKube:
         self._rv = 0
         self._store: dict[str, dict[tuple[str, str], Obj]] = {}
         self._resources: dict[str, Resource] = {}
-        self._history: deque[_Event] = deque()
+        self._history: deque[Event] = deque()
         self._compacted = 0  # highest resourceVersion whose event was dropped from history
         self._watches: list[FakeWatch] = []
         self._actions: list[Action] = []
@@ -827,7 +186,7 @@ class FakeKube:
         """Number of watch streams still open (not closed, ended, broken or timed out)."""
         with self._cond:
             now = time.monotonic()
-            return sum(1 for w in self._watches if w._accepting(now))
+            return sum(1 for w in self._watches if w.accepting(now))
 
     def wait_for_watches(self, count: int = 1, timeout: float = 5.0) -> bool:
         """Block until at least ``count`` watches are open; False on timeout."""
@@ -844,7 +203,7 @@ class FakeKube:
         """The server closes every open watch cleanly (queued events are still delivered)."""
         with self._cond:
             for w in self._watches:
-                w._ended = True
+                w.end()
             self._watches.clear()
             self._cond.notify_all()
 
@@ -852,7 +211,7 @@ class FakeKube:
         """Every open watch's connection breaks: its iterator raises ``TransportError``."""
         with self._cond:
             for w in self._watches:
-                w._broken = True
+                w.sever()
             self._watches.clear()
             self._cond.notify_all()
 
@@ -861,8 +220,8 @@ class FakeKube:
         with self._cond:
             now = time.monotonic()
             for w in self._watches:
-                if w._accepting(now) and w.allow_bookmarks:
-                    w._pending.append(
+                if w.accepting(now) and w.allow_bookmarks:
+                    w.push(
                         {
                             "type": "BOOKMARK",
                             "object": {
@@ -952,20 +311,20 @@ class FakeKube:
         if not res.namespaced:
             return ""
         if not namespace:
-            _no_such_path()
+            no_such_path()
         return namespace
 
     def _lookup(self, res: Resource, ns: str, name: str) -> Obj:
         obj = self._bucket(res).get((ns, name))
         if obj is None:
-            _not_found(res, name)
+            not_found(res, name)
         return obj
 
     def _check_subresource(self, res: Resource, subresource: str | None) -> None:
         if subresource is None:
             return
         if subresource != "status" or str(res) not in self.status_subresources:
-            _no_such_path()
+            no_such_path()
 
     def _parse_rv(self, rv: str | None) -> int | None:
         """None for "unset/any" (None, "", "0"); raises 400/504 like the API server."""
@@ -974,86 +333,25 @@ class FakeKube:
         try:
             value = int(rv)
         except ValueError:
-            _bad_request(f'invalid resource version "{rv}"')
+            bad_request(f'invalid resource version "{rv}"')
         if value < 0:
-            _bad_request(f'invalid resource version "{rv}"')
+            bad_request(f'invalid resource version "{rv}"')
         if value > self._rv:
-            _too_large_rv(value, self._rv)
+            too_large_rv(value, self._rv)
         return value
 
     def _check_selectors(self, label_selector: str | None, field_selector: str | None) -> None:
         try:
             parse_label_selector(label_selector or "")
         except ValueError as e:
-            _bad_request(str(e))
+            bad_request(str(e))
         try:
             parse_field_selector(field_selector or "")
         except ValueError as e:
-            _bad_request(str(e))
-
-    def _check_type(self, res: Resource, obj: Obj) -> None:
-        api_version = obj.get("apiVersion")
-        if api_version and api_version != res.api_version:
-            _bad_request(
-                f"the API version in the data ({api_version}) does not match the expected "
-                f"API version ({res.api_version})"
-            )
-        kind = obj.get("kind")
-        if kind and kind != res.kind:
-            _bad_request(
-                f"the kind in the data ({kind}) does not match the expected kind ({res.kind})"
-            )
-
-    def _validate_meta(self, res: Resource, name: str, meta: Obj) -> None:
-        labels = meta.get("labels") or {}
-        if not isinstance(labels, dict):
-            _bad_request("metadata.labels must be an object")
-        for k, v in labels.items():
-            err = _label_key_error(str(k))
-            if err:
-                _invalid(
-                    res,
-                    name,
-                    "metadata.labels",
-                    f'Invalid value: "{k}": {err}',
-                    "FieldValueInvalid",
-                )
-            if not isinstance(v, str):
-                _bad_request(f"metadata.labels[{k}] must be a string, got {v!r}")
-            verr = _label_value_error(v)
-            if verr:
-                _invalid(
-                    res,
-                    name,
-                    "metadata.labels",
-                    f'Invalid value: "{v}": {verr}',
-                    "FieldValueInvalid",
-                )
-        refs = meta.get("ownerReferences") or []
-        controllers = 0
-        for i, ref in enumerate(refs):
-            for field in ("apiVersion", "kind", "name", "uid"):
-                if not isinstance(ref, dict) or not ref.get(field):
-                    _invalid(
-                        res,
-                        name,
-                        f"metadata.ownerReferences[{i}].{field}",
-                        "Required value",
-                        "FieldValueRequired",
-                    )
-            if ref.get("controller"):
-                controllers += 1
-        if controllers > 1:
-            _invalid(
-                res,
-                name,
-                "metadata.ownerReferences",
-                "Invalid value: only one reference can have Controller set to true",
-                "FieldValueInvalid",
-            )
+            bad_request(str(e))
 
     def _emit(self, res: Resource, ns: str, kind: str, obj: Obj, prev: Obj | None) -> None:
-        ev = _Event(self._rv, str(res), ns, kind, obj, prev)
+        ev = Event(self._rv, str(res), ns, kind, obj, prev)
         self._history.append(ev)
         while len(self._history) > self._history_size:
             dropped = self._history.popleft()
@@ -1062,8 +360,8 @@ class FakeKube:
             self._compacted = self._rv
         now = time.monotonic()
         for w in self._watches:
-            if w._accepting(now):
-                w._offer(ev)
+            if w.accepting(now):
+                w.offer(ev)
         self._cond.notify_all()
 
     @staticmethod
@@ -1081,26 +379,26 @@ class FakeKube:
     ) -> Obj:
         """Store ``body`` (a private copy) as the new state of ``current``; returns a copy."""
         if not isinstance(body, dict):
-            _bad_request("the request body must be a JSON object")
+            bad_request("the request body must be a JSON object")
         meta_in = body.get("metadata")
         if meta_in is None:
             meta_in = body["metadata"] = {}
         if not isinstance(meta_in, dict):
-            _bad_request("metadata must be an object")
+            bad_request("metadata must be an object")
         if meta_in.get("name") not in (None, "", name):
-            _bad_request(
+            bad_request(
                 f"the name of the object ({meta_in['name']}) does not match the name on the URL "
                 f"({name})"
             )
         if res.namespaced and meta_in.get("namespace") not in (None, "", ns):
-            _bad_request(
+            bad_request(
                 "the namespace of the provided object does not match the namespace sent on the "
                 "request"
             )
         cmeta = current["metadata"]
         rv_in = meta_in.get("resourceVersion")
         if rv_in and str(rv_in) != cmeta["resourceVersion"]:
-            _conflict(res, name, _CONFLICT_MESSAGE)
+            conflict(res, name, _CONFLICT_MESSAGE)
 
         if subresource == "status":
             new = copy.deepcopy(current)
@@ -1109,7 +407,7 @@ class FakeKube:
             else:
                 new.pop("status", None)
         else:
-            self._check_type(res, body)
+            check_type(res, body)
             new = {"apiVersion": res.api_version, "kind": res.kind}
             new.update((k, v) for k, v in body.items() if k not in ("apiVersion", "kind"))
             if str(res) in self.status_subresources:
@@ -1138,7 +436,7 @@ class FakeKube:
                     if f not in (cmeta.get("finalizers") or [])
                 ]
                 if added:
-                    _invalid(
+                    invalid(
                         res,
                         name,
                         "metadata.finalizers",
@@ -1146,7 +444,7 @@ class FakeKube:
                         f"deleted, found new finalizers {added}",
                         "FieldValueForbidden",
                     )
-            self._validate_meta(res, name, meta)
+            validate_meta(res, name, meta)
             if self._body_for_generation(new) != self._body_for_generation(current):
                 meta["generation"] = int(cmeta.get("generation") or 0) + 1
 
@@ -1206,7 +504,7 @@ class FakeKube:
             for (ns, _), obj in sorted(self._bucket(res).items()):
                 if res.namespaced and namespace and ns != namespace:
                     continue
-                if label_selector and not match_label_selector(label_selector, _labels(obj)):
+                if label_selector and not match_label_selector(label_selector, object_labels(obj)):
                     continue
                 if field_selector and not match_field_selector(field_selector, obj):
                     continue
@@ -1240,7 +538,8 @@ class FakeKube:
             self._check_selectors(label_selector, field_selector)
             start = self._parse_rv(resource_version)
             w = FakeWatch(
-                self,
+                self._cond,
+                self._unregister,
                 res,
                 namespace if res.namespaced else None,
                 label_selector or "",
@@ -1250,7 +549,7 @@ class FakeKube:
                 allow_bookmarks,
             )
             if start is not None and start < self._compacted:
-                w._pending.append(
+                w.push(
                     {
                         "type": "ERROR",
                         "object": status_body(
@@ -1260,12 +559,12 @@ class FakeKube:
                         ),
                     }
                 )
-                w._ended = True
+                w.end()
                 return w
             if start is not None:
                 for ev in self._history:
                     if ev.rv > start:
-                        w._offer(ev)
+                        w.offer(ev)
             self._watches.append(w)
             self._cond.notify_all()
             return w
@@ -1281,8 +580,8 @@ class FakeKube:
             req_name = meta_in.get("name") if isinstance(meta_in, dict) else None
             self._begin("create", res, namespace, req_name or None)
             if not isinstance(body, dict):
-                _bad_request("the request body must be a JSON object")
-            self._check_type(res, body)
+                bad_request("the request body must be a JSON object")
+            check_type(res, body)
             obj: Obj = {"apiVersion": res.api_version, "kind": res.kind}
             obj.update(
                 (k, copy.deepcopy(v)) for k, v in body.items() if k not in ("apiVersion", "kind")
@@ -1291,16 +590,16 @@ class FakeKube:
             if meta is None:
                 meta = obj["metadata"] = {}
             if not isinstance(meta, dict):
-                _bad_request("metadata must be an object")
+                bad_request("metadata must be an object")
             if res.namespaced:
                 if not namespace:
-                    _fail(
+                    fail(
                         405,
                         "MethodNotAllowed",
                         "the server does not allow this method on the requested resource",
                     )
                 if meta.get("namespace") not in (None, "", namespace):
-                    _bad_request(
+                    bad_request(
                         "the namespace of the provided object does not match the namespace sent "
                         "on the request"
                     )
@@ -1310,13 +609,13 @@ class FakeKube:
                 ns = ""
                 meta.pop("namespace", None)
             if meta.get("resourceVersion"):
-                _bad_request("resourceVersion should not be set on objects to be created")
+                bad_request("resourceVersion should not be set on objects to be created")
             bucket = self._bucket(res)
             name = str(meta.get("name") or "")
             if not name:
                 prefix = meta.get("generateName")
                 if not prefix:
-                    _invalid(
+                    invalid(
                         res,
                         "",
                         "metadata.name",
@@ -1331,9 +630,9 @@ class FakeKube:
                         break
                 meta["name"] = name
                 self._actions[-1] = dc_replace(self._actions[-1], name=name)
-            err = _name_error(res, name)
+            err = name_error(res, name)
             if err:
-                _invalid(
+                invalid(
                     res,
                     name,
                     "metadata.name",
@@ -1341,13 +640,13 @@ class FakeKube:
                     "FieldValueInvalid",
                 )
             if (ns, name) in bucket:
-                _fail(
+                fail(
                     409,
                     "AlreadyExists",
                     f'{res} "{name}" already exists',
-                    _details(res, name),
+                    status_details(res, name),
                 )
-            self._validate_meta(res, name, meta)
+            validate_meta(res, name, meta)
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = self._now()
             meta["generation"] = 1
@@ -1376,7 +675,7 @@ class FakeKube:
             self._check_subresource(res, subresource)
             current = self._lookup(res, ns, name)
             if not isinstance(body, dict):
-                _bad_request("the request body must be a JSON object")
+                bad_request("the request body must be a JSON object")
             return self._apply_update(res, ns, name, current, copy.deepcopy(body), subresource)
 
     def patch(
@@ -1396,17 +695,17 @@ class FakeKube:
             current = self._lookup(res, ns, name)
             if patch_type == "merge":
                 if not isinstance(patch, dict):
-                    _bad_request("a JSON merge patch for an object must be a JSON object")
+                    bad_request("a JSON merge patch for an object must be a JSON object")
                 result = json_merge_patch(current, patch)
             elif patch_type == "json":
                 try:
                     result = json_patch(current, patch)
                 except TypeError as e:
-                    _bad_request(str(e))
+                    bad_request(str(e))
                 except PatchError as e:
-                    _fail(422, "Invalid", str(e))
+                    fail(422, "Invalid", str(e))
             elif patch_type == "strategic":
-                _fail(
+                fail(
                     415,
                     "UnsupportedMediaType",
                     "the body of the request was in an unknown format - accepted media types "
@@ -1416,7 +715,7 @@ class FakeKube:
             else:
                 raise ValueError(f"unknown patch type {patch_type!r}")
             if not isinstance(result, dict):
-                _bad_request("the patched object must be a JSON object")
+                bad_request("the patched object must be a JSON object")
             return self._apply_update(res, ns, name, current, result, subresource)
 
     def delete(
@@ -1435,13 +734,13 @@ class FakeKube:
             self._begin("delete", res, namespace, name)
             ns = self._object_ns(res, namespace)
             if propagation_policy not in (None, "Orphan", "Background", "Foreground"):
-                _bad_request(
+                bad_request(
                     f"DeleteOptions.propagationPolicy: Unsupported value: {propagation_policy!r}"
                 )
             current = self._lookup(res, ns, name)
             have = current["metadata"]["uid"]
             if uid and uid != have:
-                _conflict(
+                conflict(
                     res,
                     name,
                     f"Precondition failed: UID in precondition: {uid}, UID in object meta: {have}",

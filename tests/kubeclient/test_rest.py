@@ -32,6 +32,7 @@ from kubeclient import (
     TooManyRequests,
     TransportError,
 )
+from tests.fakekube import status_body
 from tests.informers.helpers import wait_for
 
 DGLJOBS = Resource("qihoo.net", "v1alpha1", "dgljobs", "DGLJob")
@@ -60,18 +61,6 @@ class Reply:
 
 
 Route = Reply | Callable[[BaseHTTPRequestHandler, Req], None]
-
-
-def status_body(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
 
 
 def send_reply(h: BaseHTTPRequestHandler, reply: Reply) -> None:
