@@ -1,5 +1,8 @@
 """Wiring: informers -> event handlers -> rate-limited workqueue -> workers -> JobSync.
 
+One informer watches DGLJobs and one each child kind of controller/children.py's registry.
+One ``Clock`` runs the queue (requeue-afters, retries), the sync's times and the expectations.
+
 Handlers only enqueue keys (a child's key is its controlling DGLJob's); workers pull keys,
 run one sync each with the job key and a reconcile id bound to the log context, and requeue
 by the result: error -> rate-limited, requeue-after -> forget + add_after, else forget.
@@ -8,21 +11,20 @@ by the result: error -> rate-limited, requeue-after -> forget + add_after, else 
 from __future__ import annotations
 
 import threading
-import time
 import uuid
-from collections.abc import Callable
 
 import structlog
 
 from controller.api import API_VERSION, DGLJOBS, KIND
 from controller.apply import ForeignObjectError
-from controller.builders import JOB_NAME_LABEL, BuildOptions
+from controller.builders import BuildOptions
+from controller.children import CHILDREN, Listers
 from controller.events import EventRecorder
 from controller.expectations import ADD, DELETE, Expectations
 from controller.metrics import CONTROLLER, Metrics
 from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
 from controller.status import is_terminating
-from controller.sync import CHILD_RESOURCES, JobSync, Listers
+from controller.sync import JobSync
 from informers.factory import SharedInformerFactory
 from informers.lister import Lister
 from informers.shared import EventHandler, SharedInformer
@@ -33,8 +35,8 @@ from informers.store import (
     controller_uid_index,
     meta_namespace_key,
 )
-from kubeclient import KubeClient, KubeError, Obj
-from workqueue import Clock, RateLimitingQueue
+from kubeclient import KubeClient, KubeError, Obj, Resource
+from workqueue import Clock, RateLimitingQueue, RealClock
 
 log = structlog.get_logger("controller")
 
@@ -66,38 +68,34 @@ class Controller:
         metrics: Metrics | None = None,
         recorder: EventRecorder | None = None,
         clock: Clock | None = None,
-        now: Callable[[], float] = time.time,
         expectations: Expectations | None = None,
     ) -> None:
         self.client = client
         self.factory = factory
+        # the one clock of the queue (requeue-afters, retries), the sync and the expectations
+        self.clock: Clock = clock or RealClock()
         self.metrics = metrics or Metrics()
-        self.recorder = recorder or EventRecorder(client, on_drop=self.metrics.events_dropped.inc)
-        self.expectations = expectations or Expectations()
+        self.recorder = recorder or EventRecorder(
+            client, clock=self.clock, on_drop=self.metrics.events_dropped.inc
+        )
+        self.expectations = expectations or Expectations(clock=self.clock)
         self.queue: RateLimitingQueue[str] = RateLimitingQueue(
             "dgljob",
-            clock=clock,
+            clock=self.clock,
             metrics_provider=PrometheusWorkqueueMetricsProvider(self.metrics.registry),
         )
         self.job_informer = factory.informer_for(DGLJOBS)
-        self.child_informers: dict[str, SharedInformer] = {}
-        for res in CHILD_RESOURCES:
-            inf = factory.informer_for(
-                res,
-                label_selector=JOB_NAME_LABEL,
+        self.child_informers: dict[Resource, SharedInformer] = {
+            child.resource: factory.informer_for(
+                child.resource,
+                label_selector=child.label_selector,
                 indexers={CONTROLLER_UID_INDEX: controller_uid_index},
             )
-            self.child_informers[res.plural] = inf
-        inf_of = self.child_informers
+            for child in CHILDREN
+        }
         self.listers = Listers(
-            jobs=Lister(self.job_informer.store),
-            pods=Lister(inf_of["pods"].store),
-            services=Lister(inf_of["services"].store),
-            configmaps=Lister(inf_of["configmaps"].store),
-            serviceaccounts=Lister(inf_of["serviceaccounts"].store),
-            roles=Lister(inf_of["roles"].store),
-            rolebindings=Lister(inf_of["rolebindings"].store),
-            networkpolicies=Lister(inf_of["networkpolicies"].store),
+            Lister(self.job_informer.store),
+            {res: Lister(inf.store) for res, inf in self.child_informers.items()},
         )
         self.sync = JobSync(
             client,
@@ -106,7 +104,7 @@ class Controller:
             recorder=self.recorder,
             metrics=self.metrics,
             expectations=self.expectations,
-            now=now,
+            clock=self.clock,
         )
         self.job_informer.add_event_handler(
             EventHandler(
@@ -115,8 +113,8 @@ class Controller:
                 on_delete=lambda obj: self._enqueue_job(_unwrap(obj)),
             )
         )
-        for plural, inf in self.child_informers.items():
-            inf.add_event_handler(self._child_handler(plural))
+        for res, inf in self.child_informers.items():
+            inf.add_event_handler(self._child_handler(res.plural))
         self._workers: list[threading.Thread] = []
 
     # -- handlers -------------------------------------------------------------------------
@@ -190,7 +188,7 @@ class Controller:
             return False
         active = self.metrics.active_workers.labels(CONTROLLER)
         active.inc()
-        started = time.monotonic()
+        started = self.clock.now()
         structlog.contextvars.bind_contextvars(job=key, reconcile_id=uuid.uuid4().hex[:12])
         try:
             result = self.sync.sync(key)
@@ -211,7 +209,7 @@ class Controller:
             else:
                 self.metrics.reconcile_total.labels(CONTROLLER, "success").inc()
         finally:
-            self.metrics.reconcile_time.labels(CONTROLLER).observe(time.monotonic() - started)
+            self.metrics.reconcile_time.labels(CONTROLLER).observe(self.clock.now() - started)
             active.dec()
             structlog.contextvars.clear_contextvars()
             self.queue.done(key)

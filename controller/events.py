@@ -20,6 +20,7 @@ import structlog
 
 from controller.status import now_rfc3339
 from kubeclient import EVENTS, KubeClient, KubeError, NotFound, Obj
+from workqueue import Clock, RealClock
 
 log = structlog.get_logger("controller.events")
 
@@ -45,21 +46,22 @@ class EventRecorder:
         host: str | None = None,
         dedup_window: float = 600.0,
         max_queue: int = 10000,
-        now: Callable[[], float] = time.time,
+        clock: Clock | None = None,
         on_drop: Callable[[], None] | None = None,
     ) -> None:
         self.client = client
         self.component = component
         self.host = host or socket.gethostname()
         self.dedup_window = dedup_window
-        self._now = now
+        # wall(): the Events' timestamps and the dedup window; now(): the drop log's pace
+        self._clock: Clock = clock or RealClock()
         self._queue: queue.Queue[_Pending | None] = queue.Queue(max_queue)
         self._seen: dict[tuple[str, str, str, str], tuple[str, int, float]] = {}
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.dropped = 0
         self._on_drop = on_drop
-        self._last_drop_log = 0.0
+        self._last_drop_log: float | None = None
 
     def start(self) -> None:
         with self._lock:
@@ -76,7 +78,8 @@ class EventRecorder:
             thread.join(timeout)
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until every recorded event was sent (or failed); False on timeout."""
+        """Wait until every recorded event was sent (or failed); False on timeout (real
+        seconds, whatever the clock: it waits for the sender thread)."""
         deadline = time.monotonic() + timeout
         while self._queue.unfinished_tasks:
             if time.monotonic() > deadline:
@@ -96,14 +99,14 @@ class EventRecorder:
         }
         log.info("event", type=type_, reason=reason, message=message, object=ref["name"])
         try:
-            self._queue.put_nowait(_Pending(ref, type_, reason, message, self._now()))
+            self._queue.put_nowait(_Pending(ref, type_, reason, message, self._clock.wall()))
         except queue.Full:
             # Like client-go's broadcaster: never block a sync for an event; but say so.
             self.dropped += 1
             if self._on_drop is not None:
                 self._on_drop()
-            stamp = time.monotonic()
-            if stamp - self._last_drop_log > 10.0:
+            stamp = self._clock.now()
+            if self._last_drop_log is None or stamp - self._last_drop_log > 10.0:
                 self._last_drop_log = stamp
                 log.warning("event queue full; dropping events", dropped_so_far=self.dropped)
 

@@ -9,9 +9,10 @@ sync must not create or delete children.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from workqueue import Clock, RealClock
 
 ADD = "add"
 DELETE = "delete"
@@ -24,9 +25,9 @@ class _Record:
 
 
 class Expectations:
-    def __init__(self, ttl: float = 300.0, now: Callable[[], float] = time.monotonic) -> None:
-        self.ttl = ttl
-        self._now = now
+    def __init__(self, ttl: float = 300.0, clock: Clock | None = None) -> None:
+        self.ttl = ttl  # seconds of the clock's now()
+        self._clock: Clock = clock or RealClock()
         self._lock = threading.Lock()
         self._records: dict[str, _Record] = {}
 
@@ -34,7 +35,7 @@ class Expectations:
         with self._lock:
             rec = self._records.setdefault(key, _Record())
             rec.pending.update((op, kind, n) for n in names)
-            rec.stamp = self._now()
+            rec.stamp = self._clock.now()
 
     def observe(self, key: str, op: str, kind: str, name: str) -> None:
         with self._lock:
@@ -50,7 +51,7 @@ class Expectations:
             rec = self._records.get(key)
             if rec is None or not rec.pending:
                 return True
-            if self._now() - rec.stamp > self.ttl:
+            if self._clock.now() - rec.stamp > self.ttl:
                 rec.pending.clear()
                 return True
             return False

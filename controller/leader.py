@@ -5,13 +5,16 @@ A candidate acquires the Lease when it is free or its holder has not renewed it 
 between replicas does not matter), then renews it every ``retry_period``. If renewing fails
 for ``renew_deadline`` the leader gives up and ``on_stopped_leading`` runs: the operator
 stops its workers and exits, as controller-runtime does.
+
+Time is read from a workqueue ``Clock`` (``now()`` for the lease's expiry and the renew
+deadline, ``wall()`` for the times written in the Lease); the pauses between attempts are
+waits on the stop event, in real seconds.
 """
 
 from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +22,7 @@ from datetime import UTC, datetime
 import structlog
 
 from kubeclient import LEASES, Conflict, KubeClient, KubeError, NotFound, Obj
+from workqueue import Clock, RealClock
 
 log = structlog.get_logger("controller.leader")
 
@@ -45,8 +49,7 @@ class LeaderElector:
         *,
         on_started_leading: Callable[[], None],
         on_stopped_leading: Callable[[], None],
-        now: Callable[[], float] = time.monotonic,
-        wall: Callable[[], float] = time.time,
+        clock: Clock | None = None,
     ) -> None:
         if config.renew_deadline >= config.lease_duration:
             raise ValueError("renew_deadline must be shorter than lease_duration")
@@ -54,8 +57,8 @@ class LeaderElector:
         self.config = config
         self.on_started_leading = on_started_leading
         self.on_stopped_leading = on_stopped_leading
-        self._now = now
-        self._wall = wall
+        # now(): the lease's expiry and the renew deadline; wall(): the times in the Lease
+        self._clock: Clock = clock or RealClock()
         self._observed: Obj | None = None  # last lease spec seen
         self._observed_at = 0.0
         self._leading = threading.Event()
@@ -90,14 +93,14 @@ class LeaderElector:
         return False
 
     def _renew_loop(self, stop: threading.Event) -> None:
-        last_renew = self._now()
+        last_renew = self._clock.now()
         while not stop.wait(self.config.retry_period):
-            started = self._now()
+            started = self._clock.now()
             left = self.config.renew_deadline - (started - last_renew)
             if self._renew_within(left):
                 last_renew = started  # the renewTime written is no later than this
                 continue
-            if self._now() - last_renew >= self.config.renew_deadline:
+            if self._clock.now() - last_renew >= self.config.renew_deadline:
                 log.error("failed to renew the lease in time", deadline=self.config.renew_deadline)
                 return
 
@@ -124,7 +127,7 @@ class LeaderElector:
 
     def try_acquire_or_renew(self) -> bool:
         cfg = self.config
-        wall = _micro_time(self._wall())
+        wall = _micro_time(self._clock.wall())
         try:
             lease = self.client.get(LEASES, cfg.namespace, cfg.name)
         except NotFound:
@@ -155,7 +158,7 @@ class LeaderElector:
             self._see(lease)
         holder = spec.get("holderIdentity") or ""
         duration = float(spec.get("leaseDurationSeconds") or cfg.lease_duration)
-        if holder and holder != cfg.identity and self._now() - self._observed_at < duration:
+        if holder and holder != cfg.identity and self._clock.now() - self._observed_at < duration:
             return False
         new_spec = dict(spec)
         if holder != cfg.identity:
@@ -182,7 +185,7 @@ class LeaderElector:
 
     def _see(self, lease: Obj) -> None:
         self._observed = dict(lease.get("spec") or {})
-        self._observed_at = self._now()
+        self._observed_at = self._clock.now()
 
     def _release(self) -> None:
         """Hand the lease over at once on a clean shutdown."""

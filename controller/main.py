@@ -10,10 +10,10 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from prometheus_client import start_http_server
@@ -68,24 +68,28 @@ def parse_addr(value: str, flag: str) -> tuple[str, int] | None:
     return host or "0.0.0.0", number
 
 
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+N = TypeVar("N", int, float)
 
 
-def _seconds(value: str) -> float:
-    try:
-        n = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
-    return n
+def _number(
+    convert: Callable[[str], N], noun: str, minimum: N, too_small: str
+) -> Callable[[str], N]:
+    """An argparse ``type``: ``convert(value)``, at least ``minimum``; errors say why."""
+
+    def parse(value: str) -> N:
+        try:
+            n = convert(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not {noun}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"{too_small}, got {n}")
+        return n
+
+    return parse
+
+
+_positive_int = _number(int, "an integer", 1, "must be at least 1")
+_seconds = _number(float, "a number of seconds", 0.0, "must not be negative")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -48,20 +47,16 @@ from controller.builders import (
     results_location,
     storage_claim,
 )
+from controller.children import ONCE_BY_KIND, Listers
 from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import Expectations
 from controller.metrics import Metrics
 from controller.mutation_cache import MutationCache
-from informers.lister import Lister
 from informers.store import split_key
 from kubeclient import (
     CONFIGMAPS,
-    NETWORKPOLICIES,
     PODS,
-    ROLEBINDINGS,
-    ROLES,
     SECRETS,
-    SERVICEACCOUNTS,
     SERVICES,
     BadRequest,
     Conflict,
@@ -72,26 +67,10 @@ from kubeclient import (
     Resource,
 )
 from kubeclient import PERSISTENTVOLUMECLAIMS as PVCS
+from workqueue import Clock, RealClock
 
 log = structlog.get_logger("controller.sync")
 
-CHILD_RESOURCES = (
-    PODS,
-    SERVICES,
-    CONFIGMAPS,
-    SERVICEACCOUNTS,
-    ROLES,
-    ROLEBINDINGS,
-    NETWORKPOLICIES,
-)
-# the children created once and left alone, by kind (the transfer Secret aside: the operator
-# may create Secrets but not read them, so no informer watches them)
-_ONCE_RES = {
-    "ServiceAccount": SERVICEACCOUNTS,
-    "Role": ROLES,
-    "RoleBinding": ROLEBINDINGS,
-    "NetworkPolicy": NETWORKPOLICIES,
-}
 _RUNNING_PHASES = (st.PARTITIONING, st.PARTITIONED, st.TRAINING)
 _PHASE_MESSAGES = {
     st.PENDING: "waiting for pods",
@@ -136,22 +115,6 @@ class _Plan:
             self.requeue_after = seconds
 
 
-@dataclass
-class Listers:
-    jobs: Lister
-    pods: Lister
-    services: Lister
-    configmaps: Lister
-    serviceaccounts: Lister
-    roles: Lister
-    rolebindings: Lister
-    networkpolicies: Lister
-
-    def for_resource(self, res: Resource) -> Lister:
-        lister: Lister = getattr(self, res.plural)
-        return lister
-
-
 class JobSync:
     def __init__(
         self,
@@ -162,16 +125,17 @@ class JobSync:
         recorder: EventRecorder,
         metrics: Metrics,
         expectations: Expectations | None = None,
-        now: Callable[[], float] = time.time,
+        clock: Clock | None = None,
     ) -> None:
         self.client = client
         self.listers = listers
         self.options = options
         self.recorder = recorder
         self.metrics = metrics
-        self.expectations = expectations or Expectations()
+        # wall() stamps the status and judges activeDeadlineSeconds and the TTL
+        self.clock: Clock = clock or RealClock()
+        self.expectations = expectations or Expectations(clock=self.clock)
         self.apply = Applier(client, self.expectations, recorder)
-        self.now = now
         # Our writes the caches may not show yet: a sync right after them must not act on
         # the older copies.
         self._jobs_written = MutationCache()
@@ -205,7 +169,7 @@ class JobSync:
 
     def _reconcile(self, obj: Obj) -> _Plan | None:
         """Act on the children and decide the new status (written by the caller)."""
-        now = self.now()
+        now = self.clock.wall()
         plan = _Plan(obj=obj, status=copy.deepcopy(obj.get("status") or {}))
         try:
             job = parse_job(obj)
@@ -221,7 +185,7 @@ class JobSync:
             log.debug("waiting for the cache to see our writes", job=job.key)
             return None
         self._created(job, plan, now)
-        pods = self.listers.pods.controlled_by(job.uid)
+        pods = self.listers[PODS].controlled_by(job.uid)
         if job.spec.run_policy.suspend:
             self._suspend(job, pods, plan, now)
             return plan
@@ -489,7 +453,7 @@ class JobSync:
         present = set(obs.pods) | set(obs.terminating)
         if want.config_map is not None:
             cm = self._configmaps_written.newest(
-                job.key, self.listers.configmaps.get(job.namespace, job.config_name)
+                job.key, self.listers[CONFIGMAPS].get(job.namespace, job.config_name)
             )
             if cm is None:
                 self.apply.create(job, CONFIGMAPS, want.config_map)
@@ -500,11 +464,11 @@ class JobSync:
             if child["kind"] == "Secret":
                 self._create_secret_once(job, child)
                 continue
-            res = _ONCE_RES[child["kind"]]
-            if self.listers.for_resource(res).get(job.namespace, child["metadata"]["name"]) is None:
+            res = ONCE_BY_KIND[child["kind"]]
+            if self.listers[res].get(job.namespace, child["metadata"]["name"]) is None:
                 self.apply.create(job, res, child)
         for svc in want.services:
-            if self.listers.services.get(job.namespace, svc["metadata"]["name"]) is None:
+            if self.listers[SERVICES].get(job.namespace, svc["metadata"]["name"]) is None:
                 self.apply.create(job, SERVICES, svc)
         for pod in want.workers:
             if pod["metadata"]["name"] not in present:
@@ -582,15 +546,15 @@ class JobSync:
         children: list[tuple[Resource, Obj]] = []
         if want.config_map is not None:
             children.append((CONFIGMAPS, want.config_map))
-        once = [c for c in [*want.rbac, *want.transfer] if c["kind"] in _ONCE_RES]
-        children += [(_ONCE_RES[c["kind"]], c) for c in once]
+        once = [c for c in [*want.rbac, *want.transfer] if c["kind"] in ONCE_BY_KIND]
+        children += [(ONCE_BY_KIND[c["kind"]], c) for c in once]
         children += [(SERVICES, s) for s in want.services]
         pods = [*want.workers, want.launcher]
         if want.partitioner is not None:
             pods.append(want.partitioner)
         children += [(PODS, p) for p in pods]
         for res, child in children:
-            existing = self.listers.for_resource(res).get(job.namespace, child["metadata"]["name"])
+            existing = self.listers[res].get(job.namespace, child["metadata"]["name"])
             self.apply.check_owned(job, res, existing)
 
     def _cleanup(self, job: DGLJob, policy: str) -> None:
@@ -599,12 +563,12 @@ class JobSync:
             return
         if not self.expectations.satisfied(job.key):
             return
-        for pod in self.listers.pods.controlled_by(job.uid):
+        for pod in self.listers[PODS].controlled_by(job.uid):
             if st.is_terminating(pod):
                 continue
             if policy == CLEAN_ALL or (policy == CLEAN_RUNNING and st.is_active(pod)):
                 self.apply.delete(job, PODS, pod, f"cleanPodPolicy {policy}")
-        for svc in self.listers.services.controlled_by(job.uid):
+        for svc in self.listers[SERVICES].controlled_by(job.uid):
             self.apply.delete(job, SERVICES, svc, f"cleanPodPolicy {policy}")
 
     def _finished(self, job: DGLJob, plan: _Plan, now: float) -> None:

@@ -1,4 +1,13 @@
-"""Injectable monotonic clocks, so queue timing can be driven by fake time in tests."""
+"""The one clock abstraction: time read and waited on through an injectable object, so
+queue timing, requeue-afters and every time the controller writes or compares can be driven by
+fake time in tests.
+
+A :class:`Clock` has two readings: ``now()`` (monotonic seconds, for intervals and delays: the
+queue's ``add_after``, rate limiting, expectations, lease expiry) and ``wall()`` (seconds since
+the epoch, for the timestamps written to the API and the times read from it: status times,
+activeDeadlineSeconds, ttlSecondsAfterFinished, Events). :class:`FakeClock` has one fake time
+that both readings return, so one ``step`` moves delays and timestamps together.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +17,14 @@ from typing import Protocol
 
 
 class Clock(Protocol):
-    """Monotonic time source plus a timed wait on a condition variable."""
+    """Monotonic and wall time sources plus a timed wait on a condition variable."""
 
     def now(self) -> float:
         """Monotonic time in seconds."""
+        ...
+
+    def wall(self) -> float:
+        """Wall time: seconds since the epoch."""
         ...
 
     def wait(self, cond: threading.Condition, timeout: float | None) -> None:
@@ -23,17 +36,21 @@ class Clock(Protocol):
 
 
 class RealClock:
-    """Wall-independent real time (``time.monotonic``)."""
+    """Real time: ``time.monotonic`` and ``time.time``."""
 
     def now(self) -> float:
         return time.monotonic()
+
+    def wall(self) -> float:
+        return time.time()
 
     def wait(self, cond: threading.Condition, timeout: float | None) -> None:
         cond.wait(timeout)
 
 
 class FakeClock:
-    """Manually advanced clock for tests.
+    """Manually advanced clock for tests: ``now()`` and ``wall()`` both read its one time
+    (start it at a realistic epoch when the wall time is written anywhere).
 
     ``wait`` never times out by itself: only a notify of the condition or a ``step``/``set_time``
     wakes it. A waiter whose thread last read ``now()`` before a step returns at once (a spurious
@@ -50,6 +67,11 @@ class FakeClock:
     def now(self) -> float:
         with self._lock:
             self._seen.generation = self._generation
+            return self._time
+
+    def wall(self) -> float:
+        # (not a read that a wait() after it depends on: the generation is left alone)
+        with self._lock:
             return self._time
 
     def step(self, seconds: float) -> None:

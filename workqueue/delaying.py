@@ -65,6 +65,13 @@ class DelayingQueue(Queue[T]):
             if self._heap[0][1] == seq:
                 self._waiting_cond.notify()  # new earliest deadline: re-arm the wait
 
+    def ready_at(self, item: T) -> float | None:
+        """When the waiting ``item`` will be added (the queue clock's ``now()``), or None
+        when it is not waiting."""
+        with self._waiting_cond:
+            waiting = self._waiting.get(item)
+        return None if waiting is None else waiting[0]
+
     def shut_down(self) -> None:
         super().shut_down()
         self._stop_waiting()

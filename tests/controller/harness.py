@@ -1,6 +1,11 @@
 """The whole controller (informers, queue, workers, sync) over the in-memory FakeKube.
 
 Tests play the kubelet by writing pod status, as envtest users do against a real API server.
+Time is one ``FakeClock`` (workqueue's): the controller's queue waits on it (requeue-afters,
+rate-limited retries), the sync and the Events read it, FakeKube stamps objects with it. It
+moves only when a test calls :meth:`Harness.step`, so a deadline or TTL fires exactly when
+the test moves time past it, and a failed sync's rate-limited retry waits for a step too
+(informers, watches and the test's own polling run in real time).
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from controller.api import DGLJOBS
 from controller.builders import BuildOptions
 from controller.controller import Controller
@@ -20,6 +27,7 @@ from controller.status import now_rfc3339
 from informers.factory import SharedInformerFactory
 from kubeclient import EVENTS, PODS, Obj, Resource
 from tests.fakekube import FakeKube
+from workqueue import FakeClock
 
 NS = "dgl-operator"
 MAIN = "dgl-graphsage"
@@ -36,20 +44,14 @@ def wait_for(pred: Callable[[], Any], timeout: float = 5.0, what: str = "conditi
         time.sleep(0.01)
 
 
-class WallClock:
-    """A settable wall clock for the controller (deadlines, TTL, timestamps)."""
+EPOCH = 1_700_000_000.0  # where the fake time starts (a whole second: timestamps are exact)
+# threads of the controller that wait on the clock: the queue's delaying loop and its
+# unfinished-work metrics loop
+CLOCK_WAITERS = 2
 
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self.t = start
-        self._lock = threading.Lock()
 
-    def __call__(self) -> float:
-        with self._lock:
-            return self.t
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self.t += seconds
+def fake_clock() -> FakeClock:
+    return FakeClock(start=EPOCH)
 
 
 class Harness:
@@ -60,20 +62,20 @@ class Harness:
         resync: float = 0.0,
         wrap: Callable[[FakeKube], Any] | None = None,
     ) -> None:
-        self.clock = WallClock()
-        self.kube = FakeKube(clock=self.clock)
+        self.clock = fake_clock()
+        self.kube = FakeKube(clock=self.clock.wall)
         # what the controller talks to (the test itself always uses self.kube directly)
         self.client = wrap(self.kube) if wrap else self.kube
         self.factory = SharedInformerFactory(self.client, resync_period=resync)
         self.metrics = Metrics()
-        self.recorder = EventRecorder(self.client, now=self.clock)
+        self.recorder = EventRecorder(self.client, clock=self.clock)
         self.ctrl = Controller(
             self.client,
             self.factory,
             options=options or BuildOptions(),
             metrics=self.metrics,
             recorder=self.recorder,
-            now=self.clock,
+            clock=self.clock,
         )
         self.stop_event = threading.Event()
 
@@ -83,6 +85,7 @@ class Harness:
         self.factory.start(self.stop_event)
         assert self.factory.wait_for_cache_sync(self.stop_event, timeout=5)
         self.ctrl.start_workers(workers)
+        self._clock_idle()
         return self
 
     def close(self) -> None:
@@ -103,6 +106,29 @@ class Harness:
         wait_for(idle, timeout, "the controller to settle")
         time.sleep(0.05)
         wait_for(idle, timeout, "the controller to settle")
+
+    # -- time -----------------------------------------------------------------------------
+
+    def step(self, seconds: float) -> None:
+        """Move the fake time on; once this returns, every key that became due is queued."""
+        self.clock.step(seconds)
+        self._clock_idle()
+
+    def _clock_idle(self) -> None:
+        """Wait until every thread waiting on the clock has looked at the time and waits
+        again (the delaying loop has queued what was due)."""
+        wait_for(
+            lambda: self.clock.waiters() == CLOCK_WAITERS, what="the queue to wait on the clock"
+        )
+
+    def due(self, name: str = MAIN) -> float | None:
+        """When the job's key waits to be queued again (seconds of the fake time)."""
+        return self.ctrl.queue.ready_at(f"{NS}/{name}")
+
+    def requeued_at(self, t: float, name: str = MAIN) -> None:
+        """Assert that the job's key waits to be queued again at fake time ``t``."""
+        wait_for(lambda: self.due(name) is not None, what=f"{name} to be requeued")
+        assert self.due(name) == pytest.approx(t)
 
     def sample(self, name: str, **labels: str) -> float:
         value = self.metrics.registry.get_sample_value(name, labels)
@@ -163,7 +189,10 @@ class Harness:
                 "podIP": ip,
                 "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
                 "containerStatuses": [
-                    {"name": main, "state": {"running": {"startedAt": now_rfc3339(self.clock())}}}
+                    {
+                        "name": main,
+                        "state": {"running": {"startedAt": now_rfc3339(self.clock.wall())}},
+                    }
                 ],
             },
         )
@@ -185,7 +214,7 @@ class Harness:
     ) -> None:
         pod = self.pods()[name]
         main = container or pod["spec"]["containers"][0]["name"]
-        end = self.clock()
+        end = self.clock.wall()
         terminated = {
             "exitCode": exit_code,
             "reason": reason or ("Completed" if exit_code == 0 else "Error"),

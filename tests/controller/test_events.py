@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controller.events import NORMAL, WARNING, EventRecorder
 from kubeclient import EVENTS, ServerError
-from tests.controller.harness import WallClock
+from tests.controller.harness import fake_clock
 from tests.fakekube import FakeKube
 
 JOB = {
@@ -16,12 +16,12 @@ JOB = {
 
 def test_event_fields_and_dedup() -> None:
     kube = FakeKube()
-    clock = WallClock()
-    rec = EventRecorder(kube, now=clock, host="op-0")
+    clock = fake_clock()
+    rec = EventRecorder(kube, clock=clock, host="op-0")
     rec.start()
     rec.record(JOB, NORMAL, "DGLJobCreated", "DGLJob ns/j is created.")
     rec.record(JOB, WARNING, "ErrResourceExists", "Pod j-worker-0 already exists")
-    clock.advance(5)
+    clock.step(5)
     rec.record(JOB, WARNING, "ErrResourceExists", "Pod j-worker-0 already exists")
     assert rec.flush()
     events = sorted(kube.objects(EVENTS, "ns"), key=lambda e: e["reason"])
@@ -44,11 +44,11 @@ def test_event_fields_and_dedup() -> None:
 
 def test_repeat_after_the_window_is_a_new_event() -> None:
     kube = FakeKube()
-    clock = WallClock()
-    rec = EventRecorder(kube, now=clock, dedup_window=60)
+    clock = fake_clock()
+    rec = EventRecorder(kube, clock=clock, dedup_window=60)
     rec.start()
     rec.record(JOB, NORMAL, "R", "m")
-    clock.advance(61)
+    clock.step(61)
     rec.record(JOB, NORMAL, "R", "m")
     assert rec.flush()
     assert [e["count"] for e in kube.objects(EVENTS, "ns")] == [1, 1]

@@ -9,8 +9,9 @@ from typing import Any
 
 from controller.leader import LeaderConfig, LeaderElector
 from kubeclient import LEASES, ServerError
-from tests.controller.harness import wait_for
+from tests.controller.harness import fake_clock, wait_for
 from tests.fakekube import FakeKube
+from workqueue import FakeClock
 
 NS = "dgl-system"
 
@@ -122,3 +123,28 @@ def test_a_hanging_renewal_ends_leadership_within_the_renew_deadline() -> None:
     kube.release.set()
     stop.set()
     thread.join(2)
+
+
+def test_a_lease_expires_on_the_candidates_clock() -> None:
+    """try_acquire_or_renew reads the elector's clock: the Lease's times from wall(), the
+    holder's expiry (from when we last saw its record change) from now()."""
+    kube = FakeKube()
+
+    def candidate(ident: str, clock: FakeClock) -> LeaderElector:
+        cfg = LeaderConfig(NS, "dgl-operator-leader", ident, 15.0, 10.0, 2.0)
+        return LeaderElector(
+            kube, cfg, on_started_leading=lambda: None, on_stopped_leading=lambda: None, clock=clock
+        )
+
+    clock = fake_clock()
+    a, b = candidate("a", fake_clock()), candidate("b", clock)
+    assert a.try_acquire_or_renew()
+    spec = kube.get(LEASES, NS, "dgl-operator-leader")["spec"]
+    assert spec["acquireTime"] == spec["renewTime"] == "2023-11-14T22:13:20.000000Z"  # EPOCH
+    assert not b.try_acquire_or_renew()  # b sees a's record now: it expires 15 s later
+    clock.step(14.9)
+    assert not b.try_acquire_or_renew()
+    clock.step(0.1)
+    assert b.try_acquire_or_renew() and holder(kube) == "b"
+    spec = kube.get(LEASES, NS, "dgl-operator-leader")["spec"]
+    assert spec["renewTime"] == "2023-11-14T22:13:35.000000Z" and spec["leaseTransitions"] == 1

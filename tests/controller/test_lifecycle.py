@@ -11,6 +11,7 @@ import pytest
 from controller.api import DGLJOBS
 from controller.builders import ATTEMPT_ANNOTATION
 from controller.status import is_terminating as terminating
+from controller.status import parse_time
 from kubeclient import (
     CONFIGMAPS,
     NETWORKPOLICIES,
@@ -25,7 +26,7 @@ from kubeclient import (
     PERSISTENTVOLUMECLAIMS as PVCS,
 )
 from tests.controller.conftest import load_fixture
-from tests.controller.harness import NS, Harness, wait_for
+from tests.controller.harness import EPOCH, NS, Harness, wait_for
 
 J = "dgl-graphsage"
 W0, W1 = f"{J}-worker-0", f"{J}-worker-1"
@@ -52,6 +53,23 @@ def bring_up(h: Harness) -> None:
     h.run_pod(W0, "10.0.0.1")
     h.run_pod(PART, "10.0.0.3")
     h.wait_pods(LAUNCH)
+
+
+def wait_attempt(h: Harness, attempt: int) -> None:
+    """Wait until the workers and the partitioner are pods of ``attempt`` (after a restart
+    the old attempt's pods may still be there, being deleted)."""
+
+    def current() -> bool:
+        pods = h.pods()
+        return all(
+            name in pods
+            and not terminating(pods[name])
+            and pods[name]["metadata"].get("annotations", {}).get(ATTEMPT_ANNOTATION)
+            == str(attempt)
+            for name in (W0, W1, PART)
+        )
+
+    wait_for(current, what=f"the pods of attempt {attempt}")
 
 
 def train(h: Harness) -> None:
@@ -371,32 +389,83 @@ def report_progress(h: Harness, text: str) -> None:
 
 
 def poke(h: Harness, name: str = J) -> None:
-    """Touch the job so that it is synced again (after moving the wall clock)."""
-    h.kube.patch(DGLJOBS, NS, name, {"metadata": {"annotations": {"poke": str(h.clock())}}})
+    """Touch the job so that it is synced again."""
+    h.kube.patch(DGLJOBS, NS, name, {"metadata": {"annotations": {"poke": str(h.clock.wall())}}})
+
+
+# -- time: the queue's requeue-afters on the fake clock (no poke: the controller wakes itself)
 
 
 def test_active_deadline_fails_and_stops_every_pod(h: Harness) -> None:
     h.create_job(seed(cleanPodPolicy="None", runPolicy={"activeDeadlineSeconds": 100}))
     train(h)
-    h.clock.advance(101)
-    poke(h)
+    h.settle()
+    assert parse_time(h.status()["startTime"]) == EPOCH
+    h.requeued_at(EPOCH + 100)  # the sync asked to be woken at the deadline
+    h.step(99)
+    h.settle()
+    assert h.condition("Failed") is None, "failed before its deadline"
+    assert set(h.pods()) == {W0, W1, PART, LAUNCH}
+    h.step(1)
     cond = h.wait_condition("Failed")
     assert cond["reason"] == "DeadlineExceeded"
+    assert "activeDeadlineSeconds (100s)" in cond["message"]
     wait_for(lambda: set(h.pods()) == {PART}, what="active pods deleted despite policy None")
+    h.settle()
+    assert h.due() is None  # finished, no TTL: nothing more to wake up for
+
+
+def test_the_deadline_counts_from_the_resume(h: Harness) -> None:
+    h.create_job(seed(runPolicy={"suspend": True, "activeDeadlineSeconds": 100}))
+    h.wait_condition("Suspended")
+    h.settle()
+    assert h.due() is None  # a suspended job has no deadline running
+    h.step(1000)
+    h.kube.patch(DGLJOBS, NS, J, {"spec": {"runPolicy": {"suspend": False}}})
+    h.wait_pods(W0, W1, PART)
+    h.settle()
+    assert parse_time(h.status()["startTime"]) == EPOCH + 1000
+    h.requeued_at(EPOCH + 1100)
+    h.step(99)
+    h.settle()
+    assert h.condition("Failed") is None
+    h.step(1)
+    assert h.wait_condition("Failed")["reason"] == "DeadlineExceeded"
 
 
 def test_ttl_deletes_the_finished_job(h: Harness) -> None:
     h.create_job(seed(runPolicy={"ttlSecondsAfterFinished": 30}))
     train(h)
+    h.step(5)
     h.finish_pod(LAUNCH)
     h.wait_condition("Succeeded")
     h.settle()
+    assert parse_time(h.status()["completionTime"]) == EPOCH + 5
+    h.requeued_at(EPOCH + 35)  # woken when the TTL runs out
+    h.step(29)
+    h.settle()
     assert h.kube.objects(DGLJOBS, NS), "deleted before the TTL"
-    h.clock.advance(31)
-    poke(h)
+    h.step(1)
     wait_for(lambda: not h.kube.objects(DGLJOBS, NS), what="job deleted after its TTL")
     assert h.kube.collect_garbage() > 0  # the garbage collector takes the children
     assert h.kube.objects(CONFIGMAPS, NS) == []
+
+
+def test_a_job_failed_by_its_deadline_goes_after_its_ttl(h: Harness) -> None:
+    h.create_job(seed(runPolicy={"activeDeadlineSeconds": 50, "ttlSecondsAfterFinished": 20}))
+    bring_up(h)
+    h.settle()
+    h.requeued_at(EPOCH + 50)
+    h.step(50)
+    assert h.wait_condition("Failed")["reason"] == "DeadlineExceeded"
+    h.settle()
+    assert parse_time(h.status()["completionTime"]) == EPOCH + 50
+    h.requeued_at(EPOCH + 70)
+    h.step(19)
+    h.settle()
+    assert h.kube.objects(DGLJOBS, NS), "deleted before the TTL"
+    h.step(1)
+    wait_for(lambda: not h.kube.objects(DGLJOBS, NS), what="job deleted after its TTL")
 
 
 def test_ttl_zero_deletes_at_once(h: Harness) -> None:
@@ -485,6 +554,9 @@ def test_foreign_pod_is_never_adopted(h: Harness) -> None:
     assert set(h.pods()) == {W0}, "nothing is created while a name is taken"
     assert "ownerReferences" not in h.pods()[W0]["metadata"]
     h.kube.delete(PODS, NS, W0)
+    # (its retries back off on the fake clock: the test syncs the job again once the cache
+    # has seen the foreign pod go, which enqueues nothing by itself: it is not the job's)
+    wait_for(lambda: h.ctrl.listers[PODS].get(NS, W0) is None, what="the cache to see it go")
     h.ctrl.queue.forget(f"{NS}/{J}")
     h.ctrl.queue.add(f"{NS}/{J}")
     h.wait_pods(W0, W1, PART)

@@ -54,6 +54,9 @@ def test_flags() -> None:
     ("argv", "message"),
     [
         (["--workers", "0"], "--workers"),
+        (["--workers", "x"], "--workers: 'x' is not an integer"),
+        (["--resync-period", "-1"], "--resync-period: must not be negative, got -1.0"),
+        (["--resync-period", "soon"], "--resync-period: 'soon' is not a number of seconds"),
         (["--metrics-addr", "nonsense"], "--metrics-addr"),
         (["--health-addr", ":99999"], "--health-addr"),
         (["--kubectl-download-url", "http://x/kubectl"], "--kubectl-download-sha256"),

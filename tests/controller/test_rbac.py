@@ -17,7 +17,15 @@ from controller.rbac import LEADER_ELECTION_RULES, RULES, allows, triples
 from kubeclient import Resource
 from tests.controller.conftest import load_fixture
 from tests.controller.harness import Harness, wait_for
-from tests.controller.test_lifecycle import LAUNCH, PART, W0, bring_up, poke, train
+from tests.controller.test_lifecycle import (
+    LAUNCH,
+    PART,
+    W0,
+    bring_up,
+    poke,
+    train,
+    wait_attempt,
+)
 from tests.fakekube import FakeKube
 
 # RBAC verbs of the KubeClient methods
@@ -75,6 +83,7 @@ def _run_scenarios(h: Harness) -> None:
     train(h)
     h.finish_pod(W0, exit_code=1)  # restart
     wait_for(lambda: h.status().get("restartCount") == 1)
+    wait_attempt(h, 1)
     train(h)
     h.finish_pod(PART)
     h.finish_pod(LAUNCH)  # success, cleanup, TTL delete

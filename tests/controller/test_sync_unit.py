@@ -9,11 +9,12 @@ import pytest
 
 from controller.api import DGLJOBS
 from controller.builders import BuildOptions
+from controller.children import CHILDREN, Listers
 from controller.events import EventRecorder
 from controller.expectations import Expectations
 from controller.metrics import Metrics
 from controller.mutation_cache import MutationCache
-from controller.sync import JobSync, Listers
+from controller.sync import JobSync
 from informers.lister import Lister
 from informers.store import (
     CONTROLLER_UID_INDEX,
@@ -23,9 +24,9 @@ from informers.store import (
     meta_namespace_key,
     namespace_index,
 )
-from kubeclient import CONFIGMAPS, PODS, Conflict
+from kubeclient import PODS, Conflict
 from tests.controller.conftest import load_fixture
-from tests.controller.harness import NS, WallClock
+from tests.controller.harness import NS, fake_clock
 from tests.fakekube import FakeKube
 
 KEY = f"{NS}/dgl-graphsage"
@@ -41,24 +42,17 @@ class Rig:
     """JobSync over FakeKube, with stores filled only when the test says so."""
 
     def __init__(self) -> None:
-        self.clock = WallClock()
-        self.kube = FakeKube(clock=self.clock)
-        self.stores = {
-            name: _store()
-            for name in (
-                "jobs",
-                "pods",
-                "services",
-                "configmaps",
-                "serviceaccounts",
-                "roles",
-                "rolebindings",
-                "networkpolicies",
-            )
-        }
-        self.listers = Listers(**{n: Lister(s) for n, s in self.stores.items()})
+        self.clock = fake_clock()
+        self.kube = FakeKube(clock=self.clock.wall)
+        # the caches, by plural: the DGLJobs' and one for each kind of child
+        self.resources = [DGLJOBS, *(child.resource for child in CHILDREN)]
+        self.stores = {res.plural: _store() for res in self.resources}
+        self.listers = Listers(
+            Lister(self.stores["dgljobs"]),
+            {child.resource: Lister(self.stores[child.resource.plural]) for child in CHILDREN},
+        )
         self.metrics = Metrics()
-        self.expectations = Expectations(ttl=300, now=self.clock)
+        self.expectations = Expectations(ttl=300, clock=self.clock)
         self.sync = self.new_sync()
 
     def new_sync(self) -> JobSync:
@@ -71,14 +65,14 @@ class Rig:
             recorder=EventRecorder(self.kube),
             metrics=self.metrics,
             expectations=self.expectations,
-            now=self.clock,
+            clock=self.clock,
         )
 
     def create_job(self, **spec: Any) -> dict[str, Any]:
         raw = load_fixture("seed_dgljob.yaml")
         raw["spec"].update(spec)
         job = self.kube.create(DGLJOBS, NS, raw)
-        self.cache("jobs", job)
+        self.cache("dgljobs", job)
         return job
 
     def cache(self, store: str, obj: dict[str, Any]) -> None:
@@ -86,27 +80,9 @@ class Rig:
 
     def catch_up(self) -> None:
         """Make every cache show what the API holds (the informers caught up)."""
-        from kubeclient import (
-            NETWORKPOLICIES,
-            ROLEBINDINGS,
-            ROLES,
-            SERVICEACCOUNTS,
-            SERVICES,
-        )
-
-        pairs = [
-            ("jobs", DGLJOBS),
-            ("pods", PODS),
-            ("services", SERVICES),
-            ("configmaps", CONFIGMAPS),
-            ("serviceaccounts", SERVICEACCOUNTS),
-            ("roles", ROLES),
-            ("rolebindings", ROLEBINDINGS),
-            ("networkpolicies", NETWORKPOLICIES),
-        ]
-        for store, res in pairs:
+        for res in self.resources:
             objs = self.kube.objects(res, NS)
-            self.stores[store].replace({meta_namespace_key(o): o for o in objs})
+            self.stores[res.plural].replace({meta_namespace_key(o): o for o in objs})
             for o in objs:
                 for op in ("add",):
                     self.expectations.observe(KEY, op, res.plural, o["metadata"]["name"])
@@ -142,7 +118,7 @@ def test_expectations_expire_so_a_lost_event_cannot_wedge_a_job() -> None:
     rig.create_job()
     rig.sync.sync(KEY)
     assert not rig.expectations.satisfied(KEY)
-    rig.clock.advance(301)
+    rig.clock.step(301)
     assert rig.expectations.satisfied(KEY)
 
 
@@ -153,7 +129,7 @@ def test_status_conflict_is_retried_on_the_latest_object() -> None:
     other = copy.deepcopy(rig.kube.get(DGLJOBS, NS, "dgl-graphsage"))
     other["status"] = {"progress": "epoch 3/10"}
     rig.kube.replace(DGLJOBS, NS, "dgl-graphsage", other, subresource="status")
-    assert rig.stores["jobs"].get(KEY) == job  # stale
+    assert rig.stores["dgljobs"].get(KEY) == job  # stale
     rig.kube.clear_actions()
     rig.sync.sync(KEY)
     status_writes = [a for a in rig.writes() if a.subresource == "status"]
@@ -175,7 +151,7 @@ def test_a_cleared_field_stays_cleared_when_the_write_is_rebased() -> None:
     rig.create_job(runPolicy={"suspend": True})
     rig.kube.patch(DGLJOBS, NS, "dgl-graphsage", {"status": {"progress": "5/5 train"}},
                    subresource="status")  # fmt: skip
-    assert "status" not in (rig.stores["jobs"].get(KEY) or {})  # the cache has not seen it
+    assert "status" not in (rig.stores["dgljobs"].get(KEY) or {})  # the cache has not seen it
     rig.kube.clear_actions()
     rig.sync.sync(KEY)
     assert len([a for a in rig.writes() if a.subresource == "status"]) == 2  # conflict, retry
@@ -261,7 +237,7 @@ def test_a_sync_right_after_our_status_write_uses_our_copy() -> None:
     created = rig.create_job()
     rig.sync.sync(KEY)  # writes status (Created)
     rig.catch_up()
-    rig.cache("jobs", created)  # ...but the job cache still shows the copy without it
+    rig.cache("dgljobs", created)  # ...but the job cache still shows the copy without it
     rig.kube.clear_actions()
     rig.sync.sync(KEY)
     # The pods now show in the cache, so replicaStatuses change: one write, on top of our

@@ -14,6 +14,7 @@ def test_fake_clock_step_and_set_time() -> None:
     assert clock.now() == 12.5
     clock.set_time(3.0)
     assert clock.now() == 3.0
+    assert clock.wall() == 3.0  # one fake time: the wall reading moves with it
 
 
 def test_fake_clock_wait_blocks_until_step() -> None:
@@ -79,11 +80,12 @@ def test_fake_clock_wait_returns_at_once_if_time_moved_since_now() -> None:
 
 def test_real_clock() -> None:
     clock = RealClock()
-    before = clock.now()
+    before, wall_before = clock.now(), clock.wall()
     cond = threading.Condition()
     with cond:
         clock.wait(cond, 0.01)
     assert clock.now() - before >= 0.005
+    assert wall_before <= clock.wall() and abs(clock.wall() - time.time()) < 1.0
 
 
 def _wait_once(clock: FakeClock, cond: threading.Condition, timeout: float | None) -> None:

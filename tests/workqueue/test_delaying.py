@@ -47,6 +47,21 @@ def test_add_after_becomes_ready_when_the_clock_reaches_it(
     assert drain(q) == ["a"]
 
 
+def test_ready_at_says_when_a_waiting_item_is_added(
+    q: DelayingQueue[str], clock: FakeClock
+) -> None:
+    clock.step(10.0)
+    q.add_after("a", 2.5)
+    q.add_after("b", 0)
+    assert q.ready_at("a") == 12.5
+    assert q.ready_at("b") is None  # added at once: not waiting
+    assert q.ready_at("c") is None
+    clock.step(2.5)
+    wait_for(lambda: len(q) == 2, "the item to become ready at t=12.5")
+    assert q.ready_at("a") is None
+    assert drain(q) == ["b", "a"]
+
+
 @pytest.mark.parametrize("first,second", [(2.0, 1.0), (1.0, 2.0)])
 def test_earliest_add_after_wins(
     q: DelayingQueue[str], clock: FakeClock, first: float, second: float

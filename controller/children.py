@@ -1,0 +1,67 @@
+"""The kinds of object a DGLJob owns and the controller watches: one registry, one entry each.
+
+Everything per child kind is derived from :data:`CHILDREN`: the controller's informers (one per
+entry, filtered by the entry's label selector, indexed by controlling owner), their event
+handlers, the :class:`Listers` the sync reads, and which children the sync creates once and
+then leaves alone. Adding a child kind is adding an entry here (and building it in
+controller/builders.py).
+
+Not here: the children created blind and never watched (the transfer Secret: the operator may
+create Secrets but not read them; the storage claim, which may outlive the job).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from controller.builders import JOB_NAME_LABEL
+from informers.lister import Lister
+from kubeclient import (
+    CONFIGMAPS,
+    NETWORKPOLICIES,
+    PODS,
+    ROLEBINDINGS,
+    ROLES,
+    SERVICEACCOUNTS,
+    SERVICES,
+    Resource,
+)
+
+
+@dataclass(frozen=True)
+class ChildKind:
+    resource: Resource
+    # created once and left alone: never compared with what is wanted, never updated
+    once: bool = False
+    # the informer watches only the objects this selector matches (every child carries the
+    # job-name label; other objects of the kind are none of the operator's business)
+    label_selector: str = JOB_NAME_LABEL
+
+
+CHILDREN: tuple[ChildKind, ...] = (
+    ChildKind(PODS),
+    ChildKind(SERVICES),
+    ChildKind(CONFIGMAPS),
+    ChildKind(SERVICEACCOUNTS, once=True),
+    ChildKind(ROLES, once=True),
+    ChildKind(ROLEBINDINGS, once=True),
+    ChildKind(NETWORKPOLICIES, once=True),
+)
+
+# the children created once and left alone, by the kind their objects carry
+ONCE_BY_KIND: Mapping[str, Resource] = {c.resource.kind: c.resource for c in CHILDREN if c.once}
+
+
+class Listers:
+    """The DGLJob lister and one lister per entry of :data:`CHILDREN`, by resource."""
+
+    def __init__(self, jobs: Lister, children: Mapping[Resource, Lister]) -> None:
+        missing = [str(c.resource) for c in CHILDREN if c.resource not in children]
+        if missing:
+            raise ValueError(f"no lister for the child resources {missing}")
+        self.jobs = jobs
+        self._children = dict(children)
+
+    def __getitem__(self, res: Resource) -> Lister:
+        return self._children[res]
