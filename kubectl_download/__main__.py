@@ -49,14 +49,8 @@ def _install(config: Config, log: Log) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    log = Log()
     return run_program(
-        log,
-        argv,
-        load_config,
-        lambda config: _install(config, log),
-        config_exit=EXIT_CONFIG,
-        termination_log=TERMINATION_LOG,
+        Log(), argv, load_config, _install, config_exit=EXIT_CONFIG, termination_log=TERMINATION_LOG
     )
 
 

@@ -69,14 +69,8 @@ def _wait(config: Config, log: Log) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    log = Log()
     return run_program(
-        log,
-        argv,
-        load_config,
-        lambda config: _wait(config, log),
-        config_exit=EXIT_ERROR,
-        termination_log=TERMINATION_LOG,
+        Log(), argv, load_config, _wait, config_exit=EXIT_ERROR, termination_log=TERMINATION_LOG
     )
 
 

@@ -36,7 +36,7 @@ def termination_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_configuration_error_is_logged_and_left_as_the_message(termination_log: Path) -> None:
     stream = io.StringIO()
     code = run_program(
-        Log("prog", stream), [], load, lambda _: 0, config_exit=7, termination_log=termination_log
+        Log("prog", stream), [], load, lambda *_: 0, config_exit=7, termination_log=termination_log
     )
     assert code == 7
     assert stream.getvalue() == "prog: error: WORD is not set\n"
@@ -45,7 +45,7 @@ def test_a_configuration_error_is_logged_and_left_as_the_message(termination_log
 
 def test_help_exits_0(termination_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = Log("prog", io.StringIO())
-    assert run_program(log, ["--help"], load, lambda _: 1, config_exit=2) == 0
+    assert run_program(log, ["--help"], load, lambda *_: 1, config_exit=2) == 0
     assert "(WORD)" in capsys.readouterr().out
 
 
@@ -58,8 +58,8 @@ def test_the_last_error_is_the_message_unless_success_or_signal(
 ) -> None:
     log = Log("prog", io.StringIO())
 
-    def program(word: str) -> int:
-        assert word == "hello"
+    def program(word: str, got_log: Log) -> int:
+        assert (word, got_log) == ("hello", log)
         log.error("it broke")
         return code
 
@@ -73,7 +73,7 @@ def test_the_last_error_is_the_message_unless_success_or_signal(
 def test_a_failure_without_a_logged_error_leaves_no_message(termination_log: Path) -> None:
     log = Log("prog", io.StringIO())
     run_program(
-        log, ["--word", "x"], load, lambda _: 1, config_exit=2, termination_log=termination_log
+        log, ["--word", "x"], load, lambda *_: 1, config_exit=2, termination_log=termination_log
     )
     assert termination_log.read_text() == ""
 
