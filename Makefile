@@ -65,12 +65,12 @@ k8s-binaries:
 	hack/k8s-binaries.sh $(K8S_BINS) >/dev/null
 
 lint: venv
-	$(BIN)/ruff check $(PKGS) e2e tests bench examples
-	$(BIN)/ruff format --check $(PKGS) e2e tests bench examples
+	$(BIN)/ruff check $(PKGS) e2e tests bench examples hack
+	$(BIN)/ruff format --check $(PKGS) e2e tests bench examples hack
 
 typecheck: venv
 	$(BIN)/mypy $(PKGS) e2e/cluster.py e2e/node.py e2e/fixtures.py e2e/demo.py e2e/helm.py e2e/volumes.py \
-		e2e/operator_process.py
+		e2e/operator_process.py hack
 
 unit: venv dgl-venv k8s-binaries
 	@hack/free-space.sh 14 "$${TMPDIR:-/tmp}" "the image tests unpack the graphsage image \
