@@ -15,7 +15,7 @@ from imagebuild.hashing import file_hash, tree_hash
 from imagebuild.host import BuildError, log, run
 from imagebuild.layout import APP_SITE
 from imagebuild.project import PACKAGES, PROJECT_FILES, REPO
-from imagebuild.pysite import compile_tree, pip_env, tidy_site
+from imagebuild.pysite import compile_tree, pip_env, pip_install, tidy_site
 
 
 def _pycache(path: Path) -> bool:
@@ -102,21 +102,10 @@ def app_layer(ctx: Context, *, deps: bool, scripts: set[str] | None) -> oci.Laye
             wheel = build_wheel(work)
             root = work / "root"
             site = root / APP_SITE
-            cmd = [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-compile",
-                "--no-warn-script-location",
-                "--only-binary=:all:",
-                "--target",
-                str(site),
-            ]
-            if not deps:
-                cmd.append("--no-deps")
-            run([*cmd, str(wheel)], env=pip_env())
+            deps_option = () if deps else ("--no-deps",)
+            pip_install(
+                site, "--no-warn-script-location", "--only-binary=:all:", *deps_option, str(wheel)
+            )
             tidy_site(site)
             compile_tree(site, "/" + APP_SITE)
             names = write_wrappers(site, root / "usr/local/bin", scripts)

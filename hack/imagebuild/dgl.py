@@ -14,9 +14,9 @@ from typing import Any
 from imagebuild import oci
 from imagebuild.context import Context
 from imagebuild.hashing import file_hash
-from imagebuild.host import BuildError, log, run
+from imagebuild.host import BuildError, log
 from imagebuild.project import REPO
-from imagebuild.pysite import compile_tree, pip_env, tidy_site
+from imagebuild.pysite import compile_tree, pip_install, tidy_site
 
 DGL_SITE = "opt/dgl/site-packages"
 DGL_EXCLUDE_TOP = ("pip",)  # venv tooling, not part of requirements-dgl.txt
@@ -104,22 +104,8 @@ def dgl_layer(ctx: Context) -> oci.Layer:
                 link_tree(site, stage, exclude)
             else:
                 log("layer dgl: pip install -r requirements-dgl.txt (downloads ~2.5 GB)")
-                run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "pip",
-                        "install",
-                        "--quiet",
-                        "--no-compile",
-                        "--prefer-binary",  # littleutils (ogb -> outdated) is an sdist only
-                        "--target",
-                        str(stage),
-                        "-r",
-                        str(requirements),
-                    ],
-                    env=pip_env(),
-                )
+                # --prefer-binary: littleutils (ogb -> outdated) is an sdist only
+                pip_install(stage, "--prefer-binary", "-r", str(requirements))
                 tidy_site(stage)
             log(f"layer dgl: staged in {time.monotonic() - start:.0f}s; byte-compiling")
             start = time.monotonic()

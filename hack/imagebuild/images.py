@@ -38,12 +38,18 @@ class ImageSpec:
 
 APP_ENV = (f"PYTHONPATH=/{APP_SITE}", "PYTHONUNBUFFERED=1")
 
+
+def app_layers(ctx: Context) -> list[oci.Layer]:
+    """The base and the project with its dependencies: the operator's and init containers'."""
+    return [base_layer(ctx), app_layer(ctx, deps=True, scripts=None)]
+
+
 IMAGES: dict[str, ImageSpec] = {
     "operator": ImageSpec(
         repository="dgl-operator",
         title="dgl-operator",
         description="Kubernetes operator for distributed DGL training (DGLJob qihoo.net/v1alpha1)",
-        layers=lambda c: [base_layer(c), app_layer(c, deps=True, scripts=None)],
+        layers=app_layers,
         entrypoint=["/usr/local/bin/dgl-operator"],
         env=APP_ENV,
         ports=("8080/tcp", "8081/tcp"),
@@ -52,7 +58,7 @@ IMAGES: dict[str, ImageSpec] = {
         repository="watcher-loop",
         title="dgl-operator watcher-loop",
         description="Init container of DGLJob launcher pods: waits for the listed pods",
-        layers=lambda c: [base_layer(c), app_layer(c, deps=True, scripts=None)],
+        layers=app_layers,
         entrypoint=["/usr/local/bin/watcher-loop"],
         env=APP_ENV,
     ),
@@ -61,7 +67,7 @@ IMAGES: dict[str, ImageSpec] = {
         title="dgl-operator kubectl-download",
         description="Init container of DGLJob launcher pods: installs a verified kubectl into "
         "/opt/kube (the baked /usr/local/bin/kubectl, or KUBECTL_URL + KUBECTL_SHA256)",
-        layers=lambda c: [base_layer(c), app_layer(c, deps=True, scripts=None), kubectl_layer(c)],
+        layers=lambda c: [*app_layers(c), kubectl_layer(c)],
         entrypoint=["/usr/local/bin/kubectl-download"],
         env=(*APP_ENV, "TARGET_DIR=/opt/kube", "KUBECTL_SOURCE=/usr/local/bin/kubectl"),
     ),

@@ -6,7 +6,17 @@ import compileall
 import os
 import py_compile
 import shutil
+import sys
 from pathlib import Path
+
+from imagebuild.host import run
+
+
+def pip_install(target: Path, *args: str) -> None:
+    """``pip install --target target`` of ``args`` with this interpreter (Python 3.11, the
+    base's ABI), quietly, without byte-compiling (:func:`compile_tree` does it)."""
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target"]
+    run([*cmd, str(target), *args], env=pip_env())
 
 
 def pip_env() -> dict[str, str]:
