@@ -11,7 +11,7 @@ VENV     := $(CACHE)/venv-$(VENV_KEY)
 BIN      := $(VENV)/bin
 DGL_KEY  := $(shell sha256sum requirements-dgl.txt | cut -c1-12)
 DGL_VENV := $(CACHE)/venv-dgl-$(DGL_KEY)
-PKGS     := workqueue kubeclient informers controller launcher watcher_loop kubectl_download podutil distpart
+PKGS     := workqueue kubeclient informers controller launcher watcher_loop kubectl_download podprogram distpart
 K8S_BINS := kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
 # Imports (and the console scripts started by tests) come from this checkout even when the
 # shared cached venv's editable install points at another clone.
@@ -65,12 +65,12 @@ k8s-binaries:
 	hack/k8s-binaries.sh $(K8S_BINS) >/dev/null
 
 lint: venv
-	$(BIN)/ruff check $(PKGS) e2e tests bench examples
-	$(BIN)/ruff format --check $(PKGS) e2e tests bench examples
+	$(BIN)/ruff check $(PKGS) e2e tests bench examples hack
+	$(BIN)/ruff format --check $(PKGS) e2e tests bench examples hack
 
 typecheck: venv
 	$(BIN)/mypy $(PKGS) e2e/cluster.py e2e/node.py e2e/fixtures.py e2e/demo.py e2e/helm.py e2e/volumes.py \
-		e2e/operator_process.py
+		e2e/operator_process.py hack
 
 unit: venv dgl-venv k8s-binaries
 	@hack/free-space.sh 14 "$${TMPDIR:-/tmp}" "the image tests unpack the graphsage image \

@@ -6,17 +6,15 @@ Exit codes: 0 installed; 1 installing failed (download, checksum, copy, version 
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from types import FrameType
-from typing import Any
+from collections.abc import Sequence
 
-from kubectl_download.config import ConfigError, load_config
+from kubectl_download.config import Config, load_config
 from kubectl_download.install import InstallError, Log, install
-from podutil import TERMINATION_LOG, write_termination_message
+from podprogram.entrypoint import run_program
+from podprogram.signals import on_stop_signals
+from podprogram.termination import TERMINATION_LOG
 
 EXIT_FAILED = 1
 EXIT_CONFIG = 2
@@ -30,47 +28,30 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
-@contextlib.contextmanager
-def _signals_raise() -> Iterator[None]:
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        raise Interrupted(signum)
-
-    previous: dict[int, Callable[..., Any] | int | None] = {}
-    try:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(ValueError):  # not the main thread
-                previous[sig] = signal.signal(sig, handler)
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
+def _interrupt(signum: int) -> None:
+    raise Interrupted(signum)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    log = Log()
-    try:
-        config = load_config(os.environ, argv)
-    except ConfigError as e:
-        log.error(str(e))
-        write_termination_message(str(e), TERMINATION_LOG)
-        return EXIT_CONFIG
-    except SystemExit as e:  # --help
-        return e.code if isinstance(e.code, int) else 0
+def _install(config: Config, log: Log) -> int:
     if config.url is not None and os.environ.get("KUBECTL_SOURCE"):
         log.info("KUBECTL_URL is set: ignoring KUBECTL_SOURCE")
     try:
-        with _signals_raise():
+        with on_stop_signals(_interrupt):
             version = install(config, log)
     except InstallError as e:
         log.error(str(e))
-        write_termination_message(str(e), TERMINATION_LOG)
         return EXIT_FAILED
     except Interrupted as e:
         log.info(f"interrupted by signal {e.signum}; nothing installed")
         return 128 + e.signum
     print(f"kubectl-download: installed {config.target} (kubectl {version})", flush=True)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_program(
+        Log(), argv, load_config, _install, config_exit=EXIT_CONFIG, termination_log=TERMINATION_LOG
+    )
 
 
 if __name__ == "__main__":

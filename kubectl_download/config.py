@@ -1,14 +1,15 @@
-"""kubectl-download's configuration: environment variables (as the operator sets them), or flags."""
+"""kubectl-download's configuration: environment variables (as the operator sets them), or flags
+(:mod:`podprogram.options`)."""
 
 from __future__ import annotations
 
-import argparse
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from podprogram.options import ConfigError, OptionParser
 
 DEFAULT_TARGET_DIR = Path("/opt/kube")
 DEFAULT_SOURCE = Path("/usr/local/bin/kubectl")
@@ -17,10 +18,6 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_BACKOFF = 1.0
 VERSION_TIMEOUT = 30.0
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-class ConfigError(ValueError):
-    """A missing or invalid setting; the message names the variable (or flag)."""
 
 
 @dataclass(frozen=True)
@@ -39,45 +36,19 @@ class Config:
         return self.target_dir / "kubectl"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise ConfigError(message)
-
-
-def _parser() -> _Parser:
-    p = _Parser(
-        prog="kubectl-download",
-        description="Install a verified kubectl binary into a directory (an init container). "
-        "Every flag overrides the environment variable named in its help.",
+def _parser() -> OptionParser:
+    p = OptionParser(
+        "kubectl-download",
+        "Install a verified kubectl binary into a directory (an init container).",
     )
-    p.add_argument("--target-dir", help="directory to install into (TARGET_DIR)")
-    p.add_argument("--url", help="download URL (KUBECTL_URL); needs --sha256")
-    p.add_argument("--sha256", help="expected SHA-256 of the binary (KUBECTL_SHA256)")
-    p.add_argument("--source", help="local kubectl to copy when no URL is set (KUBECTL_SOURCE)")
-    p.add_argument("--retries", help="download retries after the first try (KUBECTL_RETRIES)")
-    p.add_argument("--timeout", help="seconds per download attempt (KUBECTL_TIMEOUT)")
-    p.add_argument("--backoff", help="first retry delay in seconds (KUBECTL_BACKOFF)")
+    p.option("--target-dir", "TARGET_DIR", "directory to install into")
+    p.option("--url", "KUBECTL_URL", "download URL; needs --sha256")
+    p.option("--sha256", "KUBECTL_SHA256", "expected SHA-256 of the binary")
+    p.option("--source", "KUBECTL_SOURCE", "local kubectl to copy when no URL is set")
+    p.option("--retries", "KUBECTL_RETRIES", "download retries after the first try")
+    p.option("--timeout", "KUBECTL_TIMEOUT", "seconds per download attempt")
+    p.option("--backoff", "KUBECTL_BACKOFF", "first retry delay in seconds")
     return p
-
-
-def _pick(flag: str | None, flag_name: str, env: Mapping[str, str], var: str) -> tuple[str, str]:
-    """``(value, name to blame)``: the flag if given, else the variable ('' when unset)."""
-    if flag is not None:
-        return flag.strip(), flag_name
-    return env.get(var, "").strip(), var
-
-
-def _seconds(value: str, name: str, default: float, *, positive: bool) -> float:
-    if not value:
-        return default
-    try:
-        out = float(value)
-    except ValueError:
-        out = math.nan
-    if not math.isfinite(out) or out < 0 or (positive and out == 0):
-        kind = "a positive number of seconds" if positive else "a number of seconds >= 0"
-        raise ConfigError(f"{name} must be {kind}, got {value!r}")
-    return out
 
 
 def parse_sha256(value: str, name: str) -> str:
@@ -89,13 +60,13 @@ def parse_sha256(value: str, name: str) -> str:
 
 def load_config(env: Mapping[str, str], argv: Sequence[str] = ()) -> Config:
     """Build the configuration; raises :class:`ConfigError` naming the bad variable or flag."""
-    args = _parser().parse_args(list(argv))
+    settings = _parser().read(env, argv)
 
-    raw, name = _pick(args.target_dir, "--target-dir", env, "TARGET_DIR")
+    raw, _ = settings.get("--target-dir")
     target_dir = Path(raw) if raw else DEFAULT_TARGET_DIR
 
-    url, url_name = _pick(args.url, "--url", env, "KUBECTL_URL")
-    raw_sha, sha_name = _pick(args.sha256, "--sha256", env, "KUBECTL_SHA256")
+    url, url_name = settings.get("--url")
+    raw_sha, sha_name = settings.get("--sha256")
     sha256 = parse_sha256(raw_sha, sha_name) if raw_sha else None
     if url:
         parts = urlsplit(url)
@@ -112,20 +83,18 @@ def load_config(env: Mapping[str, str], argv: Sequence[str] = ()) -> Config:
                 f"download (set {sha_name} to the binary's SHA-256)"
             )
 
-    raw, _ = _pick(args.source, "--source", env, "KUBECTL_SOURCE")
+    raw, _ = settings.get("--source")
     source = Path(raw) if raw else DEFAULT_SOURCE
 
-    raw, name = _pick(args.retries, "--retries", env, "KUBECTL_RETRIES")
+    raw, name = settings.get("--retries")
     retries = DEFAULT_RETRIES
     if raw:
         if not re.fullmatch(r"[0-9]+", raw) or int(raw) > 100:
             raise ConfigError(f"{name} must be an integer from 0 to 100, got {raw!r}")
         retries = int(raw)
 
-    raw, name = _pick(args.timeout, "--timeout", env, "KUBECTL_TIMEOUT")
-    timeout = _seconds(raw, name, DEFAULT_TIMEOUT, positive=True)
-    raw, name = _pick(args.backoff, "--backoff", env, "KUBECTL_BACKOFF")
-    backoff = _seconds(raw, name, DEFAULT_BACKOFF, positive=False)
+    timeout = settings.seconds("--timeout", DEFAULT_TIMEOUT, positive=True)
+    backoff = settings.seconds("--backoff", DEFAULT_BACKOFF, positive=False)
 
     return Config(
         target_dir=target_dir,

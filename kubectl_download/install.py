@@ -24,7 +24,7 @@ from typing import BinaryIO, TextIO
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
-import podutil
+import podprogram.log
 from kubectl_download.config import Config
 
 CHUNK = 64 * 1024
@@ -49,7 +49,7 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
-class Log(podutil.Log):
+class Log(podprogram.log.Log):
     def __init__(self, stream: TextIO | None = None) -> None:
         super().__init__("kubectl-download", stream)
 

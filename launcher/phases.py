@@ -53,7 +53,7 @@ from launcher.transport import (
     stop_all,
     time_limit,
 )
-from podutil import TERMINATION_LOG, write_termination_message
+from podprogram.termination import TERMINATION_LOG, write_termination_message
 
 DATASET = "dataset"
 WORKLOAD = "workload"

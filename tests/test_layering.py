@@ -16,19 +16,19 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 # package -> (project packages it may import, third-party packages it may import)
 ALLOWED: dict[str, tuple[set[str], set[str]]] = {
     "workqueue": (set(), set()),
-    "podutil": (set(), set()),
+    "podprogram": (set(), set()),
     "kubeclient": (set(), {"kubernetes", "urllib3"}),
     "informers": ({"kubeclient"}, {"structlog"}),
     "controller": (
         {"workqueue", "kubeclient", "informers"},
         {"kubernetes", "prometheus_client", "structlog"},
     ),
-    "launcher": ({"podutil"}, set()),
+    "launcher": ({"podprogram"}, set()),
     "watcher_loop": (
-        {"kubeclient", "informers", "podutil"},
+        {"kubeclient", "informers", "podprogram"},
         {"kubernetes", "urllib3", "structlog"},
     ),
-    "kubectl_download": ({"podutil"}, set()),
+    "kubectl_download": ({"podprogram"}, set()),
     # the MPI ranks of the ParMETIS modes: the chunked format comes from launcher (stdlib)
     "distpart": ({"launcher"}, {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"}),
 }

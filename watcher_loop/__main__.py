@@ -6,20 +6,19 @@ finished); 2 bad configuration, malformed pod file or timeout; 128+N on signal N
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
-from types import FrameType
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 import structlog
 
 from kubeclient import RestClient
-from podutil import TERMINATION_LOG, write_termination_message
-from watcher_loop.config import ConfigError, load_config
+from podprogram.entrypoint import run_program
+from podprogram.signals import on_stop_signals
+from podprogram.termination import TERMINATION_LOG
+from watcher_loop.config import Config, load_config
 from watcher_loop.loop import EXIT_ERROR, EXIT_STOPPED, Log, run
 
 
@@ -38,25 +37,6 @@ def configure_logging() -> None:
     )
 
 
-@contextlib.contextmanager
-def _signals_set(stop: threading.Event, received: list[int]) -> Iterator[None]:
-    """SIGTERM/SIGINT set ``stop`` (and are recorded) while the context lasts."""
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        received.append(signum)
-        stop.set()
-
-    previous: dict[int, Callable[..., Any] | int | None] = {}
-    try:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(ValueError):  # not the main thread
-                previous[sig] = signal.signal(sig, handler)
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
-
-
 def _client_source() -> str:
     """Which configuration ``RestClient.from_config`` tried, for its error message."""
     if os.environ.get("KUBECONFIG"):
@@ -66,36 +46,32 @@ def _client_source() -> str:
     return "in-cluster service account"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    log = Log()
-    try:
-        config = load_config(os.environ, argv)
-    except ConfigError as e:
-        log.error(str(e))
-        write_termination_message(str(e), TERMINATION_LOG)
-        return EXIT_ERROR
-    except SystemExit as e:  # --help
-        return e.code if isinstance(e.code, int) else 0
-
+def _wait(config: Config, log: Log) -> int:
     try:
         client = RestClient.from_config(user_agent="dgl-operator/watcher-loop")
     except Exception as e:  # kubeconfig/in-cluster config problems, whatever their type
-        message = f"cannot configure the Kubernetes client ({_client_source()}): {e}"
-        log.error(message)
-        write_termination_message(message, TERMINATION_LOG)
+        log.error(f"cannot configure the Kubernetes client ({_client_source()}): {e}")
         return EXIT_ERROR
     configure_logging()
 
     stop = threading.Event()
     received: list[int] = []
-    with _signals_set(stop, received):
+
+    def stopped(signum: int) -> None:
+        received.append(signum)
+        stop.set()
+
+    with on_stop_signals(stopped):
         code = run(config, client, stop, log=log)
     if code == EXIT_STOPPED and received:
         return 128 + received[0]
-    if code != 0 and log.last_error:
-        write_termination_message(log.last_error, TERMINATION_LOG)
     return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_program(
+        Log(), argv, load_config, _wait, config_exit=EXIT_ERROR, termination_log=TERMINATION_LOG
+    )
 
 
 if __name__ == "__main__":

@@ -1,23 +1,19 @@
-"""watcher-loop's configuration: environment variables (as the operator sets them), or flags."""
+"""watcher-loop's configuration: environment variables (as the operator sets them), or flags
+(:mod:`podprogram.options`)."""
 
 from __future__ import annotations
 
-import argparse
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from podprogram.options import ConfigError, OptionParser
 from watcher_loop.state import Mode
 
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 DEFAULT_NAMESPACE = "default"
 DEFAULT_POLL_INTERVAL = 2.0
-
-
-class ConfigError(ValueError):
-    """A missing or invalid setting; the message names the variable (or flag)."""
 
 
 @dataclass(frozen=True)
@@ -30,44 +26,18 @@ class Config:
     poll_interval: float = DEFAULT_POLL_INTERVAL  # re-read interval of an incomplete file
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise ConfigError(message)
-
-
-def _parser() -> _Parser:
-    p = _Parser(
-        prog="watcher-loop",
-        description="Wait until the pods listed in a hostfile/partfile are ready or finished. "
-        "Every flag overrides the environment variable named in its help.",
+def _parser() -> OptionParser:
+    p = OptionParser(
+        "watcher-loop",
+        "Wait until the pods listed in a hostfile/partfile are ready or finished.",
     )
-    p.add_argument("--file", help="pod file to read (WATCHERFILE)")
-    p.add_argument("--mode", help="'ready' or 'finished' (WATCHERMODE)")
-    p.add_argument("--namespace", help="namespace of the pods (NAMESPACE)")
-    p.add_argument("--expected-pods", help="pods the file must list (WATCHER_EXPECTED_PODS)")
-    p.add_argument("--timeout", help="seconds, 0 = none (WATCHER_TIMEOUT)")
-    p.add_argument("--poll-interval", help="file re-read seconds (WATCHER_POLL_INTERVAL)")
+    p.option("--file", "WATCHERFILE", "pod file to read")
+    p.option("--mode", "WATCHERMODE", "'ready' or 'finished'")
+    p.option("--namespace", "NAMESPACE", "namespace of the pods")
+    p.option("--expected-pods", "WATCHER_EXPECTED_PODS", "pods the file must list")
+    p.option("--timeout", "WATCHER_TIMEOUT", "seconds, 0 = none")
+    p.option("--poll-interval", "WATCHER_POLL_INTERVAL", "file re-read seconds")
     return p
-
-
-def _pick(flag: str | None, flag_name: str, env: Mapping[str, str], var: str) -> tuple[str, str]:
-    """``(value, name to blame)``: the flag if given, else the variable ('' when unset)."""
-    if flag is not None:
-        return flag.strip(), flag_name
-    return env.get(var, "").strip(), var
-
-
-def _seconds(value: str, name: str, default: float, *, positive: bool) -> float:
-    if not value:
-        return default
-    try:
-        out = float(value)
-    except ValueError:
-        out = math.nan
-    if not math.isfinite(out) or out < 0 or (positive and out == 0):
-        kind = "a positive number of seconds" if positive else "a number of seconds >= 0"
-        raise ConfigError(f"{name} must be {kind}, got {value!r}")
-    return out
 
 
 def default_namespace(namespace_file: Path = NAMESPACE_FILE) -> str:
@@ -86,15 +56,15 @@ def load_config(
     namespace_file: Path = NAMESPACE_FILE,
 ) -> Config:
     """Build the configuration; raises :class:`ConfigError` naming the bad variable or flag."""
-    args = _parser().parse_args(list(argv))
+    settings = _parser().read(env, argv)
 
-    file, name = _pick(args.file, "--file", env, "WATCHERFILE")
+    file, name = settings.get("--file")
     if not file:
         raise ConfigError(
             f"{name} is not set: it must name the pod file to read (e.g. /etc/dgl/hostfile)"
         )
 
-    raw_mode, name = _pick(args.mode, "--mode", env, "WATCHERMODE")
+    raw_mode, name = settings.get("--mode")
     if not raw_mode:
         raise ConfigError(f"{name} is not set: it must be 'ready' or 'finished'")
     try:
@@ -102,21 +72,19 @@ def load_config(
     except ValueError:
         raise ConfigError(f"{name} must be 'ready' or 'finished', got {raw_mode!r}") from None
 
-    namespace, _ = _pick(args.namespace, "--namespace", env, "NAMESPACE")
+    namespace, _ = settings.get("--namespace")
     if not namespace:
         namespace = default_namespace(namespace_file)
 
-    raw, name = _pick(args.expected_pods, "--expected-pods", env, "WATCHER_EXPECTED_PODS")
+    raw, name = settings.get("--expected-pods")
     expected: int | None = None
     if raw:
         if not re.fullmatch(r"[0-9]+", raw) or int(raw) < 1:
             raise ConfigError(f"{name} must be a positive integer, got {raw!r}")
         expected = int(raw)
 
-    raw, name = _pick(args.timeout, "--timeout", env, "WATCHER_TIMEOUT")
-    timeout = _seconds(raw, name, 0.0, positive=False)
-    raw, name = _pick(args.poll_interval, "--poll-interval", env, "WATCHER_POLL_INTERVAL")
-    poll = _seconds(raw, name, DEFAULT_POLL_INTERVAL, positive=True)
+    timeout = settings.seconds("--timeout", 0.0, positive=False)
+    poll = settings.seconds("--poll-interval", DEFAULT_POLL_INTERVAL, positive=True)
 
     return Config(
         file=Path(file),

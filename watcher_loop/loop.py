@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-import podutil
+import podprogram.log
 from informers.listwatch import ListWatch
 from informers.shared import EventHandler, SharedInformer
 from kubeclient import PODS, KubeClient, Obj
@@ -35,7 +35,7 @@ _TICK = 0.25
 _MAX_NAMES_SHOWN = 10
 
 
-class Log(podutil.Log):
+class Log(podprogram.log.Log):
     def __init__(self, stream: TextIO | None = None) -> None:
         super().__init__("watcher-loop", stream)
 

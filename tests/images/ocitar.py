@@ -1,4 +1,4 @@
-"""Reading OCI image-layout tarballs independently of the builder (hack/oci.py)."""
+"""Reading OCI image-layout tarballs independently of the builder (hack/imagebuild/oci.py)."""
 
 from __future__ import annotations
 

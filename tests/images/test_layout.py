@@ -404,7 +404,7 @@ def project_packages() -> list[str]:
     parser.read(REPO / "setup.cfg")
     include = parser["options.packages.find"]["include"].split()
     packages = [name for name in include if "." not in name]
-    assert {"controller", "launcher", "podutil"} <= set(packages)
+    assert {"controller", "launcher", "podprogram"} <= set(packages)
     return packages
 
 

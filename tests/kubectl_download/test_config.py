@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kubectl_download.config import Config, ConfigError, load_config
+from kubectl_download.config import Config, load_config
+from podprogram.options import ConfigError
 
 SHA = "ab" * 32
 

@@ -177,7 +177,7 @@ def test_without_root_dglrun_uses_a_user_namespace(tmp_path: Path, no_leftovers:
     top = Path(tempfile.mkdtemp(prefix="dglrun-nobody-", dir="/tmp"))
     try:
         code, ws = top / "code", top / "ws"
-        for package in ("launcher", "podutil"):  # what a worker image carries of ours
+        for package in ("launcher", "podprogram"):  # what a worker image carries of ours
             shutil.copytree(REPO / package, code / package)
         shutil.copytree(FIXTURES, code / "fixtures")
         ws.mkdir()

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from watcher_loop.config import Config, ConfigError, default_namespace, load_config
+from podprogram.options import ConfigError
+from watcher_loop.config import Config, default_namespace, load_config
 from watcher_loop.state import Mode
 
 BASE = {"WATCHERFILE": "/etc/dgl/hostfile", "WATCHERMODE": "ready"}

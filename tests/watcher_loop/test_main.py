@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import watcher_loop.__main__ as entry
-from watcher_loop.__main__ import main, write_termination_message
+from watcher_loop.__main__ import main
 
 VARS = [
     "WATCHERFILE",
@@ -70,16 +70,6 @@ def test_unusable_kubeconfig(
 def test_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
     assert "WATCHERFILE" in capsys.readouterr().out
-
-
-def test_termination_message_only_where_the_file_exists(tmp_path: Path) -> None:
-    missing = tmp_path / "absent"
-    write_termination_message("boom", str(missing))
-    assert not missing.exists()
-    present = tmp_path / "present"
-    present.write_text("old and longer")
-    write_termination_message("boom", str(present))
-    assert present.read_text() == "boom"
 
 
 class _FakeRestClient:

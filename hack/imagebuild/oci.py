@@ -1,6 +1,7 @@
 """Deterministic OCI image pieces with the standard library only: layers, blobs, image layouts.
 
-Used by ``hack/build_images.py``. Everything written here depends only on its inputs:
+Used by the layer and image modules of :mod:`imagebuild`. Everything written here depends only
+on its inputs:
 
 * layer tars list their entries in sorted order with fixed mtimes (or the ones given), numeric
   owners without names, normalised modes, PAX format; gzip streams have mtime 0 and no name;
@@ -11,6 +12,29 @@ Used by ``hack/build_images.py``. Everything written here depends only on its in
 ``ctr images import`` accepts the tarballs: the index's manifest descriptor carries the
 ``io.containerd.image.name`` annotation (the full reference) and
 ``org.opencontainers.image.ref.name`` (the tag).
+
+Why not Debian bookworm's umoci 0.4.7, buildah 1.28 or skopeo 1.9:
+
+* ``umoci insert``, its one way to add a layer from a directory without unpacking the image,
+  writes the layer's tar without the end-of-archive blocks (umoci issue 436, fixed in 2024 by
+  pull request 534, after 0.4.7): Python's tarfile, and so ``tests/images/ocitar.py``, rejects
+  such a layer ("unexpected end of data", checked with Debian's umoci). ``umoci repack`` needs
+  the whole image unpacked as a bundle first (for graphsage: base, mpi and the ~5 GB dgl tree).
+* umoci takes a layer's owners, modes and mtimes from the files on disk (checked: ``insert``
+  keeps the staged files' and directories' uids and mtimes). Ours are set per path without
+  touching the staged files (root's code and 65532's ``/dgl_workspace`` in one layer, modes
+  0644/0755, one mtime): the dgl layer's staged files are hard links into the DGL venv, whose
+  own files a chown/chmod/touch would change.
+* umoci 0.4.7 gzips every layer (``insert`` and ``repack`` have no compression option); the
+  dgl layer is stored uncompressed on purpose (gzip of ~5 GB costs minutes on every change).
+* buildah builds in working containers kept in containers-storage (as root under
+  ``/var/lib/containers/storage``), where every layer is unpacked besides its blob: ~5 GB more
+  disk for each version of the dgl layer, outside the builder's cache folder.
+* skopeo writes no layer, config or manifest: it copies existing images between transports,
+  so at most it could replace :func:`write_layout_tarball`.
+* none of them can tell that a layer's inputs (the project's files, the DGL venv's RECORDs,
+  the debootstrap options) are unchanged without building it: that cache
+  (:mod:`imagebuild.context`) stays whichever tool writes the tars.
 """
 
 from __future__ import annotations
