@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-DEFAULT_TARGET_DIR = Path("/opt/kube")
+from podcontract import KUBE_DIR, KUBECTL_SHA256_ENV, KUBECTL_TARGET_DIR_ENV, KUBECTL_URL_ENV
+
+DEFAULT_TARGET_DIR = Path(KUBE_DIR)
 DEFAULT_SOURCE = Path("/usr/local/bin/kubectl")
 DEFAULT_RETRIES = 5
 DEFAULT_TIMEOUT = 60.0
@@ -50,9 +52,9 @@ def _parser() -> _Parser:
         description="Install a verified kubectl binary into a directory (an init container). "
         "Every flag overrides the environment variable named in its help.",
     )
-    p.add_argument("--target-dir", help="directory to install into (TARGET_DIR)")
-    p.add_argument("--url", help="download URL (KUBECTL_URL); needs --sha256")
-    p.add_argument("--sha256", help="expected SHA-256 of the binary (KUBECTL_SHA256)")
+    p.add_argument("--target-dir", help=f"directory to install into ({KUBECTL_TARGET_DIR_ENV})")
+    p.add_argument("--url", help=f"download URL ({KUBECTL_URL_ENV}); needs --sha256")
+    p.add_argument("--sha256", help=f"expected SHA-256 of the binary ({KUBECTL_SHA256_ENV})")
     p.add_argument("--source", help="local kubectl to copy when no URL is set (KUBECTL_SOURCE)")
     p.add_argument("--retries", help="download retries after the first try (KUBECTL_RETRIES)")
     p.add_argument("--timeout", help="seconds per download attempt (KUBECTL_TIMEOUT)")
@@ -91,11 +93,11 @@ def load_config(env: Mapping[str, str], argv: Sequence[str] = ()) -> Config:
     """Build the configuration; raises :class:`ConfigError` naming the bad variable or flag."""
     args = _parser().parse_args(list(argv))
 
-    raw, name = _pick(args.target_dir, "--target-dir", env, "TARGET_DIR")
+    raw, name = _pick(args.target_dir, "--target-dir", env, KUBECTL_TARGET_DIR_ENV)
     target_dir = Path(raw) if raw else DEFAULT_TARGET_DIR
 
-    url, url_name = _pick(args.url, "--url", env, "KUBECTL_URL")
-    raw_sha, sha_name = _pick(args.sha256, "--sha256", env, "KUBECTL_SHA256")
+    url, url_name = _pick(args.url, "--url", env, KUBECTL_URL_ENV)
+    raw_sha, sha_name = _pick(args.sha256, "--sha256", env, KUBECTL_SHA256_ENV)
     sha256 = parse_sha256(raw_sha, sha_name) if raw_sha else None
     if url:
         parts = urlsplit(url)

@@ -1,5 +1,6 @@
-"""Which layer may import which: workqueue, launcher and kubectl_download use only the standard
-library, informers know nothing of the controller, and nothing imports the controller."""
+"""Which layer may import which: workqueue, podutil and podcontract use only the standard
+library, launcher and kubectl_download only it and those two, informers know nothing of the
+controller, and nothing imports the controller."""
 
 from __future__ import annotations
 
@@ -16,16 +17,21 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 ALLOWED: dict[str, tuple[set[str], set[str]]] = {
     "workqueue": (set(), set()),
     "podutil": (set(), set()),
+    # the names the operator and its pods' programs agree on (both sides import them)
+    "podcontract": (set(), set()),
     "informers": (set(), {"kubernetes", "urllib3", "structlog"}),
     "controller": (
-        {"workqueue", "informers"},
+        {"workqueue", "informers", "podcontract"},
         {"kubernetes", "prometheus_client", "structlog", "yaml"},
     ),
-    "launcher": ({"podutil"}, set()),
-    "watcher_loop": ({"informers", "podutil"}, {"kubernetes", "urllib3", "structlog"}),
-    "kubectl_download": ({"podutil"}, set()),
+    "launcher": ({"podutil", "podcontract"}, set()),
+    "watcher_loop": (
+        {"informers", "podutil", "podcontract"},
+        {"kubernetes", "urllib3", "structlog"},
+    ),
+    "kubectl_download": ({"podutil", "podcontract"}, set()),
     # the MPI ranks of the ParMETIS modes: the chunked format comes from launcher (stdlib)
-    "distpart": ({"launcher"}, {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"}),
+    "distpart": ({"launcher", "podcontract"}, {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"}),
 }
 
 

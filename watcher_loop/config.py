@@ -9,6 +9,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from podcontract import (
+    HOSTFILE_PATH,
+    WATCHER_EXPECTED_PODS_ENV,
+    WATCHER_FILE_ENV,
+    WATCHER_MODE_ENV,
+    WATCHER_NAMESPACE_ENV,
+)
 from watcher_loop.state import Mode
 
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -41,10 +48,10 @@ def _parser() -> _Parser:
         description="Wait until the pods listed in a hostfile/partfile are ready or finished. "
         "Every flag overrides the environment variable named in its help.",
     )
-    p.add_argument("--file", help="pod file to read (WATCHERFILE)")
-    p.add_argument("--mode", help="'ready' or 'finished' (WATCHERMODE)")
-    p.add_argument("--namespace", help="namespace of the pods (NAMESPACE)")
-    p.add_argument("--expected-pods", help="pods the file must list (WATCHER_EXPECTED_PODS)")
+    p.add_argument("--file", help=f"pod file to read ({WATCHER_FILE_ENV})")
+    p.add_argument("--mode", help=f"'ready' or 'finished' ({WATCHER_MODE_ENV})")
+    p.add_argument("--namespace", help=f"namespace of the pods ({WATCHER_NAMESPACE_ENV})")
+    p.add_argument("--expected-pods", help=f"pods the file must list ({WATCHER_EXPECTED_PODS_ENV})")
     p.add_argument("--timeout", help="seconds, 0 = none (WATCHER_TIMEOUT)")
     p.add_argument("--poll-interval", help="file re-read seconds (WATCHER_POLL_INTERVAL)")
     return p
@@ -88,13 +95,13 @@ def load_config(
     """Build the configuration; raises :class:`ConfigError` naming the bad variable or flag."""
     args = _parser().parse_args(list(argv))
 
-    file, name = _pick(args.file, "--file", env, "WATCHERFILE")
+    file, name = _pick(args.file, "--file", env, WATCHER_FILE_ENV)
     if not file:
         raise ConfigError(
-            f"{name} is not set: it must name the pod file to read (e.g. /etc/dgl/hostfile)"
+            f"{name} is not set: it must name the pod file to read (e.g. {HOSTFILE_PATH})"
         )
 
-    raw_mode, name = _pick(args.mode, "--mode", env, "WATCHERMODE")
+    raw_mode, name = _pick(args.mode, "--mode", env, WATCHER_MODE_ENV)
     if not raw_mode:
         raise ConfigError(f"{name} is not set: it must be 'ready' or 'finished'")
     try:
@@ -102,11 +109,11 @@ def load_config(
     except ValueError:
         raise ConfigError(f"{name} must be 'ready' or 'finished', got {raw_mode!r}") from None
 
-    namespace, _ = _pick(args.namespace, "--namespace", env, "NAMESPACE")
+    namespace, _ = _pick(args.namespace, "--namespace", env, WATCHER_NAMESPACE_ENV)
     if not namespace:
         namespace = default_namespace(namespace_file)
 
-    raw, name = _pick(args.expected_pods, "--expected-pods", env, "WATCHER_EXPECTED_PODS")
+    raw, name = _pick(args.expected_pods, "--expected-pods", env, WATCHER_EXPECTED_PODS_ENV)
     expected: int | None = None
     if raw:
         if not re.fullmatch(r"[0-9]+", raw) or int(raw) < 1:

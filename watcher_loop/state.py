@@ -7,12 +7,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from podcontract import WATCH_FINISHED, WATCH_READY
+
 Obj = dict[str, Any]
 
 
 class Mode(StrEnum):
-    READY = "ready"  # every pod is Running and its Ready condition is True
-    FINISHED = "finished"  # every pod is Succeeded
+    READY = WATCH_READY  # every pod is Running and its Ready condition is True
+    FINISHED = WATCH_FINISHED  # every pod is Succeeded
 
 
 @dataclass(frozen=True)
