@@ -174,6 +174,16 @@ def _dglrun(seen: Seen) -> Options:
     return parse(seen.container["args"], env=seen.env)
 
 
+def _dglrun_in(name: str, role: str) -> tuple[DGLJob, Desired, Seen, Options]:
+    """Job ``name``, its children, and what the dglrun of its ``role`` pod sees and parses."""
+    job = _job(name)
+    d = _build(job)
+    pod = d.launcher if role == "launcher" else d.partitioner
+    assert pod is not None
+    seen = _seen(pod, d)
+    return job, d, seen, _dglrun(seen)
+
+
 def _folder(seen: Seen, path: str | Path) -> tuple[str, dict[str, Any]]:
     """The mount a path is in (its mount path and volume); fails if none holds it."""
     p = PurePosixPath(path)
@@ -210,10 +220,7 @@ def _pod_files(seen: Seen, path: str) -> list[str]:
 
 @pytest.mark.parametrize("name", WITH_WORKERS)
 def test_the_launchers_dglrun_reads_what_the_operator_meant(name: str) -> None:
-    job = _job(name)
-    d = _build(job)
-    seen = _seen(d.launcher, d)
-    opts = _dglrun(seen)
+    job, d, seen, opts = _dglrun_in(name, "launcher")
     spec = job.spec
     assert opts.phase == ""
     assert opts.job == JobRef(job.name, job.uid, job.namespace)
@@ -246,10 +253,7 @@ def test_the_launchers_dglrun_reads_what_the_operator_meant(name: str) -> None:
 
 @pytest.mark.parametrize("name", WITH_PARTITIONER)
 def test_the_launcher_gets_the_parts_the_way_the_partitioner_gives_them(name: str) -> None:
-    job = _job(name)
-    d = _build(job)
-    seen = _seen(d.launcher, d)
-    opts = _dglrun(seen)
+    job, d, seen, opts = _dglrun_in(name, "launcher")
     assert opts.partition_transfer == DGLRUN_TRANSFER[job.spec.partition_transfer]
     watch = _init(d.launcher, WATCHER_PARTITIONER)
     config = watcher_loop_config(_env(watch), namespace_file=Path("/nonexistent"))
@@ -320,11 +324,7 @@ def test_skip_mode_trains_in_the_launcher_alone() -> None:
 
 @pytest.mark.parametrize("name", WITH_PARTITIONER)
 def test_the_partitioners_dglrun_reads_what_the_operator_meant(name: str) -> None:
-    job = _job(name)
-    d = _build(job)
-    assert d.partitioner is not None
-    seen = _seen(d.partitioner, d)
-    opts = _dglrun(seen)
+    job, _, seen, opts = _dglrun_in(name, "partitioner")
     assert opts.phase == PHASE_PARTITIONER
     assert opts.job == JobRef(job.name, job.uid, job.namespace)
     assert opts.partition_mode == job.spec.partition_mode
@@ -354,10 +354,8 @@ def test_the_partitioners_dglrun_reads_what_the_operator_meant(name: str) -> Non
 
 @pytest.mark.parametrize("name", WITH_WORKERS)
 def test_the_workers_serve_dgl_where_the_hostfile_says(name: str) -> None:
-    job = _job(name)
-    d = _build(job)
-    opts = _dglrun(_seen(d.launcher, d))
-    hosts = parse_hostfile(_seen(d.launcher, d).files[opts.hostfile][0])
+    _, d, launcher, opts = _dglrun_in(name, "launcher")
+    hosts = parse_hostfile(launcher.files[opts.hostfile][0])
     assert len(d.workers) == len(hosts)
     for worker, host in zip(d.workers, hosts, strict=True):
         assert worker["metadata"]["name"] == host.name
@@ -367,7 +365,7 @@ def test_the_workers_serve_dgl_where_the_hostfile_says(name: str) -> None:
         assert set(range(host.port, host.port + opts.num_servers)) <= ports
         assert set(range(DGL_PORT, DGL_PORT + DGL_PORT_COUNT)) <= ports
         # DistParMETIS's ranks reach the other workers through the same kubexec.sh
-        assert seen.files[opts.kubexec] == _seen(d.launcher, d).files[opts.kubexec]
+        assert seen.files[opts.kubexec] == launcher.files[opts.kubexec]
 
 
 # -- the names both sides accept, and what dglrun tells the operator -------------------------
