@@ -14,6 +14,7 @@ from typing import Any
 
 from controller import modes
 from kubeclient import Resource
+from podcontract import CHUNKED_LAYOUTS, DGL_API, SHARED
 
 GROUP = "qihoo.net"
 VERSION = "v1alpha1"
@@ -28,10 +29,7 @@ PARTITIONER = "Partitioner"
 REPLICA_TYPES = (LAUNCHER, PARTITIONER, WORKER)
 
 # spec.partitionMode (what each one means: controller/modes.py)
-DGL_API = modes.DGL_API
 SKIP = modes.SKIP
-PARMETIS = modes.PARMETIS
-DIST_PARMETIS = modes.DIST_PARMETIS
 PARTITION_MODES = modes.PARTITION_MODES
 
 # spec.partitionTransfer: how the parts reach the workers (the modes with a Partitioner pod)
@@ -92,7 +90,7 @@ class ChunkedGraphSpec:
     """``spec.chunkedGraph``: the ParMETIS modes' input, as the partitioning pods see it."""
 
     path: str
-    layout: str = modes.SHARED
+    layout: str = SHARED
 
 
 @dataclass(frozen=True)
@@ -302,7 +300,7 @@ def _chunked_graph(value: Any, mode: modes.Mode) -> ChunkedGraphSpec | None:
     path = cg.get("path")
     if not isinstance(path, str) or not path.startswith("/"):
         raise SpecError(f"{field}.path", f"must be an absolute path, got {path!r}")
-    layout = _choice(cg.get("layout", modes.SHARED), f"{field}.layout", modes.CHUNKED_LAYOUTS)
+    layout = _choice(cg.get("layout", SHARED), f"{field}.layout", CHUNKED_LAYOUTS)
     if layout not in mode.layouts:
         raise SpecError(
             f"{field}.layout",

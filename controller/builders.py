@@ -2,7 +2,8 @@
 
 Every pod field the operator sets is set here, in exactly one builder. The formats (ConfigMap
 keys, env vars, mounts, names) are those of the original Go operator, so that manifests and
-images written for it keep working.
+images written for it keep working; their names are the pod contract's (podcontract), which the
+programs in the pods read.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import podcontract as pc
 from controller.api import (
     API_VERSION,
     CLAIM_DELETE,
@@ -35,47 +37,12 @@ REPLICA_ANNOTATION = "dgl-replica"
 JOB_NAME_LABEL = "dgl.qihoo.net/job-name"
 ATTEMPT_ANNOTATION = "dgl.qihoo.net/restart-attempt"
 
-# Paths and env of the pod contract.
-CONFIG_DIR = "/etc/dgl"
-KUBE_DIR = "/opt/kube"
-WORKSPACE = "/dgl_workspace"
-DATASET_DIR = f"{WORKSPACE}/dataset"
-KUBEXEC_PATH = f"{CONFIG_DIR}/kubexec.sh"
-HOSTFILE_PATH = f"{CONFIG_DIR}/hostfile"
-PARTFILE_PATH = f"{CONFIG_DIR}/partfile"
-LEADFILE_PATH = f"{CONFIG_DIR}/leadfile"
-KUBECTL_PATH = f"{KUBE_DIR}/kubectl"
-PHASE_ENV = "DGL_OPERATOR_PHASE_ENV"
-JOB_NAME_ENV = "DGL_OPERATOR_JOB_NAME"  # launcher/progress.py reads it
-PHASE_PARTITIONER = "Partitioner"
-PHASE_LAUNCHER_WORKLOAD = "Launcher_Workload"
-# The ParMETIS modes (launcher/cli.py reads them as dglrun's defaults)
-PARTITION_MODE_ENV = "DGL_OPERATOR_PARTITION_MODE"
-CHUNKED_GRAPH_ENV = "DGL_OPERATOR_CHUNKED_GRAPH"
-CHUNKED_LAYOUT_ENV = "DGL_OPERATOR_CHUNKED_LAYOUT"
-CPU_LIMIT_ENV = "DGL_OPERATOR_CPU_LIMIT"  # ParMETIS: dglrun's default --num-ranks
-# the Worker template's memory limit in bytes: dglrun's memory plan (launcher/memplan.py)
-WORKER_MEMORY_LIMIT_ENV = "DGL_OPERATOR_WORKER_MEMORY_LIMIT"
-# spec.partitionTransfer (dglrun's --partition-transfer), and what HTTP needs
-PARTITION_TRANSFER_ENV = "DGL_OPERATOR_PARTITION_TRANSFER"
-DGLRUN_TRANSFER = {TRANSFER_HTTP: "http", TRANSFER_KUBECTL: "kubectl"}
-PARTFILE_ENV = "DGL_OPERATOR_PARTFILE_PATH"
-TRANSFER_PORT = 30070  # the partitioner's partition server (launcher/transfer.py)
-TRANSFER_DIR = "/etc/dgl-transfer"  # the job's token, at TRANSFER_DIR/token
-TRANSFER_TOKEN_KEY = "token"
+# The paths, env and ports of the pod contract are podcontract's; how spec fields map to them:
+DGLRUN_TRANSFER = {TRANSFER_HTTP: pc.TRANSFER_HTTP, TRANSFER_KUBECTL: pc.TRANSFER_KUBECTL}
 
-# spec.storage: one claim, mounted in every pod of the job at STORAGE_DIR (launcher/storage.py)
+# spec.storage: one claim, mounted in every pod of the job at pc.STORAGE_DIR
 STORAGE_VOLUME = "dgl-storage"
-STORAGE_DIR = "/dgl_storage"
-STORAGE_ENV = "DGL_OPERATOR_STORAGE"  # the folder dglrun keeps things in (STORAGE_DIR/path)
-RUN_NAME_ENV = "DGL_OPERATOR_RUN_NAME"  # the job's folder under it: <name>-<uid[:8]>
-SHARE_PARTITIONS_ENV = "DGL_OPERATOR_SHARE_PARTITIONS"
-JOB_UID_ENV = "DGL_OPERATOR_JOB_UID"  # dglrun's Events name the job by uid and namespace
-JOB_NAMESPACE_ENV = "DGL_OPERATOR_JOB_NAMESPACE"
 CLAIM_POLICY_ANNOTATION = "dgl.qihoo.net/claim-policy"
-
-DGL_PORT = 30050
-DGL_PORT_COUNT = 20  # DGL server k on a machine binds DGL_PORT + k
 
 KUBE_VOLUME = "kube-volume"
 CONFIG_VOLUME = "config-volume"
@@ -87,7 +54,8 @@ MODE_EXEC = 0o555  # 365
 MODE_READ = 0o444  # 292
 
 KUBEXEC_SCRIPT = (
-    f'#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n{KUBECTL_PATH} exec ${{POD_NAME}} -- /bin/sh -c "$*"\n'
+    "#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n"
+    f'{pc.KUBECTL_PATH} exec ${{POD_NAME}} -- /bin/sh -c "$*"\n'
 )
 
 
@@ -160,10 +128,10 @@ def _config_volume(job: DGLJob, keys: tuple[tuple[str, int], ...]) -> Obj:
 
 
 ALL_CONFIG_KEYS = (
-    ("kubexec.sh", MODE_EXEC),
-    ("hostfile", MODE_READ),
-    ("partfile", MODE_READ),
-    ("leadfile", MODE_READ),
+    (pc.KUBEXEC_KEY, MODE_EXEC),
+    (pc.HOSTFILE_KEY, MODE_READ),
+    (pc.PARTFILE_KEY, MODE_READ),
+    (pc.LEADFILE_KEY, MODE_READ),
 )
 LAUNCHER_CONFIG_KEYS = ALL_CONFIG_KEYS[:3]  # the seed's launcher mounts no leadfile
 
@@ -196,13 +164,13 @@ def _kubectl_download(opts: BuildOptions) -> Obj:
         "name": "kubectl-download",
         "image": opts.kubectl_download_image,
         "imagePullPolicy": opts.init_image_pull_policy,
-        "volumeMounts": [{"name": KUBE_VOLUME, "mountPath": KUBE_DIR}],
+        "volumeMounts": [{"name": KUBE_VOLUME, "mountPath": pc.KUBE_DIR}],
     }
-    env = [("TARGET_DIR", KUBE_DIR)]
+    env = [(pc.KUBECTL_TARGET_DIR_ENV, pc.KUBE_DIR)]
     if opts.kubectl_download_url:
-        env.append(("KUBECTL_URL", opts.kubectl_download_url))
+        env.append((pc.KUBECTL_URL_ENV, opts.kubectl_download_url))
     if opts.kubectl_download_sha256:
-        env.append(("KUBECTL_SHA256", opts.kubectl_download_sha256))
+        env.append((pc.KUBECTL_SHA256_ENV, opts.kubectl_download_sha256))
     c["env"] = [_env(k, v) for k, v in env]
     return c
 
@@ -221,10 +189,10 @@ def _watcher_loop(
         "image": opts.watcher_loop_image,
         "imagePullPolicy": opts.init_image_pull_policy,
         "env": [
-            _env("WATCHERFILE", file),
-            _env("WATCHERMODE", mode),
-            _env("NAMESPACE", job.namespace),
-            _env("WATCHER_EXPECTED_PODS", str(expected)),
+            _env(pc.WATCHER_FILE_ENV, file),
+            _env(pc.WATCHER_MODE_ENV, mode),
+            _env(pc.WATCHER_NAMESPACE_ENV, job.namespace),
+            _env(pc.WATCHER_EXPECTED_PODS_ENV, str(expected)),
         ],
         "volumeMounts": mounts,
     }
@@ -263,13 +231,13 @@ def hostfile(job: DGLJob, pods: Mapping[str, Obj]) -> str:
     for name in job.worker_names():
         ip = _ip(pods.get(name))
         if ip:
-            lines.append(f"{ip} {DGL_PORT} {name} slots={job.spec.slots_per_worker}\n")
+            lines.append(f"{ip} {pc.DGL_PORT} {name} slots={job.spec.slots_per_worker}\n")
     return "".join(lines)
 
 
 def _single_line(pod_name: str, pods: Mapping[str, Obj]) -> str:
     ip = _ip(pods.get(pod_name))
-    return f"{ip} {DGL_PORT} {pod_name}\n" if ip else ""
+    return f"{ip} {pc.DGL_PORT} {pod_name}\n" if ip else ""
 
 
 def config_map(job: DGLJob, pods: Mapping[str, Obj]) -> Obj:
@@ -279,10 +247,10 @@ def config_map(job: DGLJob, pods: Mapping[str, Obj]) -> Obj:
         "kind": "ConfigMap",
         "metadata": _meta(job, job.config_name, {"app": job.name}),
         "data": {
-            "kubexec.sh": KUBEXEC_SCRIPT,
-            "hostfile": hostfile(job, pods),
-            "partfile": _single_line(job.partitioner_name, pods),
-            "leadfile": _single_line(job.launcher_name, pods),
+            pc.KUBEXEC_KEY: KUBEXEC_SCRIPT,
+            pc.HOSTFILE_KEY: hostfile(job, pods),
+            pc.PARTFILE_KEY: _single_line(job.partitioner_name, pods),
+            pc.LEADFILE_KEY: _single_line(job.launcher_name, pods),
         },
     }
 
@@ -366,7 +334,7 @@ def transfer_secret(job: DGLJob, token: str) -> Obj:
         "kind": "Secret",
         "metadata": _meta(job, transfer_secret_name(job)),
         "type": "Opaque",
-        "data": {TRANSFER_TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+        "data": {pc.TRANSFER_TOKEN_KEY: base64.b64encode(token.encode()).decode()},
     }
 
 
@@ -383,7 +351,7 @@ def partitions_network_policy(job: DGLJob) -> Obj:
             "ingress": [
                 {
                     "from": [{"podSelector": {"matchLabels": {JOB_NAME_LABEL: job.name}}}],
-                    "ports": [{"protocol": "TCP", "port": TRANSFER_PORT}],
+                    "ports": [{"protocol": "TCP", "port": pc.TRANSFER_PORT}],
                 }
             ],
         },
@@ -395,23 +363,25 @@ def _transfer_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
     if not job.spec.mode.partitioner:
         return ()
     env: tuple[tuple[str, str], ...] = (
-        (PARTITION_TRANSFER_ENV, DGLRUN_TRANSFER[job.spec.partition_transfer]),
+        (pc.PARTITION_TRANSFER_ENV, DGLRUN_TRANSFER[job.spec.partition_transfer]),
     )
     if job.spec.pulls_partitions:
-        env += ((PARTFILE_ENV, PARTFILE_PATH),)
+        env += ((pc.PARTFILE_PATH_ENV, pc.PARTFILE_PATH),)
     return env
 
 
 def _mount_token(job: DGLJob, pod: Obj) -> None:
-    """The job's transfer token at TRANSFER_DIR/token (HTTP only)."""
+    """The job's transfer token at pc.TRANSFER_DIR/token (HTTP only)."""
     if not job.spec.pulls_partitions:
         return
-    _add_mounts(_main(pod), (TRANSFER_VOLUME, TRANSFER_DIR))
+    _add_mounts(_main(pod), (TRANSFER_VOLUME, pc.TRANSFER_DIR))
     volume = {
         "name": TRANSFER_VOLUME,
         "secret": {
             "secretName": transfer_secret_name(job),
-            "items": [{"key": TRANSFER_TOKEN_KEY, "path": TRANSFER_TOKEN_KEY, "mode": MODE_READ}],
+            "items": [
+                {"key": pc.TRANSFER_TOKEN_KEY, "path": pc.TRANSFER_TOKEN_KEY, "mode": MODE_READ}
+            ],
         },
     }
     _add_volumes(pod["spec"], volume)
@@ -448,7 +418,7 @@ def storage_claim(job: DGLJob) -> Obj | None:
 def storage_folder(job: DGLJob) -> str:
     """The folder dglrun keeps things in, as the pods see it."""
     st = job.spec.storage
-    return f"{STORAGE_DIR}/{st.path}" if st is not None and st.path else STORAGE_DIR
+    return f"{pc.STORAGE_DIR}/{st.path}" if st is not None and st.path else pc.STORAGE_DIR
 
 
 def results_location(job: DGLJob) -> str | None:
@@ -456,7 +426,7 @@ def results_location(job: DGLJob) -> str | None:
     st = job.spec.storage
     if st is None:
         return None
-    inside = "/".join(x for x in (st.path, "runs", job.run_name, "output") if x)
+    inside = "/".join(x for x in (st.path, pc.STORAGE_RUNS, job.run_name, pc.RUN_OUTPUT) if x)
     return f"{job.claim_name}:/{inside}"
 
 
@@ -464,15 +434,17 @@ def _storage_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
     st = job.spec.storage
     if st is None:
         return ()
-    env = ((STORAGE_ENV, storage_folder(job)), (RUN_NAME_ENV, job.run_name))
-    return env + (((SHARE_PARTITIONS_ENV, "true"),) if st.share_partitions else ())
+    env = ((pc.STORAGE_ENV, storage_folder(job)), (pc.RUN_NAME_ENV, job.run_name))
+    return env + (
+        ((pc.SHARE_PARTITIONS_ENV, pc.SHARE_PARTITIONS_ON),) if st.share_partitions else ()
+    )
 
 
 def _mount_storage(job: DGLJob, pod: Obj) -> None:
-    """The storage's claim at STORAGE_DIR in the pod's first container."""
+    """The storage's claim at pc.STORAGE_DIR in the pod's first container."""
     if job.claim_name is None:
         return
-    _add_mounts(_main(pod), (STORAGE_VOLUME, STORAGE_DIR))
+    _add_mounts(_main(pod), (STORAGE_VOLUME, pc.STORAGE_DIR))
     claim = {"name": STORAGE_VOLUME, "persistentVolumeClaim": {"claimName": job.claim_name}}
     _add_volumes(pod["spec"], claim)
 
@@ -484,10 +456,10 @@ def _dgl_ports() -> list[Obj]:
     return [
         {
             "name": "dglserver" if k == 0 else f"dglserver-{k}",
-            "containerPort": DGL_PORT + k,
+            "containerPort": pc.DGL_PORT + k,
             "protocol": "TCP",
         }
-        for k in range(DGL_PORT_COUNT)
+        for k in range(pc.DGL_PORT_COUNT)
     ]
 
 
@@ -499,12 +471,12 @@ def worker_pod(job: DGLJob, index: int, attempt: int = 0) -> Obj:
     if not main.get("command"):
         main["command"] = ["sleep"]
         main["args"] = ["365d"]
-    _set_env(main, ("DGL_OPERATOR_ENV", "1"))
+    _set_env(main, (pc.OPERATOR_ENV, pc.OPERATOR_ENV_ON))
     taken = {p.get("containerPort") for p in main.get("ports") or []}
     main["ports"] = (main.get("ports") or []) + [
         p for p in _dgl_ports() if p["containerPort"] not in taken
     ]
-    _add_mounts(main, (SHM_VOLUME, "/dev/shm"), (CONFIG_VOLUME, CONFIG_DIR))
+    _add_mounts(main, (SHM_VOLUME, "/dev/shm"), (CONFIG_VOLUME, pc.CONFIG_DIR))
     shm: Obj = {"medium": "Memory"}
     size = shm_size_limit(main)
     if size:
@@ -537,14 +509,14 @@ def worker_service(job: DGLJob, index: int) -> Obj:
 
 def _operator_env(job: DGLJob, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
     return (
-        ("DGL_OPERATOR_KUBEXEC_PATH", KUBEXEC_PATH),
-        ("DGL_OPERATOR_HOSTFILE_PATH", HOSTFILE_PATH),
-        ("DGL_OPERATOR_KUBECTL_PATH", KUBECTL_PATH),
-        ("DGL_OPERATOR_ENV", "1"),
+        (pc.KUBEXEC_PATH_ENV, pc.KUBEXEC_PATH),
+        (pc.HOSTFILE_PATH_ENV, pc.HOSTFILE_PATH),
+        (pc.KUBECTL_PATH_ENV, pc.KUBECTL_PATH),
+        (pc.OPERATOR_ENV, pc.OPERATOR_ENV_ON),
         # dglrun reports its progress into this DGLJob's status.progress, and Events
-        (JOB_NAME_ENV, job.name),
-        (JOB_UID_ENV, job.uid),
-        (JOB_NAMESPACE_ENV, job.namespace),
+        (pc.JOB_NAME_ENV, job.name),
+        (pc.JOB_UID_ENV, job.uid),
+        (pc.JOB_NAMESPACE_ENV, job.namespace),
         *_memory_env(job),
         *_storage_env(job),
         *extra,
@@ -558,7 +530,7 @@ def _memory_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
         return ()
     containers = (job.spec.worker.template.get("spec") or {}).get("containers") or [{}]
     limit = memory_limit(containers[0])
-    return () if limit is None else ((WORKER_MEMORY_LIMIT_ENV, str(limit)),)
+    return () if limit is None else ((pc.WORKER_MEMORY_LIMIT_ENV, str(limit)),)
 
 
 def _mode_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
@@ -568,9 +540,9 @@ def _mode_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
     if cg is None:
         return ()
     return (
-        (PARTITION_MODE_ENV, job.spec.partition_mode),
-        (CHUNKED_GRAPH_ENV, cg.path),
-        (CHUNKED_LAYOUT_ENV, cg.layout),
+        (pc.PARTITION_MODE_ENV, job.spec.partition_mode),
+        (pc.CHUNKED_GRAPH_ENV, cg.path),
+        (pc.CHUNKED_LAYOUT_ENV, cg.layout),
     )
 
 
@@ -578,7 +550,7 @@ def _cpu_limit_env(container: Obj) -> Obj:
     """The container's CPU limit in whole cores, through the downward API (the node's
     allocatable CPUs when it has no limit)."""
     return {
-        "name": CPU_LIMIT_ENV,
+        "name": pc.CPU_LIMIT_ENV,
         "valueFrom": {
             "resourceFieldRef": {
                 "containerName": container["name"],
@@ -605,20 +577,20 @@ def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
         main,
         *_operator_env(
             job,
-            ("DGL_OPERATOR_LEADFILE_PATH", LEADFILE_PATH),
-            (PHASE_ENV, PHASE_PARTITIONER),
+            (pc.LEADFILE_PATH_ENV, pc.LEADFILE_PATH),
+            (pc.PHASE_ENV, pc.PHASE_PARTITIONER),
             *_mode_env(job),
             *_transfer_env(job),
         ),
     )
     if job.spec.pulls_partitions:
         taken = {p.get("containerPort") for p in main.get("ports") or []}
-        if TRANSFER_PORT not in taken:
-            port = {"name": "partitions", "containerPort": TRANSFER_PORT, "protocol": "TCP"}
+        if pc.TRANSFER_PORT not in taken:
+            port = {"name": "partitions", "containerPort": pc.TRANSFER_PORT, "protocol": "TCP"}
             main["ports"] = [*(main.get("ports") or []), port]
         # Ready = serving the parts: what the launcher's watcher-loop waits for
         main["readinessProbe"] = {
-            "httpGet": {"path": "/ready", "port": TRANSFER_PORT},
+            "httpGet": {"path": pc.TRANSFER_READY_PATH, "port": pc.TRANSFER_PORT},
             "periodSeconds": 2,
             "timeoutSeconds": 2,
             "failureThreshold": 1,
@@ -626,9 +598,9 @@ def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
         _mount_token(job, pod)
     _mount_storage(job, pod)  # the partitions cached for restarts
     if job.spec.chunked_graph is not None:
-        main["env"] = [e for e in main["env"] if e.get("name") != CPU_LIMIT_ENV]
+        main["env"] = [e for e in main["env"] if e.get("name") != pc.CPU_LIMIT_ENV]
         main["env"].append(_cpu_limit_env(main))
-    _add_mounts(main, (CONFIG_VOLUME, CONFIG_DIR), (KUBE_VOLUME, KUBE_DIR))
+    _add_mounts(main, (CONFIG_VOLUME, pc.CONFIG_DIR), (KUBE_VOLUME, pc.KUBE_DIR))
     spec = pod["spec"]
     spec["serviceAccountName"] = name
     spec["initContainers"] = [_kubectl_download(opts), *(spec.get("initContainers") or [])]
@@ -643,34 +615,40 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     spec = pod["spec"]
     _mount_storage(job, pod)
     if not job.spec.mode.workers:
-        _set_env(main, (PHASE_ENV, PHASE_LAUNCHER_WORKLOAD), *_storage_env(job))
+        _set_env(main, (pc.PHASE_ENV, pc.PHASE_LAUNCHER_WORKLOAD), *_storage_env(job))
         return pod
     _set_env(main, *_operator_env(job, *_mode_env(job), *_transfer_env(job)))
-    config_mount = {"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR}
-    _add_mounts(main, (KUBE_VOLUME, KUBE_DIR), (CONFIG_VOLUME, CONFIG_DIR))
+    config_mount = {"name": CONFIG_VOLUME, "mountPath": pc.CONFIG_DIR}
+    _add_mounts(main, (KUBE_VOLUME, pc.KUBE_DIR), (CONFIG_VOLUME, pc.CONFIG_DIR))
     waits = []
     volumes: list[Obj] = [{"name": KUBE_VOLUME, "emptyDir": {}}]
     if job.spec.pulls_partitions:
         # the partitioner is Ready once it serves the parts; then the launcher starts
         waits.append(
             _watcher_loop(
-                job, opts, "watcher-loop-partitioner", PARTFILE_PATH, "ready", 1, [config_mount]
+                job,
+                opts,
+                pc.WATCHER_PARTITIONER,
+                pc.PARTFILE_PATH,
+                pc.WATCH_READY,
+                1,
+                [config_mount],
             )
         )
         _mount_token(job, pod)
     elif job.spec.mode.partitioner:
         # the partitioner delivers the partitions into this volume, then the launcher starts
-        _add_mounts(main, (DATASET_VOLUME, DATASET_DIR))
+        _add_mounts(main, (DATASET_VOLUME, pc.DATASET_DIR))
         volumes.append({"name": DATASET_VOLUME, "emptyDir": {}})
         waits.append(
             _watcher_loop(
                 job,
                 opts,
-                "watcher-loop-partitioner",
-                PARTFILE_PATH,
-                "finished",
+                pc.WATCHER_PARTITIONER,
+                pc.PARTFILE_PATH,
+                pc.WATCH_FINISHED,
                 1,
-                [config_mount, {"name": DATASET_VOLUME, "mountPath": DATASET_DIR}],
+                [config_mount, {"name": DATASET_VOLUME, "mountPath": pc.DATASET_DIR}],
             )
         )
     spec["serviceAccountName"] = name
@@ -680,9 +658,9 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
         _watcher_loop(
             job,
             opts,
-            "watcher-loop-worker",
-            HOSTFILE_PATH,
-            "ready",
+            pc.WATCHER_WORKERS,
+            pc.HOSTFILE_PATH,
+            pc.WATCH_READY,
             job.spec.workers,
             [config_mount],
         ),

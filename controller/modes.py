@@ -23,15 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DGL_API = "DGL-API"
-SKIP = "Skip"
-PARMETIS = "ParMETIS"
-DIST_PARMETIS = "DistParMETIS"
+from podcontract import DGL_API, DIST_PARMETIS, PARMETIS, PER_WORKER, SHARED
 
-# spec.chunkedGraph.layout
-SHARED = "Shared"
-PER_WORKER = "PerWorker"
-CHUNKED_LAYOUTS = (SHARED, PER_WORKER)
+# (the other modes' and spec.chunkedGraph.layout's names are dglrun's too: podcontract's)
+SKIP = "Skip"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,13 @@ from typing import Any
 from controller.api import LAUNCHER, PARTITIONER, WORKER, DGLJob
 from controller.builders import ATTEMPT_ANNOTATION, REPLICA_TYPE_LABEL
 from kubeclient import Obj
+from podcontract import (
+    DGLRUN_STATUS_FIELDS,
+    MEMORY_PLAN_PREFIX,
+    OOM_PREFIX,
+    PROGRESS_DONE,
+    WATCHER_PARTITIONER,
+)
 
 # Condition types (Kubeflow's) and reasons.
 CREATED = "Created"
@@ -31,11 +38,9 @@ REASON_INVALID_SPEC = "InvalidSpec"
 REASON_DEADLINE = "DeadlineExceeded"
 REASON_BACKOFF_LIMIT = "BackoffLimitExceeded"
 REASON_OOM_KILLED = "OOMKilled"  # a container of the job was killed for memory
-# ... or a process in one (dglrun's termination message says which: launcher/oom.py's PREFIX)
-OOM_PREFIX = "OOMKilled: "
-# dglrun's memory plan found a step that will not fit (launcher/memplan.py: its PREFIX)
+# (or a process in one: dglrun's termination message starts with OOM_PREFIX and says which)
+# dglrun's memory plan found a step that will not fit (its message: MEMORY_PLAN_PREFIX)
 REASON_MEMORY_PLAN = "MemoryPlanExceeded"
-MEMORY_PLAN_PREFIX = "memory plan: "
 
 # Phases: the original operator's words, plus Restarting and Suspended.
 PENDING = "Pending"
@@ -361,7 +366,7 @@ def partition_done(job: DGLJob, obs: Observation) -> bool:
     launcher = obs.pods.get(job.launcher_name)
     if launcher is None:
         return False
-    t = _terminated(container_status(launcher, "watcher-loop-partitioner", init=True))
+    t = _terminated(container_status(launcher, WATCHER_PARTITIONER, init=True))
     return bool(t and int(t.get("exitCode") or 0) == 0) or main_started(launcher)
 
 
@@ -389,7 +394,7 @@ def phase_from_progress(progress: str) -> str:
     (DistParMETIS): ``1/5 partition`` and ``2/5 deliver`` are Partitioning, ``3/5 dispatch``
     (checking each worker's part) Partitioned, the rest Training. Before the first report
     dglrun is partitioning: that is what it starts with."""
-    if progress == "done":
+    if progress == PROGRESS_DONE:
         return TRAINING
     m = _PROGRESS_STEP.match(progress or "")
     if not m:
@@ -446,25 +451,13 @@ def rebase_status(base: Obj, ours: Obj, theirs: Obj) -> Obj:
     return out
 
 
-# Status fields dglrun writes (through the status subresource) besides the controller.
-OTHER_WRITERS = (
-    "progress",
-    "partitionSeconds",
-    "deliveryBytes",
-    "deliverySeconds",
-    "memory",
-    "partitions",
-    "resume",
-)
-
-
 def transitioned_since(base: Obj, latest: Obj) -> bool:
     """Did someone other than dglrun change the status since ``base`` (that is, a sync of ours
     whose write this copy predates)? A decision made on ``base`` is then stale."""
 
     def ours(status: Obj) -> Obj:
         out = without_volatile(status)
-        for key in OTHER_WRITERS:
+        for key in DGLRUN_STATUS_FIELDS:
             out.pop(key, None)
         return out
 

@@ -67,6 +67,14 @@ from kubeclient import (
     Resource,
 )
 from kubeclient import PERSISTENTVOLUMECLAIMS as PVCS
+from podcontract import (
+    DGLRUN_STATUS_FIELDS,
+    STATUS_DELIVERY_BYTES,
+    STATUS_DELIVERY_SECONDS,
+    STATUS_PARTITION_SECONDS,
+    STATUS_PARTITIONS,
+    STATUS_PROGRESS,
+)
 from workqueue import Clock, RealClock
 
 log = structlog.get_logger("controller.sync")
@@ -258,7 +266,7 @@ class JobSync:
             plan.announce(NORMAL, st.REASON_SUSPENDED, message)
         self._not_running(plan, st.REASON_SUSPENDED, "the job is suspended", now)
         plan.status["phase"] = st.PHASE_SUSPENDED
-        for reported in st.OTHER_WRITERS:  # the attempt after the resume reports afresh
+        for reported in DGLRUN_STATUS_FIELDS:  # the attempt after the resume reports afresh
             plan.clear(reported)
         plan.status.pop("startTime", None)  # activeDeadlineSeconds counts from the resume
         plan.status["replicaStatuses"] = st.replica_statuses(
@@ -316,7 +324,7 @@ class JobSync:
         plan.status["restartCount"] = attempt + 1
         plan.status["phase"] = st.PHASE_RESTARTING
         self._observe_delivery(job, plan)
-        for reported in st.OTHER_WRITERS:  # the next attempt's dglrun reports afresh
+        for reported in DGLRUN_STATUS_FIELDS:  # the next attempt's dglrun reports afresh
             plan.clear(reported)
         st.set_condition(plan.status, st.RESTARTING, True, st.REASON_RESTARTING, message, now)
         self._not_running(plan, st.REASON_RESTARTING, message, now)
@@ -377,8 +385,8 @@ class JobSync:
         ns = job.namespace
 
         def observe() -> None:
-            seconds = plan.seen_status.get("deliverySeconds")
-            size = plan.seen_status.get("deliveryBytes")
+            seconds = plan.seen_status.get(STATUS_DELIVERY_SECONDS)
+            size = plan.seen_status.get(STATUS_DELIVERY_BYTES)
             if isinstance(seconds, (int, float)) and isinstance(size, (int, float)):
                 self.metrics.delivery_duration.labels(ns).observe(seconds)
                 self.metrics.delivery_bytes.labels(ns).observe(size)
@@ -392,7 +400,7 @@ class JobSync:
         if (
             not job.spec.mode.partitioner
             or job.spec.pulls_partitions
-            or "partitionSeconds" in plan.status
+            or STATUS_PARTITION_SECONDS in plan.status
         ):
             return
         partitioner = obs.pod(job.partitioner_name)
@@ -401,7 +409,7 @@ class JobSync:
         seconds = st.main_run_seconds(partitioner)
         if seconds is None:
             return
-        plan.status["partitionSeconds"] = seconds
+        plan.status[STATUS_PARTITION_SECONDS] = seconds
         ns = job.namespace
         plan.on_written.append(lambda: self.metrics.partition_duration.labels(ns).observe(seconds))
         plan.announce(NORMAL, "PartitionSucceeded", f"Graph partitioned in {seconds:.0f}s")
@@ -409,11 +417,11 @@ class JobSync:
     def _partition_reported(self, job: DGLJob, plan: _Plan) -> None:
         """dglrun partitioned and reported how long it took (``status.partitionSeconds``, with
         its progress): DistParMETIS on the workers, or a partitioner that serves the parts."""
-        seconds = plan.status.get("partitionSeconds")
+        seconds = plan.status.get(STATUS_PARTITION_SECONDS)
         took = f" in {seconds:.0f}s" if isinstance(seconds, (int, float)) else ""
         where = " on the workers" if job.spec.mode.partitions_in_launcher else ""
         message = f"Graph partitioned{where}{took}"
-        if (plan.status.get("partitions") or {}).get("reused"):
+        if (plan.status.get(STATUS_PARTITIONS) or {}).get("reused"):
             message = f"Partitions reused from the job's storage{took} (not partitioned again)"
         plan.announce(NORMAL, "PartitionSucceeded", message)
         if isinstance(seconds, (int, float)):
@@ -423,7 +431,7 @@ class JobSync:
             )
 
     def _set_running_phase(self, job: DGLJob, obs: st.Observation, plan: _Plan, now: float) -> None:
-        phase = st.phase_for(job, obs, str(plan.status.get("progress") or ""))
+        phase = st.phase_for(job, obs, str(plan.status.get(STATUS_PROGRESS) or ""))
         previous = plan.status.get("phase")
         if (
             (job.spec.mode.partitions_in_launcher or job.spec.pulls_partitions)

@@ -20,7 +20,8 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from launcher.chunked import LAYOUTS, SHARED, ChunkedError, load
+from launcher.chunked import ChunkedError, load
+from podcontract import CHUNKED_LAYOUTS, SHARED
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -28,7 +29,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     sub = p.add_subparsers(dest="cmd", required=True)
     q = sub.add_parser("partition", help="one MPI rank of the ParMETIS partitioning")
     q.add_argument("--chunked", required=True, help="the chunked graph (folder or metadata.json)")
-    q.add_argument("--layout", choices=LAYOUTS, default=SHARED)
+    q.add_argument("--layout", choices=CHUNKED_LAYOUTS, default=SHARED)
     q.add_argument("--graph-name", required=True, help="name of the partition JSON")
     q.add_argument("--num-parts", type=int, required=True)
     q.add_argument("--out", required=True, nargs="+", help="output folder(s): one, or one per rank")

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from podcontract import KUBE_DIR, KUBECTL_SHA256_ENV, KUBECTL_TARGET_DIR_ENV, KUBECTL_URL_ENV
 from podprogram.options import ConfigError, OptionParser
 
-DEFAULT_TARGET_DIR = Path("/opt/kube")
+DEFAULT_TARGET_DIR = Path(KUBE_DIR)
 DEFAULT_SOURCE = Path("/usr/local/bin/kubectl")
 DEFAULT_RETRIES = 5
 DEFAULT_TIMEOUT = 60.0
@@ -41,9 +42,9 @@ def _parser() -> OptionParser:
         "kubectl-download",
         "Install a verified kubectl binary into a directory (an init container).",
     )
-    p.option("--target-dir", "TARGET_DIR", "directory to install into")
-    p.option("--url", "KUBECTL_URL", "download URL; needs --sha256")
-    p.option("--sha256", "KUBECTL_SHA256", "expected SHA-256 of the binary")
+    p.option("--target-dir", KUBECTL_TARGET_DIR_ENV, "directory to install into")
+    p.option("--url", KUBECTL_URL_ENV, "download URL; needs --sha256")
+    p.option("--sha256", KUBECTL_SHA256_ENV, "expected SHA-256 of the binary")
     p.option("--source", "KUBECTL_SOURCE", "local kubectl to copy when no URL is set")
     p.option("--retries", "KUBECTL_RETRIES", "download retries after the first try")
     p.option("--timeout", "KUBECTL_TIMEOUT", "seconds per download attempt")

@@ -49,10 +49,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from podcontract import CHUNKED_LAYOUTS, PER_WORKER, SHARED
+
 METADATA = "metadata.json"
-SHARED = "Shared"
-PER_WORKER = "PerWorker"
-LAYOUTS = (SHARED, PER_WORKER)
 FORMATS = ("numpy", "csv")
 _NPY_MAGIC = b"\x93NUMPY"
 
@@ -412,8 +411,8 @@ def _groups(counts: Sequence[int], ranks: int, what: str) -> list[tuple[int, int
 def shares(graph: ChunkedGraph, ranks: int, layout: str = SHARED) -> list[Share]:
     if ranks < 1:
         raise ChunkedError(f"need at least one rank, got {ranks}")
-    if layout not in LAYOUTS:
-        raise ChunkedError(f"layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
+    if layout not in CHUNKED_LAYOUTS:
+        raise ChunkedError(f"layout {layout!r}: expected one of {', '.join(CHUNKED_LAYOUTS)}")
     n, e = graph.num_nodes, graph.num_edges
     if layout == SHARED:
         nodes = [(n * r // ranks, n * (r + 1) // ranks) for r in range(ranks)]
@@ -473,7 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     c = sub.add_parser("check", help="verify the metadata and the chunk files")
     c.add_argument("path", help="the chunked graph's folder or its metadata.json")
     c.add_argument("--ranks", type=int, default=1)
-    c.add_argument("--layout", choices=LAYOUTS, default=SHARED)
+    c.add_argument("--layout", choices=CHUNKED_LAYOUTS, default=SHARED)
     c.add_argument("--rank", type=int, help="check only the files this rank reads")
     c.add_argument(
         "--hash", action="store_true", help="also report the SHA-256 of every file checked"

@@ -37,7 +37,7 @@ class PhaseError(RuntimeError):
 
 class OutOfMemory(PhaseError):
     """A phase failed because the kernel killed one of its processes for memory; ``str()``
-    starts with :data:`launcher.oom.PREFIX` and names the process and its pod."""
+    starts with podcontract's ``OOM_PREFIX`` and names the process and its pod."""
 
 
 # Failures outside any phase (reading the hostfile, setting up a transport, fetching the

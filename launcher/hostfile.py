@@ -6,7 +6,6 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-DGL_PORT = 30050
 _ORDINAL = re.compile(r"-(\d+)$")
 
 

@@ -12,8 +12,9 @@ sizes and the job's shape, and checks it against the pods' memory limit at once:
   edges into its nodes, the 1-hop halo and the inner nodes' data) and ``trainers`` trainers.
 
 A step that will not fit fails the job at once with one line naming the step, the estimate,
-the limit and what to change (:class:`PlanError`, its text starts with :data:`PREFIX`, which the
-operator turns into the condition reason ``MemoryPlanExceeded``). The estimates are printed and
+the limit and what to change (:class:`PlanError`, its text starts with podcontract's
+``MEMORY_PLAN_PREFIX``, which the operator turns into the condition reason
+``MemoryPlanExceeded``). The estimates are printed and
 reported next to the peaks measured afterwards (``status.memory``), so the model can be checked.
 
 The model is linear in the graph's sizes, with coefficients (:data:`COSTS`) measured on this
@@ -33,14 +34,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from podcontract import DGL_API, DIST_PARMETIS, MEMORY_PLAN_PREFIX, PARMETIS
+
 if TYPE_CHECKING:
     from launcher.chunked import ChunkedGraph
 
-PREFIX = "memory plan: "
 MiB = 1 << 20
 GiB = 1 << 30
 WARN_FRACTION = 0.8  # an estimate above this share of the limit is worth a warning
-WORKER_LIMIT_ENV = "DGL_OPERATOR_WORKER_MEMORY_LIMIT"  # bytes: the Worker template's limit
 LIMIT_FIELD = "spec.dglReplicaSpecs.Worker.template.spec.containers[0].resources.limits.memory"
 
 
@@ -129,14 +130,14 @@ class Step:
 
 
 def partition_step(g: GraphSize, shape: Shape, limit: int | None) -> Step:
-    if shape.mode == "DGL-API":
+    if shape.mode == DGL_API:
         est = COSTS["dgl-partition"].bytes(g.nodes, g.edges, g.node_bytes, g.edge_bytes)
         what = "the partition entry point"
         return Step("partition", "the partitioner pod", what, int(est), limit)
     cost = COSTS["parmetis-rank"]
-    ranks = max(1, shape.ranks if shape.mode == "ParMETIS" else shape.workers)
+    ranks = max(1, shape.ranks if shape.mode == PARMETIS else shape.workers)
     one = cost.bytes(g.nodes / ranks, g.edges / ranks, g.node_bytes, g.edge_bytes)
-    if shape.mode == "ParMETIS":
+    if shape.mode == PARMETIS:
         return Step(
             "partition", "the partitioner pod", f"{ranks} ParMETIS ranks", int(one * ranks), limit
         )
@@ -182,8 +183,8 @@ def advice(g: GraphSize, shape: Shape, step: Step) -> str:
     """What to change so that ``step`` fits."""
     assert step.limit is not None
     raise_to = f"raise the Worker memory limit to at least {gib(step.estimate * 1.1)}"
-    if step.name == "partition" and shape.mode in ("DGL-API", "ParMETIS"):
-        spread = replace(shape, mode="DistParMETIS")
+    if step.name == "partition" and shape.mode in (DGL_API, PARMETIS):
+        spread = replace(shape, mode=DIST_PARMETIS)
         dist = partition_step(g, spread, step.limit)
         more = _workers_needed(g, spread, step.limit, "partition")
         alt = (
@@ -205,7 +206,7 @@ def check(g: GraphSize, shape: Shape, steps: list[Step]) -> None:
             continue
         assert step.limit is not None
         raise PlanError(
-            f"{PREFIX}the {step.name} step needs ~{gib(step.estimate)} in {step.where} "
+            f"{MEMORY_PLAN_PREFIX}the {step.name} step needs ~{gib(step.estimate)} in {step.where} "
             f"({step.what}, for {g.describe()}), more than its memory limit of "
             f"{gib(step.limit)} ({LIMIT_FIELD}): {advice(g, shape, step)}"
         )

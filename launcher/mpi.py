@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from launcher.hostfile import Host
+from podcontract import CPU_LIMIT_ENV  # the operator sets it from the pod's limits.cpu
 
 PIDFILE_DIR = "/tmp/dglrun"
 MIN_RANKS = 2
-CPU_LIMIT_ENV = "DGL_OPERATOR_CPU_LIMIT"  # the operator sets it from the pod's limits.cpu
 
 
 @dataclass(frozen=True)

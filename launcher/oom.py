@@ -12,8 +12,8 @@ cgroup, which counts the processes the OOM killer took in it (``oom_kill N``, Li
 :class:`Watch` reads the count before a process starts; a process that then ended by SIGKILL
 while the count rose was killed for memory. Whoever waits for it says so in one line
 (:func:`line`, parsed back by :func:`parse_line`) naming the pod (its hostname) and the
-container's limit, and dglrun ends with a message starting :data:`PREFIX`, which the operator
-turns into the Failed reason ``OOMKilled``.
+container's limit, and dglrun ends with a message starting podcontract's ``OOM_PREFIX``,
+which the operator turns into the Failed reason ``OOMKilled``.
 
 Standard library only (dglrun's layer, also run on the workers by ``launcher.remote``).
 """
@@ -26,7 +26,8 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-PREFIX = "OOMKilled: "  # a termination message naming a process killed for memory
+from podcontract import OOM_PREFIX  # a termination message naming a process killed for memory
+
 CGROUP = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")
 V2 = ("memory.events", "memory.max")  # (counter file, limit file)
@@ -111,7 +112,7 @@ class Killed:
 
     def describe(self, what: str) -> str:
         return (
-            f"{PREFIX}{what} in pod {self.pod} was killed for memory "
+            f"{OOM_PREFIX}{what} in pod {self.pod} was killed for memory "
             f"(over its container's memory limit, {self.limit})"
         )
 

@@ -31,10 +31,10 @@ from pathlib import Path
 
 from launcher import chunked, mpi, stored
 from launcher import partitions as parts
-from launcher.cli import Options
 from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.hostfile import Host
 from launcher.memplan import GraphSize
+from launcher.options import Options
 from launcher.transport import (
     LineSink,
     PopenProc,
@@ -44,6 +44,7 @@ from launcher.transport import (
     in_parallel,
     run_everywhere,
 )
+from podcontract import SHARED, STATUS_PARTITION_SECONDS
 
 STATS_PREFIX = "distpart-stats "
 # what mpirun relays from its remote-shell agent: kubexec.sh's `set -x` trace, and kubectl's
@@ -142,7 +143,7 @@ def partition_in_pod(opts: Options, out_dir: Path, console: Console, report: Rep
     ranks = opts.num_ranks or mpi.default_ranks()
     try:
         graph = chunked.load(opts.chunked_graph)
-        chunked.shares(graph, ranks, chunked.SHARED)  # every rank owns some nodes
+        chunked.shares(graph, ranks, SHARED)  # every rank owns some nodes
         files = chunked.verify(graph)
     except chunked.ChunkedError as e:
         raise PhaseError(f"{e}; no MPI rank was started") from e
@@ -254,7 +255,9 @@ def partition_on_workers(
             _partition_with_mpi(opts, transport, hosts, console, report)
             if cached is not None:
                 cached.store(opts, transport, hosts, console)
-    console.progress.record("partitionSeconds", round(report.seconds.get("partition", 0.0), 1))
+    console.progress.record(
+        STATUS_PARTITION_SECONDS, round(report.seconds.get("partition", 0.0), 1)
+    )
     with phase(console, report, 2, "deliver"):
         console.say("  nothing to deliver: every worker wrote its own partition")
     return hosts

@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from launcher import partitions as parts
-from launcher.cli import DGL_API, Options
+from launcher.options import Options
+from podcontract import DGL_API
 
 FORMAT = 1  # bump when what an entry holds changes: older entries then miss
 INDEX = ".dglrun-cache.json"  # (a dot file: no graph name can collide with it)

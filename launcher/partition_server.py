@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.transfer import TransferError
+from podcontract import TRANSFER_PORT, TRANSFER_READY_PATH, TRANSFER_TOKEN_PATH
 
 _RANGE = re.compile(r"^bytes=(\d+)-$")
 Tamper = Callable[[str, bytes], bytes]  # (rel, data) -> data sent instead (tests only)
@@ -134,7 +135,7 @@ class PartitionServer:
 
             def do_GET(self) -> None:
                 path = urllib.parse.urlsplit(self.path).path
-                if path == "/ready":
+                if path == TRANSFER_READY_PATH:
                     self._reply(HTTPStatus.OK, b"serving\n")
                     return
                 if not self._authorized():
@@ -233,12 +234,12 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     from launcher import partitions as parts
-    from launcher.transfer import PORT, TOKEN_FILE, build_manifest, read_token
+    from launcher.transfer import build_manifest, read_token
 
     ap = argparse.ArgumentParser(prog="python -m launcher.partition_server")
     ap.add_argument("--config", required=True, help="the partition config (<graph>.json)")
-    ap.add_argument("--port", type=int, default=PORT)
-    ap.add_argument("--token-file", default=TOKEN_FILE)
+    ap.add_argument("--port", type=int, default=TRANSFER_PORT)
+    ap.add_argument("--token-file", default=TRANSFER_TOKEN_PATH)
     ap.add_argument("--timeout", type=float, default=0.0, help="seconds (0 = none)")
     ap.add_argument("--max-rate", type=float, default=0.0, help="MB/s per connection (0 = any)")
     args = ap.parse_args(argv)

@@ -1,21 +1,25 @@
-"""The five phases of dglrun, with progress lines, timeouts and failure propagation.
+"""The five phases of dglrun, with progress lines, timeouts and failure propagation; which of
+them run where is launcher/runs.py's.
 
-Any failure stops every process dglrun started on every worker and ends dglrun with exit code 1
-and one line naming the phase, the worker and the exit code (the original reported such jobs as
-Completed). Usage errors exit 2.
+1. partition: the partition entry point, or ParMETIS's MPI ranks (launcher/parmetis.py), into
+   the storage's cache when there is one (launcher/stored.py); the memory plan is made first;
+2. deliver: serve the parts over HTTP (the workers pull them), or copy them into the launcher
+   pod (KubectlCp), or locally;
+3. dispatch: part i to worker i (pulled, or copied by dglrun), every file's checksum verified;
+4. configure: DGL's ip_config on every worker;
+5. train: the DGL servers, then the trainers, on every worker; the first failure stops all.
+
+A phase's failure is a :class:`~launcher.console.PhaseError`, one line naming the phase, the
+worker and the exit code.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import resource
-import secrets
 import shutil
-import signal
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,56 +28,35 @@ from typing import Any
 
 from launcher import memplan, mpi, oom, parmetis, stored
 from launcher import partitions as parts
-from launcher.cli import (
-    DGL_API,
-    DIST_PARMETIS,
-    PARMETIS,
-    PHASE_PARTITIONER,
-    PHASE_WORKLOAD,
-    Options,
-)
-from launcher.console import (
-    TOTAL,
-    USER_ERRORS,
-    Console,
-    PhaseError,
-    Report,
-    mb,
-    phase,
-)
+from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.dgl_env import Topology, server_env, trainer_env
 from launcher.hostfile import Host, HostfileError, ip_config, parse_hostfile
-from launcher.progress import ABANDONED, DONE, FAILED, NoProgress, from_env
+from launcher.options import Options
 from launcher.pull import Puller
-from launcher.transfer import HTTP, TransferError, build_manifest, read_token
-from launcher.transport import (
-    PopenProc,
-    Proc,
-    Transport,
-    stop_all,
-    time_limit,
+from launcher.reporting import read_metrics
+from launcher.transfer import TransferError, build_manifest, read_token
+from launcher.transport import PopenProc, Proc, Transport, stop_all, time_limit
+from podcontract import (
+    DATASET,
+    DGL_API,
+    PARMETIS,
+    STATUS_DELIVERY_BYTES,
+    STATUS_DELIVERY_SECONDS,
+    STATUS_MEMORY,
+    STATUS_PARTITION_SECONDS,
+    WATCHER_PARTITIONER,
 )
-from podprogram.termination import TERMINATION_LOG, write_termination_message
 
-DATASET = "dataset"
 WORKLOAD = "workload"
 OUTPUT = "output"
 SERVER_GRACE = 60.0  # seconds servers get to exit after the last trainer finished
 
 
-class Terminated(BaseException):
-    """SIGTERM (the pod is being deleted, suspended or restarted): like Ctrl-C, it unwinds
-    through every ``finally`` so that what dglrun started on the workers is stopped."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 # -- phase 1: partition -------------------------------------------------------------------
 
 
-def _entry_point(path: str | None, flag: str) -> str:
+def check_entry_point(path: str | None, flag: str) -> str:
+    """``path``, an entry point on this machine (PhaseError if it is not there)."""
     if not path:
         raise PhaseError(f"{flag} is not set")
     if not Path(path).is_file():
@@ -127,7 +110,7 @@ def _partition_into(
         _empty(out_dir)
         parmetis.partition_in_pod(opts, out_dir, console, report)
     elif opts.partition_entry_point:
-        script = _entry_point(opts.partition_entry_point, "--partition-entry-point")
+        script = check_entry_point(opts.partition_entry_point, "--partition-entry-point")
         _empty(out_dir)  # never ship a previous run's partitions
         argv = [
             opts.python,
@@ -222,36 +205,9 @@ def plan_memory(
     for step in report.memory:
         if limit is not None and step.fits and step.estimate > memplan.WARN_FRACTION * limit:
             console.say(f"  warning: the {step.name} step is estimated close to the limit")
-    console.progress.record("memory", memplan.status(report.memory, {}))
+    console.progress.record(STATUS_MEMORY, memplan.status(report.memory, {}))
     if check:
         memplan.check(size, shape, report.memory)
-
-
-def measured_peaks(opts: Options, report: Report, console: Console) -> dict[str, float]:
-    """Each step's measured peak (MiB) for one pod: the partition entry point, or the ranks of
-    one pod together; a worker's servers and trainers together, the largest worker."""
-    out: dict[str, float] = {}
-    per_rank = report.partition.get("peak_rss_mb_per_rank")
-    ranks = [float(x) for x in per_rank] if isinstance(per_rank, list) else []
-    if ranks:
-        out["partition"] = max(ranks) if opts.partition_mode == DIST_PARMETIS else sum(ranks)
-    per_worker: dict[str, float] = {}
-    for label, mib in console.peaks().items():
-        worker, _, proc = label.partition("/")
-        if proc.startswith(("server-", "trainer-")):
-            per_worker[worker] = per_worker.get(worker, 0.0) + mib
-    if per_worker:
-        out["train"] = max(per_worker.values())
-    return out
-
-
-def report_memory(opts: Options, report: Report, console: Console) -> None:
-    """The plan next to what was measured, in the log and in ``status.memory``."""
-    peaks = measured_peaks(opts, report, console)
-    if report.memory:
-        console.say(memplan.table(report.memory, peaks))
-    if report.memory or peaks:
-        console.progress.record("memory", memplan.status(report.memory, peaks))
 
 
 # -- phase 2: deliver ---------------------------------------------------------------------
@@ -295,7 +251,7 @@ def deliver_to_launcher(
             transport,
             src,
             pod,
-            "watcher-loop-partitioner",
+            WATCHER_PARTITIONER,
             str(opts.workspace / DATASET),
             expected,
             timeout=opts.deliver_timeout,
@@ -320,7 +276,9 @@ def serve(opts: Options, pset: parts.PartitionSet, console: Console, report: Rep
     from launcher.partition_server import PartitionServer, serve_and_wait
 
     # the partitioner's runtime includes serving: the partition time goes to the status
-    console.progress.record("partitionSeconds", round(report.seconds.get("partition", 0.0), 1))
+    console.progress.record(
+        STATUS_PARTITION_SECONDS, round(report.seconds.get("partition", 0.0), 1)
+    )
     with phase(console, report, 2, "deliver"):
         token = read_token(opts.transfer_token_file)
         manifest = build_manifest(pset, report.partition_files or None)
@@ -489,8 +447,8 @@ def dispatch_pull(
             console.say(f"  warning: could not tell {source.server} to stop serving: {e}")
         total = source.part_bytes()
         report.dispatch_bytes += total
-        console.progress.record("deliveryBytes", total)
-        console.progress.record("deliverySeconds", round(took, 3))
+        console.progress.record(STATUS_DELIVERY_BYTES, total)
+        console.progress.record(STATUS_DELIVERY_SECONDS, round(took, 3))
         console.say(
             f"  {mb(total)} pulled by {len(hosts)} workers from {source.url} in {took:.1f}s "
             f"({total / max(took, 1e-6) / 1e6:.0f} MB/s), every file's SHA-256 verified"
@@ -560,26 +518,22 @@ def train(
     with phase(console, report, 5, "train"):
         kept = stored.trainer_env(opts, console)  # checkpoints, resume, results on storage
         try:
-            for i, host in enumerate(hosts):
+            # each worker's workload folder, its (ip_config, partition config) and argv
+            where = []
+            for host in hosts:
                 ws = f"{transport.workspace(host)}/{WORKLOAD}"
-                args = train_argv(opts, script, f"{ws}/ip_config.txt", f"{ws}/{pset.config.name}")
+                configs = (f"{ws}/ip_config.txt", f"{ws}/{pset.config.name}")
+                where.append((ws, configs, train_argv(opts, script, configs)))
+            for i, host in enumerate(hosts):
+                _, configs, args = where[i]
                 for k in range(topo.num_servers):
-                    env = server_env(topo, i, k, f"{ws}/ip_config.txt", f"{ws}/{pset.config.name}")
+                    env = server_env(topo, i, k, *configs)
                     proc = transport.start(host, args, env, f"{host.name}/server-{k}")
                     running.append(_Running(host, "server", k, proc))
             for i, host in enumerate(hosts):
-                ws = f"{transport.workspace(host)}/{WORKLOAD}"
-                args = train_argv(opts, script, f"{ws}/ip_config.txt", f"{ws}/{pset.config.name}")
+                ws, configs, args = where[i]
                 for t in range(topo.num_trainers):
-                    env = trainer_env(
-                        topo,
-                        i,
-                        t,
-                        f"{ws}/ip_config.txt",
-                        f"{ws}/{pset.config.name}",
-                        hosts[0].ip,
-                        opts.master_port,
-                    )
+                    env = trainer_env(topo, i, t, *configs, hosts[0].ip, opts.master_port)
                     env.update({"DGLRUN_OUTPUT_DIR": f"{ws}/{OUTPUT}", **kept})
                     proc = transport.start(host, args, env, f"{host.name}/trainer-{t}")
                     running.append(_Running(host, "trainer", t, proc))
@@ -598,25 +552,15 @@ def train(
         console.say(f"  results of {hosts[0].name} copied to {out}")
 
 
-def read_metrics(out: Path, console: Console, report: Report) -> None:
-    metrics = out / "metrics.json"
-    if metrics.is_file():
-        try:
-            report.metrics = json.loads(metrics.read_text())
-        except ValueError:
-            console.say(f"  warning: {metrics} is not valid JSON")
-
-
-def train_argv(opts: Options, script: str, ip_conf: str, part_conf: str) -> list[str]:
+def train_argv(opts: Options, script: str, configs: tuple[str, str] | None = None) -> list[str]:
+    """The training entry point's command line: with ``configs`` (ip_config, partition config)
+    a DGL server's or trainer's on a worker, without (Skip mode) the one process in the pod."""
+    argv = [opts.python, script, "--graph_name", opts.graph_name]
+    if configs is not None:
+        ip_conf, part_conf = configs
+        argv += ["--ip_config", ip_conf, "--part_config", part_conf]
     return [
-        opts.python,
-        script,
-        "--graph_name",
-        opts.graph_name,
-        "--ip_config",
-        ip_conf,
-        "--part_config",
-        part_conf,
+        *argv,
         "--num_epochs",
         str(opts.num_epochs),
         "--batch_size",
@@ -654,332 +598,3 @@ def _supervise(running: list[_Running], timeout: float, console: Console) -> Non
             stop_all(r.proc for r in running)
             raise PhaseError(f"timed out after {timeout:.0f}s; stopped every DGL process")
         time.sleep(0.05)
-
-
-# -- the whole runs -----------------------------------------------------------------------
-
-
-def summary(report: Report) -> str:
-    bits = []
-    if "partition" in report.seconds:
-        bits.append(f"partition {report.seconds['partition']:.1f}s")
-    if report.partition.get("edge_cut") is not None:
-        bits.append(f"edge cut {report.partition['edge_cut']}")
-    if "dispatch" in report.seconds and report.dispatch_bytes:  # (DistParMETIS copies nothing)
-        bits.append(f"dispatch {mb(report.dispatch_bytes)} in {report.seconds['dispatch']:.1f}s")
-    if "train" in report.seconds:
-        bits.append(f"training {report.seconds['train']:.1f}s")
-    for key in ("test_accuracy", "val_accuracy"):
-        value = report.metrics.get(key)
-        if isinstance(value, (int, float)):
-            bits.append(f"{key.replace('_', ' ')} {value:.4f}")
-    return "dglrun: done: " + ", ".join(bits)
-
-
-def run_partitioner(opts: Options, console: Console, report: Report) -> None:
-    plan_memory(opts, console, report)
-    pset = partition(opts, console, report)
-    if opts.partition_transfer == HTTP:
-        serve(opts, pset, console, report)
-    else:
-        deliver_to_launcher(opts, pset, console, report)
-
-
-def _hosts_from_hostfile(opts: Options) -> list[Host]:
-    try:
-        text = Path(opts.hostfile).read_text()
-    except OSError as e:
-        raise PhaseError(f"cannot read the hostfile {opts.hostfile}: {e.strerror}") from e
-    return parse_hostfile(text, opts.hostfile)
-
-
-def run_launcher(opts: Options, console: Console, report: Report) -> None:
-    from launcher.transport.kubectl import KubectlTransport
-
-    pset = None  # DistParMETIS: the workers partition (phases 1-2 in run_on_workers)
-    source = None
-    # (in the other modes the partitioner pod checked the plan; this reports its estimates;
-    # in DistParMETIS the plan is made once the workers have checked the graph they see)
-    if opts.partition_mode != DIST_PARMETIS:
-        plan_memory(opts, console, report, check=False)
-    if opts.partition_mode != DIST_PARMETIS and opts.partition_transfer == HTTP:
-        source = partition_server(opts, console)
-        try:
-            pset = fetch_partition_config(opts, source, console)
-        except (TransferError, parts.PartitionError) as e:
-            raise PhaseError(f"dispatch failed: {source.server}: {e}") from e
-        reused = source.manifest.get("reused")
-        if reused:
-            console.say(
-                f"[1/{TOTAL}] partition: skipped: the partitioner pod reused the partitions "
-                f"cached at {reused} on the job's storage (same inputs)"
-            )
-        else:
-            console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
-        console.say(f"[2/{TOTAL}] deliver: the partitioner pod serves the parts at {source.url}")
-    elif opts.partition_mode != DIST_PARMETIS:
-        console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
-        console.say(f"[2/{TOTAL}] deliver: done by the partitioner pod")
-        dataset = opts.workspace / DATASET
-        try:
-            config = parts.find_config(dataset, opts.graph_name, opts.partition_config_path)
-            pset = parts.load(config, opts.num_partitions)
-        except parts.PartitionError as e:
-            raise PhaseError(f"dispatch failed: {e}") from e
-    transport = KubectlTransport(
-        _hosts_from_hostfile(opts),
-        kubexec=opts.kubexec,
-        kubectl=opts.kubectl,
-        workspace=str(opts.workspace),
-        python=opts.python,
-        sink=console.line,
-    )
-    run_on_workers(opts, pset, transport, console, report, source=source)
-
-
-def run_on_workers(
-    opts: Options,
-    pset: parts.PartitionSet | None,
-    transport: Transport,
-    console: Console,
-    report: Report,
-    setup: Callable[[], object] = lambda: None,
-    source: Source | None = None,
-) -> None:
-    """Phases 3-5 over a transport, which is closed whatever happens; without ``pset``
-    (DistParMETIS) phases 1-2 too, on the workers. With a ``source`` the workers pull their
-    parts from it, else dglrun copies them."""
-    try:
-        setup()
-        if pset is None:
-            _entry_point_on(transport, str(opts.train_entry_point))
-
-            def plan(size: memplan.GraphSize) -> None:
-                if not report.memory:  # (the local transport planned before: same graph)
-                    plan_memory(opts, console, report, size=size)
-
-            hosts = parmetis.partition_on_workers(opts, transport, console, report, plan)
-            pset = parmetis.verify_on_workers(opts, transport, hosts, console, report)
-        elif source is not None:
-            hosts = dispatch_pull(opts, pset, source, transport, console, report)
-        else:
-            hosts = dispatch(
-                pset, transport, console, report, opts.dispatch_timeout, str(opts.train_entry_point)
-            )
-        configure(hosts, transport, console, report, opts.configure_timeout)
-        train(opts, pset, hosts, transport, console, report)
-    finally:
-        transport.close()
-
-
-def _entry_point_on(transport: Transport, script: str) -> None:
-    """The training entry point exists on the first worker (checked before anything runs)."""
-    hosts = transport.workers()
-    if hosts and not transport.exists(hosts[0], script):
-        raise PhaseError(
-            f"--train-entry-point {script} does not exist on {hosts[0].name}; nothing was started"
-        )
-
-
-def run_local(opts: Options, console: Console, report: Report) -> None:
-    from launcher.transport.local import LocalTransport, check_prerequisites
-
-    # what can fail without partitioning fails before it
-    _entry_point(opts.train_entry_point, "--train-entry-point")
-    check_prerequisites()
-    plan_memory(opts, console, report)
-    n = opts.local_workers or opts.num_partitions
-    root = opts.local_root or opts.workspace / "workers"
-    if opts.partition_mode == DIST_PARMETIS:
-        dist = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
-
-        def dist_setup() -> None:
-            hosts = dist.setup()
-            console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
-
-        run_on_workers(opts, None, dist, console, report, dist_setup)
-        return
-    pset = partition(opts, console, report)
-    if opts.partition_transfer == HTTP:
-        _run_local_http(opts, pset, n, root, console, report)
-        return
-    launcher_ws = opts.workspace / "launcher"
-    deliver_locally(pset.root, launcher_ws / DATASET, console, report)
-    config = parts.find_config(launcher_ws / DATASET, opts.graph_name, opts.partition_config_path)
-    pset = parts.load(config, pset.num_parts)
-    transport = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
-
-    def setup() -> None:
-        hosts = transport.setup()
-        console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
-
-    run_on_workers(opts, pset, transport, console, report, setup)
-
-
-def _run_local_http(
-    opts: Options,
-    pset: parts.PartitionSet,
-    n: int,
-    root: Path,
-    console: Console,
-    report: Report,
-) -> None:
-    """Phases 2-5 locally over HTTP: the server runs in the launcher's network namespace
-    (as the partitioner pod's would), the workers pull from it."""
-    from launcher.transport.local import LocalTransport
-
-    transport = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
-    root.mkdir(parents=True, exist_ok=True)
-    token_file = root / "transfer-token"
-    token_file.write_text(secrets.token_hex(16))
-    token_file.chmod(0o600)
-    url = f"http://{transport.coordinator_ip}:{opts.transfer_port}"
-    server: list[Proc] = []
-
-    def done() -> None:
-        argv = [opts.python, "-m", "launcher.pull", "--url", url, "--done",
-                "--token-file", str(token_file)]  # fmt: skip
-        if transport.start_coordinator(argv, {}, "pull", console.line).wait(60) != 0:
-            raise PhaseError(f"cannot stop the partition server: {console.last_line('pull')}")
-        if server and server[0].wait(60) != 0:
-            raise PhaseError(f"the partition server: {console.last_line('partition-server')}")
-
-    source = Source(url, str(token_file), done, "the launcher namespace", build_manifest(pset))
-
-    def setup() -> None:
-        hosts = transport.setup()
-        console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
-        with phase(console, report, 2, "deliver"):
-            server.append(_start_local_server(opts, pset, transport, str(token_file), console))
-
-    run_on_workers(opts, pset, transport, console, report, setup, source=source)
-
-
-def _start_local_server(
-    opts: Options,
-    pset: parts.PartitionSet,
-    transport: Transport,
-    token_file: str,
-    console: Console,
-) -> Proc:
-    ready = threading.Event()
-
-    def sink(label: str, line: str) -> None:
-        console.line(label, line)
-        if line.startswith("serving "):
-            ready.set()
-
-    argv = [opts.python, "-m", "launcher.partition_server", "--config", str(pset.config),
-            "--port", str(opts.transfer_port), "--token-file", token_file,
-            "--timeout", str(opts.deliver_timeout),
-            "--max-rate", str(opts.transfer_max_rate)]  # fmt: skip
-    proc = transport.start_coordinator(argv, {}, "partition-server", sink)
-    deadline = time.monotonic() + 300
-    while not ready.wait(0.1):
-        code = proc.poll()
-        if code is not None:
-            raise PhaseError(
-                f"the partition server exited with code {code}: "
-                f"{console.last_line('partition-server')}"
-            )
-        if time.monotonic() > deadline:
-            raise PhaseError("the partition server did not start within 300s")
-    return proc
-
-
-def run_workload(opts: Options, console: Console, report: Report) -> None:
-    """Skip mode: the training entry point alone, in this pod."""
-    script = _entry_point(opts.train_entry_point, "--train-entry-point")
-    with phase(console, report, 5, "train"):
-        argv = [
-            opts.python,
-            script,
-            "--graph_name",
-            opts.graph_name,
-            "--num_epochs",
-            str(opts.num_epochs),
-            "--batch_size",
-            str(opts.batch_size),
-            *opts.train_args,
-        ]
-        env = {
-            "OUTDATED_IGNORE": "1",
-            "DGLRUN_OUTPUT_DIR": str(opts.workspace / OUTPUT),
-            **stored.trainer_env(opts, console),
-        }
-        run_local_process(
-            console, "train", argv, env, opts.train_timeout, f"the training entry point {script}"
-        )
-    out = stored.results(opts)
-    if out is not None:
-        read_metrics(out, console, report)
-
-
-def termination_message(text: str, path: str | Path = TERMINATION_LOG) -> None:
-    """In a pod, the kubelet puts this text into the container's terminated state; the
-    operator quotes it in the job's Failed condition, so the reason reaches `kubectl get`."""
-    write_termination_message(text[:4000], path)
-
-
-def run(opts: Options, console: Console | None = None) -> int:
-    console = console or Console()
-    if opts.transport != "local" and isinstance(console.progress, NoProgress):
-        console.progress = from_env(opts.kubectl, opts.num_epochs, console.say)
-    progress = console.progress
-    report = Report()
-    try:
-        code = _run(opts, console, report)
-    except BaseException:
-        progress.finish(FAILED)
-        raise
-    # The partitioner's end is not the job's: its last phase stays until the launcher's.
-    if code == 0:
-        progress.finish(None if opts.phase == PHASE_PARTITIONER else DONE)
-    elif code == 128 + signal.SIGTERM:
-        progress.finish(ABANDONED)
-    else:
-        progress.finish(FAILED)
-    return code
-
-
-def _run(opts: Options, console: Console, report: Report) -> int:
-    try:
-        if opts.storage is not None:
-            opts.storage.prepare()
-            role = "partitioner" if opts.phase == PHASE_PARTITIONER else "launcher"
-            console.copy_to(stored.open_log(opts, role))
-        if opts.transport == "local":
-            run_local(opts, console, report)
-        elif opts.phase == PHASE_PARTITIONER:
-            run_partitioner(opts, console, report)
-        elif opts.phase == PHASE_WORKLOAD:
-            run_workload(opts, console, report)
-        else:
-            run_launcher(opts, console, report)
-    except USER_ERRORS as e:
-        console.say(f"dglrun: error: {e}")
-        termination_message(str(e))
-        _keep_summary(opts, report, "failed", str(e))
-        return 1
-    except KeyboardInterrupt:
-        console.say("dglrun: interrupted; stopped every process it started")
-        _keep_summary(opts, report, "interrupted", "")
-        return 130
-    except Terminated as e:
-        text = f"terminated by signal {e.signum}; stopped every process it started"
-        console.say(f"dglrun: {text}")
-        termination_message(text)
-        _keep_summary(opts, report, "terminated", text)
-        return 128 + e.signum
-    if opts.phase != PHASE_WORKLOAD:
-        report_memory(opts, report, console)
-    line = summary(report)
-    console.say(line)
-    _keep_summary(opts, report, "succeeded", line)
-    return 0
-
-
-def _keep_summary(opts: Options, report: Report, outcome: str, line: str) -> None:
-    """The launcher's (not the partitioner's) summary of the attempt, on the storage."""
-    if opts.phase != PHASE_PARTITIONER:
-        stored.write_summary(opts, report, outcome, line)

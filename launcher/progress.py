@@ -22,24 +22,21 @@ storage, a checkpoint resumed from or skipped. Events are best effort too.
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from launcher.pull import parse_progress
+from podcontract import STATUS_PROGRESS
 
-JOB_NAME_ENV = "DGL_OPERATOR_JOB_NAME"
-JOB_UID_ENV = "DGL_OPERATOR_JOB_UID"  # the Events' involvedObject.uid (kubectl describe)
-JOB_NAMESPACE_ENV = "DGL_OPERATOR_JOB_NAMESPACE"  # ... and their namespace
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 NORMAL, WARNING = "Normal", "Warning"
-DONE = "done"
 FAILED = "failed"
 # Stopped from outside (SIGTERM: the operator deletes the pod to suspend or restart the job,
 # and clears the progress itself): publish nothing more, not even what is pending.
@@ -180,7 +177,7 @@ class StatusProgress:
         self._thread.start()
 
     def argv(self, text: str, fields: dict[str, object] | None = None) -> list[str]:
-        status: dict[str, object] = {"progress": text, **(fields or {})}
+        status: dict[str, object] = {STATUS_PROGRESS: text, **(fields or {})}
         patch = json.dumps({"status": status}, separators=(",", ":"))
         return [
             self.kubectl,
@@ -306,19 +303,24 @@ class StatusProgress:
         self._thread.join(timeout=PATCH_TIMEOUT + 5)
 
 
-def from_env(
-    kubectl: str, num_epochs: int, warn: Callable[[str], None], env: dict[str, str] | None = None
-) -> Progress:
-    env = dict(os.environ) if env is None else env
-    job = env.get(JOB_NAME_ENV, "")
-    if not job or not Path(kubectl).is_file():
+@dataclass(frozen=True)
+class JobRef:
+    """The DGLJob a dglrun in a pod reports to (from the operator's env; no name outside one).
+    Without a namespace, the pod's own is taken."""
+
+    name: str = ""
+    uid: str = ""
+    namespace: str = ""
+
+
+def for_job(job: JobRef, kubectl: str, num_epochs: int, warn: Callable[[str], None]) -> Progress:
+    """The job's progress reporter; :class:`NoProgress` without a job or a kubectl."""
+    if not job.name or not Path(kubectl).is_file():
         return NoProgress()
-    namespace = env.get(JOB_NAMESPACE_ENV) or ""
+    namespace = job.namespace
     if not namespace:
         try:
             namespace = SA_NAMESPACE.read_text().strip()
         except OSError:
             namespace = ""
-    return StatusProgress(
-        kubectl, job, num_epochs, warn, uid=env.get(JOB_UID_ENV, ""), namespace=namespace
-    )
+    return StatusProgress(kubectl, job.name, num_epochs, warn, uid=job.uid, namespace=namespace)

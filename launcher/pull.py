@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from launcher.partitions import file_sha256
-from launcher.transfer import TOKEN_FILE, TransferError, read_token
+from launcher.transfer import TransferError, read_token
+from podcontract import TRANSFER_TOKEN_PATH
 
 PROGRESS = re.compile(r"^pull: part (\d+): (\d+)/(\d+) bytes\b")
 CHUNK = 1 << 20
@@ -255,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--part", type=int, help="which part to pull")
     ap.add_argument("--dest", help="the folder the partition config goes to")
     ap.add_argument("--done", action="store_true", help="tell the server to stop, pull nothing")
-    ap.add_argument("--token-file", default=TOKEN_FILE)
+    ap.add_argument("--token-file", default=TRANSFER_TOKEN_PATH)
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between progress lines")
     args = ap.parse_args(argv)
     if not args.done and (args.part is None or args.dest is None):

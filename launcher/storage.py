@@ -23,9 +23,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-STORAGE_ENV = "DGL_OPERATOR_STORAGE"
-RUN_NAME_ENV = "DGL_OPERATOR_RUN_NAME"
-SHARE_PARTITIONS_ENV = "DGL_OPERATOR_SHARE_PARTITIONS"  # "true": reuse other jobs' partitions
+from podcontract import RUN_OUTPUT, STORAGE_RUNS
+
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -49,11 +48,11 @@ class Storage:
 
     @property
     def run_dir(self) -> Path:
-        return self.root / "runs" / self.run
+        return self.root / STORAGE_RUNS / self.run
 
     @property
     def output(self) -> Path:
-        return self.run_dir / "output"
+        return self.run_dir / RUN_OUTPUT
 
     @property
     def logs(self) -> Path:

@@ -27,13 +27,14 @@ from typing import IO
 
 from launcher import checkpoints
 from launcher import partitions as parts
-from launcher.cli import DGL_API, Options
 from launcher.console import Console, PhaseError, Report
 from launcher.hostfile import Host
+from launcher.options import Options
 from launcher.partition_cache import Cache, CacheError, inputs, key_of
 from launcher.progress import NORMAL, WARNING
 from launcher.storage import Storage
 from launcher.transport import Transport, TransportError, run_everywhere
+from podcontract import DGL_API, STATUS_PARTITIONS, STATUS_RESUME
 
 INDEX_NAME = "dglrun.json"
 
@@ -85,7 +86,7 @@ def partition_cached(
             "SHA-256 verified): the graph was not partitioned again"
         )
         console.say(f"  {text}")
-        console.progress.record("partitions", {"key": key, "path": where, "reused": True})
+        console.progress.record(STATUS_PARTITIONS, {"key": key, "path": where, "reused": True})
         console.progress.event(NORMAL, "PartitionsReused", text[0].upper() + text[1:])
         report.partition["reused"] = where
         return Partitioned(found.pset, found.files)
@@ -105,7 +106,7 @@ def partition_cached(
         f"  cached at {where} for the restarts of this job"
         + (" and any job with the same inputs" if "run" not in doc else "")
     )
-    console.progress.record("partitions", {"key": key, "path": where, "reused": False})
+    console.progress.record(STATUS_PARTITIONS, {"key": key, "path": where, "reused": False})
     return Partitioned(made.pset, made.files)
 
 
@@ -191,7 +192,9 @@ class DistCache:
             "partitioned again"
         )
         console.say(f"  {text}")
-        console.progress.record("partitions", {"key": self.key, "path": self.where, "reused": True})
+        console.progress.record(
+            STATUS_PARTITIONS, {"key": self.key, "path": self.where, "reused": True}
+        )
         console.progress.event(NORMAL, "PartitionsReused", text[0].upper() + text[1:])
         report.partition["reused"] = self.where
         return True
@@ -235,7 +238,7 @@ class DistCache:
             + (" and any job with the same inputs" if "run" not in self.doc else "")
         )
         console.progress.record(
-            "partitions", {"key": self.key, "path": self.where, "reused": False}
+            STATUS_PARTITIONS, {"key": self.key, "path": self.where, "reused": False}
         )
 
 
@@ -265,7 +268,9 @@ def trainer_env(opts: Options, console: Console) -> dict[str, str]:
         f"{_where(storage, c.path)}"
     )
     console.say(f"  {text}")
-    console.progress.record("resume", {"epoch": c.epoch, "checkpoint": _where(storage, c.path)})
+    console.progress.record(
+        STATUS_RESUME, {"epoch": c.epoch, "checkpoint": _where(storage, c.path)}
+    )
     console.progress.event(NORMAL, "Resuming", text[0].upper() + text[1:])
     env[checkpoints.RESUME_FROM_ENV] = str(c.path)
     env[checkpoints.RESUME_EPOCH_ENV] = str(c.epoch)

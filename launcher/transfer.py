@@ -1,19 +1,21 @@
 """The partition data path off the API server: what the server and the pullers agree on.
 
 The pod that holds the partitions (the Partitioner; in ``--transport local`` dglrun itself)
-serves them over HTTP on :data:`PORT`; each worker pulls only its own part straight from it,
-resuming interrupted files and checking every file's SHA-256. Nothing but control commands
-goes through the API server.
+serves them over HTTP on podcontract's ``TRANSFER_PORT``; each worker pulls only its own part
+straight from it, resuming interrupted files and checking every file's SHA-256. Nothing but
+control commands goes through the API server.
 
 Wire contract (version 1). Every ``/v1`` request carries ``Authorization: Bearer <token>``
-(the job's token, from the Secret the operator creates; a file here):
+(the job's token, from the Secret the operator creates; a file here, by default
+podcontract's ``TRANSFER_TOKEN_PATH``):
 
 - ``GET /v1/manifest``: ``{"config": rel, "files": {rel: {"size": n, "sha256": hex}},
   "parts": {"0": [rel, ...], ...}}``; a part's list holds the partition config and its own
   files; ``"reused": path`` when the partitions came from the job's storage's cache;
 - ``GET /v1/files/<rel>``: one file of the manifest; ``Range: bytes=N-`` resumes (206);
 - ``POST /v1/done``: every worker has its part; the server stops;
-- ``GET /ready``: 200 once serving (no token: the kubelet's readiness probe asks it).
+- ``GET /ready`` (podcontract's ``TRANSFER_READY_PATH``): 200 once serving (no token: the
+  kubelet's readiness probe asks it).
 """
 
 from __future__ import annotations
@@ -22,12 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from launcher import partitions as parts
-
-PORT = 30070
-TOKEN_FILE = "/etc/dgl-transfer/token"
-HTTP = "http"
-KUBECTL = "kubectl"
-TRANSFERS = (HTTP, KUBECTL)
 
 
 class TransferError(RuntimeError):

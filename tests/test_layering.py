@@ -1,5 +1,6 @@
-"""Which layer may import which: workqueue, launcher and kubectl_download use only the standard
-library, kubeclient (the only HTTP code) knows nothing of caches, informers know nothing of the
+"""Which layer may import which: workqueue, podprogram and podcontract use only the standard
+library, launcher and kubectl_download only it and those two, kubeclient (the only HTTP code)
+knows nothing of caches, informers know nothing of the
 controller, and nothing imports the controller."""
 
 from __future__ import annotations
@@ -17,20 +18,22 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 ALLOWED: dict[str, tuple[set[str], set[str]]] = {
     "workqueue": (set(), set()),
     "podprogram": (set(), set()),
+    # the names the operator and its pods' programs agree on (both sides import them)
+    "podcontract": (set(), set()),
     "kubeclient": (set(), {"kubernetes", "urllib3"}),
     "informers": ({"kubeclient"}, {"structlog"}),
     "controller": (
-        {"workqueue", "kubeclient", "informers"},
+        {"workqueue", "kubeclient", "informers", "podcontract"},
         {"kubernetes", "prometheus_client", "structlog"},
     ),
-    "launcher": ({"podprogram"}, set()),
+    "launcher": ({"podprogram", "podcontract"}, set()),
     "watcher_loop": (
-        {"kubeclient", "informers", "podprogram"},
+        {"kubeclient", "informers", "podprogram", "podcontract"},
         {"kubernetes", "urllib3", "structlog"},
     ),
-    "kubectl_download": ({"podprogram"}, set()),
+    "kubectl_download": ({"podprogram", "podcontract"}, set()),
     # the MPI ranks of the ParMETIS modes: the chunked format comes from launcher (stdlib)
-    "distpart": ({"launcher"}, {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"}),
+    "distpart": ({"launcher", "podcontract"}, {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"}),
 }
 
 

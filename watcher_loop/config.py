@@ -8,6 +8,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from podcontract import (
+    HOSTFILE_PATH,
+    WATCHER_EXPECTED_PODS_ENV,
+    WATCHER_FILE_ENV,
+    WATCHER_MODE_ENV,
+    WATCHER_NAMESPACE_ENV,
+)
 from podprogram.options import ConfigError, OptionParser
 from watcher_loop.state import Mode
 
@@ -31,10 +38,10 @@ def _parser() -> OptionParser:
         "watcher-loop",
         "Wait until the pods listed in a hostfile/partfile are ready or finished.",
     )
-    p.option("--file", "WATCHERFILE", "pod file to read")
-    p.option("--mode", "WATCHERMODE", "'ready' or 'finished'")
-    p.option("--namespace", "NAMESPACE", "namespace of the pods")
-    p.option("--expected-pods", "WATCHER_EXPECTED_PODS", "pods the file must list")
+    p.option("--file", WATCHER_FILE_ENV, "pod file to read")
+    p.option("--mode", WATCHER_MODE_ENV, "'ready' or 'finished'")
+    p.option("--namespace", WATCHER_NAMESPACE_ENV, "namespace of the pods")
+    p.option("--expected-pods", WATCHER_EXPECTED_PODS_ENV, "pods the file must list")
     p.option("--timeout", "WATCHER_TIMEOUT", "seconds, 0 = none")
     p.option("--poll-interval", "WATCHER_POLL_INTERVAL", "file re-read seconds")
     return p
@@ -61,7 +68,7 @@ def load_config(
     file, name = settings.get("--file")
     if not file:
         raise ConfigError(
-            f"{name} is not set: it must name the pod file to read (e.g. /etc/dgl/hostfile)"
+            f"{name} is not set: it must name the pod file to read (e.g. {HOSTFILE_PATH})"
         )
 
     raw_mode, name = settings.get("--mode")

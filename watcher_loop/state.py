@@ -8,11 +8,12 @@ from enum import StrEnum
 from typing import Any
 
 from kubeclient import Obj
+from podcontract import WATCH_FINISHED, WATCH_READY
 
 
 class Mode(StrEnum):
-    READY = "ready"  # every pod is Running and its Ready condition is True
-    FINISHED = "finished"  # every pod is Succeeded
+    READY = WATCH_READY  # every pod is Running and its Ready condition is True
+    FINISHED = WATCH_FINISHED  # every pod is Succeeded
 
 
 @dataclass(frozen=True)

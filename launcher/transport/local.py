@@ -29,9 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-from launcher.hostfile import DGL_PORT, Host
+from launcher.hostfile import Host
 from launcher.partitions import manifest
 from launcher.transport import LineSink, PopenProc, Proc, TransportError, default_sink
+from podcontract import DGL_PORT
 
 NETNS_PREFIX = "dglrun-"
 REQUIRED_TOOLS = ("ip", "nsenter", "unshare", "mount")

@@ -527,22 +527,3 @@ def test_skip_mode_keeps_its_results_on_the_storage_too(seed_job_raw: dict[str, 
     assert _env(main)["DGL_OPERATOR_STORAGE"] == "/dgl_storage"
     assert {"name": "dgl-storage", "mountPath": "/dgl_storage"} in main["volumeMounts"]
     assert want.claim is not None
-
-
-def test_the_storage_contract_is_dglruns(seed_job_raw: dict[str, Any]) -> None:
-    """What the builders set is what dglrun reads (names and the folder it gets)."""
-    from controller import builders
-    from launcher import progress, storage
-    from launcher.cli import parse
-
-    assert builders.STORAGE_ENV == storage.STORAGE_ENV
-    assert builders.RUN_NAME_ENV == storage.RUN_NAME_ENV
-    assert builders.SHARE_PARTITIONS_ENV == storage.SHARE_PARTITIONS_ENV
-    assert builders.JOB_UID_ENV == progress.JOB_UID_ENV
-    assert builders.JOB_NAMESPACE_ENV == progress.JOB_NAMESPACE_ENV
-    job = _with_storage(seed_job_raw, claimName="results", sharePartitions=True)
-    env = _env(desired(job, SEED_OPTS).launcher["spec"]["containers"][0])
-    opts = parse(["-g", "g", "--train-entry-point", "t.py"], env=env)
-    assert opts.storage is not None
-    assert str(opts.storage.run_dir) == "/dgl_storage/runs/dgl-graphsage-0123abcd"
-    assert opts.storage.share_partitions

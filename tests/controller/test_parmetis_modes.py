@@ -12,10 +12,8 @@ import pytest
 from controller import builders
 from controller.api import DGLJOBS, parse_job
 from controller.builders import BuildOptions, desired, rbac
-from controller.modes import MODES
 from controller.status import phase_from_progress
 from kubeclient import ROLES, SERVICEACCOUNTS
-from launcher import cli as dglrun_cli
 from tests.controller.conftest import load_fixture
 from tests.controller.harness import NS, Harness, wait_for
 
@@ -34,71 +32,6 @@ def job_raw(mode: str, layout: str = "Shared") -> dict[str, Any]:
 
 def env_of(container: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env") or []}
-
-
-def test_the_operator_sets_exactly_the_env_names_dglrun_reads() -> None:
-    """The builders and dglrun agree on the env contract of the ParMETIS modes."""
-    assert builders.PARTITION_MODE_ENV == dglrun_cli.PARTITION_MODE_ENV
-    assert builders.CHUNKED_GRAPH_ENV == dglrun_cli.CHUNKED_GRAPH_ENV
-    assert builders.CHUNKED_LAYOUT_ENV == dglrun_cli.CHUNKED_LAYOUT_ENV
-    from launcher.mpi import CPU_LIMIT_ENV
-
-    assert builders.CPU_LIMIT_ENV == CPU_LIMIT_ENV
-    assert set(dglrun_cli.PARTITION_MODES) == set(MODES) - {"Skip"}
-
-
-def test_the_transfer_contract_is_dglruns() -> None:
-    """What the builders give the pods for partitionTransfer is what dglrun reads."""
-    from launcher import transfer
-
-    assert builders.PARTITION_TRANSFER_ENV == dglrun_cli.PARTITION_TRANSFER_ENV
-    assert set(builders.DGLRUN_TRANSFER.values()) == set(transfer.TRANSFERS)
-    assert builders.TRANSFER_PORT == transfer.PORT
-    assert f"{builders.TRANSFER_DIR}/{builders.TRANSFER_TOKEN_KEY}" == transfer.TOKEN_FILE
-    base = ["-g", "g", "--train-entry-point", "t.py"]
-    opts = dglrun_cli.parse(base, env={builders.PARTFILE_ENV: builders.PARTFILE_PATH + ".x"})
-    assert opts.partfile == builders.PARTFILE_PATH + ".x"
-
-
-def test_the_memory_plan_contract_is_dglruns() -> None:
-    """The Worker template's memory limit reaches dglrun's memory plan in the pods that plan
-    (partitioner, launcher), and a refusal's text (or a process killed for memory) is what the
-    operator recognises."""
-    from controller import status
-    from launcher import memplan, oom
-
-    assert builders.WORKER_MEMORY_LIMIT_ENV == memplan.WORKER_LIMIT_ENV
-    assert status.MEMORY_PLAN_PREFIX == memplan.PREFIX
-    assert status.OOM_PREFIX == oom.PREFIX
-    assert oom.Killed("p", "1 GiB").describe("trainer-0").startswith(status.OOM_PREFIX)
-    for mode in ("ParMETIS", "DistParMETIS"):
-        raw = job_raw(mode)
-        worker = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-        worker["resources"] = {"limits": {"memory": "6Gi"}}
-        d = desired(parse_job(raw), BuildOptions())
-        pods = [d.launcher] + ([d.partitioner] if d.partitioner is not None else [])
-        for pod in pods:
-            main = pod["spec"]["containers"][0]
-            env = {k: v for k, v in env_of(main).items() if isinstance(v, str)}
-            assert env[builders.WORKER_MEMORY_LIMIT_ENV] == str(6 * 2**30)
-            assert dglrun_cli.parse(main["args"], env).worker_memory_limit == 6 * 2**30
-        bare = desired(parse_job(job_raw(mode)), BuildOptions())  # no limit: nothing set
-        assert builders.WORKER_MEMORY_LIMIT_ENV not in env_of(
-            bare.launcher["spec"]["containers"][0]
-        )
-
-
-def test_a_pod_built_for_each_mode_is_what_dglrun_parses() -> None:
-    for mode in ("ParMETIS", "DistParMETIS"):
-        job = parse_job(job_raw(mode))
-        d = desired(job, BuildOptions())
-        pod = d.partitioner if mode == "ParMETIS" else d.launcher
-        assert pod is not None
-        main = pod["spec"]["containers"][0]
-        env = {k: v for k, v in env_of(main).items() if isinstance(v, str)}
-        opts = dglrun_cli.parse(main["args"], env)
-        assert opts.partition_mode == mode
-        assert opts.chunked_graph == CHUNKED and opts.chunked_layout == "Shared"
 
 
 def test_parmetis_pods_are_dgl_apis_plus_the_mode_env() -> None:

@@ -156,8 +156,8 @@ def test_without_root_the_local_transport_says_so(monkeypatch: pytest.MonkeyPatc
 def test_without_root_dglrun_says_so_before_partitioning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from launcher.cli import parse
-    from launcher.phases import run
+    from launcher.options import parse
+    from launcher.runs import run
 
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert run(parse(local_args(tmp_path), env={})) == 1
@@ -177,7 +177,7 @@ def test_without_root_dglrun_uses_a_user_namespace(tmp_path: Path, no_leftovers:
     top = Path(tempfile.mkdtemp(prefix="dglrun-nobody-", dir="/tmp"))
     try:
         code, ws = top / "code", top / "ws"
-        for package in ("launcher", "podprogram"):  # what a worker image carries of ours
+        for package in ("launcher", "podprogram", "podcontract"):  # what a worker image carries
             shutil.copytree(REPO / package, code / package)
         shutil.copytree(FIXTURES, code / "fixtures")
         ws.mkdir()

@@ -1,11 +1,11 @@
 """mpirun for the ParMETIS modes as pure functions (launcher.mpi), and dglrun's options for
-them (launcher.cli). Real MPI runs in tests/examples/test_parmetis.py."""
+them (launcher.options). Real MPI runs in tests/examples/test_parmetis.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from launcher import cli, mpi
+from launcher import mpi, options
 from launcher.hostfile import Host
 
 HOSTS = [Host("10.0.0.1", 30050, "j-worker-0"), Host("10.0.0.2", 30050, "j-worker-1")]
@@ -121,9 +121,9 @@ def test_failure_names_the_rank_and_its_worker() -> None:
 # -- dglrun's options -----------------------------------------------------------------------
 
 
-def parse(*argv: str, **env: str) -> cli.Options:
+def parse(*argv: str, **env: str) -> options.Options:
     base = ["-g", "g", "--train-entry-point", "t.py"]
-    return cli.parse([*base, *argv], env)
+    return options.parse([*base, *argv], env)
 
 
 def test_the_mode_and_its_input_come_from_the_operators_env() -> None:

@@ -10,10 +10,11 @@ from pathlib import Path
 
 from launcher.progress import (
     MAX_FAILURES,
+    JobRef,
     NoProgress,
     StatusProgress,
     Tracker,
-    from_env,
+    for_job,
     is_trainer,
 )
 
@@ -132,11 +133,11 @@ def test_a_missing_kubectl_is_a_warning(tmp_path: Path) -> None:
     assert warned and "cannot report progress to DGLJob job" in warned[0]
 
 
-def test_from_env(tmp_path: Path) -> None:
+def test_for_job(tmp_path: Path) -> None:
     kubectl = tmp_path / "kubectl"
-    assert isinstance(from_env(str(kubectl), 1, print, {"DGL_OPERATOR_JOB_NAME": "j"}), NoProgress)
+    assert isinstance(for_job(JobRef("j"), str(kubectl), 1, print), NoProgress)
     kubectl.write_text("#!/bin/sh\n")
-    assert isinstance(from_env(str(kubectl), 1, print, {}), NoProgress)
-    p = from_env(str(kubectl), 1, print, {"DGL_OPERATOR_JOB_NAME": "j"})
-    assert isinstance(p, StatusProgress) and p.job == "j"
+    assert isinstance(for_job(JobRef(), str(kubectl), 1, print), NoProgress)
+    p = for_job(JobRef("j", "u", "ns"), str(kubectl), 1, print)
+    assert isinstance(p, StatusProgress) and (p.job, p.uid, p.namespace) == ("j", "u", "ns")
     p.finish(None)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from launcher import checkpoints, partition_cache
-from launcher.cli import Options, parse
+from launcher.options import Options, parse
 from launcher.storage import Storage, StorageError
 from tests.launcher.conftest import FIXTURES, dglrun
 from tests.launcher.test_chunked import write_graph

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher.cli import parse
 from launcher.dgl_env import Topology, server_env, trainer_env
 from launcher.hostfile import HostfileError, ip_config, parse_hostfile
+from launcher.options import parse
 from launcher.partitions import PartitionError, find_config, load, manifest
 from tests.launcher.conftest import FIXTURES, REPO, dglrun
 
@@ -158,7 +158,7 @@ def test_bad_usage_exits_2(argv: list[str], env: dict[str, str], message: str) -
 
 def test_help_is_instant_and_imports_no_dgl() -> None:
     code = (
-        "import sys, launcher.cli, launcher.phases, launcher.transport.local, "
+        "import sys, launcher.cli, launcher.runs, launcher.transport.local, "
         "launcher.transport.kubectl; "
         "bad = [m for m in ('dgl', 'torch', 'numpy', 'kubernetes') if m in sys.modules]; "
         "print(bad)"
@@ -171,7 +171,7 @@ def test_help_is_instant_and_imports_no_dgl() -> None:
 
 
 def test_failure_reason_goes_to_the_termination_log(tmp_path: Path) -> None:
-    from launcher.phases import termination_message
+    from launcher.reporting import termination_message
 
     log = tmp_path / "termination-log"
     termination_message("train failed: trainer 0 on worker-1 exited with code 1", log)

@@ -9,6 +9,7 @@ import pytest
 
 from controller import builders
 from controller.api import parse_job
+from podcontract import HOSTFILE_PATH, PARTFILE_PATH, WATCHER_PARTITIONER, WATCHER_WORKERS
 from watcher_loop.config import load_config
 from watcher_loop.podfile import parse_pod_file
 from watcher_loop.state import Mode
@@ -60,8 +61,8 @@ def test_watcher_init_containers_configure_watcher_loop(
     pod = builders.launcher_pod(j, builders.BuildOptions())
     inits = {c["name"]: c for c in pod["spec"]["initContainers"]}
     for name, file, mode, expected in (
-        ("watcher-loop-partitioner", builders.PARTFILE_PATH, partitioner_mode, 1),
-        ("watcher-loop-worker", builders.HOSTFILE_PATH, Mode.READY, 3),
+        (WATCHER_PARTITIONER, PARTFILE_PATH, partitioner_mode, 1),
+        (WATCHER_WORKERS, HOSTFILE_PATH, Mode.READY, 3),
     ):
         env = {e["name"]: e["value"] for e in inits[name]["env"]}
         config = load_config(env, namespace_file=Path("/nonexistent"))

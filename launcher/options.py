@@ -1,0 +1,467 @@
+"""dglrun's options: :class:`Options`, parsed from its flags and the environment the operator
+gives its pod (``parse``).
+
+In a DGLJob the operator sets the pod contract's variables (podcontract): which part of the
+work this pod does (``DGL_OPERATOR_PHASE_ENV``), the files it mounts (hostfile, partfile,
+leadfile, kubexec.sh, kubectl), the DGLJob it reports to, and defaults of flags from the job's
+spec (partition mode, chunked graph, partition transfer, storage, the workers' memory limit).
+Flags given on the command line win over those defaults. A usage error exits 2 with
+argparse's message.
+
+Standard library only, like the rest of dglrun's process: ``dglrun --help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from launcher.memplan import GraphSize, PlanError, parse_bytes, parse_graph_size
+from launcher.progress import JobRef
+from launcher.storage import Storage, check_run_name
+from podcontract import (
+    CHUNKED_GRAPH_ENV,
+    CHUNKED_LAYOUT_ENV,
+    CHUNKED_LAYOUTS,
+    DATASET,
+    DGL_API,
+    DIST_PARMETIS,
+    HOSTFILE_PATH,
+    HOSTFILE_PATH_ENV,
+    JOB_NAME_ENV,
+    JOB_NAMESPACE_ENV,
+    JOB_UID_ENV,
+    KUBECTL_PATH,
+    KUBECTL_PATH_ENV,
+    KUBEXEC_PATH,
+    KUBEXEC_PATH_ENV,
+    LEADFILE_PATH,
+    LEADFILE_PATH_ENV,
+    OPERATOR_ENV,
+    OPERATOR_ENV_ON,
+    PARMETIS,
+    PARTFILE_PATH,
+    PARTFILE_PATH_ENV,
+    PARTITION_MODE_ENV,
+    PARTITION_MODES,
+    PARTITION_TRANSFER_ENV,
+    PHASE_ENV,
+    PHASE_LAUNCHER_WORKLOAD,
+    PHASE_PARTITIONER,
+    RUN_NAME_ENV,
+    SHARE_PARTITIONS_ENV,
+    SHARE_PARTITIONS_ON,
+    SHARED,
+    STORAGE_ENV,
+    TRANSFER_HTTP,
+    TRANSFER_KUBECTL,
+    TRANSFER_PORT,
+    TRANSFER_TOKEN_PATH,
+    TRANSFERS,
+    WORKER_MEMORY_LIMIT_ENV,
+    WORKSPACE,
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    graph_name: str
+    num_partitions: int
+    partition_entry_point: str | None
+    balance_train: bool
+    balance_edges: bool
+    train_entry_point: str | None
+    workspace: Path
+    num_epochs: int
+    batch_size: int
+    num_trainers: int
+    num_samplers: int
+    num_servers: int
+    dataset_url: str | None
+    partition_config_path: str | None
+    partition_args: list[str] = field(default_factory=list)
+    train_args: list[str] = field(default_factory=list)
+    python: str = sys.executable
+    transport: str = "kubectl"
+    local_workers: int | None = None
+    local_root: Path | None = None
+    keep_local: bool = False
+    partition_timeout: float = 0.0
+    deliver_timeout: float = 1800.0
+    dispatch_timeout: float = 1800.0
+    configure_timeout: float = 300.0
+    train_timeout: float = 0.0
+    master_port: int = 29500
+    partition_mode: str = DGL_API
+    chunked_graph: str | None = None
+    chunked_layout: str = SHARED
+    num_ranks: int | None = None
+    mpirun: str = "mpirun"
+    mpirun_args: list[str] = field(default_factory=list)
+    partition_transfer: str = TRANSFER_HTTP
+    transfer_port: int = TRANSFER_PORT
+    transfer_max_rate: float = 0.0  # MB/s per worker connection; 0: unlimited
+    transfer_token_file: str = TRANSFER_TOKEN_PATH
+    graph_size: GraphSize | None = None  # the memory plan's input in DGL-API mode
+    worker_memory_limit: int | None = None  # bytes; None: no limit known
+    storage: Storage | None = None  # results, checkpoints, cached partitions (spec.storage)
+    partition_inputs: list[str] = field(default_factory=list)  # what the cache key hashes
+    phase: str = ""  # PHASE_ENV's value: "" (the launcher), or which part this pod does
+    kubexec: str = KUBEXEC_PATH
+    hostfile: str = HOSTFILE_PATH
+    leadfile: str = LEADFILE_PATH
+    partfile: str = PARTFILE_PATH
+    kubectl: str = KUBECTL_PATH
+    job: JobRef = field(default_factory=JobRef)  # the DGLJob progress and Events go to
+
+
+N = TypeVar("N", int, float)
+
+
+def _number(convert: Callable[[str], N], noun: str, minimum: N) -> Callable[[str], N]:
+    """An argparse type: a number (``noun`` in the error) of at least ``minimum``."""
+
+    def parse(value: str) -> N:
+        try:
+            n = convert(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not {noun}") from None
+        if n < minimum:
+            limit = f"be at least {minimum}" if minimum else "not be negative"
+            raise argparse.ArgumentTypeError(f"must {limit}, got {n}")
+        return n
+
+    return parse
+
+
+_positive = _number(int, "an integer", 1)
+_non_negative = _number(int, "an integer", 0)
+_seconds = _number(float, "a number of seconds", 0.0)
+_rate = _number(float, "a number of MB/s", 0.0)
+
+
+def _run_name(value: str) -> str:
+    try:
+        return check_run_name(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _plan_input(parse: Callable[[str], object]) -> Callable[[str], object]:
+    """An argparse type from one of memplan's parsers (their errors name what is wrong)."""
+
+    def convert(value: str) -> object:
+        try:
+            return parse(value)
+        except PlanError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return convert
+
+
+def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    """dglrun's flags; defaults that the operator sets through the pod's env come from
+    ``env`` (default: this process's environment)."""
+    env = os.environ if env is None else env
+    p = argparse.ArgumentParser(
+        prog="dglrun",
+        description="DGL workflow on DGL Operator pods: partition, dispatch, train.",
+        allow_abbrev=False,
+    )
+    g = p.add_argument_group("graph and partitioning")
+    g.add_argument("-g", "--graph-name", required=True, help="graph name (partition JSON name)")
+    g.add_argument("--num-partitions", type=_positive, default=1)
+    g.add_argument(
+        "--partition-entry-point",
+        help="script called with --graph_name "
+        "--workspace --rel_data_path --num_parts [--balance_train] [--balance_edges]",
+    )
+    g.add_argument(
+        "--partition-mode",
+        choices=PARTITION_MODES,
+        default=env.get(PARTITION_MODE_ENV) or DGL_API,
+        help=f"DGL-API: the partition entry point; ParMETIS: MPI ranks in this pod; "
+        f"DistParMETIS: one MPI rank per worker (default: ${PARTITION_MODE_ENV}, else DGL-API)",
+    )
+    g.add_argument(
+        "--chunked-graph",
+        default=env.get(CHUNKED_GRAPH_ENV) or None,
+        help=f"the ParMETIS modes' input: a chunked graph's folder or metadata.json, as the "
+        f"partitioning pods see it (default: ${CHUNKED_GRAPH_ENV})",
+    )
+    g.add_argument(
+        "--chunked-layout",
+        choices=CHUNKED_LAYOUTS,
+        default=env.get(CHUNKED_LAYOUT_ENV) or SHARED,
+        help="Shared: every rank sees every chunk; PerWorker (DistParMETIS): worker i holds "
+        f"only its own chunks (default: ${CHUNKED_LAYOUT_ENV}, else Shared)",
+    )
+    g.add_argument(
+        "--num-ranks",
+        type=_positive,
+        help="ParMETIS: MPI ranks in the partitioner pod (default: its CPU limit, at least 2); "
+        "DistParMETIS always runs one per worker",
+    )
+    g.add_argument("--mpirun", default="mpirun", help="Open MPI's mpirun (the ParMETIS modes)")
+    g.add_argument(
+        "--mpirun-args",
+        default="",
+        help="extra mpirun arguments (one shell-quoted string), e.g. '--mca btl_tcp_if_include "
+        "eth0'",
+    )
+    g.add_argument(
+        "--graph-size",
+        type=_plan_input(parse_graph_size),
+        metavar="nodes=N,edges=E[,node_bytes=B]",
+        help="the graph's sizes (directed edges; node data bytes per node), for the memory "
+        "plan in DGL-API mode (the ParMETIS modes read them from the chunked graph)",
+    )
+    g.add_argument(
+        "--worker-memory-limit",
+        type=_plan_input(parse_bytes),
+        default=env.get(WORKER_MEMORY_LIMIT_ENV) or None,
+        metavar="QUANTITY",
+        help="the worker and partitioner pods' memory limit (e.g. 8Gi), which the memory plan "
+        f"checks every step against (default: ${WORKER_MEMORY_LIMIT_ENV}, set by the operator from "
+        "the Worker template)",
+    )
+    g.add_argument(
+        "--partition-inputs",
+        action="append",
+        default=[],
+        metavar="PATH[,PATH]",
+        help="DGL-API with --storage: the files or folders the partition entry point reads "
+        "(the graph); their content is part of the cached partitions' key, which lets "
+        "--share-partitions reuse them across jobs (repeatable)",
+    )
+    g.add_argument("--balance-train", action="store_true")
+    g.add_argument("--balance-edges", action="store_true")
+    g.add_argument("--partition-config-path", help="partition JSON (default <graph>.json)")
+    g.add_argument("--dataset-url", help="passed to the partition entry point as --dataset_url")
+    g.add_argument(
+        "--partition-args",
+        default="",
+        help="extra arguments for the partition entry point (one shell-quoted string)",
+    )
+    t = p.add_argument_group("training")
+    t.add_argument(
+        "--train-entry-point",
+        help="script run by every DGL server and trainer with "
+        "--graph_name --ip_config --part_config --num_epochs --batch_size",
+    )
+    t.add_argument("--num-epochs", type=_positive, default=1)
+    t.add_argument("--batch-size", type=_positive, default=1000)
+    t.add_argument("--num-trainers", type=_positive, default=1, help="trainers per worker")
+    t.add_argument("--num-samplers", type=_non_negative, default=0, help="samplers per trainer")
+    t.add_argument("--num-servers", type=_positive, default=1, help="DGL servers per worker")
+    t.add_argument(
+        "--train-args",
+        default="",
+        help="extra arguments for the training entry point (one shell-quoted string)",
+    )
+    t.add_argument("--master-port", type=_positive, default=29500, help="torch rendezvous port")
+    w = p.add_argument_group("where and how")
+    w.add_argument(
+        "--workspace",
+        "--worksapce",
+        dest="workspace",
+        default=WORKSPACE,
+        help="workspace folder (the original's misspelling --worksapce works too)",
+    )
+    w.add_argument(
+        "--storage",
+        default=env.get(STORAGE_ENV) or None,
+        metavar="DIR",
+        help="where results, checkpoints and cached partitions outlive the pods (default: "
+        f"${STORAGE_ENV}, set by the operator from spec.storage)",
+    )
+    w.add_argument(
+        "--run-name",
+        type=_run_name,
+        default=env.get(RUN_NAME_ENV) or "local",
+        help=f"this run's folder under --storage (default: ${RUN_NAME_ENV}, else local)",
+    )
+    w.add_argument(
+        "--share-partitions",
+        action="store_true",
+        default=(env.get(SHARE_PARTITIONS_ENV) or "").lower() == SHARE_PARTITIONS_ON,
+        help="reuse partitions another run cached on --storage from the same inputs (default: "
+        f"${SHARE_PARTITIONS_ENV}; without it only this run's restarts reuse them)",
+    )
+    w.add_argument(
+        "--python",
+        default=os.environ.get("DGLRUN_PYTHON"),
+        help="interpreter for the entry points (default: $DGLRUN_PYTHON, else this "
+        "one locally and python3 in pods)",
+    )
+    w.add_argument(
+        "--transport",
+        choices=["kubectl", "local"],
+        default=os.environ.get("DGLRUN_TRANSPORT", "kubectl"),
+    )
+    w.add_argument(
+        "--local-workers",
+        type=_positive,
+        help="local transport: workers (default: --num-partitions)",
+    )
+    w.add_argument(
+        "--local-root",
+        help="local transport: where worker filesystems live "
+        "(default: a folder under the workspace)",
+    )
+    w.add_argument("--keep-local", action="store_true", help="keep the local workers' files")
+    w.add_argument(
+        "--partition-transfer",
+        choices=TRANSFERS,
+        default=env.get(PARTITION_TRANSFER_ENV) or TRANSFER_HTTP,
+        help="http: workers pull their parts straight from the pod that holds them; kubectl: "
+        "kubectl cp through the API server, via the launcher (default: "
+        f"${PARTITION_TRANSFER_ENV}, else http)",
+    )
+    w.add_argument(
+        "--transfer-port",
+        type=_positive,
+        default=TRANSFER_PORT,
+        help="http: the partition server's port",
+    )
+    w.add_argument(
+        "--transfer-max-rate",
+        type=_rate,
+        default=0.0,
+        metavar="MB_PER_S",
+        help="http: cap each worker's pull at this many MB/s (0 = no cap), to spare a shared "
+        "network",
+    )
+    w.add_argument(
+        "--transfer-token-file",
+        default=TRANSFER_TOKEN_PATH,
+        help="http: the job's token (the operator mounts its Secret here)",
+    )
+    o = p.add_argument_group("timeouts (seconds, 0 = none)")
+    o.add_argument("--partition-timeout", type=_seconds, default=0.0)
+    o.add_argument("--deliver-timeout", type=_seconds, default=1800.0)
+    o.add_argument("--dispatch-timeout", type=_seconds, default=1800.0)
+    o.add_argument("--configure-timeout", type=_seconds, default=300.0)
+    o.add_argument("--train-timeout", type=_seconds, default=0.0)
+    return p
+
+
+def _split(text: str, flag: str, parser: argparse.ArgumentParser) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        parser.error(f"{flag}: {e}")
+
+
+def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> Options:
+    env = dict(os.environ if env is None else env)
+    parser = build_parser(env)
+    a = parser.parse_args(argv)
+    phase = env.get(PHASE_ENV, "")
+    if phase not in ("", PHASE_PARTITIONER, PHASE_LAUNCHER_WORKLOAD):
+        parser.error(
+            f"{PHASE_ENV}={phase!r}: expected {PHASE_PARTITIONER}, {PHASE_LAUNCHER_WORKLOAD} "
+            "or unset"
+        )
+    mode = a.partition_mode
+    needs_partition = a.transport == "local" or phase == PHASE_PARTITIONER
+    if (
+        mode == DGL_API
+        and needs_partition
+        and not a.partition_entry_point
+        and not a.partition_config_path
+    ):
+        parser.error("--partition-entry-point is required to partition the graph")
+    if mode != DGL_API and phase != PHASE_LAUNCHER_WORKLOAD and not a.chunked_graph:
+        parser.error(
+            f"--chunked-graph is required with --partition-mode {mode} (in a DGLJob the operator "
+            "sets it from spec.chunkedGraph.path)"
+        )
+    if mode == PARMETIS and a.chunked_layout != SHARED:
+        parser.error(
+            f"--chunked-layout {a.chunked_layout}: ParMETIS runs every rank in one pod, which "
+            "sees the whole chunked graph; use Shared (PerWorker is for DistParMETIS)"
+        )
+    if mode == DIST_PARMETIS and phase == PHASE_PARTITIONER:
+        parser.error("--partition-mode DistParMETIS partitions on the workers: no partitioner pod")
+    if phase != PHASE_PARTITIONER and not a.train_entry_point:
+        parser.error("--train-entry-point is required")
+    in_dgljob = env.get(OPERATOR_ENV) == OPERATOR_ENV_ON and a.transport == "kubectl"
+    if (
+        in_dgljob
+        and phase != PHASE_LAUNCHER_WORKLOAD
+        and a.partition_transfer == TRANSFER_KUBECTL
+        and Path(a.workspace) != Path(WORKSPACE)
+    ):
+        parser.error(
+            f"--workspace {a.workspace}: in a DGLJob the partitions travel through the volume "
+            f"the operator mounts at {WORKSPACE}/{DATASET}; leave --workspace at {WORKSPACE}"
+        )
+    python = a.python or (sys.executable if a.transport == "local" or phase else "python3")
+    inputs = [x for given in a.partition_inputs for x in given.split(",") if x]
+    if inputs and mode != DGL_API:
+        parser.error(
+            "--partition-inputs: only DGL-API needs it (the ParMETIS modes' cache key covers "
+            "the chunked graph's files)"
+        )
+    storage = None
+    if a.storage:
+        storage = Storage(Path(a.storage), a.run_name, a.share_partitions)
+    return Options(
+        graph_name=a.graph_name,
+        num_partitions=a.num_partitions,
+        partition_entry_point=a.partition_entry_point,
+        balance_train=a.balance_train,
+        balance_edges=a.balance_edges,
+        train_entry_point=a.train_entry_point,
+        workspace=Path(a.workspace),
+        num_epochs=a.num_epochs,
+        batch_size=a.batch_size,
+        num_trainers=a.num_trainers,
+        num_samplers=a.num_samplers,
+        num_servers=a.num_servers,
+        dataset_url=a.dataset_url,
+        partition_config_path=a.partition_config_path,
+        partition_args=_split(a.partition_args, "--partition-args", parser),
+        train_args=_split(a.train_args, "--train-args", parser),
+        python=python,
+        transport=a.transport,
+        local_workers=a.local_workers,
+        local_root=Path(a.local_root) if a.local_root else None,
+        keep_local=a.keep_local,
+        partition_timeout=a.partition_timeout,
+        deliver_timeout=a.deliver_timeout,
+        dispatch_timeout=a.dispatch_timeout,
+        configure_timeout=a.configure_timeout,
+        train_timeout=a.train_timeout,
+        master_port=a.master_port,
+        partition_mode=mode,
+        chunked_graph=a.chunked_graph,
+        chunked_layout=a.chunked_layout,
+        num_ranks=a.num_ranks,
+        mpirun=a.mpirun,
+        mpirun_args=_split(a.mpirun_args, "--mpirun-args", parser),
+        partition_transfer=a.partition_transfer,
+        transfer_port=a.transfer_port,
+        transfer_max_rate=a.transfer_max_rate,
+        transfer_token_file=a.transfer_token_file,
+        graph_size=a.graph_size,
+        worker_memory_limit=a.worker_memory_limit,
+        storage=storage,
+        partition_inputs=inputs,
+        phase=phase,
+        kubexec=env.get(KUBEXEC_PATH_ENV, KUBEXEC_PATH),
+        hostfile=env.get(HOSTFILE_PATH_ENV, HOSTFILE_PATH),
+        leadfile=env.get(LEADFILE_PATH_ENV, LEADFILE_PATH),
+        partfile=env.get(PARTFILE_PATH_ENV, PARTFILE_PATH),
+        kubectl=env.get(KUBECTL_PATH_ENV, KUBECTL_PATH),
+        job=JobRef(
+            env.get(JOB_NAME_ENV, ""), env.get(JOB_UID_ENV, ""), env.get(JOB_NAMESPACE_ENV, "")
+        ),
+    )

@@ -1,0 +1,335 @@
+"""dglrun's whole runs: which phases (launcher/phases.py) run where, and how a run ends.
+
+* the partitioner pod (``Partitioner``): the memory plan, [1/5] partition, [2/5] deliver
+  (serve the parts over HTTP, or copy them into the launcher pod);
+* the launcher pod: [1/5] and [2/5] were the partitioner's (in DistParMETIS they happen on the
+  workers), then [3/5] dispatch, [4/5] configure, [5/5] train over ``kubectl exec``;
+* Skip mode (``Launcher_Workload``): the training entry point alone, in this pod;
+* ``--transport local``: all five phases on this machine, one network namespace per worker.
+
+Any failure stops every process dglrun started on every worker and ends dglrun with exit code 1
+and one line naming the phase, the worker and the exit code (the original reported such jobs as
+Completed); what is said then, and kept, is launcher/reporting.py's. Usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from launcher import memplan, parmetis, reporting, stored
+from launcher import partitions as parts
+from launcher.console import TOTAL, USER_ERRORS, Console, PhaseError, Report, phase
+from launcher.hostfile import Host, parse_hostfile
+from launcher.options import Options
+from launcher.phases import (
+    OUTPUT,
+    Source,
+    check_entry_point,
+    configure,
+    deliver_locally,
+    deliver_to_launcher,
+    dispatch,
+    dispatch_pull,
+    fetch_partition_config,
+    partition,
+    partition_server,
+    plan_memory,
+    run_local_process,
+    serve,
+    train,
+    train_argv,
+)
+from launcher.progress import FAILED, NoProgress, for_job
+from launcher.transfer import TransferError, build_manifest
+from launcher.transport import Proc, Transport
+from podcontract import (
+    DATASET,
+    DIST_PARMETIS,
+    PHASE_LAUNCHER_WORKLOAD,
+    PHASE_PARTITIONER,
+    TRANSFER_HTTP,
+)
+
+
+class Terminated(BaseException):
+    """SIGTERM (the pod is being deleted, suspended or restarted): like Ctrl-C, it unwinds
+    through every ``finally`` so that what dglrun started on the workers is stopped."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def run_partitioner(opts: Options, console: Console, report: Report) -> None:
+    """The partitioner pod's part: phases 1 and 2."""
+    plan_memory(opts, console, report)
+    pset = partition(opts, console, report)
+    if opts.partition_transfer == TRANSFER_HTTP:
+        serve(opts, pset, console, report)
+    else:
+        deliver_to_launcher(opts, pset, console, report)
+
+
+def _hosts_from_hostfile(opts: Options) -> list[Host]:
+    try:
+        text = Path(opts.hostfile).read_text()
+    except OSError as e:
+        raise PhaseError(f"cannot read the hostfile {opts.hostfile}: {e.strerror}") from e
+    return parse_hostfile(text, opts.hostfile)
+
+
+def run_launcher(opts: Options, console: Console, report: Report) -> None:
+    """The launcher pod's part: phases 3-5 on the hostfile's workers (1-5 in DistParMETIS)."""
+    from launcher.transport.kubectl import KubectlTransport
+
+    pset = None  # DistParMETIS: the workers partition (phases 1-2 in run_on_workers)
+    source = None
+    # (in the other modes the partitioner pod checked the plan; this reports its estimates;
+    # in DistParMETIS the plan is made once the workers have checked the graph they see)
+    if opts.partition_mode != DIST_PARMETIS:
+        plan_memory(opts, console, report, check=False)
+    if opts.partition_mode != DIST_PARMETIS and opts.partition_transfer == TRANSFER_HTTP:
+        source = partition_server(opts, console)
+        try:
+            pset = fetch_partition_config(opts, source, console)
+        except (TransferError, parts.PartitionError) as e:
+            raise PhaseError(f"dispatch failed: {source.server}: {e}") from e
+        reused = source.manifest.get("reused")
+        if reused:
+            console.say(
+                f"[1/{TOTAL}] partition: skipped: the partitioner pod reused the partitions "
+                f"cached at {reused} on the job's storage (same inputs)"
+            )
+        else:
+            console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
+        console.say(f"[2/{TOTAL}] deliver: the partitioner pod serves the parts at {source.url}")
+    elif opts.partition_mode != DIST_PARMETIS:
+        console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
+        console.say(f"[2/{TOTAL}] deliver: done by the partitioner pod")
+        dataset = opts.workspace / DATASET
+        try:
+            config = parts.find_config(dataset, opts.graph_name, opts.partition_config_path)
+            pset = parts.load(config, opts.num_partitions)
+        except parts.PartitionError as e:
+            raise PhaseError(f"dispatch failed: {e}") from e
+    transport = KubectlTransport(
+        _hosts_from_hostfile(opts),
+        kubexec=opts.kubexec,
+        kubectl=opts.kubectl,
+        workspace=str(opts.workspace),
+        python=opts.python,
+        sink=console.line,
+    )
+    run_on_workers(opts, pset, transport, console, report, source=source)
+
+
+def run_on_workers(
+    opts: Options,
+    pset: parts.PartitionSet | None,
+    transport: Transport,
+    console: Console,
+    report: Report,
+    setup: Callable[[], object] = lambda: None,
+    source: Source | None = None,
+) -> None:
+    """Phases 3-5 over a transport, which is closed whatever happens; without ``pset``
+    (DistParMETIS) phases 1-2 too, on the workers. With a ``source`` the workers pull their
+    parts from it, else dglrun copies them."""
+    try:
+        setup()
+        if pset is None:
+            _entry_point_on(transport, str(opts.train_entry_point))
+
+            def plan(size: memplan.GraphSize) -> None:
+                if not report.memory:  # (the local transport planned before: same graph)
+                    plan_memory(opts, console, report, size=size)
+
+            hosts = parmetis.partition_on_workers(opts, transport, console, report, plan)
+            pset = parmetis.verify_on_workers(opts, transport, hosts, console, report)
+        elif source is not None:
+            hosts = dispatch_pull(opts, pset, source, transport, console, report)
+        else:
+            hosts = dispatch(
+                pset, transport, console, report, opts.dispatch_timeout, str(opts.train_entry_point)
+            )
+        configure(hosts, transport, console, report, opts.configure_timeout)
+        train(opts, pset, hosts, transport, console, report)
+    finally:
+        transport.close()
+
+
+def _entry_point_on(transport: Transport, script: str) -> None:
+    """The training entry point exists on the first worker (checked before anything runs)."""
+    hosts = transport.workers()
+    if hosts and not transport.exists(hosts[0], script):
+        raise PhaseError(
+            f"--train-entry-point {script} does not exist on {hosts[0].name}; nothing was started"
+        )
+
+
+def run_local(opts: Options, console: Console, report: Report) -> None:
+    """``--transport local``: every phase on this machine."""
+    from launcher.transport.local import LocalTransport, check_prerequisites
+
+    # what can fail without partitioning fails before it
+    check_entry_point(opts.train_entry_point, "--train-entry-point")
+    check_prerequisites()
+    plan_memory(opts, console, report)
+    n = opts.local_workers or opts.num_partitions
+    root = opts.local_root or opts.workspace / "workers"
+    if opts.partition_mode == DIST_PARMETIS:
+        dist = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
+
+        def dist_setup() -> None:
+            hosts = dist.setup()
+            console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
+
+        run_on_workers(opts, None, dist, console, report, dist_setup)
+        return
+    pset = partition(opts, console, report)
+    if opts.partition_transfer == TRANSFER_HTTP:
+        _run_local_http(opts, pset, n, root, console, report)
+        return
+    launcher_ws = opts.workspace / "launcher"
+    deliver_locally(pset.root, launcher_ws / DATASET, console, report)
+    config = parts.find_config(launcher_ws / DATASET, opts.graph_name, opts.partition_config_path)
+    pset = parts.load(config, pset.num_parts)
+    transport = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
+
+    def setup() -> None:
+        hosts = transport.setup()
+        console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
+
+    run_on_workers(opts, pset, transport, console, report, setup)
+
+
+def _run_local_http(
+    opts: Options,
+    pset: parts.PartitionSet,
+    n: int,
+    root: Path,
+    console: Console,
+    report: Report,
+) -> None:
+    """Phases 2-5 locally over HTTP: the server runs in the launcher's network namespace
+    (as the partitioner pod's would), the workers pull from it."""
+    from launcher.transport.local import LocalTransport
+
+    transport = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
+    root.mkdir(parents=True, exist_ok=True)
+    token_file = root / "transfer-token"
+    token_file.write_text(secrets.token_hex(16))
+    token_file.chmod(0o600)
+    url = f"http://{transport.coordinator_ip}:{opts.transfer_port}"
+    server: list[Proc] = []
+
+    def done() -> None:
+        argv = [opts.python, "-m", "launcher.pull", "--url", url, "--done",
+                "--token-file", str(token_file)]  # fmt: skip
+        if transport.start_coordinator(argv, {}, "pull", console.line).wait(60) != 0:
+            raise PhaseError(f"cannot stop the partition server: {console.last_line('pull')}")
+        if server and server[0].wait(60) != 0:
+            raise PhaseError(f"the partition server: {console.last_line('partition-server')}")
+
+    source = Source(url, str(token_file), done, "the launcher namespace", build_manifest(pset))
+
+    def setup() -> None:
+        hosts = transport.setup()
+        console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
+        with phase(console, report, 2, "deliver"):
+            server.append(_start_local_server(opts, pset, transport, str(token_file), console))
+
+    run_on_workers(opts, pset, transport, console, report, setup, source=source)
+
+
+def _start_local_server(
+    opts: Options,
+    pset: parts.PartitionSet,
+    transport: Transport,
+    token_file: str,
+    console: Console,
+) -> Proc:
+    ready = threading.Event()
+
+    def sink(label: str, line: str) -> None:
+        console.line(label, line)
+        if line.startswith("serving "):
+            ready.set()
+
+    argv = [opts.python, "-m", "launcher.partition_server", "--config", str(pset.config),
+            "--port", str(opts.transfer_port), "--token-file", token_file,
+            "--timeout", str(opts.deliver_timeout),
+            "--max-rate", str(opts.transfer_max_rate)]  # fmt: skip
+    proc = transport.start_coordinator(argv, {}, "partition-server", sink)
+    deadline = time.monotonic() + 300
+    while not ready.wait(0.1):
+        code = proc.poll()
+        if code is not None:
+            raise PhaseError(
+                f"the partition server exited with code {code}: "
+                f"{console.last_line('partition-server')}"
+            )
+        if time.monotonic() > deadline:
+            raise PhaseError("the partition server did not start within 300s")
+    return proc
+
+
+def run_workload(opts: Options, console: Console, report: Report) -> None:
+    """Skip mode: the training entry point alone, in this pod."""
+    script = check_entry_point(opts.train_entry_point, "--train-entry-point")
+    with phase(console, report, 5, "train"):
+        argv = train_argv(opts, script)
+        env = {
+            "OUTDATED_IGNORE": "1",
+            "DGLRUN_OUTPUT_DIR": str(opts.workspace / OUTPUT),
+            **stored.trainer_env(opts, console),
+        }
+        run_local_process(
+            console, "train", argv, env, opts.train_timeout, f"the training entry point {script}"
+        )
+    out = stored.results(opts)
+    if out is not None:
+        reporting.read_metrics(out, console, report)
+
+
+def run(opts: Options, console: Console | None = None) -> int:
+    """This pod's part of the job (or all of it, locally); dglrun's exit code."""
+    console = console or Console()
+    if opts.transport != "local" and isinstance(console.progress, NoProgress):
+        console.progress = for_job(opts.job, opts.kubectl, opts.num_epochs, console.say)
+    progress = console.progress
+    report = Report()
+    try:
+        code = _run(opts, console, report)
+    except BaseException:
+        progress.finish(FAILED)
+        raise
+    reporting.finish_progress(opts, progress, code)
+    return code
+
+
+def _run(opts: Options, console: Console, report: Report) -> int:
+    try:
+        if opts.storage is not None:
+            opts.storage.prepare()
+            role = "partitioner" if opts.phase == PHASE_PARTITIONER else "launcher"
+            console.copy_to(stored.open_log(opts, role))
+        if opts.transport == "local":
+            run_local(opts, console, report)
+        elif opts.phase == PHASE_PARTITIONER:
+            run_partitioner(opts, console, report)
+        elif opts.phase == PHASE_LAUNCHER_WORKLOAD:
+            run_workload(opts, console, report)
+        else:
+            run_launcher(opts, console, report)
+    except USER_ERRORS as e:
+        return reporting.failed(opts, console, report, str(e))
+    except KeyboardInterrupt:
+        return reporting.interrupted(opts, console, report)
+    except Terminated as e:
+        return reporting.terminated(opts, console, report, e.signum)
+    return reporting.succeeded(opts, console, report)

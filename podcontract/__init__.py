@@ -1,0 +1,137 @@
+"""The pod contract: every name the operator and the programs in a DGLJob's pods agree on.
+
+The operator (``controller.builders``) writes these names into the pods it builds: environment
+variables, mount paths, ports, container names. The programs in those pods (``dglrun``,
+``watcher-loop``, ``kubectl-download``) read them; ``dglrun`` writes back what the operator
+reads (the status fields it patches, the first words of its termination messages). Each name
+is spelled here once and imported on both sides: neither side spells one of them itself.
+``tests/test_pod_contract.py`` builds the pods for real DGLJobs and parses them with the
+programs' own parsers.
+
+Standard library only (nothing at all, in fact): every image imports it.
+"""
+
+from __future__ import annotations
+
+# -- mounts: the job's ConfigMap, kubectl, the workspace, the storage, the transfer token --------
+
+CONFIG_DIR = "/etc/dgl"  # the ConfigMap ``<job>-config``: one file per key
+KUBEXEC_KEY = "kubexec.sh"  # ``kubexec.sh <pod> <command>``: kubectl exec (MPI's remote shell)
+HOSTFILE_KEY = "hostfile"  # ``<ip> <port> <pod> slots=N``: one line per worker with an IP
+PARTFILE_KEY = "partfile"  # ``<ip> <port> <pod>``: the partitioner pod, once it has an IP
+LEADFILE_KEY = "leadfile"  # ``<ip> <port> <pod>``: the launcher pod, once it has an IP
+KUBEXEC_PATH = f"{CONFIG_DIR}/{KUBEXEC_KEY}"
+HOSTFILE_PATH = f"{CONFIG_DIR}/{HOSTFILE_KEY}"
+PARTFILE_PATH = f"{CONFIG_DIR}/{PARTFILE_KEY}"
+LEADFILE_PATH = f"{CONFIG_DIR}/{LEADFILE_KEY}"
+KUBE_DIR = "/opt/kube"  # kubectl-download installs kubectl here (an emptyDir)
+KUBECTL_PATH = f"{KUBE_DIR}/kubectl"
+WORKSPACE = "/dgl_workspace"  # dglrun's default --workspace
+DATASET = "dataset"  # the partitions in the workspace (KubectlCp: a volume the partitioner fills)
+DATASET_DIR = f"{WORKSPACE}/{DATASET}"
+STORAGE_DIR = "/dgl_storage"  # spec.storage's claim, in every pod of the job
+STORAGE_RUNS = "runs"  # <storage folder>/runs/<run name>/: one run's files ...
+RUN_OUTPUT = "output"  # ... its results there (status.results points at them)
+TRANSFER_DIR = "/etc/dgl-transfer"  # partitionTransfer HTTP: the job's token Secret
+TRANSFER_TOKEN_KEY = "token"
+TRANSFER_TOKEN_PATH = f"{TRANSFER_DIR}/{TRANSFER_TOKEN_KEY}"
+
+# -- ports ---------------------------------------------------------------------------------------
+
+DGL_PORT = 30050  # the hostfile's port: DGL server k on a worker binds DGL_PORT + k
+DGL_PORT_COUNT = 20  # the worker pods expose DGL_PORT .. DGL_PORT + DGL_PORT_COUNT - 1
+TRANSFER_PORT = 30070  # the partitioner's partition server (HTTP) ...
+TRANSFER_READY_PATH = "/ready"  # ... answers here once it serves: its readiness probe
+
+# -- dglrun's environment ------------------------------------------------------------------------
+
+OPERATOR_ENV = "DGL_OPERATOR_ENV"  # OPERATOR_ENV_ON in every pod of a DGLJob with workers
+OPERATOR_ENV_ON = "1"
+KUBEXEC_PATH_ENV = "DGL_OPERATOR_KUBEXEC_PATH"
+HOSTFILE_PATH_ENV = "DGL_OPERATOR_HOSTFILE_PATH"
+LEADFILE_PATH_ENV = "DGL_OPERATOR_LEADFILE_PATH"  # the partitioner's
+PARTFILE_PATH_ENV = "DGL_OPERATOR_PARTFILE_PATH"  # HTTP: where the partitioner's IP is
+KUBECTL_PATH_ENV = "DGL_OPERATOR_KUBECTL_PATH"
+
+# Which part of the work the pod's dglrun does: unset in the launcher of a job with workers
+PHASE_ENV = "DGL_OPERATOR_PHASE_ENV"
+PHASE_PARTITIONER = "Partitioner"  # the partitioner pod: partition and deliver
+PHASE_LAUNCHER_WORKLOAD = "Launcher_Workload"  # Skip mode: train alone in the launcher
+
+# The DGLJob dglrun reports its progress and Events to
+JOB_NAME_ENV = "DGL_OPERATOR_JOB_NAME"
+JOB_UID_ENV = "DGL_OPERATOR_JOB_UID"  # the Events' involvedObject.uid
+JOB_NAMESPACE_ENV = "DGL_OPERATOR_JOB_NAMESPACE"
+
+# spec.partitionMode as dglrun's --partition-mode (Skip is PHASE_LAUNCHER_WORKLOAD instead)
+PARTITION_MODE_ENV = "DGL_OPERATOR_PARTITION_MODE"
+DGL_API = "DGL-API"
+PARMETIS = "ParMETIS"
+DIST_PARMETIS = "DistParMETIS"
+PARTITION_MODES = (DGL_API, PARMETIS, DIST_PARMETIS)
+# spec.chunkedGraph (the ParMETIS modes) as dglrun's --chunked-graph and --chunked-layout
+CHUNKED_GRAPH_ENV = "DGL_OPERATOR_CHUNKED_GRAPH"
+CHUNKED_LAYOUT_ENV = "DGL_OPERATOR_CHUNKED_LAYOUT"
+SHARED = "Shared"  # every rank sees every chunk
+PER_WORKER = "PerWorker"  # worker i holds only its own chunks (DistParMETIS)
+CHUNKED_LAYOUTS = (SHARED, PER_WORKER)
+CPU_LIMIT_ENV = "DGL_OPERATOR_CPU_LIMIT"  # whole cores (downward API): ParMETIS's default ranks
+
+# spec.partitionTransfer as dglrun's --partition-transfer
+PARTITION_TRANSFER_ENV = "DGL_OPERATOR_PARTITION_TRANSFER"
+TRANSFER_HTTP = "http"  # each worker pulls its part from the partitioner pod
+TRANSFER_KUBECTL = "kubectl"  # kubectl cp through the API server, via the launcher
+TRANSFERS = (TRANSFER_HTTP, TRANSFER_KUBECTL)
+
+# The Worker template's memory limit in bytes: what dglrun's memory plan checks against
+WORKER_MEMORY_LIMIT_ENV = "DGL_OPERATOR_WORKER_MEMORY_LIMIT"
+
+# spec.storage: the folder dglrun keeps things in (under STORAGE_DIR), the run's name in it
+# (``<job name>-<first 8 characters of its uid>``), and whether other jobs' partitions count
+STORAGE_ENV = "DGL_OPERATOR_STORAGE"
+RUN_NAME_ENV = "DGL_OPERATOR_RUN_NAME"
+SHARE_PARTITIONS_ENV = "DGL_OPERATOR_SHARE_PARTITIONS"
+SHARE_PARTITIONS_ON = "true"
+
+# -- the init containers -------------------------------------------------------------------------
+
+# kubectl-download: where to install kubectl, and what to download (else the image's own)
+KUBECTL_TARGET_DIR_ENV = "TARGET_DIR"
+KUBECTL_URL_ENV = "KUBECTL_URL"
+KUBECTL_SHA256_ENV = "KUBECTL_SHA256"
+
+# watcher-loop: wait until the pods a file lists are ready (or have finished)
+WATCHER_FILE_ENV = "WATCHERFILE"
+WATCHER_MODE_ENV = "WATCHERMODE"
+WATCHER_NAMESPACE_ENV = "NAMESPACE"
+WATCHER_EXPECTED_PODS_ENV = "WATCHER_EXPECTED_PODS"
+WATCH_READY = "ready"  # Running and Ready
+WATCH_FINISHED = "finished"  # Succeeded
+# the launcher's init containers; KubectlCp: the partitioner copies the partitions into the
+# launcher pod through WATCHER_PARTITIONER, which mounts the dataset volume at DATASET_DIR
+WATCHER_PARTITIONER = "watcher-loop-partitioner"
+WATCHER_WORKERS = "watcher-loop-worker"
+
+# -- what dglrun tells the operator --------------------------------------------------------------
+
+# The DGLJob's status fields dglrun patches (the status subresource), besides the controller
+STATUS_PROGRESS = "progress"  # ``3/5 dispatch``, ``5/5 train: epoch 2/10``, ``done``, ...
+PROGRESS_DONE = "done"
+STATUS_PARTITION_SECONDS = "partitionSeconds"
+STATUS_DELIVERY_BYTES = "deliveryBytes"
+STATUS_DELIVERY_SECONDS = "deliverySeconds"
+STATUS_MEMORY = "memory"  # the memory plan and the peaks measured
+STATUS_PARTITIONS = "partitions"  # the storage's cached partitions used
+STATUS_RESUME = "resume"  # the checkpoint training resumed from
+DGLRUN_STATUS_FIELDS = (
+    STATUS_PROGRESS,
+    STATUS_PARTITION_SECONDS,
+    STATUS_DELIVERY_BYTES,
+    STATUS_DELIVERY_SECONDS,
+    STATUS_MEMORY,
+    STATUS_PARTITIONS,
+    STATUS_RESUME,
+)
+# How dglrun's termination message starts when the job failed for memory
+OOM_PREFIX = "OOMKilled: "  # a process was killed for memory (it names the process and pod)
+MEMORY_PLAN_PREFIX = "memory plan: "  # a step will not fit the pods' memory limit

@@ -1,0 +1,400 @@
+"""The pod contract end to end (podcontract): the pods the controller builds for real DGLJobs
+(the seed's, and the examples' storage, ParMETIS and DistParMETIS jobs), read by the programs
+that run in them with their own parsing code: dglrun's options (launcher.options.parse, what
+``dglrun`` itself runs), its hostfile parser, watcher-loop's and kubectl-download's configs.
+
+A pod is taken as its containers see it: the env the kubelet gives them, and the files their
+volume mounts put in place (the job's ConfigMap items, the transfer token Secret); a volume
+mounted at a folder (kubectl's emptyDir, the storage's claim, the dataset volume) is a folder.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+import yaml
+
+from controller.api import DGLJob, parse_job
+from controller.builders import DGLRUN_TRANSFER, BuildOptions, Desired, desired, results_location
+from controller.modes import MODES, SKIP
+from controller.status import REASON_MEMORY_PLAN, REASON_OOM_KILLED, PodFailure
+from kubectl_download.config import load_config as kubectl_download_config
+from launcher import memplan, mpi, oom
+from launcher.hostfile import parse_hostfile
+from launcher.options import Options, parse
+from launcher.progress import JobRef
+from podcontract import (
+    CHUNKED_LAYOUTS,
+    CPU_LIMIT_ENV,
+    DATASET,
+    DGL_PORT,
+    DGL_PORT_COUNT,
+    OPERATOR_ENV,
+    OPERATOR_ENV_ON,
+    PARTFILE_PATH_ENV,
+    PARTITION_MODES,
+    PHASE_LAUNCHER_WORKLOAD,
+    PHASE_PARTITIONER,
+    STORAGE_DIR,
+    TRANSFER_READY_PATH,
+    TRANSFERS,
+    WATCHER_PARTITIONER,
+    WATCHER_WORKERS,
+)
+from tests.controller.conftest import load_fixture
+from watcher_loop.config import load_config as watcher_loop_config
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "graphsage"
+UID = "0123abcd-4567-89ef-0123-456789abcdef"
+TOKEN = "the-jobs-transfer-token"
+NODE_CPUS = "3"  # what the kubelet resolves a resourceFieldRef limits.cpu without a limit to
+
+
+def _example(name: str) -> dict[str, Any]:
+    raw = yaml.safe_load((EXAMPLES / name).read_text())
+    assert isinstance(raw, dict)
+    return raw
+
+
+def _seed(**spec: Any) -> dict[str, Any]:
+    raw = load_fixture("seed_dgljob.yaml")
+    raw["spec"].update(spec)
+    return raw
+
+
+def _skip() -> dict[str, Any]:
+    raw = _seed(partitionMode="Skip")
+    del raw["spec"]["dglReplicaSpecs"]["Worker"]
+    return raw
+
+
+def _with(raw: dict[str, Any], transfer: str) -> dict[str, Any]:
+    raw["spec"]["partitionTransfer"] = transfer
+    return raw
+
+
+def _limited(raw: dict[str, Any]) -> dict[str, Any]:
+    raw = copy.deepcopy(raw)
+    worker = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["resources"] = {"limits": {"memory": "6Gi", "cpu": "2"}}
+    return raw
+
+
+JOBS = {
+    "seed": lambda: _seed(),
+    "seed-kubectlcp": lambda: _seed(partitionTransfer="KubectlCp"),
+    "seed-limited": lambda: _limited(_seed()),
+    "storage": lambda: _example("dgljob-storage.yaml"),
+    "storage-shared": lambda: _seed(
+        storage={"claimName": "results", "path": "team/g", "sharePartitions": True}
+    ),
+    "parmetis": lambda: _example("dgljob-parmetis.yaml"),
+    "parmetis-kubectlcp": lambda: _with(_example("dgljob-parmetis.yaml"), "KubectlCp"),
+    "distparmetis": lambda: _limited(_example("dgljob-distparmetis.yaml")),
+    "skip": _skip,
+}
+WITH_WORKERS = [name for name in JOBS if name != "skip"]
+WITH_PARTITIONER = [name for name in WITH_WORKERS if name != "distparmetis"]
+
+
+def _job(name: str) -> DGLJob:
+    raw = JOBS[name]()
+    raw["metadata"]["uid"] = UID
+    return parse_job(raw)
+
+
+def _ip_pod(name: str, ip: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "status": {"podIP": ip}}
+
+
+def _build(job: DGLJob) -> Desired:
+    """Every child of ``job``, the ConfigMap as it is once every pod has an IP."""
+    pods = {n: _ip_pod(n, f"10.0.1.{i}") for i, n in enumerate(job.worker_names())}
+    pods[job.partitioner_name] = _ip_pod(job.partitioner_name, "10.0.2.1")
+    pods[job.launcher_name] = _ip_pod(job.launcher_name, "10.0.2.2")
+    return desired(job, BuildOptions(), pods, token=TOKEN)
+
+
+@dataclass
+class Seen:
+    """What one container of a pod sees."""
+
+    container: dict[str, Any]
+    env: dict[str, str]
+    files: dict[str, tuple[str, int | None]]  # path -> (content, mode)
+    folders: dict[str, dict[str, Any]]  # mount path -> its volume
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    """The container's env as its process gets it (the downward API's CPU limit resolved)."""
+    out = {}
+    for e in container.get("env") or []:
+        if "value" in e:
+            out[e["name"]] = e["value"]
+            continue
+        ref = e["valueFrom"]["resourceFieldRef"]
+        assert ref == {"containerName": container["name"], "resource": "limits.cpu", "divisor": "1"}
+        limits = (container.get("resources") or {}).get("limits") or {}
+        out[e["name"]] = str(limits.get("cpu", NODE_CPUS))
+    return out
+
+
+def _seen(pod: dict[str, Any], d: Desired, container: dict[str, Any] | None = None) -> Seen:
+    container = container or pod["spec"]["containers"][0]
+    volumes = {v["name"]: v for v in pod["spec"].get("volumes") or []}
+    data = (d.config_map or {}).get("data") or {}
+    files: dict[str, tuple[str, int | None]] = {}
+    folders: dict[str, dict[str, Any]] = {}
+    for mount in container.get("volumeMounts") or []:
+        volume, at = volumes[mount["name"]], mount["mountPath"]
+        if "configMap" in volume:
+            assert d.config_map is not None
+            assert volume["configMap"]["name"] == d.config_map["metadata"]["name"]
+            for item in volume["configMap"]["items"]:
+                files[f"{at}/{item['path']}"] = (data[item["key"]], item.get("mode"))
+        elif "secret" in volume:
+            assert (
+                d.transfer and volume["secret"]["secretName"] == d.transfer[0]["metadata"]["name"]
+            )
+            for item in volume["secret"]["items"]:
+                files[f"{at}/{item['path']}"] = (TOKEN, item.get("mode"))
+        else:
+            folders[at] = volume
+    return Seen(container, _env(container), files, folders)
+
+
+def _dglrun(seen: Seen) -> Options:
+    """dglrun's options, as the container's command starts it."""
+    assert seen.container["command"] == ["dglrun"]
+    return parse(seen.container["args"], env=seen.env)
+
+
+def _dglrun_in(name: str, role: str) -> tuple[DGLJob, Desired, Seen, Options]:
+    """Job ``name``, its children, and what the dglrun of its ``role`` pod sees and parses."""
+    job = _job(name)
+    d = _build(job)
+    pod = d.launcher if role == "launcher" else d.partitioner
+    assert pod is not None
+    seen = _seen(pod, d)
+    return job, d, seen, _dglrun(seen)
+
+
+def _folder(seen: Seen, path: str | Path) -> tuple[str, dict[str, Any]]:
+    """The mount a path is in (its mount path and volume); fails if none holds it."""
+    p = PurePosixPath(path)
+    for at, volume in seen.folders.items():
+        if p == PurePosixPath(at) or PurePosixPath(at) in p.parents:
+            return at, volume
+    raise AssertionError(f"{path} is in no volume mounted in {seen.container['name']}")
+
+
+def _init(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    inits = {c["name"]: c for c in pod["spec"].get("initContainers") or []}
+    assert name in inits, f"{pod['metadata']['name']} has no init container {name}"
+    return inits[name]
+
+
+def _worker_memory_limit(job: DGLJob) -> int | None:
+    """What the memory plan should check against: the Worker template's limit."""
+    assert job.spec.worker is not None
+    container = job.spec.worker.template["spec"]["containers"][0]
+    limit = container.get("resources", {}).get("limits", {}).get("memory")
+    return None if limit is None else memplan.parse_bytes(limit)
+
+
+def _pod_files(seen: Seen, path: str) -> list[str]:
+    """The pod names a mounted hostfile-format file lists, by dglrun's own parser."""
+    assert path in seen.files, f"{path} is not mounted in {seen.container['name']}"
+    content, mode = seen.files[path]
+    assert mode is not None and mode & 0o444 == 0o444
+    return [h.name for h in parse_hostfile(content, path)]
+
+
+# -- the launcher pod ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", WITH_WORKERS)
+def test_the_launchers_dglrun_reads_what_the_operator_meant(name: str) -> None:
+    job, d, seen, opts = _dglrun_in(name, "launcher")
+    spec = job.spec
+    assert opts.phase == ""
+    assert opts.job == JobRef(job.name, job.uid, job.namespace)
+    assert seen.env[OPERATOR_ENV] == OPERATOR_ENV_ON
+    assert opts.partition_mode == spec.partition_mode
+    if spec.chunked_graph is not None:
+        assert (opts.chunked_graph, opts.chunked_layout) == (
+            spec.chunked_graph.path,
+            spec.chunked_graph.layout,
+        )
+    # the workers: the hostfile it reads lists them all, in order, at the DGL port
+    hosts = parse_hostfile(seen.files[opts.hostfile][0], opts.hostfile)
+    assert [h.name for h in hosts] == job.worker_names() and len(hosts) == spec.workers
+    assert {h.port for h in hosts} == {DGL_PORT} and {h.slots for h in hosts} == {1}
+    # kubectl exec through kubexec.sh, with the kubectl kubectl-download installs
+    kubexec, mode = seen.files[opts.kubexec]
+    assert mode == 0o555 and f"{opts.kubectl} exec " in kubexec
+    at, volume = _folder(seen, opts.kubectl)
+    download = _init(d.launcher, "kubectl-download")
+    assert {"name": volume["name"], "mountPath": at} in download["volumeMounts"]
+    assert kubectl_download_config(_env(download)).target == Path(opts.kubectl)
+    assert opts.worker_memory_limit == _worker_memory_limit(job)
+    # watcher-loop waits for the workers the hostfile lists, read from where it is mounted
+    watch = _init(d.launcher, WATCHER_WORKERS)
+    config = watcher_loop_config(_env(watch), namespace_file=Path("/nonexistent"))
+    assert str(config.file) == opts.hostfile and config.expected_pods == spec.workers
+    assert _pod_files(_seen(d.launcher, d, watch), opts.hostfile) == job.worker_names()
+    assert config.namespace == job.namespace
+
+
+@pytest.mark.parametrize("name", WITH_PARTITIONER)
+def test_the_launcher_gets_the_parts_the_way_the_partitioner_gives_them(name: str) -> None:
+    job, d, seen, opts = _dglrun_in(name, "launcher")
+    assert opts.partition_transfer == DGLRUN_TRANSFER[job.spec.partition_transfer]
+    watch = _init(d.launcher, WATCHER_PARTITIONER)
+    config = watcher_loop_config(_env(watch), namespace_file=Path("/nonexistent"))
+    assert config.expected_pods == 1
+    if job.spec.pulls_partitions:
+        # HTTP: the partfile names the partitioner; the token is where the workers' pulls
+        # (started with this dglrun's --token-file) and the server find it
+        assert _pod_files(seen, opts.partfile) == [job.partitioner_name]
+        assert seen.env[PARTFILE_PATH_ENV] == opts.partfile == str(config.file)
+        assert seen.files[opts.transfer_token_file][0] == TOKEN
+        for worker in d.workers:
+            assert _seen(worker, d).files[opts.transfer_token_file][0] == TOKEN
+        assert config.mode.value == "ready"
+    else:
+        # KubectlCp: the partitioner copies the dataset into the init container that waits
+        # for it, which mounts the volume the launcher's dglrun reads from
+        dataset = str(opts.workspace / DATASET)
+        at, volume = _folder(seen, dataset)
+        assert at == dataset
+        assert {"name": volume["name"], "mountPath": dataset} in watch["volumeMounts"]
+        assert config.mode.value == "finished"
+
+
+@pytest.mark.parametrize("name", ["storage", "storage-shared"])
+def test_every_dglrun_keeps_the_job_s_files_where_status_results_says(name: str) -> None:
+    job = _job(name)
+    d = _build(job)
+    st = job.spec.storage
+    assert st is not None and d.partitioner is not None
+    roots = set()
+    for pod in (d.launcher, d.partitioner):
+        seen = _seen(pod, d)
+        opts = _dglrun(seen)
+        assert opts.storage is not None
+        at, volume = _folder(seen, opts.storage.root)
+        assert at == STORAGE_DIR
+        assert volume["persistentVolumeClaim"]["claimName"] == job.claim_name
+        assert opts.storage.run == job.run_name
+        assert opts.storage.share_partitions is st.share_partitions
+        inside = opts.storage.output.relative_to(STORAGE_DIR).as_posix()
+        assert results_location(job) == f"{job.claim_name}:/{inside}"
+        roots.add(opts.storage.root)
+    assert len(roots) == 1
+    # the trainers write checkpoints and results there: every worker mounts it at the same path
+    for worker in d.workers:
+        assert _folder(_seen(worker, d), next(iter(roots)))[0] == STORAGE_DIR
+
+
+def test_skip_mode_trains_in_the_launcher_alone() -> None:
+    job = _job("skip")
+    raw = _skip()
+    raw["metadata"]["uid"] = UID
+    raw["spec"]["storage"] = {"claimName": "results"}
+    for j in (job, parse_job(raw)):
+        d = _build(j)
+        seen = _seen(d.launcher, d)
+        opts = _dglrun(seen)
+        assert opts.phase == PHASE_LAUNCHER_WORKLOAD and opts.job == JobRef()
+        if j.spec.storage is not None:
+            assert opts.storage is not None and opts.storage.run == j.run_name
+            assert _folder(seen, opts.storage.root)[0] == STORAGE_DIR
+        else:
+            assert opts.storage is None
+
+
+# -- the partitioner pod --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", WITH_PARTITIONER)
+def test_the_partitioners_dglrun_reads_what_the_operator_meant(name: str) -> None:
+    job, _, seen, opts = _dglrun_in(name, "partitioner")
+    assert opts.phase == PHASE_PARTITIONER
+    assert opts.job == JobRef(job.name, job.uid, job.namespace)
+    assert opts.partition_mode == job.spec.partition_mode
+    assert opts.partition_transfer == DGLRUN_TRANSFER[job.spec.partition_transfer]
+    assert opts.worker_memory_limit == _worker_memory_limit(job)
+    # the launcher it delivers to, or tells the workers' pulls are done
+    assert _pod_files(seen, opts.leadfile) == [job.launcher_name]
+    main = seen.container
+    if job.spec.pulls_partitions:
+        assert seen.files[opts.transfer_token_file][0] == TOKEN
+        ports = {p["containerPort"] for p in main["ports"]}
+        assert opts.transfer_port in ports
+        probe = main["readinessProbe"]["httpGet"]
+        assert probe == {"path": TRANSFER_READY_PATH, "port": opts.transfer_port}
+    else:
+        assert _folder(seen, opts.kubectl)[0] == str(Path(opts.kubectl).parent)
+        assert f"{opts.kubectl} exec " in seen.files[opts.kubexec][0]
+    if job.spec.chunked_graph is not None:
+        # ParMETIS's default ranks: the pod's CPU limit, through the downward API
+        limits = main.get("resources", {}).get("limits", {})
+        assert mpi.default_ranks(seen.env) == max(2, int(limits.get("cpu", NODE_CPUS)))
+        assert CPU_LIMIT_ENV in seen.env
+
+
+# -- the worker pods ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", WITH_WORKERS)
+def test_the_workers_serve_dgl_where_the_hostfile_says(name: str) -> None:
+    _, d, launcher, opts = _dglrun_in(name, "launcher")
+    hosts = parse_hostfile(launcher.files[opts.hostfile][0])
+    assert len(d.workers) == len(hosts)
+    for worker, host in zip(d.workers, hosts, strict=True):
+        assert worker["metadata"]["name"] == host.name
+        seen = _seen(worker, d)
+        assert seen.env[OPERATOR_ENV] == OPERATOR_ENV_ON
+        ports = {p["containerPort"] for p in seen.container["ports"]}
+        assert set(range(host.port, host.port + opts.num_servers)) <= ports
+        assert set(range(DGL_PORT, DGL_PORT + DGL_PORT_COUNT)) <= ports
+        # DistParMETIS's ranks reach the other workers through the same kubexec.sh
+        assert seen.files[opts.kubexec] == launcher.files[opts.kubexec]
+
+
+# -- the names both sides accept, and what dglrun tells the operator -------------------------
+
+
+def test_the_modes_layouts_and_transfers_dglrun_accepts_are_the_apis() -> None:
+    assert set(PARTITION_MODES) == set(MODES) - {SKIP}
+    layouts = {layout for mode in MODES.values() for layout in mode.layouts}
+    assert layouts == set(CHUNKED_LAYOUTS)
+    assert set(DGLRUN_TRANSFER.values()) == set(TRANSFERS)
+
+
+def test_an_env_path_moves_the_file_dglrun_reads() -> None:
+    """The operator's paths are dglrun's defaults; its env names move them."""
+    base = ["-g", "g", "--train-entry-point", "t.py"]
+    moved = parse(base, env={PARTFILE_PATH_ENV: "/elsewhere/partfile"})
+    assert moved.partfile == "/elsewhere/partfile"
+    assert parse(base, env={}).partfile == Options.partfile
+
+
+def test_dglruns_memory_failures_are_what_the_operator_recognises() -> None:
+    """A refusal of the memory plan and a process killed for memory, as dglrun's termination
+    message says them, become the condition reasons the operator sets."""
+    size = memplan.GraphSize(nodes=2_449_029, edges=123_718_280, node_bytes=412)
+    shape = memplan.Shape("DGL-API", workers=2, parts=2, ranks=1, servers=1, trainers=1)
+    steps = memplan.plan(size, shape, 1 << 30)
+    with pytest.raises(memplan.PlanError) as refused:
+        memplan.check(size, shape, steps)
+    killed = oom.Killed("p", "1 GiB").describe("trainer-0")
+    for message, reason in ((str(refused.value), REASON_MEMORY_PLAN), (killed, REASON_OOM_KILLED)):
+        failure = PodFailure("Launcher", "j-launcher", "dgl", 1, "Error", message)
+        assert failure.condition_reason == reason
