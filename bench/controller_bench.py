@@ -1,6 +1,6 @@
 """The operator against a real API server: a burst of DGLJobs, an idle window, unrelated pods.
 
-Starts its own control plane (etcd + kube-apiserver + kube-controller-manager, e2e/cluster.py)
+Starts its own control plane (etcd + kube-apiserver + kube-controller-manager, localcluster/cluster.py)
 in a temporary directory and runs ``python -m controller.main`` as a subprocess against it; the
 operator's API requests and reconciles are read from its own Prometheus endpoint
 (``rest_client_requests_total``, ``controller_runtime_reconcile_total``), its memory from
@@ -46,8 +46,8 @@ import yaml  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from controller.api import DGLJOBS  # noqa: E402
-from e2e.cluster import K8S_VERSION, ControlPlane, start  # noqa: E402
-from e2e.operator_process import OperatorProcess  # noqa: E402
+from localcluster.cluster import K8S_VERSION, ControlPlane, start  # noqa: E402
+from localcluster.operator_process import OperatorProcess  # noqa: E402
 from informers.errors import AlreadyExists, KubeError, NotFound  # noqa: E402
 from informers.factory import SharedInformerFactory  # noqa: E402
 from informers.resources import (  # noqa: E402

@@ -3,7 +3,7 @@
 * ``pytest e2e --k8s-kubeconfig PATH`` (or ``--k8s-provider kind|k3d|minikube``) runs against
   that cluster; the images must already be in it (``kind load docker-image ...``).
 * Without either, and as root, the session brings up this machine's single-node cluster
-  (e2e/node.py: containerd + kubelet + control plane, images built without Docker), or reuses
+  (localcluster/node.py: containerd + kubelet + control plane, images built without Docker), or reuses
   the one ``make cluster-up`` / ``make demo`` left running. In CI a missing prerequisite fails.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster import ClusterError, k8s_binaries
-from e2e.helm import install_operator
-from e2e.node import DEFAULT_DIR, running
+from localcluster.cluster import ClusterError, k8s_binaries
+from localcluster.helm import install_operator
+from localcluster.node import DEFAULT_DIR, running
 
 NODE_KUBECONFIG = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
 
@@ -65,7 +65,7 @@ def kubeconfig(request: pytest.FixtureRequest) -> Iterator[Path]:
         return
     if os.geteuid() != 0:
         unavailable("the local single-node cluster needs root; or pass --k8s-kubeconfig")
-    from e2e.node import main as node_main
+    from localcluster.node import main as node_main
 
     try:
         if node_main(["up"]) != 0:
@@ -99,7 +99,7 @@ def operator(cluster: Any, kubeconfig: Path) -> Iterator[str]:
     checkout's images when the cluster is this machine's node."""
     digest = ""
     if kubeconfig == NODE_KUBECONFIG:
-        from e2e.node import refresh_images
+        from localcluster.node import refresh_images
 
         digest = refresh_images().get("dgl-operator", "")
     install_operator(Path(cluster.kubeconfig), digest)

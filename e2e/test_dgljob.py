@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.cluster import REPO, free_port
+from localcluster.cluster import REPO, free_port
 from e2e.conftest import unavailable
 
 EXAMPLE = REPO / "examples" / "graphsage"

@@ -3,7 +3,7 @@ checkpoint without partitioning again, damaged checkpoints and partitions detect
 
 Every job here is examples/graphsage/dgljob-storage.yaml (a claim made from its template,
 kept after the job) with smaller batches, so that an epoch lasts a few seconds and a worker
-can be deleted while one runs. On this machine's cluster the claims bind to e2e/volumes.py's
+can be deleted while one runs. On this machine's cluster the claims bind to localcluster/volumes.py's
 static volumes; elsewhere to the default StorageClass.
 """
 
@@ -40,9 +40,9 @@ IMAGE = "dgloperator/graphsage:v0.1.0"
 def ns(cluster: Any, operator: str, kubeconfig: Any) -> Iterator[str]:
     """One namespace for the module (the uninterrupted run is shared by two tests)."""
     if kubeconfig == NODE_KUBECONFIG:
-        from e2e import volumes
-        from e2e.cluster import k8s_binaries
-        from e2e.node import DEFAULT_DIR
+        from localcluster import volumes
+        from localcluster.cluster import k8s_binaries
+        from localcluster.node import DEFAULT_DIR
 
         run = volumes.kubectl_for(k8s_binaries("kubectl") / "kubectl", NODE_KUBECONFIG)
         volumes.ensure(run, DEFAULT_DIR / "volumes")  # (released ones recycled)

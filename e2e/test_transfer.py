@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.conftest import figure
-from e2e.node import AUDIT_LOG, DEFAULT_DIR
+from localcluster.node import AUDIT_LOG, DEFAULT_DIR
 from e2e.test_dgljob import (
     apply,
     conditions,

@@ -1,4 +1,4 @@
-"""Fixtures for tests against the real API server (the control_plane fixture, e2e/fixtures.py)."""
+"""Fixtures for tests against the real API server (the control_plane fixture, localcluster/fixtures.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.cluster import ControlPlane
+from localcluster.cluster import ControlPlane
 from informers.errors import AlreadyExists, NotFound
 from informers.resources import NAMESPACES, SERVICEACCOUNTS, Resource
 from informers.rest import RestClient

@@ -14,7 +14,7 @@ import pytest
 
 from controller.api import DGLJOBS
 from controller.rbac import cluster_role
-from e2e.cluster import ControlPlane, k8s_binaries
+from localcluster.cluster import ControlPlane, k8s_binaries
 from informers.errors import Forbidden
 from informers.resources import EVENTS, NAMESPACES, PODS, SERVICEACCOUNTS, Resource
 from informers.rest import RestClient

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from controller.api import DGLJOBS
-from e2e.cluster import ControlPlane, k8s_binaries
+from localcluster.cluster import ControlPlane, k8s_binaries
 from informers.errors import NotFound
 from informers.resources import (
     CONFIGMAPS,

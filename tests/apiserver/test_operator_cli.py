@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from e2e.cluster import ControlPlane
-from e2e.operator_process import OperatorProcess
+from localcluster.cluster import ControlPlane
+from localcluster.operator_process import OperatorProcess
 from informers.resources import LEASES, PODS
 from informers.rest import RestClient
 from tests.apiserver.conftest import wait_for

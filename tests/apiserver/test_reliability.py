@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from controller.api import DGLJOBS
-from e2e.cluster import ControlPlane
-from e2e.operator_process import OperatorProcess
+from localcluster.cluster import ControlPlane
+from localcluster.operator_process import OperatorProcess
 from informers.errors import Conflict, KubeError, NotFound
 from informers.listwatch import ListWatch
 from informers.reflector import Reflector

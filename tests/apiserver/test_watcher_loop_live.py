@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.cluster import ControlPlane
+from localcluster.cluster import ControlPlane
 from informers.resources import PODS
 from informers.rest import RestClient
 from tests.apiserver.live import REPO, Kubelet

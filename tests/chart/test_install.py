@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from controller.rbac import LEADER_ELECTION_RULES, RULES
-from e2e.cluster import ControlPlane
+from localcluster.cluster import ControlPlane
 from informers.errors import NotFound
 from informers.resources import (
     CONFIGMAPS,

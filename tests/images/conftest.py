@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from e2e.cluster import CACHE
+from localcluster.cluster import CACHE
 from tests.images.ocitar import LayerScan, OciTarball, scan_layer
 
 REPO = Path(__file__).resolve().parents[2]

@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from controller.api import DGLJOBS
-from e2e.cluster import ControlPlane, free_port
-from e2e.operator_process import OperatorProcess, stop_process
+from localcluster.cluster import ControlPlane, free_port
+from localcluster.operator_process import OperatorProcess, stop_process
 from informers.resources import PODS
 from informers.rest import RestClient
 from tests.apiserver.conftest import wait_for
