@@ -9,10 +9,10 @@ checkpoint). Figures are printed, not asserted.
 
 The graph (make_dataset.py --binary) is written once under
 ~/.cache/dgl-operator/bench/restart/ and mounted into the pods by hostPath; the storage is a
-claim made from a template (this machine's cluster binds it to localcluster/volumes.py's volumes). The
-figures per run: the whole job's wall time (the DGLJob's startTime to completionTime, restart
-included), the partition phase of each attempt (dglrun's ``[1/5] partition done in``), the
-epochs trained in all, and the test accuracy.
+claim made from a template (this machine's cluster binds it to localcluster/volumes.py's
+volumes). The figures per run: the whole job's wall time (the DGLJob's startTime to
+completionTime, restart included), the partition phase of each attempt (dglrun's ``[1/5]
+partition done in``), the epochs trained in all, and the test accuracy.
 
 Needs root (the single-node cluster of make demo) and $DGL_PYTHON (``make bench`` sets both).
 """

@@ -218,7 +218,8 @@ class Component:
 @dataclass
 class ControlPlane:
     """etcd + kube-apiserver + kube-controller-manager. By default on 127.0.0.1 with a free
-    port; localcluster/node.py binds it to the node bridge's address instead (pods must reach it)."""
+    port; localcluster/node.py binds it to the node bridge's address instead (pods must reach
+    it)."""
 
     dir: Path
     bins: Path

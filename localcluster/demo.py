@@ -5,7 +5,8 @@ Steps: build the images (no Docker; cached), bring the node up (or reuse a runni
 ``helm upgrade --install`` the chart, apply examples/graphsage/dgljob.yaml, follow the job's
 phases and the launcher's log, print the accuracy and the machine's peak memory.
 
-    python -m localcluster.demo [DGLJOB.yaml]     # make demo JOB=examples/graphsage/dgljob-parmetis.yaml
+    python -m localcluster.demo [DGLJOB.yaml]
+    make demo JOB=examples/graphsage/dgljob-parmetis.yaml     # the same, through make
 
 runs another DGLJob manifest instead (its own name and namespace), e.g. one of the ParMETIS
 modes' examples, or dgljob-storage.yaml (results and checkpoints on a claim).

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from localcluster.cluster import ControlPlane
-from localcluster.operator_process import OperatorProcess
 from informers.resources import LEASES, PODS
 from informers.rest import RestClient
-from tests.apiserver.conftest import wait_for
-from tests.apiserver.test_reliability import make_job
+from localcluster.cluster import ControlPlane
+from localcluster.operator_process import OperatorProcess
+from tests.support.dgljobs import make_job
+from tests.support.waiting import wait_for
 
 LEASE = "dgl-operator-test-leader"
 # short but not tight: both replicas run on a 2-core machine next to other tests

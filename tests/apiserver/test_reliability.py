@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from controller.api import DGLJOBS
-from localcluster.cluster import ControlPlane
-from localcluster.operator_process import OperatorProcess
 from informers.errors import Conflict, KubeError, NotFound
 from informers.listwatch import ListWatch
 from informers.reflector import Reflector
@@ -20,18 +18,13 @@ from informers.resources import PODS
 from informers.rest import RestClient
 from informers.shared import EventHandler, SharedInformer
 from informers.store import DeletedFinalStateUnknown
-from tests.apiserver.conftest import wait_for
-from tests.apiserver.live import InProcessOperator, Kubelet, pod_ip
-from tests.controller.conftest import load_fixture
+from localcluster.cluster import ControlPlane
+from localcluster.operator_process import OperatorProcess
+from tests.support.dgljobs import make_job
+from tests.support.live import InProcessOperator, Kubelet, pod_ip
+from tests.support.waiting import wait_for
 
 Obj = dict[str, Any]
-
-
-def make_job(api: RestClient, ns: str, name: str, workers: int = 4) -> None:
-    raw = load_fixture("seed_dgljob.yaml")
-    raw["metadata"].update(name=name, namespace=ns)
-    raw["spec"]["dglReplicaSpecs"]["Worker"]["replicas"] = workers
-    api.create(DGLJOBS, ns, raw)
 
 
 class SimulatedNodes:

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from localcluster.cluster import ControlPlane
 from informers.resources import PODS
 from informers.rest import RestClient
-from tests.apiserver.live import REPO, Kubelet
+from localcluster.cluster import ControlPlane
+from tests.support.live import Kubelet
+from tests.support.paths import REPO
 
 
 def make_pods(api: RestClient, ns: str, *names: str) -> None:

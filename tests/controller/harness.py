@@ -210,3 +210,32 @@ class Harness:
 
     def event_reasons(self) -> list[str]:
         return [e["reason"] for e in sorted(self.events(), key=lambda e: e["metadata"]["name"])]
+
+
+# -- the seed job (MAIN) driven to Training ----------------------------------------------------
+
+W0, W1 = f"{MAIN}-worker-0", f"{MAIN}-worker-1"
+PART, LAUNCH = f"{MAIN}-partitioner", f"{MAIN}-launcher"
+
+
+def bring_up(h: Harness) -> None:
+    """Workers and partitioner run with IPs; the launcher gets created."""
+    h.wait_pods(W0, W1, PART)
+    h.run_pod(W1, "10.0.0.2")
+    h.run_pod(W0, "10.0.0.1")
+    h.run_pod(PART, "10.0.0.3")
+    h.wait_pods(LAUNCH)
+
+
+def train(h: Harness) -> None:
+    bring_up(h)
+    h.launcher_waiting_in_init(LAUNCH, "10.0.0.4")
+    h.finish_pod(PART, seconds=42)
+    h.wait_phase("Partitioned")
+    h.run_pod(LAUNCH, "10.0.0.4")
+    h.wait_phase("Training")
+
+
+def poke(h: Harness, name: str = MAIN) -> None:
+    """Touch the job so that it is synced again (after moving the wall clock)."""
+    h.kube.patch(DGLJOBS, NS, name, {"metadata": {"annotations": {"poke": str(h.clock())}}})

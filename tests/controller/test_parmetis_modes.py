@@ -16,8 +16,8 @@ from controller.modes import MODES
 from controller.status import phase_from_progress
 from informers.resources import ROLES, SERVICEACCOUNTS
 from launcher import cli as dglrun_cli
-from tests.controller.conftest import load_fixture
 from tests.controller.harness import NS, Harness, wait_for
+from tests.support.dgljobs import load_fixture
 
 J = "dgl-graphsage"
 W0, W1 = f"{J}-worker-0", f"{J}-worker-1"

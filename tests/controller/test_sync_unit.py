@@ -25,9 +25,9 @@ from informers.store import (
     meta_namespace_key,
     namespace_index,
 )
-from tests.controller.conftest import load_fixture
 from tests.controller.harness import NS, WallClock
 from tests.fakekube import FakeKube
+from tests.support.dgljobs import load_fixture
 
 KEY = f"{NS}/dgl-graphsage"
 

@@ -14,7 +14,8 @@ import pytest
 
 from launcher import oom
 from launcher.console import Console, OutOfMemory, PhaseError, Report, phase
-from tests.launcher.conftest import FIXTURES, REPO, dglrun, in_cgroup, memory_cgroup
+from tests.launcher.helpers import FIXTURES, dglrun, in_cgroup, memory_cgroup
+from tests.support.paths import REPO
 
 HOG = "x = bytearray(512 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1"
 

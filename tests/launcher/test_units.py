@@ -14,7 +14,8 @@ from launcher.cli import parse
 from launcher.dgl_env import Topology, server_env, trainer_env
 from launcher.hostfile import HostfileError, ip_config, parse_hostfile
 from launcher.partitions import PartitionError, find_config, load, manifest
-from tests.launcher.conftest import FIXTURES, REPO, dglrun
+from tests.launcher.helpers import FIXTURES, dglrun
+from tests.support.paths import REPO
 
 BASE = ["--graph-name", "g", "--train-entry-point", "t.py"]
 

@@ -10,7 +10,6 @@ import contextlib
 import threading
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from controller.controller import Controller
@@ -21,7 +20,6 @@ from informers.factory import SharedInformerFactory
 from informers.resources import PODS
 from informers.rest import RestClient
 
-REPO = Path(__file__).resolve().parents[2]
 Obj = dict[str, Any]
 
 
