@@ -20,6 +20,7 @@ from controller.status import now_rfc3339
 from informers.factory import SharedInformerFactory
 from informers.resources import EVENTS, PODS, Resource
 from tests.fakekube import FakeKube
+from tests.support.waiting import wait_for as support_wait_for
 
 Obj = dict[str, Any]
 NS = "dgl-operator"
@@ -27,14 +28,8 @@ MAIN = "dgl-graphsage"
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
+    """The support wait_for with the in-memory API's shorter timeout and interval."""
+    return support_wait_for(pred, timeout, what, interval=0.01)
 
 
 class WallClock:

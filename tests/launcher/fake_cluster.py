@@ -5,11 +5,10 @@ its phases and its verification are real (test_kubectl_transport.py, test_http_t
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-from tests.launcher.helpers import FIXTURES
+from tests.launcher.helpers import FIXTURES, fake_partition
 from tests.support.paths import REPO
 
 TRAIN = str(FIXTURES / "fake_train.py")
@@ -48,38 +47,21 @@ class Cluster:
         )
 
     def partition(self, parts: int = 2) -> None:
-        subprocess.run(
-            [
-                sys.executable,
-                str(FIXTURES / "fake_partition.py"),
-                "--graph_name",
-                "g",
-                "--workspace",
-                str(self.ws),
-                "--rel_data_path",
-                "dataset",
-                "--num_parts",
-                str(parts),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        fake_partition(self.ws, parts)
+
+
+def dglrun_args(c: Cluster, *extra: str) -> list[str]:
+    """dglrun's arguments for graph ``g`` in 2 parts in the cluster's workspace."""
+    workspace = ["--workspace", str(c.ws), "--python", sys.executable]
+    return ["-g", "g", "--num-partitions", "2", *workspace, *extra]
 
 
 def launcher_args(c: Cluster, *extra: str) -> list[str]:
-    return [
-        "-g",
-        "g",
-        "--num-partitions",
-        "2",
-        "--workspace",
-        str(c.ws),
-        "--python",
-        sys.executable,
-        "--train-entry-point",
-        TRAIN,
-        *extra,
-    ]
+    return dglrun_args(c, "--train-entry-point", TRAIN, *extra)
+
+
+def partitioner_args(c: Cluster) -> list[str]:
+    return dglrun_args(c, "--partition-entry-point", str(FIXTURES / "fake_partition.py"))
 
 
 def progress_log(c: Cluster, job: str = "job") -> list[str]:

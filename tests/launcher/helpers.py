@@ -79,3 +79,24 @@ def memory_cgroup(limit_mib: int) -> Iterator[Path]:
 def in_cgroup(group: Path, argv: list[str]) -> list[str]:
     """``argv`` started inside the memory cgroup ``group``."""
     return ["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$@"', "sh", *argv]
+
+
+def fake_partition(workspace: Path, parts: int = 2) -> Path:
+    """fixtures/fake_partition.py's graph ``g`` in ``parts`` parts under workspace/dataset."""
+    subprocess.run(
+        [
+            sys.executable,
+            str(FIXTURES / "fake_partition.py"),
+            "--graph_name",
+            "g",
+            "--workspace",
+            str(workspace),
+            "--rel_data_path",
+            "dataset",
+            "--num_parts",
+            str(parts),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return workspace / "dataset"

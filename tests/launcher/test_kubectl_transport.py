@@ -19,29 +19,14 @@ from pathlib import Path
 import pytest
 
 from launcher.partitions import manifest
-from tests.launcher.fake_cluster import Cluster, launcher_args, progress_log
-from tests.launcher.helpers import FIXTURES, dglrun
+from tests.launcher.fake_cluster import Cluster, launcher_args, partitioner_args, progress_log
+from tests.launcher.helpers import dglrun
 from tests.support.paths import REPO
 
 
 @pytest.fixture
 def cluster(tmp_path: Path, root_needed: None) -> Cluster:
     return Cluster(tmp_path)
-
-
-def partitioner_args(c: Cluster) -> list[str]:
-    return [
-        "-g",
-        "g",
-        "--num-partitions",
-        "2",
-        "--workspace",
-        str(c.ws),
-        "--python",
-        sys.executable,
-        "--partition-entry-point",
-        str(FIXTURES / "fake_partition.py"),
-    ]
 
 
 def test_partitioner_waits_for_the_launcher_container_then_delivers(cluster: Cluster) -> None:
