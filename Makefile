@@ -65,12 +65,11 @@ k8s-binaries:
 	hack/k8s-binaries.sh $(K8S_BINS) >/dev/null
 
 lint: venv
-	$(BIN)/ruff check $(PKGS) e2e tests bench examples hack
-	$(BIN)/ruff format --check $(PKGS) e2e tests bench examples hack
+	$(BIN)/ruff check $(PKGS) localcluster e2e tests bench examples hack
+	$(BIN)/ruff format --check $(PKGS) localcluster e2e tests bench examples hack
 
 typecheck: venv
-	$(BIN)/mypy $(PKGS) e2e/cluster.py e2e/node.py e2e/fixtures.py e2e/demo.py e2e/helm.py e2e/volumes.py \
-		e2e/operator_process.py hack
+	$(BIN)/mypy $(PKGS) localcluster hack
 
 unit: venv dgl-venv k8s-binaries
 	@hack/free-space.sh 14 "$${TMPDIR:-/tmp}" "the image tests unpack the graphsage image \
@@ -95,22 +94,22 @@ images: venv dgl-venv
 # JOB: the DGLJob manifest to run (e.g. examples/graphsage/dgljob-parmetis.yaml)
 JOB ?= examples/graphsage/dgljob.yaml
 demo: venv dgl-venv k8s-binaries images
-	$(BIN)/python -m e2e.demo $(JOB)
+	$(BIN)/python -m localcluster.demo $(JOB)
 
 demo-local: venv dgl-venv
 	hack/demo.sh
 
 cluster-up: venv k8s-binaries images
-	$(BIN)/python -m e2e.node up
+	$(BIN)/python -m localcluster.node up
 
 cluster-down: venv
-	$(BIN)/python -m e2e.node down
+	$(BIN)/python -m localcluster.node down
 
 control-plane-up: venv k8s-binaries
-	$(BIN)/python -m e2e.cluster up
+	$(BIN)/python -m localcluster.cluster up
 
 control-plane-down: venv
-	$(BIN)/python -m e2e.cluster down
+	$(BIN)/python -m localcluster.cluster down
 
 clean-venvs:
 	rm -rf $(CACHE)/venv-*

@@ -1,11 +1,11 @@
 """The operator against a real API server: a burst of DGLJobs, an idle window, unrelated pods.
 
-Starts its own control plane (etcd + kube-apiserver + kube-controller-manager, e2e/cluster.py)
-in a temporary directory and runs ``python -m controller.main`` as a subprocess against it; the
-operator's API requests and reconciles are read from its own Prometheus endpoint
-(``rest_client_requests_total``, ``controller_runtime_reconcile_total``), its memory from
-/proc/<pid>/status. Everything started here is stopped and removed at the end, on errors and on
-Ctrl-C too. Prints figures only; never fails on timing.
+Starts its own control plane (etcd + kube-apiserver + kube-controller-manager,
+localcluster/cluster.py) in a temporary directory and runs ``python -m controller.main`` as a
+subprocess against it; the operator's API requests and reconciles are read from its own
+Prometheus endpoint (``rest_client_requests_total``, ``controller_runtime_reconcile_total``),
+its memory from /proc/<pid>/status. Everything started here is stopped and removed at the end,
+on errors and on Ctrl-C too. Prints figures only; never fails on timing.
 
 1. burst: ``--jobs`` DGLJobs with ``--workers-per-job`` workers created at once; seconds until
    every child exists and every job's status shows them; the operator's requests per job.
@@ -46,11 +46,9 @@ import yaml  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from controller.api import DGLJOBS  # noqa: E402
-from e2e.cluster import K8S_VERSION, ControlPlane, start  # noqa: E402
-from e2e.operator_process import OperatorProcess  # noqa: E402
 from informers.factory import SharedInformerFactory  # noqa: E402
 from informers.shared import EventHandler  # noqa: E402
-from kubeclient import (  # noqa: E402
+from kubeclient import (  # noqa: E402  # noqa: E402
     CONFIGMAPS,
     EVENTS,
     NAMESPACES,
@@ -66,9 +64,11 @@ from kubeclient import (  # noqa: E402
     Resource,
     RestClient,
 )
+from localcluster.cluster import K8S_VERSION, ControlPlane, start  # noqa: E402
+from localcluster.operator_process import OperatorProcess  # noqa: E402
 
 CRD_PATH = REPO / "charts" / "dgl-operator" / "crds" / "qihoo.net_dgljobs.yaml"
-SEED_PATH = REPO / "tests" / "controller" / "fixtures" / "seed_dgljob.yaml"
+SEED_PATH = REPO / "tests" / "support" / "fixtures" / "seed_dgljob.yaml"
 CRDS = Resource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )

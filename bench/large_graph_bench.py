@@ -60,7 +60,7 @@ from partition_bench import (  # noqa: E402
     prepare_graph,
 )
 
-from e2e.cluster import CACHE  # noqa: E402
+from localcluster.cluster import CACHE  # noqa: E402
 
 MODES = ("DGL-API", "ParMETIS", "DistParMETIS")
 GRAPH = "graphsage"

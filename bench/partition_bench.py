@@ -43,10 +43,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from e2e.cluster import CACHE, k8s_binaries  # noqa: E402
-from e2e.helm import install_operator  # noqa: E402
-from e2e.node import DEFAULT_DIR, refresh_images, running  # noqa: E402
-from e2e.node import main as node_main  # noqa: E402
+from localcluster.cluster import CACHE, k8s_binaries  # noqa: E402
+from localcluster.helm import install_operator  # noqa: E402
+from localcluster.node import DEFAULT_DIR, refresh_images, running  # noqa: E402
+from localcluster.node import main as node_main  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "graphsage"
 NS = "dgl-bench"

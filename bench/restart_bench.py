@@ -9,10 +9,10 @@ checkpoint). Figures are printed, not asserted.
 
 The graph (make_dataset.py --binary) is written once under
 ~/.cache/dgl-operator/bench/restart/ and mounted into the pods by hostPath; the storage is a
-claim made from a template (this machine's cluster binds it to e2e/volumes.py's volumes). The
-figures per run: the whole job's wall time (the DGLJob's startTime to completionTime, restart
-included), the partition phase of each attempt (dglrun's ``[1/5] partition done in``), the
-epochs trained in all, and the test accuracy.
+claim made from a template (this machine's cluster binds it to localcluster/volumes.py's
+volumes). The figures per run: the whole job's wall time (the DGLJob's startTime to
+completionTime, restart included), the partition phase of each attempt (dglrun's ``[1/5]
+partition done in``), the epochs trained in all, and the test accuracy.
 
 Needs root (the single-node cluster of make demo) and $DGL_PYTHON (``make bench`` sets both).
 """
@@ -34,9 +34,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from partition_bench import EVAL_FAN_OUT, NS, Kube, cluster, job_manifest, prepare_graph  # noqa: E402
 
-from e2e import volumes  # noqa: E402
-from e2e.cluster import CACHE, k8s_binaries  # noqa: E402
-from e2e.node import DEFAULT_DIR  # noqa: E402
+from localcluster import volumes  # noqa: E402
+from localcluster.cluster import CACHE, k8s_binaries  # noqa: E402
+from localcluster.node import DEFAULT_DIR  # noqa: E402
 
 
 def say(text: str) -> None:

@@ -3,8 +3,9 @@
 * ``pytest e2e --k8s-kubeconfig PATH`` (or ``--k8s-provider kind|k3d|minikube``) runs against
   that cluster; the images must already be in it (``kind load docker-image ...``).
 * Without either, and as root, the session brings up this machine's single-node cluster
-  (e2e/node.py: containerd + kubelet + control plane, images built without Docker), or reuses
-  the one ``make cluster-up`` / ``make demo`` left running. In CI a missing prerequisite fails.
+  (localcluster/node.py: containerd + kubelet + control plane, images built without Docker),
+  or reuses the one ``make cluster-up`` / ``make demo`` left running. In CI a missing
+  prerequisite fails.
 """
 
 from __future__ import annotations
@@ -17,36 +18,18 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster import ClusterError, k8s_binaries
-from e2e.helm import install_operator
-from e2e.node import DEFAULT_DIR, running
-
-NODE_KUBECONFIG = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
-
-
-_figures: list[str] = []
-
-
-def figure(line: str) -> None:
-    """A measured figure, printed in the test summary (figures, never assertions on time)."""
-    _figures.append(line)
+from e2e.helpers import NODE_KUBECONFIG, figures
+from localcluster.cluster import ClusterError, k8s_binaries
+from localcluster.helm import install_operator
+from localcluster.node import DEFAULT_DIR, running
+from tests.support.prerequisites import unavailable
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if _figures:
+    if figures:
         terminalreporter.section("e2e figures")
-        for line in _figures:
+        for line in figures:
             terminalreporter.write_line(line)
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def unavailable(reason: str) -> None:
-    if in_ci():
-        pytest.fail(f"e2e prerequisite missing in CI: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -65,7 +48,7 @@ def kubeconfig(request: pytest.FixtureRequest) -> Iterator[Path]:
         return
     if os.geteuid() != 0:
         unavailable("the local single-node cluster needs root; or pass --k8s-kubeconfig")
-    from e2e.node import main as node_main
+    from localcluster.node import main as node_main
 
     try:
         if node_main(["up"]) != 0:
@@ -99,7 +82,7 @@ def operator(cluster: Any, kubeconfig: Path) -> Iterator[str]:
     checkout's images when the cluster is this machine's node."""
     digest = ""
     if kubeconfig == NODE_KUBECONFIG:
-        from e2e.node import refresh_images
+        from localcluster.node import refresh_images
 
         digest = refresh_images().get("dgl-operator", "")
     install_operator(Path(cluster.kubeconfig), digest)

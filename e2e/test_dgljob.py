@@ -13,101 +13,29 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.cluster import REPO, free_port
-from e2e.conftest import unavailable
-
-EXAMPLE = REPO / "examples" / "graphsage"
-JOB = "dgl-graphsage"
-
-
-def example_job(namespace: str, name: str = JOB) -> dict[str, Any]:
-    job: dict[str, Any] = yaml.safe_load((EXAMPLE / "dgljob.yaml").read_text())
-    job["metadata"].update(name=name, namespace=namespace)
-    return job
-
-
-def apply(cluster: Any, obj: dict[str, Any]) -> None:
-    """kubectl apply of a dict through a file (pytest-kubernetes' apply(dict) pipes YAML through
-    a single-quoted shell echo, which breaks YAML's own single quotes)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        yaml.safe_dump(obj, f)
-    try:
-        cluster.apply(Path(f.name))
-    finally:
-        Path(f.name).unlink()
-
-
-def launcher_args(job: dict[str, Any]) -> list[str]:
-    args: list[str] = job["spec"]["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][
-        0
-    ]["args"]
-    return args
-
-
-def get_job(cluster: Any, ns: str, name: str = JOB) -> dict[str, Any]:
-    obj: dict[str, Any] = cluster.kubectl(["get", "dgljob", name, "-n", ns])
-    return obj
-
-
-def conditions(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["type"]: c for c in (job.get("status") or {}).get("conditions") or []}
-
-
-def wait_until(pred: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-def succeeded(job: dict[str, Any]) -> bool:
-    return bool(conditions(job).get("Succeeded", {}).get("status") == "True")
-
-
-def wait_finished(
-    cluster: Any,
-    ns: str,
-    name: str = JOB,
-    timeout: float = 600,
-    progress: list[str] | None = None,
-) -> dict[str, Any]:
-    """The finished job; ``progress`` collects the distinct status.progress values seen."""
-
-    def done() -> dict[str, Any] | None:
-        job = get_job(cluster, ns, name)
-        text = (job.get("status") or {}).get("progress")
-        if progress is not None and text and text not in progress:
-            progress.append(text)
-        conds = conditions(job)
-        for ctype in ("Succeeded", "Failed"):
-            if conds.get(ctype, {}).get("status") == "True":
-                return job
-        return None
-
-    found: dict[str, Any] = wait_until(done, timeout, f"DGLJob {ns}/{name} to finish")
-    return found
-
-
-def pods(cluster: Any, ns: str) -> dict[str, dict[str, Any]]:
-    items = cluster.kubectl(["get", "pods", "-n", ns])["items"]
-    return {p["metadata"]["name"]: p for p in items}
-
-
-def accuracy(log: str) -> float:
-    for line in log.splitlines():
-        if line.startswith("dglrun: done") and "test accuracy" in line:
-            return float(line.split("test accuracy ")[1].split(",")[0])
-    raise AssertionError(f"no accuracy in the launcher log:\n{log[-3000:]}")
+from e2e.helpers import (
+    EXAMPLE,
+    JOB,
+    accuracy,
+    apply,
+    conditions,
+    example_job,
+    get_job,
+    launcher_args,
+    pods,
+    succeeded,
+    wait_finished,
+    wait_until,
+)
+from localcluster.cluster import free_port
+from tests.support.prerequisites import unavailable
 
 
 @pytest.fixture(scope="session")
 def baseline() -> float:
     """Single-process GraphSAGE on the same synthetic graph the image carries (seed 0), with
     the batch the 2 distributed trainers see together (2 x 128)."""
-    from tests.examples.conftest import find_dgl_python
+    from tests.support.dgl_python import find_dgl_python
 
     python = find_dgl_python()
     if python is None:
@@ -281,8 +209,8 @@ def test_deleting_the_job_removes_everything(cluster: Any, namespace: str) -> No
 def test_the_operators_metrics_are_scraped_by_prometheus(
     cluster: Any, operator: str, tmp_path: Path
 ) -> None:
-    from tests.prometheus.conftest import tool_paths
-    from tests.prometheus.test_live import PrometheusServer
+    from tests.support.prometheus import PrometheusServer
+    from tests.support.tools import tool_paths
 
     prometheus = tool_paths("prometheus")["prometheus"]  # skips, or fails in CI, if missing
     port = free_port()

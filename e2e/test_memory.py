@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from e2e.test_dgljob import (
+from e2e.helpers import (
     apply,
     conditions,
     example_job,

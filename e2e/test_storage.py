@@ -3,8 +3,8 @@ checkpoint without partitioning again, damaged checkpoints and partitions detect
 
 Every job here is examples/graphsage/dgljob-storage.yaml (a claim made from its template,
 kept after the job) with smaller batches, so that an epoch lasts a few seconds and a worker
-can be deleted while one runs. On this machine's cluster the claims bind to e2e/volumes.py's
-static volumes; elsewhere to the default StorageClass.
+can be deleted while one runs. On this machine's cluster the claims bind to
+localcluster/volumes.py's static volumes; elsewhere to the default StorageClass.
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.conftest import NODE_KUBECONFIG, figure
-from e2e.test_dgljob import (
+from e2e.helpers import (
     EXAMPLE,
+    NODE_KUBECONFIG,
     accuracy,
     apply,
     conditions,
+    figure,
     get_job,
     launcher_args,
     succeeded,
@@ -40,9 +41,9 @@ IMAGE = "dgloperator/graphsage:v0.1.0"
 def ns(cluster: Any, operator: str, kubeconfig: Any) -> Iterator[str]:
     """One namespace for the module (the uninterrupted run is shared by two tests)."""
     if kubeconfig == NODE_KUBECONFIG:
-        from e2e import volumes
-        from e2e.cluster import k8s_binaries
-        from e2e.node import DEFAULT_DIR
+        from localcluster import volumes
+        from localcluster.cluster import k8s_binaries
+        from localcluster.node import DEFAULT_DIR
 
         run = volumes.kubectl_for(k8s_binaries("kubectl") / "kubectl", NODE_KUBECONFIG)
         volumes.ensure(run, DEFAULT_DIR / "volumes")  # (released ones recycled)

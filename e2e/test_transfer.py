@@ -10,18 +10,18 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from e2e.conftest import figure
-from e2e.node import AUDIT_LOG, DEFAULT_DIR
-from e2e.test_dgljob import (
+from e2e.helpers import (
     apply,
     conditions,
     example_job,
+    figure,
     get_job,
     launcher_args,
     succeeded,
     wait_finished,
     wait_until,
 )
+from localcluster.node import AUDIT_LOG, DEFAULT_DIR
 
 # The partitioner makes a graph whose partitions weigh ~215 MB (50k nodes x 1024 float32
 # features, ogb's npz layout: seconds to write), then dglrun runs as usual.

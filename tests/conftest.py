@@ -1,3 +1,4 @@
-"""Project-wide pytest configuration: the real-API-server fixtures live in e2e/fixtures.py."""
+"""Project-wide pytest configuration: the ``control_plane`` fixture of the tests against a real
+API server is the plugin localcluster/fixtures.py."""
 
-pytest_plugins = ["e2e.fixtures"]
+pytest_plugins = ["localcluster.fixtures"]

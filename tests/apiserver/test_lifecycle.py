@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from controller.api import DGLJOBS
-from e2e.cluster import ControlPlane, k8s_binaries
 from kubeclient import (
     CONFIGMAPS,
     EVENTS,
@@ -21,9 +20,10 @@ from kubeclient import (
     NotFound,
     RestClient,
 )
-from tests.apiserver.conftest import wait_for
-from tests.apiserver.live import InProcessOperator, Kubelet
-from tests.controller.conftest import load_fixture
+from localcluster.cluster import ControlPlane, k8s_binaries
+from tests.support.dgljobs import load_fixture
+from tests.support.live import InProcessOperator, Kubelet
+from tests.support.waiting import wait_for
 
 J = "dgl-graphsage"
 W0, W1, PART, LAUNCH = f"{J}-worker-0", f"{J}-worker-1", f"{J}-partitioner", f"{J}-launcher"

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from e2e.cluster import ControlPlane
-from e2e.operator_process import OperatorProcess
 from kubeclient import LEASES, PODS, RestClient
-from tests.apiserver.conftest import wait_for
-from tests.apiserver.test_reliability import make_job
+from localcluster.cluster import ControlPlane
+from localcluster.operator_process import OperatorProcess
+from tests.support.dgljobs import make_job
+from tests.support.waiting import wait_for
 
 LEASE = "dgl-operator-test-leader"
 # short but not tight: both replicas run on a 2-core machine next to other tests

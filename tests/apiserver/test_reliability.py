@@ -10,23 +10,16 @@ from collections import defaultdict
 from pathlib import Path
 
 from controller.api import DGLJOBS
-from e2e.cluster import ControlPlane
-from e2e.operator_process import OperatorProcess
 from informers.listwatch import ListWatch
 from informers.reflector import Reflector
 from informers.shared import EventHandler, SharedInformer
 from informers.store import DeletedFinalStateUnknown
 from kubeclient import PODS, Conflict, KubeError, NotFound, Obj, RestClient
-from tests.apiserver.conftest import wait_for
-from tests.apiserver.live import InProcessOperator, Kubelet, pod_ip
-from tests.controller.conftest import load_fixture
-
-
-def make_job(api: RestClient, ns: str, name: str, workers: int = 4) -> None:
-    raw = load_fixture("seed_dgljob.yaml")
-    raw["metadata"].update(name=name, namespace=ns)
-    raw["spec"]["dglReplicaSpecs"]["Worker"]["replicas"] = workers
-    api.create(DGLJOBS, ns, raw)
+from localcluster.cluster import ControlPlane
+from localcluster.operator_process import OperatorProcess
+from tests.support.dgljobs import make_job
+from tests.support.live import InProcessOperator, Kubelet, pod_ip
+from tests.support.waiting import wait_for
 
 
 class SimulatedNodes:

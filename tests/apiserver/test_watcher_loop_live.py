@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from e2e.cluster import ControlPlane
 from kubeclient import PODS, RestClient
-from tests.apiserver.live import REPO, Kubelet
+from localcluster.cluster import ControlPlane
+from tests.support.live import Kubelet
+from tests.support.paths import REPO
 
 
 def make_pods(api: RestClient, ns: str, *names: str) -> None:

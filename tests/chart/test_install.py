@@ -17,7 +17,6 @@ import pytest
 import yaml
 
 from controller.rbac import LEADER_ELECTION_RULES, RULES
-from e2e.cluster import ControlPlane
 from kubeclient import (
     CONFIGMAPS,
     NAMESPACES,
@@ -30,8 +29,11 @@ from kubeclient import (
     Resource,
     RestClient,
 )
-from tests.apiserver.conftest import CRDS, wait_for
-from tests.chart.conftest import CHART, Helm
+from localcluster.cluster import ControlPlane
+from tests.chart.helpers import Helm
+from tests.support.apiserver import CRDS
+from tests.support.paths import CHART
+from tests.support.waiting import wait_for
 
 CRD_NAME = "dgljobs.qihoo.net"
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")

@@ -19,7 +19,8 @@ import yaml
 
 from controller.main import VERSION, parse_settings
 from controller.rbac import LEADER_ELECTION_RULES, RULES, triples
-from tests.chart.conftest import CHART, KUBE_VERSION, REPO, Helm, find, kinds
+from tests.chart.helpers import KUBE_VERSION, Helm, find, kinds
+from tests.support.paths import CHART, REPO
 
 RELEASE = "dgl-operator"
 NS = "dgl-system"

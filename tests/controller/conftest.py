@@ -1,23 +1,14 @@
+"""Fixtures of the controller's tests: the seed DGLJob (tests/support/fixtures), raw and parsed."""
+
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from controller.api import DGLJob, parse_job
-
-FIXTURES = Path(__file__).parent / "fixtures"
-REPO = Path(__file__).resolve().parents[2]
-CRD_PATH = REPO / "charts" / "dgl-operator" / "crds" / "qihoo.net_dgljobs.yaml"
-
-
-def load_fixture(name: str) -> dict[str, Any]:
-    data = yaml.safe_load((FIXTURES / name).read_text())
-    assert isinstance(data, dict)
-    return data
+from tests.support.dgljobs import load_fixture
 
 
 @pytest.fixture

@@ -19,14 +19,16 @@ from typing import Any
 import pytest
 
 from controller.api import DGLJOBS
-from controller.builders import BuildOptions
+from controller.builders import ATTEMPT_ANNOTATION, BuildOptions
 from controller.controller import Controller
 from controller.events import EventRecorder
 from controller.metrics import Metrics
+from controller.status import is_terminating as terminating
 from controller.status import now_rfc3339
 from informers.factory import SharedInformerFactory
 from kubeclient import EVENTS, PODS, Obj, Resource
 from tests.fakekube import FakeKube
+from tests.support.waiting import wait_for as support_wait_for
 from workqueue import FakeClock
 
 NS = "dgl-operator"
@@ -34,14 +36,8 @@ MAIN = "dgl-graphsage"
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
+    """The support wait_for with the in-memory API's shorter timeout and interval."""
+    return support_wait_for(pred, timeout, what, interval=0.01)
 
 
 EPOCH = 1_700_000_000.0  # where the fake time starts (a whole second: timestamps are exact)
@@ -238,3 +234,49 @@ class Harness:
 
     def event_reasons(self) -> list[str]:
         return [e["reason"] for e in sorted(self.events(), key=lambda e: e["metadata"]["name"])]
+
+
+# -- the seed job (MAIN) driven to Training ----------------------------------------------------
+
+W0, W1 = f"{MAIN}-worker-0", f"{MAIN}-worker-1"
+PART, LAUNCH = f"{MAIN}-partitioner", f"{MAIN}-launcher"
+
+
+def bring_up(h: Harness) -> None:
+    """Workers and partitioner run with IPs; the launcher gets created."""
+    h.wait_pods(W0, W1, PART)
+    h.run_pod(W1, "10.0.0.2")
+    h.run_pod(W0, "10.0.0.1")
+    h.run_pod(PART, "10.0.0.3")
+    h.wait_pods(LAUNCH)
+
+
+def wait_attempt(h: Harness, attempt: int) -> None:
+    """Wait until the workers and the partitioner are pods of ``attempt`` (after a restart
+    the old attempt's pods may still be there, being deleted)."""
+
+    def current() -> bool:
+        pods = h.pods()
+        return all(
+            name in pods
+            and not terminating(pods[name])
+            and pods[name]["metadata"].get("annotations", {}).get(ATTEMPT_ANNOTATION)
+            == str(attempt)
+            for name in (W0, W1, PART)
+        )
+
+    wait_for(current, what=f"the pods of attempt {attempt}")
+
+
+def train(h: Harness) -> None:
+    bring_up(h)
+    h.launcher_waiting_in_init(LAUNCH, "10.0.0.4")
+    h.finish_pod(PART, seconds=42)
+    h.wait_phase("Partitioned")
+    h.run_pod(LAUNCH, "10.0.0.4")
+    h.wait_phase("Training")
+
+
+def poke(h: Harness, name: str = MAIN) -> None:
+    """Touch the job so that it is synced again."""
+    h.kube.patch(DGLJOBS, NS, name, {"metadata": {"annotations": {"poke": str(h.clock.wall())}}})

@@ -25,7 +25,7 @@ from controller.builders import (
     worker_service,
 )
 from controller.quantity import format_bytes, parse_quantity
-from tests.controller.conftest import load_fixture
+from tests.support.dgljobs import load_fixture
 
 SEED_OPTS = BuildOptions(
     kubectl_download_image="dgloperator/kubectl-download:v0.1.0",

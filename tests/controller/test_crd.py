@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from controller.api import API_VERSION, GROUP, KIND, VERSION, SpecError, parse_job
-from tests.controller.conftest import CRD_PATH, load_fixture
 from tests.controller.crd_validate import Validator, load_crd, version_schema
-from tests.controller.malformed import CASES, Case, apply_case
+from tests.support.dgljobs import load_fixture
+from tests.support.malformed import CASES, Case, apply_case
+from tests.support.paths import CRD_PATH
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,7 @@ def test_example_manifest_in_repo_is_the_seed_with_training_settings(
     METIS balancing tuned so that `make demo` converges); it validates as well."""
     import yaml
 
-    from tests.controller.conftest import REPO
+    from tests.support.paths import REPO
 
     example = yaml.safe_load((REPO / "examples" / "graphsage" / "dgljob.yaml").read_text())
     seed = load_fixture("seed_dgljob.yaml")

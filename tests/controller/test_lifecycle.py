@@ -25,12 +25,22 @@ from kubeclient import (
 from kubeclient import (
     PERSISTENTVOLUMECLAIMS as PVCS,
 )
-from tests.controller.conftest import load_fixture
-from tests.controller.harness import EPOCH, NS, Harness, wait_for
+from tests.controller.harness import (
+    EPOCH,
+    LAUNCH,
+    NS,
+    PART,
+    W0,
+    W1,
+    Harness,
+    bring_up,
+    poke,
+    train,
+    wait_for,
+)
+from tests.support.dgljobs import load_fixture
 
 J = "dgl-graphsage"
-W0, W1 = f"{J}-worker-0", f"{J}-worker-1"
-PART, LAUNCH = f"{J}-partitioner", f"{J}-launcher"
 
 
 @pytest.fixture
@@ -44,41 +54,6 @@ def seed(**spec: Any) -> dict[str, Any]:
     raw = load_fixture("seed_dgljob.yaml")
     raw["spec"].update(spec)
     return raw
-
-
-def bring_up(h: Harness) -> None:
-    """Workers and partitioner run with IPs; the launcher gets created."""
-    h.wait_pods(W0, W1, PART)
-    h.run_pod(W1, "10.0.0.2")
-    h.run_pod(W0, "10.0.0.1")
-    h.run_pod(PART, "10.0.0.3")
-    h.wait_pods(LAUNCH)
-
-
-def wait_attempt(h: Harness, attempt: int) -> None:
-    """Wait until the workers and the partitioner are pods of ``attempt`` (after a restart
-    the old attempt's pods may still be there, being deleted)."""
-
-    def current() -> bool:
-        pods = h.pods()
-        return all(
-            name in pods
-            and not terminating(pods[name])
-            and pods[name]["metadata"].get("annotations", {}).get(ATTEMPT_ANNOTATION)
-            == str(attempt)
-            for name in (W0, W1, PART)
-        )
-
-    wait_for(current, what=f"the pods of attempt {attempt}")
-
-
-def train(h: Harness) -> None:
-    bring_up(h)
-    h.launcher_waiting_in_init(LAUNCH, "10.0.0.4")
-    h.finish_pod(PART, seconds=42)
-    h.wait_phase("Partitioned")
-    h.run_pod(LAUNCH, "10.0.0.4")
-    h.wait_phase("Training")
 
 
 def test_happy_path(h: Harness) -> None:
@@ -386,11 +361,6 @@ def report_progress(h: Harness, text: str) -> None:
     """What dglrun sends: a merge patch of status.progress through the status subresource."""
     h.kube.patch(DGLJOBS, NS, J, {"status": {"progress": text}}, subresource="status")
     wait_for(lambda: h.status().get("progress") == text, what="the progress in the status")
-
-
-def poke(h: Harness, name: str = J) -> None:
-    """Touch the job so that it is synced again."""
-    h.kube.patch(DGLJOBS, NS, name, {"metadata": {"annotations": {"poke": str(h.clock.wall())}}})
 
 
 # -- time: the queue's requeue-afters on the fake clock (no poke: the controller wakes itself)

@@ -15,18 +15,19 @@ from controller.builders import rbac
 from controller.leader import LeaderConfig, LeaderElector
 from controller.rbac import LEADER_ELECTION_RULES, RULES, allows, triples
 from kubeclient import Resource
-from tests.controller.conftest import load_fixture
-from tests.controller.harness import Harness, wait_for
-from tests.controller.test_lifecycle import (
+from tests.controller.harness import (
     LAUNCH,
     PART,
     W0,
+    Harness,
     bring_up,
     poke,
     train,
     wait_attempt,
+    wait_for,
 )
 from tests.fakekube import FakeKube
+from tests.support.dgljobs import load_fixture
 
 # RBAC verbs of the KubeClient methods
 _VERBS = {

@@ -25,9 +25,9 @@ from informers.store import (
     namespace_index,
 )
 from kubeclient import PODS, Conflict
-from tests.controller.conftest import load_fixture
 from tests.controller.harness import NS, fake_clock
 from tests.fakekube import FakeKube
+from tests.support.dgljobs import load_fixture
 
 KEY = f"{NS}/dgl-graphsage"
 

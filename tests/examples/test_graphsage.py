@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.examples.conftest import (
+from localcluster.cluster import free_port
+from tests.examples.helpers import (
     BATCH,
     DATASET,
     EPOCHS,
@@ -25,7 +26,6 @@ from tests.examples.conftest import (
     SEED,
     Dgl,
     clean_env,
-    free_port,
     partition,
 )
 

@@ -18,19 +18,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.examples.conftest import (
+from tests.examples.helpers import (
     DATASET,
     EXAMPLE,
     FEAT_DIM,
     NUM_CLASSES,
     NUM_NODES,
-    REPO,
     SEED,
     Dgl,
     clean_env,
 )
-from tests.examples.conftest import GRAPH as METIS_GRAPH
-from tests.launcher.conftest import require
+from tests.examples.helpers import GRAPH as METIS_GRAPH
+from tests.support.paths import REPO
+from tests.support.prerequisites import require
 
 GRAPH = "graphsage"
 CHUNKS = 4

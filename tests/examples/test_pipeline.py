@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.examples.conftest import DATASET, EXAMPLE, REPO, Dgl, clean_env
-from tests.launcher.conftest import require
+from tests.examples.helpers import DATASET, EXAMPLE, Dgl, clean_env
+from tests.support.paths import REPO
+from tests.support.prerequisites import require
 
 GRAPH = "graphsage"
 CRASHER = Path(__file__).with_name("crash_train.py")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.images.conftest import ALL_IMAGES, SMALL_IMAGES, LayerScans, report, run_build
+from tests.images.helpers import ALL_IMAGES, SMALL_IMAGES, LayerScans, report, run_build
 from tests.images.ocitar import LAYER_GZIP, LAYER_TAR, LayerScan, OciTarball
 
 REGISTRY = "docker.io/dgloperator"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.images.conftest import Containerd, new_id
+from tests.images.containerd import Containerd, new_id
 
 PYTHON_IMAGES = ("operator", "watcher-loop", "kubectl-download")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from tests.images.conftest import PREFIX, sweep_stale
+from tests.images.containerd import PREFIX, sweep_stale
 
 
 def test_sweep_removes_dead_sessions_and_keeps_live_ones(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kubectl_download.__main__ import main
-from tests.kubectl_download.conftest import FAKE_KUBECTL, GIT_VERSION, Server, sha256
+from tests.kubectl_download.helpers import FAKE_KUBECTL, GIT_VERSION, Server, sha256
 
 Capture = pytest.CaptureFixture[str]
 

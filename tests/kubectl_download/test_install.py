@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kubectl_download.install import InstallError, backoff_delay, check_version
-from tests.kubectl_download.conftest import FAKE_KUBECTL, GIT_VERSION, Server, sha256
+from tests.kubectl_download.helpers import FAKE_KUBECTL, GIT_VERSION, Server, sha256
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,46 +1,19 @@
+"""Fixtures of the launcher's tests: root (network namespaces), and nothing left behind."""
+
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
-REPO = Path(__file__).resolve().parents[2]
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def require(condition: bool, why: str) -> None:
-    """A missing prerequisite fails in CI and skips (saying why) elsewhere."""
-    if condition:
-        return
-    if in_ci():
-        pytest.fail(f"prerequisite missing in CI: {why}")
-    pytest.skip(why)
+from tests.launcher.helpers import links, netns_names
+from tests.support.prerequisites import require
 
 
 @pytest.fixture
 def root_needed() -> None:
     require(os.geteuid() == 0, "the local transport needs root (network namespaces)")
-
-
-def netns_names() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
-
-
-def links() -> set[str]:
-    out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
 
 
 @pytest.fixture
@@ -50,55 +23,3 @@ def no_leftovers(root_needed: None) -> Iterator[None]:
     yield
     assert netns_names() - before_ns == set(), "network namespaces left behind"
     assert {x for x in links() - before_links if x.startswith(("dgl", "dgv", "dgp"))} == set()
-
-
-def dglrun(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120, cgroup: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    """dglrun with ``args``; in the memory cgroup ``cgroup`` if given."""
-    argv = [sys.executable, "-m", "launcher.cli", *args]
-    return subprocess.run(
-        argv if cgroup is None else in_cgroup(cgroup, argv),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-        cwd=REPO,
-    )
-
-
-@contextlib.contextmanager
-def memory_cgroup(limit_mib: int) -> Iterator[Path]:
-    """A memory cgroup of ``limit_mib`` under this process's own (root; cgroup v1, or v2 with
-    the memory controller delegated): write a pid to ``<it>/cgroup.procs`` to put it in.
-    Whatever still runs in it at the end is killed, and the cgroup removed."""
-    from launcher import oom
-
-    require(os.geteuid() == 0, "a memory cgroup of its own needs root")
-    found = oom._memory_cgroup(oom.CGROUP, oom.PROC_CGROUP)
-    require(found is not None, "no memory cgroup (neither v1 nor v2 counters) on this machine")
-    assert found is not None
-    parent, (_, limit_file) = found
-    group = parent / f"dgl-test-{os.getpid()}-{time.monotonic_ns()}"
-    try:
-        group.mkdir()
-        (group / limit_file).write_text(str(limit_mib << 20))
-    except OSError as e:
-        require(False, f"cannot make a memory cgroup under {parent}: {e}")
-    try:
-        yield group
-    finally:
-        for _ in range(100):
-            pids = (group / "cgroup.procs").read_text().split()
-            if not pids:
-                break
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
-            time.sleep(0.05)
-        group.rmdir()
-
-
-def in_cgroup(group: Path, argv: list[str]) -> list[str]:
-    """``argv`` started inside the memory cgroup ``group``."""
-    return ["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$@"', "sh", *argv]

@@ -1,5 +1,5 @@
 """dglrun's HTTP data path between its pod roles, over the FAKE kubectl cluster of
-test_kubectl_transport.py: a partitioner (dglrun, Partitioner phase) serves on loopback, the
+fake_cluster.py: a partitioner (dglrun, Partitioner phase) serves on loopback, the
 launcher's dglrun has every fake worker pull its own part from it. Real: dglrun, the server,
 the pullers, their HTTP, the token and the checksums; fake: the pods (mount namespaces)."""
 
@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from launcher.partitions import manifest
-from tests.launcher.conftest import FIXTURES, REPO
-from tests.launcher.test_kubectl_transport import Cluster, launcher_args, progress_log
+from tests.launcher.fake_cluster import Cluster, launcher_args, progress_log
+from tests.launcher.helpers import FIXTURES
+from tests.support.paths import REPO
 
 
 def free_port() -> int:

@@ -19,80 +19,14 @@ from pathlib import Path
 import pytest
 
 from launcher.partitions import manifest
-from tests.launcher.conftest import FIXTURES, REPO, dglrun
-
-TRAIN = str(FIXTURES / "fake_train.py")
-
-
-class Cluster:
-    def __init__(self, tmp: Path) -> None:
-        self.dir = tmp / "cluster"
-        self.ws = tmp / "ws"
-        for d in (self.dir / "pods", self.dir / "status", self.ws):
-            d.mkdir(parents=True)
-        (self.dir / "calls.log").write_text("")
-        self.env = {
-            "FAKE_CLUSTER": str(self.dir),
-            "FAKE_WS": str(self.ws),
-            "DGL_OPERATOR_KUBEXEC_PATH": str(FIXTURES / "fake_kubexec.sh"),
-            "DGL_OPERATOR_KUBECTL_PATH": str(FIXTURES / "fake_kubectl.py"),
-            "DGL_OPERATOR_HOSTFILE_PATH": str(self.dir / "hostfile"),
-            "DGL_OPERATOR_LEADFILE_PATH": str(self.dir / "leadfile"),
-            "DGL_OPERATOR_PARTFILE_PATH": str(self.dir / "partfile"),
-            # the copy path (partitionTransfer KubectlCp); HTTP: test_http_transfer.py
-            "DGL_OPERATOR_PARTITION_TRANSFER": "kubectl",
-            "PYTHONPATH": str(REPO),
-        }
-
-    def pod_ws(self, pod: str) -> Path:
-        return self.dir / "pods" / pod / "ws"
-
-    def init_container(self, pod: str, name: str, state: str) -> None:
-        status = {"status": {"initContainerStatuses": [{"name": name, "state": {state: {}}}]}}
-        (self.dir / "status" / f"{pod}.json").write_text(json.dumps(status))
-
-    def calls(self, prefix: str) -> int:
-        return sum(
-            line.startswith(prefix) for line in (self.dir / "calls.log").read_text().splitlines()
-        )
-
-    def partition(self, parts: int = 2) -> None:
-        subprocess.run(
-            [
-                sys.executable,
-                str(FIXTURES / "fake_partition.py"),
-                "--graph_name",
-                "g",
-                "--workspace",
-                str(self.ws),
-                "--rel_data_path",
-                "dataset",
-                "--num_parts",
-                str(parts),
-            ],
-            check=True,
-            capture_output=True,
-        )
+from tests.launcher.fake_cluster import Cluster, launcher_args, partitioner_args, progress_log
+from tests.launcher.helpers import dglrun
+from tests.support.paths import REPO
 
 
 @pytest.fixture
 def cluster(tmp_path: Path, root_needed: None) -> Cluster:
     return Cluster(tmp_path)
-
-
-def partitioner_args(c: Cluster) -> list[str]:
-    return [
-        "-g",
-        "g",
-        "--num-partitions",
-        "2",
-        "--workspace",
-        str(c.ws),
-        "--python",
-        sys.executable,
-        "--partition-entry-point",
-        str(FIXTURES / "fake_partition.py"),
-    ]
 
 
 def test_partitioner_waits_for_the_launcher_container_then_delivers(cluster: Cluster) -> None:
@@ -142,22 +76,6 @@ def test_delivery_gives_up_with_a_clear_message(cluster: Cluster) -> None:
         "deliver failed: container watcher-loop-partitioner of pod job-launcher is not "
         "running after 1s (last state: terminated)"
     ) in proc.stdout
-
-
-def launcher_args(c: Cluster, *extra: str) -> list[str]:
-    return [
-        "-g",
-        "g",
-        "--num-partitions",
-        "2",
-        "--workspace",
-        str(c.ws),
-        "--python",
-        sys.executable,
-        "--train-entry-point",
-        TRAIN,
-        *extra,
-    ]
 
 
 def test_launcher_dispatches_configures_and_trains(cluster: Cluster) -> None:
@@ -213,11 +131,6 @@ def test_launcher_without_a_dataset(cluster: Cluster) -> None:
     proc = dglrun(*launcher_args(cluster), env=cluster.env)
     assert proc.returncode == 1
     assert "dispatch failed: no partition config g.json" in proc.stdout
-
-
-def progress_log(c: Cluster, job: str = "job") -> list[str]:
-    path = c.dir / "progress" / f"{job}.log"
-    return path.read_text().splitlines() if path.exists() else []
 
 
 def test_the_launcher_reports_progress_to_its_dgljob(cluster: Cluster) -> None:

@@ -16,7 +16,9 @@ import pytest
 
 from launcher.transport import TransportError
 from launcher.transport import local as local_transport
-from tests.launcher.conftest import FIXTURES, REPO, dglrun, require
+from tests.launcher.helpers import FIXTURES, dglrun
+from tests.support.paths import REPO
+from tests.support.prerequisites import require
 
 PART = str(FIXTURES / "fake_partition.py")
 TRAIN = str(FIXTURES / "fake_train.py")

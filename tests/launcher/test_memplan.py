@@ -13,8 +13,8 @@ import pytest
 
 from launcher import memplan
 from launcher.memplan import GiB, GraphSize, PlanError, Shape
-from tests.launcher.conftest import FIXTURES, dglrun
-from tests.launcher.test_chunked import write_graph
+from tests.launcher.chunked_graph import write_graph
+from tests.launcher.helpers import FIXTURES, dglrun
 
 # ~ogbn-products: 2.45M nodes, 124M directed edges, 100 float32 features + label + masks
 PRODUCTS = GraphSize(2_449_029, 123_718_280, 411)

@@ -14,8 +14,8 @@ import pytest
 from launcher import checkpoints, partition_cache
 from launcher.options import Options, parse
 from launcher.storage import Storage, StorageError
-from tests.launcher.conftest import FIXTURES, dglrun
-from tests.launcher.test_chunked import write_graph
+from tests.launcher.chunked_graph import write_graph
+from tests.launcher.helpers import FIXTURES, dglrun
 
 PART = str(FIXTURES / "fake_partition.py")
 TRAIN = str(FIXTURES / "fake_train.py")

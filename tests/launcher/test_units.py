@@ -14,7 +14,8 @@ from launcher.dgl_env import Topology, server_env, trainer_env
 from launcher.hostfile import HostfileError, ip_config, parse_hostfile
 from launcher.options import parse
 from launcher.partitions import PartitionError, find_config, load, manifest
-from tests.launcher.conftest import FIXTURES, REPO, dglrun
+from tests.launcher.helpers import dglrun, fake_partition
+from tests.support.paths import REPO
 
 BASE = ["--graph-name", "g", "--train-entry-point", "t.py"]
 
@@ -59,23 +60,7 @@ def test_env_contract_arithmetic() -> None:
 
 
 def _partition(tmp: Path, parts: int = 2) -> Path:
-    subprocess.run(
-        [
-            sys.executable,
-            str(FIXTURES / "fake_partition.py"),
-            "--graph_name",
-            "g",
-            "--workspace",
-            str(tmp),
-            "--rel_data_path",
-            "dataset",
-            "--num_parts",
-            str(parts),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return tmp / "dataset"
+    return fake_partition(tmp, parts)
 
 
 def test_partition_checks(tmp_path: Path) -> None:

@@ -16,10 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controller.metrics import Metrics
 from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
+from tests.support.paths import CHART, RULES
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "dgl-operator"
-RULES = CHART / "files" / "prometheus-rules.yaml"
 DASHBOARD = CHART / "files" / "dashboard.json"
 ALERT_TESTS = Path(__file__).parent / "alerts_test.yaml"
 

@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from kubeclient import Obj
-from tests.prometheus.conftest import in_ci
-from tests.prometheus.promql import CHART, DASHBOARD, RULES
+from tests.prometheus.promql import DASHBOARD
+from tests.support.paths import CHART, RULES
+from tests.support.prerequisites import in_ci
 
 
 @pytest.fixture(scope="module")

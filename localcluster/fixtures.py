@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.cluster import ClusterError, ControlPlane, start
+from localcluster.cluster import ClusterError, ControlPlane, start
 
 
 def _in_ci() -> bool:

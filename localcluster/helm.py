@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from e2e.cluster import REPO
-from e2e.node import IMAGE_TAG
+from localcluster.cluster import REPO
+from localcluster.node import IMAGE_TAG
 
 
 def helm_binary() -> str:

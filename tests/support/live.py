@@ -10,15 +10,12 @@ import contextlib
 import threading
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 from controller.controller import Controller
 from controller.events import EventRecorder
 from controller.metrics import Metrics
 from informers.factory import SharedInformerFactory
 from kubeclient import PODS, Conflict, Invalid, NotFound, Obj, RestClient
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def stamp(offset: float = 0.0) -> str:

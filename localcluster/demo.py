@@ -5,7 +5,8 @@ Steps: build the images (no Docker; cached), bring the node up (or reuse a runni
 ``helm upgrade --install`` the chart, apply examples/graphsage/dgljob.yaml, follow the job's
 phases and the launcher's log, print the accuracy and the machine's peak memory.
 
-    python -m e2e.demo [DGLJOB.yaml]     # make demo JOB=examples/graphsage/dgljob-parmetis.yaml
+    python -m localcluster.demo [DGLJOB.yaml]
+    make demo JOB=examples/graphsage/dgljob-parmetis.yaml     # the same, through make
 
 runs another DGLJob manifest instead (its own name and namespace), e.g. one of the ParMETIS
 modes' examples, or dgljob-storage.yaml (results and checkpoints on a claim).
@@ -20,10 +21,10 @@ import threading
 import time
 from pathlib import Path
 
-from e2e.cluster import REPO, k8s_binaries
-from e2e.helm import install_operator
-from e2e.node import DEFAULT_DIR, refresh_images, running
-from e2e.node import main as node_main
+from localcluster.cluster import REPO, k8s_binaries
+from localcluster.helm import install_operator
+from localcluster.node import DEFAULT_DIR, refresh_images, running
+from localcluster.node import main as node_main
 
 OP_NS = "dgl-system"
 EXAMPLE = REPO / "examples" / "graphsage" / "dgljob.yaml"

@@ -1,4 +1,4 @@
-"""A real single-node Kubernetes on this machine: the control plane of e2e/cluster.py plus
+"""A real single-node Kubernetes on this machine: the control plane of localcluster/cluster.py plus
 kube-scheduler, kubelet, containerd + runc (Debian) and the CNI bridge plugin.
 
 Networking stays inside the machine. A bridge ``dglk0`` holds 10.88.0.1/16; pods get
@@ -10,8 +10,8 @@ in-cluster configuration (KUBERNETES_SERVICE_HOST/PORT) works without kube-proxy
 Images come from hack/build_images.py (OCI tarballs, no Docker) and are imported with
 ``ctr -n k8s.io images import``; the ``pause`` image is the sandbox image.
 
-    python -m e2e.node up   [--dir DIR]   # prints the kubeconfig
-    python -m e2e.node down [--dir DIR]
+    python -m localcluster.node up   [--dir DIR]   # prints the kubeconfig
+    python -m localcluster.node down [--dir DIR]
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from e2e import volumes
-from e2e.cluster import (
+from localcluster import volumes
+from localcluster.cluster import (
     CACHE,
     REPO,
     ClusterError,
@@ -50,7 +50,7 @@ DEFAULT_DIR = CACHE / "node"
 NODE_CONTROLLERS = (
     "garbagecollector,namespace,serviceaccount,serviceaccount-token,deployment,replicaset,podgc,nodelifecycle,"
     "root-ca-cert-publisher,"
-    # spec.storage: claims bind to the node's volumes (e2e/volumes.py)
+    # spec.storage: claims bind to the node's volumes (localcluster/volumes.py)
     "persistentvolume-binder-controller,persistentvolume-protection-controller,"
     "persistentvolumeclaim-protection-controller"
 )
@@ -572,7 +572,7 @@ def down(dir: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m e2e.node")
+    p = argparse.ArgumentParser(prog="python -m localcluster.node")
     p.add_argument("action", choices=["up", "down"])
     p.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     a = p.parse_args(argv)

@@ -1,0 +1,104 @@
+"""What the GraphSAGE example tests share: the synthetic dataset's parameters, a clean
+environment for DGL processes, and :class:`Dgl`, which runs scripts with the DGL interpreter
+(tests/support/dgl_python.py) as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.support.paths import REPO
+
+EXAMPLE = REPO / "examples" / "graphsage"
+CHECKS = Path(__file__).with_name("dgl_checks.py")
+
+DATASET = "ogbn-synth"
+GRAPH = "synth"
+NUM_NODES = 20000
+NUM_CLASSES = 8
+FEAT_DIM = 32
+EPOCHS = 2
+BATCH = 256
+SEED = 0
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without DGL/torch-distributed settings that could leak in, plus what
+    every DGL process needs."""
+    drop = ("DGL_", "MASTER_", "GLOO_")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(drop) and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+    }
+    env.update(OUTDATED_IGNORE="1", DGLBACKEND="pytorch", PYTHONUNBUFFERED="1")
+    env.pop("DGLRUN_OUTPUT_DIR", None)
+    env.update(extra)
+    return env
+
+
+@dataclass(frozen=True)
+class Dgl:
+    """Runs scripts with the DGL interpreter."""
+
+    python: str
+
+    def run(
+        self,
+        argv: Sequence[str | os.PathLike[str]],
+        *,
+        cwd: Path | None = None,
+        timeout: float = 120,
+        check: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [self.python, *map(str, argv)],
+            cwd=cwd,
+            env=env or clean_env(),
+            stdin=subprocess.DEVNULL,  # an input() prompt (ogb) fails instead of hanging
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"{' '.join(map(str, argv))} exited with {proc.returncode}\n"
+                f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
+            )
+        return proc
+
+    def check(self, *args: str | os.PathLike[str]) -> dict[str, Any]:
+        """Run dgl_checks.py and return its JSON result."""
+        out = self.run([CHECKS, *args]).stdout.strip().splitlines()
+        result = json.loads(out[-1])
+        assert isinstance(result, dict)
+        return result
+
+
+def partition(
+    dgl: Dgl, dataset_root: Path, workspace: Path, parts: int, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    return dgl.run(
+        [
+            EXAMPLE / "load_and_partition_graph.py",
+            "--graph_name",
+            GRAPH,
+            "--workspace",
+            workspace,
+            "--rel_data_path",
+            "dataset",
+            "--num_parts",
+            parts,
+            "--dataset",
+            DATASET,
+            "--dataset_root",
+            dataset_root,
+            *extra,
+        ]
+    )
