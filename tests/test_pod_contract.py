@@ -45,7 +45,7 @@ from podcontract import (
     WATCHER_PARTITIONER,
     WATCHER_WORKERS,
 )
-from tests.controller.conftest import load_fixture
+from tests.support.dgljobs import load_fixture
 from watcher_loop.config import load_config as watcher_loop_config
 
 REPO = Path(__file__).resolve().parents[1]

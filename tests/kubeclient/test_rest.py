@@ -33,7 +33,7 @@ from kubeclient import (
     TransportError,
 )
 from tests.fakekube import status_body
-from tests.informers.helpers import wait_for
+from tests.support.waiting import wait_for
 
 DGLJOBS = Resource("qihoo.net", "v1alpha1", "dgljobs", "DGLJob")
 JOB_PATH = "/apis/qihoo.net/v1alpha1/namespaces/team/dgljobs"
@@ -663,7 +663,7 @@ def test_close_from_another_thread_ends_blocked_watch(
 
     t = threading.Thread(target=consume, daemon=True)
     t.start()
-    wait_for(lambda: len(got) == 1, "the first watch event")
+    wait_for(lambda: len(got) == 1, 5.0, "the first watch event")
     t0 = time.monotonic()
     stream.close()
     t.join(2)

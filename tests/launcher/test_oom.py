@@ -14,6 +14,7 @@ import pytest
 
 from launcher import oom
 from launcher.console import Console, OutOfMemory, PhaseError, Report, phase
+from podcontract import OOM_PREFIX
 from tests.launcher.helpers import FIXTURES, dglrun, in_cgroup, memory_cgroup
 from tests.support.paths import REPO
 
@@ -97,7 +98,7 @@ def test_the_line_round_trips_and_the_console_reports_the_first_kill() -> None:
     # a phase that fails after it fails for that reason, the other error following
     with pytest.raises(OutOfMemory) as caught, phase(console, Report(), 5, "train"):
         raise PhaseError("trainer 0 on job-worker-1 exited with code 137")
-    assert str(caught.value).startswith(oom.PREFIX + "trainer-0 in pod job-worker-1 ")
+    assert str(caught.value).startswith(OOM_PREFIX + "trainer-0 in pod job-worker-1 ")
     assert str(caught.value).endswith(
         "; train failed: trainer 0 on job-worker-1 exited with code 137"
     )

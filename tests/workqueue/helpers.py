@@ -9,7 +9,8 @@ from typing import TypeVar
 
 import pytest
 
-from workqueue import FakeClock, Queue
+from clock import FakeClock
+from workqueue import Queue
 
 T = TypeVar("T", bound=Hashable)
 
