@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 from clock import FakeClock, RealClock
+from tests.support.threads import join, start
 from tests.support.waiting import wait_for
 
 
@@ -89,17 +89,6 @@ def test_real_clock() -> None:
         clock.wait(cond, 0.01)
     assert clock.now() - before >= 0.005
     assert wall_before <= clock.wall() and abs(clock.wall() - time.time()) < 1.0
-
-
-def start(target: Callable[[], object]) -> threading.Thread:
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    return thread
-
-
-def join(thread: threading.Thread) -> None:
-    thread.join(5.0)
-    assert not thread.is_alive(), "thread still running after 5s"
 
 
 def _wait_once(clock: FakeClock, cond: threading.Condition, timeout: float | None) -> None:
