@@ -15,6 +15,7 @@ import uuid
 
 import structlog
 
+from clock import Clock, RealClock
 from controller.api import API_VERSION, DGLJOBS, KIND
 from controller.apply import ForeignObjectError
 from controller.builders import BuildOptions
@@ -36,7 +37,7 @@ from informers.store import (
     meta_namespace_key,
 )
 from kubeclient import KubeClient, KubeError, Obj, Resource
-from workqueue import Clock, RateLimitingQueue, RealClock
+from workqueue import RateLimitingQueue
 
 log = structlog.get_logger("controller")
 

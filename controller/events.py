@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import structlog
 
+from clock import Clock, RealClock
 from controller.status import now_rfc3339
 from kubeclient import EVENTS, KubeClient, KubeError, NotFound, Obj
-from workqueue import Clock, RealClock
 
 log = structlog.get_logger("controller.events")
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from workqueue import Clock, RealClock
+from clock import Clock, RealClock
 
 ADD = "add"
 DELETE = "delete"

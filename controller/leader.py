@@ -6,7 +6,7 @@ between replicas does not matter), then renews it every ``retry_period``. If ren
 for ``renew_deadline`` the leader gives up and ``on_stopped_leading`` runs: the operator
 stops its workers and exits, as controller-runtime does.
 
-Time is read from a workqueue ``Clock`` (``now()`` for the lease's expiry and the renew
+Time is read from a ``clock.Clock`` (``now()`` for the lease's expiry and the renew
 deadline, ``wall()`` for the times written in the Lease); the pauses between attempts are
 waits on the stop event, in real seconds.
 """
@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 
 import structlog
 
+from clock import Clock, RealClock
 from kubeclient import LEASES, Conflict, KubeClient, KubeError, NotFound, Obj
-from workqueue import Clock, RealClock
 
 log = structlog.get_logger("controller.leader")
 

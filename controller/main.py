@@ -10,10 +10,10 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 from prometheus_client import start_http_server
@@ -26,6 +26,7 @@ from controller.leader import LeaderConfig, LeaderElector
 from controller.metrics import Metrics
 from informers.factory import SharedInformerFactory
 from kubeclient import Forbidden, KubeClient, KubeError, NotFound, RestClient
+from podprogram.argtypes import positive_int, seconds
 
 log = structlog.get_logger("controller.main")
 
@@ -68,30 +69,6 @@ def parse_addr(value: str, flag: str) -> tuple[str, int] | None:
     return host or "0.0.0.0", number
 
 
-N = TypeVar("N", int, float)
-
-
-def _number(
-    convert: Callable[[str], N], noun: str, minimum: N, too_small: str
-) -> Callable[[str], N]:
-    """An argparse ``type``: ``convert(value)``, at least ``minimum``; errors say why."""
-
-    def parse(value: str) -> N:
-        try:
-            n = convert(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not {noun}") from None
-        if n < minimum:
-            raise argparse.ArgumentTypeError(f"{too_small}, got {n}")
-        return n
-
-    return parse
-
-
-_positive_int = _number(int, "an integer", 1, "must be at least 1")
-_seconds = _number(float, "a number of seconds", 0.0, "must not be negative")
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="dgl-operator",
@@ -105,10 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--namespace", default="", help="watch only this namespace (default: all)")
-    p.add_argument("--workers", type=_positive_int, default=4, help="concurrent reconciles")
+    p.add_argument("--workers", type=positive_int, default=4, help="concurrent reconciles")
     p.add_argument(
         "--resync-period",
-        type=_seconds,
+        type=seconds,
         default=600.0,
         help="seconds between periodic resyncs of every DGLJob (0: off)",
     )
@@ -123,9 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="namespace of the leader Lease (default: $POD_NAMESPACE, else default)",
     )
     p.add_argument("--leader-elect-id", default="dgl-operator-leader", help="Lease name")
-    p.add_argument("--leader-elect-lease-duration", type=_seconds, default=15.0)
-    p.add_argument("--leader-elect-renew-deadline", type=_seconds, default=10.0)
-    p.add_argument("--leader-elect-retry-period", type=_seconds, default=2.0)
+    p.add_argument("--leader-elect-lease-duration", type=seconds, default=15.0)
+    p.add_argument("--leader-elect-renew-deadline", type=seconds, default=10.0)
+    p.add_argument("--leader-elect-retry-period", type=seconds, default=2.0)
     p.add_argument("--metrics-addr", default=":8080", help="Prometheus metrics address ('0': off)")
     p.add_argument("--health-addr", default=":8081", help="/healthz and /readyz address ('0': off)")
     defaults = BuildOptions()

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from clock import Clock, RealClock
 from controller import status as st
 from controller.api import (
     CLEAN_ALL,
@@ -75,7 +76,6 @@ from podcontract import (
     STATUS_PARTITIONS,
     STATUS_PROGRESS,
 )
-from workqueue import Clock, RealClock
 
 log = structlog.get_logger("controller.sync")
 

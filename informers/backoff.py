@@ -1,10 +1,14 @@
-"""Exponential backoff with jitter that resets after a quiet while (client-go wait.Backoff)."""
+"""Exponential backoff with jitter that resets after a quiet while (client-go wait.Backoff).
+
+The quiet while is measured on a :class:`clock.Clock`'s ``now()``.
+"""
 
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
+
+from clock import Clock, RealClock
 
 
 class Backoff:
@@ -15,7 +19,7 @@ class Backoff:
         factor: float = 2.0,
         jitter: float = 1.0,
         reset_after: float = 120.0,
-        now: Callable[[], float] = time.monotonic,
+        clock: Clock | None = None,
         rand: Callable[[], float] = random.random,
     ) -> None:
         self.initial = initial
@@ -23,14 +27,14 @@ class Backoff:
         self.factor = factor
         self.jitter = jitter
         self.reset_after = reset_after
-        self._now = now
+        self._clock: Clock = clock or RealClock()
         self._rand = rand
         self._current = initial
         self._last: float | None = None
 
     def next(self) -> float:
         """The next wait: the current step plus up to ``jitter`` times the step of random extra."""
-        now = self._now()
+        now = self._clock.now()
         if self._last is not None and now - self._last > self.reset_after:
             self._current = self.initial
         self._last = now

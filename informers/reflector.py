@@ -5,18 +5,19 @@
 * "Expired"/410 (an in-stream ERROR or an HTTP 410 when opening) and "too large resource
   version" relist; the sink's ``replace`` turns objects that vanished meanwhile into tombstones.
 * Connection errors and 429 back off (0.8 s doubling to 30 s, with jitter) and retry.
+* A watch that ends at once with no events (shorter than ``short_watch`` seconds of the
+  :class:`clock.Clock`'s ``now()``) backs off too instead of spinning.
 """
 
 from __future__ import annotations
 
 import random
 import threading
-import time
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import structlog
 
+from clock import Clock, RealClock
 from informers.backoff import Backoff
 from informers.listwatch import ListerWatcher
 from kubeclient import (
@@ -66,16 +67,16 @@ class Reflector:
         read_timeout_margin: float = 60.0,
         backoff: Backoff | None = None,
         short_watch: float = 1.0,
-        now: Callable[[], float] = time.monotonic,
+        clock: Clock | None = None,
     ) -> None:
         self.lw = lw
         self.sink = sink
         self.name = name or getattr(lw, "describe", lambda: "reflector")()
         self.min_watch_timeout = min_watch_timeout
         self.read_timeout_margin = read_timeout_margin
-        self.backoff = backoff or Backoff()
         self.short_watch = short_watch
-        self._now = now
+        self._clock: Clock = clock or RealClock()
+        self.backoff = backoff or Backoff(clock=self._clock)
         self._lock = threading.Lock()
         self._stream: WatchStream | None = None
         self.last_resource_version = ""
@@ -132,7 +133,7 @@ class Reflector:
         self.last_resource_version = rv
         while not stop.is_set():
             timeout = int(self.min_watch_timeout * (1.0 + random.random()))
-            opened = self._now()
+            opened = self._clock.now()
             try:
                 stream = self.lw.watch(
                     self.last_resource_version, timeout, timeout + self.read_timeout_margin
@@ -173,7 +174,7 @@ class Reflector:
                     self._stream = None
             if stop.is_set():
                 return
-            if events == 0 and self._now() - opened < self.short_watch:
+            if events == 0 and self._clock.now() - opened < self.short_watch:
                 # The server keeps closing at once: back off instead of spinning.
                 self._pause(TransportError("watch closed immediately with no events"), stop)
                 continue

@@ -20,7 +20,6 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 from launcher.memplan import GraphSize, PlanError, parse_bytes, parse_graph_size
 from launcher.progress import JobRef
@@ -67,6 +66,7 @@ from podcontract import (
     WORKER_MEMORY_LIMIT_ENV,
     WORKSPACE,
 )
+from podprogram.argtypes import non_negative_int, number_type, positive_int, seconds
 
 
 @dataclass(frozen=True)
@@ -121,29 +121,7 @@ class Options:
     job: JobRef = field(default_factory=JobRef)  # the DGLJob progress and Events go to
 
 
-N = TypeVar("N", int, float)
-
-
-def _number(convert: Callable[[str], N], noun: str, minimum: N) -> Callable[[str], N]:
-    """An argparse type: a number (``noun`` in the error) of at least ``minimum``."""
-
-    def parse(value: str) -> N:
-        try:
-            n = convert(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{value!r} is not {noun}") from None
-        if n < minimum:
-            limit = f"be at least {minimum}" if minimum else "not be negative"
-            raise argparse.ArgumentTypeError(f"must {limit}, got {n}")
-        return n
-
-    return parse
-
-
-_positive = _number(int, "an integer", 1)
-_non_negative = _number(int, "an integer", 0)
-_seconds = _number(float, "a number of seconds", 0.0)
-_rate = _number(float, "a number of MB/s", 0.0)
+_rate = number_type(float, "a number of MB/s", 0.0)
 
 
 def _run_name(value: str) -> str:
@@ -176,7 +154,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     )
     g = p.add_argument_group("graph and partitioning")
     g.add_argument("-g", "--graph-name", required=True, help="graph name (partition JSON name)")
-    g.add_argument("--num-partitions", type=_positive, default=1)
+    g.add_argument("--num-partitions", type=positive_int, default=1)
     g.add_argument(
         "--partition-entry-point",
         help="script called with --graph_name "
@@ -204,7 +182,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     )
     g.add_argument(
         "--num-ranks",
-        type=_positive,
+        type=positive_int,
         help="ParMETIS: MPI ranks in the partitioner pod (default: its CPU limit, at least 2); "
         "DistParMETIS always runs one per worker",
     )
@@ -255,17 +233,17 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         help="script run by every DGL server and trainer with "
         "--graph_name --ip_config --part_config --num_epochs --batch_size",
     )
-    t.add_argument("--num-epochs", type=_positive, default=1)
-    t.add_argument("--batch-size", type=_positive, default=1000)
-    t.add_argument("--num-trainers", type=_positive, default=1, help="trainers per worker")
-    t.add_argument("--num-samplers", type=_non_negative, default=0, help="samplers per trainer")
-    t.add_argument("--num-servers", type=_positive, default=1, help="DGL servers per worker")
+    t.add_argument("--num-epochs", type=positive_int, default=1)
+    t.add_argument("--batch-size", type=positive_int, default=1000)
+    t.add_argument("--num-trainers", type=positive_int, default=1, help="trainers per worker")
+    t.add_argument("--num-samplers", type=non_negative_int, default=0, help="samplers per trainer")
+    t.add_argument("--num-servers", type=positive_int, default=1, help="DGL servers per worker")
     t.add_argument(
         "--train-args",
         default="",
         help="extra arguments for the training entry point (one shell-quoted string)",
     )
-    t.add_argument("--master-port", type=_positive, default=29500, help="torch rendezvous port")
+    t.add_argument("--master-port", type=positive_int, default=29500, help="torch rendezvous port")
     w = p.add_argument_group("where and how")
     w.add_argument(
         "--workspace",
@@ -307,7 +285,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     )
     w.add_argument(
         "--local-workers",
-        type=_positive,
+        type=positive_int,
         help="local transport: workers (default: --num-partitions)",
     )
     w.add_argument(
@@ -326,7 +304,7 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     )
     w.add_argument(
         "--transfer-port",
-        type=_positive,
+        type=positive_int,
         default=TRANSFER_PORT,
         help="http: the partition server's port",
     )
@@ -344,11 +322,11 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         help="http: the job's token (the operator mounts its Secret here)",
     )
     o = p.add_argument_group("timeouts (seconds, 0 = none)")
-    o.add_argument("--partition-timeout", type=_seconds, default=0.0)
-    o.add_argument("--deliver-timeout", type=_seconds, default=1800.0)
-    o.add_argument("--dispatch-timeout", type=_seconds, default=1800.0)
-    o.add_argument("--configure-timeout", type=_seconds, default=300.0)
-    o.add_argument("--train-timeout", type=_seconds, default=0.0)
+    o.add_argument("--partition-timeout", type=seconds, default=0.0)
+    o.add_argument("--deliver-timeout", type=seconds, default=1800.0)
+    o.add_argument("--dispatch-timeout", type=seconds, default=1800.0)
+    o.add_argument("--configure-timeout", type=seconds, default=300.0)
+    o.add_argument("--train-timeout", type=seconds, default=0.0)
     return p
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from clock import FakeClock
 from kubeclient import (
     CONFIGMAPS,
     NAMESPACES,
@@ -59,7 +60,7 @@ def job(name: str, **extra: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def kube() -> FakeKube:
-    return FakeKube(clock=lambda: T0)
+    return FakeKube(clock=FakeClock(start=T0))
 
 
 def drain(stream: FakeWatch, n: int, timeout: float = 2.0) -> list[dict[str, Any]]:

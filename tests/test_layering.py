@@ -1,9 +1,10 @@
 """Which code may import which, for every top-level folder of the repository with Python in it.
 
-Product packages (installed, in the images): workqueue, podprogram and podcontract use only the
-standard library; launcher and kubectl_download only it and those two; kubeclient (the only HTTP
-code) knows nothing of caches; informers know nothing of the controller; nothing imports the
-controller; and none of them imports the development code (localcluster, tests, e2e, bench).
+Product packages (installed, in the images): clock, podprogram and podcontract use only the
+standard library; workqueue only it and clock; launcher and kubectl_download only it, podprogram
+and podcontract; kubeclient (the only HTTP code) knows nothing of caches; informers know nothing
+of the controller; nothing imports the controller; and none of them imports the development code
+(localcluster, tests, e2e, bench).
 
 Development code: localcluster (this machine's single-node Kubernetes) imports no project
 package and nothing of tests, e2e or bench; tests never import e2e or bench, and the test areas
@@ -25,6 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
 PRODUCT = {
+    "clock",
     "workqueue",
     "podprogram",
     "podcontract",
@@ -42,16 +44,19 @@ PRODUCT = {
 # ("tests.support" allows tests.support.paths); what a folder does not list it may not import.
 LAYERS: dict[str, tuple[set[str], set[str]]] = {
     # -- product packages -----------------------------------------------------------------------
-    "workqueue": (set(), set()),
-    # what every program in a DGLJob's pods shares: option parsing, entry point, termination log
+    # the one clock (monotonic and wall time, timed waits; a fake one for tests)
+    "clock": (set(), set()),
+    "workqueue": ({"clock"}, set()),
+    # what every program of this project that runs in a pod shares (the operator, dglrun,
+    # watcher-loop, kubectl-download): option parsing, entry point, termination log
     "podprogram": (set(), set()),
     # the names the operator and its pods' programs agree on (both sides import them)
     "podcontract": (set(), set()),
     # the API client: HTTP, errors by status, resources, the JSON object type
     "kubeclient": (set(), {"kubernetes", "urllib3"}),
-    "informers": ({"kubeclient"}, {"structlog"}),
+    "informers": ({"clock", "kubeclient"}, {"structlog"}),
     "controller": (
-        {"workqueue", "kubeclient", "informers", "podcontract"},
+        {"clock", "workqueue", "kubeclient", "informers", "podprogram", "podcontract"},
         {"kubernetes", "prometheus_client", "structlog"},
     ),
     "launcher": ({"podprogram", "podcontract"}, set()),

@@ -1,6 +1,6 @@
-"""Controller work queues, a port of client-go's util/workqueue (standard library only)."""
+"""Controller work queues, a port of client-go's util/workqueue (standard library and the
+clock package only; their time comes from a ``clock.Clock``)."""
 
-from workqueue.clock import Clock, FakeClock, RealClock
 from workqueue.delaying import DelayingQueue
 from workqueue.limiters import (
     BucketRateLimiter,
@@ -23,10 +23,8 @@ from workqueue.rate_limiting import RateLimitingQueue
 
 __all__ = [
     "BucketRateLimiter",
-    "Clock",
     "CounterMetric",
     "DelayingQueue",
-    "FakeClock",
     "GaugeMetric",
     "HistogramMetric",
     "ItemExponentialFailureRateLimiter",
@@ -37,7 +35,6 @@ __all__ = [
     "Queue",
     "RateLimiter",
     "RateLimitingQueue",
-    "RealClock",
     "SettableGaugeMetric",
     "default_controller_rate_limiter",
 ]

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Hashable
 from typing import TypeVar
 
-from workqueue.clock import Clock
+from clock import Clock
 from workqueue.metrics import CounterMetric, MetricsProvider, new_retries_metric
 from workqueue.queue import Queue
 

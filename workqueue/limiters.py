@@ -7,7 +7,7 @@ import threading
 from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
 
-from workqueue.clock import Clock, RealClock
+from clock import Clock, RealClock
 
 T = TypeVar("T", bound=Hashable)
 T_contra = TypeVar("T_contra", bound=Hashable, contravariant=True)

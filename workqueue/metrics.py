@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
 
-from workqueue.clock import Clock
+from clock import Clock
 
 T = TypeVar("T", bound=Hashable)
 

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-from workqueue.clock import Clock, RealClock
+from clock import Clock, RealClock
 from workqueue.metrics import MetricsProvider, QueueMetrics, new_queue_metrics
 
 T = TypeVar("T", bound=Hashable)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import TypeVar
 
-from workqueue.clock import Clock
+from clock import Clock
 from workqueue.delaying import DelayingQueue
 from workqueue.limiters import RateLimiter, default_controller_rate_limiter
 from workqueue.metrics import MetricsProvider

@@ -1,7 +1,7 @@
 """The whole controller (informers, queue, workers, sync) over the in-memory FakeKube.
 
 Tests play the kubelet by writing pod status, as envtest users do against a real API server.
-Time is one ``FakeClock`` (workqueue's): the controller's queue waits on it (requeue-afters,
+Time is one ``clock.FakeClock``: the controller's queue waits on it (requeue-afters,
 rate-limited retries), the sync and the Events read it, FakeKube stamps objects with it. It
 moves only when a test calls :meth:`Harness.step`, so a deadline or TTL fires exactly when
 the test moves time past it, and a failed sync's rate-limited retry waits for a step too
@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from clock import FakeClock
 from controller.api import DGLJOBS
 from controller.builders import ATTEMPT_ANNOTATION, BuildOptions
 from controller.controller import Controller
@@ -29,7 +30,6 @@ from informers.factory import SharedInformerFactory
 from kubeclient import EVENTS, PODS, Obj, Resource
 from tests.fakekube import FakeKube
 from tests.support.waiting import wait_for as support_wait_for
-from workqueue import FakeClock
 
 NS = "dgl-operator"
 MAIN = "dgl-graphsage"
@@ -59,7 +59,7 @@ class Harness:
         wrap: Callable[[FakeKube], Any] | None = None,
     ) -> None:
         self.clock = fake_clock()
-        self.kube = FakeKube(clock=self.clock.wall)
+        self.kube = FakeKube(clock=self.clock)
         # what the controller talks to (the test itself always uses self.kube directly)
         self.client = wrap(self.kube) if wrap else self.kube
         self.factory = SharedInformerFactory(self.client, resync_period=resync)

@@ -7,11 +7,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from clock import FakeClock
 from controller.leader import LeaderConfig, LeaderElector
 from kubeclient import LEASES, ServerError
 from tests.controller.harness import fake_clock, wait_for
 from tests.fakekube import FakeKube
-from workqueue import FakeClock
 
 NS = "dgl-system"
 

@@ -43,7 +43,7 @@ class Rig:
 
     def __init__(self) -> None:
         self.clock = fake_clock()
-        self.kube = FakeKube(clock=self.clock.wall)
+        self.kube = FakeKube(clock=self.clock)
         # the caches, by plural: the DGLJobs' and one for each kind of child
         self.resources = [DGLJOBS, *(child.resource for child in CHILDREN)]
         self.stores = {res.plural: _store() for res in self.resources}

@@ -20,12 +20,12 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
 from typing import TYPE_CHECKING, Any
 
+from clock import Clock, RealClock
 from kubeclient import Obj, Resource
 from tests.fakekube.patches import PatchError, json_merge_patch, json_patch
 from tests.fakekube.selectors import (
@@ -96,13 +96,13 @@ class FakeKube:
         *,
         status_subresources: AbstractSet[str] = frozenset({"dgljobs.qihoo.net"}),
         history: int = 1000,
-        clock: Callable[[], float] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if history < 0:
             raise ValueError("history must be >= 0")
         self.status_subresources = frozenset(status_subresources)
         self._history_size = history
-        self._clock = clock or time.time
+        self._clock: Clock = clock or RealClock()  # the wall time stamped on objects
         self._cond = threading.Condition(threading.RLock())
         self._rv = 0
         self._store: dict[str, dict[tuple[str, str], Obj]] = {}
@@ -304,7 +304,7 @@ class FakeKube:
             self._cond.notify_all()
 
     def _now(self) -> str:
-        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._clock()))
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self._clock.wall()))
 
     def _object_ns(self, res: Resource, namespace: str | None) -> str:
         """The namespace key of a single object; "" for cluster-scoped resources."""

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from clock import FakeClock
 from informers.backoff import Backoff
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def test_doubles_up_to_the_cap() -> None:
@@ -59,23 +52,23 @@ def test_jitter_uses_real_random_within_bounds() -> None:
 
 
 def test_resets_after_a_quiet_while() -> None:
-    clock = Clock()
-    b = Backoff(initial=1.0, maximum=60.0, jitter=0, reset_after=120.0, now=clock)
+    clock = FakeClock(start=1000.0)
+    b = Backoff(initial=1.0, maximum=60.0, jitter=0, reset_after=120.0, clock=clock)
     assert [b.next() for _ in range(4)] == pytest.approx([1.0, 2.0, 4.0, 8.0])
-    clock.t += 120.0  # exactly reset_after: not yet quiet long enough
+    clock.step(120.0)  # exactly reset_after: not yet quiet long enough
     assert b.next() == pytest.approx(16.0)
-    clock.t += 120.5
+    clock.step(120.5)
     assert b.next() == pytest.approx(1.0)
     assert b.next() == pytest.approx(2.0)
 
 
 def test_failures_close_together_keep_growing() -> None:
-    clock = Clock()
-    b = Backoff(initial=1.0, maximum=60.0, jitter=0, reset_after=10.0, now=clock)
+    clock = FakeClock(start=1000.0)
+    b = Backoff(initial=1.0, maximum=60.0, jitter=0, reset_after=10.0, clock=clock)
     got = []
     for _ in range(5):
         got.append(b.next())
-        clock.t += 9.0  # each gap shorter than reset_after
+        clock.step(9.0)  # each gap shorter than reset_after
     assert got == pytest.approx([1.0, 2.0, 4.0, 8.0, 16.0])
 
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from clock import FakeClock
+from informers.backoff import Backoff
 from informers.reflector import Reflector
 from informers.shared import SharedInformer
 from informers.store import meta_namespace_key
-from kubeclient import Gone, ServerError, TooManyRequests, TransportError, error_from_status
+from kubeclient import Gone, Obj, ServerError, TooManyRequests, TransportError, error_from_status
 from tests.informers.helpers import (
     RecordingSink,
     Running,
@@ -344,6 +346,36 @@ def test_immediately_closing_watch_does_not_spin(run_bg: RunBg) -> None:
     assert set(lw.watch_rvs) == {"5"}
     assert lw.list_calls == 1
     assert refl.watches == n or refl.watches == n - 1
+
+
+class QuietStream(ScriptedStream):
+    """An empty watch that lasts ``seconds`` of ``clock`` (a quiet resource's watch timing out)."""
+
+    def __init__(self, clock: FakeClock, seconds: float) -> None:
+        super().__init__()
+        self.clock, self.seconds = clock, seconds
+
+    def __iter__(self) -> Iterator[Obj]:
+        self.clock.step(self.seconds)
+        return super().__iter__()
+
+
+@pytest.mark.parametrize(("lasted", "rewatched"), [(2.0, True), (0.5, False)])
+def test_an_empty_watch_is_short_by_the_reflectors_clock(
+    run_bg: RunBg, lasted: float, rewatched: bool
+) -> None:
+    # short_watch (1 s) is measured on the clock: an empty watch that lasted longer re-watches
+    # at once; one that ended sooner backs off (here 60 s: no second watch within the test)
+    clock = FakeClock(start=100.0)
+    lw = ScriptedLW(lists=[([], "5")], watches=[QuietStream(clock, lasted) for _ in range(3)])
+    start(run_bg, lw, clock=clock, backoff=Backoff(initial=60.0, jitter=0))
+    if rewatched:
+        wait_for(lambda: lw.watch_count() >= 4, "three quiet watches and the next one")
+    else:
+        wait_for(lambda: lw.watch_count() >= 1, "the first watch")
+        time.sleep(0.1)  # observation window, not synchronisation
+        assert lw.watch_count() == 1, "a watch shorter than short_watch backs off"
+    assert lw.list_calls == 1
 
 
 @pytest.mark.parametrize("kind", ["http-410", "in-stream-410", "too-large-rv"])

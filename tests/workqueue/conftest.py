@@ -5,7 +5,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from workqueue import FakeClock, Queue
+from clock import FakeClock
+from workqueue import Queue
 
 Q = TypeVar("Q", bound=Queue[Any])
 

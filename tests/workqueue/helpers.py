@@ -9,7 +9,8 @@ from typing import TypeVar
 
 import pytest
 
-from workqueue import FakeClock, Queue
+from clock import FakeClock
+from workqueue import Queue
 
 T = TypeVar("T", bound=Hashable)
 
@@ -37,21 +38,10 @@ def thread_alive(name: str) -> bool:
     return any(t.name == name and t.is_alive() for t in threading.enumerate())
 
 
-def start(target: Callable[[], object]) -> threading.Thread:
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    return thread
-
-
 def assert_blocked(thread: threading.Thread) -> None:
     """Give ``thread`` a moment to run and assert it is still blocked."""
     time.sleep(0.02)
     assert thread.is_alive(), "expected the thread to be blocked"
-
-
-def join(thread: threading.Thread, timeout: float = 5.0) -> None:
-    thread.join(timeout)
-    assert not thread.is_alive(), f"thread still running after {timeout}s"
 
 
 def take(queue: Queue[T]) -> T:

@@ -6,8 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
+from clock import FakeClock
 from tests.workqueue.helpers import settle, take, thread_alive, wait_for
-from workqueue import DelayingQueue, FakeClock
+from workqueue import DelayingQueue
 
 
 @pytest.fixture

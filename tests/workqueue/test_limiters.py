@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from clock import FakeClock
 from workqueue import (
     BucketRateLimiter,
-    FakeClock,
     ItemExponentialFailureRateLimiter,
     ItemFastSlowRateLimiter,
     MaxOfRateLimiter,

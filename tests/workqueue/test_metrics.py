@@ -6,14 +6,9 @@ from typing import Any
 
 import pytest
 
+from clock import FakeClock
 from tests.workqueue.helpers import take, thread_alive, wait_for
-from workqueue import (
-    DelayingQueue,
-    FakeClock,
-    NoopMetricsProvider,
-    Queue,
-    RateLimitingQueue,
-)
+from workqueue import DelayingQueue, NoopMetricsProvider, Queue, RateLimitingQueue
 
 
 class RecordingMetric:

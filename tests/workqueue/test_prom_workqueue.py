@@ -5,9 +5,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from clock import FakeClock
 from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
 from tests.workqueue.helpers import take, wait_for
-from workqueue import FakeClock, ItemExponentialFailureRateLimiter, Queue, RateLimitingQueue
+from workqueue import ItemExponentialFailureRateLimiter, Queue, RateLimitingQueue
 
 Track = Callable[[Any], Any]
 

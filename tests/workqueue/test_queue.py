@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.workqueue.helpers import assert_blocked, join, start, take
+from tests.support.threads import join, start
+from tests.workqueue.helpers import assert_blocked, take
 from workqueue import Queue
 
 

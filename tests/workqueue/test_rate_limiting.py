@@ -6,8 +6,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from clock import FakeClock
 from tests.workqueue.helpers import settle, take, wait_for
-from workqueue import FakeClock, ItemExponentialFailureRateLimiter, RateLimitingQueue
+from workqueue import ItemExponentialFailureRateLimiter, RateLimitingQueue
 
 Track = Callable[[RateLimitingQueue[str]], RateLimitingQueue[str]]
 

@@ -1,51 +1,8 @@
-"""The one clock abstraction: time read and waited on through an injectable object, so
-queue timing, requeue-afters and every time the controller writes or compares can be driven by
-fake time in tests.
-
-A :class:`Clock` has two readings: ``now()`` (monotonic seconds, for intervals and delays: the
-queue's ``add_after``, rate limiting, expectations, lease expiry) and ``wall()`` (seconds since
-the epoch, for the timestamps written to the API and the times read from it: status times,
-activeDeadlineSeconds, ttlSecondsAfterFinished, Events). :class:`FakeClock` has one fake time
-that both readings return, so one ``step`` moves delays and timestamps together.
-"""
+"""A manually advanced clock for tests (client-go's k8s.io/utils/clock/testing FakeClock)."""
 
 from __future__ import annotations
 
 import threading
-import time
-from typing import Protocol
-
-
-class Clock(Protocol):
-    """Monotonic and wall time sources plus a timed wait on a condition variable."""
-
-    def now(self) -> float:
-        """Monotonic time in seconds."""
-        ...
-
-    def wall(self) -> float:
-        """Wall time: seconds since the epoch."""
-        ...
-
-    def wait(self, cond: threading.Condition, timeout: float | None) -> None:
-        """Wait on ``cond`` (held by the caller) for a notify or ``timeout`` seconds.
-
-        Spurious returns are allowed: callers re-check their predicate.
-        """
-        ...
-
-
-class RealClock:
-    """Real time: ``time.monotonic`` and ``time.time``."""
-
-    def now(self) -> float:
-        return time.monotonic()
-
-    def wall(self) -> float:
-        return time.time()
-
-    def wait(self, cond: threading.Condition, timeout: float | None) -> None:
-        cond.wait(timeout)
 
 
 class FakeClock:

@@ -1,10 +1,13 @@
+"""clock.FakeClock (steps, waits that only a step or a notify ends) and clock.RealClock."""
+
 from __future__ import annotations
 
 import threading
 import time
 
-from tests.workqueue.helpers import join, start, wait_for
-from workqueue import FakeClock, RealClock
+from clock import FakeClock, RealClock
+from tests.support.threads import join, start
+from tests.support.waiting import wait_for
 
 
 def test_fake_clock_step_and_set_time() -> None:
@@ -29,7 +32,7 @@ def test_fake_clock_wait_blocks_until_step() -> None:
         woke.set()
 
     thread = start(waiter)
-    wait_for(lambda: clock.waiters() == 1, "the waiter to block")
+    wait_for(lambda: clock.waiters() == 1, 5.0, "the waiter to block")
     time.sleep(0.02)
     assert not woke.is_set(), "FakeClock.wait must not time out on real time"
     clock.step(1.0)
@@ -46,7 +49,7 @@ def test_fake_clock_wait_wakes_on_notify() -> None:
             clock.wait(cond, None)
 
     thread = start(waiter)
-    wait_for(lambda: clock.waiters() == 1, "the waiter to block")
+    wait_for(lambda: clock.waiters() == 1, 5.0, "the waiter to block")
     with cond:
         cond.notify_all()
     join(thread)
@@ -56,7 +59,7 @@ def test_fake_clock_step_wakes_untimed_waiters_and_set_time_wakes_too() -> None:
     clock = FakeClock()
     cond = threading.Condition()
     threads = [start(lambda: _wait_once(clock, cond, None)) for _ in range(3)]
-    wait_for(lambda: clock.waiters() == 3, "three waiters")
+    wait_for(lambda: clock.waiters() == 3, 5.0, "three waiters")
     clock.set_time(0.0)
     assert clock.waiters() == 0  # woken waiters no longer count
     for thread in threads:
