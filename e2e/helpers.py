@@ -4,7 +4,6 @@ session prints in its summary, and DGLJobs driven through pytest-kubernetes' kub
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import yaml
 
 from localcluster.cluster import REPO
 from localcluster.node import DEFAULT_DIR
+from tests.support.waiting import wait_for
 
 NODE_KUBECONFIG = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
 
@@ -61,13 +61,8 @@ def conditions(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def wait_until(pred: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    """tests.support's wait_for, polling once a second (a real cluster)."""
+    return wait_for(pred, timeout, what, interval=1)
 
 
 def succeeded(job: dict[str, Any]) -> bool:

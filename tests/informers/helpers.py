@@ -8,21 +8,16 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import pytest
-
 from informers.backoff import Backoff
 from informers.reflector import Reflector, ReflectorSink
 from informers.store import DeletedFinalStateUnknown
 from kubeclient import Obj
+from tests.support.waiting import wait_for as support_wait_for
 
 
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = 5.0) -> None:
-    """Poll ``predicate`` until truthy; fail with ``what`` after ``timeout`` real seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.002)
+    """tests.support's wait_for, polling every 0.002 s (this area's other side is a thread)."""
+    support_wait_for(predicate, timeout, what, interval=0.002)
 
 
 def fast_backoff() -> Backoff:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from kubeclient import KubeClient, Obj
+from tests.support.waiting import wait_for as support_wait_for
 from watcher_loop.config import Config
 from watcher_loop.loop import Log, run
 
@@ -20,12 +21,8 @@ NS = "team"
 
 
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = 5.0) -> None:
-    """Poll ``predicate`` until truthy; fail naming ``what`` after ``timeout`` real seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.005)
+    """tests.support's wait_for, polling every 0.005 s (this area's other side is a thread)."""
+    support_wait_for(predicate, timeout, what, interval=0.005)
 
 
 def status(phase: str, ready: bool = False, **extra: Any) -> Obj:

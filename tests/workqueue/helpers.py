@@ -7,21 +7,16 @@ import time
 from collections.abc import Callable, Hashable
 from typing import TypeVar
 
-import pytest
-
 from clock import FakeClock
+from tests.support.waiting import wait_for as support_wait_for
 from workqueue import Queue
 
 T = TypeVar("T", bound=Hashable)
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
-    """Poll ``predicate`` until true; fail with ``what`` after ``timeout`` real seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.001)
+def wait_for(predicate: Callable[[], object], what: str, timeout: float = 5.0) -> None:
+    """tests.support's wait_for, polling every 0.001 s (this area's other side is a thread)."""
+    support_wait_for(predicate, timeout, what, interval=0.001)
 
 
 def settle(clock: FakeClock, waiters: int) -> None:
