@@ -78,11 +78,28 @@ class ReplicaSpec:
 
 
 @dataclass(frozen=True)
+class SchedulingPolicy:
+    """``spec.runPolicy.schedulingPolicy``, field for field mpi-operator v2beta1's.
+
+    ``min_available`` (default: every pod the job runs at once) and ``queue`` /
+    ``priority_class`` go to the gang scheduler's PodGroup; ``schedule_timeout_seconds`` is
+    the PodGroup's timeout and, with or without a gang scheduler, how long the job's pods may
+    wait (unschedulable, image not pulled, ...) before the job fails with their reason.
+    """
+
+    min_available: int | None = None
+    queue: str = ""
+    priority_class: str = ""
+    schedule_timeout_seconds: int | None = None
+
+
+@dataclass(frozen=True)
 class RunPolicy:
     ttl_seconds_after_finished: int | None = None
     active_deadline_seconds: int | None = None
     backoff_limit: int = 0
     suspend: bool = False
+    scheduling_policy: SchedulingPolicy = SchedulingPolicy()
 
 
 @dataclass(frozen=True)
@@ -276,6 +293,31 @@ def _run_policy(value: Any) -> RunPolicy:
         if backoff is None
         else _int(backoff, "spec.runPolicy.backoffLimit", minimum=0, maximum=100),
         suspend=suspend,
+        scheduling_policy=_scheduling_policy(rp.get("schedulingPolicy")),
+    )
+
+
+def _scheduling_policy(value: Any) -> SchedulingPolicy:
+    if value is None:
+        return SchedulingPolicy()
+    field = "spec.runPolicy.schedulingPolicy"
+    sp = _dict(value, field)
+    strings = {}
+    for key in ("queue", "priorityClass"):
+        text = sp.get(key, "")
+        if not isinstance(text, str):
+            raise SpecError(f"{field}.{key}", f"must be a string, got {text!r}")
+        if text and not _DNS1123_SUBDOMAIN.match(text):
+            raise SpecError(
+                f"{field}.{key}",
+                f"must be a lowercase DNS subdomain (the name of a {key}), got {text!r}",
+            )
+        strings[key] = text
+    return SchedulingPolicy(
+        min_available=_opt_int(sp, "minAvailable", field, 1),
+        queue=strings["queue"],
+        priority_class=strings["priorityClass"],
+        schedule_timeout_seconds=_opt_int(sp, "scheduleTimeoutSeconds", field, 1),
     )
 
 

@@ -80,6 +80,14 @@ def test_enums_and_defaults(crd: dict[str, Any]) -> None:
         "activeDeadlineSeconds",
         "backoffLimit",
         "suspend",
+        "schedulingPolicy",
+    }
+    # mpi-operator v2beta1's names, so its users' manifests carry over
+    assert set(rp["schedulingPolicy"]["properties"]) == {
+        "minAvailable",
+        "queue",
+        "priorityClass",
+        "scheduleTimeoutSeconds",
     }
     tpl = spec["dglReplicaSpecs"]["properties"]["Worker"]["properties"]["template"]
     assert tpl["x-kubernetes-preserve-unknown-fields"] is True
@@ -209,3 +217,24 @@ def test_longest_accepted_names(validator: Validator) -> None:
     skip["spec"]["partitionMode"] = "Skip"
     del skip["spec"]["dglReplicaSpecs"]["Worker"]
     assert validator.validate(skip) == []
+
+
+def test_scheduling_policy_is_parsed_with_mpi_operator_names(validator: Validator) -> None:
+    job = load_fixture("seed_dgljob.yaml")
+    job["spec"]["runPolicy"] = {
+        "schedulingPolicy": {
+            "minAvailable": 3,
+            "queue": "team-a",
+            "priorityClass": "high",
+            "scheduleTimeoutSeconds": 120,
+        }
+    }
+    assert validator.validate(job) == []
+    policy = parse_job({**job, "metadata": {**job["metadata"], "uid": "u"}})
+    sp = policy.spec.run_policy.scheduling_policy
+    assert (sp.min_available, sp.queue, sp.priority_class, sp.schedule_timeout_seconds) == (
+        3,
+        "team-a",
+        "high",
+        120,
+    )

@@ -148,6 +148,21 @@ CASES: list[Case] = [
         "ttlSecondsAfterFinished",
     ),
     Case("suspend-not-bool", lambda o: _run_policy(o).update(suspend="yes"), "suspend"),
+    Case(
+        "min-available-zero",
+        lambda o: _run_policy(o).update(schedulingPolicy={"minAvailable": 0}),
+        "minAvailable",
+    ),
+    Case(
+        "schedule-timeout-zero",
+        lambda o: _run_policy(o).update(schedulingPolicy={"scheduleTimeoutSeconds": 0}),
+        "scheduleTimeoutSeconds",
+    ),
+    Case(
+        "scheduling-queue-not-a-string",
+        lambda o: _run_policy(o).update(schedulingPolicy={"queue": 5}),
+        "queue",
+    ),
     Case("slots-per-worker-zero", lambda o: _spec(o).update(slotsPerWorker=0), "slotsPerWorker"),
     Case(
         "name-too-long-for-partitioner",
