@@ -83,5 +83,5 @@ def test_listers_need_one_lister_per_registered_kind() -> None:
     # the PodGroup's lister only with gang scheduling
     without = {c.resource: lister() for c in active(BuildOptions())}
     Listers(lister(), without)
-    with pytest.raises(ValueError, match="podgroups.scheduling.x-k8s.io"):
+    with pytest.raises(ValueError, match=r"podgroups\.scheduling\.x-k8s\.io"):
         Listers(lister(), without, GANG)

@@ -4,6 +4,7 @@ builders: the PodGroup, its minMember, what the pods carry; and the operator's f
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
 
 import pytest
@@ -22,10 +23,30 @@ from controller.builders import (
     pod_group,
 )
 from controller.main import parse_settings
-from tests.controller.conftest import job_with
+from kubeclient import PODGROUPS, Obj, Resource
+from tests.controller.harness import (
+    LAUNCH,
+    MAIN,
+    NS,
+    PART,
+    W0,
+    W1,
+    Harness,
+    train,
+    wait_attempt,
+    wait_for,
+)
+from tests.fakekube import FakeKube
+from tests.support.dgljobs import load_fixture
 
 GANG = BuildOptions(gang_scheduling=GANG_SCHEDULER_PLUGINS)
 MIN_AVAILABLE = "spec.runPolicy.schedulingPolicy.minAvailable"
+
+
+def job_with(raw: dict[str, Any], **spec_changes: Any) -> dict[str, Any]:
+    out = copy.deepcopy(raw)
+    out["spec"].update(spec_changes)
+    return out
 
 
 def _pods(d: Desired) -> list[dict[str, Any]]:
@@ -300,3 +321,84 @@ def test_bad_gang_flags_stop_the_operator_at_startup(
 def test_build_options_refuse_an_unknown_gang_scheduler() -> None:
     with pytest.raises(ValueError, match="'volcano'"):
         BuildOptions(gang_scheduling="volcano")
+
+
+# -- a whole life over the in-memory API -------------------------------------------------------
+
+
+class CreationOrder:
+    """Delegates to FakeKube; records the kind and name of every object created, and every
+    resource any call (list, watch, get, ...) was about."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        self._kube = kube
+        self.created: list[tuple[str, str]] = []
+        self.touched: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._kube, name)
+        if not callable(target):
+            return target
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if args and isinstance(args[0], Resource):
+                with self._lock:
+                    self.touched.add(args[0].plural)
+            return target(*args, **kwargs)
+
+        return call
+
+    def create(self, res: Resource, namespace: str | None, body: Obj, **kw: Any) -> Obj:
+        with self._lock:
+            self.created.append((res.kind, body["metadata"]["name"]))
+            self.touched.add(res.plural)
+        return self._kube.create(res, namespace, body, **kw)
+
+
+def test_the_pod_group_comes_before_the_pods_and_outlives_restarts() -> None:
+    h = Harness(options=GANG, wrap=CreationOrder).start()
+    try:
+        raw = load_fixture("seed_dgljob.yaml")
+        raw["spec"]["runPolicy"] = {"backoffLimit": 1, "schedulingPolicy": {"queue": "q"}}
+        h.create_job(raw)
+        h.wait_pods(W0, W1, PART)
+        recorded: CreationOrder = h.client
+        kinds = [kind for kind, _ in recorded.created]
+        assert kinds.index("PodGroup") < kinds.index("Pod")
+        (group,) = h.kube.objects(PODGROUPS, NS)
+        assert group["metadata"]["name"] == MAIN and group["spec"] == {"minMember": 3}
+        assert group["metadata"]["ownerReferences"][0]["uid"] == h.job()["metadata"]["uid"]
+        for pod in h.pods().values():
+            assert pod["metadata"]["labels"][POD_GROUP_LABEL] == MAIN
+            assert pod["spec"]["schedulerName"] == DEFAULT_GANG_SCHEDULER_NAME
+        train(h)  # the launcher joins the group when WaitForWorkersReady creates it
+        assert h.pods()[LAUNCH]["metadata"]["labels"][POD_GROUP_LABEL] == MAIN
+        h.finish_pod(W0, exit_code=1)
+        wait_for(lambda: h.status().get("restartCount") == 1)
+        wait_attempt(h, 1)
+        train(h)
+        # the restart's pods joined the same PodGroup: created once, never again
+        assert h.kube.objects(PODGROUPS, NS)[0]["metadata"]["uid"] == group["metadata"]["uid"]
+        assert [k for k, _ in recorded.created].count("PodGroup") == 1
+        assert "podgroups" in recorded.touched
+        assert all(p["metadata"]["labels"][POD_GROUP_LABEL] == MAIN for p in h.pods().values())
+        h.settle()
+    finally:
+        h.close()
+
+
+def test_without_gang_scheduling_podgroups_are_never_touched() -> None:
+    """The informer for PodGroups does not even start: the CRD may not exist."""
+    h = Harness(wrap=CreationOrder).start()
+    try:
+        h.create_job(load_fixture("seed_dgljob.yaml"))
+        h.wait_pods(W0, W1, PART)
+        h.settle()
+        assert PODGROUPS not in h.ctrl.child_informers
+        recorded: CreationOrder = h.client
+        assert "pods" in recorded.touched and "podgroups" not in recorded.touched
+        assert h.kube.objects(PODGROUPS, NS) == []
+        assert all(POD_GROUP_LABEL not in p["metadata"]["labels"] for p in h.pods().values())
+    finally:
+        h.close()
