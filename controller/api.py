@@ -81,10 +81,12 @@ class ReplicaSpec:
 class SchedulingPolicy:
     """``spec.runPolicy.schedulingPolicy``, field for field mpi-operator v2beta1's.
 
-    ``min_available`` (default: every pod the job runs at once) and ``queue`` /
-    ``priority_class`` go to the gang scheduler's PodGroup; ``schedule_timeout_seconds`` is
-    the PodGroup's timeout and, with or without a gang scheduler, how long the job's pods may
-    wait (unschedulable, image not pulled, ...) before the job fails with their reason.
+    ``min_available`` (default and maximum: :attr:`JobSpec.gang_size`) is the gang
+    scheduler's PodGroup's minMember; ``priority_class`` goes on the pods whose template sets
+    none; ``queue`` is accepted and ignored (Coscheduling has no queues);
+    ``schedule_timeout_seconds`` is the PodGroup's timeout and, with or without a gang
+    scheduler, how long the job's pods may wait (unschedulable, image not pulled, ...) before
+    the job fails with their reason.
     """
 
     min_available: int | None = None
