@@ -81,10 +81,12 @@ class ReplicaSpec:
 class SchedulingPolicy:
     """``spec.runPolicy.schedulingPolicy``, field for field mpi-operator v2beta1's.
 
-    ``min_available`` (default: every pod the job runs at once) and ``queue`` /
-    ``priority_class`` go to the gang scheduler's PodGroup; ``schedule_timeout_seconds`` is
-    the PodGroup's timeout and, with or without a gang scheduler, how long the job's pods may
-    wait (unschedulable, image not pulled, ...) before the job fails with their reason.
+    ``min_available`` (default and maximum: :attr:`JobSpec.gang_size`) is the gang
+    scheduler's PodGroup's minMember; ``priority_class`` goes on the pods whose template sets
+    none; ``queue`` is accepted and ignored (Coscheduling has no queues);
+    ``schedule_timeout_seconds`` is the PodGroup's timeout and, with or without a gang
+    scheduler, how long the job's pods may wait (unschedulable, image not pulled, ...) before
+    the job fails with their reason.
     """
 
     min_available: int | None = None
@@ -147,6 +149,26 @@ class JobSpec:
     @property
     def workers(self) -> int:
         return self.worker.replicas if self.worker else 0
+
+    @property
+    def launcher_with_the_rest(self) -> bool:
+        """The launcher is created with the other pods (not only once the workers run)."""
+        return not self.mode.workers or self.launcher_creation_policy != WAIT_FOR_WORKERS_READY
+
+    @property
+    def gang_size(self) -> int:
+        """The pods the operator creates together when the job (or a restart) starts: the
+        partitioner (in the modes with one), the workers, and the launcher unless
+        WaitForWorkersReady creates it once they run. The default of
+        ``schedulingPolicy.minAvailable``, and its maximum: a gang that counts a pod created
+        only later would wait forever."""
+        partitioner = 1 if self.mode.partitioner else 0
+        return partitioner + self.workers + (1 if self.launcher_with_the_rest else 0)
+
+    @property
+    def min_available(self) -> int:
+        """The PodGroup's minMember."""
+        return self.run_policy.scheduling_policy.min_available or self.gang_size
 
 
 @dataclass(frozen=True)
@@ -441,6 +463,23 @@ def validate_name(name: str, spec: JobSpec) -> None:
             )
 
 
+def validate_scheduling(spec: JobSpec) -> None:
+    wanted = spec.run_policy.scheduling_policy.min_available
+    if wanted is None or wanted <= spec.gang_size:
+        return
+    later = (
+        ""
+        if spec.launcher_with_the_rest
+        else " (the launcher is not counted: launcherCreationPolicy WaitForWorkersReady creates "
+        "it only once the workers run)"
+    )
+    raise SpecError(
+        "spec.runPolicy.schedulingPolicy.minAvailable",
+        f"is {wanted}, more than the {spec.gang_size} pods the job creates at once{later}; "
+        "such a gang would never be scheduled",
+    )
+
+
 def parse_spec(spec_obj: Any) -> JobSpec:
     spec = _dict(spec_obj, "spec")
     mode = _choice(spec.get("partitionMode", DGL_API), "spec.partitionMode", PARTITION_MODES)
@@ -482,7 +521,7 @@ def parse_spec(spec_obj: Any) -> JobSpec:
                 "spec.dglReplicaSpecs.Worker", "is required unless partitionMode is Skip"
             )
         worker = _replica(replica_specs[WORKER], "spec.dglReplicaSpecs.Worker", exactly_one=False)
-    return JobSpec(
+    job_spec = JobSpec(
         partition_mode=mode,
         clean_pod_policy=clean,
         slots_per_worker=slots,
@@ -494,6 +533,8 @@ def parse_spec(spec_obj: Any) -> JobSpec:
         partition_transfer=transfer,
         storage=_storage(spec.get("storage")),
     )
+    validate_scheduling(job_spec)
+    return job_spec
 
 
 def parse_job(obj: dict[str, Any]) -> DGLJob:

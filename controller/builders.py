@@ -28,7 +28,7 @@ from controller.api import (
     DGLJob,
 )
 from controller.quantity import format_bytes, parse_quantity
-from kubeclient import Obj
+from kubeclient import PODGROUPS, Obj
 
 # Labels and annotations (the first three are the original operator's).
 REPLICA_NAME_LABEL = "dgl-replica-name"
@@ -50,6 +50,18 @@ DATASET_VOLUME = "dataset-volume"
 SHM_VOLUME = "shm-volume"
 TRANSFER_VOLUME = "transfer-token"
 
+# Gang scheduling (--gang-scheduling): the scheduler that places a job's pods all or none
+GANG_NONE = "none"
+# scheduler-plugins' Coscheduling: a PodGroup per job, its pods labelled with the group's name
+GANG_SCHEDULER_PLUGINS = "scheduler-plugins"
+GANG_SCHEDULERS = (GANG_NONE, GANG_SCHEDULER_PLUGINS)
+# the schedulerName of scheduler-plugins' scheduler installed as a second scheduler
+DEFAULT_GANG_SCHEDULER_NAME = "scheduler-plugins-scheduler"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+# Placement: the workers spread over the nodes, softly (see worker_pod)
+HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
+
 MODE_EXEC = 0o555  # 365
 MODE_READ = 0o444  # 292
 
@@ -68,6 +80,19 @@ class BuildOptions:
     init_image_pull_policy: str = "IfNotPresent"
     kubectl_download_url: str = ""
     kubectl_download_sha256: str = ""
+    gang_scheduling: str = GANG_NONE
+    gang_scheduler_name: str = DEFAULT_GANG_SCHEDULER_NAME
+
+    def __post_init__(self) -> None:
+        if self.gang_scheduling not in GANG_SCHEDULERS:
+            raise ValueError(
+                f"gang scheduling {self.gang_scheduling!r}: not one of {', '.join(GANG_SCHEDULERS)}"
+            )
+
+    @property
+    def gang(self) -> bool:
+        """Pods are placed by a gang scheduler, through a PodGroup per job."""
+        return self.gang_scheduling != GANG_NONE
 
 
 # -- shared pieces --------------------------------------------------------------------------
@@ -151,6 +176,9 @@ def _base_pod(job: DGLJob, template: Obj, name: str, replica_type: str, attempt:
     }
     spec = tpl.get("spec") or {}
     spec["restartPolicy"] = "Never"
+    priority = job.spec.run_policy.scheduling_policy.priority_class
+    if priority and not spec.get("priorityClassName"):
+        spec["priorityClassName"] = priority
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
 
@@ -486,7 +514,28 @@ def worker_pod(job: DGLJob, index: int, attempt: int = 0) -> Obj:
     )
     _mount_token(job, pod)
     _mount_storage(job, pod)  # the trainers' checkpoints and results
+    _spread(job, pod)
     return pod
+
+
+def worker_spread(job: DGLJob) -> Obj:
+    """One worker per node while there are free nodes, but never a reason to wait: a soft
+    (ScheduleAnyway) spread of this job's workers over the nodes."""
+    return {
+        "maxSkew": 1,
+        "topologyKey": HOSTNAME_TOPOLOGY_KEY,
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {JOB_NAME_LABEL: job.name, REPLICA_TYPE_LABEL: WORKER}},
+    }
+
+
+def _spread(job: DGLJob, pod: Obj) -> None:
+    """The default spread, unless the Worker template places its pods itself (it sets
+    topologySpreadConstraints, even [], or a podAntiAffinity)."""
+    spec = pod["spec"]
+    if "topologySpreadConstraints" in spec or (spec.get("affinity") or {}).get("podAntiAffinity"):
+        return
+    spec["topologySpreadConstraints"] = [worker_spread(job)]
 
 
 def worker_service(job: DGLJob, index: int) -> Obj:
@@ -670,6 +719,33 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     return pod
 
 
+# -- gang scheduling (--gang-scheduling) ----------------------------------------------------
+
+
+def pod_group(job: DGLJob) -> Obj:
+    """``<job>``: scheduler-plugins' PodGroup. Coscheduling places none of the job's pods
+    before ``minMember`` of them can all be placed. (It has no queue or priority field:
+    ``schedulingPolicy.queue`` means nothing to it; ``priorityClass`` is on the pods.)"""
+    spec: Obj = {"minMember": job.spec.min_available}
+    timeout = job.spec.run_policy.scheduling_policy.schedule_timeout_seconds
+    if timeout is not None:
+        spec["scheduleTimeoutSeconds"] = timeout
+    return {
+        "apiVersion": PODGROUPS.api_version,
+        "kind": PODGROUPS.kind,
+        "metadata": _meta(job, job.name),
+        "spec": spec,
+    }
+
+
+def _join_gang(opts: BuildOptions, job: DGLJob, pod: Obj) -> Obj:
+    """The pod belongs to the job's PodGroup and goes to the gang scheduler (unless its
+    template names a scheduler: the user's choice stands)."""
+    pod["metadata"]["labels"][POD_GROUP_LABEL] = job.name
+    pod["spec"].setdefault("schedulerName", opts.gang_scheduler_name)
+    return pod
+
+
 @dataclass(frozen=True)
 class Desired:
     """Everything a job should have, in creation order."""
@@ -682,6 +758,12 @@ class Desired:
     workers: list[Obj]
     partitioner: Obj | None
     launcher: Obj
+    pod_group: Obj | None = None  # gang scheduling: created before any pod
+
+    @property
+    def once(self) -> list[Obj]:
+        """The children created once and left alone, in creation order."""
+        return [*([self.pod_group] if self.pod_group else []), *self.rbac, *self.transfer]
 
 
 def desired(
@@ -694,9 +776,14 @@ def desired(
     """All children of ``job``; ``pods`` (by name) supplies the IPs for the ConfigMap;
     ``token`` the transfer Secret's (random if not given: only its creation uses it)."""
     mode = job.spec.mode
+    group = pod_group(job) if opts.gang else None
+
+    def pod(built: Obj) -> Obj:
+        return _join_gang(opts, job, built) if opts.gang else built
+
     if not mode.workers:
-        launcher = launcher_pod(job, opts, attempt)
-        return Desired(storage_claim(job), None, [], [], [], [], None, launcher)
+        launcher = pod(launcher_pod(job, opts, attempt))
+        return Desired(storage_claim(job), None, [], [], [], [], None, launcher, group)
     n = job.spec.workers
     transfer = []
     if job.spec.pulls_partitions:
@@ -708,7 +795,8 @@ def desired(
         rbac=rbac(job),
         transfer=transfer,
         services=[worker_service(job, i) for i in range(n)],
-        workers=[worker_pod(job, i, attempt) for i in range(n)],
-        partitioner=partitioner_pod(job, opts, attempt) if mode.partitioner else None,
-        launcher=launcher_pod(job, opts, attempt),
+        workers=[pod(worker_pod(job, i, attempt)) for i in range(n)],
+        partitioner=pod(partitioner_pod(job, opts, attempt)) if mode.partitioner else None,
+        launcher=pod(launcher_pod(job, opts, attempt)),
+        pod_group=group,
     )

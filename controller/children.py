@@ -4,7 +4,9 @@ Everything per child kind is derived from :data:`CHILDREN`: the controller's inf
 entry, filtered by the entry's label selector, indexed by controlling owner), their event
 handlers, the :class:`Listers` the sync reads, and which children the sync creates once and
 then leaves alone. Adding a child kind is adding an entry here (and building it in
-controller/builders.py).
+controller/builders.py). An entry may be in use only with some operator settings
+(``enabled``): :func:`active` is the registry for those settings, and a kind not in use is not
+watched (the PodGroup's CRD exists only where a gang scheduler is installed).
 
 Not here: the children created blind and never watched (the transfer Secret: the operator may
 create Secrets but not read them; the storage claim, which may outlive the job).
@@ -12,14 +14,15 @@ create Secrets but not read them; the storage claim, which may outlive the job).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from controller.builders import JOB_NAME_LABEL
+from controller.builders import JOB_NAME_LABEL, BuildOptions
 from informers.lister import Lister
 from kubeclient import (
     CONFIGMAPS,
     NETWORKPOLICIES,
+    PODGROUPS,
     PODS,
     ROLEBINDINGS,
     ROLES,
@@ -37,9 +40,19 @@ class ChildKind:
     # the informer watches only the objects this selector matches (every child carries the
     # job-name label; other objects of the kind are none of the operator's business)
     label_selector: str = JOB_NAME_LABEL
+    # in use only with the settings this accepts (None: always)
+    enabled: Callable[[BuildOptions], bool] | None = None
+
+    def in_use(self, options: BuildOptions) -> bool:
+        return self.enabled is None or self.enabled(options)
+
+
+def _gang(options: BuildOptions) -> bool:
+    return options.gang
 
 
 CHILDREN: tuple[ChildKind, ...] = (
+    ChildKind(PODGROUPS, once=True, enabled=_gang),
     ChildKind(PODS),
     ChildKind(SERVICES),
     ChildKind(CONFIGMAPS),
@@ -49,15 +62,28 @@ CHILDREN: tuple[ChildKind, ...] = (
     ChildKind(NETWORKPOLICIES, once=True),
 )
 
+
+def active(options: BuildOptions) -> tuple[ChildKind, ...]:
+    """The entries of :data:`CHILDREN` in use with these settings."""
+    return tuple(c for c in CHILDREN if c.in_use(options))
+
+
 # the children created once and left alone, by the kind their objects carry
 ONCE_BY_KIND: Mapping[str, Resource] = {c.resource.kind: c.resource for c in CHILDREN if c.once}
 
 
 class Listers:
-    """The DGLJob lister and one lister per entry of :data:`CHILDREN`, by resource."""
+    """The DGLJob lister and one lister per entry of :data:`CHILDREN` in use with
+    ``options``, by resource."""
 
-    def __init__(self, jobs: Lister, children: Mapping[Resource, Lister]) -> None:
-        missing = [str(c.resource) for c in CHILDREN if c.resource not in children]
+    def __init__(
+        self,
+        jobs: Lister,
+        children: Mapping[Resource, Lister],
+        options: BuildOptions | None = None,
+    ) -> None:
+        kinds = active(options or BuildOptions())
+        missing = [str(c.resource) for c in kinds if c.resource not in children]
         if missing:
             raise ValueError(f"no lister for the child resources {missing}")
         self.jobs = jobs

@@ -19,7 +19,7 @@ from clock import Clock, RealClock
 from controller.api import API_VERSION, DGLJOBS, KIND
 from controller.apply import ForeignObjectError
 from controller.builders import BuildOptions
-from controller.children import CHILDREN, Listers
+from controller.children import Listers, active
 from controller.events import EventRecorder
 from controller.expectations import ADD, DELETE, Expectations
 from controller.metrics import CONTROLLER, Metrics
@@ -85,6 +85,7 @@ class Controller:
             clock=self.clock,
             metrics_provider=PrometheusWorkqueueMetricsProvider(self.metrics.registry),
         )
+        options = options or BuildOptions()
         self.job_informer = factory.informer_for(DGLJOBS)
         self.child_informers: dict[Resource, SharedInformer] = {
             child.resource: factory.informer_for(
@@ -92,16 +93,17 @@ class Controller:
                 label_selector=child.label_selector,
                 indexers={CONTROLLER_UID_INDEX: controller_uid_index},
             )
-            for child in CHILDREN
+            for child in active(options)
         }
         self.listers = Listers(
             Lister(self.job_informer.store),
             {res: Lister(inf.store) for res, inf in self.child_informers.items()},
+            options,
         )
         self.sync = JobSync(
             client,
             self.listers,
-            options=options or BuildOptions(),
+            options=options,
             recorder=self.recorder,
             metrics=self.metrics,
             expectations=self.expectations,

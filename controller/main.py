@@ -19,13 +19,13 @@ import structlog
 from prometheus_client import start_http_server
 
 from controller.api import DGLJOBS
-from controller.builders import BuildOptions
+from controller.builders import GANG_SCHEDULERS, BuildOptions
 from controller.controller import Controller
 from controller.events import EventRecorder
 from controller.leader import LeaderConfig, LeaderElector
 from controller.metrics import Metrics
 from informers.factory import SharedInformerFactory
-from kubeclient import Forbidden, KubeClient, KubeError, NotFound, RestClient
+from kubeclient import PODGROUPS, Forbidden, KubeClient, KubeError, NotFound, RestClient
 from podprogram.argtypes import positive_int, seconds
 
 log = structlog.get_logger("controller.main")
@@ -119,6 +119,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="URL kubectl-download fetches kubectl from (needs --kubectl-download-sha256)",
     )
     p.add_argument("--kubectl-download-sha256", default="")
+    p.add_argument(
+        "--gang-scheduling",
+        choices=GANG_SCHEDULERS,
+        default=defaults.gang_scheduling,
+        help="place each job's pods all or none: scheduler-plugins = a PodGroup per job for "
+        "scheduler-plugins' Coscheduling (its PodGroup CRD must be installed)",
+    )
+    p.add_argument(
+        "--gang-scheduler-name",
+        default=defaults.gang_scheduler_name,
+        help="schedulerName of the gang scheduler, set on the job's pods",
+    )
     p.add_argument("--log-format", choices=["json", "console"], default="json")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     return p
@@ -134,6 +146,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         parser.error(str(e))
     if bool(a.kubectl_download_url) != bool(a.kubectl_download_sha256):
         parser.error("--kubectl-download-url and --kubectl-download-sha256 go together")
+    if not a.gang_scheduler_name.strip():
+        parser.error("--gang-scheduler-name must not be empty")
     if a.leader_elect_renew_deadline >= a.leader_elect_lease_duration:
         parser.error("--leader-elect-renew-deadline must be shorter than the lease duration")
     return Settings(
@@ -156,6 +170,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
             init_image_pull_policy=a.init_image_pull_policy,
             kubectl_download_url=a.kubectl_download_url,
             kubectl_download_sha256=a.kubectl_download_sha256,
+            gang_scheduling=a.gang_scheduling,
+            gang_scheduler_name=a.gang_scheduler_name,
         ),
         log_format=a.log_format,
         log_level=a.log_level,
@@ -222,10 +238,20 @@ class HealthServer:
         self.server.server_close()
 
 
-def check_api(client: KubeClient, namespace: str | None) -> bool:
+def check_api(client: KubeClient, namespace: str | None, gang: bool = False) -> bool:
     """Say clearly, once, what stops the operator from working (it keeps retrying anyway)."""
     try:
         client.list(DGLJOBS, namespace, limit=1)
+        if gang:
+            try:
+                client.list(PODGROUPS, namespace, limit=1)
+            except NotFound:
+                log.error(
+                    "--gang-scheduling scheduler-plugins: the PodGroup CRD "
+                    "(podgroups.scheduling.x-k8s.io) is not installed: install "
+                    "scheduler-plugins (docs/operations.md, Gang scheduling); waiting for it"
+                )
+                return False
     except NotFound:
         log.error(
             "the DGLJob CRD (dgljobs.qihoo.net) is not installed: apply "
@@ -234,7 +260,10 @@ def check_api(client: KubeClient, namespace: str | None) -> bool:
         )
         return False
     except Forbidden as e:
-        log.error("not allowed to list DGLJobs: check the operator's RBAC", error=e.message)
+        log.error(
+            "not allowed to list DGLJobs or PodGroups: check the operator's RBAC",
+            error=e.message,
+        )
         return False
     except KubeError as e:
         log.warning("the API server is not reachable yet; retrying", error=str(e))
@@ -273,7 +302,7 @@ def run(settings: Settings, stop: threading.Event) -> int:
         start_http_server(metrics_addr[1], metrics_addr[0], registry=metrics.registry)
         log.info("metrics server listening", port=metrics_addr[1])
 
-    check_api(client, settings.namespace)
+    check_api(client, settings.namespace, settings.options.gang)
     factory.start(stop)
     log.info("waiting for informer caches", namespace=settings.namespace or "(all)")
     if not factory.wait_for_cache_sync(stop):

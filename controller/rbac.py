@@ -63,6 +63,16 @@ RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
 
+# --gang-scheduling scheduler-plugins (chart value gangScheduling): one PodGroup per job, watched
+# and created; never updated or deleted (the garbage collector deletes it with its job)
+GANG_SCHEDULING_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["scheduling.x-k8s.io"],
+        "resources": ["podgroups"],
+        "verbs": ["get", "list", "watch", "create"],
+    },
+]
+
 LEADER_ELECTION_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["coordination.k8s.io"],
@@ -89,10 +99,15 @@ def allows(rules: list[dict[str, Any]], group: str, resource: str, verb: str) ->
     )
 
 
-def cluster_role(name: str = "dgl-operator") -> dict[str, Any]:
+def operator_rules(gang: bool = False) -> list[dict[str, Any]]:
+    """The main rules (the chart's ClusterRole, or Role in watchNamespace)."""
+    return RULES + (GANG_SCHEDULING_RULES if gang else [])
+
+
+def cluster_role(name: str = "dgl-operator", gang: bool = False) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": name},
-        "rules": RULES + LEADER_ELECTION_RULES,
+        "rules": operator_rules(gang) + LEADER_ELECTION_RULES,
     }

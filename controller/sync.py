@@ -153,6 +153,7 @@ class JobSync:
         # job key -> uid of the job whose storage claim this process created or found
         self._claim_ready_for: dict[str, str] = {}
         self._claim_missing_told: set[tuple[str, str]] = set()
+        self._queue_ignored_told = False
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -468,7 +469,8 @@ class JobSync:
             elif (cm.get("data") or {}) != want.config_map["data"]:
                 updated = self.apply.update_data(CONFIGMAPS, cm, want.config_map["data"])
                 self._configmaps_written.remember(job.key, updated)
-        for child in [*want.rbac, *want.transfer]:
+        self._tell_ignored(job, want)
+        for child in want.once:
             if child["kind"] == "Secret":
                 self._create_secret_once(job, child)
                 continue
@@ -542,6 +544,18 @@ class JobSync:
         plan.on_written.append(lambda: self._claim_ready_for.__setitem__(job.key, job.uid))
         return True
 
+    def _tell_ignored(self, job: DGLJob, want: Desired) -> None:
+        """schedulingPolicy.queue means nothing to Coscheduling: say so once per process."""
+        if want.pod_group is None or not job.spec.run_policy.scheduling_policy.queue:
+            return
+        if not self._queue_ignored_told:
+            self._queue_ignored_told = True
+            log.warning(
+                "spec.runPolicy.schedulingPolicy.queue is ignored: scheduler-plugins' "
+                "Coscheduling has no queues (said once)",
+                job=job.key,
+            )
+
     def _create_secret_once(self, job: DGLJob, secret: Obj) -> None:
         """The transfer token: created blind once per job and process (a Secret of that name
         that exists already, ours from before a restart of the operator, is used as is)."""
@@ -554,7 +568,7 @@ class JobSync:
         children: list[tuple[Resource, Obj]] = []
         if want.config_map is not None:
             children.append((CONFIGMAPS, want.config_map))
-        once = [c for c in [*want.rbac, *want.transfer] if c["kind"] in ONCE_BY_KIND]
+        once = [c for c in want.once if c["kind"] in ONCE_BY_KIND]
         children += [(ONCE_BY_KIND[c["kind"]], c) for c in once]
         children += [(SERVICES, s) for s in want.services]
         pods = [*want.workers, want.launcher]

@@ -50,3 +50,5 @@ NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+# scheduler-plugins' Coscheduling (gang scheduling): a CRD, installed with that scheduler
+PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,18 +13,13 @@ import pytest
 
 from controller.api import DGLJOBS
 from controller.rbac import cluster_role
-from kubeclient import EVENTS, NAMESPACES, PODS, SERVICEACCOUNTS, Forbidden, Resource, RestClient
+from kubeclient import EVENTS, PODS, SERVICEACCOUNTS, Forbidden, Resource, RestClient
 from localcluster.cluster import ControlPlane, k8s_binaries
+from tests.support.apiserver import operator_identity, token_kubeconfig
 from tests.support.dgljobs import load_fixture
 from tests.support.live import InProcessOperator, Kubelet
 from tests.support.waiting import wait_for
 
-CLUSTERROLES = Resource(
-    "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
-)
-CLUSTERROLEBINDINGS = Resource(
-    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
-)
 SECRETS = Resource("", "v1", "secrets", "Secret")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 SAR = Resource(
@@ -33,75 +27,15 @@ SAR = Resource(
 )
 
 
-def token_kubeconfig(cp: ControlPlane, token: str, path: Path) -> Path:
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "sa",
-                "clusters": [
-                    {
-                        "name": "local",
-                        "cluster": {
-                            "server": cp.server,
-                            "certificate-authority": str(cp.pki / "ca.crt"),
-                        },
-                    }
-                ],
-                "users": [{"name": "sa", "user": {"token": token}}],
-                "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
-            }
-        )
-    )
-    return path
-
-
 @pytest.fixture
 def operator_kubeconfig(
     api: RestClient, control_plane: ControlPlane, crd: None, tmp_path: Path
 ) -> Iterator[Path]:
-    ns = f"op-{uuid.uuid4().hex[:6]}"
-    name = f"dgl-operator-{ns}"
-    api.create(
-        NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-    )
-    api.create(
-        SERVICEACCOUNTS,
-        ns,
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "dgl-operator"}},
-    )
-    api.create(CLUSTERROLES, None, cluster_role(name))
-    api.create(
-        CLUSTERROLEBINDINGS,
-        None,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": name,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": "dgl-operator", "namespace": ns}],
-        },
-    )
-    review = api.create(
-        SERVICEACCOUNTS,
-        ns,
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
-        name="dgl-operator",
-        subresource="token",
-    )
-    yield token_kubeconfig(control_plane, review["status"]["token"], tmp_path / "sa.kubeconfig")
-    api.delete(CLUSTERROLEBINDINGS, None, name)
-    api.delete(CLUSTERROLES, None, name)
-    api.delete(NAMESPACES, None, ns)
+    with operator_identity(api, control_plane, cluster_role(), tmp_path / "sa.kubeconfig") as (
+        kubeconfig,
+        _user,
+    ):
+        yield kubeconfig
 
 
 def allowed(api: RestClient, user: str, **attrs: Any) -> bool:

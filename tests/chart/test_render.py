@@ -17,8 +17,9 @@ import jsonschema
 import pytest
 import yaml
 
+from controller.builders import DEFAULT_GANG_SCHEDULER_NAME
 from controller.main import VERSION, parse_settings
-from controller.rbac import LEADER_ELECTION_RULES, RULES, triples
+from controller.rbac import LEADER_ELECTION_RULES, operator_rules, triples
 from tests.chart.helpers import KUBE_VERSION, Helm, find, kinds
 from tests.support.paths import CHART, REPO
 
@@ -111,6 +112,12 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "scheduling-labels": SCHEDULING,
     "existing-sa": {"serviceAccount": {"create": False, "name": "ops-operator"}},
     "no-rbac": {"rbac": {"create": False}},
+    "gang": {"gangScheduling": "scheduler-plugins"},
+    "gang-named-in-namespace": {
+        "gangScheduling": "scheduler-plugins",
+        "gangSchedulerName": "coscheduler",
+        "watchNamespace": "team-a",
+    },
     "no-service": {"metrics": {"service": {"enabled": False}, "podMonitor": {"enabled": True}}},
     "everything": {
         **SCHEDULING,
@@ -394,7 +401,7 @@ def test_rbac_is_exactly_what_the_controller_uses(rendered: dict[str, Any], name
     grants = effective_permissions(docs, NS, sa)
     expected: dict[str, set[Triple]] = {}
     watch = values.get("watchNamespace")
-    expected[watch or "*"] = triples(RULES)
+    expected[watch or "*"] = triples(operator_rules(bool(values.get("gangScheduling"))))
     if leader_on(values):
         expected.setdefault(NS, set()).update(triples(LEADER_ELECTION_RULES))
     assert grants == expected
@@ -468,6 +475,16 @@ def test_args_are_the_operators_flags(rendered: dict[str, Any], name: str) -> No
     url = values.get("kubectlDownload", {}).get("url", "")
     assert opts.kubectl_download_url == url
     assert opts.kubectl_download_sha256 == (SHA if url else "")
+    gang = values.get("gangScheduling", "")
+    assert opts.gang_scheduling == (gang or "none")
+    assert [a for a in args if a.startswith("--gang-")] == (
+        [
+            f"--gang-scheduling={gang}",
+            f"--gang-scheduler-name={values.get('gangSchedulerName', DEFAULT_GANG_SCHEDULER_NAME)}",
+        ]
+        if gang
+        else []
+    )
     assert c["image"] == _image(values, None, "dgloperator/dgl-operator")
     for extra in values.get("extraArgs", []):
         assert args[-len(values["extraArgs"]) :].count(extra) == 1

@@ -10,10 +10,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
+
 from controller.api import DGLJOBS, parse_job
-from controller.builders import rbac
+from controller.builders import GANG_SCHEDULER_PLUGINS, BuildOptions, rbac
 from controller.leader import LeaderConfig, LeaderElector
-from controller.rbac import LEADER_ELECTION_RULES, RULES, allows, triples
+from controller.rbac import LEADER_ELECTION_RULES, RULES, allows, operator_rules, triples
 from kubeclient import Resource
 from tests.controller.harness import (
     LAUNCH,
@@ -115,8 +117,10 @@ def _run_scenarios(h: Harness) -> None:
     h.settle()
 
 
-def test_every_call_is_allowed_and_every_rule_is_used() -> None:
-    h = Harness(wrap=Recording)
+@pytest.mark.parametrize("gang", [False, True], ids=["default", "gang-scheduling"])
+def test_every_call_is_allowed_and_every_rule_is_used(gang: bool) -> None:
+    options = BuildOptions(gang_scheduling=GANG_SCHEDULER_PLUGINS) if gang else BuildOptions()
+    h = Harness(wrap=Recording, options=options)
     h.start()
     try:
         _run_scenarios(h)
@@ -133,7 +137,7 @@ def test_every_call_is_allowed_and_every_rule_is_used() -> None:
         calls = set(recording.calls)
     finally:
         h.close()
-    rules = RULES + LEADER_ELECTION_RULES
+    rules = operator_rules(gang) + LEADER_ELECTION_RULES
     denied = sorted(c for c in calls if not allows(rules, *c))
     assert denied == [], f"calls the RBAC rules do not allow: {denied}"
     granted = triples(rules)

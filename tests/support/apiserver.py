@@ -1,14 +1,18 @@
 """The real-API-server fixtures: ``api`` (a client of the ``control_plane`` of
 localcluster/fixtures.py), ``crd`` (the DGLJob CRD installed and established) and
 ``namespace`` (a fresh one with its default ServiceAccount). The conftest.py of each area that
-uses them imports them (tests/apiserver, tests/prometheus).
+uses them imports them (tests/apiserver, tests/prometheus). And :func:`operator_identity`: a
+ServiceAccount holding exactly a ClusterRole's rules, as a kubeconfig with its token.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -32,8 +36,10 @@ def api(control_plane: ControlPlane) -> RestClient:
     return RestClient.from_config(str(control_plane.kubeconfig), pool_size=32)
 
 
-def install_crd(api: RestClient) -> None:
-    crd = yaml.safe_load(CRD_PATH.read_text())
+def install_crd(api: RestClient, path: Path = CRD_PATH) -> None:
+    """Create or replace the CRD in ``path`` (the DGLJob's by default); wait until it is
+    established."""
+    crd = yaml.safe_load(path.read_text())
     try:
         current = api.get(CRDS, None, crd["metadata"]["name"])
         crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
@@ -48,7 +54,7 @@ def install_crd(api: RestClient) -> None:
             for c in (obj.get("status") or {}).get("conditions") or []
         )
 
-    wait_for(established, what="the DGLJob CRD to be established")
+    wait_for(established, what=f"the CRD {crd['metadata']['name']} to be established")
 
 
 @pytest.fixture(scope="session")
@@ -83,3 +89,90 @@ def _has_default_sa(api: RestClient, ns: str) -> bool:
     except NotFound:
         return False
     return True
+
+
+CLUSTERROLES = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
+)
+CLUSTERROLEBINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
+
+
+def token_kubeconfig(cp: ControlPlane, token: str, path: Path) -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "sa",
+                "clusters": [
+                    {
+                        "name": "local",
+                        "cluster": {
+                            "server": cp.server,
+                            "certificate-authority": str(cp.pki / "ca.crt"),
+                        },
+                    }
+                ],
+                "users": [{"name": "sa", "user": {"token": token}}],
+                "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
+            }
+        )
+    )
+    return path
+
+
+@contextlib.contextmanager
+def operator_identity(
+    api: RestClient, cp: ControlPlane, role: dict[str, Any], path: Path
+) -> Iterator[tuple[Path, str]]:
+    """ServiceAccount ``dgl-operator`` in a namespace of its own, bound to the ClusterRole
+    ``role`` (renamed after that namespace): its kubeconfig (a TokenRequest token) and its
+    user name. Everything is deleted afterwards."""
+    ns = f"op-{uuid.uuid4().hex[:6]}"
+    name = f"dgl-operator-{ns}"
+    api.create(
+        NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    )
+    api.create(
+        SERVICEACCOUNTS,
+        ns,
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "dgl-operator"}},
+    )
+    api.create(CLUSTERROLES, None, {**role, "metadata": {"name": name}})
+    api.create(
+        CLUSTERROLEBINDINGS,
+        None,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "dgl-operator", "namespace": ns}],
+        },
+    )
+    try:
+        review = api.create(
+            SERVICEACCOUNTS,
+            ns,
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 3600},
+            },
+            name="dgl-operator",
+            subresource="token",
+        )
+        yield (
+            token_kubeconfig(cp, review["status"]["token"], path),
+            f"system:serviceaccount:{ns}:dgl-operator",
+        )
+    finally:
+        api.delete(CLUSTERROLEBINDINGS, None, name)
+        api.delete(CLUSTERROLES, None, name)
+        api.delete(NAMESPACES, None, ns)
