@@ -63,6 +63,13 @@ RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]
 
+# Nodes are cluster-scoped: a ClusterRole of their own, also when the operator watches one
+# namespace. The Node informer tells a lost node (NotReady, unreachable, deleted) holding a
+# job's pods; get: a node the cache does not hold yet.
+NODE_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+]
+
 LEADER_ELECTION_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["coordination.k8s.io"],
@@ -94,5 +101,5 @@ def cluster_role(name: str = "dgl-operator") -> dict[str, Any]:
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": name},
-        "rules": RULES + LEADER_ELECTION_RULES,
+        "rules": RULES + NODE_RULES + LEADER_ELECTION_RULES,
     }

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from controller.main import VERSION, parse_settings
-from controller.rbac import LEADER_ELECTION_RULES, RULES, triples
+from controller.rbac import LEADER_ELECTION_RULES, NODE_RULES, RULES, triples
 from tests.chart.helpers import KUBE_VERSION, Helm, find, kinds
 from tests.support.paths import CHART, REPO
 
@@ -395,15 +395,18 @@ def test_rbac_is_exactly_what_the_controller_uses(rendered: dict[str, Any], name
     expected: dict[str, set[Triple]] = {}
     watch = values.get("watchNamespace")
     expected[watch or "*"] = triples(RULES)
+    # nodes are cluster-scoped: a ClusterRole of their own, whatever the watched namespace
+    expected.setdefault("*", set()).update(triples(NODE_RULES))
     if leader_on(values):
         expected.setdefault(NS, set()).update(triples(LEADER_ELECTION_RULES))
     assert grants == expected
+    cluster = [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    assert all("namespace" not in d["metadata"] for d in cluster)
     if not watch:
         assert "Role" not in kinds(docs) or leader_on(values)
-        for kind in ("ClusterRole", "ClusterRoleBinding"):
-            assert "namespace" not in find(docs, kind)["metadata"]
+        assert len(cluster) == 4
     else:
-        assert "ClusterRole" not in kinds(docs) and "ClusterRoleBinding" not in kinds(docs)
+        assert [d["rules"] for d in cluster if d["kind"] == "ClusterRole"] == [NODE_RULES]
 
 
 def test_service_account(rendered: dict[str, Any]) -> None:

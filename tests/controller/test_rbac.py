@@ -13,7 +13,7 @@ from typing import Any
 from controller.api import DGLJOBS, parse_job
 from controller.builders import rbac
 from controller.leader import LeaderConfig, LeaderElector
-from controller.rbac import LEADER_ELECTION_RULES, RULES, allows, triples
+from controller.rbac import LEADER_ELECTION_RULES, NODE_RULES, RULES, allows, triples
 from kubeclient import Resource
 from tests.controller.harness import (
     LAUNCH,
@@ -133,7 +133,7 @@ def test_every_call_is_allowed_and_every_rule_is_used() -> None:
         calls = set(recording.calls)
     finally:
         h.close()
-    rules = RULES + LEADER_ELECTION_RULES
+    rules = RULES + NODE_RULES + LEADER_ELECTION_RULES
     denied = sorted(c for c in calls if not allows(rules, *c))
     assert denied == [], f"calls the RBAC rules do not allow: {denied}"
     granted = triples(rules)
