@@ -547,8 +547,12 @@ class WaitingProblem:
         else:
             kind = "init container" if self.init else "container"
             what = f"{kind} {self.container} of pod {self.pod} cannot start ({self.reason})"
-        cause = " ".join(self.cause.split())[:400]
-        return f"{what}: {cause}" if cause else what
+        return f"{what}: {self.said}" if self.said else what
+
+    @property
+    def said(self) -> str:
+        """The scheduler's or the kubelet's message, on one line."""
+        return " ".join(self.cause.split())[:400]
 
     def describe(self) -> str:
         if self.count <= 1:
@@ -556,15 +560,16 @@ class WaitingProblem:
         return f"{self.headline()} ({self.count} pods of the job wait for {self.reason})"
 
     def same(self, reason: str, message: str) -> bool:
-        """Is this the problem a condition with ``reason`` and ``message`` reports (whatever
-        the count of pods it adds; the kubelet's ErrImagePull and ImagePullBackOff, retrying
-        one pull, are one problem of one container)?"""
+        """Is this the problem a condition with ``reason`` and ``message`` reports: the same
+        reason, said the same way, whichever pod comes first now and however many pods it
+        holds? The kubelet's ErrImagePull and ImagePullBackOff (one pull, retried, each with
+        its own message) are one problem."""
         if _family(reason) != _family(self.reason):
             return False
         if self.reason in IMAGE_PULL_REASONS:
-            prefix = f"{'init container' if self.init else 'container'} {self.container} of pod "
-            return message.startswith(f"{prefix}{self.pod} cannot start (")
-        return _COUNT_SUFFIX.sub("", message) == self.headline()
+            return True
+        told = _COUNT_SUFFIX.sub("", message)
+        return told.endswith(f": {self.said}") if self.said else told == self.headline()
 
 
 _COUNT_SUFFIX = re.compile(r" \(\d+ pods of the job wait for \w+\)$")
