@@ -42,7 +42,9 @@ def waiting(name: str, reason: str, message: str = "", *, init: bool = False) ->
     key = "initContainerStatuses" if init else "containerStatuses"
     state = {"waiting": {"reason": reason, **({"message": message} if message else {})}}
     container = "kubectl-download" if init else "main"
-    return pod(name, **{key: [{"name": container, "state": state}]})
+    p = pod(name)
+    p["status"][key] = [{"name": container, "state": state}]
+    return p
 
 
 def running(name: str, node: str = "") -> dict[str, Any]:
