@@ -96,13 +96,19 @@ class Applier:
         body["data"] = data
         return self.client.replace(res, _meta_ns(existing), _name(existing), body)
 
-    def delete(self, job: DGLJob, res: Resource, obj: Obj, why: str) -> None:
-        """Delete a child by name with a UID precondition (never a namesake created later)."""
+    def delete(
+        self, job: DGLJob, res: Resource, obj: Obj, why: str, *, force: bool = False
+    ) -> None:
+        """Delete a child by name with a UID precondition (never a namesake created later).
+        ``force``: grace period 0, for a pod on a lost node (no kubelet will ever confirm
+        a graceful deletion there)."""
         name = _name(obj)
         uid = (obj.get("metadata") or {}).get("uid")
         self.expectations.expect(job.key, DELETE, res.plural, [name])
         try:
-            self.client.delete(res, job.namespace, name, uid=uid)
+            self.client.delete(
+                res, job.namespace, name, uid=uid, grace_period_seconds=0 if force else None
+            )
         except (NotFound, Conflict):
             self.expectations.lower(job.key, DELETE, res.plural, name)
             return

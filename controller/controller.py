@@ -1,6 +1,9 @@
 """Wiring: informers -> event handlers -> rate-limited workqueue -> workers -> JobSync.
 
-One informer watches DGLJobs and one each child kind of controller/children.py's registry.
+One informer watches DGLJobs and one each child kind of controller/children.py's registry;
+one watches Nodes (cluster-wide, only what says whether a node is lost): a node that turns
+NotReady/Unknown, gets tainted unreachable or is deleted queues every job with a pod bound
+to it (the pods informer is indexed by ``spec.nodeName``).
 One ``Clock`` runs the queue (requeue-afters, retries), the sync's times and the expectations.
 
 Handlers only enqueue keys (a child's key is its controlling DGLJob's); workers pull keys,
@@ -24,7 +27,7 @@ from controller.events import EventRecorder
 from controller.expectations import ADD, DELETE, Expectations
 from controller.metrics import CONTROLLER, Metrics
 from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
-from controller.status import is_terminating
+from controller.status import is_terminating, node_lost
 from controller.sync import JobSync
 from informers.factory import SharedInformerFactory
 from informers.lister import Lister
@@ -36,7 +39,7 @@ from informers.store import (
     controller_uid_index,
     meta_namespace_key,
 )
-from kubeclient import KubeClient, KubeError, Obj, Resource
+from kubeclient import NODES, PODS, KubeClient, KubeError, Obj, Resource
 from workqueue import RateLimitingQueue
 
 log = structlog.get_logger("controller")
@@ -57,6 +60,29 @@ def _unwrap(obj: Obj | DeletedFinalStateUnknown) -> Obj:
 
 def _rv(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+NODE_NAME_INDEX = "spec.nodeName"
+
+
+def node_name_index(obj: Obj) -> list[str]:
+    name = (obj.get("spec") or {}).get("nodeName")
+    return [str(name)] if name else []
+
+
+def slim_node(obj: Obj) -> Obj:
+    """What the operator keeps of a Node: enough to tell whether it is lost (a Node's status
+    lists its images and much else, and a cluster may have thousands)."""
+    meta = obj.get("metadata") or {}
+    keep = ("name", "uid", "resourceVersion", "deletionTimestamp")
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return {
+        "apiVersion": obj.get("apiVersion", "v1"),
+        "kind": obj.get("kind", "Node"),
+        "metadata": {k: meta[k] for k in keep if k in meta},
+        "spec": {"taints": (obj.get("spec") or {}).get("taints") or []},
+        "status": {"conditions": [c for c in conditions if c.get("type") == "Ready"]},
+    }
 
 
 class Controller:
@@ -95,6 +121,8 @@ class Controller:
             )
             for child in active(options)
         }
+        self.child_informers[PODS].store.add_indexers({NODE_NAME_INDEX: node_name_index})
+        self.node_informer = factory.informer_for(NODES, transform=slim_node)
         self.listers = Listers(
             Lister(self.job_informer.store),
             {res: Lister(inf.store) for res, inf in self.child_informers.items()},
@@ -108,6 +136,7 @@ class Controller:
             metrics=self.metrics,
             expectations=self.expectations,
             clock=self.clock,
+            nodes=Lister(self.node_informer.store),
         )
         self.job_informer.add_event_handler(
             EventHandler(
@@ -118,6 +147,13 @@ class Controller:
         )
         for res, inf in self.child_informers.items():
             inf.add_event_handler(self._child_handler(res.plural))
+        self.node_informer.add_event_handler(
+            EventHandler(
+                on_add=self._node_changed,
+                on_update=lambda old, new: self._node_changed(new, old),
+                on_delete=lambda obj: self._node_gone(_unwrap(obj)),
+            )
+        )
         self._workers: list[threading.Thread] = []
 
     # -- handlers -------------------------------------------------------------------------
@@ -155,10 +191,29 @@ class Controller:
 
         return EventHandler(on_add=on_add, on_update=on_update, on_delete=on_delete)
 
+    def _node_changed(self, node: Obj, old: Obj | None = None) -> None:
+        """A node became lost (or recovered): its jobs look again. (Added lost: after a
+        relist, or a node the operator never saw Ready.)"""
+        lost = node_lost(node)
+        if (lost is None) == (old is None or node_lost(old) is None):
+            return  # no change in lostness (heartbeats, labels, images)
+        self._enqueue_jobs_on(str((node.get("metadata") or {}).get("name") or ""))
+
+    def _node_gone(self, node: Obj) -> None:
+        self._enqueue_jobs_on(str((node.get("metadata") or {}).get("name") or ""))
+
+    def _enqueue_jobs_on(self, node: str) -> None:
+        if not node:
+            return
+        pods = self.child_informers[PODS].store.by_index(NODE_NAME_INDEX, node)
+        for key in sorted({k for k in map(owner_job_key, pods) if k}):
+            log.info("a node of the job's pods changed", node=node, job=key)
+            self.queue.add(key)
+
     # -- workers --------------------------------------------------------------------------
 
     def informers(self) -> list[SharedInformer]:
-        return [self.job_informer, *self.child_informers.values()]
+        return [self.job_informer, *self.child_informers.values(), self.node_informer]
 
     def has_synced(self) -> bool:
         return all(inf.has_synced() for inf in self.informers())

@@ -45,6 +45,19 @@ class Metrics:
             ["namespace"],
             registry=r,
         )
+        self.jobs_waiting = Gauge(
+            "dgl_operator_jobs_waiting",
+            "Unfinished DGLJobs whose pods wait, by the reason of the first one "
+            "(Unschedulable, ErrImagePull, ...; the PodsReady condition's reason).",
+            ["namespace", "reason"],
+            registry=r,
+        )
+        self.node_losses = Counter(
+            "dgl_operator_job_node_losses_total",
+            "Job attempts ended by the loss of a node holding one of their pods (NodeLost).",
+            ["namespace"],
+            registry=r,
+        )
         self.partition_duration = Histogram(
             "dgl_operator_job_partition_duration_seconds",
             "How long partitioning took (dglrun's report; with partitionTransfer KubectlCp the "

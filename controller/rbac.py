@@ -73,6 +73,13 @@ GANG_SCHEDULING_RULES: list[dict[str, Any]] = [
     },
 ]
 
+# Nodes are cluster-scoped: a ClusterRole of their own, also when the operator watches one
+# namespace. The Node informer tells a lost node (NotReady, unreachable, deleted) holding a
+# job's pods; get: a node the cache does not hold yet.
+NODE_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+]
+
 LEADER_ELECTION_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["coordination.k8s.io"],
@@ -109,5 +116,5 @@ def cluster_role(name: str = "dgl-operator", gang: bool = False) -> dict[str, An
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": name},
-        "rules": operator_rules(gang) + LEADER_ELECTION_RULES,
+        "rules": operator_rules(gang) + NODE_RULES + LEADER_ELECTION_RULES,
     }

@@ -26,6 +26,7 @@ RESTARTING = "Restarting"
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 SUSPENDED = "Suspended"
+PODS_READY = "PodsReady"  # False: a pod of the job waits, the reason says why
 
 REASON_CREATED = "DGLJobCreated"
 REASON_RUNNING = "DGLJobRunning"
@@ -41,6 +42,28 @@ REASON_OOM_KILLED = "OOMKilled"  # a container of the job was killed for memory
 # (or a process in one: dglrun's termination message starts with OOM_PREFIX and says which)
 # dglrun's memory plan found a step that will not fit (its message: MEMORY_PLAN_PREFIX)
 REASON_MEMORY_PLAN = "MemoryPlanExceeded"
+# PodsReady: every pod of the attempt has started; or still starting after a wait was resolved
+REASON_PODS_READY = "PodsReady"
+REASON_PODS_STARTING = "PodsStarting"
+# a pod waits: the scheduler's reason, or the kubelet's for a waiting container
+REASON_UNSCHEDULABLE = "Unschedulable"
+CONTAINER_WAITING_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "CrashLoopBackOff",
+    }
+)
+# the kubelet alternates these two while it retries a pull: one problem, not two
+IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff"})
+# schedulingPolicy.scheduleTimeoutSeconds passed with a pod not started and no reason known
+REASON_SCHEDULE_TIMEOUT = "ScheduleTimeoutExceeded"
+# a node holding a pod of the job is NotReady, unreachable or gone
+REASON_NODE_LOST = "NodeLost"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 
 # Phases: the original operator's words, plus Restarting and Suspended.
 PENDING = "Pending"
@@ -102,7 +125,7 @@ def set_condition(
         c.update(status=value, reason=reason, message=message, lastUpdateTime=stamp)
         status["conditions"] = conditions
         return True
-    if not true and ctype != SUSPENDED:
+    if not true and ctype not in (SUSPENDED, PODS_READY):
         return False  # an absent condition already means False; do not clutter the list
     conditions.append(
         {
@@ -222,9 +245,13 @@ class PodFailure:
             return REASON_OOM_KILLED
         if self.message.startswith(MEMORY_PLAN_PREFIX):
             return REASON_MEMORY_PLAN
+        if self.reason == REASON_NODE_LOST:
+            return REASON_NODE_LOST
         return f"{self.replica_type}Failed"
 
     def describe(self) -> str:
+        if self.reason == REASON_NODE_LOST:
+            return self.message  # names the nodes and the pods they held
         what = f"{self.replica_type.lower()} pod {self.pod}"
         if self.message.startswith(OOM_PREFIX):  # dglrun names the process and its pod
             return f"{self.message[len(OOM_PREFIX) :].strip()[:300]} (reported by {what})"
@@ -337,11 +364,7 @@ def observe(job: DGLJob, pods: list[Obj], attempt: int) -> Observation:
 
 
 def _first_failure(job: DGLJob, obs: Observation) -> PodFailure | None:
-    order = [
-        *([job.partitioner_name] if job.spec.mode.partitioner else []),
-        *(job.worker_names() if job.spec.mode.workers else []),
-        job.launcher_name,
-    ]
+    order = replica_order(job)
     launcher_done = pod_phase(obs.pods.get(job.launcher_name) or {}) == "Succeeded"
     for name in order:
         pod = obs.pods.get(name)
@@ -470,3 +493,190 @@ def without_volatile(status: Obj) -> Obj:
     for c in out.get("conditions") or []:
         c.pop("lastUpdateTime", None)
     return out
+
+
+# -- pods that wait -------------------------------------------------------------------------
+
+
+def replica_order(job: DGLJob) -> list[str]:
+    """The job's pod names in the order problems are reported: partitioner, workers by
+    index, launcher."""
+    return [
+        *([job.partitioner_name] if job.spec.mode.partitioner else []),
+        *(job.worker_names() if job.spec.mode.workers else []),
+        job.launcher_name,
+    ]
+
+
+def creation_time(obj: Obj) -> float | None:
+    return parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+
+
+def pod_started(pod: Obj) -> bool:
+    """The pod got past scheduling and container creation: it runs (or ran), or one of its
+    init containers does (the launcher waits for its peers in one, for as long as that
+    takes)."""
+    if pod_phase(pod) != "Pending":
+        return True
+    for cs in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        state = cs.get("state") or {}
+        if "running" in state or "terminated" in state:
+            return True
+    return False
+
+
+def _family(reason: str) -> str:
+    return "ErrImagePull" if reason in IMAGE_PULL_REASONS else reason
+
+
+@dataclass(frozen=True)
+class WaitingProblem:
+    """Why a pod of the job waits: the scheduler cannot place it (``Unschedulable``), or the
+    kubelet cannot start one of its containers (``ErrImagePull``, ...)."""
+
+    reason: str
+    pod: str
+    cause: str  # the scheduler's or the kubelet's message
+    container: str = ""  # "" when the pod is not scheduled
+    init: bool = False
+    count: int = 1  # pods of the attempt that wait for this reason
+
+    def headline(self) -> str:
+        if self.reason == REASON_UNSCHEDULABLE:
+            what = f"pod {self.pod} cannot be scheduled"
+        else:
+            kind = "init container" if self.init else "container"
+            what = f"{kind} {self.container} of pod {self.pod} cannot start ({self.reason})"
+        return f"{what}: {self.said}" if self.said else what
+
+    @property
+    def said(self) -> str:
+        """The scheduler's or the kubelet's message, on one line."""
+        return " ".join(self.cause.split())[:400]
+
+    def describe(self) -> str:
+        if self.count <= 1:
+            return self.headline()
+        return f"{self.headline()} ({self.count} pods of the job wait for {self.reason})"
+
+    def same(self, reason: str, message: str) -> bool:
+        """Is this the problem a condition with ``reason`` and ``message`` reports: the same
+        reason, said the same way, whichever pod comes first now and however many pods it
+        holds? The kubelet's ErrImagePull and ImagePullBackOff (one pull, retried, each with
+        its own message) are one problem."""
+        if _family(reason) != _family(self.reason):
+            return False
+        if self.reason in IMAGE_PULL_REASONS:
+            return True
+        told = _COUNT_SUFFIX.sub("", message)
+        return told.endswith(f": {self.said}") if self.said else told == self.headline()
+
+
+_COUNT_SUFFIX = re.compile(r" \(\d+ pods of the job wait for \w+\)$")
+
+
+def pod_waiting_problem(pod: Obj) -> WaitingProblem | None:
+    """The first reason ``pod`` waits: unschedulable, then its init containers' and its
+    containers' waiting states the kubelet reports as errors."""
+    if is_terminating(pod) or pod_phase(pod) not in ("Pending", "Running"):
+        return None
+    name = str((pod.get("metadata") or {}).get("name") or "")
+    st = pod.get("status") or {}
+    for c in st.get("conditions") or []:
+        if (
+            c.get("type") == "PodScheduled"
+            and c.get("status") == "False"
+            and c.get("reason") == REASON_UNSCHEDULABLE
+        ):
+            return WaitingProblem(REASON_UNSCHEDULABLE, name, str(c.get("message") or ""))
+    for key, init in (("initContainerStatuses", True), ("containerStatuses", False)):
+        for cs in st.get(key) or []:
+            waiting = (cs.get("state") or {}).get("waiting")
+            if not isinstance(waiting, dict):
+                continue
+            reason = str(waiting.get("reason") or "")
+            if reason in CONTAINER_WAITING_REASONS:
+                message = str(waiting.get("message") or "")
+                return WaitingProblem(reason, name, message, str(cs.get("name") or ""), init)
+    return None
+
+
+def waiting_problem(job: DGLJob, obs: Observation) -> WaitingProblem | None:
+    """The first problem among the attempt's pods (in :func:`replica_order`), with how many
+    pods share its reason."""
+    problems = [p for p in (pod_waiting_problem(obs.pods[n]) for n in obs.pods) if p]
+    if not problems:
+        return None
+    rank = {name: i for i, name in enumerate(replica_order(job))}
+    first = min(problems, key=lambda p: (rank.get(p.pod, len(rank)), p.pod))
+    count = sum(1 for p in problems if _family(p.reason) == _family(first.reason))
+    return WaitingProblem(first.reason, first.pod, first.cause, first.container, first.init, count)
+
+
+def not_started(obs: Observation) -> list[Obj]:
+    """The attempt's pods that have not started (see :func:`pod_started`)."""
+    return [p for p in obs.pods.values() if not pod_started(p)]
+
+
+# -- nodes ----------------------------------------------------------------------------------
+
+
+def node_name(pod: Obj) -> str:
+    return str((pod.get("spec") or {}).get("nodeName") or "")
+
+
+def node_lost(node: Obj | None) -> str | None:
+    """Why a node cannot run its pods any more (None: it can): gone, being deleted, Ready not
+    True (the node controller sets Unknown once the kubelet stops reporting), or tainted
+    unreachable. A node that has not reported Ready yet (just registered) is not lost."""
+    if node is None:
+        return "deleted"
+    meta = node.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return "being deleted"
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("status") != "True":
+            detail = str(c.get("message") or c.get("reason") or "").strip()
+            return f"Ready={c.get('status')}" + (f": {detail}" if detail else "")
+    for t in (node.get("spec") or {}).get("taints") or []:
+        if t.get("key") == UNREACHABLE_TAINT:
+            return f"tainted {UNREACHABLE_TAINT}"
+    return None
+
+
+def node_loss_message(lost: dict[str, str], pods: list[Obj]) -> str:
+    """``node n is lost (why): pods a, b ran there`` for each lost node holding one of
+    ``pods`` (nodes by name)."""
+    held: dict[str, list[str]] = {}
+    for pod in pods:
+        where = node_name(pod)
+        if where in lost:
+            held.setdefault(where, []).append(str((pod.get("metadata") or {}).get("name")))
+    parts = [
+        f"node {n} is lost ({lost[n]}): pods {', '.join(sorted(held[n]))} ran there"
+        for n in sorted(held)
+    ]
+    return "; ".join(parts)
+
+
+def node_loss_failure(job: DGLJob, obs: Observation, lost: dict[str, str]) -> PodFailure | None:
+    """A pod of the attempt that has not finished is bound to a lost node: DistDGL cannot go
+    on without it."""
+    if not lost:
+        return None
+    rank = {name: i for i, name in enumerate(replica_order(job))}
+    hit = sorted(
+        (p for p in obs.pods.values() if node_name(p) in lost and is_active(p)),
+        key=lambda p: rank.get(str(p["metadata"]["name"]), len(rank)),
+    )
+    if not hit:
+        return None
+    first = hit[0]
+    return PodFailure(
+        replica_type(first) or "Pod",
+        str(first["metadata"]["name"]),
+        "",
+        None,
+        REASON_NODE_LOST,
+        node_loss_message(lost, hit),
+    )

@@ -8,9 +8,15 @@ docs/architecture.md:
     invalid spec?     -> Failed/InvalidSpec (once; no retry loop)
     suspended?        -> delete the pods, Suspended
     deadline passed?  -> Failed/DeadlineExceeded, stop every pod
+    a node lost?      -> (a pod of the attempt is bound to a node that is NotReady, unreachable
+                         or gone) NodeLost: restart or fail as for a failed pod; every pod on
+                         a lost node is deleted with grace period 0 (no kubelet confirms)
     a pod failed?     -> restart the whole job while backoffLimit allows, else Failed
                          (MemoryPlanExceeded: dglrun found a step that cannot fit; never retried)
     launcher done?    -> Completed
+    pods waiting?     -> PodsReady False with the first pod's reason (Unschedulable,
+                         ErrImagePull, ...), a Warning once per problem; past
+                         schedulingPolicy.scheduleTimeoutSeconds: Failed with that reason
     otherwise         -> create what is missing; phase from the pods
 
 Status goes through the status subresource; events and metrics for a transition are emitted
@@ -53,9 +59,11 @@ from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import Expectations
 from controller.metrics import Metrics
 from controller.mutation_cache import MutationCache
+from informers.lister import Lister
 from informers.store import split_key
 from kubeclient import (
     CONFIGMAPS,
+    NODES,
     PODS,
     SECRETS,
     SERVICES,
@@ -63,6 +71,7 @@ from kubeclient import (
     Conflict,
     Invalid,
     KubeClient,
+    KubeError,
     NotFound,
     Obj,
     Resource,
@@ -106,6 +115,8 @@ class _Plan:
     cleared: set[str] = field(default_factory=set)
     # the status our write was applied to (the newest we read: after a conflict, the API's)
     seen_status: Obj = field(default_factory=dict)
+    # why the job's pods wait (the PodsReady reason), for the jobs-waiting gauge
+    waiting: str | None = None
 
     def announce(self, type_: str, reason: str, message: str) -> None:
         self.events.append((type_, reason, message))
@@ -134,9 +145,12 @@ class JobSync:
         metrics: Metrics,
         expectations: Expectations | None = None,
         clock: Clock | None = None,
+        nodes: Lister | None = None,
     ) -> None:
         self.client = client
         self.listers = listers
+        # the Node cache (None: node losses are not watched for)
+        self.nodes = nodes
         self.options = options
         self.recorder = recorder
         self.metrics = metrics
@@ -154,6 +168,8 @@ class JobSync:
         self._claim_ready_for: dict[str, str] = {}
         self._claim_missing_told: set[tuple[str, str]] = set()
         self._queue_ignored_told = False
+        # job key -> (namespace, reason) counted in the jobs-waiting gauge
+        self._waiting: dict[str, tuple[str, str]] = {}
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -166,6 +182,7 @@ class JobSync:
             self._configmaps_written.forget(key)
             self._secret_made_for.pop(key, None)
             self._claim_ready_for.pop(key, None)
+            self._track_waiting(key, ns, None)
             return Result()
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             return Result()
@@ -180,6 +197,9 @@ class JobSync:
         """Act on the children and decide the new status (written by the caller)."""
         now = self.clock.wall()
         plan = _Plan(obj=obj, status=copy.deepcopy(obj.get("status") or {}))
+        meta = obj.get("metadata") or {}
+        key, ns = f"{meta.get('namespace')}/{meta.get('name')}", str(meta.get("namespace") or "")
+        plan.on_written.append(lambda: self._track_waiting(key, ns, plan.waiting))
         try:
             job = parse_job(obj)
         except SpecError as e:
@@ -195,6 +215,7 @@ class JobSync:
             return None
         self._created(job, plan, now)
         pods = self.listers[PODS].controlled_by(job.uid)
+        self._force_stuck(job, pods)
         if job.spec.run_policy.suspend:
             self._suspend(job, pods, plan, now)
             return plan
@@ -205,14 +226,22 @@ class JobSync:
             # A restart is under way: old attempt's pods go first (their names are reused).
             for pod in obs.stale:
                 if not st.is_terminating(pod):
-                    self.apply.delete(job, PODS, pod, "restarting the job")
+                    self._delete_pod(job, pod, "restarting the job")
+            self._node_lost_while_restarting(job, obs.stale, plan, now)
             plan.status["replicaStatuses"] = st.replica_statuses(obs)
             return plan
         self._record_partition_time(job, obs, plan)
         if self._deadline_passed(job, pods, plan, now):
             return plan
-        failure = obs.failure or self._missing_pod_failure(job, obs, plan)
+        lost = self._lost_nodes([p for p in obs.pods.values() if st.is_active(p)])
+        failure = (
+            st.node_loss_failure(job, obs, lost)
+            or obs.failure
+            or self._missing_pod_failure(job, obs, plan)
+        )
         if failure is not None:
+            if failure.reason == st.REASON_NODE_LOST:
+                plan.on_written.append(lambda: self.metrics.node_losses.labels(job.namespace).inc())
             # (a memory plan that does not fit fails again on every attempt: no restart)
             retry = failure.condition_reason != st.REASON_MEMORY_PLAN
             if retry and attempt < job.spec.run_policy.backoff_limit:
@@ -229,6 +258,9 @@ class JobSync:
         launcher = obs.pod(job.launcher_name)
         if launcher is not None and st.pod_phase(launcher) == "Succeeded":
             self._succeed(job, launcher, plan, now)
+            plan.status["replicaStatuses"] = st.replica_statuses(obs)
+            return plan
+        if self._watch_waiting(job, obs, plan, now):
             plan.status["replicaStatuses"] = st.replica_statuses(obs)
             return plan
         try:
@@ -260,7 +292,7 @@ class JobSync:
     def _suspend(self, job: DGLJob, pods: list[Obj], plan: _Plan, now: float) -> None:
         for pod in pods:
             if not st.is_terminating(pod):
-                self.apply.delete(job, PODS, pod, "the job is suspended")
+                self._delete_pod(job, pod, "the job is suspended")
         if not st.is_true(plan.status, st.SUSPENDED):
             message = f"DGLJob {job.key} is suspended."
             st.set_condition(plan.status, st.SUSPENDED, True, st.REASON_SUSPENDED, message, now)
@@ -296,7 +328,7 @@ class JobSync:
         self._fail(job.raw, plan, st.REASON_DEADLINE, message, now, job=job)
         for pod in pods:  # the deadline stops everything, whatever cleanPodPolicy says
             if st.is_active(pod):
-                self.apply.delete(job, PODS, pod, "activeDeadlineSeconds exceeded")
+                self._delete_pod(job, pod, "activeDeadlineSeconds exceeded")
         return True
 
     def _missing_pod_failure(
@@ -322,14 +354,26 @@ class JobSync:
     ) -> None:
         limit = job.spec.run_policy.backoff_limit
         message = f"{failure.describe()}; restarting the job (restart {attempt + 1} of {limit})"
+        # a node loss says so in the reason (the history names the node); other failures:
+        # the failing pod's reason is in the message
+        reason = failure.reason if failure.reason == st.REASON_NODE_LOST else st.REASON_RESTARTING
         plan.status["restartCount"] = attempt + 1
         plan.status["phase"] = st.PHASE_RESTARTING
         self._observe_delivery(job, plan)
         for reported in DGLRUN_STATUS_FIELDS:  # the next attempt's dglrun reports afresh
             plan.clear(reported)
-        st.set_condition(plan.status, st.RESTARTING, True, st.REASON_RESTARTING, message, now)
+        st.set_condition(plan.status, st.RESTARTING, True, reason, message, now)
         self._not_running(plan, st.REASON_RESTARTING, message, now)
-        plan.announce(WARNING, st.REASON_RESTARTING, message)
+        if st.get_condition(plan.status, st.PODS_READY):
+            st.set_condition(
+                plan.status,
+                st.PODS_READY,
+                False,
+                st.REASON_PODS_STARTING,
+                "the job restarts: its pods are made again",
+                now,
+            )
+        plan.announce(WARNING, reason, message)
         plan.on_written.append(lambda: self.metrics.jobs_restarted.labels(job.namespace).inc())
 
     def _fail(
@@ -452,6 +496,179 @@ class JobSync:
                 st.set_condition(
                     plan.status, st.RESTARTING, False, st.REASON_RUNNING, "running again", now
                 )
+
+    # -- pods that wait ---------------------------------------------------------------------
+
+    def _watch_waiting(self, job: DGLJob, obs: st.Observation, plan: _Plan, now: float) -> bool:
+        """Say why the attempt's pods wait (PodsReady); past scheduleTimeoutSeconds, fail the
+        job with that reason. True: the job failed."""
+        problem = st.waiting_problem(job, obs)
+        self._pods_ready(job, obs, problem, plan, now)
+        cond = st.get_condition(plan.status, st.PODS_READY) or {}
+        if problem is not None:
+            plan.waiting = str(cond.get("reason") or problem.reason)
+        timeout = job.spec.run_policy.scheduling_policy.schedule_timeout_seconds
+        waiting = st.not_started(obs)
+        if timeout is None or not waiting:
+            return False
+        # each pod's own wait counts from its creation (an attempt's pods are made together,
+        # at its start; a pod made later, like the launcher, gets the whole timeout too)
+        created = {str(p["metadata"]["name"]): st.creation_time(p) or now for p in waiting}
+        remaining = min(created.values()) + timeout - now
+        if remaining > 0:
+            plan.requeue(remaining)
+            return False
+        late = [n for n in st.replica_order(job) if n in created and created[n] + timeout <= now]
+        late += sorted(n for n in created if n not in late and created[n] + timeout <= now)
+        limit = f"schedulingPolicy.scheduleTimeoutSeconds ({timeout}s)"
+        if problem is not None:
+            reason = str(cond.get("reason") or problem.reason)
+            who = problem.pod if problem.pod in late else late[0]
+            message = f"{cond.get('message') or problem.describe()}; pod {who} did not start "
+            message += f"within {limit}"
+        else:
+            reason = st.REASON_SCHEDULE_TIMEOUT
+            pod = obs.pods[late[0]]
+            message = f"pod {late[0]} did not start within {limit}: {_pending_state(pod)}"
+        self._fail(job.raw, plan, reason, message, now, job=job)
+        if job.spec.clean_pod_policy == CLEAN_NONE:  # (the others delete them anyway)
+            plan.on_written.append(lambda: self._delete_not_started(job))
+        plan.waiting = None
+        return True
+
+    def _pods_ready(
+        self,
+        job: DGLJob,
+        obs: st.Observation,
+        problem: st.WaitingProblem | None,
+        plan: _Plan,
+        now: float,
+    ) -> None:
+        """PodsReady: False with the first waiting pod's reason (a Warning once per problem:
+        the condition already written says whether it is news), True once every pod of the
+        attempt that exists has started."""
+        cond = st.get_condition(plan.status, st.PODS_READY)
+        was_false = cond is not None and cond.get("status") == "False"
+        if problem is not None:
+            message, reason = problem.describe(), problem.reason
+            if (
+                cond is not None
+                and was_false
+                and problem.same(str(cond.get("reason")), str(cond.get("message")))
+            ):
+                # the same problem: no news (the count of pods it holds may have changed)
+                if problem.reason not in st.IMAGE_PULL_REASONS:
+                    st.set_condition(plan.status, st.PODS_READY, False, reason, message, now)
+                return
+            st.set_condition(plan.status, st.PODS_READY, False, reason, message, now)
+            plan.announce(WARNING, reason, message)
+            return
+        if not obs.pods:
+            return
+        waiting = st.not_started(obs)
+        if not waiting:
+            st.set_condition(
+                plan.status,
+                st.PODS_READY,
+                True,
+                st.REASON_PODS_READY,
+                "every pod of the job has started",
+                now,
+            )
+        elif cond is not None and was_false and cond.get("reason") != st.REASON_PODS_STARTING:
+            rank = {n: i for i, n in enumerate(st.replica_order(job))}
+            names = sorted(
+                (str(p["metadata"]["name"]) for p in waiting), key=lambda n: rank.get(n, 0)
+            )
+            message = f"waiting for pods to start: {', '.join(names)}"
+            st.set_condition(
+                plan.status, st.PODS_READY, False, st.REASON_PODS_STARTING, message, now
+            )
+
+    def _delete_not_started(self, job: DGLJob) -> None:
+        for pod in self.listers[PODS].controlled_by(job.uid):
+            if not st.is_terminating(pod) and not st.pod_started(pod):
+                self._delete_pod(job, pod, "its pods did not start within scheduleTimeoutSeconds")
+
+    def _track_waiting(self, key: str, ns: str, reason: str | None) -> None:
+        old = self._waiting.get(key)
+        new = (ns, reason) if reason else None
+        if old == new:
+            return
+        if old is not None:
+            self.metrics.jobs_waiting.labels(*old).dec()
+        if new is None:
+            self._waiting.pop(key, None)
+        else:
+            self.metrics.jobs_waiting.labels(*new).inc()
+            self._waiting[key] = new
+
+    # -- lost nodes -----------------------------------------------------------------------
+
+    def _node_lost(self, name: str) -> str | None:
+        """Why node ``name`` is lost (None: it is not, or nodes are not watched). A node the
+        cache does not hold is asked for (it may have registered a moment ago)."""
+        if not name or self.nodes is None:
+            return None
+        node = self.nodes.get("", name)
+        if node is None:
+            try:
+                node = self.client.get(NODES, None, name)
+            except NotFound:
+                node = None
+            except KubeError as e:
+                log.warning("could not read a node of the job's pods", node=name, error=str(e))
+                return None
+        return st.node_lost(node)
+
+    def _lost_nodes(self, pods: list[Obj]) -> dict[str, str]:
+        """The lost nodes among those ``pods`` are bound to: name -> why."""
+        lost = {}
+        for name in sorted({st.node_name(p) for p in pods} - {""}):
+            why = self._node_lost(name)
+            if why is not None:
+                lost[name] = why
+        return lost
+
+    def _delete_pod(self, job: DGLJob, pod: Obj, why: str) -> None:
+        """Delete one of the job's pods; with grace period 0 on a lost node."""
+        lost = self._node_lost(st.node_name(pod))
+        if lost is not None:
+            why = f"{why}; forced: node {st.node_name(pod)} is lost ({lost})"
+        self.apply.delete(job, PODS, pod, why, force=lost is not None)
+
+    def _force_stuck(self, job: DGLJob, pods: list[Obj]) -> None:
+        """Pods of the job being deleted on a lost node: no kubelet will confirm, so they
+        would stay Terminating (and hold a restart, which reuses their names): force them."""
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            if not st.is_terminating(pod) or meta.get("deletionGracePeriodSeconds") == 0:
+                continue
+            lost = self._node_lost(st.node_name(pod))
+            if lost is not None:
+                reason = f"node {st.node_name(pod)} is lost ({lost}): forced"
+                self.apply.delete(job, PODS, pod, reason, force=True)
+
+    def _node_lost_while_restarting(
+        self, job: DGLJob, stale: list[Obj], plan: _Plan, now: float
+    ) -> None:
+        """A node died and a pod's failure (the launcher's dglrun, most often) restarted the
+        job before the node was seen lost: once it is, the restart says so (reason NodeLost,
+        the node named) without counting another restart."""
+        cond = st.get_condition(plan.status, st.RESTARTING)
+        if not cond or cond.get("status") != "True" or cond.get("reason") == st.REASON_NODE_LOST:
+            return
+        running = [p for p in stale if st.pod_phase(p) in ("Pending", "Running")]
+        lost = self._lost_nodes(running)
+        if not lost:
+            return
+        count = int(plan.status.get("restartCount") or 0)
+        limit = job.spec.run_policy.backoff_limit
+        where = st.node_loss_message(lost, running)
+        message = f"{where}; restarting the job (restart {count} of {limit})"
+        st.set_condition(plan.status, st.RESTARTING, True, st.REASON_NODE_LOST, message, now)
+        plan.announce(WARNING, st.REASON_NODE_LOST, message)
+        plan.on_written.append(lambda: self.metrics.node_losses.labels(job.namespace).inc())
 
     # -- children -------------------------------------------------------------------------
 
@@ -581,15 +798,17 @@ class JobSync:
 
     def _cleanup(self, job: DGLJob, policy: str) -> None:
         """Apply cleanPodPolicy to a finished job's pods (and its worker Services)."""
-        if policy == CLEAN_NONE:
-            return
         if not self.expectations.satisfied(job.key):
             return
-        for pod in self.listers[PODS].controlled_by(job.uid):
+        pods = self.listers[PODS].controlled_by(job.uid)
+        self._force_stuck(job, pods)
+        if policy == CLEAN_NONE:
+            return
+        for pod in pods:
             if st.is_terminating(pod):
                 continue
             if policy == CLEAN_ALL or (policy == CLEAN_RUNNING and st.is_active(pod)):
-                self.apply.delete(job, PODS, pod, f"cleanPodPolicy {policy}")
+                self._delete_pod(job, pod, f"cleanPodPolicy {policy}")
         for svc in self.listers[SERVICES].controlled_by(job.uid):
             self.apply.delete(job, SERVICES, svc, f"cleanPodPolicy {policy}")
 
@@ -665,3 +884,21 @@ class JobSync:
         for callback in plan.on_written:
             callback()
         return Result(plan.requeue_after)
+
+
+def _pending_state(pod: Obj) -> str:
+    """What a pod that has not started is doing, in a few words."""
+    status = pod.get("status") or {}
+    scheduled = any(
+        c.get("type") == "PodScheduled" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    if not scheduled and not st.node_name(pod):
+        return "not scheduled"
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for cs in status.get(key) or []:
+            waiting = (cs.get("state") or {}).get("waiting")
+            if isinstance(waiting, dict) and waiting.get("reason"):
+                return f"container {cs.get('name')} is {waiting['reason']}"
+    where = st.node_name(pod)
+    return f"scheduled on {where}, its containers not started" if where else "not started"

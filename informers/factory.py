@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from informers.listwatch import ListWatch
-from informers.shared import SharedInformer, wait_for_cache_sync
+from informers.shared import SharedInformer, Transform, strip_managed_fields, wait_for_cache_sync
 from informers.store import IndexFunc
 from kubeclient import KubeClient, Resource
 
@@ -32,7 +32,10 @@ class SharedInformerFactory:
         label_selector: str | None = None,
         indexers: dict[str, IndexFunc] | None = None,
         resync_period: float | None = None,
+        transform: Transform | None = None,
     ) -> SharedInformer:
+        """``transform`` (default: drop managedFields) applies to the informer this call
+        creates; an informer made earlier for the same resource and selector keeps its own."""
         key = (str(res), label_selector or "")
         with self._lock:
             inf = self._informers.get(key)
@@ -44,6 +47,7 @@ class SharedInformerFactory:
                     lw,
                     resync_period=self.resync_period if resync_period is None else resync_period,
                     indexers=indexers,
+                    transform=transform or strip_managed_fields,
                 )
                 self._informers[key] = inf
             elif indexers:

@@ -47,6 +47,7 @@ NETWORKPOLICIES = Resource("networking.k8s.io", "v1", "networkpolicies", "Networ
 SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 EVENTS = Resource("", "v1", "events", "Event")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
 ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")

@@ -418,6 +418,23 @@ def test_delete_and_uid_precondition(kube: FakeKube) -> None:
     stream.close()
 
 
+def test_a_pod_bound_to_a_node_goes_only_with_grace_period_zero(kube: FakeKube) -> None:
+    """As a real API server with no kubelet: a graceful deletion of a scheduled pod waits for
+    the node's kubelet; grace period 0 (a forced deletion) removes it."""
+    kube.create(PODS, NS, pod("a", spec={"nodeName": "n1"}))
+    kube.create(PODS, NS, pod("b"))
+    marked = kube.delete(PODS, NS, "a")
+    assert marked is not None and marked["metadata"]["deletionTimestamp"]
+    assert marked["metadata"]["deletionGracePeriodSeconds"] == 30
+    assert kube.delete(PODS, NS, "a") == marked  # again: no change
+    kube.delete(PODS, NS, "b")  # never scheduled: gone at once
+    assert [p["metadata"]["name"] for p in kube.objects(PODS)] == ["a"]
+    kube.delete(PODS, NS, "a", grace_period_seconds=0)
+    assert kube.objects(PODS) == []
+    deletes = [a for a in kube.actions if a.verb == "delete" and a.name == "a"]
+    assert [a.grace_period_seconds for a in deletes] == [None, None, 0]
+
+
 def test_finalizers_hold_deletion_until_emptied(kube: FakeKube) -> None:
     created = kube.create(PODS, NS, {"metadata": {"name": "a", "finalizers": ["x/one", "x/two"]}})
     stream = kube.watch(PODS, NS, resource_version=created["metadata"]["resourceVersion"])

@@ -63,7 +63,9 @@ def test_operator_runs_a_job_with_its_own_rbac_only(
         # secrets: only create (the jobs' transfer tokens), never read
         lambda: sa.list(SECRETS, namespace),
         lambda: sa.get(SECRETS, namespace, "dgl-graphsage-transfer"),
-        lambda: sa.list(NODES),
+        # nodes: read only (lost nodes), never written
+        lambda: sa.patch(NODES, None, "any-node", {"metadata": {"labels": {"a": "b"}}}),
+        lambda: sa.delete(NODES, None, "any-node"),
         lambda: sa.get(SECRETS, "kube-system", "anything"),
     ):
         with pytest.raises(Forbidden):

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.rbac import LEADER_ELECTION_RULES, RULES
+from controller.rbac import LEADER_ELECTION_RULES, NODE_RULES, RULES
 from kubeclient import (
     CONFIGMAPS,
     NAMESPACES,
@@ -213,6 +213,8 @@ def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
         ("ServiceAccount", ns, fullname),
         ("ClusterRole", None, fullname),
         ("ClusterRoleBinding", None, fullname),
+        ("ClusterRole", None, f"{fullname}-nodes"),
+        ("ClusterRoleBinding", None, f"{fullname}-nodes"),
         ("Service", ns, f"{fullname}-metrics"),
         ("Deployment", ns, fullname),
     }
@@ -231,9 +233,10 @@ def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
         timeout=30,
         what="the ClusterRoleBinding to take effect",
     )
-    for group, resource, verb in triples(RULES):
+    for group, resource, verb in triples(RULES + NODE_RULES):
         assert can(kube, sa, verb, group, resource, ""), (group, resource, verb)
     assert not can(kube, sa, "get", "", "secrets", ns)
+    assert not can(kube, sa, "patch", "", "nodes", "")
     assert not can(kube, sa, "create", "qihoo.net", "dgljobs", "")
     assert not can(kube, sa, "create", "coordination.k8s.io", "leases", ns)
 
@@ -300,6 +303,8 @@ def test_install_watching_one_namespace(release: Release, kube: RestClient) -> N
         ("ServiceAccount", ns, fullname),
         ("Role", watched, fullname),
         ("RoleBinding", watched, fullname),
+        ("ClusterRole", None, f"{fullname}-nodes"),
+        ("ClusterRoleBinding", None, f"{fullname}-nodes"),
         ("Service", ns, f"{fullname}-metrics"),
         ("Deployment", ns, fullname),
     }

@@ -19,7 +19,7 @@ import yaml
 
 from controller.builders import DEFAULT_GANG_SCHEDULER_NAME
 from controller.main import VERSION, parse_settings
-from controller.rbac import LEADER_ELECTION_RULES, operator_rules, triples
+from controller.rbac import LEADER_ELECTION_RULES, NODE_RULES, operator_rules, triples
 from tests.chart.helpers import KUBE_VERSION, Helm, find, kinds
 from tests.support.paths import CHART, REPO
 
@@ -402,15 +402,18 @@ def test_rbac_is_exactly_what_the_controller_uses(rendered: dict[str, Any], name
     expected: dict[str, set[Triple]] = {}
     watch = values.get("watchNamespace")
     expected[watch or "*"] = triples(operator_rules(bool(values.get("gangScheduling"))))
+    # nodes are cluster-scoped: a ClusterRole of their own, whatever the watched namespace
+    expected.setdefault("*", set()).update(triples(NODE_RULES))
     if leader_on(values):
         expected.setdefault(NS, set()).update(triples(LEADER_ELECTION_RULES))
     assert grants == expected
+    cluster = [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    assert all("namespace" not in d["metadata"] for d in cluster)
     if not watch:
         assert "Role" not in kinds(docs) or leader_on(values)
-        for kind in ("ClusterRole", "ClusterRoleBinding"):
-            assert "namespace" not in find(docs, kind)["metadata"]
+        assert len(cluster) == 4
     else:
-        assert "ClusterRole" not in kinds(docs) and "ClusterRoleBinding" not in kinds(docs)
+        assert [d["rules"] for d in cluster if d["kind"] == "ClusterRole"] == [NODE_RULES]
 
 
 def test_service_account(rendered: dict[str, Any]) -> None:

@@ -15,7 +15,14 @@ import pytest
 from controller.api import DGLJOBS, parse_job
 from controller.builders import GANG_SCHEDULER_PLUGINS, BuildOptions, rbac
 from controller.leader import LeaderConfig, LeaderElector
-from controller.rbac import LEADER_ELECTION_RULES, RULES, allows, operator_rules, triples
+from controller.rbac import (
+    LEADER_ELECTION_RULES,
+    NODE_RULES,
+    RULES,
+    allows,
+    operator_rules,
+    triples,
+)
 from kubeclient import Resource
 from tests.controller.harness import (
     LAUNCH,
@@ -137,7 +144,7 @@ def test_every_call_is_allowed_and_every_rule_is_used(gang: bool) -> None:
         calls = set(recording.calls)
     finally:
         h.close()
-    rules = operator_rules(gang) + LEADER_ELECTION_RULES
+    rules = operator_rules(gang) + NODE_RULES + LEADER_ELECTION_RULES
     denied = sorted(c for c in calls if not allows(rules, *c))
     assert denied == [], f"calls the RBAC rules do not allow: {denied}"
     granted = triples(rules)

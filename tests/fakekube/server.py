@@ -2,7 +2,9 @@
 
 Objects live in dicts under one global, etcd-like resourceVersion counter (every write bumps
 it); it enforces optimistic concurrency (409 on a stale ``metadata.resourceVersion``), the
-status subresource, finalizers and ``deletionTimestamp``, UID preconditions, generateName; it
+status subresource, finalizers and ``deletionTimestamp``, UID preconditions, generateName, a
+pod bound to a node (``spec.nodeName``) that only a grace period of 0 removes (there is no
+kubelet to confirm a graceful deletion, as with a real API server and no kubelet); it
 keeps a bounded event history for watches (:mod:`tests.fakekube.watch`), and offers the test
 controls: fault injection (:meth:`FakeKube.fail_next`), an action log (:class:`Action`), watch
 ends and breaks, bookmarks, compaction and a garbage-collector emulation.
@@ -71,6 +73,7 @@ class Action:
     namespace: str | None
     name: str | None
     subresource: str | None = None
+    grace_period_seconds: int | None = None  # a delete's
 
 
 @dataclass
@@ -285,11 +288,11 @@ class FakeKube:
         namespace: str | None,
         name: str | None,
         subresource: str | None = None,
+        grace_period_seconds: int | None = None,
     ) -> None:
         self._resources.setdefault(str(res), res)
-        self._actions.append(
-            Action(verb, str(res), namespace if res.namespaced else None, name, subresource)
-        )
+        ns = namespace if res.namespaced else None
+        self._actions.append(Action(verb, str(res), ns, name, subresource, grace_period_seconds))
         for fault in self._faults:
             if fault.verb == verb and fault.resource in (None, str(res)):
                 fault.remaining -= 1
@@ -462,15 +465,30 @@ class FakeKube:
             self._emit(res, ns, "MODIFIED", new, current)
         return copy.deepcopy(new)
 
-    def _delete_obj(self, res: Resource, ns: str, name: str, current: Obj) -> Obj:
+    def _delete_obj(
+        self, res: Resource, ns: str, name: str, current: Obj, grace: int | None = None
+    ) -> Obj:
         meta = current["metadata"]
         bucket = self._bucket(res)
         new = copy.deepcopy(current)
-        if meta.get("finalizers"):
+        bound = res.kind == "Pod" and bool((current.get("spec") or {}).get("nodeName"))
+        if bound and grace != 0 and meta.get("deletionGracePeriodSeconds") != 0:
+            # a graceful deletion of a pod on a node: only its kubelet (none here) would end
+            # it; it stays Terminating until a delete with grace period 0
             if meta.get("deletionTimestamp"):
-                return new  # already terminating: nothing changes
+                return new
             self._rv += 1
             new["metadata"]["deletionTimestamp"] = self._now()
+            new["metadata"]["deletionGracePeriodSeconds"] = 30 if grace is None else grace
+            new["metadata"]["resourceVersion"] = str(self._rv)
+            bucket[(ns, name)] = new
+            self._emit(res, ns, "MODIFIED", new, current)
+            return copy.deepcopy(new)
+        if meta.get("finalizers"):
+            if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds") == 0:
+                return new  # already terminating: nothing changes
+            self._rv += 1
+            new["metadata"].setdefault("deletionTimestamp", self._now())
             new["metadata"]["deletionGracePeriodSeconds"] = 0
             new["metadata"]["resourceVersion"] = str(self._rv)
             bucket[(ns, name)] = new
@@ -731,7 +749,7 @@ class FakeKube:
         """Delete (or, with finalizers, mark for deletion). ``propagation_policy`` is validated
         but otherwise ignored: dependents go away through :meth:`collect_garbage`."""
         with self._cond:
-            self._begin("delete", res, namespace, name)
+            self._begin("delete", res, namespace, name, grace_period_seconds=grace_period_seconds)
             ns = self._object_ns(res, namespace)
             if propagation_policy not in (None, "Orphan", "Background", "Foreground"):
                 bad_request(
@@ -745,7 +763,7 @@ class FakeKube:
                     name,
                     f"Precondition failed: UID in precondition: {uid}, UID in object meta: {have}",
                 )
-            return self._delete_obj(res, ns, name, current)
+            return self._delete_obj(res, ns, name, current, grace_period_seconds)
 
 
 if TYPE_CHECKING:
