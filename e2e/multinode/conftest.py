@@ -20,12 +20,12 @@ import os
 import subprocess
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from e2e.multinode.helpers import NODES, MultiNode
 from localcluster.cluster import ClusterError, k8s_binaries
 from localcluster.helm import install_operator
 from localcluster.node import (
@@ -34,27 +34,8 @@ from localcluster.node import (
     node_names,
     running,
     schedulers,
-    stop_node,
 )
 from tests.support.prerequisites import unavailable
-
-NODES = 3
-
-
-@dataclass
-class MultiNode:
-    """What tests need of the running cluster."""
-
-    dir: Path
-    kubeconfig: Path
-    nodes: list[str]  # dgl-node, dgl-node-2, dgl-node-3 (the first is node 1)
-    scheduler: str = COSCHEDULER  # the Coscheduling scheduler's schedulerName
-
-    def stop_node(self, name: str) -> None:
-        """Power ``name`` off as a crash would (localcluster.node.stop_node): its kubelet,
-        containerd and containers are killed; its Node and pods stay in the API. The node
-        stays down for the rest of the session."""
-        stop_node(self.dir, name)
 
 
 def _ready_nodes(kubeconfig: Path) -> list[str]:

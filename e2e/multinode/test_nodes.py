@@ -7,7 +7,7 @@ import subprocess
 from typing import Any
 
 from e2e.helpers import apply, wait_until
-from e2e.multinode.conftest import NODES, MultiNode
+from e2e.multinode.helpers import NODES, MultiNode
 from localcluster.cluster import k8s_binaries
 from localcluster.node import API_IP, IMAGE_TAG
 
