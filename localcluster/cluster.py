@@ -230,6 +230,8 @@ class ControlPlane:
     controllers: str = CONTROLLERS
     extra_certs: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     extra_args: list[str] = field(default_factory=list)
+    # extra kube-controller-manager flags (localcluster/node.py: faster node-failure detection)
+    cm_extra_args: list[str] = field(default_factory=list)
     components: dict[str, Component] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -347,6 +349,7 @@ class ControlPlane:
                 "10",
                 "--v",
                 "1",
+                *self.cm_extra_args,
             ],
             logs / "kube-controller-manager.log",
         )

@@ -16,12 +16,17 @@ def helm_binary() -> str:
     return out.stdout.strip().split("=", 1)[1]
 
 
-def install_operator(kubeconfig: Path, digest: str = "") -> None:
+def install_operator(
+    kubeconfig: Path, digest: str = "", values: dict[str, str] | None = None
+) -> None:
     """helm upgrade --install of charts/dgl-operator into dgl-system; a changed image digest
-    (annotation on the pod template) rolls the operator's pod even under the same tag."""
+    (annotation on the pod template) rolls the operator's pod even under the same tag.
+    ``values``: chart values, each passed as ``--set key=value``."""
     extra = []
     if digest:
         extra = ["--set-string", f"podAnnotations.dgl\\.qihoo\\.net/image-digest={digest}"]
+    for key, value in (values or {}).items():
+        extra += ["--set", f"{key}={value}"]
     argv = [
         helm_binary(),
         "upgrade",

@@ -1,0 +1,136 @@
+"""Fixtures of the multi-node e2e session: this machine's cluster of 3 nodes with the
+Coscheduling scheduler (localcluster/node.py ``up --nodes 3 --scheduler-plugins``), the
+operator installed by Helm.
+
+It runs as a pytest session of its own (``pytest e2e/multinode``; ``make test`` runs it after
+``pytest tests e2e --ignore=e2e/multinode``): the single-node session and this one both own
+10.88.0.1. A running cluster is reused when it has at least 3 Ready nodes and the second
+scheduler (``make cluster-up NODES=3 SCHEDULER_PLUGINS=1``); one with fewer nodes fails the
+session (skips it outside CI), saying to run ``make cluster-down``. Otherwise the session brings
+the cluster up and tears it down at its end.
+
+The fixtures here override e2e/conftest.py's of the same names (``kubeconfig``, ``cluster``,
+``operator``, ``namespace``), so a test written for the single-node session runs here as is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.multinode.helpers import NODES, MultiNode
+from localcluster.cluster import ClusterError, k8s_binaries
+from localcluster.helm import install_operator
+from localcluster.node import (
+    COSCHEDULER,
+    DEFAULT_DIR,
+    node_names,
+    running,
+    schedulers,
+)
+from tests.support.prerequisites import unavailable
+
+
+def _ready_nodes(kubeconfig: Path) -> list[str]:
+    kubectl = str(k8s_binaries("kubectl") / "kubectl")
+    out = subprocess.run(
+        [kubectl, "--kubeconfig", str(kubeconfig), "get", "nodes", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if out.returncode != 0:
+        return []
+    return [
+        n["metadata"]["name"]
+        for n in json.loads(out.stdout)["items"]
+        if any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in n.get("status", {}).get("conditions") or []
+        )
+    ]
+
+
+@pytest.fixture(scope="session")
+def multinode() -> Iterator[MultiNode]:
+    # our kubectl first on PATH: pytest-kubernetes calls `kubectl`
+    os.environ["PATH"] = f"{k8s_binaries('kubectl')}:{os.environ['PATH']}"
+    kubeconfig = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
+    if running(DEFAULT_DIR):
+        ready = _ready_nodes(kubeconfig)
+        if len(ready) < NODES or COSCHEDULER not in schedulers(DEFAULT_DIR):
+            unavailable(
+                f"a cluster with {len(ready)} Ready node(s) and schedulers "
+                f"{schedulers(DEFAULT_DIR)} runs from {DEFAULT_DIR}; the multi-node e2e tests "
+                f"need {NODES} Ready nodes and {COSCHEDULER}: run `make cluster-down` first"
+            )
+        yield MultiNode(DEFAULT_DIR, kubeconfig, node_names(DEFAULT_DIR))
+        return
+    if os.geteuid() != 0:
+        unavailable("the local multi-node cluster needs root")
+    from localcluster.node import main as node_main
+
+    try:
+        if node_main(["up", "--nodes", str(NODES), "--scheduler-plugins"]) != 0:
+            unavailable("the local multi-node cluster did not come up (see above)")
+    except ClusterError as e:
+        unavailable(f"the local multi-node cluster did not come up: {e}")
+    try:
+        yield MultiNode(DEFAULT_DIR, kubeconfig, node_names(DEFAULT_DIR))
+    finally:
+        node_main(["down"])
+
+
+@pytest.fixture(scope="session")
+def multinode_kubeconfig(multinode: MultiNode) -> Path:
+    return multinode.kubeconfig
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(multinode_kubeconfig: Path) -> Path:
+    """(e2e/conftest.py's, which would bring up a single node, never runs here)"""
+    return multinode_kubeconfig
+
+
+@pytest.fixture(scope="session")
+def cluster(multinode_kubeconfig: Path) -> Any:
+    """A pytest-kubernetes cluster manager for the multi-node cluster."""
+    from pytest_kubernetes.providers import select_provider_manager
+
+    klass = select_provider_manager("external", {"kubeconfig": str(multinode_kubeconfig)})
+    manager = klass("dgl-e2e-multinode", None, multinode_kubeconfig)
+    manager.create()  # a no-op for a running cluster
+    return manager
+
+
+@pytest.fixture(scope="session")
+def operator_values() -> dict[str, str]:
+    """Helm values (``--set key=value``) the operator is installed with; override this fixture
+    in a conftest to change them."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def operator(cluster: Any, operator_values: dict[str, str]) -> Iterator[str]:
+    """The operator installed from charts/dgl-operator (namespace dgl-system) with this
+    checkout's images."""
+    from localcluster.node import refresh_images
+
+    digest = refresh_images().get("dgl-operator", "")
+    install_operator(Path(cluster.kubeconfig), digest, operator_values)
+    yield "dgl-system"
+
+
+@pytest.fixture
+def namespace(cluster: Any, operator: str) -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl(["create", "namespace", name], as_dict=False)
+    yield name
+    cluster.kubectl(["delete", "namespace", name, "--wait=false"], as_dict=False)
