@@ -3,6 +3,9 @@ session prints in its summary, and DGLJobs driven through pytest-kubernetes' kub
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -103,3 +106,27 @@ def accuracy(log: str) -> float:
         if line.startswith("dglrun: done") and "test accuracy" in line:
             return float(line.split("test accuracy ")[1].split(",")[0])
     raise AssertionError(f"no accuracy in the launcher log:\n{log[-3000:]}")
+
+
+def single_process_accuracy(batch_size: int, epochs: int = 2) -> float:
+    """Single-process GraphSAGE on the same synthetic graph the image carries (seed 0): the
+    baseline a distributed run with ``batch_size`` = trainers x their batch is compared with."""
+    from tests.support.dgl_python import find_dgl_python
+    from tests.support.prerequisites import unavailable
+
+    python = find_dgl_python()
+    if python is None:
+        unavailable("no DGL environment for the single-process baseline (make dgl-venv)")
+    env = {**os.environ, "OUTDATED_IGNORE": "1", "DGLBACKEND": "pytorch"}
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run(
+            [str(python), str(EXAMPLE / "make_dataset.py"), "--root", d],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
+        out = Path(d) / "metrics.json"
+        argv = [str(python), str(EXAMPLE / "train_single.py"), "--dataset_root", d]
+        argv += ["--num_epochs", str(epochs), "--batch_size", str(batch_size), "--out", str(out)]
+        subprocess.run(argv, check=True, capture_output=True, env=env)
+        return float(json.loads(out.read_text())["test_accuracy"])

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -23,50 +20,18 @@ from e2e.helpers import (
     get_job,
     launcher_args,
     pods,
+    single_process_accuracy,
     succeeded,
     wait_finished,
     wait_until,
 )
 from localcluster.cluster import free_port
-from tests.support.prerequisites import unavailable
 
 
 @pytest.fixture(scope="session")
 def baseline() -> float:
-    """Single-process GraphSAGE on the same synthetic graph the image carries (seed 0), with
-    the batch the 2 distributed trainers see together (2 x 128)."""
-    from tests.support.dgl_python import find_dgl_python
-
-    python = find_dgl_python()
-    if python is None:
-        unavailable("no DGL environment for the single-process baseline (make dgl-venv)")
-    env = {**os.environ, "OUTDATED_IGNORE": "1", "DGLBACKEND": "pytorch"}
-    with tempfile.TemporaryDirectory() as d:
-        subprocess.run(
-            [str(python), str(EXAMPLE / "make_dataset.py"), "--root", d],
-            check=True,
-            capture_output=True,
-            env=env,
-        )
-        out = Path(d) / "metrics.json"
-        subprocess.run(
-            [
-                str(python),
-                str(EXAMPLE / "train_single.py"),
-                "--dataset_root",
-                d,
-                "--num_epochs",
-                "2",
-                "--batch_size",
-                "256",
-                "--out",
-                str(out),
-            ],
-            check=True,
-            capture_output=True,
-            env=env,
-        )
-        return float(json.loads(out.read_text())["test_accuracy"])
+    """Single-process GraphSAGE with the batch the 2 distributed trainers see together."""
+    return single_process_accuracy(2 * 128)
 
 
 def test_graphsage_succeeds_close_to_the_baseline(
