@@ -934,6 +934,11 @@ def _start_coscheduler(cluster: LocalCluster, sp_dir: Path) -> None:
             "127.0.0.1",
             "--secure-port",
             "0",
+            # A gang rejected at Permit waits in the unschedulable queue until an event
+            # Coscheduling listens to (a pod or PodGroup added) or this flush: the default 5
+            # minutes would hold a gang long after the job before it finished and freed its CPUs.
+            "--pod-max-in-unschedulable-pods-duration",
+            "30s",
             "--v",
             "1",
         ],

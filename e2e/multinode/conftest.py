@@ -19,7 +19,7 @@ import json
 import os
 import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,20 @@ from localcluster.node import (
     schedulers,
 )
 from tests.support.prerequisites import unavailable
+
+POWERS_OFF = "powers_off_a_node"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{POWERS_OFF}: the test kills a node for the rest of the session (runs last)"
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that power a node off run after all the others (a stable sort keeps the rest in
+    file order): the node stays down for the rest of the session."""
+    items.sort(key=lambda item: item.get_closest_marker(POWERS_OFF) is not None)
 
 
 def _ready_nodes(kubeconfig: Path) -> list[str]:
@@ -125,7 +139,37 @@ def operator(cluster: Any, operator_values: dict[str, str]) -> Iterator[str]:
 
     digest = refresh_images().get("dgl-operator", "")
     install_operator(Path(cluster.kubeconfig), digest, operator_values)
+    _installed["digest"] = digest
     yield "dgl-system"
+
+
+_installed: dict[str, str] = {}
+
+
+@pytest.fixture
+def install(cluster: Any, operator: str) -> Callable[[dict[str, str]], None]:
+    """helm upgrade of the operator with other values (the same image), e.g. gang scheduling
+    on; a test that changes them puts ``{}`` back when it is done."""
+
+    def upgrade(values: dict[str, str]) -> None:
+        install_operator(Path(cluster.kubeconfig), _installed.get("digest", ""), values)
+
+    return upgrade
+
+
+@pytest.fixture
+def stop_node(multinode: MultiNode) -> Callable[[str], None]:
+    """Power a node off for the rest of the session (MultiNode.stop_node)."""
+    return multinode.stop_node
+
+
+@pytest.fixture
+def operator_node(cluster: Any, operator: str) -> str:
+    """The node the operator's pod runs on (a test that kills a node spares it)."""
+    items = cluster.kubectl(["get", "pods", "-n", operator])["items"]
+    running = [p for p in items if p["status"].get("phase") == "Running"]
+    assert running, f"no running operator pod in {operator}"
+    return str(running[0]["spec"]["nodeName"])
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """DGLJobs on the 3-node cluster (real kubelets, kube-scheduler and the Coscheduling scheduler):
 placement, gang scheduling, why a job waits, and a node that dies under a running job.
 
-The tests run in this file's order: the last one powers a node off for good.
+The last test powers a node off for the rest of the session (marked, and run after every other
+test of the session: conftest.py).
 Each node offers 1 CPU and 6Gi to pods (localcluster.node's multi-node default).
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from e2e.helpers import (
     JOB,
@@ -130,14 +133,12 @@ def test_two_big_jobs_without_gang_scheduling_place_partially(cluster: Any, name
     job holding nodes it cannot use (both, when the slots split 3 + 3: a deadlock)."""
     for name in ("big-a", "big-b"):
         apply(cluster, big_job(namespace, name))
-    samples = watch_placement(
-        cluster,
-        namespace,
-        ["big-a", "big-b"],
+    wait_until(
         lambda: sum(placement(cluster, namespace, n)[0] for n in ("big-a", "big-b")) == 6,
         180,
+        "6 of the 8 workers to be bound (all the cluster's 400m slots)",
     )
-    last = samples[-1]
+    last = {n: placement(cluster, namespace, n) for n in ("big-a", "big-b")}
     figure(f"without gang scheduling: workers (bound, unbound) per job: {last}")
     assert any(partial(s) for s in last.values()), last
     if all(partial(s) for s in last.values()):
@@ -178,10 +179,11 @@ def test_gang_scheduling_runs_one_job_then_the_other(
         install({})
 
 
-def waits_with(cluster: Any, ns: str, name: str, reasons: tuple[str, ...], text: str) -> float:
-    """Seconds until the job says why it waits (condition PodsReady False and a Warning
-    event, with the cause)."""
-    started = time.monotonic()
+def waits_with(
+    cluster: Any, ns: str, name: str, reasons: tuple[str, ...], text: str, applied: float
+) -> float:
+    """Seconds from ``applied`` (time.monotonic()) until the job says why it waits (condition
+    PodsReady False and a Warning event, with the cause): at most 30."""
 
     def told() -> dict[str, Any] | None:
         cond = condition(cluster, ns, name, "PodsReady")
@@ -189,7 +191,10 @@ def waits_with(cluster: Any, ns: str, name: str, reasons: tuple[str, ...], text:
             return cond
         return None
 
-    cond = wait_until(told, 30, f"DGLJob {name} to say why it waits ({reasons})")
+    cond = wait_until(
+        told, applied + 30 - time.monotonic(), f"DGLJob {name} to say why it waits ({reasons})"
+    )
+    took = time.monotonic() - applied
     assert text in cond["message"], cond
     seen = [
         e
@@ -197,7 +202,7 @@ def waits_with(cluster: Any, ns: str, name: str, reasons: tuple[str, ...], text:
         if e["involvedObject"].get("name") == name and e["reason"] in reasons
     ]
     assert seen and all(e["type"] == "Warning" for e in seen), seen
-    return time.monotonic() - started
+    return took
 
 
 def test_jobs_that_cannot_start_say_why_and_fail_after_their_bound(
@@ -207,15 +212,24 @@ def test_jobs_that_cannot_start_say_why_and_fail_after_their_bound(
     worker_template(too_big)["containers"][0]["resources"] = {"requests": {"memory": "20Gi"}}
     no_image = job_with_workers(namespace, "no-image", 2)
     worker_template(no_image)["containers"][0]["image"] = MISSING_IMAGE
+    applied = {}
     for job in (too_big, no_image):
         job["spec"]["runPolicy"] = {"schedulingPolicy": {"scheduleTimeoutSeconds": 45}}
         apply(cluster, job)
-    took = waits_with(cluster, namespace, "too-big", ("Unschedulable",), "Insufficient memory")
-    figure(f"a 20Gi worker: Unschedulable on the DGLJob after {took:.0f}s")
+        applied[job["metadata"]["name"]] = time.monotonic()
     took = waits_with(
-        cluster, namespace, "no-image", ("ErrImagePull", "ImagePullBackOff"), MISSING_IMAGE
+        cluster, namespace, "too-big", ("Unschedulable",), "Insufficient memory", applied["too-big"]
     )
-    figure(f"a missing image: image pull error on the DGLJob after {took:.0f}s")
+    figure(f"a 20Gi worker: Unschedulable on the DGLJob {took:.0f}s after apply")
+    took = waits_with(
+        cluster,
+        namespace,
+        "no-image",
+        ("ErrImagePull", "ImagePullBackOff"),
+        MISSING_IMAGE,
+        applied["no-image"],
+    )
+    figure(f"a missing image: image pull error on the DGLJob {took:.0f}s after apply")
     for name, reasons in (
         ("too-big", ("Unschedulable",)),
         ("no-image", ("ErrImagePull", "ImagePullBackOff")),
@@ -231,6 +245,7 @@ def test_jobs_that_cannot_start_say_why_and_fail_after_their_bound(
         )
 
 
+@pytest.mark.powers_off_a_node
 def test_a_node_dies_mid_training_and_the_job_restarts_on_the_others(
     cluster: Any, namespace: str, stop_node: Callable[[str], None], operator_node: str
 ) -> None:
