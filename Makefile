@@ -20,7 +20,7 @@ export DGL_OPERATOR_CACHE := $(CACHE)
 export DGL_PYTHON := $(DGL_VENV)/bin/python
 export OPERATOR_PYTHON := $(BIN)/python
 
-.PHONY: help venv dgl-venv k8s-binaries images lint typecheck unit test bench demo demo-local \
+.PHONY: help venv dgl-venv k8s-binaries scheduler-plugins images lint typecheck unit test bench demo demo-local \
         cluster-up cluster-down control-plane-up control-plane-down clean-venvs
 
 help:
@@ -65,6 +65,11 @@ dgl-venv: $(DGL_VENV)/.ready
 k8s-binaries:
 	hack/k8s-binaries.sh $(K8S_BINS) >/dev/null
 
+# scheduler-plugins' Coscheduling scheduler and PodGroup CRD (gang scheduling tests, the
+# multi-node cluster's second scheduler), built the same way (cached per version).
+scheduler-plugins:
+	hack/scheduler-plugins.sh >/dev/null
+
 lint: venv
 	$(BIN)/ruff check $(PKGS) localcluster e2e tests bench examples hack
 	$(BIN)/ruff format --check $(PKGS) localcluster e2e tests bench examples hack
@@ -72,7 +77,7 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy $(PKGS) localcluster hack
 
-unit: venv dgl-venv k8s-binaries
+unit: venv dgl-venv k8s-binaries scheduler-plugins
 	@hack/free-space.sh 14 "$${TMPDIR:-/tmp}" "the image tests unpack the graphsage image \
 		(about 11 GiB) into a private containerd there; free space or point TMPDIR elsewhere"
 	$(BIN)/python -m pytest -q tests e2e --ignore=e2e/multinode
