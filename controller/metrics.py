@@ -54,8 +54,8 @@ class Metrics:
         )
         self.node_losses = Counter(
             "dgl_operator_job_node_losses_total",
-            "Job attempts ended by the loss of a node holding one of their pods (NodeLost).",
-            ["namespace"],
+            "Job attempts ended by the loss of a node holding one of their pods (NodeLost); "
+            "a node's loss is the cluster's, not a namespace's: no labels (exposed from 0).",
             registry=r,
         )
         self.partition_duration = Histogram(

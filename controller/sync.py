@@ -241,7 +241,7 @@ class JobSync:
         )
         if failure is not None:
             if failure.reason == st.REASON_NODE_LOST:
-                plan.on_written.append(lambda: self.metrics.node_losses.labels(job.namespace).inc())
+                plan.on_written.append(lambda: self.metrics.node_losses.inc())
             # (a memory plan that does not fit fails again on every attempt: no restart)
             retry = failure.condition_reason != st.REASON_MEMORY_PLAN
             if retry and attempt < job.spec.run_policy.backoff_limit:
@@ -668,7 +668,7 @@ class JobSync:
         message = f"{where}; restarting the job (restart {count} of {limit})"
         st.set_condition(plan.status, st.RESTARTING, True, st.REASON_NODE_LOST, message, now)
         plan.announce(WARNING, st.REASON_NODE_LOST, message)
-        plan.on_written.append(lambda: self.metrics.node_losses.labels(job.namespace).inc())
+        plan.on_written.append(lambda: self.metrics.node_losses.inc())
 
     # -- children -------------------------------------------------------------------------
 

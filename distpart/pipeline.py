@@ -23,6 +23,7 @@ Nothing is ever gathered on one rank: each rank holds its share, then its parts.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import socket
 import time
@@ -332,7 +333,8 @@ def config(job: Job, node_start: Array, edge_start: Array) -> dict[str, Any]:
 def write_config(out: Path, job: Job, node_start: Array, edge_start: Array) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{job.graph_name}.json"
-    tmp = out / f".{path.name}.{socket.gethostname()}.tmp"
+    # per process: the ranks of one pod share its hostname (ParMETIS runs 2 in the partitioner)
+    tmp = out / f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(config(job, node_start, edge_start), indent=4) + "\n")
     tmp.replace(path)  # ranks writing the same folder replace it with the same content
     return path

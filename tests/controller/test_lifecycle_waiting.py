@@ -274,7 +274,7 @@ def test_a_node_gone_not_ready_restarts_the_job_and_forces_its_pods_off(h: Harne
     wait_attempt(h, 1)
     h.settle()
     assert h.status()["restartCount"] == 1
-    assert h.sample("dgl_operator_job_node_losses_total", namespace=NS) == 1
+    assert h.sample("dgl_operator_job_node_losses_total") == 1
     assert h.sample("dgl_operator_jobs_restarted_total", namespace=NS) == 1
     (event,) = warnings(h, "NodeLost")
     assert event["message"] == cond["message"]
@@ -319,7 +319,7 @@ def test_the_launcher_fails_before_the_node_is_seen_lost(h: Harness) -> None:
     h.settle()
     assert h.status()["restartCount"] == 1, "the restart counted twice"
     assert h.sample("dgl_operator_jobs_restarted_total", namespace=NS) == 1
-    assert h.sample("dgl_operator_job_node_losses_total", namespace=NS) == 1
+    assert h.sample("dgl_operator_job_node_losses_total") == 1
     assert len(warnings(h, "NodeLost")) == 1
     resync(h, 2)
     assert len(warnings(h, "NodeLost")) == 1 and h.status()["restartCount"] == 1

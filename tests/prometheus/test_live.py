@@ -189,6 +189,27 @@ def test_operator_metrics_rules_and_dashboard_in_prometheus(
     failed = failing.wait_condition("Failed")
     assert failed["reason"] == "BackoffLimitExceeded"
 
+    # The idle job's partitioner cannot be scheduled: the job says it waits (and is counted).
+    unschedulable = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": "0/1 nodes are available: 1 Insufficient memory.",
+    }
+    api.patch(
+        PODS,
+        ns,
+        idle.partitioner,
+        {"status": {"conditions": [unschedulable]}},
+        subresource="status",
+    )
+    eventually(
+        lambda: (
+            prom.value(f'dgl_operator_jobs_waiting{{namespace="{ns}",reason="Unschedulable"}}') == 1
+        ),
+        "the idle job counted as waiting, Unschedulable",
+    )
+
     # What the operator counted, through Prometheus.
     eventually(lambda: prom.value("sum(dgl_operator_jobs_created_total)") == 3, "3 jobs created")
     eventually(lambda: (prom.value("sum(dgl_operator_jobs_failed_total)") or 0) >= 1, "a failure")
