@@ -18,6 +18,9 @@ from imagebuild.project import PACKAGES, PROJECT_FILES, REPO
 from imagebuild.pysite import compile_tree, pip_env, pip_install, tidy_site
 
 
+CONSTRAINTS = REPO / "images" / "app-constraints.txt"  # the dependencies' versions, pinned
+
+
 def _pycache(path: Path) -> bool:
     return "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo")
 
@@ -95,6 +98,7 @@ def app_layer(ctx: Context, *, deps: bool, scripts: set[str] | None) -> oci.Laye
         "deps": deps,
         "scripts": sorted(scripts) if scripts is not None else None,
         "python": list(sys.version_info[:2]),
+        "constraints": file_hash(CONSTRAINTS) if deps else None,
     }
 
     def make() -> oci.Layer:
@@ -102,7 +106,7 @@ def app_layer(ctx: Context, *, deps: bool, scripts: set[str] | None) -> oci.Laye
             wheel = build_wheel(work)
             root = work / "root"
             site = root / APP_SITE
-            deps_option = () if deps else ("--no-deps",)
+            deps_option = ("-c", str(CONSTRAINTS)) if deps else ("--no-deps",)
             pip_install(
                 site, "--no-warn-script-location", "--only-binary=:all:", *deps_option, str(wheel)
             )

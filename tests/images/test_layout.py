@@ -331,6 +331,31 @@ def test_app_layer(name: str, tarballs: dict[str, OciTarball], layer_scans: Laye
     assert "from launcher.cli import main" in app.files["usr/local/bin/dglrun"].decode()
 
 
+def test_every_installed_dependency_is_pinned(
+    tarballs: dict[str, OciTarball], layer_scans: LayerScans
+) -> None:
+    """Each distribution in the app layer has its exact version in setup.cfg or
+    images/app-constraints.txt: a rebuild after PyPI moves on gives the same bytes."""
+    parser = configparser.ConfigParser()
+    parser.read(REPO / "setup.cfg")
+    lines = parser["options"]["install_requires"].splitlines()
+    lines += (REPO / "images" / "app-constraints.txt").read_text().splitlines()
+    pins = {}
+    for line in lines:
+        name, sep, version = line.split("#")[0].strip().partition("==")
+        if sep:
+            pins[re.sub(r"[-_.]+", "_", name.lower())] = version
+    found = re.findall(
+        r"^opt/dgl-operator/site-packages/([^/]+)-([^-/]+)\.dist-info/METADATA$",
+        "\n".join(scans_of("operator", tarballs, layer_scans)[1].names()),
+        re.M,
+    )
+    installed = {re.sub(r"[-_.]+", "_", n.lower()): v for n, v in found if n != "dgl_operator"}
+    assert installed, "no dist-info in the operator's app layer"
+    unpinned = {n: v for n, v in installed.items() if pins.get(n) != v}
+    assert not unpinned, f"pin these in images/app-constraints.txt: {unpinned}"
+
+
 def test_kubectl_layer(tarballs: dict[str, OciTarball], layer_scans: LayerScans) -> None:
     scan = scans_of("kubectl-download", tarballs, layer_scans)[2]
     assert scan.names() == ["usr", "usr/local", "usr/local/bin", "usr/local/bin/kubectl"]
