@@ -581,9 +581,12 @@ def _supervise(running: list[_Running], timeout: float, console: Console) -> Non
                 pending.append(r)
             elif code != 0:
                 stop_all(other.proc for other in running)
+                r.proc.wait(5)  # its last lines are read
+                last = r.proc.last_line()
                 raise PhaseError(
                     f"{r.role} {r.index} on {r.host.name} ({r.host.ip}) exited with "
-                    f"code {code}; stopped every DGL process on every worker"
+                    f"code {code}{f' ({last[-200:]})' if last else ''}; "
+                    "stopped every DGL process on every worker"
                 )
         if not pending:
             return

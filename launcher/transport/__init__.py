@@ -39,6 +39,10 @@ class Proc(Protocol):
         """Stop the process and everything it started (idempotent)."""
         ...
 
+    def last_line(self) -> str:
+        """The last non-blank line of its output so far ("" when none): why it failed."""
+        ...
+
 
 class Transport(Protocol):
     def workers(self) -> list[Host]:
@@ -132,6 +136,13 @@ class PopenProc:
         self.label = label
         self._on_stop = on_stop
         self._stopped = False
+        self._last = ""
+
+        def keep(label: str, line: str) -> None:
+            # the process's own words, not launcher.remote's closing memory report
+            if line.strip() and not line.startswith("launcher.remote: peak memory"):
+                self._last = line.strip()
+            sink(label, line)
         try:
             self.popen = subprocess.Popen(
                 argv,
@@ -145,10 +156,13 @@ class PopenProc:
         except OSError as e:
             raise TransportError(f"{label}: cannot start {argv[0]}: {e.strerror}") from e
         assert self.popen.stdout is not None
-        self._reader = pump(self.popen.stdout, label, sink)
+        self._reader = pump(self.popen.stdout, label, keep)
 
     def poll(self) -> int | None:
         return self.popen.poll()
+
+    def last_line(self) -> str:
+        return self._last
 
     def wait(self, timeout: float | None = None) -> int:
         code = self.popen.wait(timeout)
