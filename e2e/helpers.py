@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,39 @@ def conditions(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def wait_until(pred: Any, timeout: float, what: str) -> Any:
     """tests.support's wait_for, polling once a second (a real cluster)."""
     return wait_for(pred, timeout, what, interval=1)
+
+
+def wait_job(
+    cluster: Any,
+    ns: str,
+    name: str,
+    pred: Callable[[dict[str, Any]], bool],
+    timeout: float,
+    what: str,
+) -> dict[str, Any]:
+    """The DGLJob once ``pred(job)`` holds; fails at once, with its reason, if the job fails
+    first (rather than waiting out ``timeout`` for something that cannot happen any more)."""
+
+    def check() -> dict[str, Any] | None:
+        job = get_job(cluster, ns, name)
+        failed = conditions(job).get("Failed", {})
+        if failed.get("status") == "True":
+            raise AssertionError(
+                f"DGLJob {ns}/{name} failed while waiting for {what}: "
+                f"{failed.get('reason')}: {failed.get('message')}"
+            )
+        return job if pred(job) else None
+
+    found: dict[str, Any] = wait_until(check, timeout, what)
+    return found
+
+
+def phase_is(phase: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda job: (job.get("status") or {}).get("phase") == phase
+
+
+def progress_of(job: dict[str, Any]) -> str:
+    return str((job.get("status") or {}).get("progress") or "")
 
 
 def succeeded(job: dict[str, Any]) -> bool:

@@ -28,8 +28,10 @@ from e2e.helpers import (
     figure,
     get_job,
     launcher_args,
+    progress_of,
     succeeded,
     wait_finished,
+    wait_job,
     wait_until,
 )
 
@@ -61,6 +63,14 @@ def storage_job(ns: str, name: str, **run_policy: Any) -> dict[str, Any]:
     args[args.index("--num-epochs") + 1] = str(EPOCHS)
     args[args.index("--batch-size") + 1] = "32"  # (a few seconds an epoch)
     return job
+
+
+def epochs_done(job: dict[str, Any]) -> int:
+    """The epoch status.progress reports during training (0 before)."""
+    progress = progress_of(job)
+    if not progress.startswith("5/5 train: epoch "):
+        return 0
+    return int(progress.split("epoch ")[1].split("/")[0])
 
 
 def seconds(job: dict[str, Any]) -> float:
@@ -133,14 +143,7 @@ def test_a_worker_lost_at_epoch_k_resumes_there_without_partitioning_again(
 ) -> None:
     apply(cluster, storage_job(ns, "cut", backoffLimit=1))
 
-    def at_epoch_2() -> bool:
-        progress = (get_job(cluster, ns, "cut").get("status") or {}).get("progress", "")
-        return (
-            progress.startswith("5/5 train: epoch ")
-            and int(progress.split("epoch ")[1].split("/")[0]) >= 2
-        )
-
-    wait_until(at_epoch_2, 900, "2 epochs trained (and checkpointed)")
+    wait_job(cluster, ns, "cut", lambda j: epochs_done(j) >= 2, 900, "2 epochs trained")
     cluster.kubectl(["delete", "pod", "cut-worker-1", "-n", ns, "--wait=false"], as_dict=False)
     done = wait_finished(cluster, ns, "cut", timeout=900)
     assert succeeded(done), conditions(done)
@@ -210,13 +213,7 @@ def test_a_damaged_checkpoint_and_damaged_partitions_are_detected(cluster: Any, 
     back to the checkpoint before with a Warning event, and the job succeeds."""
     apply(cluster, storage_job(ns, "damaged"))
 
-    def epochs_done() -> int:
-        progress = (get_job(cluster, ns, "damaged").get("status") or {}).get("progress", "")
-        if not progress.startswith("5/5 train: epoch "):
-            return 0
-        return int(progress.split("epoch ")[1].split("/")[0])
-
-    wait_until(lambda: epochs_done() >= 3, 900, "3 epochs trained")
+    wait_job(cluster, ns, "damaged", lambda j: epochs_done(j) >= 3, 900, "3 epochs trained")
     suspend(cluster, ns, "damaged", True)
     wait_until(
         lambda: get_job(cluster, ns, "damaged")["status"].get("phase") == "Suspended"

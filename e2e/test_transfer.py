@@ -15,11 +15,11 @@ from e2e.helpers import (
     conditions,
     example_job,
     figure,
-    get_job,
     launcher_args,
+    progress_of,
     succeeded,
     wait_finished,
-    wait_until,
+    wait_job,
 )
 from localcluster.node import AUDIT_LOG, DEFAULT_DIR
 
@@ -115,11 +115,14 @@ def test_the_partitioner_deleted_mid_delivery_restarts_the_job(
     launcher_args(job).extend(["--transfer-max-rate", "0.5"])
     apply(cluster, job)
 
-    def pulling() -> bool:
-        progress = (get_job(cluster, namespace, "cut").get("status") or {}).get("progress", "")
-        return progress.startswith("3/5 dispatch: ")
-
-    wait_until(pulling, 600, "the workers pulling their parts")
+    wait_job(
+        cluster,
+        namespace,
+        "cut",
+        lambda j: progress_of(j).startswith("3/5 dispatch: "),
+        600,
+        "the workers pulling their parts",
+    )
     cluster.kubectl(
         ["delete", "pod", "cut-partitioner", "-n", namespace, "--wait=false"], as_dict=False
     )

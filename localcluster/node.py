@@ -599,9 +599,22 @@ def _wait(
 # -- host networking and cgroups ------------------------------------------------------------
 
 
+def bridge_mac(name: str) -> str:
+    """The fixed MAC address of bridge ``dglk<k>``: locally administered, "dglk" and k.
+
+    A Linux bridge whose address was never set takes its lowest port's, so it changed whenever
+    the pod holding that veth went away; the other pods' cached neighbour entry for the gateway
+    then pointed nowhere and their connections to the API server (long ``kubectl exec``
+    streams above all) stalled until ARP noticed, often long enough to fail. An address set by
+    hand is kept whatever ports come and go."""
+    k = int(name.removeprefix("dglk"))
+    return f"02:64:67:6c:{k >> 8:02x}:{k & 0xFF:02x}"
+
+
 def bridge_up(name: str = API_BRIDGE, address: str = f"{API_IP}/24") -> None:
     if _run("ip", "link", "show", name, check=False).returncode != 0:
         _run("ip", "link", "add", "name", name, "type", "bridge")
+    _run("ip", "link", "set", "dev", name, "address", bridge_mac(name))
     _run("ip", "addr", "flush", "dev", name, check=False)
     _run("ip", "addr", "replace", address, "dev", name)
     _run("ip", "link", "set", name, "up")
