@@ -17,7 +17,6 @@ from imagebuild.layout import APP_SITE
 from imagebuild.project import PACKAGES, PROJECT_FILES, REPO
 from imagebuild.pysite import compile_tree, pip_env, pip_install, tidy_site
 
-
 CONSTRAINTS = REPO / "images" / "app-constraints.txt"  # the dependencies' versions, pinned
 
 

@@ -143,6 +143,7 @@ class PopenProc:
             if line.strip() and not line.startswith("launcher.remote: peak memory"):
                 self._last = line.strip()
             sink(label, line)
+
         try:
             self.popen = subprocess.Popen(
                 argv,
