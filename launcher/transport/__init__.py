@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from launcher.hostfile import Host
+from launcher.remote import peak_mb
 
 #: Receives every output line of a started process, with the process's label.
 LineSink = Callable[[str, str], None]
@@ -140,7 +141,7 @@ class PopenProc:
 
         def keep(label: str, line: str) -> None:
             # the process's own words, not launcher.remote's closing memory report
-            if line.strip() and not line.startswith("launcher.remote: peak memory"):
+            if line.strip() and peak_mb(line) is None:
                 self._last = line.strip()
             sink(label, line)
 

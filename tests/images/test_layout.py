@@ -336,6 +336,10 @@ def test_every_installed_dependency_is_pinned(
 ) -> None:
     """Each distribution in the app layer has its exact version in setup.cfg or
     images/app-constraints.txt: a rebuild after PyPI moves on gives the same bytes."""
+
+    def canonical(name: str) -> str:
+        return re.sub(r"[-_.]+", "_", name.lower())
+
     parser = configparser.ConfigParser()
     parser.read(REPO / "setup.cfg")
     lines = parser["options"]["install_requires"].splitlines()
@@ -344,13 +348,13 @@ def test_every_installed_dependency_is_pinned(
     for line in lines:
         name, sep, version = line.split("#")[0].strip().partition("==")
         if sep:
-            pins[re.sub(r"[-_.]+", "_", name.lower())] = version
+            pins[canonical(name)] = version
     found = re.findall(
         r"^opt/dgl-operator/site-packages/([^/]+)-([^-/]+)\.dist-info/METADATA$",
         "\n".join(scans_of("operator", tarballs, layer_scans)[1].names()),
         re.M,
     )
-    installed = {re.sub(r"[-_.]+", "_", n.lower()): v for n, v in found if n != "dgl_operator"}
+    installed = {canonical(n): v for n, v in found if n != "dgl_operator"}
     assert installed, "no dist-info in the operator's app layer"
     unpinned = {n: v for n, v in installed.items() if pins.get(n) != v}
     assert not unpinned, f"pin these in images/app-constraints.txt: {unpinned}"
