@@ -1,23 +1,35 @@
-"""The operator against a real API server: a burst of DGLJobs, an idle window, unrelated pods.
+"""The operator against a real API server: a burst of DGLJobs, an idle window, unrelated pods,
+a scale curve, and optionally the same burst against another DGLJob operator.
 
 Starts its own control plane (etcd + kube-apiserver + kube-controller-manager,
 localcluster/cluster.py) in a temporary directory and runs ``python -m controller.main`` as a
-subprocess against it; the operator's API requests and reconciles are read from its own
-Prometheus endpoint (``rest_client_requests_total``, ``controller_runtime_reconcile_total``),
-its memory from /proc/<pid>/status. Everything started here is stopped and removed at the end,
-on errors and on Ctrl-C too. Prints figures only; never fails on timing.
+subprocess against it, under an identity of its own (a ServiceAccount token, matched by a
+FlowSchema of its own): its requests are counted twice, by its own Prometheus endpoint
+(``rest_client_requests_total``, by verb and resource) and by the API server
+(``apiserver_flowcontrol_dispatched_requests_total`` of that FlowSchema, which counts any
+operator the same way). CPU seconds come from /proc/<pid>/stat, memory from /proc/<pid>/status.
+Everything started here is stopped and removed at the end, on errors and on Ctrl-C too.
+Prints figures only; never fails on timing.
 
 1. burst: ``--jobs`` DGLJobs with ``--workers-per-job`` workers created at once; seconds until
-   every child exists and every job's status shows them; the operator's requests per job.
-2. baseline: the same number of objects created by a plain client, in the same run.
+   every child exists and every job's status shows them; requests and CPU per job.
+2. baseline: the objects the operator created, created again (other names, another namespace)
+   by a plain client with as many threads as the operator has workers: the API server's raw
+   create rate for that mix (and for ConfigMaps, the cheapest object), in the same run.
 3. idle: ``--idle-seconds`` with ``--resync-period 10``: the operator's writes and reads
    (target 0: everything comes from its caches) and the reconciles the resyncs caused.
 4. memory: ``--unrelated-pods`` pods without dgl labels in another namespace (never cached),
    then as many labelled like job children but owned by no DGLJob (cached); operator RSS
-   before and after each (target <= 200 MB with the jobs and those pods in its cache).
+   before and after each (target <= 100 MB with the jobs and those pods in its cache).
+5. scale: for each of ``--scale`` (10,100,1000 jobs), a fresh control plane and operator and
+   one burst: time, requests, CPU and RSS per job (the cost per job must not grow).
+6. head-to-head (``--compare-binary PATH``): the same burst against that operator's binary and
+   against ours, each on a fresh control plane, measured from the outside only (objects
+   created until none is added for 5 s, the FlowSchema's request count, CPU, RSS); ratios.
 
     python bench/controller_bench.py [--jobs 100] [--workers-per-job 4] [--idle-seconds 120]
-                                     [--unrelated-pods 10000]
+                                     [--unrelated-pods 10000] [--scale 10,100,1000]
+                                     [--compare-binary PATH [--compare-args ARGS]]
 """
 
 from __future__ import annotations
@@ -26,15 +38,17 @@ import argparse
 import concurrent.futures
 import contextlib
 import copy
+import functools
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,13 +62,15 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from controller.api import DGLJOBS  # noqa: E402
 from informers.factory import SharedInformerFactory  # noqa: E402
 from informers.shared import EventHandler  # noqa: E402
-from kubeclient import (  # noqa: E402  # noqa: E402
+from kubeclient import (  # noqa: E402
     CONFIGMAPS,
     EVENTS,
     NAMESPACES,
+    NETWORKPOLICIES,
     PODS,
     ROLEBINDINGS,
     ROLES,
+    SECRETS,
     SERVICEACCOUNTS,
     SERVICES,
     AlreadyExists,
@@ -65,7 +81,7 @@ from kubeclient import (  # noqa: E402  # noqa: E402
     RestClient,
 )
 from localcluster.cluster import K8S_VERSION, ControlPlane, start  # noqa: E402
-from localcluster.operator_process import OperatorProcess  # noqa: E402
+from localcluster.operator_process import OperatorProcess, stop_process  # noqa: E402
 
 CRD_PATH = REPO / "charts" / "dgl-operator" / "crds" / "qihoo.net_dgljobs.yaml"
 SEED_PATH = REPO / "tests" / "support" / "fixtures" / "seed_dgljob.yaml"
@@ -74,10 +90,22 @@ CRDS = Resource(
 )
 JOBS_NS, RAW_NS, UNRELATED_NS = "bench-jobs", "bench-raw", "bench-unrelated"
 RESYNC_PERIOD = 10.0
-RSS_TARGET_MB = 200.0
+RSS_TARGET_MB = 100.0
+REQUESTS_PER_JOB_GOAL = 13.1  # the Go original's, measured by the issue
+IDENTITY_NS, IDENTITY = "bench-identity", "bench-operator"
+QUIET_SECONDS = 5.0
+JOB_LABEL = "dgl.qihoo.net/job-name"
 WRITE_VERBS = ("create", "update", "patch", "delete")
 READ_VERBS = ("get", "list")
-CHILD_RESOURCES = (CONFIGMAPS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS, SERVICES, PODS)
+CHILD_RESOURCES = (
+    CONFIGMAPS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS, SERVICES, PODS, SECRETS, NETWORKPOLICIES
+)  # fmt: skip
+FLOWSCHEMAS = Resource(
+    "flowcontrol.apiserver.k8s.io", "v1", "flowschemas", "FlowSchema", namespaced=False
+)
+CLUSTERROLEBINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False
+)
 
 
 def say(msg: str = "") -> None:
@@ -125,6 +153,22 @@ class Snapshot:
         return int(sum(self.reconciles.values()))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def memory_mb(pid: int) -> tuple[float, float]:
+    """(VmRSS, VmHWM) of process ``pid`` in MB."""
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(rest.split()[0]) / 1024
+    return values["VmRSS"], values["VmHWM"]
+
+
 class Operator(OperatorProcess):
     """The operator process with the figures this benchmark reads from the outside."""
 
@@ -132,6 +176,11 @@ class Operator(OperatorProcess):
         super().__init__(
             kubeconfig, log, workers=workers, resync_period=RESYNC_PERIOD, metrics=True
         )
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
 
     def snapshot(self) -> Snapshot:
         snap = Snapshot()
@@ -148,13 +197,7 @@ class Operator(OperatorProcess):
 
     def memory_mb(self) -> tuple[float, float]:
         """(VmRSS, VmHWM) in MB."""
-        assert self.proc is not None
-        values = {}
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                values[key] = int(rest.split()[0]) / 1024
-        return values["VmRSS"], values["VmHWM"]
+        return memory_mb(self.pid)
 
     def wait_quiet(self, quiet: float = 3.0, timeout: float = 120.0) -> tuple[Snapshot, bool]:
         """Until no request for ``quiet`` seconds and an empty queue (or ``timeout``)."""
@@ -230,6 +273,112 @@ def warm_up(api: RestClient) -> float:
     return time.monotonic() - started
 
 
+def operator_identity(api: RestClient, cp: ControlPlane, path: Path) -> Path:
+    """A kubeconfig for ServiceAccount bench-operator (cluster-admin), whose every request the
+    API server counts under FlowSchema bench-operator (priority level exempt: never queued)."""
+    make_namespace(api, IDENTITY_NS)
+    api.create(
+        SERVICEACCOUNTS,
+        IDENTITY_NS,
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": IDENTITY}},
+    )
+    api.create(
+        CLUSTERROLEBINDINGS,
+        None,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": IDENTITY},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "cluster-admin",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": IDENTITY, "namespace": IDENTITY_NS}],
+        },
+    )
+    subject = {
+        "kind": "ServiceAccount",
+        "serviceAccount": {"name": IDENTITY, "namespace": IDENTITY_NS},
+    }
+    api.create(
+        FLOWSCHEMAS,
+        None,
+        {
+            "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+            "kind": "FlowSchema",
+            "metadata": {"name": IDENTITY},
+            "spec": {
+                "matchingPrecedence": 100,
+                "priorityLevelConfiguration": {"name": "exempt"},
+                "rules": [
+                    {
+                        "subjects": [subject],
+                        "resourceRules": [
+                            {
+                                "verbs": ["*"],
+                                "apiGroups": ["*"],
+                                "resources": ["*"],
+                                "namespaces": ["*"],
+                                "clusterScope": True,
+                            }
+                        ],
+                        "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                    }
+                ],
+            },
+        },
+    )
+    token = api.create(
+        SERVICEACCOUNTS,
+        IDENTITY_NS,
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 86400},
+        },
+        name=IDENTITY,
+        subresource="token",
+    )
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": IDENTITY,
+                "clusters": [
+                    {
+                        "name": "local",
+                        "cluster": {
+                            "server": cp.server,
+                            "certificate-authority": str(cp.pki / "ca.crt"),
+                        },
+                    }
+                ],
+                "users": [{"name": IDENTITY, "user": {"token": token["status"]["token"]}}],
+                "contexts": [{"name": IDENTITY, "context": {"cluster": "local", "user": IDENTITY}}],
+            }
+        )
+    )
+    return path  # fmt: skip
+
+
+def dispatched(cp: ControlPlane) -> int:
+    """Requests the API server dispatched for the operator's FlowSchema so far."""
+    code, body = cp.get("/metrics", timeout=10)
+    if code != 200:
+        raise RuntimeError(f"cannot read the API server's /metrics (HTTP {code})")
+    n = 0.0
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if (
+                sample.name == "apiserver_flowcontrol_dispatched_requests_total"
+                and sample.labels.get("flow_schema") == IDENTITY
+            ):
+                n += sample.value
+    return int(n)
+
+
 def run_pool(fn: Callable[[Any], Any], items: Iterable[Any], threads: int) -> list[BaseException]:
     """``fn`` over ``items`` with ``threads`` workers; returns the errors. Ctrl-C cancels."""
     pool = concurrent.futures.ThreadPoolExecutor(threads)
@@ -280,6 +429,7 @@ class Watcher:
         self.workers = workers
         self.first_seen: dict[tuple[str, str], float] = {}
         self.status_at: dict[str, float] = {}
+        self.last_add = 0.0  # when the newest child first showed
         self._lock = threading.Lock()
         self.stop_event = threading.Event()
         self.factory = SharedInformerFactory(api, namespace=JOBS_NS)
@@ -294,7 +444,8 @@ class Watcher:
             key = (plural, obj["metadata"]["name"])
             now = time.monotonic()
             with self._lock:
-                self.first_seen.setdefault(key, now)
+                if key not in self.first_seen:
+                    self.first_seen[key] = self.last_add = now
 
         return EventHandler(on_add=on_add)
 
@@ -318,6 +469,11 @@ class Watcher:
         with self._lock:
             return len(want - self.first_seen.keys()), len(set(jobs) - self.status_at.keys())
 
+    def seen(self) -> tuple[int, float]:
+        """How many children showed, and when the newest did."""
+        with self._lock:
+            return len(self.first_seen), self.last_add
+
     def last(self, want: set[tuple[str, str]], jobs: list[str]) -> tuple[float, float]:
         """When the last of ``want`` appeared, and the last of ``jobs`` showed it (0: never)."""
         with self._lock:
@@ -338,26 +494,38 @@ class Burst:
     missing_status: int = 0
     delta: Snapshot = field(default_factory=Snapshot)
     events_in_namespace: int = 0
+    dispatched: int = 0  # the API server's count of the operator's requests
+    cpu_seconds: float = 0.0
+    rss_mb: float = 0.0
 
     @property
     def complete(self) -> bool:
         return self.children_seconds is not None and self.status_seconds is not None
 
 
-def burst(api: RestClient, op: Operator, jobs: int, workers: int, timeout: float) -> Burst:
+def create_jobs(api: RestClient, jobs: int, workers: int) -> tuple[list[str], float]:
+    """``jobs`` DGLJobs (the seed's, ``workers`` workers) created by 8 threads; their names
+    and the seconds it took."""
     seed = yaml.safe_load(SEED_PATH.read_text())
+    names = [f"bench-{i:04d}" for i in range(jobs)]
+    t0 = time.monotonic()
+    errors = run_pool(lambda n: api.create(DGLJOBS, JOBS_NS, job_body(seed, n, workers)), names, 8)
+    if errors:
+        raise RuntimeError(f"{len(errors)} DGLJob creates failed, first: {errors[0]}")
+    return names, time.monotonic() - t0
+
+
+def burst(
+    api: RestClient, cp: ControlPlane, op: Operator, jobs: int, workers: int, timeout: float
+) -> Burst:
     names = [f"bench-{i:04d}" for i in range(jobs)]
     want = set().union(*(expected_children(n, workers) for n in names))
     out = Burst(jobs, workers)
     with Watcher(api, workers) as watcher:
         before = op.snapshot()
+        cpu0, sent0 = cpu_seconds(op.pid), dispatched(cp)
         t0 = time.monotonic()
-        errors = run_pool(
-            lambda n: api.create(DGLJOBS, JOBS_NS, job_body(seed, n, workers)), names, 8
-        )
-        out.create_seconds = time.monotonic() - t0
-        if errors:
-            raise RuntimeError(f"{len(errors)} DGLJob creates failed, first: {errors[0]}")
+        _names, out.create_seconds = create_jobs(api, jobs, workers)
         done = wait_for(lambda: watcher.progress(want, names) == (0, 0), timeout, 0.1)
         out.missing_children, out.missing_status = watcher.progress(want, names)
         last_child, last_status = watcher.last(want, names)
@@ -369,8 +537,18 @@ def burst(api: RestClient, op: Operator, jobs: int, workers: int, timeout: float
         if done and quiet:
             out.quiet_seconds = time.monotonic() - t0 - 3.0
         out.delta = after - before
+        out.cpu_seconds = cpu_seconds(op.pid) - cpu0
+        out.dispatched = dispatched(cp) - sent0
+        out.rss_mb = op.memory_mb()[0]
     out.events_in_namespace = len(api.list(EVENTS, JOBS_NS)["items"])
     return out
+
+
+def children_created(d: Snapshot) -> int:
+    return sum(
+        int(v) for (verb, res, code), v in d.requests.items()
+        if verb == "create" and res != "events" and code.startswith("2")
+    )  # fmt: skip
 
 
 def report_burst(b: Burst) -> int:
@@ -393,16 +571,14 @@ def report_burst(b: Burst) -> int:
         )
     say(
         f"  (children per job: ConfigMap, 2 ServiceAccounts, 2 Roles, 2 RoleBindings, {w} "
-        f"Services, {w} worker pods, partitioner pod = {8 + 2 * w}; status: Created condition and "
+        f"Services, {w} worker pods, partitioner pod = {8 + 2 * w}, and with the seed's HTTP "
+        "partition transfer a Secret and a NetworkPolicy; status: Created condition and "
         f'replicaStatuses.Worker active={w}, ready="0/{w}")'
     )
     total, writes = d.total(), d.total(WRITE_VERBS)
     event_writes = d.by("create", "events") + d.by("patch", "events")
     status_writes = d.by("update", "dgljobs.qihoo.net")
-    children = sum(
-        int(v) for (verb, res, code), v in d.requests.items()
-        if verb == "create" and res != "events" and code.startswith("2")
-    )  # fmt: skip
+    children = children_created(d)
     say(
         f"burst: requests per job: {total / jobs:.1f} (writes {writes / jobs:.1f}: "
         f"{children / jobs:.1f} child creates, {status_writes / jobs:.1f} status updates, "
@@ -411,7 +587,17 @@ def report_burst(b: Burst) -> int:
     )
     say(
         f"burst: writes per job without events: {(writes - event_writes) / jobs:.1f} "
-        f"(the children themselves are {8 + 2 * w} creates per job)"
+        f"(the children themselves are {children_created(d) / jobs:.1f} creates per job)"
+    )
+    say(
+        f"burst: the API server counted {b.dispatched / jobs:.1f} requests per job from the "
+        f"operator's identity (FlowSchema {IDENTITY}: its watches too); "
+        f"{b.dispatched / max(children_created(d), 1):.2f} per created object; goal <= "
+        f"{REQUESTS_PER_JOB_GOAL} per job"
+    )
+    say(
+        f"burst: operator CPU {b.cpu_seconds:.2f} s = {b.cpu_seconds * 1000 / jobs:.1f} ms per "
+        f"job; RSS after the burst {b.rss_mb:.1f} MB"
     )
     by: Counter[tuple[str, str]] = Counter()
     for (verb, res, _code), v in d.requests.items():
@@ -430,11 +616,11 @@ def report_burst(b: Burst) -> int:
         + ", ".join(f"{k} {int(v)}" for k, v in sorted(d.reconciles.items()))
         + ")"
     )
-    expected_events = 2 * w + 2
+    expected_events = 2
     say(
         f"burst: Events in {JOBS_NS}: {b.events_in_namespace:,} = "
         f"{b.events_in_namespace / jobs:.1f} per job (expected {expected_events}: DGLJobCreated "
-        f"+ SuccessfulCreatePod x{w + 1} + SuccessfulCreateService x{w})"
+        f"+ one SuccessfulCreate naming the {w + 1} pods and {w} Services)"
     )
     missing = expected_events * jobs - b.events_in_namespace
     failed = int(sum(v for k, v in errs.items() if k[1] == "events"))
@@ -467,6 +653,40 @@ def raw_create_rate(kubeconfig: Path, count: int, threads: int) -> tuple[float, 
     return count / (time.monotonic() - started), len(errors)
 
 
+def plain_copy(res: Resource, obj: Obj) -> Obj:
+    """``obj`` (a list's item) as a plain client would create it: no owner, no server-set
+    fields."""
+    meta = obj["metadata"]
+    out: Obj = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+    out["apiVersion"] = res.api_version
+    out["kind"] = res.kind
+    out["metadata"] = {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}
+    if res.kind == "Pod":
+        out["spec"] = {k: v for k, v in obj["spec"].items() if k != "nodeName"}
+    return out
+
+
+def same_mix_rate(api: RestClient, kubeconfig: Path, threads: int) -> tuple[float, int, int]:
+    """The operator's children of JOBS_NS created again in RAW_NS (same names, so every
+    reference resolves; kind by kind, each kind before what refers to it) by a plain client
+    with ``threads`` threads: (objects/s, objects, failures)."""
+    order = (CONFIGMAPS, SERVICEACCOUNTS, ROLES, ROLEBINDINGS, SECRETS, NETWORKPOLICIES,
+             SERVICES, PODS)  # fmt: skip
+    batches = [
+        (
+            res,
+            [plain_copy(res, o) for o in api.list(res, JOBS_NS, label_selector=JOB_LABEL)["items"]],
+        )
+        for res in order
+    ]
+    raw = RestClient.from_config(str(kubeconfig), pool_size=threads + 4, user_agent="bench-raw")
+    started, count, failed = time.monotonic(), 0, 0
+    for res, objs in batches:
+        errors = run_pool(functools.partial(raw.create, res, RAW_NS), objs, threads)
+        count, failed = count + len(objs), failed + len(errors)
+    return count / (time.monotonic() - started), count, failed
+
+
 # -- memory -----------------------------------------------------------------------------------
 
 
@@ -486,6 +706,179 @@ def create_unrelated_pods(
     return time.monotonic() - started, len(errors)
 
 
+# -- sessions: a fresh control plane with an operator ------------------------------------------
+
+
+@dataclass
+class Session:
+    cp: ControlPlane
+    api: RestClient
+    identity: Path  # the kubeconfig of the operator's own identity
+
+
+@contextlib.contextmanager
+def session(workdir: Path) -> Iterator[Session]:
+    """A fresh control plane with the CRD, the bench's namespaces and the operator identity."""
+    started = time.monotonic()
+    cp = start(workdir / "cluster")
+    try:
+        api = RestClient.from_config(str(cp.kubeconfig), pool_size=32, user_agent="bench")
+        install_crd(api)  # before the operator starts, or its DGLJob informer backs off
+        for ns in (JOBS_NS, RAW_NS, UNRELATED_NS):
+            make_namespace(api, ns)
+        identity = operator_identity(api, cp, workdir / "operator.kubeconfig")
+        warm = warm_up(api)
+        say(
+            f"control plane up, CRD installed, namespaces ready in "
+            f"{time.monotonic() - started:.1f} s; first DGLJob write (a dry run) took {warm:.1f} s "
+            "(API server warm-up, kept out of the burst)"
+        )
+        yield Session(cp, api, identity)
+    finally:
+        cp.stop()
+
+
+def start_ours(sess: Session, workdir: Path, workers: int) -> Operator:
+    op = Operator(sess.identity, workdir / "operator.log", workers)
+    ready_in = op.start().wait_ready()
+    say(
+        f"operator: subprocess pid {op.pid}, --workers {workers} --resync-period "
+        f"{RESYNC_PERIOD:g}, ready in {ready_in:.1f} s, RSS {op.memory_mb()[0]:.1f} MB"
+    )
+    return op
+
+
+# -- 5. scale ---------------------------------------------------------------------------------
+
+
+def scale_curve(workdir: Path, sizes: list[int], workers: int, op_workers: int) -> None:
+    rows = []
+    for jobs in sizes:
+        where = workdir / f"scale-{jobs}"
+        with session(where) as sess:
+            op = start_ours(sess, where, op_workers)
+            try:
+                b = burst(sess.api, sess.cp, op, jobs, workers, 120 + jobs * 0.5)
+            finally:
+                op.stop()
+        rows.append(b)
+        say(f"scale: {jobs} jobs: {'complete' if b.complete else 'INCOMPLETE'}")
+    say(f"scale: {workers} workers per job; a fresh control plane and operator for each size")
+    say("  jobs  children s  status s  requests/job  (API server count)  CPU ms/job  RSS MB")
+    for b in rows:
+        say(
+            f"  {b.jobs:>4}  {b.children_seconds or float('nan'):>10.1f}  "
+            f"{b.status_seconds or float('nan'):>8.1f}  {b.delta.total() / b.jobs:>12.1f}  "
+            f"{b.dispatched / b.jobs:>18.1f}  {b.cpu_seconds * 1000 / b.jobs:>10.1f}  "
+            f"{b.rss_mb:>6.1f}"
+        )
+    first, last = rows[0], rows[-1]
+    if len(rows) > 1 and first.complete and last.complete:
+        growth = (last.cpu_seconds / last.jobs) / (first.cpu_seconds / first.jobs)
+        say(
+            f"scale: CPU per job at {last.jobs} jobs is {growth:.2f}x that at {first.jobs}; "
+            f"requests per job {last.delta.total() / last.jobs:.1f} vs "
+            f"{first.delta.total() / first.jobs:.1f}; seconds per job "
+            f"{last.status_seconds / last.jobs * 1000:.0f} ms vs "  # type: ignore[operator]
+            f"{first.status_seconds / first.jobs * 1000:.0f} ms"  # type: ignore[operator]
+        )
+
+
+# -- 6. head-to-head --------------------------------------------------------------------------
+
+
+@dataclass
+class Outside:
+    """One operator's burst as seen from the outside (any operator can be measured so)."""
+
+    objects: int = 0
+    seconds: float = 0.0
+    requests: int = 0
+    cpu_seconds: float = 0.0
+    rss_mb: float = 0.0
+
+
+def outside_burst(sess: Session, pid: int, jobs: int, workers: int, timeout: float) -> Outside:
+    """Create the burst; wait until no new child showed for QUIET_SECONDS."""
+    out = Outside()
+    with Watcher(sess.api, workers) as watcher:
+        cpu0, sent0 = cpu_seconds(pid), dispatched(sess.cp)
+        t0 = time.monotonic()
+        create_jobs(sess.api, jobs, workers)
+
+        def settled() -> bool:
+            n, last = watcher.seen()
+            return n > 0 and time.monotonic() - max(last, t0) >= QUIET_SECONDS
+
+        wait_for(settled, timeout, 0.2)
+        out.objects, last = watcher.seen()
+        out.seconds = max(last - t0, 0.0)
+        out.cpu_seconds = cpu_seconds(pid) - cpu0
+        out.requests = dispatched(sess.cp) - sent0
+        out.rss_mb = memory_mb(pid)[0]
+    return out
+
+
+def start_other(sess: Session, workdir: Path, argv: list[str]) -> subprocess.Popen[bytes]:
+    """The other operator, with KUBECONFIG (and ``{kubeconfig}`` in its arguments) set to
+    the operator identity; ready once it made its first requests and then 3 quiet seconds."""
+    args = [a.replace("{kubeconfig}", str(sess.identity)) for a in argv]
+    log = workdir / "other.log"
+    with log.open("ab") as f:
+        proc = subprocess.Popen(
+            args, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, "KUBECONFIG": str(sess.identity)},
+        )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while dispatched(sess.cp) == 0:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-2000:]
+            stop_process(proc)
+            raise RuntimeError(f"the operator under comparison did not start: {args}\n{tail}")
+        time.sleep(0.2)
+    time.sleep(3)
+    say(f"compare: {args[0]} running, pid {proc.pid}, RSS {memory_mb(proc.pid)[0]:.1f} MB")
+    return proc
+
+
+def head_to_head(
+    workdir: Path, binary: str, args: list[str], jobs: int, workers: int, op_workers: int
+) -> None:
+    results: dict[str, Outside] = {}
+    for who in ("theirs", "ours"):
+        where = workdir / f"compare-{who}"
+        with session(where) as sess:
+            if who == "ours":
+                op = start_ours(sess, where, op_workers)
+                try:
+                    results[who] = outside_burst(sess, op.pid, jobs, workers, 300)
+                finally:
+                    op.stop()
+            else:
+                proc = start_other(sess, where, [binary, *args])
+                try:
+                    results[who] = outside_burst(sess, proc.pid, jobs, workers, 300)
+                finally:
+                    stop_process(proc)
+    theirs, ours = results["theirs"], results["ours"]
+    say(f"compare: {jobs} jobs x {workers} workers, each operator on a fresh control plane")
+    rows = [
+        ("objects created", theirs.objects, ours.objects, "{:,.0f}"),
+        ("objects created per second", theirs.objects / max(theirs.seconds, 1e-9),
+         ours.objects / max(ours.seconds, 1e-9), "{:,.0f}"),
+        ("seconds until the last object", theirs.seconds, ours.seconds, "{:.1f}"),
+        ("API requests per job", theirs.requests / jobs, ours.requests / jobs, "{:.1f}"),
+        ("requests per created object", theirs.requests / max(theirs.objects, 1),
+         ours.requests / max(ours.objects, 1), "{:.2f}"),
+        ("CPU seconds for the burst", theirs.cpu_seconds, ours.cpu_seconds, "{:.2f}"),
+        ("RSS after the burst, MB", theirs.rss_mb, ours.rss_mb, "{:.1f}"),
+    ]  # fmt: skip
+    say(f"  {'figure':<32} {'theirs':>10} {'ours':>10}  ours/theirs")
+    for name, t, o, fmt in rows:
+        ratio = f"{o / t:.2f}x" if t else "-"
+        say(f"  {name:<32} {fmt.format(t):>10} {fmt.format(o):>10}  {ratio}")
+
+
 # -- main -------------------------------------------------------------------------------------
 
 
@@ -499,8 +892,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--raw-threads", type=int, default=0,
                    help="baseline client threads (default: --operator-workers)")  # fmt: skip
     p.add_argument("--burst-timeout", type=float, default=300.0)
-    a = p.parse_args(argv)
+    p.add_argument(
+        "--scale",
+        default="10,100,1000",
+        help="job counts of the scale curve, comma-separated ('' skips it)",
+    )
+    p.add_argument(
+        "--compare-binary",
+        default="",
+        help="another DGLJob operator's executable: run the same burst against it",
+    )
+    p.add_argument(
+        "--compare-args",
+        default="--kubeconfig {kubeconfig}",
+        help="its arguments ({kubeconfig}: the operator identity's kubeconfig)",
+    )
+    a = p.parse_args(argv)  # fmt: skip
     raw_threads = a.raw_threads or a.operator_workers
+    try:
+        sizes = [int(x) for x in a.scale.split(",") if x.strip()]
+    except ValueError:
+        p.error(f"--scale: not a comma-separated list of job counts: {a.scale!r}")
+    if a.compare_binary and not os.access(a.compare_binary, os.X_OK):
+        p.error(f"--compare-binary: {a.compare_binary} is not an executable file")
 
     def on_term(signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
@@ -508,7 +922,6 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, on_term)
     workdir = Path(tempfile.mkdtemp(prefix="dgl-controller-bench-"))
-    cp: ControlPlane | None = None
     op: Operator | None = None
     results: dict[str, tuple[bool, str]] = {}
     try:
@@ -517,113 +930,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{os.cpu_count()} CPUs; work dir {workdir}"
         )
         started = time.monotonic()
-        cp = start(workdir / "cluster")
-        api = RestClient.from_config(str(cp.kubeconfig), pool_size=32, user_agent="bench")
-        install_crd(api)  # before the operator starts, or its DGLJob informer backs off
-        for ns in (JOBS_NS, RAW_NS, UNRELATED_NS):
-            make_namespace(api, ns)
-        warm = warm_up(api)
-        say(
-            f"control plane up, CRD installed, namespaces ready in "
-            f"{time.monotonic() - started:.1f} s; first DGLJob write (a dry run) took {warm:.1f} s "
-            "(API server warm-up, kept out of the burst)"
-        )
-        op = Operator(cp.kubeconfig, workdir / "operator.log", a.operator_workers)
-        ready_in = op.start().wait_ready()
-        assert op.proc is not None
-        rss, _ = op.memory_mb()
-        say(
-            f"operator: subprocess pid {op.proc.pid}, --workers {a.operator_workers} "
-            f"--resync-period {RESYNC_PERIOD:g}, ready in {ready_in:.1f} s, RSS {rss:.1f} MB"
-        )
-
-        # 1. burst
-        b = burst(api, op, a.jobs, a.workers_per_job, a.burst_timeout)
-        children = report_burst(b)
-        if b.complete:
-            text = f"all children + status for {a.jobs}/{a.jobs} jobs ({b.status_seconds:.1f} s)"
-        else:
-            text = (
-                f"{b.missing_children} children missing, {b.missing_status}/{a.jobs} jobs "
-                f"without status after {a.burst_timeout:g} s"
-            )
-        results["burst complete"] = (b.complete, text)
-
-        # 2. baseline
-        if children:
-            rate, errors = raw_create_rate(cp.kubeconfig, children, raw_threads)
-            say(
-                f"baseline: plain client created {children:,} ConfigMaps in {RAW_NS} with "
-                f"{raw_threads} threads (= operator workers): {rate:.1f}/s"
-                + (f" ({errors} failed)" if errors else "")
-            )
-            if b.children_seconds:
-                op_rate = children / b.children_seconds
-                say(
-                    f"burst: operator created {children:,} objects in {b.children_seconds:.1f} s = "
-                    f"{op_rate:.1f}/s; raw create rate {rate:.1f}/s; operator at "
-                    f"{op_rate / rate:.2f}x of raw"
-                )
-                say(
-                    "  (the operator's objects are mostly pods and RBAC, heavier to admit than "
-                    "ConfigMaps; its time also includes watch latency and status writes)"
-                )
-
-        # 3. idle
-        before = op.snapshot()
-        time.sleep(a.idle_seconds)
-        idle = op.snapshot() - before
-        writes, reads = idle.total(WRITE_VERBS), idle.total(READ_VERBS)
-        resyncs = int(a.idle_seconds // RESYNC_PERIOD)
-        say(
-            f"idle: {a.idle_seconds:g} s with --resync-period {RESYNC_PERIOD:g}: "
-            f"{idle.reconcile_count():,} reconciles (about {a.jobs * resyncs:,} expected: "
-            f"{a.jobs} jobs x {resyncs} resyncs)"
-        )
-        say(
-            f"idle: operator API writes {writes} (target 0), reads {reads} (get/list, target 0), "
-            f"watch (re)opens {idle.total(['watch'])}"
-        )
-        for (verb, res, code), v in sorted(idle.requests.items()):
-            say(f"  {verb} {res} -> {code}: {int(v)}")
-        results["idle writes"] = (writes == 0, f"{writes} writes in {a.idle_seconds:g} s")
-        results["idle reads"] = (reads == 0, f"{reads} get/list in {a.idle_seconds:g} s")
-
-        # 4. memory: pods the operator never caches, then pods it must cache
-        rss_start, _ = op.memory_mb()
-        say(f"memory: operator RSS {rss_start:.1f} MB with the {a.jobs} jobs' children cached")
-        steps = (
-            ("other", {"app": "unrelated"}, "without the dgl.qihoo.net/job-name label: the "
-             "child informers are label-selected, so these never reach the caches"),
-            ("stray", {"dgl.qihoo.net/job-name": "none"}, "labelled like a job's children but "
-             "owned by no DGLJob: they enter the pod cache (and the handlers ignore them)"),
-        )  # fmt: skip
-        for prefix, labels, what in steps:
-            rss_before, _ = op.memory_mb()
-            snap = op.snapshot()
-            seconds, errors = create_unrelated_pods(
-                api, a.unrelated_pods, 16, prefix=prefix, labels=labels
-            )
-            made = a.unrelated_pods - errors
-            say(
-                f"memory: {made:,} pods {what}; created in {seconds:.1f} s "
-                f"({made / seconds:.0f}/s, 16 threads)" + (f", {errors} failed" if errors else "")
-            )
-            time.sleep(5)
-            during = op.snapshot() - snap
-            rss_after, hwm = op.memory_mb()
-            say(
-                f"memory: operator RSS {rss_after:.1f} MB ({rss_after - rss_before:+.1f} MB, "
-                f"{(rss_after - rss_before) * 1024 / max(made, 1):.2f} kB/pod), peak "
-                f"{hwm:.1f} MB; its requests meanwhile: {during.total()} "
-                f"(writes {during.total(WRITE_VERBS)}), reconciles {during.reconcile_count()}"
-            )
-        results["memory"] = (
-            rss_after <= RSS_TARGET_MB,
-            f"RSS {rss_after:.1f} MB <= {RSS_TARGET_MB:g} MB with the jobs and "
-            f"{a.unrelated_pods:,} other pods in its cache",
-        )
-
+        with session(workdir / "main") as sess:
+            api, cp = sess.api, sess.cp
+            op = start_ours(sess, workdir / "main", a.operator_workers)
+            main_run(a, api, cp, op, raw_threads, results)
+            op.stop()
+            op = None
+        if sizes:
+            scale_curve(workdir, sizes, a.workers_per_job, a.operator_workers)
+        if a.compare_binary:
+            head_to_head(workdir, a.compare_binary, a.compare_args.split(), a.jobs,
+                          a.workers_per_job, a.operator_workers)  # fmt: skip
         say(f"summary ({time.monotonic() - started:.0f} s):")
         for name, (ok, text) in results.items():
             say(f"  {name}: {text}: {'met' if ok else 'NOT met'}")
@@ -641,9 +958,113 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, signal.SIG_IGN)  # let the cleanup finish
         if op is not None:
             op.stop()
-        if cp is not None:
-            cp.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main_run(
+    a: argparse.Namespace,
+    api: RestClient,
+    cp: ControlPlane,
+    op: Operator,
+    raw_threads: int,
+    results: dict[str, tuple[bool, str]],
+) -> None:
+    """Steps 1-4 on one control plane."""
+    # 1. burst
+    b = burst(api, cp, op, a.jobs, a.workers_per_job, a.burst_timeout)
+    children = report_burst(b)
+    if b.complete:
+        text = f"all children + status for {a.jobs}/{a.jobs} jobs ({b.status_seconds:.1f} s)"
+    else:
+        text = (
+            f"{b.missing_children} children missing, {b.missing_status}/{a.jobs} jobs "
+            f"without status after {a.burst_timeout:g} s"
+        )
+    results["burst complete"] = (b.complete, text)
+    per_job = b.dispatched / a.jobs
+    results["requests per job"] = (
+        per_job <= REQUESTS_PER_JOB_GOAL,
+        f"{per_job:.1f} (API server's count) <= {REQUESTS_PER_JOB_GOAL}",
+    )
+
+    # 2. baseline
+    if children and b.children_seconds:
+        op_rate = children / b.children_seconds
+        rate, count, errors = same_mix_rate(api, cp.kubeconfig, raw_threads)
+        cm_rate, cm_errors = raw_create_rate(cp.kubeconfig, children, raw_threads)
+        say(
+            f"baseline: plain client, {raw_threads} threads (= operator workers): the operator's "
+            f"{count:,} children again (same kinds, another namespace) at {rate:.1f}/s"
+            + (f" ({errors} failed)" if errors else "")
+            + f"; {children:,} ConfigMaps at {cm_rate:.1f}/s"
+            + (f" ({cm_errors} failed)" if cm_errors else "")
+        )
+        say(
+            f"burst: operator created {children:,} objects in {b.children_seconds:.1f} s = "
+            f"{op_rate:.1f}/s: {op_rate / rate:.2f}x of the raw rate for the same objects, "
+            f"{op_rate / cm_rate:.2f}x of the raw ConfigMap rate"
+        )
+        results["create rate"] = (
+            op_rate / rate >= 0.7,
+            f"{op_rate / rate:.2f}x of the API server's raw create rate (same objects) >= 0.7x",
+        )
+
+    # 3. idle
+    before = op.snapshot()
+    time.sleep(a.idle_seconds)
+    idle = op.snapshot() - before
+    writes, reads = idle.total(WRITE_VERBS), idle.total(READ_VERBS)
+    resyncs = int(a.idle_seconds // RESYNC_PERIOD)
+    say(
+        f"idle: {a.idle_seconds:g} s with --resync-period {RESYNC_PERIOD:g}: "
+        f"{idle.reconcile_count():,} reconciles (about {a.jobs * resyncs:,} expected: "
+        f"{a.jobs} jobs x {resyncs} resyncs)"
+    )
+    say(
+        f"idle: operator API writes {writes} (target 0), reads {reads} (get/list, target 0), "
+        f"watch (re)opens {idle.total(['watch'])}"
+    )
+    for (verb, res, code), v in sorted(idle.requests.items()):
+        say(f"  {verb} {res} -> {code}: {int(v)}")
+    results["idle writes"] = (writes == 0, f"{writes} writes in {a.idle_seconds:g} s")
+    results["idle reads"] = (reads == 0, f"{reads} get/list in {a.idle_seconds:g} s")
+
+    # 4. memory: pods the operator never caches, then pods it must cache
+    rss_start, _ = op.memory_mb()
+    say(f"memory: operator RSS {rss_start:.1f} MB with the {a.jobs} jobs' children cached")
+    steps = (
+        ("other", {"app": "unrelated"}, "without the dgl.qihoo.net/job-name label: the "
+         "child informers are label-selected, so these never reach the caches"),
+        ("stray", {JOB_LABEL: "none"}, "labelled like a job's children but "
+         "owned by no DGLJob: they enter the pod cache (and the handlers ignore them)"),
+    )  # fmt: skip
+    rss_after = rss_start
+    for prefix, labels, what in steps:
+        rss_before, _ = op.memory_mb()
+        snap = op.snapshot()
+        seconds, errors = create_unrelated_pods(
+            api, a.unrelated_pods, 16, prefix=prefix, labels=labels
+        )
+        made = a.unrelated_pods - errors
+        say(
+            f"memory: {made:,} pods {what}; created in {seconds:.1f} s "
+            f"({made / seconds:.0f}/s, 16 threads)" + (f", {errors} failed" if errors else "")
+        )
+        time.sleep(5)
+        during = op.snapshot() - snap
+        rss_after, hwm = op.memory_mb()
+        say(
+            f"memory: operator RSS {rss_after:.1f} MB ({rss_after - rss_before:+.1f} MB, "
+            f"{(rss_after - rss_before) * 1024 / max(made, 1):.2f} kB/pod), peak "
+            f"{hwm:.1f} MB; its requests meanwhile: {during.total()} "
+            f"(writes {during.total(WRITE_VERBS)}), reconciles {during.reconcile_count()}"
+        )
+    results["memory"] = (
+        rss_after <= RSS_TARGET_MB,
+        f"RSS {rss_after:.1f} MB <= {RSS_TARGET_MB:g} MB with the jobs and "
+        f"{a.unrelated_pods:,} other pods in its cache",
+    )
+    results["CPU"] = (True, f"{b.cpu_seconds:.2f} s for the {a.jobs}-job burst (informational)")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,8 @@
 """Throughput of workqueue add/get/done cycles, against stdlib ``queue.SimpleQueue``.
 
+The target is judged on the queue the operator runs: rate-limited, with its Prometheus metrics
+(controller/prom_workqueue.py), with one worker and with the operator's default four.
+
 Run: ``python bench/workqueue_bench.py``. Prints figures only; never fails on timing.
 """
 
@@ -22,7 +25,8 @@ from workqueue import Queue, RateLimitingQueue
 
 N = 200_000  # distinct keys per run
 ROUNDS = 3  # best of, to dampen scheduler noise
-TARGET = 100_000  # cycles/s for the plain Queue with one worker
+TARGET = 100_000  # cycles/s for the operator's queue (rate-limited, Prometheus metrics)
+OPERATOR_QUEUE = "rate_limiting_queue+prometheus (the operator's)"
 
 
 def workqueue_rate(make: Callable[[], Queue[int]], workers: int) -> float:
@@ -87,22 +91,26 @@ def main() -> None:
     cases: list[tuple[str, Callable[[], Queue[int]]]] = [
         ("queue", Queue[int]),
         ("rate_limiting_queue", RateLimitingQueue[int]),
-        ("rate_limiting_queue+prometheus (the operator's)", operator_queue),
+        (OPERATOR_QUEUE, operator_queue),
     ]
-    single = 0.0
+    judged: dict[int, float] = {}
     for workers in (1, 4):
         baseline = best(functools.partial(simple_queue_rate, workers))
         print(f"stdlib SimpleQueue workers={workers}: {baseline:,.0f} cycles/s")
         for label, make in cases:
             rate = best(functools.partial(workqueue_rate, make, workers))
-            if label == "queue" and workers == 1:
-                single = rate
+            if label == OPERATOR_QUEUE:
+                judged[workers] = rate
             print(
                 f"{label} workers={workers}: {rate:,.0f} cycles/s "
                 f"({rate / baseline:.2f}x stdlib SimpleQueue)"
             )
-    verdict = "met" if single >= TARGET else "NOT met"
-    print(f"target >= {TARGET:,} cycles/s (queue workers=1): {verdict}")
+    for workers, rate in judged.items():
+        verdict = "met" if rate >= TARGET else "NOT met"
+        print(
+            f"target >= {TARGET:,} cycles/s for the operator's queue, workers={workers} "
+            f"({'its default --workers' if workers == 4 else 'one worker'}): {rate:,.0f}: {verdict}"
+        )
 
 
 if __name__ == "__main__":

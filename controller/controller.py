@@ -27,6 +27,7 @@ from controller.events import EventRecorder
 from controller.expectations import ADD, DELETE, Expectations
 from controller.metrics import CONTROLLER, Metrics
 from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
+from controller.slim import slim_node, slim_pod
 from controller.status import is_terminating, node_lost
 from controller.sync import JobSync
 from informers.factory import SharedInformerFactory
@@ -70,21 +71,6 @@ def node_name_index(obj: Obj) -> list[str]:
     return [str(name)] if name else []
 
 
-def slim_node(obj: Obj) -> Obj:
-    """What the operator keeps of a Node: enough to tell whether it is lost (a Node's status
-    lists its images and much else, and a cluster may have thousands)."""
-    meta = obj.get("metadata") or {}
-    keep = ("name", "uid", "resourceVersion", "deletionTimestamp")
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return {
-        "apiVersion": obj.get("apiVersion", "v1"),
-        "kind": obj.get("kind", "Node"),
-        "metadata": {k: meta[k] for k in keep if k in meta},
-        "spec": {"taints": (obj.get("spec") or {}).get("taints") or []},
-        "status": {"conditions": [c for c in conditions if c.get("type") == "Ready"]},
-    }
-
-
 class Controller:
     def __init__(
         self,
@@ -118,6 +104,7 @@ class Controller:
                 child.resource,
                 label_selector=child.label_selector,
                 indexers={CONTROLLER_UID_INDEX: controller_uid_index},
+                transform=slim_pod if child.resource == PODS else None,
             )
             for child in active(options)
         }

@@ -186,10 +186,11 @@ class JobSync:
             return Result()
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             return Result()
-        plan = self._reconcile(obj)
-        if plan is None:
-            return Result()
-        return self._commit(key, plan)
+        with self.apply.batch():  # one Event per kind of change to the children, not per child
+            plan = self._reconcile(obj)
+            if plan is None:
+                return Result()
+            return self._commit(key, plan)
 
     # -- the lifecycle --------------------------------------------------------------------
 
@@ -266,13 +267,15 @@ class JobSync:
         try:
             if not self._storage_ready(job, plan, now):
                 return plan
-            self._create_missing(job, obs, attempt)
+            created = self._create_missing(job, obs, attempt)
         except (BadRequest, Invalid) as e:
             # The API server refuses what the job's templates produce: retrying cannot help.
             message = f"invalid spec: the API server refused a child object: {e.message}"
             self._fail(job.raw, plan, st.REASON_INVALID_SPEC, message, now, job=job)
             return plan
         self._set_running_phase(job, obs, plan, now)
+        if created:  # counted now: the status is written once, not again when the cache sees them
+            obs = st.observe(job, [*pods, *created], attempt)
         plan.status["replicaStatuses"] = st.replica_statuses(obs)
         return plan
 
@@ -672,7 +675,8 @@ class JobSync:
 
     # -- children -------------------------------------------------------------------------
 
-    def _create_missing(self, job: DGLJob, obs: st.Observation, attempt: int) -> None:
+    def _create_missing(self, job: DGLJob, obs: st.Observation, attempt: int) -> list[Obj]:
+        """Create the children that do not exist; returns the pods created."""
         want = desired(job, self.options, obs.pods, attempt)
         # Refuse to touch anything if one name is taken by someone else's object.
         self._check_ownership(job, want)
@@ -697,20 +701,18 @@ class JobSync:
         for svc in want.services:
             if self.listers[SERVICES].get(job.namespace, svc["metadata"]["name"]) is None:
                 self.apply.create(job, SERVICES, svc)
-        for pod in want.workers:
-            if pod["metadata"]["name"] not in present:
-                self.apply.create(job, PODS, pod)
+        pods = [p for p in want.workers if p["metadata"]["name"] not in present]
         partitioned = st.partition_done(job, obs)
         if want.partitioner is not None and not partitioned and job.partitioner_name not in present:
-            self.apply.create(job, PODS, want.partitioner)
-        if job.launcher_name in present:
-            return
-        if (
+            pods.append(want.partitioner)
+        if job.launcher_name not in present and (
             not job.spec.mode.workers
             or job.spec.launcher_creation_policy != WAIT_FOR_WORKERS_READY
             or st.workers_up(job, obs)
         ):
-            self.apply.create(job, PODS, want.launcher)
+            pods.append(want.launcher)
+        created = [self.apply.create(job, PODS, pod) for pod in pods]
+        return [pod for pod in created if pod is not None]
 
     def _storage_ready(self, job: DGLJob, plan: _Plan, now: float) -> bool:
         """spec.storage: make the claim from the template (once per job and process), or see

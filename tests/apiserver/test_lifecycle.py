@@ -121,7 +121,7 @@ def test_happy_path_with_kubectl(
     reasons = {e["reason"] for e in api.list(EVENTS, ns)["items"]}
     assert {
         "DGLJobCreated",
-        "SuccessfulCreatePod",
+        "SuccessfulCreate",
         "DGLJobPartitioning",
         "DGLJobTraining",
         "DGLJobSucceeded",

@@ -111,12 +111,12 @@ def test_happy_path(h: Harness) -> None:
     reasons = h.event_reasons()
     for r in (
         "DGLJobCreated",
-        "SuccessfulCreatePod",
+        "SuccessfulCreate",
         "DGLJobPartitioning",
         "PartitionSucceeded",
         "DGLJobTraining",
         "DGLJobSucceeded",
-        "SuccessfulDeletePod",
+        "SuccessfulDelete",
     ):
         assert r in reasons, f"no {r} event in {reasons}"
     h.settle()

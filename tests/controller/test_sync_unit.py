@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from controller.events import EventRecorder
 from controller.expectations import Expectations
 from controller.metrics import Metrics
 from controller.mutation_cache import MutationCache
+from controller.slim import slim_pod
 from controller.sync import JobSync
 from informers.lister import Lister
 from informers.store import (
@@ -24,7 +26,7 @@ from informers.store import (
     meta_namespace_key,
     namespace_index,
 )
-from kubeclient import PODS, Conflict
+from kubeclient import PODS, Conflict, Obj
 from tests.controller.harness import NS, fake_clock
 from tests.fakekube import FakeKube
 from tests.support.dgljobs import load_fixture
@@ -41,7 +43,9 @@ def _store() -> ThreadSafeStore:
 class Rig:
     """JobSync over FakeKube, with stores filled only when the test says so."""
 
-    def __init__(self) -> None:
+    def __init__(self, pod_transform: Callable[[Obj], Obj] | None = None) -> None:
+        # what the pod informer applies before a pod enters its cache
+        self.pod_transform = pod_transform
         self.clock = fake_clock()
         self.kube = FakeKube(clock=self.clock)
         # the caches, by plural: the DGLJobs' and one for each kind of child
@@ -82,6 +86,8 @@ class Rig:
         """Make every cache show what the API holds (the informers caught up)."""
         for res in self.resources:
             objs = self.kube.objects(res, NS)
+            if res == PODS and self.pod_transform is not None:
+                objs = [self.pod_transform(o) for o in objs]
             self.stores[res.plural].replace({meta_namespace_key(o): o for o in objs})
             for o in objs:
                 for op in ("add",):
@@ -235,16 +241,18 @@ def test_persistent_status_conflicts_surface_as_an_error() -> None:
 def test_a_sync_right_after_our_status_write_uses_our_copy() -> None:
     rig = Rig()
     created = rig.create_job()
-    rig.sync.sync(KEY)  # writes status (Created)
+    rig.sync.sync(KEY)  # writes status (Created, and the pods it created counted)
+    assert len([a for a in rig.writes() if a.subresource == "status"]) == 1
+    status = rig.kube.get(DGLJOBS, NS, "dgl-graphsage")["status"]
+    assert status["replicaStatuses"]["Worker"]["active"] == 2
     rig.catch_up()
     rig.cache("dgljobs", created)  # ...but the job cache still shows the copy without it
     rig.kube.clear_actions()
     rig.sync.sync(KEY)
-    # The pods now show in the cache, so replicaStatuses change: one write, on top of our
-    # own copy (the stale one would conflict and need a second attempt).
-    assert len([a for a in rig.writes() if a.subresource == "status"]) == 1
-    status = rig.kube.get(DGLJOBS, NS, "dgl-graphsage")["status"]
-    assert status["replicaStatuses"]["Worker"]["active"] == 2
+    # The pods now show in the cache as the first write counted them: on our own copy there
+    # is nothing to write (the stale one would write Created again, and conflict).
+    assert [a for a in rig.writes() if a.subresource == "status"] == []
+    assert rig.kube.get(DGLJOBS, NS, "dgl-graphsage")["status"] == status
     assert (
         rig.metrics.registry.get_sample_value("dgl_operator_jobs_created_total", {"namespace": NS})
         == 1
@@ -282,3 +290,101 @@ def test_mutation_cache_prefers_newer_own_write() -> None:
     other_uid = {"metadata": {"uid": "v", "resourceVersion": "1"}}
     assert mc.newest("k", other_uid) is other_uid, "a recreated object is not ours"
     assert mc.newest("k", None) is None
+
+
+# -- the pod cache keeps only what the sync reads (controller/slim.py) -------------------------
+
+_SCHEDULED = {"type": "PodScheduled", "status": "True"}
+_POD_STATES: dict[str, Callable[[str], Obj]] = {
+    "unschedulable": lambda name: {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available: 3 Insufficient memory."}]},
+    "pulling": lambda name: {"phase": "Pending", "conditions": [_SCHEDULED],
+        "containerStatuses": [{"name": "dgl-graphsage", "state": {"waiting": {
+            "reason": "ErrImagePull", "message": "pull access denied for nope"}}}]},
+    "running": lambda name: {"phase": "Running", "podIP": "10.88.1.7", "hostIP": "10.88.1.1",
+        "startTime": "2026-11-24T10:00:00Z", "conditions": [
+            _SCHEDULED, {"type": "Ready", "status": "True"}],
+        "containerStatuses": [{"name": "dgl-graphsage", "ready": True, "image": "x",
+            "state": {"running": {"startedAt": "2026-11-24T10:00:01Z"}}}]},
+    "oom": lambda name: {"phase": "Failed" if name.endswith("worker-1") else "Running",
+        "podIP": "10.88.1.8", "conditions": [_SCHEDULED],
+        "containerStatuses": [{"name": "dgl-graphsage", "state": {"terminated": {
+            "exitCode": 137, "reason": "OOMKilled",
+            "startedAt": "2026-11-24T10:00:01Z", "finishedAt": "2026-11-24T10:05:01Z"}}
+            if name.endswith("worker-1") else {"running": {}}}]},
+}  # fmt: skip
+
+
+def _as_the_api_returns_it(pod: Obj, state: Callable[[str], Obj]) -> Obj:
+    """A pod with the spec defaults, volumes and status fields the API server adds."""
+    out = copy.deepcopy(pod)
+    name = out["metadata"]["name"]
+    spec = out["spec"]
+    spec.update(
+        nodeName="node-1",
+        serviceAccountName="default",
+        dnsPolicy="ClusterFirst",
+        tolerations=[{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+    )
+    spec.setdefault("volumes", []).append(
+        {
+            "name": "kube-api-access",
+            "projected": {
+                "sources": [{"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}]
+            },
+        }
+    )
+    out["metadata"].update(generation=1, managedFields=[{"manager": "dgl-operator"}])
+    out["status"] = {"qosClass": "Burstable", **state(name)}
+    return out  # fmt: skip
+
+
+def _sync_over(transform: Callable[[Obj], Obj] | None, state: str) -> tuple[Any, Any]:
+    rig = Rig(pod_transform=transform)
+    rig.create_job(runPolicy={"backoffLimit": 1})
+    rig.sync.sync(KEY)
+    rig.catch_up()
+    for pod in rig.kube.objects(PODS, NS):
+        full = _as_the_api_returns_it(pod, _POD_STATES[state])
+        rig.kube.patch(PODS, NS, pod["metadata"]["name"], {"spec": full["spec"],
+                       "metadata": full["metadata"], "status": full["status"]})  # fmt: skip
+    rig.catch_up()
+    rig.kube.clear_actions()
+    rig.sync.sync(KEY)
+    rig.catch_up()
+    rig.sync.sync(KEY)
+    writes = [(a.verb, a.resource, a.name, a.subresource) for a in rig.writes()]
+    status = rig.kube.get(DGLJOBS, NS, "dgl-graphsage")["status"]
+    for cond in status.get("conditions") or []:
+        cond.pop("lastTransitionTime", None), cond.pop("lastUpdateTime", None)
+    return writes, status
+
+
+@pytest.mark.parametrize("state", sorted(_POD_STATES))
+def test_the_sync_decides_the_same_on_slim_pods(state: str) -> None:
+    """Every field of a pod the sync reads survives slim_pod: over full pods and over their
+    slim copies it makes the same writes and the same status."""
+    full_writes, full_status = _sync_over(None, state)
+    slim_writes, slim_status = _sync_over(slim_pod, state)
+    assert slim_writes == full_writes
+    assert slim_status == full_status
+    assert full_writes, "the scenario changed nothing: it tests nothing"
+
+
+def test_slim_pod_keeps_what_is_read_and_drops_the_rest() -> None:
+    pod = _as_the_api_returns_it(
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j-worker-0", "namespace": NS,
+         "uid": "u", "labels": {"a": "b"}, "annotations": {"x": "y"}, "ownerReferences": []},
+         "spec": {"containers": [{"name": "main", "image": "i", "env": [{"name": "A"}]}],
+                  "initContainers": [{"name": "init", "image": "i"}]}},
+        _POD_STATES["running"],
+    )  # fmt: skip
+    slim = slim_pod(copy.deepcopy(pod))
+    assert slim["spec"] == {"nodeName": "node-1", "containers": [{"name": "main"}],
+                            "initContainers": [{"name": "init"}]}  # fmt: skip
+    assert slim["status"] == pod["status"]
+    assert "managedFields" not in slim["metadata"] and "generation" not in slim["metadata"]
+    assert slim["metadata"]["labels"] == {"a": "b"}
+    other = slim_pod(copy.deepcopy(pod))
+    assert other["status"]["phase"] is slim["status"]["phase"]  # interned: one string
