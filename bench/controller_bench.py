@@ -80,7 +80,7 @@ from kubeclient import (  # noqa: E402
     Resource,
     RestClient,
 )
-from localcluster.cluster import K8S_VERSION, ControlPlane, start  # noqa: E402
+from localcluster.cluster import K8S_VERSION, ControlPlane, kubeconfig, start  # noqa: E402
 from localcluster.operator_process import OperatorProcess, stop_process  # noqa: E402
 
 CRD_PATH = REPO / "charts" / "dgl-operator" / "crds" / "qihoo.net_dgljobs.yaml"
@@ -92,6 +92,8 @@ JOBS_NS, RAW_NS, UNRELATED_NS = "bench-jobs", "bench-raw", "bench-unrelated"
 RESYNC_PERIOD = 10.0
 RSS_TARGET_MB = 100.0
 REQUESTS_PER_JOB_GOAL = 13.1  # the Go original's, measured by the issue
+# 1.5x the Go original's CPU (1.6 s for 100 jobs x 4 workers, measured by the issue), per job
+CPU_MS_PER_JOB_GOAL = 1.5 * 1600 / 100
 IDENTITY_NS, IDENTITY = "bench-identity", "bench-operator"
 QUIET_SECONDS = 5.0
 JOB_LABEL = "dgl.qihoo.net/job-name"
@@ -340,27 +342,7 @@ def operator_identity(api: RestClient, cp: ControlPlane, path: Path) -> Path:
         name=IDENTITY,
         subresource="token",
     )
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": IDENTITY,
-                "clusters": [
-                    {
-                        "name": "local",
-                        "cluster": {
-                            "server": cp.server,
-                            "certificate-authority": str(cp.pki / "ca.crt"),
-                        },
-                    }
-                ],
-                "users": [{"name": IDENTITY, "user": {"token": token["status"]["token"]}}],
-                "contexts": [{"name": IDENTITY, "context": {"cluster": "local", "user": IDENTITY}}],
-            }
-        )
-    )
-    return path  # fmt: skip
+    return kubeconfig(path, cp.server, cp.pki, IDENTITY, token=token["status"]["token"])
 
 
 def dispatched(cp: ControlPlane) -> int:
@@ -1064,7 +1046,11 @@ def main_run(
         f"RSS {rss_after:.1f} MB <= {RSS_TARGET_MB:g} MB with the jobs and "
         f"{a.unrelated_pods:,} other pods in its cache",
     )
-    results["CPU"] = (True, f"{b.cpu_seconds:.2f} s for the {a.jobs}-job burst (informational)")
+    cpu_ms = b.cpu_seconds * 1000 / a.jobs
+    results["CPU"] = (
+        cpu_ms <= CPU_MS_PER_JOB_GOAL,
+        f"{cpu_ms:.1f} ms per job in the burst <= {CPU_MS_PER_JOB_GOAL:g} ms (1.5x the original's)",
+    )
 
 
 if __name__ == "__main__":

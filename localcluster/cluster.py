@@ -148,7 +148,16 @@ def make_pki(
     _openssl("ec", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
 
 
-def kubeconfig(path: Path, server: str, pki: Path, user: str) -> Path:
+def kubeconfig(path: Path, server: str, pki: Path, user: str, *, token: str | None = None) -> Path:
+    """A kubeconfig for ``user``: the client certificate ``pki/<user>.crt``, or ``token`` (a
+    bearer token, e.g. a ServiceAccount's from the TokenRequest API)."""
+    if token is not None:
+        credentials = {"token": token}
+    else:
+        credentials = {
+            "client-certificate": str(pki / f"{user}.crt"),
+            "client-key": str(pki / f"{user}.key"),
+        }
     path.write_text(
         json.dumps(
             {
@@ -160,15 +169,7 @@ def kubeconfig(path: Path, server: str, pki: Path, user: str) -> Path:
                         "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")},
                     }
                 ],
-                "users": [
-                    {
-                        "name": user,
-                        "user": {
-                            "client-certificate": str(pki / f"{user}.crt"),
-                            "client-key": str(pki / f"{user}.key"),
-                        },
-                    }
-                ],
+                "users": [{"name": user, "user": credentials}],
                 "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
                 "current-context": "local",
             },

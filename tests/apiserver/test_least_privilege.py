@@ -14,8 +14,8 @@ import pytest
 from controller.api import DGLJOBS
 from controller.rbac import cluster_role
 from kubeclient import EVENTS, PODS, SERVICEACCOUNTS, Forbidden, Resource, RestClient
-from localcluster.cluster import ControlPlane, k8s_binaries
-from tests.support.apiserver import operator_identity, token_kubeconfig
+from localcluster.cluster import ControlPlane, k8s_binaries, kubeconfig
+from tests.support.apiserver import operator_identity
 from tests.support.dgljobs import load_fixture
 from tests.support.live import InProcessOperator, Kubelet
 from tests.support.waiting import wait_for
@@ -129,7 +129,9 @@ def sa_kubectl(
         name=sa,
         subresource="token",
     )
-    config = token_kubeconfig(cp, review["status"]["token"], tmp / f"{sa}.kubeconfig")
+    config = kubeconfig(
+        tmp / f"{sa}.kubeconfig", cp.server, cp.pki, sa, token=review["status"]["token"]
+    )
     kubectl = str(k8s_binaries("kubectl") / "kubectl")
 
     def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:

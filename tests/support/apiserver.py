@@ -8,7 +8,6 @@ ServiceAccount holding exactly a ClusterRole's rules, as a kubeconfig with its t
 from __future__ import annotations
 
 import contextlib
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 import yaml
 
 from kubeclient import NAMESPACES, SERVICEACCOUNTS, AlreadyExists, NotFound, Resource, RestClient
-from localcluster.cluster import ControlPlane
+from localcluster.cluster import ControlPlane, kubeconfig
 from tests.support.paths import CRD_PATH
 from tests.support.waiting import wait_for
 
@@ -99,30 +98,6 @@ CLUSTERROLEBINDINGS = Resource(
 )
 
 
-def token_kubeconfig(cp: ControlPlane, token: str, path: Path) -> Path:
-    path.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "sa",
-                "clusters": [
-                    {
-                        "name": "local",
-                        "cluster": {
-                            "server": cp.server,
-                            "certificate-authority": str(cp.pki / "ca.crt"),
-                        },
-                    }
-                ],
-                "users": [{"name": "sa", "user": {"token": token}}],
-                "contexts": [{"name": "sa", "context": {"cluster": "local", "user": "sa"}}],
-            }
-        )
-    )
-    return path
-
-
 @contextlib.contextmanager
 def operator_identity(
     api: RestClient, cp: ControlPlane, role: dict[str, Any], path: Path
@@ -169,7 +144,7 @@ def operator_identity(
             subresource="token",
         )
         yield (
-            token_kubeconfig(cp, review["status"]["token"], path),
+            kubeconfig(path, cp.server, cp.pki, "dgl-operator", token=review["status"]["token"]),
             f"system:serviceaccount:{ns}:dgl-operator",
         )
     finally:
