@@ -13,7 +13,10 @@ by the result: error -> rate-limited, requeue-after -> forget + add_after, else 
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
+import traceback
 import uuid
 
 import structlog
@@ -142,6 +145,7 @@ class Controller:
             )
         )
         self._workers: list[threading.Thread] = []
+        self._syncing: dict[str, str] = {}  # worker thread's name -> the key it syncs
 
     # -- handlers -------------------------------------------------------------------------
 
@@ -213,15 +217,31 @@ class Controller:
             t.start()
             self._workers.append(t)
 
-    def shutdown(self, timeout: float = 30.0) -> None:
-        """Stop taking new keys, let in-flight syncs finish, then flush events."""
+    def shutdown(self, timeout: float = 20.0) -> None:
+        """Stop taking new keys, let in-flight syncs finish, then flush events: all within
+        ``timeout`` seconds (a pod's grace period is 30 s by default). Syncs still running
+        then are abandoned, which is safe: every sync is idempotent and the next leader redoes
+        it; the warning names the jobs and where their threads were."""
+        deadline = time.monotonic() + timeout
         drained = threading.Thread(target=self.queue.shut_down_with_drain, daemon=True)
         drained.start()
-        drained.join(timeout)
+        drained.join(max(0.0, deadline - time.monotonic() - 2.0))  # 2 s left for the events
         self.queue.shut_down()
         for t in self._workers:
-            t.join(timeout)
-        self.recorder.stop()
+            t.join(max(0.0, deadline - time.monotonic() - 2.0))
+        busy = [t for t in self._workers if t.is_alive()]
+        if busy:
+            frames = sys._current_frames()
+            log.warning(
+                "shutdown deadline passed; abandoning syncs still running",
+                jobs=sorted(k for t in busy if (k := self._syncing.get(t.name))),
+                stacks={
+                    t.name: "".join(traceback.format_stack(frames[t.ident])[-6:])
+                    for t in busy
+                    if t.ident in frames
+                },
+            )
+        self.recorder.stop(max(0.5, deadline - time.monotonic()))
 
     def _worker(self) -> None:
         while self.process_next():
@@ -234,6 +254,8 @@ class Controller:
         active = self.metrics.active_workers.labels(CONTROLLER)
         active.inc()
         started = self.clock.now()
+        me = threading.current_thread().name
+        self._syncing[me] = key
         structlog.contextvars.bind_contextvars(job=key, reconcile_id=uuid.uuid4().hex[:12])
         try:
             result = self.sync.sync(key)
@@ -257,5 +279,6 @@ class Controller:
             self.metrics.reconcile_time.labels(CONTROLLER).observe(self.clock.now() - started)
             active.dec()
             structlog.contextvars.clear_contextvars()
+            self._syncing.pop(me, None)
             self.queue.done(key)
         return True

@@ -9,6 +9,7 @@ existing Event's count instead of creating a new one, as client-go's correlator 
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import socket
 import threading
@@ -70,12 +71,15 @@ class EventRecorder:
                 self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Send what is queued and stop the sender, within ``timeout`` seconds in all."""
+        deadline = time.monotonic() + timeout
         self.flush(timeout)
         with self._lock:
             thread, self._thread = self._thread, None
         if thread is not None:
-            self._queue.put(None)
-            thread.join(timeout)
+            with contextlib.suppress(queue.Full):  # still full: the sender is a daemon anyway
+                self._queue.put(None, timeout=max(0.01, deadline - time.monotonic()))
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until every recorded event was sent (or failed); False on timeout (real

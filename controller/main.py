@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
@@ -31,6 +32,9 @@ from podprogram.argtypes import positive_int, seconds
 log = structlog.get_logger("controller.main")
 
 VERSION = "0.2.0"
+SHUTDOWN_SECONDS = 20.0
+"""From SIGTERM to exit: in-flight syncs finish and Events are sent within this (a pod's
+default grace period is 30 s); what still runs then is abandoned (syncs are idempotent)."""
 
 
 @dataclass(frozen=True)
@@ -271,7 +275,37 @@ def check_api(client: KubeClient, namespace: str | None, gang: bool = False) -> 
     return True
 
 
-def run(settings: Settings, stop: threading.Event) -> int:
+class Stop(threading.Event):
+    """Set by SIGTERM/SIGINT (``reason`` names the signal) or by losing the lease.
+
+    The signal handler only records and sets: Python runs it between two bytecodes of the
+    main thread, which may be inside a log write holding the log's (non-reentrant) lock, so a
+    handler that logs can deadlock. It also arms the last resort: if shutting down hangs
+    anyway, every thread's stack is printed and the process exits 1."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason = ""
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.reason = signal.Signals(signum).name
+        self.set()
+        faulthandler.dump_traceback_later(SHUTDOWN_SECONDS + 5, exit=True)
+
+    def wait_until_set(self) -> None:
+        """Block until set, waking every second: a signal the kernel hands to another thread
+        only runs its handler when the main thread next runs Python code."""
+        while not self.wait(1.0):
+            pass
+        if self.reason:
+            log.info("signal received", signal=self.reason)
+
+
+def run(settings: Settings, stop: Stop) -> int:
     """Run the operator until ``stop`` is set or leadership is lost; returns the exit code."""
     metrics = Metrics()
     client = RestClient.from_config(
@@ -306,7 +340,7 @@ def run(settings: Settings, stop: threading.Event) -> int:
     factory.start(stop)
     log.info("waiting for informer caches", namespace=settings.namespace or "(all)")
     if not factory.wait_for_cache_sync(stop):
-        log.info("stopped before the caches synced")
+        log.info("stopped before the caches synced", signal=stop.reason or None)
         return 0
     log.info("caches synced", jobs=len(controller.job_informer.store))
 
@@ -340,9 +374,9 @@ def run(settings: Settings, stop: threading.Event) -> int:
         )
         elector_thread = threading.Thread(target=elector.run, args=(stop,), daemon=True)
         elector_thread.start()
-        stop.wait()
-        controller.shutdown()
-        elector_thread.join(10)
+        stop.wait_until_set()
+        controller.shutdown(SHUTDOWN_SECONDS)
+        elector_thread.join(3)  # it releases the lease: one request
         if lost.is_set():
             log.error("leader lease lost; exiting so a fresh replica can take over")
             exit_code = 1
@@ -350,9 +384,9 @@ def run(settings: Settings, stop: threading.Event) -> int:
         metrics.is_leader.set(1)
         controller.start_workers(settings.workers)
         log.info("workers started", workers=settings.workers)
-        stop.wait()
+        stop.wait_until_set()
         log.info("shutting down: draining the queue")
-        controller.shutdown()
+        controller.shutdown(SHUTDOWN_SECONDS)
     for s in servers:
         s.stop()
     log.info("stopped")
@@ -362,14 +396,9 @@ def run(settings: Settings, stop: threading.Event) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_settings(argv)
     configure_logging(settings.log_format, settings.log_level)
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        log.info("signal received", signal=signal.Signals(signum).name)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = Stop()
+    stop.install_signal_handlers()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: every stack, stderr
     try:
         return run(settings, stop)
     except Exception as e:  # configuration errors: one clear line, no traceback

@@ -114,7 +114,15 @@ class OperatorProcess:
         while not self.ready() and time.monotonic() < deadline and self.proc.poll() is None:
             time.sleep(0.1)
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGUSR1)  # the operator prints every thread's stack
+            time.sleep(1)
+            raise RuntimeError(
+                f"the operator did not exit {timeout:.0f}s after SIGTERM; its log and stacks:\n"
+                + self.tail(120)
+            ) from None
 
     def stop(self) -> None:
         stop_process(self.proc)

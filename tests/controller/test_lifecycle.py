@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog.testing
 
 from controller.api import DGLJOBS
 from controller.builders import ATTEMPT_ANNOTATION
@@ -21,6 +24,8 @@ from kubeclient import (
     SECRETS,
     SERVICEACCOUNTS,
     SERVICES,
+    Obj,
+    Resource,
 )
 from kubeclient import (
     PERSISTENTVOLUMECLAIMS as PVCS,
@@ -28,6 +33,7 @@ from kubeclient import (
 from tests.controller.harness import (
     EPOCH,
     LAUNCH,
+    MAIN,
     NS,
     PART,
     W0,
@@ -38,6 +44,7 @@ from tests.controller.harness import (
     train,
     wait_for,
 )
+from tests.fakekube import FakeKube
 from tests.support.dgljobs import load_fixture
 
 J = "dgl-graphsage"
@@ -701,3 +708,42 @@ def test_a_missing_claim_is_said_once_and_the_pods_wait_for_it(h: Harness) -> No
     message = next(e["message"] for e in h.events() if e["reason"] == "ClaimNotFound")
     assert message.startswith("spec.storage.claimName: PersistentVolumeClaim later does not")
     assert h.names(PVCS) == []  # a user's claim is never made (nor changed, nor deleted)
+
+
+class StuckPodCreates:
+    """The API as the controller sees it, except that creating a pod hangs until released
+    (an API server that accepted the request and never answers)."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        self._kube = kube
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kube, name)
+
+    def create(self, res: Resource, namespace: str | None, body: Obj, **kw: Any) -> Obj:
+        if res is PODS:
+            self.entered.set()
+            self.release.wait(60)
+        return self._kube.create(res, namespace, body, **kw)
+
+
+def test_shutdown_abandons_a_stuck_sync_at_its_deadline_naming_the_job() -> None:
+    h = Harness(wrap=StuckPodCreates).start()
+    stuck: StuckPodCreates = h.client
+    try:
+        h.create_job(seed())
+        assert stuck.entered.wait(5), "the sync never tried to create a pod"
+        h.stop_event.set()
+        started = time.monotonic()
+        with structlog.testing.capture_logs() as logs:
+            h.ctrl.shutdown(timeout=3.0)
+        took = time.monotonic() - started
+        assert took < 6, f"shutdown took {took:.1f}s with a 3s deadline"
+        (warning,) = [e for e in logs if e["event"].startswith("shutdown deadline passed")]
+        assert warning["jobs"] == [f"{NS}/{MAIN}"]
+        assert any("self.release.wait(60)" in s for s in warning["stacks"].values())
+    finally:
+        stuck.release.set()
+        h.factory.join(5)

@@ -150,3 +150,44 @@ def test_missing_crd_and_rbac_are_said_clearly(capsys: pytest.CaptureFixture[str
         assert check_api(FakeKube(), None)
     finally:
         structlog.reset_defaults()
+
+
+# SIGTERM lands while the main thread is writing a log line (holding the log's write lock)
+SIGNAL_MID_LOG_WRITE = """
+import os, signal, sys
+import structlog
+from controller.main import Stop
+
+class Tripwire:
+    '''A log file whose first write is interrupted by SIGTERM.'''
+    fired = False
+    def write(self, text):
+        if not self.fired:
+            self.fired = True
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # Python runs the handler here, inside the write lock
+                pass
+        sys.__stderr__.write(text)
+    def flush(self):
+        sys.__stderr__.flush()
+
+structlog.configure(logger_factory=structlog.PrintLoggerFactory(Tripwire()))
+stop = Stop()
+stop.install_signal_handlers()
+structlog.get_logger().info("a line being written")
+stop.wait_until_set()
+print("stopped by", stop.reason, flush=True)
+"""
+
+
+def test_a_signal_during_a_log_write_stops_the_operator_without_deadlock() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGNAL_MID_LOG_WRITE],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "stopped by SIGTERM"
+    assert "signal received" in proc.stderr and "a line being written" in proc.stderr
