@@ -158,11 +158,13 @@ class Applier:
             raise err
 
     def create(self, job: DGLJob, res: Resource, obj: Obj) -> Obj | None:
-        """Create a child; the created object, or None if it already existed and is ours."""
+        """Create a child; the created object's metadata (PartialObjectMetadata: the
+        informer brings the whole object, nothing reads the answer's body), or None if it
+        already existed and is ours."""
         name = _name(obj)
         self.expectations.expect(job.key, ADD, res.plural, [name])
         try:
-            created = self.client.create(res, job.namespace, obj)
+            created = self.client.create(res, job.namespace, obj, metadata_only=True)
         except AlreadyExists:
             self.expectations.lower(job.key, ADD, res.plural, name)
             existing = self.client.get(res, job.namespace, name)

@@ -162,7 +162,7 @@ class EventRecorder:
             "lastTimestamp": stamp,
             "count": 1,
         }
-        self.client.create(EVENTS, ref["namespace"], body)
+        self.client.create(EVENTS, ref["namespace"], body, metadata_only=True)
         self._seen[key] = (name, 1, ev.at)
         if len(self._seen) > 4096:
             cutoff = ev.at - self.dedup_window

@@ -676,7 +676,8 @@ class JobSync:
     # -- children -------------------------------------------------------------------------
 
     def _create_missing(self, job: DGLJob, obs: st.Observation, attempt: int) -> list[Obj]:
-        """Create the children that do not exist; returns the pods created."""
+        """Create the children that do not exist; returns the pods created, as their
+        metadata and the phase the API server gives every new pod (Pending)."""
         want = desired(job, self.options, obs.pods, attempt)
         # Refuse to touch anything if one name is taken by someone else's object.
         self._check_ownership(job, want)
@@ -712,7 +713,7 @@ class JobSync:
         ):
             pods.append(want.launcher)
         created = [self.apply.create(job, PODS, pod) for pod in pods]
-        return [pod for pod in created if pod is not None]
+        return [{**c, "status": {"phase": "Pending"}} for c in created if c is not None]
 
     def _storage_ready(self, job: DGLJob, plan: _Plan, now: float) -> bool:
         """spec.storage: make the claim from the template (once per job and process), or see

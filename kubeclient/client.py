@@ -52,7 +52,12 @@ class KubeClient(Protocol):
 
     def get(self, res: Resource, namespace: str | None, name: str) -> Obj: ...
 
-    def create(self, res: Resource, namespace: str | None, body: Obj) -> Obj: ...
+    def create(
+        self, res: Resource, namespace: str | None, body: Obj, *, metadata_only: bool = False
+    ) -> Obj:
+        """The created object; with ``metadata_only`` its PartialObjectMetadata (the API
+        server encodes, and the client decodes, nothing but its metadata)."""
+        ...
 
     def replace(
         self,

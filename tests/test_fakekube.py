@@ -927,3 +927,12 @@ def test_concurrent_writers_get_unique_resource_versions(kube: FakeKube) -> None
     events = drain(stream, 100)
     assert [int(e["object"]["metadata"]["resourceVersion"]) for e in events] == list(range(1, 101))
     stream.close()
+
+
+def test_create_metadata_only_answers_with_partial_object_metadata(kube: FakeKube) -> None:
+    body = pod("a", {"app": "x"}, spec={"containers": [{"name": "c"}]})
+    out = kube.create(PODS, NS, body, metadata_only=True)
+    assert out["kind"] == "PartialObjectMetadata" and out["apiVersion"] == "meta.k8s.io/v1"
+    assert set(out) == {"kind", "apiVersion", "metadata"}
+    assert out["metadata"]["labels"] == {"app": "x"} and out["metadata"]["uid"]
+    assert kube.get(PODS, NS, "a")["spec"] == body["spec"]  # the whole object was stored

@@ -592,7 +592,9 @@ class FakeKube:
             self._begin("get", res, namespace, name)
             return copy.deepcopy(self._lookup(res, self._object_ns(res, namespace), name))
 
-    def create(self, res: Resource, namespace: str | None, body: Obj) -> Obj:
+    def create(
+        self, res: Resource, namespace: str | None, body: Obj, *, metadata_only: bool = False
+    ) -> Obj:
         with self._cond:
             meta_in = body.get("metadata") if isinstance(body, dict) else None
             req_name = meta_in.get("name") if isinstance(meta_in, dict) else None
@@ -676,6 +678,12 @@ class FakeKube:
             meta["resourceVersion"] = str(self._rv)
             bucket[(ns, name)] = obj
             self._emit(res, ns, "ADDED", obj, None)
+            if metadata_only:
+                return {
+                    "apiVersion": "meta.k8s.io/v1",
+                    "kind": "PartialObjectMetadata",
+                    "metadata": copy.deepcopy(meta),
+                }
             return copy.deepcopy(obj)
 
     def replace(

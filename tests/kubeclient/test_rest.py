@@ -628,13 +628,14 @@ def test_default_watch_read_timeout_exceeds_server_timeout(
     server: FakeApiServer, client: RestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[Any] = []
-    real = client._api.rest_client.request
+    pool = client._api.rest_client.pool_manager
+    real = pool.request
 
     def spy(*a: Any, **kw: Any) -> Any:
-        seen.append(kw.get("_request_timeout"))
+        seen.append((kw["timeout"].connect_timeout, kw["timeout"].read_timeout))
         return real(*a, **kw)
 
-    monkeypatch.setattr(client._api.rest_client, "request", spy)
+    monkeypatch.setattr(pool, "request", spy)
 
     def watch(h: BaseHTTPRequestHandler, req: Req) -> None:
         start_chunked(h)
@@ -712,3 +713,22 @@ current-context: test
     assert req.headers["authorization"] == "Bearer tok"
     assert req.headers["user-agent"] == "dgl-test"
     assert observed[-1][:3] == ("get", "pods", 200)
+
+
+def test_a_renewed_token_is_sent_from_the_next_request(
+    server: FakeApiServer, observed: Observed
+) -> None:
+    """kubeconfig exec plugins and projected token files renew the token through the
+    configuration's refresh hook: every request asks it afresh."""
+    client = make_client(server.url, observed)
+    tokens = iter(["first", "second"])
+
+    def renew(cfg: kubernetes.client.Configuration) -> None:
+        cfg.api_key["BearerToken"] = next(tokens)
+
+    client._api.configuration.refresh_api_key_hook = renew
+    server.route("GET", f"{PODS_PATH}/a", Reply(200, {"metadata": {"name": "a"}}))
+    client.get(PODS, "team", "a")
+    assert server.last().headers["authorization"] == "Bearer first"
+    client.get(PODS, "team", "a")
+    assert server.last().headers["authorization"] == "Bearer second"
