@@ -7,7 +7,8 @@ them run where is launcher/runs.py's.
    pod (KubectlCp), or locally;
 3. dispatch: part i to worker i (pulled, or copied by dglrun), every file's checksum verified;
 4. configure: DGL's ip_config on every worker;
-5. train: the DGL servers, then the trainers, on every worker; the first failure stops all.
+5. train: the DGL servers, then the trainers, on every worker; the first failure stops all
+   and is named, unless it died of a peer's (launcher/blame.py).
 
 A phase's failure is a :class:`~launcher.console.PhaseError`, one line naming the phase, the
 worker and the exit code.
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher import memplan, mpi, oom, parmetis, stored
+from launcher import blame, memplan, mpi, oom, parmetis, stored
 from launcher import partitions as parts
 from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.dgl_env import Topology, server_env, trainer_env
@@ -552,6 +553,23 @@ def train(
         console.say(f"  results of {hosts[0].name} copied to {out}")
 
 
+def _the_cause(running: list[_Running]) -> tuple[_Running, int, str]:
+    """The failed process to name, its exit code and last line: failures are collected in the
+    order seen, for up to blame.CAUSE_WINDOW seconds while only consequences have failed."""
+    deadline = time.monotonic() + blame.CAUSE_WINDOW
+    seen: dict[int, tuple[_Running, int, str]] = {}
+    while True:
+        for i, r in enumerate(running):
+            code = r.proc.poll()
+            if i not in seen and code:
+                r.proc.wait(5)  # its last lines are read
+                seen[i] = (r, code, r.proc.last_line())
+        found = blame.cause(list(seen.values()), lambda f: f[2])
+        if not blame.is_consequence(found[2]) or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)
+
+
 def train_argv(opts: Options, script: str, configs: tuple[str, str] | None = None) -> list[str]:
     """The training entry point's command line: with ``configs`` (ip_config, partition config)
     a DGL server's or trainer's on a worker, without (Skip mode) the one process in the pod."""
@@ -570,24 +588,21 @@ def train_argv(opts: Options, script: str, configs: tuple[str, str] | None = Non
 
 
 def _supervise(running: list[_Running], timeout: float, console: Console) -> None:
-    """Wait for every trainer; the first failure stops everything."""
+    """Wait for every trainer; the first failure stops everything and is named, unless it
+    died of a peer's (launcher/blame.py)."""
     started = time.monotonic()
     trainers_done_at: float | None = None
     while True:
-        pending = []
-        for r in running:
-            code = r.proc.poll()
-            if code is None:
-                pending.append(r)
-            elif code != 0:
-                stop_all(other.proc for other in running)
-                r.proc.wait(5)  # its last lines are read
-                last = r.proc.last_line()
-                raise PhaseError(
-                    f"{r.role} {r.index} on {r.host.name} ({r.host.ip}) exited with "
-                    f"code {code}{f' ({last[-200:]})' if last else ''}; "
-                    "stopped every DGL process on every worker"
-                )
+        codes = [r.proc.poll() for r in running]
+        if any(codes):
+            r, code, last = _the_cause(running)
+            stop_all(other.proc for other in running)
+            raise PhaseError(
+                f"{r.role} {r.index} on {r.host.name} ({r.host.ip}) exited with "
+                f"code {code}{f' ({last[-200:]})' if last else ''}; "
+                "stopped every DGL process on every worker"
+            )
+        pending = [r for r, code in zip(running, codes, strict=True) if code is None]
         if not pending:
             return
         now = time.monotonic()
