@@ -389,8 +389,8 @@ def expected_children(job: str, workers: int) -> set[tuple[str, str]]:
     out = {("configmaps", f"{job}-config"), ("pods", f"{job}-partitioner")}
     for plural in ("serviceaccounts", "roles", "rolebindings"):
         out |= {(plural, f"{job}-launcher"), (plural, f"{job}-partitioner")}
-    for i in range(workers):
-        out |= {("services", f"{job}-worker-{i}"), ("pods", f"{job}-worker-{i}")}
+    out.add(("services", f"{job}-worker"))  # one headless Service for every worker
+    out |= {("pods", f"{job}-worker-{i}") for i in range(workers)}
     return out
 
 
@@ -552,8 +552,8 @@ def report_burst(b: Burst) -> int:
             f"{b.missing_status} jobs never showed them in status"
         )
     say(
-        f"  (children per job: ConfigMap, 2 ServiceAccounts, 2 Roles, 2 RoleBindings, {w} "
-        f"Services, {w} worker pods, partitioner pod = {8 + 2 * w}, and with the seed's HTTP "
+        f"  (children per job: ConfigMap, 2 ServiceAccounts, 2 Roles, 2 RoleBindings, the "
+        f"workers' Service, {w} worker pods, partitioner pod = {9 + w}, and with the seed's HTTP "
         "partition transfer a Secret and a NetworkPolicy; status: Created condition and "
         f'replicaStatuses.Worker active={w}, ready="0/{w}")'
     )
@@ -602,7 +602,7 @@ def report_burst(b: Burst) -> int:
     say(
         f"burst: Events in {JOBS_NS}: {b.events_in_namespace:,} = "
         f"{b.events_in_namespace / jobs:.1f} per job (expected {expected_events}: DGLJobCreated "
-        f"+ one SuccessfulCreate naming the {w + 1} pods and {w} Services)"
+        f"+ one SuccessfulCreate naming the {w + 1} pods and the Service)"
     )
     missing = expected_events * jobs - b.events_in_namespace
     failed = int(sum(v for k, v in errs.items() if k[1] == "events"))

@@ -1,8 +1,9 @@
 """Create, update and delete a job's children: ownership checks, expectations, events.
 
 Events for children are aggregated per sync, as one Event per kind of happening: a sync that
-creates 4 worker pods, the partitioner and 4 Services records one ``SuccessfulCreate``
-("Created 5 pods: j-partitioner, j-worker-{0..3}; 4 services: j-worker-{0..3}"), not nine.
+creates the workers' Service, 4 worker pods and the partitioner records one
+``SuccessfulCreate`` ("Created 1 service: j-worker; 5 pods: j-partitioner, j-worker-{0..3}"),
+not six.
 :meth:`Applier.batch` opens the tally (the sync handler wraps each sync in it); outside a batch
 each change is told at once.
 """

@@ -515,6 +515,11 @@ def worker_pod(job: DGLJob, index: int, attempt: int = 0) -> Obj:
     _mount_token(job, pod)
     _mount_storage(job, pod)  # the trainers' checkpoints and results
     _spread(job, pod)
+    # DNS name <pod>.<job>-worker (the EndpointSlice names a pod only with both fields set),
+    # unless the template chose its own subdomain
+    if "subdomain" not in pod["spec"]:
+        pod["spec"]["subdomain"] = worker_service_name(job)
+        pod["spec"].setdefault("hostname", name)
     return pod
 
 
@@ -538,16 +543,24 @@ def _spread(job: DGLJob, pod: Obj) -> None:
     spec["topologySpreadConstraints"] = [worker_spread(job)]
 
 
-def worker_service(job: DGLJob, index: int) -> Obj:
-    name = job.worker_name(index)
+def worker_service_name(job: DGLJob) -> str:
+    return f"{job.name}-worker"
+
+
+def worker_service(job: DGLJob) -> Obj:
+    """``<job>-worker``: one headless Service for all of the job's workers (not one per
+    worker, as the original had: a job's objects, its EndpointSlices and its API requests no
+    longer grow with its workers). With each worker's ``subdomain`` set to it, worker i is
+    ``<job>-worker-i.<job>-worker`` in the cluster's DNS, ready or not."""
+    name = worker_service_name(job)
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(job, name, {REPLICA_NAME_LABEL: name, REPLICA_TYPE_LABEL: WORKER}),
+        "metadata": _meta(job, name, {REPLICA_TYPE_LABEL: WORKER}),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": {REPLICA_NAME_LABEL: name},
+            "selector": {JOB_NAME_LABEL: job.name, REPLICA_TYPE_LABEL: WORKER},
             "ports": [
                 {"name": p["name"], "port": p["containerPort"], "protocol": "TCP"}
                 for p in _dgl_ports()
@@ -794,7 +807,7 @@ def desired(
         config_map=config_map(job, pods or {}),
         rbac=rbac(job),
         transfer=transfer,
-        services=[worker_service(job, i) for i in range(n)],
+        services=[worker_service(job)],
         workers=[pod(worker_pod(job, i, attempt)) for i in range(n)],
         partitioner=pod(partitioner_pod(job, opts, attempt)) if mode.partitioner else None,
         launcher=pod(launcher_pod(job, opts, attempt)),

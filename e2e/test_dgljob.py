@@ -151,10 +151,28 @@ def test_deleting_the_job_removes_everything(cluster: Any, namespace: str) -> No
     spec["cleanPodPolicy"] = "None"
     apply(cluster, job)
     wait_until(lambda: len(pods(cluster, namespace)) == 4, 300, "all four pods")
+    # one headless Service for the job's workers; the cluster's EndpointSlice controller names
+    # each worker by its hostname, as DNS serves it: gone-worker-i.gone-worker
+    want = {f"gone-worker-{i}" for i in range(2)}
+
+    def named_workers() -> dict[str, str] | None:
+        selector = "kubernetes.io/service-name=gone-worker"
+        slices = cluster.kubectl(["get", "endpointslices", "-n", namespace, "-l", selector])
+        slices = slices["items"]
+        named = {
+            e.get("hostname"): e["addresses"][0] for s in slices for e in s.get("endpoints") or []
+        }
+        return named if set(named) == want else None
+
+    named = wait_until(named_workers, 120, "the workers' Service to name both workers")
+    ips = {n: p["status"].get("podIP") for n, p in pods(cluster, namespace).items()}
+    assert named == {n: ips[n] for n in want}, (named, ips)
+    services = cluster.kubectl(["get", "services", "-n", namespace])["items"]
+    assert [s["metadata"]["name"] for s in services] == ["gone-worker"]
     cluster.kubectl(
         ["delete", "dgljob", "gone", "-n", namespace, "--wait=true"], as_dict=False, timeout=120
     )
-    kinds = "pods,services,configmaps,serviceaccounts,roles,rolebindings"
+    kinds = "pods,services,endpointslices,configmaps,serviceaccounts,roles,rolebindings"
 
     def nothing_left() -> bool:
         items = cluster.kubectl(

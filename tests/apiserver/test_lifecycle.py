@@ -117,7 +117,7 @@ def test_happy_path_with_kubectl(
     st = status(api, ns)
     assert st["phase"] == "Completed" and st["trainingSeconds"] == 30 and st["completionTime"]
     wait_for(lambda: set(pods(api, ns)) == {PART, LAUNCH}, what="running workers cleaned up")
-    wait_for(lambda: api.list(SERVICES, ns)["items"] == [], what="worker services cleaned up")
+    wait_for(lambda: api.list(SERVICES, ns)["items"] == [], what="the workers' Service cleaned up")
     reasons = {e["reason"] for e in api.list(EVENTS, ns)["items"]}
     assert {
         "DGLJobCreated",

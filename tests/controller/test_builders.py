@@ -395,12 +395,31 @@ def test_kubectl_cp_transfer_is_the_originals(seed_job_raw: dict[str, Any]) -> N
     assert _mounts(want.launcher)["/dgl_workspace/dataset"] == "dataset-volume"
 
 
-def test_worker_service_is_headless_per_pod(seed_job_raw: dict[str, Any]) -> None:
-    svc = worker_service(parse_job(seed_job_raw), 1)
-    assert svc["metadata"]["name"] == "dgl-graphsage-worker-1"
-    assert svc["spec"]["clusterIP"] == "None"
-    assert svc["spec"]["selector"] == {"dgl-replica-name": "dgl-graphsage-worker-1"}
+def test_one_headless_service_names_every_worker(seed_job_raw: dict[str, Any]) -> None:
+    job = parse_job(seed_job_raw)
+    want = desired(job, BuildOptions())
+    [svc] = want.services
+    assert svc == worker_service(job)
+    assert svc["metadata"]["name"] == "dgl-graphsage-worker"
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"]
+    # every worker, not the partitioner or the launcher (same job label, other types)
+    selector = svc["spec"]["selector"]
+    assert selector == {"dgl.qihoo.net/job-name": "dgl-graphsage", "dgl-replica-type": "Worker"}
+    for pod in (*want.workers, want.partitioner, want.launcher):
+        labels = pod["metadata"]["labels"]
+        chosen = all(labels.get(k) == v for k, v in selector.items())
+        assert chosen == (pod in want.workers), pod["metadata"]["name"]
     assert [p["port"] for p in svc["spec"]["ports"]] == list(range(30050, 30070))
+    # worker i is dgl-graphsage-worker-i.dgl-graphsage-worker in DNS
+    assert [w["spec"]["subdomain"] for w in want.workers] == ["dgl-graphsage-worker"] * 2
+    assert all(w["spec"]["hostname"] == w["metadata"]["name"] for w in want.workers)
+
+
+def test_a_worker_template_keeps_its_own_subdomain(seed_job_raw: dict[str, Any]) -> None:
+    raw = copy.deepcopy(seed_job_raw)
+    raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["subdomain"] = "mine"
+    want = desired(parse_job(raw), BuildOptions())
+    assert {w["spec"]["subdomain"] for w in want.workers} == {"mine"}
 
 
 def test_skip_mode_is_launcher_only(seed_job_raw: dict[str, Any]) -> None:

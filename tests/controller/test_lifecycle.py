@@ -73,7 +73,7 @@ def test_happy_path(h: Harness) -> None:
     assert h.names(SERVICEACCOUNTS) == [LAUNCH, PART]
     assert h.names(ROLES) == [LAUNCH, PART]
     assert h.names(ROLEBINDINGS) == [LAUNCH, PART]
-    assert h.names(SERVICES) == [W0, W1]
+    assert h.names(SERVICES) == [f"{J}-worker"]  # one headless Service for every worker
     assert h.kube.get(CONFIGMAPS, NS, f"{J}-config")["data"]["hostfile"] == ""
     assert h.status()["startTime"]
 
@@ -114,7 +114,7 @@ def test_happy_path(h: Harness) -> None:
     assert st["observedGeneration"] == 1
     # cleanPodPolicy Running: the running workers and their Services go, finished pods stay
     wait_for(lambda: set(h.pods()) == {PART, LAUNCH}, what="running workers deleted")
-    wait_for(lambda: h.names(SERVICES) == [], what="worker services deleted")
+    wait_for(lambda: h.names(SERVICES) == [], what="the workers' Service deleted")
     reasons = h.event_reasons()
     for r in (
         "DGLJobCreated",
