@@ -62,6 +62,8 @@ DEFAULT_DIR = CACHE / "node"
 NODE_CONTROLLERS = (
     "garbagecollector,namespace,serviceaccount,serviceaccount-token,deployment,replicaset,podgc,nodelifecycle,"
     "root-ca-cert-publisher,"
+    # the workers' headless Service lists them by hostname (what cluster DNS serves)
+    "endpointslice-controller,"
     # spec.storage: claims bind to the node's volumes (localcluster/volumes.py)
     "persistentvolume-binder-controller,persistentvolume-protection-controller,"
     "persistentvolumeclaim-protection-controller"
