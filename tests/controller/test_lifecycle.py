@@ -172,6 +172,30 @@ def test_worker_failure_fails_the_job_naming_pod_and_container(
     assert reason in h.event_reasons()
 
 
+def test_a_job_from_before_the_one_service_keeps_its_per_worker_services_until_cleanup(
+    h: Harness,
+) -> None:
+    """A job the previous version started has a Service per worker; this version adds the
+    workers' one Service and cleans up every Service the job controls."""
+    job = h.create_job(seed())
+    h.wait_pods(W0, W1, PART)
+    owner = {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": J,
+             "uid": job["metadata"]["uid"], "controller": True}  # fmt: skip
+    for name in (W0, W1):
+        old = {"apiVersion": "v1", "kind": "Service", "spec": {"clusterIP": "None"},
+               "metadata": {"name": name, "labels": {"dgl.qihoo.net/job-name": J},
+                            "ownerReferences": [owner]}}  # fmt: skip
+        h.kube.create(SERVICES, NS, old)
+    wait_for(lambda: h.names(SERVICES) == [f"{J}-worker", W0, W1], what="both kinds of Service")
+    bring_up(h)
+    h.finish_pod(PART, seconds=1)
+    h.wait_phase("Partitioned")
+    h.run_pod(LAUNCH, "10.0.0.4")
+    h.finish_pod(LAUNCH, seconds=1)
+    h.wait_condition("Succeeded")
+    wait_for(lambda: h.names(SERVICES) == [], what="every Service of the job deleted")
+
+
 def test_a_process_killed_for_memory_in_a_running_pod_fails_the_job_oomkilled(
     h: Harness,
 ) -> None:
