@@ -1,12 +1,13 @@
 """The kinds of object a DGLJob owns and the controller watches: one registry, one entry each.
 
 Everything per child kind is derived from :data:`CHILDREN`: the controller's informers (one per
-entry, filtered by the entry's label selector, indexed by controlling owner), their event
-handlers, the :class:`Listers` the sync reads, and which children the sync creates once and
-then leaves alone. Adding a child kind is adding an entry here (and building it in
-controller/builders.py). An entry may be in use only with some operator settings
-(``enabled``): :func:`active` is the registry for those settings, and a kind not in use is not
-watched (the PodGroup's CRD exists only where a gang scheduler is installed).
+entry, filtered by the entry's label selector, indexed by controlling owner, keeping what the
+entry's transform keeps), their event handlers, the :class:`Listers` the sync reads, and which
+children the sync creates once and then leaves alone. Adding a child kind is adding an entry
+here (and building it in controller/builders.py). An entry may be in use only with some
+operator settings (``enabled``): :func:`active` is the registry for those settings, and a
+kind not in use is not watched (the PodGroup's CRD exists only where a gang scheduler is
+installed).
 
 Not here: the children created blind and never watched (the transfer Secret: the operator may
 create Secrets but not read them; the storage claim, which may outlive the job).
@@ -18,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from controller.builders import JOB_NAME_LABEL, BuildOptions
+from controller.slim import slim_metadata, slim_pod
 from informers.lister import Lister
 from kubeclient import (
     CONFIGMAPS,
@@ -28,6 +30,7 @@ from kubeclient import (
     ROLES,
     SERVICEACCOUNTS,
     SERVICES,
+    Obj,
     Resource,
 )
 
@@ -42,6 +45,8 @@ class ChildKind:
     label_selector: str = JOB_NAME_LABEL
     # in use only with the settings this accepts (None: always)
     enabled: Callable[[BuildOptions], bool] | None = None
+    # what the informer keeps of each object (controller/slim.py; None: all of it)
+    transform: Callable[[Obj], Obj] | None = None
 
     def in_use(self, options: BuildOptions) -> bool:
         return self.enabled is None or self.enabled(options)
@@ -52,14 +57,14 @@ def _gang(options: BuildOptions) -> bool:
 
 
 CHILDREN: tuple[ChildKind, ...] = (
-    ChildKind(PODGROUPS, once=True, enabled=_gang),
-    ChildKind(PODS),
-    ChildKind(SERVICES),
-    ChildKind(CONFIGMAPS),
-    ChildKind(SERVICEACCOUNTS, once=True),
-    ChildKind(ROLES, once=True),
-    ChildKind(ROLEBINDINGS, once=True),
-    ChildKind(NETWORKPOLICIES, once=True),
+    ChildKind(PODGROUPS, once=True, enabled=_gang, transform=slim_metadata),
+    ChildKind(PODS, transform=slim_pod),
+    ChildKind(SERVICES, transform=slim_metadata),
+    ChildKind(CONFIGMAPS),  # its data is compared and replaced: kept whole
+    ChildKind(SERVICEACCOUNTS, once=True, transform=slim_metadata),
+    ChildKind(ROLES, once=True, transform=slim_metadata),
+    ChildKind(ROLEBINDINGS, once=True, transform=slim_metadata),
+    ChildKind(NETWORKPOLICIES, once=True, transform=slim_metadata),
 )
 
 

@@ -30,7 +30,7 @@ from controller.events import EventRecorder
 from controller.expectations import ADD, DELETE, Expectations
 from controller.metrics import CONTROLLER, Metrics
 from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
-from controller.slim import slim_node, slim_pod
+from controller.slim import slim_node
 from controller.status import is_terminating, node_lost
 from controller.sync import JobSync
 from informers.factory import SharedInformerFactory
@@ -107,7 +107,7 @@ class Controller:
                 child.resource,
                 label_selector=child.label_selector,
                 indexers={CONTROLLER_UID_INDEX: controller_uid_index},
-                transform=slim_pod if child.resource == PODS else None,
+                transform=child.transform,
             )
             for child in active(options)
         }

@@ -2,11 +2,13 @@
 
 The informers apply these transforms before an object enters a cache, so every reader (the
 sync, the event handlers, the indexers) sees the slim copy; this is the one path, and
-tests/controller/test_slim.py runs the sync over slim copies of every pod state it knows.
+tests/controller/test_sync_unit.py runs the sync over slim copies of every pod state it knows.
 
 A pod as the API server returns it is mostly spec (containers, volumes, the service account
 token's projected volume, tolerations, defaults): about 11 kB per pod in the cache. The sync
-reads of a pod only its metadata, ``spec.nodeName``, its containers' names and its status.
+reads of a pod only its metadata, ``spec.nodeName``, its containers' names and its status;
+of the children it creates once (RBAC, the NetworkPolicy, the workers' Service) only their
+metadata. Which transform a child kind gets is its entry in controller/children.py.
 The kept dicts are rebuilt with interned keys and short values (every pod's ``"metadata"``,
 ``"Pending"`` and namespace are then one string each, not one per pod).
 """
@@ -33,6 +35,18 @@ POD_METADATA = (
 """The pod metadata the operator reads (labels and annotations whole: they are ours)."""
 
 NODE_METADATA = ("name", "uid", "resourceVersion", "deletionTimestamp")
+
+CHILD_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "labels",
+    "ownerReferences",
+)
+"""What the operator reads of the children it only creates, checks for and deletes."""
 
 _INTERN_MAX = 64  # strings up to this length are interned (names, phases, label values)
 
@@ -68,6 +82,19 @@ def slim_pod(obj: Obj) -> Obj:
     }
     if "status" in obj:
         out["status"] = obj["status"]
+    return compact(out)  # type: ignore[no-any-return]
+
+
+def slim_metadata(obj: Obj) -> Obj:
+    """A child the sync only looks up by name, checks the owner of and deletes (RBAC, the
+    workers' Service, the NetworkPolicy, the PodGroup): its metadata above. A Role's rules or
+    a Service's ports are never compared with what is wanted: these are created once."""
+    meta = obj.get("metadata") or {}
+    out: Obj = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": {k: meta[k] for k in CHILD_METADATA if k in meta},
+    }
     return compact(out)  # type: ignore[no-any-return]
 
 

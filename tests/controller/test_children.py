@@ -9,14 +9,16 @@ import pytest
 from controller.api import parse_job
 from controller.builders import GANG_SCHEDULER_PLUGINS, JOB_NAME_LABEL, BuildOptions, desired
 from controller.children import CHILDREN, ONCE_BY_KIND, Listers, active
+from controller.slim import CHILD_METADATA, slim_metadata
 from informers.lister import Lister
 from informers.store import ThreadSafeStore
-from tests.controller.harness import Harness
+from tests.controller.harness import NS, PART, W0, W1, Harness, poke, wait_for
 
 # built by the operator, never watched: created blind (see the registry's docstring)
 UNWATCHED = {"Secret", "PersistentVolumeClaim"}
 GANG = BuildOptions(gang_scheduling=GANG_SCHEDULER_PLUGINS)
 SETTINGS = {"default": BuildOptions(), "gang": GANG}
+RECONCILES = "controller_runtime_reconcile_total"
 
 
 @pytest.mark.parametrize("settings", sorted(SETTINGS))
@@ -68,6 +70,68 @@ def test_the_controller_watches_each_kind_in_use_by_its_selector(settings: str) 
             assert h.ctrl.listers[child.resource].store is informers[child.resource].store
     finally:
         h.close()
+
+
+def test_the_caches_keep_what_each_entry_transforms_to(seed_job_raw: dict[str, Any]) -> None:
+    """The kinds created once, and the workers' Service, are cached as metadata only (a
+    Role's rules, a Service's ports: never read); the ConfigMap whole (its data is
+    compared); pods slim. The job's children are still all there, and created once."""
+    h = Harness(options=GANG).start()
+    try:
+        h.create_job(seed_job_raw)
+        h.wait_pods(W0, W1, PART)
+        for child in active(GANG):
+            cached = h.ctrl.child_informers[child.resource].store.list()
+            assert cached, f"nothing cached of {child.resource}"
+            for obj in cached:
+                name = obj["metadata"]["name"]
+                stored = h.kube.get(child.resource, NS, name)
+                if child.transform is slim_metadata:
+                    assert set(obj) == {"apiVersion", "kind", "metadata"}, name
+                    assert set(obj["metadata"]) <= set(CHILD_METADATA), name
+                    assert (
+                        obj["metadata"]["ownerReferences"] == stored["metadata"]["ownerReferences"]
+                    )
+                elif child.transform is None:
+                    assert obj == stored, name
+                else:
+                    assert obj == child.transform(stored), name
+        once = {c.resource.kind for c in CHILDREN if c.once}
+        assert {c.resource.kind for c in active(GANG) if c.transform is slim_metadata} == {
+            *once,
+            "Service",
+        }
+        h.settle()
+        syncs = h.sample(RECONCILES, controller="dgljob", result="success")
+        h.kube.clear_actions()
+        poke(h)  # synced again: it finds every child in the slim caches and creates nothing
+        wait_for(
+            lambda: h.sample(RECONCILES, controller="dgljob", result="success") > syncs,
+            what="another sync",
+        )
+        h.settle()
+        created = [(a.resource, a.name) for a in h.kube.writes() if a.verb == "create"]
+        assert created == []
+    finally:
+        h.close()
+
+
+def test_slim_metadata_keeps_the_metadata_the_sync_reads() -> None:
+    role: dict[str, Any] = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "j-launcher", "namespace": NS, "uid": "u", "resourceVersion": "7",
+                     "labels": {JOB_NAME_LABEL: "j"}, "ownerReferences": [{"uid": "o"}],
+                     "managedFields": [{"manager": "x"}], "annotations": {"a": "b"}},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+    }  # fmt: skip
+    slim = slim_metadata(role)
+    assert slim == {
+        "apiVersion": role["apiVersion"],
+        "kind": "Role",
+        "metadata": {k: role["metadata"][k] for k in
+                     ("name", "namespace", "uid", "resourceVersion", "labels", "ownerReferences")},
+    }  # fmt: skip
 
 
 def test_listers_need_one_lister_per_registered_kind() -> None:
