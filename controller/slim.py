@@ -20,22 +20,6 @@ from typing import Any
 
 from kubeclient import Obj
 
-POD_METADATA = (
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-)
-"""The pod metadata the operator reads (labels and annotations whole: they are ours)."""
-
-NODE_METADATA = ("name", "uid", "resourceVersion", "deletionTimestamp")
-
 CHILD_METADATA = (
     "name",
     "namespace",
@@ -47,6 +31,11 @@ CHILD_METADATA = (
     "ownerReferences",
 )
 """What the operator reads of the children it only creates, checks for and deletes."""
+
+POD_METADATA = (*CHILD_METADATA, "deletionGracePeriodSeconds", "annotations")
+"""The pod metadata the operator reads (labels and annotations whole: they are ours)."""
+
+NODE_METADATA = ("name", "uid", "resourceVersion", "deletionTimestamp")
 
 _INTERN_MAX = 64  # strings up to this length are interned (names, phases, label values)
 
