@@ -31,7 +31,10 @@ from kubeclient import (
     ServerError,
     TooManyRequests,
     TransportError,
+    Unauthorized,
 )
+from kubeclient.auth import INTERVAL as AUTH_INTERVAL
+from kubeclient.auth import AuthHeaders
 from tests.fakekube import status_body
 from tests.support.waiting import wait_for
 
@@ -628,14 +631,14 @@ def test_default_watch_read_timeout_exceeds_server_timeout(
     server: FakeApiServer, client: RestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[Any] = []
-    pool = client._api.rest_client.pool_manager
-    real = pool.request
+    pool = client._server
+    real = pool.urlopen
 
     def spy(*a: Any, **kw: Any) -> Any:
         seen.append((kw["timeout"].connect_timeout, kw["timeout"].read_timeout))
         return real(*a, **kw)
 
-    monkeypatch.setattr(pool, "request", spy)
+    monkeypatch.setattr(pool, "urlopen", spy)
 
     def watch(h: BaseHTTPRequestHandler, req: Req) -> None:
         start_chunked(h)
@@ -715,20 +718,64 @@ current-context: test
     assert observed[-1][:3] == ("get", "pods", 200)
 
 
-def test_a_renewed_token_is_sent_from_the_next_request(
-    server: FakeApiServer, observed: Observed
-) -> None:
-    """kubeconfig exec plugins and projected token files renew the token through the
-    configuration's refresh hook: every request asks it afresh."""
+class FakeNow:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def renewing_client(server: FakeApiServer, observed: Observed) -> tuple[RestClient, FakeNow]:
+    """A client whose token the refresh hook renews at every call (first, second, ...), on a
+    fake clock."""
     client = make_client(server.url, observed)
-    tokens = iter(["first", "second"])
+    tokens = iter(["first", "second", "third"])
 
     def renew(cfg: kubernetes.client.Configuration) -> None:
         cfg.api_key["BearerToken"] = next(tokens)
 
-    client._api.configuration.refresh_api_key_hook = renew
+    cfg = client._api.configuration
+    cfg.refresh_api_key_hook = renew
+    now = FakeNow()
+    client._auth = AuthHeaders(cfg, now=now)
     server.route("GET", f"{PODS_PATH}/a", Reply(200, {"metadata": {"name": "a"}}))
+    return client, now
+
+
+def test_a_renewed_token_is_sent_once_the_interval_has_passed(
+    server: FakeApiServer, observed: Observed
+) -> None:
+    """kubeconfig exec plugins and projected token files renew the token through the
+    configuration's refresh hook: it is asked again once a second, not at every request."""
+    client, now = renewing_client(server, observed)
     client.get(PODS, "team", "a")
     assert server.last().headers["authorization"] == "Bearer first"
+    now.t += AUTH_INTERVAL - 0.01
+    client.get(PODS, "team", "a")
+    assert server.last().headers["authorization"] == "Bearer first"
+    now.t += 0.01
     client.get(PODS, "team", "a")
     assert server.last().headers["authorization"] == "Bearer second"
+
+
+def test_after_a_401_the_next_request_asks_for_the_token_again(
+    server: FakeApiServer, observed: Observed
+) -> None:
+    client, _now = renewing_client(server, observed)
+    refused = status_body(401, "Unauthorized", "token expired")
+    server.route("GET", f"{PODS_PATH}/b", Reply(401, refused))
+    with pytest.raises(Unauthorized):
+        client.get(PODS, "team", "b")
+    assert server.last().headers["authorization"] == "Bearer first"
+    client.get(PODS, "team", "a")  # on the same fake second
+    assert server.last().headers["authorization"] == "Bearer second"
+
+
+def test_a_server_behind_a_path_gets_the_path_before_every_request(
+    server: FakeApiServer, observed: Observed
+) -> None:
+    client = make_client(f"{server.url}/k8s/clusters/c-1", observed)
+    server.route("GET", f"/k8s/clusters/c-1{PODS_PATH}/a", Reply(200, {"metadata": {"name": "a"}}))
+    assert client.get(PODS, "team", "a") == {"metadata": {"name": "a"}}
+    assert server.last().path == f"/k8s/clusters/c-1{PODS_PATH}/a"
