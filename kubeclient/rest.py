@@ -33,7 +33,10 @@ PATCH_TYPES = {
 
 
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-"""The Accept header that makes the API server answer with the object's metadata only."""
+"""The Accept header that makes the API server answer with the object's metadata only (a
+create's answer, a watch's events)."""
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+"""The same for a list: the items' metadata only."""
 
 
 def _query(**params: Any) -> str:
@@ -254,7 +257,9 @@ class RestClient:
         resource_version: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
+        metadata_only: bool = False,
     ) -> Obj:
+        """``metadata_only``: a PartialObjectMetadataList (the items' metadata only)."""
         q = _query(
             labelSelector=label_selector,
             fieldSelector=field_selector,
@@ -262,7 +267,8 @@ class RestClient:
             limit=limit,
             **{"continue": continue_token},
         )
-        out: Obj = self._send("list", "GET", res, res.path(namespace), q)
+        accept = METADATA_LIST if metadata_only else "application/json"
+        out: Obj = self._send("list", "GET", res, res.path(namespace), q, accept=accept)
         return out
 
     def watch(
@@ -276,7 +282,9 @@ class RestClient:
         field_selector: str | None = None,
         allow_bookmarks: bool = True,
         read_timeout: float | None = None,
+        metadata_only: bool = False,
     ) -> WatchStream:
+        """``metadata_only``: each event's object is its PartialObjectMetadata."""
         q = _query(
             watch=True,
             resourceVersion=resource_version,
@@ -288,7 +296,14 @@ class RestClient:
         if read_timeout is None:
             read_timeout = float(timeout_seconds or 300) + 60.0
         resp = self._send(
-            "watch", "GET", res, res.path(namespace), q, timeout=(10.0, read_timeout), stream=True
+            "watch",
+            "GET",
+            res,
+            res.path(namespace),
+            q,
+            timeout=(10.0, read_timeout),
+            stream=True,
+            accept=METADATA_ONLY if metadata_only else "application/json",
         )
         return _HttpWatch(resp, lambda: None)
 

@@ -255,6 +255,29 @@ def test_list_all_namespaces_and_cluster_scoped_without_query(
     assert server.last().query == {"resourceVersion": ["0"]}
 
 
+def test_list_and_watch_of_metadata_only_ask_for_partial_object_metadata(
+    server: FakeApiServer, client: RestClient
+) -> None:
+    page = {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "items": []}
+    server.route("GET", PODS_PATH, Reply(200, page))
+    assert client.list(PODS, "team", metadata_only=True) == page
+    assert server.last().headers["accept"] == (
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+    )
+
+    def watch(h: BaseHTTPRequestHandler, req: Req) -> None:
+        start_chunked(h)
+        send_chunk(h, line(ev("ADDED", "a", "8")))
+        end_chunked(h)
+
+    server.route("GET", PODS_PATH, watch)
+    stream = client.watch(PODS, "team", resource_version="7", metadata_only=True)
+    assert [e["object"]["metadata"]["name"] for e in stream] == ["a"]
+    assert server.last().headers["accept"] == (
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+    )
+
+
 def test_get(server: FakeApiServer, client: RestClient) -> None:
     job = {"apiVersion": "qihoo.net/v1alpha1", "kind": "DGLJob", "metadata": {"name": "j1"}}
     server.route("GET", f"{JOB_PATH}/j1", Reply(200, job))
