@@ -593,7 +593,8 @@ def burst(
         _names, out.create_seconds = create_jobs(api, jobs, workers, namespace)
         wait_for(lambda: watcher.progress(want, names)[0] == 0, timeout, 0.05)
         out.cpu_children = cpu_spent(by_process, cpu_by_process(cp, op.pid))
-        done = wait_for(lambda: watcher.progress(want, names) == (0, 0), timeout, 0.1)
+        left = max(0.0, t0 + timeout - time.monotonic())
+        done = wait_for(lambda: watcher.progress(want, names) == (0, 0), left, 0.1)
         out.missing_children, out.missing_status = watcher.progress(want, names)
         last_child, last_status = watcher.last(want, names)
         if out.missing_children == 0:

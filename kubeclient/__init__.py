@@ -2,8 +2,9 @@
 
 Objects are raw JSON dicts (:data:`Obj`, defined once in :mod:`kubeclient.types`);
 :class:`KubeClient` (:mod:`kubeclient.client`) is the interface callers type against and
-:class:`RestClient` (:mod:`kubeclient.rest`) its HTTP implementation; :class:`Resource` and the
-resource constants (:mod:`kubeclient.resources`) name what is addressed; every refusal is an
+:class:`RestClient` (:mod:`kubeclient.rest`) its HTTP implementation (the credentials it sends:
+:mod:`kubeclient.auth`); :class:`Resource` and the resource constants
+(:mod:`kubeclient.resources`) name what is addressed; every refusal is an
 :class:`ApiError` subclass chosen by HTTP status, every unreachable server a
 :class:`TransportError` (:mod:`kubeclient.errors`). Nothing here caches or knows the operator.
 """
