@@ -815,19 +815,25 @@ def start_ours(sess: Session, workdir: Path, workers: int) -> Operator:
     return op
 
 
+@contextlib.contextmanager
+def fresh_operator(where: Path, op_workers: int) -> Iterator[tuple[Session, Operator]]:
+    """A fresh control plane in ``where`` with our operator on it; both stopped at the end."""
+    with session(where) as sess:
+        op = start_ours(sess, where, op_workers)
+        try:
+            yield sess, op
+        finally:
+            op.stop()
+
+
 # -- 5. scale ---------------------------------------------------------------------------------
 
 
 def scale_curve(workdir: Path, sizes: list[int], workers: int, op_workers: int) -> None:
     rows = []
     for jobs in sizes:
-        where = workdir / f"scale-{jobs}"
-        with session(where) as sess:
-            op = start_ours(sess, where, op_workers)
-            try:
-                b = burst(sess.api, sess.cp, op, jobs, workers, 120 + jobs * 0.5)
-            finally:
-                op.stop()
+        with fresh_operator(workdir / f"scale-{jobs}", op_workers) as (sess, op):
+            b = burst(sess.api, sess.cp, op, jobs, workers, 120 + jobs * 0.5)
         rows.append(b)
         say(f"scale: {jobs} jobs: {'complete' if b.complete else 'INCOMPLETE'}")
     say(f"scale: {workers} workers per job; a fresh control plane and operator for each size")
@@ -911,23 +917,15 @@ def start_other(sess: Session, workdir: Path, argv: list[str]) -> subprocess.Pop
 def head_to_head(
     workdir: Path, binary: str, args: list[str], jobs: int, workers: int, op_workers: int
 ) -> None:
-    results: dict[str, Outside] = {}
-    for who in ("theirs", "ours"):
-        where = workdir / f"compare-{who}"
-        with session(where) as sess:
-            if who == "ours":
-                op = start_ours(sess, where, op_workers)
-                try:
-                    results[who] = outside_burst(sess, op.pid, jobs, workers, 300)
-                finally:
-                    op.stop()
-            else:
-                proc = start_other(sess, where, [binary, *args])
-                try:
-                    results[who] = outside_burst(sess, proc.pid, jobs, workers, 300)
-                finally:
-                    stop_process(proc)
-    theirs, ours = results["theirs"], results["ours"]
+    where = workdir / "compare-theirs"
+    with session(where) as sess:
+        proc = start_other(sess, where, [binary, *args])
+        try:
+            theirs = outside_burst(sess, proc.pid, jobs, workers, 300)
+        finally:
+            stop_process(proc)
+    with fresh_operator(workdir / "compare-ours", op_workers) as (sess, op):
+        ours = outside_burst(sess, op.pid, jobs, workers, 300)
     say(f"compare: {jobs} jobs x {workers} workers, each operator on a fresh control plane")
     rows = [
         ("objects created", theirs.objects, ours.objects, "{:,.0f}"),
@@ -1069,19 +1067,14 @@ def more_rate_pairs(a: argparse.Namespace, workdir: Path, raw_threads: int) -> l
     create rate / the raw rate, per pair."""
     ratios = []
     for k in range(2, a.rate_pairs + 1):
-        where = workdir / f"rate-{k}"
-        with session(where) as sess:
-            op = start_ours(sess, where, a.operator_workers)
-            try:
-                b = burst(sess.api, sess.cp, op, a.jobs, a.workers_per_job, a.burst_timeout)
-                children = children_created(b.delta)
-                if not (children and b.children_seconds):
-                    say(f"create rate, burst {k}: INCOMPLETE ({b.missing_children} missing)")
-                    continue
-                op_rate = children / b.children_seconds
-                base = same_mix_rate(sess.api, sess.cp, op, raw_threads)
-            finally:
-                op.stop()
+        with fresh_operator(workdir / f"rate-{k}", a.operator_workers) as (sess, op):
+            b = burst(sess.api, sess.cp, op, a.jobs, a.workers_per_job, a.burst_timeout)
+            children = children_created(b.delta)
+            if not (children and b.children_seconds):
+                say(f"create rate, burst {k}: INCOMPLETE ({b.missing_children} missing)")
+                continue
+            op_rate = children / b.children_seconds
+            base = same_mix_rate(sess.api, sess.cp, op, raw_threads)
         ratios.append(op_rate / base.rate)
         say(
             f"create rate, burst {k}: operator {children:,} objects at {op_rate:.1f}/s "
