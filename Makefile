@@ -21,9 +21,13 @@ export DGL_PYTHON := $(DGL_VENV)/bin/python
 export OPERATOR_PYTHON := $(BIN)/python
 
 .PHONY: help venv dgl-venv k8s-binaries scheduler-plugins images lint typecheck unit test bench demo demo-local \
-        cluster-up cluster-down control-plane-up control-plane-down clean-venvs
+        cluster-up cluster-down control-plane-up control-plane-down clean-venvs check check-tests
+# The preflight of each entry point comes first among its prerequisites, and make (never run
+# with -j here) takes them in order: nothing is built or started before it has passed.
+.NOTPARALLEL:
 
 help:
+	@echo "make check         - lint, types and the tests that need no root, DGL or Kubernetes (~2 min)"
 	@echo "make demo          - single-node Kubernetes here, operator via Helm, GraphSAGE DGLJob"
 	@echo "                     (JOB=examples/graphsage/dgljob-parmetis.yaml: another DGLJob)"
 	@echo "make test          - install everything needed, then lint, type-check and run all tests"
@@ -32,6 +36,11 @@ help:
 	@echo "make cluster-up    - start the single-node Kubernetes (make cluster-down stops it)"
 	@echo "                     (NODES=3 SCHEDULER_PLUGINS=1: three nodes, the Coscheduling scheduler)"
 	@echo "make control-plane-up - only etcd + apiserver + controller-manager (control-plane-down)"
+
+# The host prerequisites of an entry point (hack/prereqs.py declares them): what is missing is
+# installed, or the preflight stops with one line naming the package.
+preflight-%:
+	@$(PYTHON) hack/prereqs.py resolve $(subst +, ,$*)
 
 $(VENV)/.ready: setup.cfg pyproject.toml
 	@mkdir -p $(CACHE)
@@ -77,15 +86,24 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy $(PKGS) localcluster hack
 
-unit: venv dgl-venv k8s-binaries scheduler-plugins
+# The layers that need neither the DGL venv, nor Kubernetes binaries, nor root.
+CHECK_TESTS := tests/clock tests/workqueue tests/kubeclient tests/informers tests/controller \
+	tests/podprogram tests/watcher_loop tests/kubectl_download tests/test_layering.py \
+	tests/test_pod_contract.py tests/test_fakekube.py tests/test_prereqs.py
+check-tests: venv
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(CHECK_TESTS)
+
+check: preflight-check lint typecheck check-tests
+
+unit: preflight-test venv dgl-venv k8s-binaries scheduler-plugins
 	@hack/free-space.sh 14 "$${TMPDIR:-/tmp}" "the image tests unpack the graphsage image \
 		(about 11 GiB) into a private containerd there; free space or point TMPDIR elsewhere"
 	$(BIN)/python -m pytest -q tests e2e --ignore=e2e/multinode
 	$(BIN)/python -m pytest -q e2e/multinode
 
-test: lint typecheck unit
+test: preflight-test lint typecheck unit
 
-bench: venv dgl-venv k8s-binaries images
+bench: preflight-bench venv dgl-venv k8s-binaries images
 	$(BIN)/python bench/workqueue_bench.py
 	$(BIN)/python bench/pipeline_bench.py
 	$(BIN)/python bench/controller_bench.py
@@ -101,23 +119,23 @@ images: venv dgl-venv
 
 # JOB: the DGLJob manifest to run (e.g. examples/graphsage/dgljob-parmetis.yaml)
 JOB ?= examples/graphsage/dgljob.yaml
-demo: venv dgl-venv k8s-binaries images
+demo: preflight-demo venv dgl-venv k8s-binaries images
 	$(BIN)/python -m localcluster.demo $(JOB)
 
-demo-local: venv dgl-venv
+demo-local: preflight-demo-local venv dgl-venv
 	hack/demo.sh
 
 # NODES=3: three nodes (1 CPU, 6Gi allocatable each); SCHEDULER_PLUGINS=1: also the Coscheduling
 # scheduler (schedulerName scheduler-plugins-scheduler) and the PodGroup CRD
 NODES ?= 1
 SCHEDULER_PLUGINS ?=
-cluster-up: venv k8s-binaries images
+cluster-up: preflight-cluster-up$(if $(SCHEDULER_PLUGINS),+scheduler-plugins) venv k8s-binaries images
 	$(BIN)/python -m localcluster.node up --nodes $(NODES) $(if $(SCHEDULER_PLUGINS),--scheduler-plugins)
 
 cluster-down: venv
 	$(BIN)/python -m localcluster.node down
 
-control-plane-up: venv k8s-binaries
+control-plane-up: preflight-control-plane venv k8s-binaries
 	$(BIN)/python -m localcluster.cluster up
 
 control-plane-down: venv

@@ -22,9 +22,10 @@ import time
 from pathlib import Path
 
 from localcluster.cluster import REPO, k8s_binaries
-from localcluster.helm import install_operator
+from localcluster.helm import OperatorCannotStart, install_operator
 from localcluster.node import DEFAULT_DIR, refresh_images, running
 from localcluster.node import main as node_main
+from localcluster.stuck import StuckPods, kubectl_runner
 
 OP_NS = "dgl-system"
 EXAMPLE = REPO / "examples" / "graphsage" / "dgljob.yaml"
@@ -101,14 +102,25 @@ def main(argv: list[str] | None = None) -> int:
     kc = [str(k8s_binaries("kubectl") / "kubectl"), "--kubeconfig", str(kubeconfig)]
     digests = refresh_images()  # this checkout's images (a no-op when nothing changed)
     say(f"cluster up after {time.monotonic() - started:.0f}s; installing the operator with Helm")
-    install_operator(kubeconfig, digests.get("dgl-operator", ""))
+    try:
+        install_operator(kubeconfig, digests.get("dgl-operator", ""))
+    except OperatorCannotStart as e:
+        say(f"stopped: {e}")
+        return 1
     run(*kc, "create", "namespace", ns, check=False)
     run(*kc, "-n", ns, "delete", "dgljob", job, "--ignore-not-found", "--wait=true")
     run(*kc, "apply", "-f", str(example))
     say(f"applied {example}; following it (kubectl -n {ns} get dglj -w)")
     phase, deadline = "", time.monotonic() + 900
     status: dict[str, object] = {}
+    stuck = StuckPods(kubectl_runner(kubeconfig), ns, f"dgl.qihoo.net/job-name={job}")
     while time.monotonic() < deadline:
+        report = stuck.check()
+        if report:
+            say(f"stopped: a pod of DGLJob {ns}/{job} cannot start: {report}")
+            say(f"the job is left for you to look at: kubectl -n {ns} describe dglj {job}")
+            mem.stop()
+            return 1
         out = run(*kc, "-n", ns, "get", "dgljob", job, "-o", "json", check=False)
         if out.returncode == 0:
             status = json.loads(out.stdout).get("status") or {}

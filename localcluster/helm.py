@@ -5,8 +5,16 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from localcluster.cluster import REPO
+from localcluster.cluster import REPO, ClusterError
 from localcluster.node import IMAGE_TAG
+from localcluster.stuck import GRACE_SECONDS, StuckPods, kubectl_runner
+
+NAMESPACE = "dgl-system"
+RELEASE = "dgl-operator"
+
+
+class OperatorCannotStart(ClusterError):
+    """The operator's pod cannot start: its waiting reason and last events."""
 
 
 def helm_binary() -> str:
@@ -17,11 +25,20 @@ def helm_binary() -> str:
 
 
 def install_operator(
-    kubeconfig: Path, digest: str = "", values: dict[str, str] | None = None
+    kubeconfig: Path,
+    digest: str = "",
+    values: dict[str, str] | None = None,
+    *,
+    grace: float = GRACE_SECONDS,
 ) -> None:
     """helm upgrade --install of charts/dgl-operator into dgl-system; a changed image digest
     (annotation on the pod template) rolls the operator's pod even under the same tag.
-    ``values``: chart values, each passed as ``--set key=value``."""
+    ``values``: chart values, each passed as ``--set key=value``.
+
+    While helm waits for the rollout, the operator's pods are watched: one that cannot start
+    for ``grace`` seconds (no CNI plugin, no image, a crash loop) stops helm and raises
+    :class:`OperatorCannotStart` with its waiting reason and last events, rather than helm's
+    timeout minutes later."""
     extra = []
     if digest:
         extra = ["--set-string", f"podAnnotations.dgl\\.qihoo\\.net/image-digest={digest}"]
@@ -31,12 +48,12 @@ def install_operator(
         helm_binary(),
         "upgrade",
         "--install",
-        "dgl-operator",
+        RELEASE,
         str(REPO / "charts" / "dgl-operator"),
         "--kubeconfig",
         str(kubeconfig),
         "-n",
-        "dgl-system",
+        NAMESPACE,
         "--create-namespace",
         "--set",
         f"image.tag={IMAGE_TAG}",
@@ -45,6 +62,22 @@ def install_operator(
         "--timeout",
         "5m",
     ]
-    out = subprocess.run(argv, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"helm install of the operator failed:\n{out.stderr}")
+    stuck = StuckPods(
+        kubectl_runner(kubeconfig),
+        NAMESPACE,
+        f"app.kubernetes.io/instance={RELEASE}",
+        grace=grace,
+    )
+    helm = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while True:
+        try:
+            _, stderr = helm.communicate(timeout=2)
+            break
+        except subprocess.TimeoutExpired:
+            report = stuck.check()
+            if report:
+                helm.terminate()
+                helm.communicate()
+                raise OperatorCannotStart(f"the operator cannot start: {report}") from None
+    if helm.returncode != 0:
+        raise RuntimeError(f"helm install of the operator failed:\n{stderr}")

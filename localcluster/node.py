@@ -176,14 +176,29 @@ def build_images() -> dict[str, Path]:
     return images
 
 
-def _containerd_toml(root: Path, state: Path, sock: Path, runc_root: Path, cni: Path | None) -> str:
-    """containerd's configuration; without ``cni`` the CRI plugin is off (the base containerd
-    only imports images)."""
+@dataclass(frozen=True)
+class Runtime:
+    """What a node's containerd runs pods with: runc's binary and the CNI plugins' folder, both
+    resolved through hack/tools.sh (declared in hack/prereqs.py), never assumed."""
+
+    runc: str
+    cni_bin: str
+
+    @classmethod
+    def resolve(cls) -> Runtime:
+        return cls(runc=tool("runc"), cni_bin=tool("cni"))
+
+
+def _containerd_toml(
+    root: Path, state: Path, sock: Path, runc_root: Path, cni: Path | None, runtime: Runtime | None
+) -> str:
+    """containerd's configuration; without ``cni`` (and ``runtime``) the CRI plugin is off (the
+    base containerd only imports images)."""
     text = f"""version = 2
 root = "{root}"
 state = "{state}"
 """
-    if cni is None:
+    if cni is None or runtime is None:
         return (
             text
             + f"""disabled_plugins = ["io.containerd.grpc.v1.cri"]
@@ -204,10 +219,11 @@ state = "{state}"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "{runtime.runc}"
         Root = "{runc_root}"
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = "{runtime.cni_bin}"
     conf_dir = "{cni}/net.d"
 """
     )
@@ -261,7 +277,9 @@ def ensure_base_images(work: Path, images: dict[str, Path]) -> None:
     work.mkdir(parents=True, exist_ok=True)
     sock = work / "containerd.sock"
     cfg = work / "config.toml"
-    cfg.write_text(_containerd_toml(CONTAINERD_ROOT, work / "state", sock, work / "runc", None))
+    cfg.write_text(
+        _containerd_toml(CONTAINERD_ROOT, work / "state", sock, work / "runc", None, None)
+    )
     comp = Component("base-containerd", [containerd, "--config", str(cfg)], work / "containerd.log")
     comp.start()
     try:
@@ -345,7 +363,7 @@ class Node:
 
     # -- configuration --------------------------------------------------------------------
 
-    def _containerd_config(self) -> Path:
+    def _containerd_config(self, runtime: Runtime) -> Path:
         d = self.dir / "containerd"
         d.mkdir(parents=True, exist_ok=True)
         cni = self.dir / "cni"
@@ -387,7 +405,9 @@ class Node:
             )
         )
         cfg = d / "config.toml"
-        cfg.write_text(_containerd_toml(d / "root", d / "state", self.sock, self.runc_root, cni))
+        cfg.write_text(
+            _containerd_toml(d / "root", d / "state", self.sock, self.runc_root, cni, runtime)
+        )
         return cfg
 
     def _kubelet_config(self) -> Path:
@@ -447,7 +467,7 @@ class Node:
     def start_containerd(self) -> None:
         """Clone the root from the base and start containerd (returns once it answers)."""
         containerd, ctr = tool("containerd"), tool("ctr")
-        cfg = self._containerd_config()
+        cfg = self._containerd_config(Runtime.resolve())
         clone_root(self.dir / "containerd" / "root")
         self.components["containerd"] = Component(
             "containerd", [containerd, "--config", str(cfg)], self.dir / "logs" / "containerd.log"
@@ -510,7 +530,7 @@ class Node:
 
 def kill_containers(runc_root: Path) -> None:
     """SIGKILL every container of one containerd (its runc root) and delete them."""
-    runc = shutil.which("runc") or "/usr/sbin/runc"
+    runc = tool("runc")
     root = runc_root / "k8s.io"
     if not root.exists():
         return

@@ -1,5 +1,6 @@
 """The app layers: this project (and its runtime dependencies) at /opt/dgl-operator."""
 
+# prereqs: this file's system paths are inside the images (tests/test_prereqs.py)
 from __future__ import annotations
 
 import configparser

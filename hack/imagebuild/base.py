@@ -1,5 +1,6 @@
 """The base layer: Debian from debootstrap, cleaned, with the user nonroot (needs root)."""
 
+# prereqs: this file's system paths are inside the images (tests/test_prereqs.py)
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """The images: which layers each has, its config, and assembling it into a tarball."""
 
+# prereqs: this file's system paths are inside the images (tests/test_prereqs.py)
 from __future__ import annotations
 
 import time

@@ -1,5 +1,6 @@
 """The kubectl layer: the kubectl hack/k8s-binaries.sh builds, at /usr/local/bin/kubectl."""
 
+# prereqs: this file's system paths are inside the images (tests/test_prereqs.py)
 from __future__ import annotations
 
 import os

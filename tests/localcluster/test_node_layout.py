@@ -43,7 +43,7 @@ def test_a_node_of_several_is_small_nests_its_cgroups_and_heartbeats_fast(tmp_pa
     assert cfg["address"] == "10.88.2.1" and cfg["cgroupRoot"] == "/dgl-node-2"
     assert cfg["kubeReserved"] == reserved
     assert cfg["nodeLeaseDurationSeconds"] == 10 and cfg["nodeStatusUpdateFrequency"] == "4s"
-    n._containerd_config()
+    n._containerd_config(node.Runtime(runc="/opt/x/runc", cni_bin="/opt/x/cni"))
     net = json.loads((n.dir / "cni" / "net.d" / "10-dgl.conflist").read_text())["plugins"][0]
     assert net["bridge"] == "dglk2"
     (rng,) = net["ipam"]["ranges"][0]
@@ -54,6 +54,8 @@ def test_a_node_of_several_is_small_nests_its_cgroups_and_heartbeats_fast(tmp_pa
     )
     toml = (n.dir / "containerd" / "config.toml").read_text()
     assert f'root = "{n.dir}/containerd/root"' in toml and str(n.runc_root) in toml
+    # the runtime's binaries are the resolved ones (hack/prereqs.py), not assumed system paths
+    assert 'BinaryName = "/opt/x/runc"' in toml and 'bin_dir = "/opt/x/cni"' in toml
 
 
 def test_quantities_and_the_reservation_that_leaves_the_asked_allocatable() -> None:
