@@ -718,50 +718,68 @@ class JobSync:
     def _storage_ready(self, job: DGLJob, plan: _Plan, now: float) -> bool:
         """spec.storage: make the claim from the template (once per job and process), or see
         that the user's claim exists (pods that mount a missing claim wait for it: a Warning
-        says why); ``status.results`` tells where the results go. False: the job failed."""
+        says why). ``status.results`` tells where the results go, once the claim exists: a
+        claim the API server refuses, or one that never appears, leaves none. False: the job
+        failed (the caller fails it on a refusal)."""
         location = results_location(job)
         if location is None:
             return True
-        plan.status["results"] = location
-        name = job.claim_name
-        assert name is not None
         if self._claim_ready_for.get(job.key) == job.uid:
+            plan.status["results"] = location
             return True
+        plan.status.pop("results", None)  # (until the claim is seen: set below)
         claim = storage_claim(job)
         made = claim is not None and self.apply.create_unwatched(job, PVCS, claim)
-        if claim is not None and not made:
-            existing = self.client.get(PVCS, job.namespace, name)
-            labels = (existing.get("metadata") or {}).get("labels") or {}
-            if labels.get(JOB_NAME_LABEL) != job.name:
-                message = (
-                    f"invalid spec: spec.storage.claimTemplate: PersistentVolumeClaim {name} "
-                    f"exists and was not made for DGLJob {job.name}; delete or rename it, or "
-                    "use it with spec.storage.claimName"
-                )
-                self._fail(job.raw, plan, st.REASON_INVALID_SPEC, message, now, job=job)
-                return False
-            plan.announce(
-                NORMAL,
-                "ClaimReused",
-                f"Using the PersistentVolumeClaim {name} kept from an earlier DGLJob {job.name}",
-            )
-        elif claim is None:
-            try:
-                self.client.get(PVCS, job.namespace, name)
-            except NotFound:
-                told = (job.key, job.uid)
-                if told not in self._claim_missing_told:
-                    plan.on_written.append(lambda: self._claim_missing_told.add(told))
-                    plan.announce(
-                        WARNING,
-                        "ClaimNotFound",
-                        f"spec.storage.claimName: PersistentVolumeClaim {name} does not exist "
-                        f"in namespace {job.namespace}; the job's pods wait for it",
-                    )
-                plan.requeue(10.0)
-                return True
+        if claim is not None and not made and not self._claim_reusable(job, plan, now):
+            return False
+        if claim is None and not self._user_claim_exists(job, plan):
+            return True
+        plan.status["results"] = location
         # (once the status is written: a sync that fails to write it does all this again)
         plan.on_written.append(lambda: self._claim_ready_for.__setitem__(job.key, job.uid))
+        return True
+
+    def _claim_reusable(self, job: DGLJob, plan: _Plan, now: float) -> bool:
+        """The template's claim exists already: made for an earlier job of this name, it is
+        used again (an Event says so); anybody else's fails the job."""
+        name = job.claim_name
+        assert name is not None
+        existing = self.client.get(PVCS, job.namespace, name)
+        labels = (existing.get("metadata") or {}).get("labels") or {}
+        if labels.get(JOB_NAME_LABEL) != job.name:
+            message = (
+                f"invalid spec: spec.storage.claimTemplate: PersistentVolumeClaim {name} "
+                f"exists and was not made for DGLJob {job.name}; delete or rename it, or "
+                "use it with spec.storage.claimName"
+            )
+            self._fail(job.raw, plan, st.REASON_INVALID_SPEC, message, now, job=job)
+            return False
+        plan.announce(
+            NORMAL,
+            "ClaimReused",
+            f"Using the PersistentVolumeClaim {name} kept from an earlier DGLJob {job.name}",
+        )
+        return True
+
+    def _user_claim_exists(self, job: DGLJob, plan: _Plan) -> bool:
+        """spec.storage.claimName: does it exist? While it does not, a Warning (once per job
+        and process) says the pods wait for it, and the job is looked at again soon."""
+        name = job.claim_name
+        assert name is not None
+        try:
+            self.client.get(PVCS, job.namespace, name)
+        except NotFound:
+            told = (job.key, job.uid)
+            if told not in self._claim_missing_told:
+                plan.on_written.append(lambda: self._claim_missing_told.add(told))
+                plan.announce(
+                    WARNING,
+                    "ClaimNotFound",
+                    f"spec.storage.claimName: PersistentVolumeClaim {name} does not exist "
+                    f"in namespace {job.namespace}; the job's pods wait for it",
+                )
+            plan.requeue(10.0)
+            return False
         return True
 
     def _tell_ignored(self, job: DGLJob, want: Desired) -> None:

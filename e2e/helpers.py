@@ -64,11 +64,6 @@ def conditions(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in (job.get("status") or {}).get("conditions") or []}
 
 
-def wait_until(pred: Any, timeout: float, what: str) -> Any:
-    """tests.support's wait_for, polling once a second (a real cluster)."""
-    return wait_for(pred, timeout, what, interval=1)
-
-
 def wait_job(
     cluster: Any,
     ns: str,
@@ -90,7 +85,7 @@ def wait_job(
             )
         return job if pred(job) else None
 
-    found: dict[str, Any] = wait_until(check, timeout, what)
+    found: dict[str, Any] = wait_for(check, what=what, timeout=timeout, interval=1.0)
     return found
 
 
@@ -126,7 +121,9 @@ def wait_finished(
                 return job
         return None
 
-    found: dict[str, Any] = wait_until(done, timeout, f"DGLJob {ns}/{name} to finish")
+    found: dict[str, Any] = wait_for(
+        done, what=f"DGLJob {ns}/{name} to finish", timeout=timeout, interval=1.0
+    )
     return found
 
 

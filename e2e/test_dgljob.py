@@ -25,9 +25,9 @@ from e2e.helpers import (
     succeeded,
     wait_finished,
     wait_job,
-    wait_until,
 )
 from localcluster.cluster import free_port
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture(scope="session")
@@ -101,7 +101,7 @@ def test_a_worker_deleted_mid_training_fails_the_job_naming_it(
     failed = conditions(done).get("Failed", {})
     assert failed.get("status") == "True", conditions(done)
     assert f"{JOB}-worker-1" in failed["message"], failed
-    wait_until(
+    wait_for(
         lambda: (
             not [
                 n
@@ -109,8 +109,9 @@ def test_a_worker_deleted_mid_training_fails_the_job_naming_it(
                 if p["status"].get("phase") == "Running"
             ]
         ),
-        120,
-        "no pod of the failed job left running",
+        what="no pod of the failed job left running",
+        timeout=120,
+        interval=1.0,
     )
 
 
@@ -150,7 +151,9 @@ def test_deleting_the_job_removes_everything(cluster: Any, namespace: str) -> No
     launcher_args(job)[launcher_args(job).index("--num-epochs") + 1] = "500"
     spec["cleanPodPolicy"] = "None"
     apply(cluster, job)
-    wait_until(lambda: len(pods(cluster, namespace)) == 4, 300, "all four pods")
+    wait_for(
+        lambda: len(pods(cluster, namespace)) == 4, what="all four pods", timeout=300, interval=1.0
+    )
     # one headless Service for the job's workers; the cluster's EndpointSlice controller names
     # each worker by its hostname, as DNS serves it: gone-worker-i.gone-worker
     want = {f"gone-worker-{i}" for i in range(2)}
@@ -164,7 +167,9 @@ def test_deleting_the_job_removes_everything(cluster: Any, namespace: str) -> No
         }
         return named if set(named) == want else None
 
-    named = wait_until(named_workers, 120, "the workers' Service to name both workers")
+    named = wait_for(
+        named_workers, what="the workers' Service to name both workers", timeout=120, interval=1.0
+    )
     ips = {n: p["status"].get("podIP") for n, p in pods(cluster, namespace).items()}
     assert named == {n: ips[n] for n in want}, (named, ips)
     services = cluster.kubectl(["get", "services", "-n", namespace])["items"]
@@ -180,7 +185,9 @@ def test_deleting_the_job_removes_everything(cluster: Any, namespace: str) -> No
         )["items"]
         return not items
 
-    wait_until(nothing_left, 180, "the garbage collector to remove every child")
+    wait_for(
+        nothing_left, what="the garbage collector to remove every child", timeout=180, interval=1.0
+    )
 
 
 def test_the_operators_metrics_are_scraped_by_prometheus(
@@ -195,10 +202,11 @@ def test_the_operators_metrics_are_scraped_by_prometheus(
     with forward:
         server = PrometheusServer(prometheus, tmp_path, f"127.0.0.1:{port}").start()
         try:
-            created = wait_until(
+            created = wait_for(
                 lambda: server.value("sum(dgl_operator_jobs_created_total)"),
-                60,
-                "dgl_operator_jobs_created_total in Prometheus",
+                what="dgl_operator_jobs_created_total in Prometheus",
+                timeout=60,
+                interval=1.0,
             )
             assert created >= 1
             assert server.value('sum(workqueue_adds_total{name="dgljob"})')
@@ -281,7 +289,9 @@ def follow(
             phases.append(phase)
         return job if succeeded(job) or conditions(job).get("Failed", {}).get("status") else None
 
-    return wait_until(done, timeout, f"DGLJob {ns}/{name} to finish"), phases
+    return wait_for(
+        done, what=f"DGLJob {ns}/{name} to finish", timeout=timeout, interval=1.0
+    ), phases
 
 
 def test_parmetis_example_trains_close_to_the_baseline(
@@ -376,7 +386,9 @@ def test_a_rank_killed_mid_partition_fails_the_job_within_a_minute(
             return None
         return time.monotonic() if "killed" in out else None
 
-    killed_at: float = wait_until(kill, 600, f"MPI rank 1 running in {victim}")
+    killed_at: float = wait_for(
+        kill, what=f"MPI rank 1 running in {victim}", timeout=600, interval=1.0
+    )
     failed_job = wait_finished(cluster, namespace, name, timeout=120)
     took = time.monotonic() - killed_at
     failed = conditions(failed_job).get("Failed", {})
@@ -391,9 +403,10 @@ def test_a_rank_killed_mid_partition_fails_the_job_within_a_minute(
     for pod, p in pods(cluster, namespace).items():
         if p["status"].get("phase") != "Running":
             continue
-        left = wait_until(
+        left = wait_for(
             lambda pod=pod: in_pod(cluster, namespace, pod, PROCESSES).strip() == "" or None,
-            30,
-            f"no MPI or DGL process in {pod}",
+            what=f"no MPI or DGL process in {pod}",
+            timeout=30,
+            interval=1.0,
         )
         assert left

@@ -32,8 +32,8 @@ from e2e.helpers import (
     succeeded,
     wait_finished,
     wait_job,
-    wait_until,
 )
+from tests.support.waiting import wait_for
 
 EPOCHS = 8
 IMAGE = "dgloperator/graphsage:v0.1.0"
@@ -121,7 +121,7 @@ def on_claim(cluster: Any, ns: str, claim: str, script: str, name: str) -> str:
         phase = cluster.kubectl(["get", "pod", name, "-n", ns])["status"].get("phase")
         return phase if phase in ("Succeeded", "Failed") else None
 
-    phase = wait_until(ended, 300, f"pod {name}")
+    phase = wait_for(ended, what=f"pod {name}", timeout=300, interval=1.0)
     out = str(cluster.logs(name, "c", ns))
     assert phase == "Succeeded", out[-3000:]
     cluster.kubectl(["delete", "pod", name, "-n", ns, "--wait=false"], as_dict=False)
@@ -175,11 +175,12 @@ def test_results_outlive_the_job_and_the_model_loads(
 ) -> None:
     """The uninterrupted run is gone (TTL), its claim and results are not: the model loads
     and scores on the test split what the job reported."""
-    wait_until(
+    wait_for(
         lambda: "whole" not in {j["metadata"]["name"] for j in cluster.kubectl(
             ["get", "dgljobs", "-n", ns])["items"]},
-        120,
-        "the TTL to delete the job",
+        what="the TTL to delete the job",
+        timeout=120,
+        interval=1.0,
     )  # fmt: skip
     claim, folder = whole["job"]["status"]["results"].split(":", 1)
     assert claim == "whole-results"
@@ -215,12 +216,13 @@ def test_a_damaged_checkpoint_and_damaged_partitions_are_detected(cluster: Any, 
 
     wait_job(cluster, ns, "damaged", lambda j: epochs_done(j) >= 3, 900, "3 epochs trained")
     suspend(cluster, ns, "damaged", True)
-    wait_until(
+    wait_for(
         lambda: get_job(cluster, ns, "damaged")["status"].get("phase") == "Suspended"
         and not cluster.kubectl(["get", "pods", "-n", ns, "-l",
                                  "dgl.qihoo.net/job-name=damaged"])["items"],
-        300,
-        "the job suspended and its pods gone",
+        what="the job suspended and its pods gone",
+        timeout=300,
+        interval=1.0,
     )  # fmt: skip
     run = get_job(cluster, ns, "damaged")["status"]["results"].split(":", 1)[1].rsplit("/", 1)[0]
     script = (
@@ -253,3 +255,40 @@ def test_a_damaged_checkpoint_and_damaged_partitions_are_detected(cluster: Any, 
     assert "the cached partitions are damaged" in partitioner and "partitioning again" in (
         partitioner
     )
+
+
+def test_a_path_on_a_new_claim_is_made_and_holds_everything(cluster: Any, ns: str) -> None:
+    """issue 26: ``storage.path`` on a claim made from the template (empty: the folder cannot
+    exist yet). The job succeeds, and the results, the partitions and every pod's log are
+    under that folder, none at the claim's root."""
+    job = storage_job(ns, "pathed")
+    job["spec"]["storage"]["path"] = "team-a/graphsage"
+    args = launcher_args(job)
+    args[args.index("--num-epochs") + 1] = "2"  # (what is written where, not how well)
+    apply(cluster, job)
+    done = wait_finished(cluster, ns, "pathed", timeout=900)
+    assert succeeded(done), conditions(done)
+    claim, folder = done["status"]["results"].split(":", 1)
+    run = f"pathed-{done['metadata']['uid'][:8]}"
+    assert (claim, folder) == ("pathed-results", f"/team-a/graphsage/runs/{run}/output")
+    script = (
+        "import json, os\n"
+        "top = '/results/team-a/graphsage'\n"
+        f"out, logs = top + '/runs/{run}/output', top + '/runs/{run}/logs'\n"
+        "print(json.dumps({\n"
+        "    'root': sorted(os.listdir('/results')),\n"
+        "    'path': sorted(os.listdir(top)),\n"
+        "    'outcome': json.load(open(out + '/dglrun.json'))['outcome'],\n"
+        "    'epochs': json.load(open(out + '/metrics.json'))['epochs'],\n"
+        "    'logs': sorted({name.split('-')[0] for name in os.listdir(logs)}),\n"
+        "    'partitions': len(os.listdir(top + '/partitions')),\n"
+        "}))\n"
+    )
+    out = on_claim(cluster, ns, claim, script, "read-pathed")
+    seen = json.loads([ln for ln in out.splitlines() if ln.startswith("{")][-1])
+    assert "team-a" in seen["root"], seen
+    assert "runs" not in seen["root"] and "partitions" not in seen["root"], seen
+    assert seen["path"] == ["partitions", "runs"], seen
+    assert seen["outcome"] == "succeeded" and seen["epochs"] == 2, seen  # (the trainers wrote)
+    assert seen["logs"] == ["launcher", "partitioner"], seen  # (both dglruns wrote there)
+    assert seen["partitions"] >= 1, seen

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from launcher.memplan import GraphSize, PlanError, parse_bytes, parse_graph_size
 from launcher.progress import JobRef
-from launcher.storage import Storage, check_run_name
+from launcher.storage import Storage, check_run_name, claim_mount
 from podcontract import (
     CHUNKED_GRAPH_ENV,
     CHUNKED_LAYOUT_ENV,
@@ -57,6 +57,7 @@ from podcontract import (
     SHARE_PARTITIONS_ENV,
     SHARE_PARTITIONS_ON,
     SHARED,
+    STORAGE_DIR,
     STORAGE_ENV,
     TRANSFER_HTTP,
     TRANSFER_KUBECTL,
@@ -257,7 +258,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         default=env.get(STORAGE_ENV) or None,
         metavar="DIR",
         help="where results, checkpoints and cached partitions outlive the pods (default: "
-        f"${STORAGE_ENV}, set by the operator from spec.storage)",
+        f"${STORAGE_ENV}, set by the operator from spec.storage); it must exist, except below "
+        f"{STORAGE_DIR} (a DGLJob's claim), where only {STORAGE_DIR} must and the rest is made",
     )
     w.add_argument(
         "--run-name",
@@ -390,7 +392,8 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         )
     storage = None
     if a.storage:
-        storage = Storage(Path(a.storage), a.run_name, a.share_partitions)
+        root = Path(a.storage)
+        storage = Storage(root, a.run_name, a.share_partitions, claim_mount(root))
     return Options(
         graph_name=a.graph_name,
         num_partitions=a.num_partitions,

@@ -35,6 +35,7 @@ from tests.fakekube import (
     match_label_selector,
     parse_label_selector,
 )
+from tests.support.threads import wait_parked
 
 DGLJOBS = Resource("qihoo.net", "v1alpha1", "dgljobs", "DGLJob")
 NS = "team"
@@ -687,8 +688,8 @@ def test_close_wakes_blocked_iterator_from_another_thread(kube: FakeKube) -> Non
 
     t = threading.Thread(target=consume, daemon=True)
     t.start()
-    time.sleep(0.1)
-    assert not ended.is_set()  # blocked waiting for events
+    wait_parked(t, where=FakeWatch.__next__)  # blocked waiting for events
+    assert not ended.is_set()
     started = time.monotonic()
     stream.close()
     assert ended.wait(1.0)
@@ -739,7 +740,7 @@ def test_break_watches_raises_transport_error(kube: FakeKube) -> None:
 
     t = threading.Thread(target=consume, daemon=True)
     t.start()
-    time.sleep(0.05)
+    wait_parked(t, where=FakeWatch.__next__)  # the break must wake a blocked read
     kube.break_watches()
     t.join(1.0)
     assert not t.is_alive()

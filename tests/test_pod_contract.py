@@ -290,6 +290,8 @@ def test_every_dglrun_keeps_the_job_s_files_where_status_results_says(name: str)
         assert opts.storage is not None
         at, volume = _folder(seen, opts.storage.root)
         assert at == STORAGE_DIR
+        # what dglrun requires to exist is the claim's mount: spec.storage.path it makes
+        assert opts.storage.mount == Path(at)
         assert volume["persistentVolumeClaim"]["claimName"] == job.claim_name
         assert opts.storage.run == job.run_name
         assert opts.storage.share_partitions is st.share_partitions

@@ -29,8 +29,8 @@ from e2e.helpers import (
     succeeded,
     wait_finished,
     wait_job,
-    wait_until,
 )
+from tests.support.waiting import wait_for
 
 GANG = {"gangScheduling": "scheduler-plugins"}
 # an image reference whose registry refuses at once, on loopback: nothing leaves the machine
@@ -78,15 +78,16 @@ def condition(cluster: Any, ns: str, name: str, ctype: str) -> dict[str, Any] | 
 
 def test_three_workers_land_one_per_node_and_train(cluster: Any, namespace: str) -> None:
     apply(cluster, job_with_workers(namespace, JOB, 3))
-    placed = wait_until(
+    placed = wait_for(
         lambda: (
             {n: node_of(p) for n, p in w.items()}
             if len(w := workers_of(cluster, namespace, JOB)) == 3
             and all(node_of(p) for p in w.values())
             else None
         ),
-        120,
-        "3 workers to be scheduled",
+        what="3 workers to be scheduled",
+        timeout=120,
+        interval=1.0,
     )
     assert len(set(placed.values())) == 3, f"workers not spread one per node: {placed}"
     job = wait_finished(cluster, namespace)
@@ -115,14 +116,15 @@ def placement(cluster: Any, ns: str, name: str) -> tuple[int, int]:
 def watch_placement(
     cluster: Any, ns: str, names: list[str], until: Callable[[], bool], timeout: float
 ) -> list[dict[str, tuple[int, int]]]:
-    """Samples of each job's (bound, unbound) workers, once a second, until ``until()``."""
+    """Samples of each job's (bound, unbound) workers until ``until()``: one per poll of
+    wait_for, once a second after its first second."""
     samples: list[dict[str, tuple[int, int]]] = []
 
     def sample() -> bool:
         samples.append({n: placement(cluster, ns, n) for n in names})
         return until()
 
-    wait_until(sample, timeout, f"{names} placement")
+    wait_for(sample, what=f"{names} placement", timeout=timeout, interval=1.0)
     return samples
 
 
@@ -135,10 +137,11 @@ def test_two_big_jobs_without_gang_scheduling_place_partially(cluster: Any, name
     job holding nodes it cannot use (both, when the slots split 3 + 3: a deadlock)."""
     for name in ("big-a", "big-b"):
         apply(cluster, big_job(namespace, name))
-    wait_until(
+    wait_for(
         lambda: sum(placement(cluster, namespace, n)[0] for n in ("big-a", "big-b")) == 6,
-        180,
-        "6 of the 8 workers to be bound (all the cluster's 400m slots)",
+        what="6 of the 8 workers to be bound (all the cluster's 400m slots)",
+        timeout=180,
+        interval=1.0,
     )
     last = {n: placement(cluster, namespace, n) for n in ("big-a", "big-b")}
     figure(f"without gang scheduling: workers (bound, unbound) per job: {last}")
@@ -193,8 +196,11 @@ def waits_with(
             return cond
         return None
 
-    cond = wait_until(
-        told, applied + 30 - time.monotonic(), f"DGLJob {name} to say why it waits ({reasons})"
+    cond = wait_for(
+        told,
+        what=f"DGLJob {name} to say why it waits ({reasons})",
+        timeout=applied + 30 - time.monotonic(),
+        interval=1.0,
     )
     took = time.monotonic() - applied
     assert text in cond["message"], cond
@@ -240,10 +246,11 @@ def test_jobs_that_cannot_start_say_why_and_fail_after_their_bound(
         failed = conditions(job).get("Failed") or {}
         assert failed.get("status") == "True" and failed.get("reason") in reasons, conditions(job)
         assert "scheduleTimeoutSeconds" in failed.get("message", ""), failed
-        wait_until(
+        wait_for(
             lambda n=name: not job_pods(cluster, namespace, n),
-            120,
-            f"{name}'s pods to be deleted",
+            what=f"{name}'s pods to be deleted",
+            timeout=120,
+            interval=1.0,
         )
 
 
@@ -260,23 +267,25 @@ def test_a_node_dies_mid_training_and_the_job_restarts_on_the_others(
     victim = next(n for n in sorted(placed.values(), reverse=True) if n != operator_node)
     stopped = time.monotonic()
     stop_node(victim)
-    restarted = wait_until(
+    restarted = wait_for(
         lambda: (
             int((get_job(cluster, namespace).get("status") or {}).get("restartCount") or 0) >= 1
         ),
-        180,
-        "the job to restart",
+        what="the job to restart",
+        timeout=180,
+        interval=1.0,
     )
     assert restarted
     to_restart = time.monotonic() - stopped
-    lost = wait_until(
+    lost = wait_for(
         lambda: [
             e
             for e in events(cluster, namespace)
             if e["reason"] == "NodeLost" and victim in e.get("message", "")
         ],
-        120,
-        f"a NodeLost event naming {victim}",
+        what=f"a NodeLost event naming {victim}",
+        timeout=120,
+        interval=1.0,
     )
     to_lost = time.monotonic() - stopped
     figure(

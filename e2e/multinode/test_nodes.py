@@ -6,10 +6,11 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from e2e.helpers import apply, wait_until
+from e2e.helpers import apply
 from e2e.multinode.helpers import NODES, MultiNode
 from localcluster.cluster import k8s_binaries
 from localcluster.node import API_IP, IMAGE_TAG
+from tests.support.waiting import wait_for
 
 SERVER = f"docker.io/dgloperator/dgl-operator:{IMAGE_TAG}"  # (has python3)
 PAUSE = f"docker.io/dgloperator/pause:{IMAGE_TAG}"
@@ -95,7 +96,9 @@ def test_three_nodes_share_one_pod_network_and_coscheduling_places_gangs(
             return {p: f["status"]["podIP"] for p, f in found.items()}
         return None
 
-    pod_ips = wait_until(all_running, 300, "a server pod Running on every node")
+    pod_ips = wait_for(
+        all_running, what="a server pod Running on every node", timeout=300, interval=1.0
+    )
     assert len(set(pod_ips.values())) == NODES, pod_ips
     for pod in servers:
         others = [ip for p, ip in pod_ips.items() if p != pod]
@@ -124,7 +127,12 @@ def test_three_nodes_share_one_pod_network_and_coscheduling_places_gangs(
         found = {n: get_pod(cluster, namespace, n)["spec"].get("nodeName") for n in names}
         return found if all(found.values()) else None
 
-    placed = wait_until(lambda: bound(["gang-1", "gang-2"]), 120, "the gang's 2 pods bound")
+    placed = wait_for(
+        lambda: bound(["gang-1", "gang-2"]),
+        what="the gang's 2 pods bound",
+        timeout=120,
+        interval=1.0,
+    )
     assert set(placed.values()) <= set(multinode.nodes), placed
 
     # ... and none of a group short of its minMember (the scheduler says why)
@@ -136,5 +144,10 @@ def test_three_nodes_share_one_pod_network_and_coscheduling_places_gangs(
         return None
 
     for name in ("short-1", "short-2"):
-        pod = wait_until(lambda n=name: refused(n), 120, f"{name} refused by the scheduler")
-        assert not pod["spec"].get("nodeName"), pod["spec"].get("nodeName")
+        pending = wait_for(
+            lambda n=name: refused(n),
+            what=f"{name} refused by the scheduler",
+            timeout=120,
+            interval=1.0,
+        )
+        assert not pending["spec"].get("nodeName"), pending["spec"].get("nodeName")

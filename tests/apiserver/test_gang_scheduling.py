@@ -139,8 +139,8 @@ def test_the_operator_makes_the_pod_group_and_the_gang_under_its_own_rbac(
             job = api.create(DGLJOBS, namespace, raw)
             wait_for(
                 lambda: set([*WORKERS, PARTITIONER]) <= set(pods(api, namespace)),
-                timeout=30,
                 what="the gang's pods",
+                timeout=30,
             )
             group = api.get(PODGROUPS, namespace, JOB)
             assert group["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 300}
@@ -171,7 +171,7 @@ def test_the_operator_makes_the_pod_group_and_the_gang_under_its_own_rbac(
             kubelet = Kubelet(api, namespace)
             for i, name in enumerate([*WORKERS, PARTITIONER]):
                 kubelet.run(name, f"10.7.0.{i + 2}")
-            wait_for(lambda: LAUNCHER in pods(api, namespace), timeout=30, what="the launcher")
+            wait_for(lambda: LAUNCHER in pods(api, namespace), what="the launcher", timeout=30)
             launcher = pods(api, namespace)[LAUNCHER]
             assert launcher["metadata"]["labels"][POD_GROUP_LABEL] == JOB
             assert launcher["spec"]["schedulerName"] == DEFAULT_GANG_SCHEDULER_NAME
@@ -185,7 +185,7 @@ def test_the_operator_makes_the_pod_group_and_the_gang_under_its_own_rbac(
                     for n in [*WORKERS, PARTITIONER]
                 )
 
-            wait_for(restarted, timeout=30, what="the restart's pods")
+            wait_for(restarted, what="the restart's pods", timeout=30)
             again = api.get(PODGROUPS, namespace, JOB)
             assert again["metadata"]["uid"] == group["metadata"]["uid"]
             assert again["spec"] == group["spec"]

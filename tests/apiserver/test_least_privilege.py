@@ -18,7 +18,7 @@ from localcluster.cluster import ControlPlane, k8s_binaries, kubeconfig
 from tests.support.apiserver import operator_identity
 from tests.support.dgljobs import load_fixture
 from tests.support.live import InProcessOperator, Kubelet
-from tests.support.waiting import wait_for
+from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
 SECRETS = Resource("", "v1", "secrets", "Secret")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
@@ -81,6 +81,7 @@ def test_operator_runs_a_job_with_its_own_rbac_only(
                 set(names) <= {p["metadata"]["name"] for p in api.list(PODS, namespace)["items"]}
             ),
             what="pods created under the operator's own RBAC",
+            timeout=LIVE_TIMEOUT,
         )
         for i, name in enumerate(names):
             kubelet.run(name, f"10.5.0.{i + 2}")
@@ -90,6 +91,7 @@ def test_operator_runs_a_job_with_its_own_rbac_only(
                 in {p["metadata"]["name"] for p in api.list(PODS, namespace)["items"]}
             ),
             what="launcher pod",
+            timeout=LIVE_TIMEOUT,
         )
         kubelet.finish("dgl-graphsage-partitioner")
         kubelet.run("dgl-graphsage-launcher", "10.5.0.9")
@@ -99,7 +101,7 @@ def test_operator_runs_a_job_with_its_own_rbac_only(
             conds = api.get(DGLJOBS, namespace, "dgl-graphsage").get("status", {}).get("conditions")
             return any(c["type"] == "Succeeded" and c["status"] == "True" for c in conds or [])
 
-        wait_for(succeeded, what="Succeeded under the operator's own RBAC")
+        wait_for(succeeded, what="Succeeded under the operator's own RBAC", timeout=LIVE_TIMEOUT)
         forbidden = [
             k
             for k, v in _samples(op, "rest_client_requests_total").items()
@@ -165,6 +167,7 @@ def test_launcher_may_exec_only_into_its_own_workers(
                 == 4
             ),
             what="the jobs' Roles",
+            timeout=LIVE_TIMEOUT,
         )
     launcher = f"system:serviceaccount:{namespace}:a-launcher"
     partitioner = f"system:serviceaccount:{namespace}:a-partitioner"

@@ -23,7 +23,7 @@ from kubeclient import (
 from localcluster.cluster import ControlPlane, k8s_binaries
 from tests.support.dgljobs import load_fixture
 from tests.support.live import InProcessOperator, Kubelet
-from tests.support.waiting import wait_for
+from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
 J = "dgl-graphsage"
 W0, W1, PART, LAUNCH = f"{J}-worker-0", f"{J}-worker-1", f"{J}-partitioner", f"{J}-launcher"
@@ -63,7 +63,7 @@ def wait_condition(api: RestClient, ns: str, ctype: str, timeout: float = 30) ->
         c = condition(api, ns, ctype)
         return c if c and c["status"] == "True" else None
 
-    found: dict[str, Any] = wait_for(true, timeout, f"condition {ctype}")
+    found: dict[str, Any] = wait_for(true, what=f"condition {ctype}", timeout=timeout)
     return found
 
 
@@ -73,19 +73,33 @@ def hostfile(api: RestClient, ns: str) -> str:
 
 def train(api: RestClient, ns: str) -> Kubelet:
     kubelet = Kubelet(api, ns)
-    wait_for(lambda: {W0, W1, PART} <= set(pods(api, ns)), what="worker and partitioner pods")
+    wait_for(
+        lambda: {W0, W1, PART} <= set(pods(api, ns)),
+        what="worker and partitioner pods",
+        timeout=LIVE_TIMEOUT,
+    )
     assert hostfile(api, ns) == "", "no line for a pod without an IP"
     kubelet.run(W1, "10.0.1.2")
     # the hostfile follows the pods' IPs as the kubelet reports them
-    wait_for(lambda: hostfile(api, ns) == f"10.0.1.2 30050 {W1} slots=1\n", what="W1's line")
+    wait_for(
+        lambda: hostfile(api, ns) == f"10.0.1.2 30050 {W1} slots=1\n",
+        what="W1's line",
+        timeout=LIVE_TIMEOUT,
+    )
     kubelet.run(W0, "10.0.1.1")
     kubelet.run(PART, "10.0.1.3")
-    wait_for(lambda: LAUNCH in pods(api, ns), what="the launcher pod")
+    wait_for(lambda: LAUNCH in pods(api, ns), what="the launcher pod", timeout=LIVE_TIMEOUT)
     kubelet.init_running(LAUNCH, "10.0.1.4")
     kubelet.finish(PART, seconds=12)
-    wait_for(lambda: status(api, ns).get("phase") == "Partitioned", what="Partitioned")
+    wait_for(
+        lambda: status(api, ns).get("phase") == "Partitioned",
+        what="Partitioned",
+        timeout=LIVE_TIMEOUT,
+    )
     kubelet.run(LAUNCH, "10.0.1.4")
-    wait_for(lambda: status(api, ns).get("phase") == "Training", what="Training")
+    wait_for(
+        lambda: status(api, ns).get("phase") == "Training", what="Training", timeout=LIVE_TIMEOUT
+    )
     return kubelet
 
 
@@ -116,8 +130,16 @@ def test_happy_path_with_kubectl(
     assert "Completed" in table and "PHASE" in table and "WORKERS" in table
     st = status(api, ns)
     assert st["phase"] == "Completed" and st["trainingSeconds"] == 30 and st["completionTime"]
-    wait_for(lambda: set(pods(api, ns)) == {PART, LAUNCH}, what="running workers cleaned up")
-    wait_for(lambda: api.list(SERVICES, ns)["items"] == [], what="the workers' Service cleaned up")
+    wait_for(
+        lambda: set(pods(api, ns)) == {PART, LAUNCH},
+        what="running workers cleaned up",
+        timeout=LIVE_TIMEOUT,
+    )
+    wait_for(
+        lambda: api.list(SERVICES, ns)["items"] == [],
+        what="the workers' Service cleaned up",
+        timeout=LIVE_TIMEOUT,
+    )
     reasons = {e["reason"] for e in api.list(EVENTS, ns)["items"]}
     assert {
         "DGLJobCreated",
@@ -141,7 +163,11 @@ def test_clean_pod_policy(
     kubelet = train(api, namespace)
     kubelet.finish(LAUNCH)
     wait_condition(api, namespace, "Succeeded")
-    wait_for(lambda: set(pods(api, namespace)) == left, what=f"pods left by {policy}")
+    wait_for(
+        lambda: set(pods(api, namespace)) == left,
+        what=f"pods left by {policy}",
+        timeout=LIVE_TIMEOUT,
+    )
 
 
 def test_deleting_the_job_removes_every_child(
@@ -162,7 +188,7 @@ def test_deleting_the_job_removes_every_child(
             for r in children
         )
 
-    wait_for(gone, timeout=60, what="the garbage collector to remove every child")
+    wait_for(gone, what="the garbage collector to remove every child", timeout=60)
 
 
 def test_worker_failure_then_backoff_restart(
@@ -180,6 +206,7 @@ def test_worker_failure_then_backoff_restart(
             and all(p["metadata"]["uid"] != old.get(n) for n, p in pods(api, namespace).items())
         ),
         what="fresh pods for the restart",
+        timeout=LIVE_TIMEOUT,
     )
     kubelet = train(api, namespace)
     kubelet.finish(W0, exit_code=1)
@@ -193,9 +220,15 @@ def test_suspend_and_resume(api: RestClient, namespace: str, operator: InProcess
     wait_condition(api, namespace, "Suspended")
     assert pods(api, namespace) == {}
     api.patch(DGLJOBS, namespace, J, {"spec": {"runPolicy": {"suspend": False}}})
-    wait_for(lambda: {W0, W1, PART} <= set(pods(api, namespace)), what="pods after resume")
+    wait_for(
+        lambda: {W0, W1, PART} <= set(pods(api, namespace)),
+        what="pods after resume",
+        timeout=LIVE_TIMEOUT,
+    )
     api.patch(DGLJOBS, namespace, J, {"spec": {"runPolicy": {"suspend": True}}})
-    wait_for(lambda: pods(api, namespace) == {}, what="pods deleted on suspend")
+    wait_for(
+        lambda: pods(api, namespace) == {}, what="pods deleted on suspend", timeout=LIVE_TIMEOUT
+    )
     assert status(api, namespace)["phase"] == "Suspended"
 
 
@@ -204,7 +237,11 @@ def test_active_deadline(api: RestClient, namespace: str, operator: InProcessOpe
     train(api, namespace)
     cond = wait_condition(api, namespace, "Failed", timeout=30)
     assert cond["reason"] == "DeadlineExceeded"
-    wait_for(lambda: set(pods(api, namespace)) == {PART}, what="active pods stopped")
+    wait_for(
+        lambda: set(pods(api, namespace)) == {PART},
+        what="active pods stopped",
+        timeout=LIVE_TIMEOUT,
+    )
 
 
 def test_ttl_after_finished(api: RestClient, namespace: str, operator: InProcessOperator) -> None:
@@ -220,5 +257,5 @@ def test_ttl_after_finished(api: RestClient, namespace: str, operator: InProcess
             return True
         return False
 
-    wait_for(deleted, timeout=30, what="TTL deletion")
-    wait_for(lambda: pods(api, namespace) == {}, timeout=60, what="children collected")
+    wait_for(deleted, what="TTL deletion", timeout=30)
+    wait_for(lambda: pods(api, namespace) == {}, what="children collected", timeout=60)

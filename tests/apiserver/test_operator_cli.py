@@ -14,7 +14,7 @@ from kubeclient import LEASES, PODS, RestClient
 from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess
 from tests.support.dgljobs import make_job
-from tests.support.waiting import wait_for
+from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
 LEASE = "dgl-operator-test-leader"
 # short but not tight: both replicas run on a 2-core machine next to other tests
@@ -67,19 +67,31 @@ def test_one_replica_leads_and_sigterm_hands_over(
     api: RestClient, namespace: str, control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     with replicas(control_plane, namespace, tmp_path, 2, *ELECTION) as ops:
-        wait_for(lambda: sorted(map(is_leader, ops)) == [False, True], what="exactly one leader")
+        wait_for(
+            lambda: sorted(map(is_leader, ops)) == [False, True],
+            what="exactly one leader",
+            timeout=LIVE_TIMEOUT,
+        )
         leader = next(op for op in ops if is_leader(op))
         standby = next(op for op in ops if op is not leader)
         make_job(api, namespace, "first", workers=2)
-        wait_for(lambda: len(job_pods(api, namespace, "first")) == 3, what="the leader's pods")
+        wait_for(
+            lambda: len(job_pods(api, namespace, "first")) == 3,
+            what="the leader's pods",
+            timeout=LIVE_TIMEOUT,
+        )
         # SIGTERM: the leader drains, releases the Lease and exits 0; the standby takes over
         # at once (a released Lease needs no waiting for its expiry)
         assert leader.terminate() == 0, leader.tail()
         assert "shutting down" in leader.tail() or "stopped" in leader.tail()
-        wait_for(lambda: is_leader(standby), timeout=20, what="the standby to lead")
+        wait_for(lambda: is_leader(standby), what="the standby to lead", timeout=20)
         assert holder(api, namespace) != ""
         make_job(api, namespace, "second", workers=2)
-        wait_for(lambda: len(job_pods(api, namespace, "second")) == 3, what="the new leader's pods")
+        wait_for(
+            lambda: len(job_pods(api, namespace, "second")) == 3,
+            what="the new leader's pods",
+            timeout=LIVE_TIMEOUT,
+        )
         assert standby.proc is not None and standby.proc.poll() is None
 
 
@@ -87,7 +99,7 @@ def test_a_replica_that_loses_the_lease_exits_1(
     api: RestClient, namespace: str, control_plane: ControlPlane, tmp_path: Path
 ) -> None:
     with replicas(control_plane, namespace, tmp_path, 1, *ELECTION) as (op,):
-        wait_for(lambda: is_leader(op), what="the replica to lead")
+        wait_for(lambda: is_leader(op), what="the replica to lead", timeout=LIVE_TIMEOUT)
         # someone else takes the Lease (as a replica on a partitioned node would once ours
         # had expired): the renewals fail, and the replica must stop its workers and exit
         lease = api.get(LEASES, namespace, LEASE)
@@ -104,7 +116,11 @@ def test_every_log_line_of_a_sync_names_the_job_and_the_reconcile(
 ) -> None:
     with replicas(control_plane, namespace, tmp_path, 1, "--log-level", "debug") as (op,):
         make_job(api, namespace, "logged", workers=1)
-        wait_for(lambda: len(job_pods(api, namespace, "logged")) == 2, what="the pods")
+        wait_for(
+            lambda: len(job_pods(api, namespace, "logged")) == 2,
+            what="the pods",
+            timeout=LIVE_TIMEOUT,
+        )
         assert op.terminate() == 0
     records = []
     for line in (tmp_path / "op-0.log").read_text().splitlines():

@@ -19,7 +19,7 @@ from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess
 from tests.support.dgljobs import make_job
 from tests.support.live import InProcessOperator, Kubelet, pod_ip
-from tests.support.waiting import wait_for
+from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
 
 class SimulatedNodes:
@@ -96,7 +96,7 @@ def assert_clean_finish(api: RestClient, ns: str, nodes: SimulatedNodes, jobs: i
         conds = job_conditions(api, ns)
         return len(conds) == jobs and all("Succeeded" in c for c in conds.values())
 
-    wait_for(all_succeeded, timeout=240, interval=0.5, what=f"all {jobs} jobs to succeed")
+    wait_for(all_succeeded, what=f"all {jobs} jobs to succeed", timeout=240, interval=0.5)
     twice = {n: u for n, u in nodes.uids.items() if len(u) > 1}
     assert twice == {}, f"pods created more than once: {sorted(twice)}"
     job_uids = {j["metadata"]["uid"] for j in api.list(DGLJOBS, ns)["items"]}
@@ -137,7 +137,11 @@ def test_api_server_restart_mid_run(
     ):
         for i in range(5):
             make_job(api, namespace, f"job-{i}", workers=2)
-        wait_for(lambda: len(api.list(PODS, namespace)["items"]) >= 5, what="first pods")
+        wait_for(
+            lambda: len(api.list(PODS, namespace)["items"]) >= 5,
+            what="first pods",
+            timeout=LIVE_TIMEOUT,
+        )
         control_plane.restart_apiserver(down_for=2)
         for i in range(5, 8):
             make_job(api, namespace, f"job-{i}", workers=2)
@@ -184,10 +188,14 @@ def test_watch_expiry_relists_and_sees_what_was_deleted_meanwhile(
     informer.start(stop)
     try:
         assert informer.wait_for_sync(30)
-        wait_for(lambda: informer.reflector.watches >= 1, what="the informer's watch")
+        wait_for(
+            lambda: informer.reflector.watches >= 1,
+            what="the informer's watch",
+            timeout=LIVE_TIMEOUT,
+        )
         backoff.gate.clear()
         control_plane.restart_apiserver()  # breaks the watch; the reflector waits at the gate
-        wait_for(backoff.waiting.is_set, what="the reflector to be held away")
+        wait_for(backoff.waiting.is_set, what="the reflector to be held away", timeout=LIVE_TIMEOUT)
         api.delete(PODS, namespace, "gone", grace_period_seconds=0)
         for i in range(5):  # move the revision on, then compact past the watch's RV
             api.create(PODS, namespace, {**pod, "metadata": {"name": f"churn-{i}"}})
@@ -199,13 +207,17 @@ def test_watch_expiry_relists_and_sees_what_was_deleted_meanwhile(
             lambda: any(
                 isinstance(d, DeletedFinalStateUnknown) and d.key.endswith("/gone") for d in deleted
             ),
-            timeout=60,
             what="the tombstone for 'gone'",
+            timeout=60,
         )
         assert informer.reflector.lists > lists_before, "it did not relist"
         assert informer.store.get(f"{namespace}/gone") is None
         assert informer.store.get(f"{namespace}/keep") is not None
-        wait_for(lambda: informer.store.get(f"{namespace}/churn-4") is not None)
+        wait_for(
+            lambda: informer.store.get(f"{namespace}/churn-4") is not None,
+            what="the informer to see churn-4 after the relist",
+            timeout=LIVE_TIMEOUT,
+        )
     finally:
         stop.set()
 

@@ -21,7 +21,7 @@ from kubeclient import EVENTS, NODES, PODS, NotFound, RestClient
 from localcluster.cluster import ControlPlane
 from tests.support.dgljobs import load_fixture
 from tests.support.live import InProcessOperator, Kubelet, stamp
-from tests.support.waiting import wait_for
+from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
 J = "dgl-graphsage"
 W0, W1, PART, LAUNCH = f"{J}-worker-0", f"{J}-worker-1", f"{J}-partitioner", f"{J}-launcher"
@@ -100,11 +100,14 @@ def test_an_unschedulable_pod_is_said_on_the_job_once(
 ) -> None:
     ns = namespace
     create(api, ns)
-    wait_for(lambda: {W0, W1, PART} <= set(pods(api, ns)), what="the job's pods")
+    wait_for(
+        lambda: {W0, W1, PART} <= set(pods(api, ns)), what="the job's pods", timeout=LIVE_TIMEOUT
+    )
     unschedulable(api, ns, W1)
     wait_for(
         lambda: condition(api, ns, "PodsReady").get("reason") == "Unschedulable",
         what="PodsReady False Unschedulable",
+        timeout=LIVE_TIMEOUT,
     )
     cond = condition(api, ns, "PodsReady")
     assert cond["status"] == "False"
@@ -114,6 +117,7 @@ def test_an_unschedulable_pod_is_said_on_the_job_once(
     wait_for(
         lambda: "2 pods of the job" in condition(api, ns, "PodsReady").get("message", ""),
         what="the count of waiting pods",
+        timeout=LIVE_TIMEOUT,
     )
     assert condition(api, ns, "PodsReady")["message"].startswith(f"pod {W0} cannot be scheduled")
     assert operator.ctrl.recorder.flush(10)
@@ -134,7 +138,9 @@ def test_a_node_gone_unknown_restarts_the_job_and_its_pod_there_is_forced_off(
 ) -> None:
     ns = namespace
     create(api, ns, runPolicy={"backoffLimit": 1})
-    wait_for(lambda: {W0, W1, PART} <= set(pods(api, ns)), what="the job's pods")
+    wait_for(
+        lambda: {W0, W1, PART} <= set(pods(api, ns)), what="the job's pods", timeout=LIVE_TIMEOUT
+    )
     binding = {
         "apiVersion": "v1",
         "kind": "Binding",
@@ -147,13 +153,14 @@ def test_a_node_gone_unknown_restarts_the_job_and_its_pod_there_is_forced_off(
     kubelet = Kubelet(api, ns)
     for i, name in enumerate((W0, W1, PART)):
         kubelet.run(name, f"10.7.0.{i + 2}")
-    wait_for(lambda: LAUNCH in pods(api, ns), what="the launcher")
+    wait_for(lambda: LAUNCH in pods(api, ns), what="the launcher", timeout=LIVE_TIMEOUT)
     assert condition(api, ns, "Restarting") == {}
 
     set_ready(api, node, "Unknown", "NodeStatusUnknown", STOPPED)
     wait_for(
         lambda: condition(api, ns, "Restarting").get("reason") == "NodeLost",
         what="Restarting NodeLost",
+        timeout=LIVE_TIMEOUT,
     )
     assert condition(api, ns, "Restarting")["message"] == (
         f"node {node} is lost (Ready=Unknown: {STOPPED}): pods {W1} ran there; restarting the "
@@ -165,7 +172,7 @@ def test_a_node_gone_unknown_restarts_the_job_and_its_pod_there_is_forced_off(
         return now is None or now["metadata"]["uid"] != bound["metadata"]["uid"]
 
     # without grace period 0 it would stay Terminating for ever (no kubelet confirms)
-    wait_for(replaced, what=f"{W1} forced off the lost node")
+    wait_for(replaced, what=f"{W1} forced off the lost node", timeout=LIVE_TIMEOUT)
     wait_for(
         lambda: (
             pods(api, ns)
@@ -176,6 +183,7 @@ def test_a_node_gone_unknown_restarts_the_job_and_its_pod_there_is_forced_off(
             == "1"
         ),
         what="the next attempt's worker",
+        timeout=LIVE_TIMEOUT,
     )
     assert "nodeName" not in api.get(PODS, ns, W1)["spec"]
     assert api.get(DGLJOBS, ns, J)["status"]["restartCount"] == 1

@@ -33,7 +33,7 @@ from localcluster.cluster import ControlPlane
 from tests.chart.helpers import Helm
 from tests.support.apiserver import CRDS
 from tests.support.paths import CHART
-from tests.support.waiting import wait_for
+from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
 CRD_NAME = "dgljobs.qihoo.net"
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
@@ -201,7 +201,7 @@ def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
     assert release.status()["info"]["status"] == "deployed"
 
     # the CRD from crds/ (installed by Helm, or already there: Helm never replaces it)
-    wait_for(lambda: crd_established(kube), timeout=30, what="the DGLJob CRD")
+    wait_for(lambda: crd_established(kube), what="the DGLJob CRD", timeout=30)
     if not crd_before:  # Helm created it from crds/, verbatim
         source = yaml.safe_load((CHART / "crds" / "qihoo.net_dgljobs.yaml").read_text())
         crd = kube.get(CRDS, None, CRD_NAME)
@@ -230,8 +230,8 @@ def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
     sa = (ns, fullname)
     wait_for(
         lambda: can(kube, sa, "list", "qihoo.net", "dgljobs", ""),
-        timeout=30,
         what="the ClusterRoleBinding to take effect",
+        timeout=30,
     )
     for group, resource, verb in triples(RULES + NODE_RULES):
         assert can(kube, sa, verb, group, resource, ""), (group, resource, verb)
@@ -254,8 +254,8 @@ def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
     assert f"--leader-elect-namespace={ns}" in args
     wait_for(
         lambda: can(kube, sa, "create", "coordination.k8s.io", "leases", ns),
-        timeout=30,
         what="the leader-election RoleBinding to take effect",
+        timeout=30,
     )
     for group, resource, verb in triples(LEADER_ELECTION_RULES):
         assert can(kube, sa, verb, group, resource, ns)
@@ -265,7 +265,11 @@ def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
     release.upgrade({"workers": 3})
     assert release.status()["version"] == 3
     assert release.manifest_objects() == first
-    wait_for(lambda: not exists(kube, ("Role", ns, lease_role)), what="the Lease Role to go")
+    wait_for(
+        lambda: not exists(kube, ("Role", ns, lease_role)),
+        what="the Lease Role to go",
+        timeout=LIVE_TIMEOUT,
+    )
     dep = kube.get(DEPLOYMENTS, ns, fullname)
     assert dep["spec"]["strategy"]["type"] == "Recreate"
     assert dep["spec"]["replicas"] == 1
@@ -276,14 +280,14 @@ def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
     release.run("uninstall", name)
     made = first | second
     for key in sorted(made, key=str):
-        wait_for(lambda key=key: not exists(kube, key), timeout=60, what=f"{key} to be deleted")
+        wait_for(lambda key=key: not exists(kube, key), what=f"{key} to be deleted", timeout=60)
     # (this control plane runs no deployment controller; elsewhere the Deployment's ReplicaSets
     # and pods go with it through the garbage collector)
     for res in (REPLICASETS, PODS):
         wait_for(
             lambda res=res: not kube.list(res, ns, label_selector=selector)["items"],
-            timeout=60,
             what=f"the Deployment's {res.plural} to be garbage-collected",
+            timeout=60,
         )
     assert crd_established(kube), "the CRD must survive helm uninstall"
     listed = json.loads(release.run("list", "-o", "json").stdout)
@@ -313,8 +317,8 @@ def test_install_watching_one_namespace(release: Release, kube: RestClient) -> N
     sa = (ns, fullname)
     wait_for(
         lambda: can(kube, sa, "list", "qihoo.net", "dgljobs", watched),
-        timeout=30,
         what="the RoleBinding to take effect",
+        timeout=30,
     )
     for group, resource, verb in triples(RULES):
         assert can(kube, sa, verb, group, resource, watched), (group, resource, verb)
@@ -323,4 +327,4 @@ def test_install_watching_one_namespace(release: Release, kube: RestClient) -> N
     assert not can(kube, sa, "create", "", "pods", "default")
     release.run("uninstall", name)
     for key in sorted(objects, key=str):
-        wait_for(lambda key=key: not exists(kube, key), timeout=60, what=f"{key} to be deleted")
+        wait_for(lambda key=key: not exists(kube, key), what=f"{key} to be deleted", timeout=60)

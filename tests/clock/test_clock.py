@@ -6,7 +6,7 @@ import threading
 import time
 
 from clock import FakeClock, RealClock
-from tests.support.threads import join, start
+from tests.support.threads import join, parked, start, wait_parked
 from tests.support.waiting import wait_for
 
 
@@ -28,14 +28,18 @@ def test_fake_clock_wait_blocks_until_step() -> None:
     def waiter() -> None:
         with cond:
             clock.now()
-            clock.wait(cond, 1.0)
+            clock.wait(cond, 0.001)
         woke.set()
 
     thread = start(waiter)
-    wait_for(lambda: clock.waiters() == 1, 5.0, "the waiter to block")
-    time.sleep(0.02)
-    assert not woke.is_set(), "FakeClock.wait must not time out on real time"
-    clock.step(1.0)
+    wait_for(lambda: clock.waiters() == 1, what="the waiter to block", timeout=5.0)
+    wait_parked(thread, where=FakeClock.wait)
+    # The property is about real time passing, so this one pause stays: 50x the timeout, in
+    # which a wait on real time would have ended (and left the condition's waiters).
+    time.sleep(0.05)
+    assert parked(thread, FakeClock.wait), "FakeClock.wait must not time out on real time"
+    assert not woke.is_set()
+    clock.step(0.001)
     join(thread)
     assert clock.waiters() == 0
 
@@ -49,7 +53,7 @@ def test_fake_clock_wait_wakes_on_notify() -> None:
             clock.wait(cond, None)
 
     thread = start(waiter)
-    wait_for(lambda: clock.waiters() == 1, 5.0, "the waiter to block")
+    wait_for(lambda: clock.waiters() == 1, what="the waiter to block", timeout=5.0)
     with cond:
         cond.notify_all()
     join(thread)
@@ -59,7 +63,7 @@ def test_fake_clock_step_wakes_untimed_waiters_and_set_time_wakes_too() -> None:
     clock = FakeClock()
     cond = threading.Condition()
     threads = [start(lambda: _wait_once(clock, cond, None)) for _ in range(3)]
-    wait_for(lambda: clock.waiters() == 3, 5.0, "three waiters")
+    wait_for(lambda: clock.waiters() == 3, what="three waiters", timeout=5.0)
     clock.set_time(0.0)
     assert clock.waiters() == 0  # woken waiters no longer count
     for thread in threads:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -29,15 +28,11 @@ from controller.status import now_rfc3339
 from informers.factory import SharedInformerFactory
 from kubeclient import EVENTS, PODS, Obj, Resource
 from tests.fakekube import FakeKube
-from tests.support.waiting import wait_for as support_wait_for
+from tests.support.waiting import wait_for
 
 NS = "dgl-operator"
 MAIN = "dgl-graphsage"
-
-
-def wait_for(pred: Callable[[], Any], timeout: float = 5.0, what: str = "condition") -> Any:
-    """The support wait_for with the in-memory API's shorter timeout and interval."""
-    return support_wait_for(pred, timeout, what, interval=0.01)
+QUEUE = "dgljob"  # the controller's work queue (its metrics' name label)
 
 
 EPOCH = 1_700_000_000.0  # where the fake time starts (a whole second: timestamps are exact)
@@ -90,18 +85,31 @@ class Harness:
         self.factory.join(5)
 
     def settle(self, timeout: float = 5.0) -> None:
-        """Wait until the queue is empty, no sync runs and every handler is idle."""
+        """Wait until the controller has done all it will do before the test writes again or
+        moves the clock: a barrier, not a pause, so negative asserts after it are sound.
 
-        def idle() -> bool:
-            return (
-                len(self.ctrl.queue) == 0
-                and self.sample("controller_runtime_active_workers", controller="dgljob") == 0
-                and all(inf.handlers_idle() for inf in self.ctrl.informers())
-            )
+        Quiet means: every informer's reflector has seen the API's current resourceVersion
+        (every write so far reached its store and its handlers), every handler has consumed
+        its notifications (every key they queue is queued), every key queued has been synced
+        (the queue's adds equal its dones), the recorded Events were written, and all of that
+        wrote nothing new. Keys waiting on the clock (requeue-afters, retries) stay waiting.
+        """
+        wait_for(self._quiet, what="the controller to settle", timeout=timeout)
 
-        wait_for(idle, timeout, "the controller to settle")
-        time.sleep(0.05)
-        wait_for(idle, timeout, "the controller to settle")
+    def _quiet(self) -> bool:
+        rv = self.kube.resource_version
+        # an informer whose resource saw no write since its last event catches up to rv
+        self.kube.send_bookmark()
+        informers = self.ctrl.informers()
+        if any(int(inf.reflector.last_resource_version or 0) < rv for inf in informers):
+            return False
+        if not all(inf.handlers_idle() for inf in informers):
+            return False
+        # dones before adds: equal, they say every key added by now has been synced
+        done = self._queue_sample("workqueue_work_duration_seconds_count")
+        if done != self._queue_sample("workqueue_adds_total"):
+            return False
+        return self.recorder.flush() and self.kube.resource_version == rv
 
     # -- time -----------------------------------------------------------------------------
 
@@ -130,6 +138,10 @@ class Harness:
         value = self.metrics.registry.get_sample_value(name, labels)
         return 0.0 if value is None else value
 
+    def _queue_sample(self, metric: str) -> float:
+        value = self.metrics.registry.get_sample_value(metric, {"name": QUEUE})
+        return 0.0 if value is None else value
+
     # -- jobs -----------------------------------------------------------------------------
 
     def create_job(self, raw: Obj) -> Obj:
@@ -155,11 +167,13 @@ class Harness:
             c = self.condition(ctype, name)
             return c if c and c["status"] == "True" else None
 
-        found: Obj = wait_for(true, timeout, f"condition {ctype}=True on {name}")
+        found: Obj = wait_for(true, what=f"condition {ctype}=True on {name}", timeout=timeout)
         return found
 
     def wait_phase(self, phase: str, name: str = "dgl-graphsage", timeout: float = 5.0) -> None:
-        wait_for(lambda: self.status(name).get("phase") == phase, timeout, f"phase {phase}")
+        wait_for(
+            lambda: self.status(name).get("phase") == phase, what=f"phase {phase}", timeout=timeout
+        )
 
     # -- pods (playing the kubelet) -------------------------------------------------------
 
@@ -170,7 +184,7 @@ class Harness:
         return sorted(o["metadata"]["name"] for o in self.kube.objects(res, NS))
 
     def wait_pods(self, *names: str, timeout: float = 5.0) -> None:
-        wait_for(lambda: set(names) <= set(self.pods()), timeout, f"pods {names}")
+        wait_for(lambda: set(names) <= set(self.pods()), what=f"pods {names}", timeout=timeout)
 
     def set_status(self, name: str, status: Obj) -> None:
         self.kube.patch(PODS, NS, name, {"status": status})
@@ -229,7 +243,9 @@ class Harness:
         self.set_status(name, status)
 
     def events(self) -> list[Obj]:
-        self.recorder.flush()
+        """The Events of every sync so far (a status a test waited for may be written before
+        the same sync records its Event)."""
+        self.settle()
         return self.kube.objects(EVENTS, NS)
 
     def event_reasons(self) -> list[str]:

@@ -12,7 +12,8 @@ from controller.children import CHILDREN, ONCE_BY_KIND, Listers, active
 from controller.slim import CHILD_METADATA, slim_metadata
 from informers.lister import Lister
 from informers.store import ThreadSafeStore
-from tests.controller.harness import NS, PART, W0, W1, Harness, poke, wait_for
+from tests.controller.harness import NS, PART, W0, W1, Harness, poke
+from tests.support.waiting import wait_for
 
 # built by the operator, never watched: created blind (see the registry's docstring)
 UNWATCHED = {"Secret", "PersistentVolumeClaim"}

@@ -34,10 +34,10 @@ from tests.controller.harness import (
     Harness,
     train,
     wait_attempt,
-    wait_for,
 )
 from tests.fakekube import FakeKube
 from tests.support.dgljobs import load_fixture
+from tests.support.waiting import wait_for
 
 GANG = BuildOptions(gang_scheduling=GANG_SCHEDULER_PLUGINS)
 MIN_AVAILABLE = "spec.runPolicy.schedulingPolicy.minAvailable"
@@ -375,7 +375,7 @@ def test_the_pod_group_comes_before_the_pods_and_outlives_restarts() -> None:
         train(h)  # the launcher joins the group when WaitForWorkersReady creates it
         assert h.pods()[LAUNCH]["metadata"]["labels"][POD_GROUP_LABEL] == MAIN
         h.finish_pod(W0, exit_code=1)
-        wait_for(lambda: h.status().get("restartCount") == 1)
+        wait_for(lambda: h.status().get("restartCount") == 1, what="restartCount 1")
         wait_attempt(h, 1)
         train(h)
         # the restart's pods joined the same PodGroup: created once, never again

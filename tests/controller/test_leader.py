@@ -10,19 +10,37 @@ from typing import Any
 from clock import FakeClock
 from controller.leader import LeaderConfig, LeaderElector
 from kubeclient import LEASES, ServerError
-from tests.controller.harness import fake_clock, wait_for
+from tests.controller.harness import fake_clock
 from tests.fakekube import FakeKube
+from tests.support.waiting import wait_for
 
 NS = "dgl-system"
 
 
+class CountingElector(LeaderElector):
+    """A LeaderElector that records when each of its acquire-or-renew attempts ended and
+    whether it got (or kept) the Lease."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.attempts: list[tuple[float, bool]] = []
+
+    def try_acquire_or_renew(self) -> bool:
+        got = super().try_acquire_or_renew()
+        self.attempts.append((time.monotonic(), got))
+        return got
+
+    def attempts_since(self, t: float) -> list[bool]:
+        return [got for at, got in list(self.attempts) if at > t]
+
+
 def elector(
     kube: FakeKube, ident: str, started: Callable[[], None], stopped: Callable[[], None]
-) -> LeaderElector:
+) -> CountingElector:
     cfg = LeaderConfig(
         NS, "dgl-operator-leader", ident, lease_duration=0.6, renew_deadline=0.4, retry_period=0.05
     )
-    return LeaderElector(kube, cfg, on_started_leading=started, on_stopped_leading=stopped)
+    return CountingElector(kube, cfg, on_started_leading=started, on_stopped_leading=stopped)
 
 
 class Candidate:
@@ -47,9 +65,20 @@ def test_one_of_two_candidates_leads() -> None:
     a, b = Candidate(kube, "a").start(), Candidate(kube, "b").start()
     wait_for(lambda: a.leading.is_set() or b.leading.is_set(), what="a leader")
     leader, other = (a, b) if a.leading.is_set() else (b, a)
-    wait_for(lambda: holder(kube) in ("a", "b"))
-    threading.Event().wait(0.8)  # longer than a lease: renewals keep it
-    assert not other.leading.is_set()
+    wait_for(lambda: holder(kube) in ("a", "b"), what="the Lease to name the leader")
+    # The other candidate keeps trying. Once it has seen the Lease, a record nobody renewed
+    # would expire for it within a lease duration: the second of its attempts after that
+    # began after the expiry, so its failures show that the renewals kept the Lease.
+    seen = time.monotonic()
+    wait_for(lambda: other.elector.attempts_since(seen), what="the other candidate to try")
+    expiry = time.monotonic() + leader.elector.config.lease_duration
+
+    wait_for(
+        lambda: len(other.elector.attempts_since(expiry)) >= 2 or other.leading.is_set(),
+        what="the other candidate to try twice after a lease duration",
+    )
+    assert not other.leading.is_set(), "the other candidate took the Lease: renewals must keep it"
+    assert not any(other.elector.attempts_since(expiry))
     assert holder(kube) == leader.elector.config.identity
     assert leader.elector.is_leader and not other.elector.is_leader
     for c in (a, b):
@@ -64,10 +93,10 @@ def test_leader_that_cannot_renew_stops_and_another_takes_over() -> None:
     b = Candidate(kube, "b").start()
     # a's renewals now fail (API trouble for a only: b is not yet trying to write)
     kube.fail_next("update", LEASES, ServerError(500, "InternalError", "etcd down"), times=1000)
-    wait_for(a.lost.is_set, timeout=3, what="a gives up after the renew deadline")
+    wait_for(a.lost.is_set, what="a gives up after the renew deadline", timeout=3)
     assert not a.elector.is_leader
     kube.clear_faults()  # b can only acquire once writes work again
-    wait_for(b.leading.is_set, timeout=5, what="b takes over after the lease expires")
+    wait_for(b.leading.is_set, what="b takes over after the lease expires", timeout=5)
     assert holder(kube) == "b"
     lease = kube.get(LEASES, NS, "dgl-operator-leader")
     assert lease["spec"]["leaseTransitions"] == 1
@@ -79,13 +108,13 @@ def test_leader_that_cannot_renew_stops_and_another_takes_over() -> None:
 def test_clean_stop_releases_the_lease_at_once() -> None:
     kube = FakeKube()
     a = Candidate(kube, "a").start()
-    wait_for(a.leading.is_set)
+    wait_for(a.leading.is_set, what="a to lead")
     a.stop.set()
     a.thread.join(2)
     assert holder(kube) == ""
     assert a.lost.is_set(), "on_stopped_leading runs on a clean stop too"
     b = Candidate(kube, "b").start()
-    wait_for(b.leading.is_set, timeout=1, what="b acquires at once, without waiting a lease")
+    wait_for(b.leading.is_set, what="b acquires at once, without waiting a lease", timeout=1)
     b.stop.set()
     b.thread.join(2)
 
@@ -116,7 +145,7 @@ def test_a_hanging_renewal_ends_leadership_within_the_renew_deadline() -> None:
     wait_for(leading.is_set, what="a leads")
     kube.hang.set()
     hung_at = time.monotonic()
-    wait_for(lost.is_set, timeout=20, what="a gives up while its renewal still hangs")
+    wait_for(lost.is_set, what="a gives up while its renewal still hangs", timeout=20)
     # another replica may take the Lease lease_duration after a's last renewal
     assert time.monotonic() - hung_at < cfg.lease_duration, "a led past the lease's expiry"
     assert not a.is_leader and not kube.release.is_set()

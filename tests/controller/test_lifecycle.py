@@ -42,10 +42,10 @@ from tests.controller.harness import (
     bring_up,
     poke,
     train,
-    wait_for,
 )
 from tests.fakekube import FakeKube
 from tests.support.dgljobs import load_fixture
+from tests.support.waiting import wait_for
 
 J = "dgl-graphsage"
 
@@ -268,7 +268,10 @@ def test_worker_deleted_before_training_is_recreated_and_hostfile_follows(h: Har
     h.run_pod(W0, "10.0.0.1")
     h.run_pod(W1, "10.0.0.2")
     cm = f"{J}-config"
-    wait_for(lambda: "10.0.0.2" in h.kube.get(CONFIGMAPS, NS, cm)["data"]["hostfile"])
+    wait_for(
+        lambda: "10.0.0.2" in h.kube.get(CONFIGMAPS, NS, cm)["data"]["hostfile"],
+        what="W1 in the hostfile",
+    )
     old_uid = h.pods()[W1]["metadata"]["uid"]
     h.kube.delete(PODS, NS, W1, uid=old_uid)
     wait_for(
@@ -299,7 +302,7 @@ def test_backoff_limit_restarts_then_fails(h: Harness) -> None:
     h.finish_pod(W0, exit_code=1)
     cond = h.wait_condition("Restarting")
     assert W0 in cond["message"] and "restart 1 of 1" in cond["message"]
-    wait_for(lambda: h.status().get("restartCount") == 1)
+    wait_for(lambda: h.status().get("restartCount") == 1, what="restartCount 1")
     assert "progress" not in h.status(), "the failed attempt's progress was kept"
     # every old pod goes, the new attempt's pods come back with attempt 1
     wait_for(
@@ -380,7 +383,7 @@ def test_a_restart_observes_and_clears_the_attempts_delivery(h: Harness) -> None
     wait_for(lambda: h.status().get("deliveryBytes") == 1000, what="the delivery report")
     h.finish_pod(W0, exit_code=1)
     h.wait_condition("Restarting")
-    wait_for(lambda: h.status().get("restartCount") == 1)
+    wait_for(lambda: h.status().get("restartCount") == 1, what="restartCount 1")
     assert "deliveryBytes" not in h.status() and "deliverySeconds" not in h.status()
     wait_for(
         lambda: h.sample("dgl_operator_job_delivery_bytes_count", namespace=NS) == 1,
@@ -486,7 +489,10 @@ def test_suspend_and_resume(h: Harness) -> None:
     assert "startTime" not in h.status()
     h.kube.patch(DGLJOBS, NS, J, {"spec": {"runPolicy": {"suspend": False}}})
     h.wait_pods(W0, W1, PART)
-    wait_for(lambda: (h.condition("Suspended") or {}).get("reason") == "DGLJobResumed")
+    wait_for(
+        lambda: (h.condition("Suspended") or {}).get("reason") == "DGLJobResumed",
+        what="Suspended False DGLJobResumed",
+    )
     assert h.status()["startTime"]
     train(h)
     report_progress(h, "5/5 train")
@@ -511,7 +517,10 @@ def test_terminating_pods_do_not_hold_the_job_back(h: Harness) -> None:
     wait_for(lambda: all(map(terminating, h.pods().values())), what="every pod terminating")
     h.kube.patch(DGLJOBS, NS, J, {"spec": {"runPolicy": {"suspend": False}}})
     # resumed at once, though every old pod is still there (terminating)
-    wait_for(lambda: (h.condition("Suspended") or {}).get("reason") == "DGLJobResumed")
+    wait_for(
+        lambda: (h.condition("Suspended") or {}).get("reason") == "DGLJobResumed",
+        what="Suspended False DGLJobResumed",
+    )
     assert h.status()["phase"] == "Pending"
     assert len(h.pods()) == 4 and all(map(terminating, h.pods().values()))
     for name in list(h.pods()):  # the grace periods end: the pods go and come back

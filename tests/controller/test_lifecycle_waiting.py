@@ -22,9 +22,9 @@ from tests.controller.harness import (
     poke,
     train,
     wait_attempt,
-    wait_for,
 )
 from tests.support.dgljobs import load_fixture
+from tests.support.waiting import wait_for
 
 UNSCHEDULABLE = "0/3 nodes are available: 3 Insufficient memory."
 STOPPED = "Kubelet stopped posting node status."
@@ -86,7 +86,10 @@ def test_unschedulable_pods_are_said_once_then_a_new_reason_then_ready(h: Harnes
     h.wait_pods(W0, W1, PART)
     unschedulable(h, W0)  # (a sync may see W0 alone, or both: W0 is named first either way)
     unschedulable(h, W1)
-    wait_for(lambda: (h.condition("PodsReady") or {}).get("reason") == "Unschedulable")
+    wait_for(
+        lambda: (h.condition("PodsReady") or {}).get("reason") == "Unschedulable",
+        what="PodsReady False Unschedulable",
+    )
     resync(h)
     unschedulable(h, PART)  # one more pod waits for the same reason: no news
     wait_for(lambda: "3 pods" in pods_ready(h)["message"], what="the count of waiting pods")
@@ -130,7 +133,10 @@ def test_a_wait_resolved_says_the_pods_are_starting(h: Harness) -> None:
     h.create_job(seed())
     h.wait_pods(W0, W1, PART)
     unschedulable(h, W0)
-    wait_for(lambda: (h.condition("PodsReady") or {}).get("reason") == "Unschedulable")
+    wait_for(
+        lambda: (h.condition("PodsReady") or {}).get("reason") == "Unschedulable",
+        what="PodsReady False Unschedulable",
+    )
     h.set_status(
         W0, {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}
     )
@@ -145,7 +151,10 @@ def test_schedule_timeout_fails_the_job_with_the_reason_and_deletes_its_pods(h: 
     h.wait_pods(W0, W1, PART)
     h.step(5)
     unschedulable(h, W1)
-    wait_for(lambda: (h.condition("PodsReady") or {}).get("reason") == "Unschedulable")
+    wait_for(
+        lambda: (h.condition("PodsReady") or {}).get("reason") == "Unschedulable",
+        what="PodsReady False Unschedulable",
+    )
     h.settle()
     h.requeued_at(EPOCH + 60)  # counted from the pods' creation
     h.step(54)
@@ -189,7 +198,10 @@ def test_without_a_timeout_the_job_waits_and_says_why(h: Harness) -> None:
     h.create_job(seed())
     h.wait_pods(W0, W1, PART)
     unschedulable(h, W0)
-    wait_for(lambda: (h.condition("PodsReady") or {}).get("reason") == "Unschedulable")
+    wait_for(
+        lambda: (h.condition("PodsReady") or {}).get("reason") == "Unschedulable",
+        what="PodsReady False Unschedulable",
+    )
     h.settle()
     assert h.due() is None, "nothing to wake up for"
     h.step(86400)
@@ -308,7 +320,10 @@ def test_the_launcher_fails_before_the_node_is_seen_lost(h: Harness) -> None:
     assert W1 in h.pods(), "the restart waits for the pod stuck on the dead node"
     h.kube.clear_actions()
     node_unknown(h, "n2")
-    wait_for(lambda: (h.condition("Restarting") or {}).get("reason") == "NodeLost")
+    wait_for(
+        lambda: (h.condition("Restarting") or {}).get("reason") == "NodeLost",
+        what="Restarting NodeLost",
+    )
     cond = h.condition("Restarting") or {}
     assert cond["message"] == (
         f"node n2 is lost (Ready=Unknown: {STOPPED}): pods {W1} ran there; restarting the job "

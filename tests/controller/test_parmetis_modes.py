@@ -14,8 +14,9 @@ from controller.api import DGLJOBS, parse_job
 from controller.builders import BuildOptions, desired, rbac
 from controller.status import phase_from_progress
 from kubeclient import ROLES, SERVICEACCOUNTS
-from tests.controller.harness import NS, Harness, wait_for
+from tests.controller.harness import NS, Harness
 from tests.support.dgljobs import load_fixture
+from tests.support.waiting import wait_for
 
 J = "dgl-graphsage"
 W0, W1 = f"{J}-worker-0", f"{J}-worker-1"

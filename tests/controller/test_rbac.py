@@ -33,10 +33,10 @@ from tests.controller.harness import (
     poke,
     train,
     wait_attempt,
-    wait_for,
 )
 from tests.fakekube import FakeKube
 from tests.support.dgljobs import load_fixture
+from tests.support.waiting import wait_for
 
 # RBAC verbs of the KubeClient methods
 _VERBS = {
@@ -92,7 +92,7 @@ def _run_scenarios(h: Harness) -> None:
     h.create_job(raw)
     train(h)
     h.finish_pod(W0, exit_code=1)  # restart
-    wait_for(lambda: h.status().get("restartCount") == 1)
+    wait_for(lambda: h.status().get("restartCount") == 1, what="restartCount 1")
     wait_attempt(h, 1)
     train(h)
     h.finish_pod(PART)
@@ -103,7 +103,7 @@ def _run_scenarios(h: Harness) -> None:
     suspended["metadata"]["name"] = "other"
     suspended["spec"]["runPolicy"] = {"suspend": False}
     h.create_job(suspended)
-    wait_for(lambda: "other-worker-0" in h.pods())
+    wait_for(lambda: "other-worker-0" in h.pods(), what="the pods of other")
     h.kube.patch(DGLJOBS, "dgl-operator", "other", {"spec": {"runPolicy": {"suspend": True}}})
     wait_for(lambda: "other-worker-0" not in h.pods(), what="suspend deletes pods")
     bring_up_ok = load_fixture("seed_dgljob.yaml")

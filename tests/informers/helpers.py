@@ -12,12 +12,6 @@ from informers.backoff import Backoff
 from informers.reflector import Reflector, ReflectorSink
 from informers.store import DeletedFinalStateUnknown
 from kubeclient import Obj
-from tests.support.waiting import wait_for as support_wait_for
-
-
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = 5.0) -> None:
-    """tests.support's wait_for, polling every 0.002 s (this area's other side is a thread)."""
-    support_wait_for(predicate, timeout, what, interval=0.002)
 
 
 def fast_backoff() -> Backoff:

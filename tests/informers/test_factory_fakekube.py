@@ -16,7 +16,8 @@ from informers.shared import EventHandler, SharedInformer
 from informers.store import CONTROLLER_UID_INDEX, DeletedFinalStateUnknown, controller_uid_index
 from kubeclient import CONFIGMAPS, PODS, TransportError
 from tests.fakekube import FakeKube
-from tests.informers.helpers import HandlerLog, wait_for
+from tests.informers.helpers import HandlerLog
+from tests.support.waiting import wait_for
 
 NS = "team"
 
@@ -149,15 +150,15 @@ def test_start_sync_and_live_changes(
     kube.delete(PODS, "other", "b")
     kube.create(CONFIGMAPS, NS, {"metadata": {"name": "cm"}, "data": {"k": "v"}})
 
-    wait_for(lambda: keys(pods) == ["team/a", "team/c"], "pods cache to follow the API")
-    wait_for(lambda: keys(cms) == ["team/cm"], "configmaps cache to follow the API")
+    wait_for(lambda: keys(pods) == ["team/a", "team/c"], what="pods cache to follow the API")
+    wait_for(lambda: keys(cms) == ["team/cm"], what="configmaps cache to follow the API")
     a = pods.store.get("team/a")
     assert a is not None
     assert a["metadata"]["labels"] == {"x": "1"}
     assert a == kube.get(PODS, NS, "a")
     cm = cms.store.get("team/cm")
     assert cm is not None and cm["data"] == {"k": "v"}
-    wait_for(lambda: len(log.snapshot()) == 5, "five notifications")
+    wait_for(lambda: len(log.snapshot()) == 5, what="five notifications")
     assert [k for k, _ in log.snapshot()] == ["add", "add", "add", "update", "delete"]
     deleted = log.of("delete")[0]
     assert not isinstance(deleted, DeletedFinalStateUnknown)
@@ -184,9 +185,9 @@ def test_label_selector_filters_the_cache(
     kube.patch(PODS, NS, "out-1", {"metadata": {"labels": {"app": "dgl"}}})  # relabelled in
     kube.patch(PODS, NS, "in-1", {"metadata": {"labels": {"app": "web"}}})  # relabelled out
 
-    wait_for(lambda: keys(inf) == ["team/in-2", "team/out-1"], "the selector's view of pods")
-    wait_for(lambda: len(every.store) == 4, "the unfiltered informer to see all 4 pods")
-    wait_for(lambda: len(log.snapshot()) == 4, "4 notifications")
+    wait_for(lambda: keys(inf) == ["team/in-2", "team/out-1"], what="the selector's view of pods")
+    wait_for(lambda: len(every.store) == 4, what="the unfiltered informer to see all 4 pods")
+    wait_for(lambda: len(log.snapshot()) == 4, what="4 notifications")
     seen = {
         (k, (p if isinstance(p, dict) else p[1])["metadata"]["name"]) for k, p in log.snapshot()
     }
@@ -211,15 +212,15 @@ def test_watch_expiry_relists_and_delivers_tombstone(
     # The watch breaks and the reflector is kept away while the API moves on.
     backoff.gate.clear()
     kube.break_watches()
-    wait_for(backoff.waiting.is_set, "the reflector to back off after the broken watch")
+    wait_for(backoff.waiting.is_set, what="the reflector to back off after the broken watch")
     kube.delete(PODS, NS, "b")
     kube.create(PODS, NS, pod("d"))
     kube.patch(PODS, NS, "c", {"metadata": {"labels": {"v": "2"}}})
     kube.compact()  # the reflector's resourceVersion is gone from the history
     backoff.gate.set()
 
-    wait_for(lambda: keys(inf) == ["team/a", "team/c", "team/d"], "the cache after the relist")
-    wait_for(lambda: any(k == "delete" for k, _ in log.snapshot()), "the tombstone")
+    wait_for(lambda: keys(inf) == ["team/a", "team/c", "team/d"], what="the cache after the relist")
+    wait_for(lambda: any(k == "delete" for k, _ in log.snapshot()), what="the tombstone")
     assert list_actions(kube) == 2, "expired watch must relist"
     deletes = log.of("delete")
     assert len(deletes) == 1
@@ -247,15 +248,15 @@ def test_broken_watch_resumes_from_history_without_relist(
 
     backoff.gate.clear()
     kube.break_watches()  # "the API server restarted"
-    wait_for(backoff.waiting.is_set, "the reflector to back off after the broken watch")
+    wait_for(backoff.waiting.is_set, what="the reflector to back off after the broken watch")
     kube.create(PODS, NS, pod("b"))
     kube.delete(PODS, NS, "a")
     backoff.gate.set()
 
-    wait_for(lambda: keys(inf) == ["team/b"], "the events written while the watch was down")
+    wait_for(lambda: keys(inf) == ["team/b"], what="the events written while the watch was down")
     assert list_actions(kube) == 1, "history still available: no relist"
     assert watch_actions(kube) == watches_before + 1
-    wait_for(lambda: len(log.snapshot()) == 3, "add a, add b, delete a")
+    wait_for(lambda: len(log.snapshot()) == 3, what="add a, add b, delete a")
     kinds = [k for k, _ in log.snapshot()]
     assert kinds == ["add", "add", "delete"]
     assert not isinstance(log.of("delete")[0], DeletedFinalStateUnknown)
@@ -263,7 +264,7 @@ def test_broken_watch_resumes_from_history_without_relist(
     # and it keeps watching live
     assert kube.wait_for_watches(1)
     kube.create(PODS, NS, pod("c"))
-    wait_for(lambda: keys(inf) == ["team/b", "team/c"], "a live event after the resume")
+    wait_for(lambda: keys(inf) == ["team/b", "team/c"], what="a live event after the resume")
 
 
 def test_broken_watch_with_live_writes_loses_nothing(
@@ -281,7 +282,7 @@ def test_broken_watch_with_live_writes_loses_nothing(
         if i % 7 == 0:
             kube.break_watches()
     expected = [f"team/p{i}" for i in range(30)]
-    wait_for(lambda: keys(inf) == sorted(expected), "all 30 pods despite broken watches")
+    wait_for(lambda: keys(inf) == sorted(expected), what="all 30 pods despite broken watches")
     assert list_actions(kube) == 1
 
 
@@ -294,10 +295,10 @@ def test_clean_server_end_rewatches_without_relist(
     start_synced(factory, stop)
     assert kube.wait_for_watches(1)
     kube.create(PODS, NS, pod("a"))
-    wait_for(lambda: keys(inf) == ["team/a"], "the first pod")
+    wait_for(lambda: keys(inf) == ["team/a"], what="the first pod")
     kube.end_watches()
     kube.create(PODS, NS, pod("b"))
-    wait_for(lambda: keys(inf) == ["team/a", "team/b"], "the pod written after the clean end")
+    wait_for(lambda: keys(inf) == ["team/a", "team/b"], what="the pod written after the clean end")
     assert list_actions(kube) == 1
     assert watch_actions(kube) >= 2
 
@@ -341,17 +342,17 @@ def test_bookmarks_do_not_create_store_entries(
         kube.create(CONFIGMAPS, NS, {"metadata": {"name": f"cm{i}"}})
     kube.send_bookmark()
     target = str(kube.resource_version)
-    wait_for(lambda: inf.reflector.last_resource_version == target, "the bookmark's RV")
+    wait_for(lambda: inf.reflector.last_resource_version == target, what="the bookmark's RV")
     assert keys(inf) == ["team/a"]
     assert len(inf.store) == 1
-    wait_for(inf.handlers_idle, "handlers idle")
+    wait_for(inf.handlers_idle, what="handlers idle")
     assert [k for k, _ in log.snapshot()] == ["add"]
 
     # the next watch resumes from the bookmark
     kube.end_watches()
-    wait_for(lambda: watch_actions(kube) >= 2, "a re-watch")
+    wait_for(lambda: watch_actions(kube) >= 2, what="a re-watch")
     kube.create(PODS, NS, pod("b"))
-    wait_for(lambda: keys(inf) == ["team/a", "team/b"], "a pod after the bookmark")
+    wait_for(lambda: keys(inf) == ["team/a", "team/b"], what="a pod after the bookmark")
     assert list_actions(kube) == 1
 
 
@@ -368,7 +369,7 @@ def test_namespaced_factory_only_sees_its_namespace(kube: FakeKube, stop: thread
         assert kube.wait_for_watches(1)
         kube.create(PODS, "elsewhere", pod("theirs-2"))
         kube.create(PODS, NS, pod("mine-2"))
-        wait_for(lambda: keys(inf) == ["team/mine", "team/mine-2"], "the namespaced view")
+        wait_for(lambda: keys(inf) == ["team/mine", "team/mine-2"], what="the namespaced view")
     finally:
         stop.set()
         f.join(5)
@@ -402,4 +403,4 @@ def test_factory_stop_ends_all_informer_threads(kube: FakeKube) -> None:
     stop.set()
     f.join(3)
     assert not any(t.is_alive() for t in f._threads.values())
-    wait_for(lambda: kube.open_watches() == 0, "every watch closed")
+    wait_for(lambda: kube.open_watches() == 0, what="every watch closed")

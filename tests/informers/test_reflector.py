@@ -25,8 +25,9 @@ from tests.informers.helpers import (
     ev,
     make_reflector,
     obj,
-    wait_for,
 )
+from tests.support.threads import wait_parked
+from tests.support.waiting import wait_for
 
 RunBg = Callable[[Callable[[threading.Event], None]], Running]
 
@@ -62,7 +63,7 @@ def too_large_rv() -> ServerError:
 def test_lists_then_watches_from_the_list_rv(run_bg: RunBg) -> None:
     lw = ScriptedLW(lists=[([obj("a", 3), obj("b", 5)], "7")])
     refl, sink = start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 1, "the first watch")
+    wait_for(lambda: lw.watch_count() >= 1, what="the first watch")
     assert sink.snapshot() == [("list", (["a", "b"], "7"))]
     assert lw.watch_rvs == ["7"]
     assert lw.list_calls == 1
@@ -84,7 +85,7 @@ def test_every_event_advances_the_rv_of_the_next_watch(run_bg: RunBg) -> None:
     s2 = ScriptedStream([ev("ADDED", obj("d", 20))])
     lw = ScriptedLW(lists=[([obj("a", 3), obj("b", 5)], "10")], watches=[s1, s2])
     refl, sink = start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 3, "a third watch")
+    wait_for(lambda: lw.watch_count() >= 3, what="a third watch")
     assert lw.watch_rvs[:3] == ["10", "13", "20"]
     assert sink.snapshot() == [
         ("list", (["a", "b"], "10")),
@@ -101,7 +102,7 @@ def test_bookmark_advances_rv_but_never_reaches_the_sink(run_bg: RunBg) -> None:
     s1 = ScriptedStream([bookmark(15), ev("ADDED", obj("x", 16)), bookmark(30)])
     lw = ScriptedLW(lists=[([], "10")], watches=[s1])
     refl, sink = start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 2, "a re-watch after the bookmarks")
+    wait_for(lambda: lw.watch_count() >= 2, what="a re-watch after the bookmarks")
     assert lw.watch_rvs[:2] == ["10", "30"]
     assert sink.snapshot() == [("list", ([], "10")), ("added", ("x", "16"))]
     assert refl.last_resource_version == "30"
@@ -111,7 +112,7 @@ def test_bookmark_advances_rv_but_never_reaches_the_sink(run_bg: RunBg) -> None:
 def test_bookmark_only_watch_advances_rv(run_bg: RunBg) -> None:
     lw = ScriptedLW(lists=[([], "10")], watches=[ScriptedStream([bookmark(42)])])
     _, sink = start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 2, "a re-watch after a bookmark-only watch")
+    wait_for(lambda: lw.watch_count() >= 2, what="a re-watch after a bookmark-only watch")
     assert lw.watch_rvs[:2] == ["10", "42"]
     assert sink.snapshot() == [("list", ([], "10"))]
 
@@ -126,7 +127,7 @@ def test_clean_end_rewatches_from_last_rv_without_relist(run_bg: RunBg) -> None:
         ],
     )
     refl, sink = start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 4, "four watches")
+    wait_for(lambda: lw.watch_count() >= 4, what="four watches")
     assert lw.watch_rvs[:4] == ["5", "6", "7", "8"]
     assert lw.list_calls == 1
     assert refl.lists == 1
@@ -146,7 +147,7 @@ def test_in_stream_expired_error_relists(run_bg: RunBg, code: int | None, reason
         watches=[s1],
     )
     refl, sink = start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 2, "the watch after the relist")
+    wait_for(lambda: lw.watch_count() >= 2, what="the watch after the relist")
     assert lw.list_calls == 2
     assert lw.watch_rvs[:2] == ["5", "9"]
     assert sink.snapshot() == [
@@ -164,7 +165,7 @@ def test_http_410_when_opening_the_watch_relists(run_bg: RunBg) -> None:
         watches=[Gone(410, "Expired", "too old resource version: 5 (40)")],
     )
     _, sink = start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 2, "the watch after the relist")
+    wait_for(lambda: lw.watch_count() >= 2, what="the watch after the relist")
     assert lw.list_calls == 2
     assert lw.watch_rvs[:2] == ["5", "50"]
     assert sink.count("list") == 2
@@ -176,7 +177,7 @@ def test_too_large_resource_version_relists(run_bg: RunBg) -> None:
         watches=[too_large_rv()],
     )
     _, sink = start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 2, "the watch after the relist")
+    wait_for(lambda: lw.watch_count() >= 2, what="the watch after the relist")
     assert lw.list_calls == 2
     assert lw.watch_rvs[:2] == ["99", "10"]
     assert sink.snapshot() == [("list", ([], "99")), ("list", (["a"], "10"))]
@@ -190,7 +191,7 @@ def test_too_large_resource_version_in_stream_relists(run_bg: RunBg) -> None:
         watches=[ScriptedStream([status])],
     )
     start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 2, "the watch after the relist")
+    wait_for(lambda: lw.watch_count() >= 2, what="the watch after the relist")
     assert lw.list_calls == 2
     assert lw.watch_rvs[:2] == ["99", "10"]
 
@@ -208,7 +209,7 @@ def test_transport_error_mid_stream_backs_off_and_rewatches_without_relist(
     s2 = ScriptedStream([ev("DELETED", obj("b", 8))], block=True)
     lw = ScriptedLW(lists=[([], "5")], watches=[s1, s2])
     _, sink = start(run_bg, lw)
-    wait_for(lambda: sink.count("deleted") == 1, "the event from the second watch")
+    wait_for(lambda: sink.count("deleted") == 1, what="the event from the second watch")
     assert lw.watch_rvs[:2] == ["5", "7"]
     assert lw.list_calls == 1
     # there was a pause (backoff) between the broken watch and the next one
@@ -228,7 +229,7 @@ def test_transport_error_opening_watch_retries_same_rv(run_bg: RunBg) -> None:
         watches=[TransportError("refused"), TransportError("refused")],
     )
     refl, _ = start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 3, "the third watch attempt")
+    wait_for(lambda: lw.watch_count() >= 3, what="the third watch attempt")
     assert lw.watch_rvs[:3] == ["5", "5", "5"]
     assert lw.list_calls == 1
     # backoff grows: 0.01 then 0.02
@@ -243,7 +244,7 @@ def test_server_error_opening_watch_backs_off_without_relist(run_bg: RunBg) -> N
         watches=[error_from_status(500, {"message": "etcd unavailable"})],
     )
     start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 2, "the retried watch")
+    wait_for(lambda: lw.watch_count() >= 2, what="the retried watch")
     assert lw.watch_rvs[:2] == ["5", "5"]
     assert lw.list_calls == 1
 
@@ -254,7 +255,7 @@ def test_too_many_requests_on_watch_waits_retry_after(run_bg: RunBg) -> None:
         watches=[TooManyRequests(429, "TooManyRequests", "slow down", retry_after=0.2)],
     )
     start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 2, "the watch after the 429")
+    wait_for(lambda: lw.watch_count() >= 2, what="the watch after the 429")
     assert lw.watch_times[1] - lw.watch_times[0] >= 0.199
     assert lw.watch_rvs[:2] == ["5", "5"]
     assert lw.list_calls == 1
@@ -265,7 +266,7 @@ def test_too_many_requests_on_list_waits_retry_after(run_bg: RunBg) -> None:
         lists=[TooManyRequests(429, "TooManyRequests", "slow down", retry_after=0.2), ([], "5")]
     )
     _, sink = start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 1, "the watch after the retried list")
+    wait_for(lambda: lw.watch_count() >= 1, what="the watch after the retried list")
     assert lw.list_calls == 2
     assert lw.list_times[1] - lw.list_times[0] >= 0.199
     assert sink.snapshot() == [("list", ([], "5"))]
@@ -281,7 +282,7 @@ def test_list_failures_back_off_and_retry(run_bg: RunBg) -> None:
         ]
     )
     refl, sink = start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 1, "the watch after the successful list")
+    wait_for(lambda: lw.watch_count() >= 1, what="the watch after the successful list")
     assert lw.list_calls == 4
     assert refl.lists == 1
     assert lw.watch_rvs == ["4"]
@@ -295,8 +296,8 @@ def test_out_of_order_initial_list_gives_store_equal_to_list(run_bg: RunBg) -> N
     lw = ScriptedLW(lists=[(items, "50")])
     inf = SharedInformer(lw, reflector_factory=lambda lw_, sink: make_reflector(lw_, sink))
     run_bg(inf.run)
-    wait_for(inf.has_synced, "the informer to sync")
-    wait_for(lambda: lw.watch_count() >= 1, "the watch")
+    wait_for(inf.has_synced, what="the informer to sync")
+    wait_for(lambda: lw.watch_count() >= 1, what="the watch")
     assert sorted(inf.store.list_keys()) == sorted(meta_namespace_key(o) for o in items)
     for o in items:
         assert inf.store.get(meta_namespace_key(o)) == o
@@ -312,7 +313,7 @@ def test_stop_ends_run_promptly_while_blocked_in_watch() -> None:
     stop = threading.Event()
     t = threading.Thread(target=refl.run, args=(stop,), daemon=True)
     t.start()
-    wait_for(blocked.exhausted.is_set, "the reflector to block inside the stream")
+    wait_for(blocked.exhausted.is_set, what="the reflector to block inside the stream")
     assert sink.count("added") == 1
     stopped_at = time.monotonic()
     stop.set()
@@ -329,7 +330,7 @@ def test_stop_during_backoff_ends_run_promptly() -> None:
     stop = threading.Event()
     t = threading.Thread(target=refl.run, args=(stop,), daemon=True)
     t.start()
-    wait_for(lambda: lw.list_calls >= 1, "the first list")
+    wait_for(lambda: lw.list_calls >= 1, what="the first list")
     stop.set()
     t.join(1.0)
     assert not t.is_alive(), "run() did not return while backing off"
@@ -338,7 +339,7 @@ def test_stop_during_backoff_ends_run_promptly() -> None:
 def test_immediately_closing_watch_does_not_spin(run_bg: RunBg) -> None:
     lw = ScriptedLW(lists=[([], "5")], watches=[ScriptedStream() for _ in range(1000)])
     refl, _ = start(run_bg, lw)
-    wait_for(lambda: lw.watch_count() >= 1, "the first watch")
+    wait_for(lambda: lw.watch_count() >= 1, what="the first watch")
     time.sleep(0.3)  # observation window, not synchronisation
     n = lw.watch_count()
     # backoff 0.01, 0.02, 0.04, 0.05, ... allows about 8 watches in 0.3 s; a spin makes thousands
@@ -368,12 +369,13 @@ def test_an_empty_watch_is_short_by_the_reflectors_clock(
     # at once; one that ended sooner backs off (here 60 s: no second watch within the test)
     clock = FakeClock(start=100.0)
     lw = ScriptedLW(lists=[([], "5")], watches=[QuietStream(clock, lasted) for _ in range(3)])
-    start(run_bg, lw, clock=clock, backoff=Backoff(initial=60.0, jitter=0))
+    refl = make_reflector(lw, RecordingSink(), clock=clock, backoff=Backoff(initial=60.0, jitter=0))
+    running = run_bg(refl.run)
     if rewatched:
-        wait_for(lambda: lw.watch_count() >= 4, "three quiet watches and the next one")
+        wait_for(lambda: lw.watch_count() >= 4, what="three quiet watches and the next one")
     else:
-        wait_for(lambda: lw.watch_count() >= 1, "the first watch")
-        time.sleep(0.1)  # observation window, not synchronisation
+        # the reflector blocks in its backoff pause (60 s) instead of watching again
+        wait_parked(running.thread, where=Reflector._pause)
         assert lw.watch_count() == 1, "a watch shorter than short_watch backs off"
     assert lw.list_calls == 1
 
@@ -393,7 +395,7 @@ def test_watch_that_keeps_expiring_does_not_relist_in_a_tight_loop(
 
     lw = ScriptedLW(lists=[([obj("a", 1)], "5")], watches=[failure() for _ in range(1000)])
     _, sink = start(run_bg, lw)
-    wait_for(lambda: lw.list_calls >= 2, "the first relist")
+    wait_for(lambda: lw.list_calls >= 2, what="the first relist")
     time.sleep(0.3)  # observation window, not synchronisation
     n = lw.list_calls
     assert n <= 15, f"{n} lists in about 0.3 s: relisting in a tight loop"

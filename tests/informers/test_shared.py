@@ -21,8 +21,8 @@ from tests.informers.helpers import (
     ev,
     make_reflector,
     obj,
-    wait_for,
 )
+from tests.support.waiting import wait_for
 
 RunBg = Callable[[Callable[[threading.Event], None]], Running]
 
@@ -44,7 +44,7 @@ def name(o: Any) -> str:
 
 
 def idle(inf: SharedInformer) -> None:
-    wait_for(inf.handlers_idle, "handlers to drain")
+    wait_for(inf.handlers_idle, what="handlers to drain")
 
 
 def test_initial_list_delivered_as_adds(run_bg: RunBg) -> None:
@@ -53,7 +53,7 @@ def test_initial_list_delivered_as_adds(run_bg: RunBg) -> None:
     log = HandlerLog()
     inf.add_event_handler(handler(log))
     run_bg(inf.run)
-    wait_for(lambda: len(log.snapshot()) == 3, "three adds")
+    wait_for(lambda: len(log.snapshot()) == 3, what="three adds")
     assert [k for k, _ in log.snapshot()] == ["add"] * 3
     assert sorted(name(o) for o in log.of("add")) == ["a", "b", "c"]
     assert sorted(inf.store.list_keys()) == ["ns/a", "ns/b", "ns/c"]
@@ -78,7 +78,7 @@ def test_watch_events_become_add_update_delete(run_bg: RunBg) -> None:
     log = HandlerLog()
     inf.add_event_handler(handler(log))
     run_bg(inf.run)
-    wait_for(lambda: len(log.snapshot()) == 6, "six notifications")
+    wait_for(lambda: len(log.snapshot()) == 6, what="six notifications")
     kinds = [(k, p) for k, p in log.snapshot()]
     assert kinds[0][0] == "add" and name(kinds[0][1]) == "a"
     assert kinds[1][0] == "add" and rv(kinds[1][1]) == "4"
@@ -110,7 +110,7 @@ def test_relist_delivers_tombstones_and_updates(run_bg: RunBg) -> None:
     log = HandlerLog()
     inf.add_event_handler(handler(log))
     run_bg(inf.run)
-    wait_for(lambda: lw.list_calls == 2 and lw.watch_count() >= 2, "the relist and next watch")
+    wait_for(lambda: lw.list_calls == 2 and lw.watch_count() >= 2, what="the relist and next watch")
     idle(inf)
     events = log.snapshot()[4:]  # after the 3 initial adds and the MODIFIED
     tombstones = [p for k, p in events if k == "delete"]
@@ -142,7 +142,7 @@ def test_has_synced_only_after_first_list(run_bg: RunBg) -> None:
     inf = informer(lw)
     assert not inf.has_synced()
     run_bg(inf.run)
-    wait_for(listing.is_set, "the reflector to start listing")  # and block on the gate
+    wait_for(listing.is_set, what="the reflector to start listing")  # and block on the gate
     assert not inf.has_synced()
     assert not inf.wait_for_sync(0.05)
     gate.set()
@@ -155,7 +155,7 @@ def test_has_synced_stays_false_while_list_fails(run_bg: RunBg) -> None:
     lw = ScriptedLW(lists=[TransportError("down")] * 1000)
     inf = informer(lw)
     run_bg(inf.run)
-    wait_for(lambda: lw.list_calls >= 3, "several failed lists")
+    wait_for(lambda: lw.list_calls >= 3, what="several failed lists")
     assert not inf.has_synced()
 
 
@@ -186,7 +186,7 @@ def test_wait_for_cache_sync_returns_false_when_stop_set_while_waiting(run_bg: R
     result: list[bool] = []
     t = threading.Thread(target=lambda: result.append(wait_for_cache_sync(stop, never)))
     t.start()
-    wait_for(lambda: t.is_alive(), "the waiter to start")
+    wait_for(lambda: t.is_alive(), what="the waiter to start")
     stop.set()
     t.join(2)
     assert not t.is_alive(), "wait_for_cache_sync ignored stop"
@@ -198,10 +198,10 @@ def test_handler_added_after_start_gets_cached_objects_as_adds(run_bg: RunBg) ->
     lw = ScriptedLW(lists=[([obj("a", 1), obj("b", 2)], "3")], watches=[stream])
     inf = informer(lw)
     run_bg(inf.run)
-    wait_for(lambda: len(inf.store) == 3, "the cache to hold 3 objects")
+    wait_for(lambda: len(inf.store) == 3, what="the cache to hold 3 objects")
     late = HandlerLog()
     inf.add_event_handler(handler(late))
-    wait_for(lambda: len(late.snapshot()) == 3, "the late handler to get the cache")
+    wait_for(lambda: len(late.snapshot()) == 3, what="the late handler to get the cache")
     assert [k for k, _ in late.snapshot()] == ["add"] * 3
     assert sorted(name(o) for o in late.of("add")) == ["a", "b", "c"]
 
@@ -221,12 +221,12 @@ def test_slow_handler_does_not_delay_fast_handler_or_store(run_bg: RunBg) -> Non
     inf.add_event_handler(EventHandler(on_add=slow_add))
     inf.add_event_handler(handler(fast))
     run_bg(inf.run)
-    wait_for(lambda: len(fast.snapshot()) == 6, "the fast handler to get all 6 adds")
-    wait_for(lambda: len(inf.store) == 6, "the store to hold all 6 objects")
+    wait_for(lambda: len(fast.snapshot()) == 6, what="the fast handler to get all 6 adds")
+    wait_for(lambda: len(inf.store) == 6, what="the store to hold all 6 objects")
     assert slow_seen == []
     assert not inf.handlers_idle()
     release.set()
-    wait_for(lambda: len(slow_seen) == 6, "the slow handler to catch up")
+    wait_for(lambda: len(slow_seen) == 6, what="the slow handler to catch up")
     assert slow_seen == ["a", "p0", "p1", "p2", "p3", "p4"]  # in order
     idle(inf)
 
@@ -246,9 +246,9 @@ def test_handler_exception_does_not_stop_later_deliveries(run_bg: RunBg) -> None
     inf.add_event_handler(EventHandler(on_add=flaky_add))
     inf.add_event_handler(handler(other))
     run_bg(inf.run)
-    wait_for(lambda: len(seen) == 3, "the flaky handler to get all three adds")
+    wait_for(lambda: len(seen) == 3, what="the flaky handler to get all three adds")
     assert seen == ["first", "boom", "after"]
-    wait_for(lambda: len(other.snapshot()) == 3, "the other handler to get all three adds")
+    wait_for(lambda: len(other.snapshot()) == 3, what="the other handler to get all three adds")
 
 
 def test_resync_replays_cache_as_updates_without_api_calls(run_bg: RunBg) -> None:
@@ -261,7 +261,7 @@ def test_resync_replays_cache_as_updates_without_api_calls(run_bg: RunBg) -> Non
     def resynced_both() -> bool:
         return {name(new) for old, new in log.of("update")} >= {"a", "b"}
 
-    wait_for(resynced_both, "resync updates for a and b")
+    wait_for(resynced_both, what="resync updates for a and b")
     for old, new in log.of("update"):
         assert old is new, "a resync update carries the cached object as both old and new"
         assert inf.store.get(f"ns/{name(new)}") is new
@@ -276,7 +276,7 @@ def test_resync_is_not_run_before_sync(run_bg: RunBg) -> None:
     log = HandlerLog()
     inf.add_event_handler(handler(log))
     run_bg(inf.run)
-    wait_for(lambda: lw.list_calls >= 3, "several failed lists")
+    wait_for(lambda: lw.list_calls >= 3, what="several failed lists")
     assert log.snapshot() == []
 
 
@@ -292,7 +292,7 @@ def test_resync_method_directly() -> None:
     # run() starts listeners; the reflector then blocks on the scripted watch
     t = inf.start(stop)
     try:
-        wait_for(lambda: len(log.snapshot()) >= 3, "the queued notifications and the list")
+        wait_for(lambda: len(log.snapshot()) >= 3, what="the queued notifications and the list")
         assert log.snapshot()[0][0] == "add"
         k, (old, new) = log.snapshot()[1]
         assert k == "update" and old is new
@@ -318,7 +318,7 @@ def test_default_transform_strips_managed_fields(run_bg: RunBg) -> None:
     log = HandlerLog()
     inf.add_event_handler(handler(log))
     run_bg(inf.run)
-    wait_for(lambda: len(log.snapshot()) == 2, "two adds")
+    wait_for(lambda: len(log.snapshot()) == 2, what="two adds")
     for key in ("ns/l", "ns/w"):
         cached = inf.store.get(key)
         assert cached is not None
@@ -334,7 +334,7 @@ def test_transform_none_keeps_managed_fields(run_bg: RunBg) -> None:
     lw = ScriptedLW(lists=[([o], "1")])
     inf = informer(lw, transform=None)
     run_bg(inf.run)
-    wait_for(inf.has_synced, "sync")
+    wait_for(inf.has_synced, what="sync")
     cached = inf.store.get("ns/l")
     assert cached is not None and cached["metadata"]["managedFields"] == [{"manager": "x"}]
 
@@ -352,10 +352,10 @@ def test_handlers_idle(run_bg: RunBg) -> None:
     assert inf.handlers_idle()  # no handlers at all
     inf.add_event_handler(EventHandler(on_add=blocking_add))
     run_bg(inf.run)
-    wait_for(entered.is_set, "the handler to start")
+    wait_for(entered.is_set, what="the handler to start")
     assert not inf.handlers_idle()  # busy with "a", "b" still pending
     release.set()
-    wait_for(inf.handlers_idle, "the handler to finish")
+    wait_for(inf.handlers_idle, what="the handler to finish")
     assert inf.handlers_idle()
 
 
@@ -370,7 +370,7 @@ def test_custom_indexers_are_maintained(run_bg: RunBg) -> None:
     )
     inf = informer(lw, indexers={"phase": by_phase})
     run_bg(inf.run)
-    wait_for(lambda: inf.store.index_keys("phase", "Running") == ["ns/a"], "a to be Running")
+    wait_for(lambda: inf.store.index_keys("phase", "Running") == ["ns/a"], what="a to be Running")
     assert inf.store.index_keys("phase", "Pending") == []
     assert inf.store.index_keys("namespace", "ns") == ["ns/a", "ns/b"]
 
@@ -378,6 +378,6 @@ def test_custom_indexers_are_maintained(run_bg: RunBg) -> None:
 def test_run_twice_is_rejected(run_bg: RunBg) -> None:
     inf = informer(ScriptedLW(lists=[([], "1")]))
     run_bg(inf.run)
-    wait_for(inf.has_synced, "sync")
+    wait_for(inf.has_synced, what="sync")
     with pytest.raises(RuntimeError, match="already started"):
         inf.run(threading.Event())

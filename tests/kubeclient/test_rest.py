@@ -690,7 +690,7 @@ def test_close_from_another_thread_ends_blocked_watch(
 
     t = threading.Thread(target=consume, daemon=True)
     t.start()
-    wait_for(lambda: len(got) == 1, timeout=5.0, what="the first watch event")
+    wait_for(lambda: len(got) == 1, what="the first watch event", timeout=5.0)
     t0 = time.monotonic()
     stream.close()
     t.join(2)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from launcher import checkpoints, partition_cache
 from launcher.options import Options, parse
 from launcher.storage import Storage, StorageError
+from podcontract import STORAGE_DIR
 from tests.launcher.chunked_graph import write_graph
 from tests.launcher.helpers import FIXTURES, dglrun
 
@@ -234,6 +236,139 @@ def test_storage_the_pods_user_cannot_write_is_named(
         f"the storage folder {tmp_path}/runs/r/output cannot be written by this pod's user "
         "(uid 65532): Permission denied; give the claim's root folder to that user"
     ), caught.value
+
+
+# -- spec.storage.path: folders made on the claim (issue 26) --------------------------------
+
+
+def claim_root(tmp_path: Path, mode: int = 0o755) -> Path:
+    """A folder standing for the claim's mount point (``/dgl_storage`` in a pod)."""
+    mount = tmp_path / "dgl_storage"
+    mount.mkdir()
+    mount.chmod(mode)
+    return mount
+
+
+def modes(top: Path) -> dict[str, int]:
+    return {p.relative_to(top).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in top.rglob("*")}
+
+
+def contents(top: Path) -> dict[str, tuple[int, bytes | None, float | None]]:
+    """Every entry below ``top``: its mode, and a file's bytes and mtime (a folder's mtime
+    moves with what is added in it)."""
+    out: dict[str, tuple[int, bytes | None, float | None]] = {}
+    for p in top.rglob("*"):
+        mode = stat.S_IMODE(p.stat().st_mode)
+        kept = (p.read_bytes(), p.stat().st_mtime) if p.is_file() else (None, None)
+        out[p.relative_to(top).as_posix()] = (mode, *kept)
+    return out
+
+
+def test_the_path_is_made_on_a_fresh_claim_writable_as_its_root(tmp_path: Path) -> None:
+    """A new claim is empty: the path's folders are made, with the root's permissions (an
+    fsGroup's group-writable setgid root here), not what this pod's umask would give."""
+    mount = claim_root(tmp_path, 0o2775)
+    storage = Storage(mount / "team-a" / "g", "r", mount=mount)
+    old = os.umask(0o022)
+    try:
+        storage.prepare()
+    finally:
+        os.umask(old)
+    made = modes(mount)
+    assert sorted(made) == [
+        "team-a", "team-a/g", "team-a/g/partitions", "team-a/g/runs", "team-a/g/runs/r",
+        "team-a/g/runs/r/checkpoints", "team-a/g/runs/r/logs", "team-a/g/runs/r/output",
+    ]  # fmt: skip
+    assert set(made.values()) == {0o2775}, made
+
+
+def test_the_path_is_made_on_an_existing_claim_and_nothing_there_changes(
+    tmp_path: Path,
+) -> None:
+    """spec.storage.claimName: a claim with other teams' files and an earlier run of this
+    path's own; only folders that were missing are made, each as open as its parent."""
+    mount = claim_root(tmp_path)
+    (mount / "runs" / "old-1234abcd" / "output").mkdir(parents=True)
+    (mount / "runs" / "old-1234abcd" / "output" / "model.pt").write_bytes(b"weights")
+    (mount / "team-b").mkdir(mode=0o700)
+    (mount / "team-b" / "notes.txt").write_text("mine")
+    (mount / "team-b" / "notes.txt").chmod(0o600)
+    (mount / "team-a").mkdir()
+    (mount / "team-a").chmod(0o750)
+    (mount / "team-a" / "partitions").mkdir()
+    (mount / "team-a" / "partitions" / "kept.bin").write_bytes(b"part")
+    before = contents(mount)
+    Storage(mount / "team-a" / "g", "r", mount=mount).prepare()
+    after = contents(mount)
+    assert {k: after[k] for k in before} == before  # every old entry as it was
+    new = {k: mode for k, (mode, _, _) in after.items() if k not in before}
+    assert new["team-a/g"] == 0o750 and new["team-a/g/runs/r/output"] == 0o750, new
+    # the same path again (a restart, the launcher after the partitioner): nothing changes
+    Storage(mount / "team-a" / "g", "r", mount=mount).prepare()
+    assert contents(mount) == after
+
+
+def test_a_missing_claim_mount_is_named_and_nothing_is_made(tmp_path: Path) -> None:
+    """The claim not mounted: the path is not made in the container's own filesystem."""
+    mount = tmp_path / "dgl_storage"
+    with pytest.raises(StorageError) as caught:
+        Storage(mount / "team-a", "r", mount=mount).prepare()
+    assert str(caught.value) == (
+        f"the storage {mount} does not exist (in a DGLJob: spec.storage's claim is mounted "
+        f"there; {mount}/team-a is made in it)"
+    )
+    assert not mount.exists()
+
+
+def test_a_file_in_the_way_and_an_unwritable_root_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mount = claim_root(tmp_path)
+    (mount / "team-a").write_text("not a folder")
+    with pytest.raises(StorageError, match="team-a cannot be made: a file of that name is in"):
+        Storage(mount / "team-a" / "g", "r", mount=mount).prepare()
+    assert (mount / "team-a").read_text() == "not a folder"
+
+    def refused(self: Path, *args: object, **kw: object) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refused)  # (root writes anywhere)
+    monkeypatch.setattr(os, "getuid", lambda: 65532)
+    with pytest.raises(StorageError) as caught:
+        Storage(mount / "team-b", "r", mount=mount).prepare()
+    assert str(caught.value).startswith(
+        f"the storage folder {mount}/team-b cannot be written by this pod's user (uid 65532): "
+        "Permission denied; give the claim's root folder to that user"
+    ), caught.value
+
+
+def test_a_folder_another_pod_made_meanwhile_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The partitioner and the launcher (or a restart) may make the same folder at once."""
+    mount = claim_root(tmp_path)
+    real = Path.mkdir
+
+    def beaten(self: Path, *args: object, **kw: object) -> None:
+        os.mkdir(self, 0o700)  # the other pod's, just before ours
+        real(self)
+
+    monkeypatch.setattr(Path, "mkdir", beaten)
+    Storage(mount / "team-a", "r", mount=mount).prepare()
+    assert (mount / "team-a" / "runs" / "r" / "output").is_dir()
+    assert modes(mount)["team-a"] == 0o700  # (not ours: left as the other pod made it)
+
+
+def test_dglrun_requires_the_claims_mount_and_makes_the_path_under_it(tmp_path: Path) -> None:
+    def storage_of(folder: str) -> Storage | None:
+        return opts_for(tmp_path, "--storage", folder, "--run-name", "r").storage
+
+    assert (s := storage_of(f"{STORAGE_DIR}/team-a/g")) and s.mount == Path(STORAGE_DIR)
+    assert (s := storage_of(STORAGE_DIR)) and s.mount == Path(STORAGE_DIR)
+    assert (s := storage_of(str(tmp_path))) and s.mount is None  # (--storage: must exist)
+    assert (s := storage_of(f"{STORAGE_DIR}/../etc")) and s.mount is None
+    with pytest.raises(ValueError, match="is not inside"):
+        Storage(Path("/elsewhere"), "r", mount=Path(STORAGE_DIR))
 
 
 def test_another_run_reuses_shared_partitions_only_with_the_graph_named(

@@ -33,7 +33,7 @@ from tests.prometheus.promql import (
 from tests.support.dgljobs import load_fixture
 from tests.support.live import Kubelet
 from tests.support.prometheus import SCRAPE_JOB, PrometheusServer
-from tests.support.waiting import wait_for
+from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
 
 @pytest.fixture
@@ -99,11 +99,17 @@ class Job:
         return None
 
     def wait_condition(self, ctype: str, timeout: float = 30) -> Obj:
-        found: Obj = wait_for(lambda: self.condition(ctype), timeout, f"{self.name} {ctype}")
+        found: Obj = wait_for(
+            lambda: self.condition(ctype), what=f"{self.name} {ctype}", timeout=timeout
+        )
         return found
 
     def wait_phase(self, phase: str) -> None:
-        wait_for(lambda: self.status().get("phase") == phase, what=f"{self.name} {phase}")
+        wait_for(
+            lambda: self.status().get("phase") == phase,
+            what=f"{self.name} {phase}",
+            timeout=LIVE_TIMEOUT,
+        )
 
     def train(self, fresh_from: dict[str, str] | None = None) -> None:
         """Workers and partitioner run, the graph is partitioned (12 s), training starts."""
@@ -115,12 +121,16 @@ class Job:
                 pods[n]["metadata"]["uid"] != (fresh_from or {}).get(n) for n in names
             )
 
-        wait_for(ready, what=f"{self.name}'s worker and partitioner pods")
+        wait_for(ready, what=f"{self.name}'s worker and partitioner pods", timeout=LIVE_TIMEOUT)
         ip = f"10.{self.subnet}.0."
         self.kubelet.run(self.worker1, ip + "2")
         self.kubelet.run(self.worker0, ip + "1")
         self.kubelet.run(self.partitioner, ip + "3")
-        wait_for(lambda: self.launcher in self.pods(), what=f"{self.name}'s launcher pod")
+        wait_for(
+            lambda: self.launcher in self.pods(),
+            what=f"{self.name}'s launcher pod",
+            timeout=LIVE_TIMEOUT,
+        )
         self.kubelet.init_running(self.launcher, ip + "4")
         self.kubelet.finish(self.partitioner, seconds=12)
         self.wait_phase("Partitioned")
@@ -135,7 +145,7 @@ class Job:
 
 
 def eventually(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
-    return wait_for(check, timeout=timeout, what=what, interval=0.5)
+    return wait_for(check, what=what, timeout=timeout, interval=0.5)
 
 
 def lint(promtool: Path, exposition: str) -> None:

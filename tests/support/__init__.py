@@ -3,8 +3,9 @@ imports shared helpers from, instead of another area's conftest.py or test modul
 
 * :mod:`tests.support.paths` - the checkout's files the tests read (chart, CRD, rules);
 * :mod:`tests.support.prerequisites` - a missing tool or privilege: fail in CI, skip elsewhere;
-* :mod:`tests.support.waiting` - polling until a condition holds;
-* :mod:`tests.support.threads` - starting a daemon thread, joining it without hanging;
+* :mod:`tests.support.waiting` - polling until a condition holds (the one ``wait_for``);
+* :mod:`tests.support.threads` - starting a daemon thread, joining it without hanging, and
+  waiting until a thread is blocked (``wait_parked``) instead of sleeping;
 * :mod:`tests.support.dgljobs` - the seed DGLJob manifests (fixtures/) and jobs made from them;
 * :mod:`tests.support.malformed` - malformed DGLJobs and the field each rejection names;
 * :mod:`tests.support.apiserver` - the real-API-server fixtures (``api``, ``crd``,

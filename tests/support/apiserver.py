@@ -19,7 +19,7 @@ import yaml
 from kubeclient import NAMESPACES, SERVICEACCOUNTS, AlreadyExists, NotFound, Resource, RestClient
 from localcluster.cluster import ControlPlane, kubeconfig
 from tests.support.paths import CRD_PATH
-from tests.support.waiting import wait_for
+from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
 CRDS = Resource(
     "apiextensions.k8s.io",
@@ -53,7 +53,11 @@ def install_crd(api: RestClient, path: Path = CRD_PATH) -> None:
             for c in (obj.get("status") or {}).get("conditions") or []
         )
 
-    wait_for(established, what=f"the CRD {crd['metadata']['name']} to be established")
+    wait_for(
+        established,
+        what=f"the CRD {crd['metadata']['name']} to be established",
+        timeout=LIVE_TIMEOUT,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -68,7 +72,7 @@ def namespace(api: RestClient, crd: None) -> Iterator[str]:
         NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     )
     try:
-        wait_for(lambda: _has_default_sa(api, name), timeout=10, what="the default SA")
+        wait_for(lambda: _has_default_sa(api, name), what="the default SA", timeout=10)
     except AssertionError:
         # After API server restarts the controller-manager's informers may still be in
         # their backoff; the object is all admission needs, so create it ourselves.

@@ -61,7 +61,7 @@ class PrometheusServer:
         ]
         with self.log.open("ab") as f:
             self.proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=self.workdir)
-        wait_for(self.ready, timeout=60, what="Prometheus to be ready", interval=0.2)
+        wait_for(self.ready, what="Prometheus to be ready", timeout=60, interval=0.2)
         return self
 
     def ready(self) -> bool:

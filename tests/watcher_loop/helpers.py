@@ -6,23 +6,17 @@ import io
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kubeclient import KubeClient, Obj
-from tests.support.waiting import wait_for as support_wait_for
+from tests.support.waiting import wait_for
 from watcher_loop.config import Config
 from watcher_loop.loop import Log, run
 
 NS = "team"
-
-
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = 5.0) -> None:
-    """tests.support's wait_for, polling every 0.005 s (this area's other side is a thread)."""
-    support_wait_for(predicate, timeout, what, interval=0.005)
 
 
 def status(phase: str, ready: bool = False, **extra: Any) -> Obj:
@@ -100,4 +94,8 @@ class Running:
         return self.result
 
     def wait_output(self, text: str, timeout: float = 5.0) -> None:
-        wait_for(lambda: text in self.output, f"{text!r} in the output:\n{self.output}", timeout)
+        """Wait until run() has written ``text``; the failure shows the output at the end."""
+        try:
+            wait_for(lambda: text in self.output, what=f"{text!r} in the output", timeout=timeout)
+        except AssertionError as e:
+            pytest.fail(f"{e}; output so far:\n{self.output}")

@@ -1,22 +1,16 @@
-"""Test helpers: bounded polling for background threads and settling fake-clock waiters."""
+"""Test helpers: settling fake-clock waiters, finding a queue's threads, taking queued items."""
 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import TypeVar
 
 from clock import FakeClock
-from tests.support.waiting import wait_for as support_wait_for
+from tests.support.waiting import wait_for
 from workqueue import Queue
 
 T = TypeVar("T", bound=Hashable)
-
-
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = 5.0) -> None:
-    """tests.support's wait_for, polling every 0.001 s (this area's other side is a thread)."""
-    support_wait_for(predicate, timeout, what, interval=0.001)
 
 
 def settle(clock: FakeClock, waiters: int) -> None:
@@ -26,17 +20,19 @@ def settle(clock: FakeClock, waiters: int) -> None:
     delaying queue has moved everything due into the queue), so negative asserts are sound.
     """
     clock.step(0)
-    wait_for(lambda: clock.waiters() == waiters, f"{waiters} thread(s) waiting on the fake clock")
+    wait_for(
+        lambda: clock.waiters() == waiters, what=f"{waiters} thread(s) waiting on the fake clock"
+    )
 
 
 def thread_alive(name: str) -> bool:
     return any(t.name == name and t.is_alive() for t in threading.enumerate())
 
 
-def assert_blocked(thread: threading.Thread) -> None:
-    """Give ``thread`` a moment to run and assert it is still blocked."""
-    time.sleep(0.02)
-    assert thread.is_alive(), "expected the thread to be blocked"
+def thread_named(name: str) -> threading.Thread:
+    """The running thread called ``name`` (a queue's threads are named after the queue)."""
+    (thread,) = [t for t in threading.enumerate() if t.name == name and t.is_alive()]
+    return thread
 
 
 def take(queue: Queue[T]) -> T:

@@ -1,13 +1,14 @@
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 
 import pytest
 
 from clock import FakeClock
-from tests.workqueue.helpers import settle, take, thread_alive, wait_for
+from tests.support.threads import wait_parked
+from tests.support.waiting import wait_for
+from tests.workqueue.helpers import settle, take, thread_alive, thread_named
 from workqueue import DelayingQueue
 
 
@@ -44,7 +45,7 @@ def test_add_after_becomes_ready_when_the_clock_reaches_it(
     settle(clock, 1)
     assert len(q) == 0
     clock.step(0.5)
-    wait_for(lambda: len(q) == 1, "the item to become ready at t=1")
+    wait_for(lambda: len(q) == 1, what="the item to become ready at t=1")
     assert drain(q) == ["a"]
 
 
@@ -58,7 +59,7 @@ def test_ready_at_says_when_a_waiting_item_is_added(
     assert q.ready_at("b") is None  # added at once: not waiting
     assert q.ready_at("c") is None
     clock.step(2.5)
-    wait_for(lambda: len(q) == 2, "the item to become ready at t=12.5")
+    wait_for(lambda: len(q) == 2, what="the item to become ready at t=12.5")
     assert q.ready_at("a") is None
     assert drain(q) == ["b", "a"]
 
@@ -70,7 +71,7 @@ def test_earliest_add_after_wins(
     q.add_after("a", first)
     q.add_after("a", second)
     clock.step(1.0)
-    wait_for(lambda: len(q) == 1, "the item to become ready at the earlier time")
+    wait_for(lambda: len(q) == 1, what="the item to become ready at the earlier time")
     assert drain(q) == ["a"]
     clock.step(1.0)
     settle(clock, 1)
@@ -82,7 +83,7 @@ def test_add_after_of_a_fired_item_schedules_again_and_dedups_when_it_fires(
 ) -> None:
     q.add_after("a", 1.0)
     clock.step(1.0)
-    wait_for(lambda: len(q) == 1, "the item to become ready")
+    wait_for(lambda: len(q) == 1, what="the item to become ready")
     q.add_after("a", 1.0)  # no longer waiting: schedules a new, independent add
     clock.step(1.0)
     settle(clock, 1)
@@ -121,12 +122,12 @@ def test_items_come_out_in_ready_time_order(q: DelayingQueue[str], clock: FakeCl
     expected = [f"item-{d:02d}" for d in range(1, 21)]
 
     clock.step(5.0)
-    wait_for(lambda: len(q) == 5, "the five items due by t=5")
+    wait_for(lambda: len(q) == 5, what="the five items due by t=5")
     settle(clock, 1)
     assert drain(q) == expected[:5]
 
     clock.step(100.0)  # everything else at once still comes out in ready-time order
-    wait_for(lambda: len(q) == 15, "the remaining items")
+    wait_for(lambda: len(q) == 15, what="the remaining items")
     assert drain(q) == expected[5:]
 
 
@@ -138,7 +139,7 @@ def test_add_after_after_shut_down_is_ignored_and_the_thread_exits(clock: FakeCl
     q.add_after("c", 1.0)
     wait_for(
         lambda: not thread_alive("workqueue-waiting[delaying-shutdown-test]"),
-        "the waiting thread to exit",
+        what="the waiting thread to exit",
     )
     clock.step(5.0)
     assert len(q) == 0
@@ -151,16 +152,16 @@ def test_shut_down_with_drain_stops_the_waiting_thread(clock: FakeClock) -> None
     q.shut_down_with_drain()
     wait_for(
         lambda: not thread_alive("workqueue-waiting[delaying-drain-test]"),
-        "the waiting thread to exit",
+        what="the waiting thread to exit",
     )
 
 
 def test_real_clock_an_earlier_item_re_arms_the_wait(
     track: Callable[[DelayingQueue[str]], DelayingQueue[str]],
 ) -> None:
-    q = track(DelayingQueue[str]())
+    q = track(DelayingQueue[str]("rearm-test"))
     q.add_after("late", 60.0)  # the waiting thread now sleeps for a minute ...
-    time.sleep(0.01)
+    wait_parked(thread_named("workqueue-waiting[rearm-test]"), where=DelayingQueue._waiting_loop)
     q.add_after("soon", 0.01)  # ... and must wake up early for this one
-    wait_for(lambda: len(q) == 1, "the earlier item on real time", timeout=2.0)
+    wait_for(lambda: len(q) == 1, what="the earlier item on real time", timeout=2.0)
     assert drain(q) == ["soon"]

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from clock import FakeClock
-from tests.workqueue.helpers import take, thread_alive, wait_for
+from tests.support.waiting import wait_for
+from tests.workqueue.helpers import take, thread_alive
 from workqueue import DelayingQueue, NoopMetricsProvider, Queue, RateLimitingQueue
 
 
@@ -116,13 +117,13 @@ def test_unfinished_work_and_longest_running_processor(
     clock.step(0.25)
     take(q)  # "b" starts at t=0.25
     clock.step(0.25)  # the 0.5 s update period elapses
-    wait_for(lambda: unfinished.value == pytest.approx(0.75), "unfinished work 0.5 + 0.25")
+    wait_for(lambda: unfinished.value == pytest.approx(0.75), what="unfinished work 0.5 + 0.25")
     assert longest.value == pytest.approx(0.5)
 
     q.done("a")
     q.done("b")
     clock.step(0.5)
-    wait_for(lambda: unfinished.value == 0.0, "unfinished work back to 0")
+    wait_for(lambda: unfinished.value == 0.0, what="unfinished work back to 0")
     assert longest.value == 0.0
 
 
@@ -146,7 +147,9 @@ def test_metrics_and_background_thread_stop_on_shut_down(
     q = DelayingQueue[str]("stopping", clock=clock, metrics_provider=provider)
     assert thread_alive("workqueue-metrics[stopping]")
     q.shut_down()
-    wait_for(lambda: not thread_alive("workqueue-metrics[stopping]"), "the metrics thread to exit")
+    wait_for(
+        lambda: not thread_alive("workqueue-metrics[stopping]"), what="the metrics thread to exit"
+    )
 
 
 def test_unnamed_queue_or_noop_provider_has_no_metrics(

@@ -7,7 +7,8 @@ from prometheus_client import CollectorRegistry
 
 from clock import FakeClock
 from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
-from tests.workqueue.helpers import take, wait_for
+from tests.support.waiting import wait_for
+from tests.workqueue.helpers import take
 from workqueue import ItemExponentialFailureRateLimiter, Queue, RateLimitingQueue
 
 Track = Callable[[Any], Any]
@@ -44,7 +45,7 @@ def test_samples_follow_the_queue(clock: FakeClock, track: Track) -> None:
     clock.step(0.5)  # an unfinished-work update happens at t=2.5
     wait_for(
         lambda: sample("workqueue_longest_running_processor_seconds") == 0.5,
-        "the longest running processor gauge",
+        what="the longest running processor gauge",
     )
     assert sample("workqueue_unfinished_work_seconds") == 0.5
     q.add_rate_limited("a")
@@ -54,7 +55,7 @@ def test_samples_follow_the_queue(clock: FakeClock, track: Track) -> None:
     assert sample("workqueue_retries_total") == 1
 
     clock.step(1.0)
-    wait_for(lambda: sample("workqueue_depth") == 2, "the rate-limited retry to be queued")
+    wait_for(lambda: sample("workqueue_depth") == 2, what="the rate-limited retry to be queued")
 
 
 def test_buckets_are_powers_of_ten_from_10ns_to_10s() -> None:

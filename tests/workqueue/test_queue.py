@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.support.threads import join, start
-from tests.workqueue.helpers import assert_blocked, take
+from tests.support.threads import join, start, wait_parked
+from tests.workqueue.helpers import take
 from workqueue import Queue
 
 
@@ -59,7 +59,8 @@ def test_done_without_new_add_does_not_requeue(q: Queue[str]) -> None:
 def test_get_blocks_until_add(q: Queue[str]) -> None:
     got: list[tuple[str | None, bool]] = []
     getter = start(lambda: got.append(q.get()))
-    assert_blocked(getter)
+    wait_parked(getter, where=Queue.get)
+    assert got == []
     q.add("a")
     join(getter)
     assert got == [("a", False)]
@@ -68,7 +69,8 @@ def test_get_blocks_until_add(q: Queue[str]) -> None:
 def test_shut_down_wakes_blocked_getters(q: Queue[str]) -> None:
     got: list[tuple[str | None, bool]] = []
     getters = [start(lambda: got.append(q.get())) for _ in range(3)]
-    assert_blocked(getters[0])
+    for getter in getters:
+        wait_parked(getter, where=Queue.get)
     q.shut_down()
     for getter in getters:
         join(getter)
@@ -111,11 +113,12 @@ def test_shut_down_with_drain_waits_for_in_flight_items(q: Queue[str]) -> None:
     take(q)
     take(q)
     drainer = start(q.shut_down_with_drain)
-    assert_blocked(drainer)
+    wait_parked(drainer, where=Queue.shut_down_with_drain)
     assert q.shutting_down()
     q.add("c")  # ignored: already shutting down
     q.done("a")
-    assert_blocked(drainer)
+    # had done() woken the drainer, it must have gone back to waiting ("b" is still out)
+    wait_parked(drainer, where=Queue.shut_down_with_drain)
     q.done("b")
     join(drainer)
     assert q.get() == (None, True)
@@ -132,7 +135,7 @@ def test_shut_down_ends_a_pending_drain(q: Queue[str]) -> None:
     q.add("a")
     take(q)
     drainer = start(q.shut_down_with_drain)
-    assert_blocked(drainer)
+    wait_parked(drainer, where=Queue.shut_down_with_drain)
     q.shut_down()
     join(drainer)
 

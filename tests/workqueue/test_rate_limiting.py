@@ -7,7 +7,8 @@ from collections import Counter
 from collections.abc import Callable
 
 from clock import FakeClock
-from tests.workqueue.helpers import settle, take, wait_for
+from tests.support.waiting import wait_for
+from tests.workqueue.helpers import settle, take
 from workqueue import ItemExponentialFailureRateLimiter, RateLimitingQueue
 
 Track = Callable[[RateLimitingQueue[str]], RateLimitingQueue[str]]
@@ -32,7 +33,7 @@ def test_failing_item_is_retried_with_backoff_until_forgotten(
         settle(clock, 1)
         assert len(q) == 0, f"retry {attempt} must wait {delay}s"
         clock.step(0.5)
-        wait_for(lambda: len(q) == 1, f"retry {attempt} after {delay}s")
+        wait_for(lambda: len(q) == 1, what=f"retry {attempt} after {delay}s")
 
     assert take(q) == "a"
     q.forget("a")  # the sync succeeded
@@ -40,7 +41,7 @@ def test_failing_item_is_retried_with_backoff_until_forgotten(
     assert q.num_requeues("a") == 0
     q.add_rate_limited("a")
     clock.step(1.0)
-    wait_for(lambda: len(q) == 1, "backoff restarts at the base delay after forget")
+    wait_for(lambda: len(q) == 1, what="backoff restarts at the base delay after forget")
 
 
 def test_default_rate_limiter_uses_the_queue_clock(clock: FakeClock, track: Track) -> None:
@@ -51,7 +52,7 @@ def test_default_rate_limiter_uses_the_queue_clock(clock: FakeClock, track: Trac
     settle(clock, 1)
     assert len(q) == 0
     clock.step(0.005)
-    wait_for(lambda: len(q) == 1, "the 5 ms default first retry")
+    wait_for(lambda: len(q) == 1, what="the 5 ms default first retry")
 
 
 def test_add_rate_limited_after_shut_down_is_ignored(clock: FakeClock) -> None:
@@ -118,7 +119,7 @@ def test_workers_retry_failures_until_success_and_drain_on_shutdown() -> None:
         time.sleep(0.0002)
     wait_for(
         lambda: all(succeeded_at.get(k, 0) > last_add.get(k, 0) for k in keys),
-        "every key synced successfully after its last add",
+        what="every key synced successfully after its last add",
     )
     q.shut_down_with_drain()
     with lock:
