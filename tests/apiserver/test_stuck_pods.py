@@ -43,17 +43,22 @@ def _sandbox_failure(ns: str, pod: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _watch(cp: ControlPlane, namespace: str, *, grace: float, now: list[float]) -> StuckPods:
+    """The test's pods (app=stuck-test) watched through real kubectl, on the test's clock."""
+    return StuckPods(
+        kubectl_runner(cp.kubeconfig),
+        namespace,
+        "app=stuck-test",
+        grace=grace,
+        clock=lambda: now[0],
+    )
+
+
 def test_a_pod_whose_sandbox_fails_is_reported_after_the_grace_period(
     api: RestClient, namespace: str, control_plane: ControlPlane
 ) -> None:
     now = [0.0]
-    stuck = StuckPods(
-        kubectl_runner(control_plane.kubeconfig),
-        namespace,
-        "app=stuck-test",
-        grace=20,
-        clock=lambda: now[0],
-    )
+    stuck = _watch(control_plane, namespace, grace=20, now=now)
     assert stuck.check() is None  # no pods yet
     created = api.create(PODS, namespace, _pod("operator-0"))
     waiting = {
@@ -88,13 +93,7 @@ def test_a_pod_that_starts_running_is_forgotten(
     api: RestClient, namespace: str, control_plane: ControlPlane
 ) -> None:
     now = [0.0]
-    stuck = StuckPods(
-        kubectl_runner(control_plane.kubeconfig),
-        namespace,
-        "app=stuck-test",
-        grace=5,
-        clock=lambda: now[0],
-    )
+    stuck = _watch(control_plane, namespace, grace=5, now=now)
     created = api.create(PODS, namespace, _pod("worker-0"))
     api.create(EVENTS, namespace, _sandbox_failure(namespace, created))
     assert stuck.check() is None
