@@ -4,7 +4,7 @@ the summary line, and the one-line errors every phase raises.
 A phase (:func:`phase`) prints ``[k/5] name`` and ``[k/5] name done in 1.2s``; an expected
 failure inside it (a bad file, a worker that cannot be reached) becomes a :class:`PhaseError`
 ``<phase> failed: <why>``, the line dglrun ends with (and the pod's termination message).
-When a process of the phase was killed for memory (:mod:`launcher.oom`), the error is an
+When a process of the phase was killed for memory (:mod:`launcher.workers.oom`), the error is an
 :class:`OutOfMemory` whose line starts ``OOMKilled: <process> in pod <pod> ...``.
 """
 
@@ -17,16 +17,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO
 
-from launcher import oom
-from launcher import partitions as parts
-from launcher.chunked import ChunkedError
-from launcher.hostfile import HostfileError
-from launcher.memplan import PlanError, Step
-from launcher.progress import NoProgress, Progress
-from launcher.remote import peak_mb
-from launcher.storage import StorageError
-from launcher.transfer import TransferError
-from launcher.transport import TransportError
+from chunkedgraph import ChunkedError
+from launcher.delivery.wire import TransferError
+from launcher.partition import output as parts
+from launcher.partition.memplan import PlanError, Step
+from launcher.report.progress import NoProgress, Progress
+from launcher.storage.layout import StorageError
+from launcher.workers import oom
+from launcher.workers.hostfile import HostfileError
+from launcher.workers.remote import peak_mb
+from launcher.workers.transport import TransportError
 
 TOTAL = 5
 
@@ -99,7 +99,7 @@ class Console:
     def line(self, label: str, text: str) -> None:
         peak, killed = peak_mb(text), oom.parse_line(text)
         with self._lock:
-            # launcher.remote's own last words are not what the process said
+            # launcher.workers.remote's own last words are not what the process said
             if peak is not None:
                 self._peaks[label] = peak
             elif killed is not None:
@@ -110,7 +110,7 @@ class Console:
         self.progress.output(label, text)
 
     def killed_for_memory(self, label: str, killed: oom.Killed) -> None:
-        """A process of this machine's (not under launcher.remote) was killed for memory."""
+        """A process of this machine's (not under launcher.workers.remote) was killed for memory."""
         with self._lock:
             self._killed.append((label, killed))
         self.say(f"[{label}] killed for memory (container memory limit {killed.limit})")
@@ -125,13 +125,13 @@ class Console:
         return killed.describe(label.rpartition("/")[2])
 
     def last_line(self, label: str) -> str:
-        """The last line a process labelled ``label`` printed ("" if none; launcher.remote's
+        """The last line a process labelled ``label`` printed ("" if none; launcher.workers.remote's
         peak memory line does not count)."""
         with self._lock:
             return self._last.get(label, "")
 
     def peaks(self) -> dict[str, float]:
-        """``label -> MiB``: the peak memory of each process that ran under launcher.remote
+        """``label -> MiB``: the peak memory of each process that ran under launcher.workers.remote
         and has ended (e.g. ``worker-0/server-0``)."""
         with self._lock:
             return dict(self._peaks)

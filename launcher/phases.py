@@ -27,16 +27,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher import blame, memplan, mpi, oom, parmetis, stored
-from launcher import partitions as parts
+from launcher import checksums, programs
 from launcher.console import Console, PhaseError, Report, mb, phase
-from launcher.dgl_env import Topology, server_env, trainer_env
-from launcher.hostfile import Host, HostfileError, ip_config, parse_hostfile
+from launcher.delivery.pull import Puller
+from launcher.delivery.wire import TransferError, build_manifest, read_token
 from launcher.options import Options
-from launcher.pull import Puller
-from launcher.reporting import read_metrics
-from launcher.transfer import TransferError, build_manifest, read_token
-from launcher.transport import PopenProc, Proc, Transport, stop_all, time_limit
+from launcher.partition import memplan, mpirun, parmetis_modes
+from launcher.partition import output as parts
+from launcher.report.outcome import read_metrics
+from launcher.storage import keeping
+from launcher.workers import blame, oom
+from launcher.workers.dgl_env import Topology, server_env, trainer_env
+from launcher.workers.hostfile import Host, HostfileError, ip_config, parse_hostfile
+from launcher.workers.transport import PopenProc, Proc, Transport, stop_all, time_limit
 from podcontract import (
     DATASET,
     DGL_API,
@@ -95,7 +98,7 @@ def partition(opts: Options, console: Console, report: Report) -> parts.Partitio
     """Phase 1 in this pod: the partitions, from the storage's cache when their inputs did
     not change (their files' checksums then in ``report.partition_files``)."""
     with phase(console, report, 1, "partition"):
-        done = stored.partition_cached(
+        done = keeping.partition_cached(
             opts, console, report, lambda out: _partition_into(opts, out, console, report)
         )
         report.partition_files = done.files
@@ -109,7 +112,7 @@ def _partition_into(
     """Run the partitioning (ParMETIS ranks, or the partition entry point) into ``out_dir``."""
     if opts.partition_mode == PARMETIS:
         _empty(out_dir)
-        parmetis.partition_in_pod(opts, out_dir, console, report)
+        parmetis_modes.partition_in_pod(opts, out_dir, console, report)
     elif opts.partition_entry_point:
         script = check_entry_point(opts.partition_entry_point, "--partition-entry-point")
         _empty(out_dir)  # never ship a previous run's partitions
@@ -189,7 +192,7 @@ def plan_memory(
                 "--graph-size nodes=N,edges=E,node_bytes=B, or use a ParMETIS mode)"
             )
         return
-    ranks = opts.num_ranks or (mpi.default_ranks() if opts.partition_mode == PARMETIS else 1)
+    ranks = opts.num_ranks or (mpirun.default_ranks() if opts.partition_mode == PARMETIS else 1)
     shape = memplan.Shape(
         opts.partition_mode,
         workers=opts.num_partitions,
@@ -234,11 +237,11 @@ def launcher_pod_name(opts: Options) -> str:
 def deliver_to_launcher(
     opts: Options, pset: parts.PartitionSet, console: Console, report: Report
 ) -> None:
-    from launcher.transport.kubectl import KubectlTransport, deliver
+    from launcher.workers.kubectl import KubectlTransport, deliver
 
     src = pset.root
     with phase(console, report, 2, "deliver"):
-        expected = parts.manifest(src)
+        expected = checksums.manifest(src)
         pod = launcher_pod_name(opts)
         transport = KubectlTransport(
             [],
@@ -257,24 +260,24 @@ def deliver_to_launcher(
             expected,
             timeout=opts.deliver_timeout,
         )
-        console.say(f"  {mb(parts.total_bytes(expected))} verified in {pod}")
+        console.say(f"  {mb(checksums.total_bytes(expected))} verified in {pod}")
 
 
 def deliver_locally(src: Path, dst: Path, console: Console, report: Report) -> None:
     with phase(console, report, 2, "deliver"):
-        expected = parts.manifest(src)
+        expected = checksums.manifest(src)
         if dst.exists():
             shutil.rmtree(dst)
         shutil.copytree(src, dst)
-        got = parts.manifest(dst)
+        got = checksums.manifest(dst)
         if got != expected:
             raise PhaseError("the copied dataset differs from the partitioner's")
-        console.say(f"  {mb(parts.total_bytes(expected))} verified in {dst}")
+        console.say(f"  {mb(checksums.total_bytes(expected))} verified in {dst}")
 
 
 def serve(opts: Options, pset: parts.PartitionSet, console: Console, report: Report) -> None:
     """Phase 2 over HTTP: serve the parts until the launcher says every worker has its own."""
-    from launcher.partition_server import PartitionServer, serve_and_wait
+    from launcher.delivery.server import PartitionServer, serve_and_wait
 
     # the partitioner's runtime includes serving: the partition time goes to the status
     console.progress.record(
@@ -384,14 +387,14 @@ def dispatch(
             transport.copy_to(host, pset.root / part_dir, f"{remote}/{part_dir}")
             expected = {
                 k: v
-                for k, v in parts.manifest(pset.root).items()
+                for k, v in checksums.manifest(pset.root).items()
                 if k == pset.config.name or k.startswith(f"{part_dir}/")
             }
             got = transport.manifest(host, remote)
             bad = [k for k, v in expected.items() if got.get(k) != v]
             if bad:
                 raise PhaseError(f"{host.name}: {bad[0]} did not arrive intact")
-            size = parts.total_bytes(expected)
+            size = checksums.total_bytes(expected)
             report.dispatch_bytes += size
             console.say(f"  part {i} -> {host.name} ({host.ip}): {mb(size)} verified")
             if time.monotonic() > deadline:
@@ -433,7 +436,7 @@ def dispatch_pull(
         pulls: list[tuple[Host, Proc]] = []
         try:
             for i, host in enumerate(hosts):
-                argv = [opts.python, "-m", "launcher.pull", "--url", source.url, "--part",
+                argv = [*programs.argv(opts.python, programs.PULL), "--url", source.url, "--part",
                         str(i), "--dest", f"{transport.workspace(host)}/{WORKLOAD}",
                         "--token-file", source.token_file]  # fmt: skip
                 pulls.append((host, transport.start(host, argv, {}, f"{host.name}/pull")))
@@ -517,7 +520,7 @@ def train(
     assert script is not None
     running: list[_Running] = []
     with phase(console, report, 5, "train"):
-        kept = stored.trainer_env(opts, console)  # checkpoints, resume, results on storage
+        kept = keeping.trainer_env(opts, console)  # checkpoints, resume, results on storage
         try:
             # each worker's workload folder, its (ip_config, partition config) and argv
             where = []
@@ -542,7 +545,7 @@ def train(
         except BaseException:
             stop_all(r.proc for r in running)
             raise
-    out = stored.results(opts)
+    out = keeping.results(opts)
     if out is not None:
         read_metrics(out, console, report)
         console.say(f"  results are on the job's storage: {out}")

@@ -37,6 +37,7 @@ PRODUCT = {
     "watcher_loop",
     "kubectl_download",
     "distpart",
+    "chunkedgraph",
 }
 
 # top-level folder -> (project modules it may import, third-party packages it may import),
@@ -59,14 +60,20 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
         {"clock", "workqueue", "kubeclient", "informers", "podprogram", "podcontract"},
         {"kubernetes", "prometheus_client", "structlog"},
     ),
-    "launcher": ({"podprogram", "podcontract"}, set()),
+    # DGL's chunked graph format (metadata, chunk checks, which rank reads what): standard
+    # library only; what dglrun checks a graph with and distpart's ranks read it with
+    "chunkedgraph": ({"podcontract"}, set()),
+    "launcher": ({"podprogram", "podcontract", "chunkedgraph"}, set()),
     "watcher_loop": (
         {"kubeclient", "informers", "podprogram", "podcontract"},
         {"kubernetes", "urllib3", "structlog"},
     ),
     "kubectl_download": ({"podprogram", "podcontract"}, set()),
-    # the MPI ranks of the ParMETIS modes: the chunked format comes from launcher (stdlib)
-    "distpart": ({"launcher", "podcontract"}, {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"}),
+    # the MPI ranks of the ParMETIS modes (the chunked format: chunkedgraph; never launcher)
+    "distpart": (
+        {"chunkedgraph", "podcontract"},
+        {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"},
+    ),
     # -- development code -----------------------------------------------------------------------
     # this machine's Kubernetes: it runs the operator as a process (python -m controller.main)
     # and imports no project package; pytest for its control_plane fixture plugin

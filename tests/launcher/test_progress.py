@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from launcher.progress import (
+from launcher.report.progress import (
     MAX_FAILURES,
     JobRef,
     NoProgress,

@@ -9,8 +9,9 @@ hostfile, and the one line that says why a run failed.
   with ``kubexec.sh <pod> orted ...`` (``kubectl exec``), the way MPI's ssh would. The daemons
   connect back to mpirun over the pod network; the ranks talk to each other over TCP.
 
-Every rank runs under ``python -m launcher.remote run --pidfile .../rank-{rank}.pid``, so that
-dglrun can stop a rank by session on its worker whatever happened to mpirun.
+Every rank runs under ``python -P -m launcher.workers.remote run --pidfile
+.../rank-{rank}.pid`` (:mod:`launcher.programs`), so that dglrun can stop a rank by session on
+its worker whatever happened to mpirun.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from launcher.hostfile import Host
+from launcher import programs
+from launcher.workers.hostfile import Host
 from podcontract import CPU_LIMIT_ENV  # the operator sets it from the pod's limits.cpu
 
 PIDFILE_DIR = "/tmp/dglrun"
@@ -42,8 +44,8 @@ class RankJob:
 
     def argv(self, pidfile: str) -> list[str]:
         argv = [
-            self.python, "-m", "launcher.remote", "run", "--pidfile", pidfile, "--",
-            self.python, "-m", "distpart", "partition",
+            *programs.argv(self.python, programs.REMOTE, "run", "--pidfile", pidfile, "--"),
+            *programs.argv(self.python, programs.PARTITION_RANK, "partition"),
             "--chunked", self.chunked,
             "--layout", self.layout,
             "--graph-name", self.graph_name,

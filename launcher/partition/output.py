@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -82,24 +81,3 @@ def load(
                 raise PartitionError(f"{config}: part-{i} file {rel} is missing")
         files[i] = paths
     return PartitionSet(config, num_parts, files)
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def manifest(root: Path) -> dict[str, tuple[int, str]]:
-    """Every file under ``root``: relative path -> (size, sha256)."""
-    out: dict[str, tuple[int, str]] = {}
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            out[path.relative_to(root).as_posix()] = (path.stat().st_size, file_sha256(path))
-    return out
-
-
-def total_bytes(m: dict[str, tuple[int, str]]) -> int:
-    return sum(size for size, _ in m.values())

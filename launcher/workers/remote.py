@@ -1,4 +1,5 @@
-"""``python -m launcher.remote``: the small helper dglrun runs on the far side of ``kubectl exec``.
+"""``python -P -m launcher.workers.remote``: the small helper dglrun runs on the far side of
+``kubectl exec``.
 
 * ``run --pidfile P -- CMD...`` starts CMD in a session of its own, records the session id in
   P, and exits with CMD's status. Killing the local ``kubectl exec`` does not stop a remote
@@ -7,8 +8,8 @@
   gets a pidfile of its own. When CMD ends, a last line on stderr gives its peak resident
   memory (:data:`PEAK_LINE`: the largest of CMD and the children it waited for), which dglrun
   sets beside its memory plan. If the kernel killed CMD for memory (SIGKILL while the
-  container's OOM-kill count rose, :mod:`launcher.oom`), a line before it says so, naming the
-  pod. ``--keep-session`` runs CMD in this process's session instead (the local transport
+  container's OOM-kill count rose, :mod:`launcher.workers.oom`), a line before it says so, naming
+  the pod. ``--keep-session`` runs CMD in this process's session instead (the local transport
   stops a whole session at once).
 * ``kill --pidfile P... [--grace S]`` sends SIGTERM to each recorded session, then SIGKILL.
   A kill may arrive before ``run`` has recorded its session: it then leaves ``P.cancelled``,
@@ -33,12 +34,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from launcher import oom
+from launcher import programs
+from launcher.workers import oom
 
 
 def _manifest(root: Path) -> dict[str, list[object]]:
     # Local import keeps `run` (the hot path) free of hashlib work.
-    from launcher.partitions import manifest
+    from launcher.checksums import manifest
 
     return {k: [size, digest] for k, (size, digest) in manifest(root).items()}
 
@@ -152,7 +154,7 @@ def kill_pidfiles(pidfiles: list[Path], grace: float = 5.0) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m launcher.remote")
+    p = argparse.ArgumentParser(prog=programs.prog(programs.REMOTE))
     sub = p.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run")
     run.add_argument("--pidfile", required=True, type=Path)

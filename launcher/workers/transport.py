@@ -1,8 +1,8 @@
 """How dglrun reaches the workers: one small interface, two implementations.
 
-* :class:`~launcher.transport.kubectl.KubectlTransport`: the operator's ``kubexec.sh`` and
+* :class:`~launcher.workers.kubectl.KubectlTransport`: the operator's ``kubexec.sh`` and
   ``kubectl cp`` (inside a cluster).
-* :class:`~launcher.transport.local.LocalTransport`: "worker pods" on this machine, each in
+* :class:`~launcher.workers.local.LocalTransport`: "worker pods" on this machine, each in
   its own network namespace (its own IP) and mount namespace (its own /dev/shm).
 """
 
@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Protocol
 
-from launcher.hostfile import Host
-from launcher.remote import peak_mb
+from launcher.workers.hostfile import Host
+from launcher.workers.remote import peak_mb
 
 #: Receives every output line of a started process, with the process's label.
 LineSink = Callable[[str, str], None]
@@ -82,7 +82,7 @@ class Transport(Protocol):
         ...
 
     def kill(self, worker: Host, pidfiles: list[str]) -> None:
-        """Stop the sessions recorded in these pidfiles on the worker (``launcher.remote``);
+        """Stop the sessions recorded in these pidfiles on the worker (``launcher.workers.remote``);
         best effort: a worker that cannot be reached is reported, not raised."""
         ...
 
@@ -140,7 +140,7 @@ class PopenProc:
         self._last = ""
 
         def keep(label: str, line: str) -> None:
-            # the process's own words, not launcher.remote's closing memory report
+            # the process's own words, not launcher.workers.remote's closing memory report
             if line.strip() and peak_mb(line) is None:
                 self._last = line.strip()
             sink(label, line)
@@ -177,7 +177,7 @@ class PopenProc:
         self._stopped = True
         if self._on_stop is not None:
             self._on_stop()
-        from launcher.remote import kill_sessions
+        from launcher.workers.remote import kill_sessions
 
         if self.popen.poll() is None:
             kill_sessions([self.popen.pid], grace=3.0)

@@ -1,4 +1,4 @@
-"""Pull one worker's part from the partition server (``python -m launcher.pull``).
+"""Pull one worker's part from the partition server (``python -m launcher.delivery.pull``).
 
 Each file is written to ``<name>.partial`` and renamed once its SHA-256 matches the manifest.
 A dropped connection resumes where it stopped (``Range``); a file whose checksum does not
@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher.partitions import file_sha256
-from launcher.transfer import TransferError, read_token
+from launcher import programs
+from launcher.checksums import file_sha256
+from launcher.delivery.wire import TransferError, read_token
 from podcontract import TRANSFER_TOKEN_PATH
 
 PROGRESS = re.compile(r"^pull: part (\d+): (\d+)/(\d+) bytes\b")
@@ -251,7 +252,9 @@ def parse_progress(line: str) -> tuple[int, int, int] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m launcher.pull", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog=programs.prog(programs.PULL), description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--url", required=True, help="the partition server, http://IP:PORT")
     ap.add_argument("--part", type=int, help="which part to pull")
     ap.add_argument("--dest", help="the folder the partition config goes to")

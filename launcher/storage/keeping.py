@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from launcher import checkpoints
-from launcher import partitions as parts
+from launcher import checkpoints, programs
 from launcher.console import Console, PhaseError, Report
-from launcher.hostfile import Host
 from launcher.options import Options
-from launcher.partition_cache import Cache, CacheError, inputs, key_of
-from launcher.progress import NORMAL, WARNING
-from launcher.storage import Storage
-from launcher.transport import Transport, TransportError, run_everywhere
+from launcher.partition import output as parts
+from launcher.report.progress import NORMAL, WARNING
+from launcher.storage.cache import Cache, CacheError, inputs, key_of
+from launcher.storage.layout import Storage
+from launcher.workers.hostfile import Host
+from launcher.workers.transport import Transport, TransportError, run_everywhere
 from podcontract import DGL_API, STATUS_PARTITIONS, STATUS_RESUME
 
 INDEX_NAME = "dglrun.json"
@@ -114,7 +114,7 @@ def partition_cached(
 class DistCache:
     """The cache in DistParMETIS, where each worker holds its own part on its own disk: the
     key covers the chunks every rank reads (each worker hashed its own); a hit copies part i
-    from the entry into worker i (each file checked on the way: ``launcher.partition_cache
+    from the entry into worker i (each file checked on the way: ``launcher.storage.cache
     place``), a miss partitions and then each worker copies its part into a staging entry
     (``put``) which the launcher indexes and moves into place."""
 
@@ -173,7 +173,7 @@ class DistCache:
 
         def argv(i: int, host: Host) -> list[str]:
             dest = f"{transport.workspace(host)}/workload"
-            return [opts.python, "-m", "launcher.partition_cache", "place", entry, dest,
+            return [*programs.argv(opts.python, programs.CACHE), "place", entry, dest,
                     "--config", self._config(opts), "--part", str(i)]  # fmt: skip
 
         bad = [(h, line) for h, code, line in self._run(opts, transport, hosts, argv) if code]
@@ -212,7 +212,7 @@ class DistCache:
 
         def argv(i: int, host: Host) -> list[str]:
             src = f"{transport.workspace(host)}/workload"
-            return [opts.python, "-m", "launcher.partition_cache", "put", src, str(staging),
+            return [*programs.argv(opts.python, programs.CACHE), "put", src, str(staging),
                     "--config", self._config(opts), "--part", str(i)]  # fmt: skip
 
         files: dict[str, tuple[int, str]] = {}

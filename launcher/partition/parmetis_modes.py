@@ -29,13 +29,16 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from launcher import chunked, mpi, stored
-from launcher import partitions as parts
+import chunkedgraph
+from launcher import checksums, programs
 from launcher.console import Console, PhaseError, Report, mb, phase
-from launcher.hostfile import Host
-from launcher.memplan import GraphSize
 from launcher.options import Options
-from launcher.transport import (
+from launcher.partition import mpirun
+from launcher.partition import output as parts
+from launcher.partition.memplan import GraphSize
+from launcher.storage import keeping
+from launcher.workers.hostfile import Host
+from launcher.workers.transport import (
     LineSink,
     PopenProc,
     Proc,
@@ -58,9 +61,9 @@ MPIRUN_ENV = {**RANK_ENV, "SHELL": "/bin/sh"}
 WORKLOAD = "workload"
 
 
-def _rank_job(opts: Options, outs: tuple[str, ...]) -> mpi.RankJob:
+def _rank_job(opts: Options, outs: tuple[str, ...]) -> mpirun.RankJob:
     assert opts.chunked_graph is not None
-    return mpi.RankJob(
+    return mpirun.RankJob(
         python=opts.python,
         chunked=opts.chunked_graph,
         layout=opts.chunked_layout,
@@ -72,7 +75,7 @@ def _rank_job(opts: Options, outs: tuple[str, ...]) -> mpi.RankJob:
     )
 
 
-def _describe(graph: chunked.ChunkedGraph) -> str:
+def _describe(graph: chunkedgraph.ChunkedGraph) -> str:
     return (
         f"{graph.num_nodes} nodes, {graph.num_edges} edges in {len(graph.node_counts)} node and "
         f"{len(graph.edges.counts)} edge chunk(s); node data "
@@ -116,7 +119,7 @@ def run_mpirun(
     if code != 0:
         proc.stop()
         cleanup()
-        raise PhaseError(f"{mpi.failure(list(lines), code, hosts)}; stopped every MPI rank")
+        raise PhaseError(f"{mpirun.failure(list(lines), code, hosts)}; stopped every MPI rank")
 
 
 def _summary(console: Console, report: Report) -> None:
@@ -140,27 +143,29 @@ def _summary(console: Console, report: Report) -> None:
 def partition_in_pod(opts: Options, out_dir: Path, console: Console, report: Report) -> None:
     """Partition into ``out_dir`` with ``--num-ranks`` local ranks (inside phase 1)."""
     assert opts.chunked_graph is not None
-    ranks = opts.num_ranks or mpi.default_ranks()
+    ranks = opts.num_ranks or mpirun.default_ranks()
     try:
-        graph = chunked.load(opts.chunked_graph)
-        chunked.shares(graph, ranks, SHARED)  # every rank owns some nodes
-        files = chunked.verify(graph)
-    except chunked.ChunkedError as e:
+        graph = chunkedgraph.load(opts.chunked_graph)
+        chunkedgraph.shares(graph, ranks, SHARED)  # every rank owns some nodes
+        files = chunkedgraph.verify(graph)
+    except chunkedgraph.ChunkedError as e:
         raise PhaseError(f"{e}; no MPI rank was started") from e
     console.say(f"  chunked graph {graph.metadata}: {_describe(graph)}; {files} files verified")
     run_id = secrets.token_hex(4)
     job = _rank_job(opts, (str(out_dir),))
-    launch = mpi.Launch(opts.mpirun, ranks, env=RANK_ENV, extra=tuple(opts.mpirun_args))
-    argv = mpi.mpirun_argv(launch, job.argv(mpi.pidfile(run_id)))
+    launch = mpirun.Launch(opts.mpirun, ranks, env=RANK_ENV, extra=tuple(opts.mpirun_args))
+    argv = mpirun.mpirun_argv(launch, job.argv(mpirun.pidfile(run_id)))
     console.say(f"  mpirun: {ranks} ranks of distpart in this pod")
 
     def start(sink: LineSink) -> Proc:
-        return PopenProc("partition", argv, sink, env={**os.environ, **MPIRUN_ENV})
+        return PopenProc(
+            "partition", argv, sink, env=programs.local_env({**os.environ, **MPIRUN_ENV})
+        )
 
     def cleanup() -> None:
-        from launcher.remote import kill_pidfiles
+        from launcher.workers.remote import kill_pidfiles
 
-        kill_pidfiles([Path(mpi.rank_pidfile(run_id, r)) for r in range(ranks)])
+        kill_pidfiles([Path(mpirun.rank_pidfile(run_id, r)) for r in range(ranks)])
 
     me = os.environ.get("HOSTNAME") or "this pod"
     run_mpirun(
@@ -186,7 +191,7 @@ def _check_on_workers(
 
     def argv(i: int, _host: Host) -> list[str]:
         return [
-            opts.python, "-m", "launcher.chunked", "check", str(opts.chunked_graph),
+            *programs.argv(opts.python, programs.CHECK_CHUNKS), "check", str(opts.chunked_graph),
             "--ranks", str(len(hosts)), "--layout", opts.chunked_layout, "--rank", str(i),
             *(["--hash"] if hashed else []),
         ]  # fmt: skip
@@ -217,7 +222,7 @@ def _check_on_workers(
 
 
 def _size_of(doc: dict[str, object], where: str) -> GraphSize | None:
-    """The memory plan's sizes from ``launcher.chunked check``'s report."""
+    """The memory plan's sizes from ``chunkedgraph check``'s report."""
     keys = ("num_nodes", "num_edges", "node_bytes", "edge_bytes")
     values = [v for v in (doc.get(k) for k in keys) if isinstance(v, int)]
     if len(values) != len(keys):
@@ -250,7 +255,7 @@ def partition_on_workers(
         size, hashes = _check_on_workers(opts, transport, hosts, console, bool(opts.storage))
         if plan is not None and size is not None:
             plan(size)
-        cached = stored.DistCache.open(opts, console, hashes)
+        cached = keeping.DistCache.open(opts, console, hashes)
         if cached is None or not cached.place(opts, transport, hosts, console, report):
             _partition_with_mpi(opts, transport, hosts, console, report)
             if cached is not None:
@@ -274,9 +279,9 @@ def _partition_with_mpi(
     with tempfile.NamedTemporaryFile(
         "w", prefix=f"dglrun-{run_id}-", suffix=".hosts", delete=False
     ) as f:
-        f.write(mpi.mpi_hostfile(hosts))
+        f.write(mpirun.mpi_hostfile(hosts))
     try:
-        launch = mpi.Launch(
+        launch = mpirun.Launch(
             opts.mpirun,
             n,
             hostfile=f.name,
@@ -284,7 +289,7 @@ def _partition_with_mpi(
             env=RANK_ENV,
             extra=tuple(opts.mpirun_args),
         )
-        argv = mpi.mpirun_argv(launch, job.argv(mpi.pidfile(run_id)))
+        argv = mpirun.mpirun_argv(launch, job.argv(mpirun.pidfile(run_id)))
         console.say(
             f"  mpirun: one rank of distpart on each of {', '.join(h.name for h in hosts)} "
             f"(through {launch.rsh_agent})"
@@ -296,7 +301,7 @@ def _partition_with_mpi(
         def cleanup() -> None:
             in_parallel(
                 [
-                    functools.partial(transport.kill, h, [mpi.rank_pidfile(run_id, i)])
+                    functools.partial(transport.kill, h, [mpirun.rank_pidfile(run_id, i)])
                     for i, h in enumerate(hosts)
                 ]
             )
@@ -330,7 +335,7 @@ def verify_on_workers(
         if not transport.fetch(hosts[0], f"{remote0}/{name}", local):
             raise PhaseError(f"{hosts[0].name}: no partition JSON {remote0}/{name}")
         pset = parts.load(local, len(hosts), check_files=False)
-        want = parts.manifest(local.parent)[name]
+        want = checksums.manifest(local.parent)[name]
         for i, host in enumerate(hosts):
             remote = f"{transport.workspace(host)}/{WORKLOAD}"
             got = transport.manifest(host, remote)

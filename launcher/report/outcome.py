@@ -15,10 +15,11 @@ import json
 import signal
 from pathlib import Path
 
-from launcher import memplan, stored
 from launcher.console import Console, Report, mb
 from launcher.options import Options
-from launcher.progress import ABANDONED, FAILED, Progress
+from launcher.partition import memplan
+from launcher.report.progress import ABANDONED, FAILED, Progress
+from launcher.storage import keeping
 from podcontract import (
     DIST_PARMETIS,
     PHASE_LAUNCHER_WORKLOAD,
@@ -98,7 +99,7 @@ def termination_message(text: str, path: str | Path = TERMINATION_LOG) -> None:
 def _keep_summary(opts: Options, report: Report, outcome: str, line: str) -> None:
     """The launcher's (not the partitioner's) summary of the attempt, on the storage."""
     if opts.phase != PHASE_PARTITIONER:
-        stored.write_summary(opts, report, outcome, line)
+        keeping.write_summary(opts, report, outcome, line)
 
 
 def read_metrics(out: Path, console: Console, report: Report) -> None:

@@ -29,9 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-from launcher.hostfile import Host
-from launcher.partitions import manifest
-from launcher.transport import LineSink, PopenProc, Proc, TransportError, default_sink
+from launcher import programs
+from launcher.checksums import manifest
+from launcher.workers.hostfile import Host
+from launcher.workers.transport import LineSink, PopenProc, Proc, TransportError, default_sink
 from podcontract import DGL_PORT
 
 NETNS_PREFIX = "dglrun-"
@@ -107,8 +108,8 @@ def user_namespace_argv(argv: list[str]) -> list[str]:
 def _cgroup_mount() -> str:
     """Shell that mounts, in a worker's namespace, the memory cgroup filesystem this machine
     has: ``ip netns exec`` mounts a sysfs of the namespace's own, without it. Best effort (a
-    user namespace may not mount it); with it launcher.remote tells a process the kernel killed
-    for memory from the cgroup's OOM-kill count, as in a pod."""
+    user namespace may not mount it); with it launcher.workers.remote tells a process the kernel
+    killed for memory from the cgroup's OOM-kill count, as in a pod."""
     if Path("/sys/fs/cgroup/cgroup.controllers").is_file():  # cgroup v2
         return "mount -t cgroup2 cgroup2 /sys/fs/cgroup"
     if Path("/sys/fs/cgroup/memory/memory.oom_control").is_file():  # cgroup v1
@@ -314,11 +315,12 @@ class LocalTransport:
         # In a pod the host name resolves to the pod's IP; here it does not, so point gloo
         # and tensorpipe at the worker's own interface.
         full_env = {**os.environ, "GLOO_SOCKET_IFNAME": "eth0", "TP_SOCKET_IFNAME": "eth0", **env}
-        # under launcher.remote, which reports the process's peak memory when it ends
+        # under launcher.workers.remote, which reports the process's peak memory when it ends
         pidfile = self.root / "pids" / (label.replace("/", "-") + ".pid")
-        wrap = [sys.executable, "-m", "launcher.remote", "run", "--keep-session", "--pidfile"]
+        wrap = programs.argv(sys.executable, programs.REMOTE, "run", "--keep-session", "--pidfile")
         argv = [*wrap, str(pidfile), "--", *argv]
-        proc = PopenProc(label, [*self._enter(holder), *argv], self.sink, env=full_env)
+        env_ = programs.local_env(full_env)
+        proc = PopenProc(label, [*self._enter(holder), *argv], self.sink, env=env_)
         self._procs.append(proc)
         return proc
 
@@ -335,7 +337,7 @@ class LocalTransport:
         return out.returncode, out.stdout
 
     def kill(self, worker: Host, pidfiles: list[str]) -> None:
-        from launcher.remote import kill_pidfiles
+        from launcher.workers.remote import kill_pidfiles
 
         kill_pidfiles([Path(p) for p in pidfiles])  # one PID namespace and /tmp for all
 

@@ -31,7 +31,7 @@ within one chunk; with ``PerWorker`` worker ``r`` holds only its own chunks: nod
 edge chunks are dealt out in contiguous groups (chunk ``j`` of ``C`` to rank ``j*P//C``), so
 ``C`` must be at least the number of ranks.
 
-    python -m launcher.chunked check <folder or metadata.json> [--ranks P --layout L --rank R]
+    python -m chunkedgraph check <folder or metadata.json> [--ranks P --layout L --rank R]
 
 checks everything (or only rank R's files) and prints a one-line JSON summary, or exits 1 with
 one line naming the file and what is wrong with it.
@@ -39,12 +39,11 @@ one line naming the file and what is wrong with it.
 
 from __future__ import annotations
 
-import argparse
 import ast
+import hashlib
 import json
 import math
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -454,58 +453,41 @@ def verify(graph: ChunkedGraph, share: Share | None = None) -> int:
 def content_hashes(graph: ChunkedGraph, share: Share | None = None) -> dict[str, str]:
     """SHA-256 of the metadata and of every chunk file ``share`` reads, by path relative to
     the metadata's folder (what a cache of the partitions made from them is keyed by)."""
-    from launcher.partitions import file_sha256
-
     files = [graph.metadata, *(spec.files[j] for spec, j in _read_by(graph, share))]
     out = {}
     for f in files:
         try:
-            out[os.path.relpath(f, graph.root)] = file_sha256(f)
+            out[os.path.relpath(f, graph.root)] = _sha256(f)
         except OSError as e:
             raise ChunkedError(f"chunked graph: cannot read {f}: {e.strerror}") from e
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m launcher.chunked", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("check", help="verify the metadata and the chunk files")
-    c.add_argument("path", help="the chunked graph's folder or its metadata.json")
-    c.add_argument("--ranks", type=int, default=1)
-    c.add_argument("--layout", choices=CHUNKED_LAYOUTS, default=SHARED)
-    c.add_argument("--rank", type=int, help="check only the files this rank reads")
-    c.add_argument(
-        "--hash", action="store_true", help="also report the SHA-256 of every file checked"
-    )
-    a = p.parse_args(argv)
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def row_bytes(spec: FileSpec) -> int:
+    """The bytes of one row of a data column, from its first chunk (numpy: the array's item
+    size times its row shape; text: 4 bytes, a float32, per value)."""
+    first = spec.files[0]  # (a PerWorker worker other than 0 does not hold it)
     try:
-        graph = load(a.path)
-        share = None
-        if a.rank is not None:
-            all_shares = shares(graph, a.ranks, a.layout)
-            if not 0 <= a.rank < a.ranks:
-                raise ChunkedError(f"--rank {a.rank} is not in 0..{a.ranks - 1}")
-            share = all_shares[a.rank]
-        elif a.ranks > 1 or a.layout != SHARED:
-            shares(graph, a.ranks, a.layout)  # the layout fits the ranks
-        files = verify(graph, share)
-        hashes = content_hashes(graph, share) if a.hash else None
-    except ChunkedError as e:
-        print(f"chunked graph: {e}" if not str(e).startswith("chunked graph") else str(e))
-        return 1
-    doc: dict[str, object] = {**graph.summary(), "files_checked": files}
-    if hashes is not None:
-        doc["hashes"] = hashes
-    from launcher.memplan import PlanError, graph_size
-
-    try:  # the memory plan's sizes, for a dglrun that does not see the graph (DistParMETIS)
-        size = graph_size(graph)
-        doc.update(node_bytes=size.node_bytes, edge_bytes=size.edge_bytes)
-    except PlanError:
-        pass
-    print(json.dumps(doc))
-    return 0
+        if spec.fmt == "numpy":
+            h = read_npy_header(first)
+            return h.itemsize * math.prod(h.shape[1:])
+        with first.open() as f:
+            line = f.readline()
+    except OSError as e:
+        raise ChunkedError(f"{first}: cannot read it: {e.strerror}") from e
+    return 4 * len(line.split(spec.delimiter or None))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def data_bytes(graph: ChunkedGraph) -> tuple[int, int]:
+    """The bytes of one node's and of one edge's data (every column), for the memory plan."""
+    node_bytes = sum(row_bytes(s) for s in graph.node_data.values())
+    edge_bytes = sum(row_bytes(s) for s in graph.edge_data.values())
+    return node_bytes, edge_bytes

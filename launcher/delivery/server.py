@@ -1,4 +1,4 @@
-"""Serve a partition set to the workers (the wire contract is in :mod:`launcher.transfer`).
+"""Serve a partition set to the workers (the wire contract is in :mod:`launcher.delivery.wire`).
 
 Files go out with ``sendfile`` (no copy through Python); only files named in the manifest are
 served, so a request cannot reach anything else on the pod. The server stops when a client
@@ -20,7 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from launcher.transfer import TransferError
+from launcher import programs
+from launcher.delivery.wire import TransferError
 from podcontract import TRANSFER_PORT, TRANSFER_READY_PATH, TRANSFER_TOKEN_PATH
 
 _RANGE = re.compile(r"^bytes=(\d+)-$")
@@ -229,14 +230,14 @@ def serve_and_wait(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m launcher.partition_server``: serve a partition set until ``/v1/done``
+    """``python -m launcher.delivery.server``: serve a partition set until ``/v1/done``
     (``--transport local`` runs it in the launcher's network namespace)."""
     import argparse
 
-    from launcher import partitions as parts
-    from launcher.transfer import build_manifest, read_token
+    from launcher.delivery.wire import build_manifest, read_token
+    from launcher.partition import output as parts
 
-    ap = argparse.ArgumentParser(prog="python -m launcher.partition_server")
+    ap = argparse.ArgumentParser(prog=programs.prog(programs.SERVE))
     ap.add_argument("--config", required=True, help="the partition config (<graph>.json)")
     ap.add_argument("--port", type=int, default=TRANSFER_PORT)
     ap.add_argument("--token-file", default=TRANSFER_TOKEN_PATH)

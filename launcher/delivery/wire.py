@@ -23,7 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from launcher import partitions as parts
+from launcher import checksums
+from launcher.partition import output as parts
 
 
 class TransferError(RuntimeError):
@@ -46,7 +47,7 @@ def build_manifest(
     """The manifest a server offers for a partition set: the partition config and each
     part's folder, nothing else the folder holds; ``files``: their ``(size, sha256)`` when
     known (verified just before), else every file is hashed once."""
-    files = parts.manifest(pset.root) if files is None else files
+    files = checksums.manifest(pset.root) if files is None else files
     config = pset.config.name
     by_part = {}
     for i in range(pset.num_parts):

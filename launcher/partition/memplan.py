@@ -32,12 +32,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+import chunkedgraph
+from chunkedgraph import ChunkedError, ChunkedGraph
 from podcontract import DGL_API, DIST_PARMETIS, MEMORY_PLAN_PREFIX, PARMETIS
-
-if TYPE_CHECKING:
-    from launcher.chunked import ChunkedGraph
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -243,10 +241,8 @@ def parse_graph_size(text: str) -> GraphSize:
 
 def chunked_graph_size(path: str | Path) -> GraphSize:
     """The sizes of a chunked graph, from its metadata and the first chunk of each column."""
-    from launcher.chunked import ChunkedError, load
-
     try:
-        graph = load(path)
+        graph = chunkedgraph.load(path)
     except ChunkedError as e:
         raise PlanError(str(e)) from e
     return graph_size(graph)
@@ -254,23 +250,8 @@ def chunked_graph_size(path: str | Path) -> GraphSize:
 
 def graph_size(graph: ChunkedGraph) -> GraphSize:
     """The sizes of a loaded chunked graph (its data's row sizes from the first chunks)."""
-    from launcher.chunked import ChunkedError, FileSpec, read_npy_header
-
-    def row_bytes(spec: FileSpec) -> int:
-        first = spec.files[0]  # (a PerWorker worker other than 0 does not hold it)
-        try:
-            if spec.fmt == "numpy":
-                h = read_npy_header(first)
-                return h.itemsize * math.prod(h.shape[1:])
-            with first.open() as f:
-                line = f.readline()
-        except OSError as e:
-            raise PlanError(f"{first}: cannot read it: {e.strerror}") from e
-        return 4 * len(line.split(spec.delimiter or None))  # text columns: float32 each
-
     try:
-        node_bytes = sum(row_bytes(s) for s in graph.node_data.values())
-        edge_bytes = sum(row_bytes(s) for s in graph.edge_data.values())
+        node_bytes, edge_bytes = chunkedgraph.data_bytes(graph)
     except ChunkedError as e:
         raise PlanError(str(e)) from e
     return GraphSize(graph.num_nodes, graph.num_edges, node_bytes, edge_bytes, str(graph.metadata))

@@ -1,7 +1,8 @@
 """Workers reached through the operator's ``kubexec.sh`` and ``kubectl cp`` (inside a cluster).
 
-Remote processes run under ``python -m launcher.remote run`` so they can be stopped by session
-(killing a local ``kubectl exec`` leaves the remote process running).
+Remote processes run under ``python -P -m launcher.workers.remote run`` (:mod:`launcher.programs`)
+so they can be stopped by session (killing a local ``kubectl exec`` leaves the remote process
+running).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from launcher.hostfile import Host
-from launcher.transport import (
+from launcher import programs
+from launcher.workers.hostfile import Host
+from launcher.workers.transport import (
     LineSink,
     PopenProc,
     Proc,
@@ -98,7 +100,7 @@ class KubectlTransport:
 
     def _remote_manifest(self, target: str, remote_dir: str) -> dict[str, tuple[int, str]]:
         raw = self._exec(
-            target, f"{self.python} -m launcher.remote manifest {shlex.quote(remote_dir)}"
+            target, programs.command_line(self.python, programs.REMOTE, "manifest", remote_dir)
         )
         try:
             data = json.loads(raw)
@@ -157,9 +159,7 @@ class KubectlTransport:
         self._seq += 1
         pidfile = f"{PIDFILE_DIR}/{self._run_id}-{self._seq}-{label.replace('/', '-')}.pid"
         inner = [
-            self.python,
-            "-m",
-            "launcher.remote",
+            *programs.argv(self.python, programs.REMOTE),
             "run",
             "--pidfile",
             pidfile,
@@ -200,11 +200,10 @@ class KubectlTransport:
         return proc
 
     def _remote_kill(self, worker: Host, pidfiles: list[str]) -> None:
-        files = " ".join(shlex.quote(p) for p in pidfiles)
         try:
             self._exec(
                 worker.name,
-                f"{self.python} -m launcher.remote kill --pidfile {files}",
+                programs.command_line(self.python, programs.REMOTE, "kill", "--pidfile", *pidfiles),
                 timeout=30,
                 bounded=False,
             )

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from launcher.pull import parse_progress
+from launcher.delivery.pull import parse_progress
 from podcontract import STATUS_PROGRESS
 
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

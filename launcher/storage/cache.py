@@ -33,8 +33,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from launcher import partitions as parts
+from launcher import checksums, programs
 from launcher.options import Options
+from launcher.partition import output as parts
 from podcontract import DGL_API
 
 FORMAT = 1  # bump when what an entry holds changes: older entries then miss
@@ -49,12 +50,12 @@ class CacheError(RuntimeError):
 def _tree_hash(path: Path) -> str:
     """SHA-256 over a file, or a folder's files by relative path (content, not dates)."""
     if path.is_file():
-        return parts.file_sha256(path)
+        return checksums.file_sha256(path)
     if not path.is_dir():
         raise CacheError(f"--partition-inputs {path} does not exist")
     h = hashlib.sha256()
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        h.update(f"{f.relative_to(path).as_posix()}\0{parts.file_sha256(f)}\n".encode())
+        h.update(f"{f.relative_to(path).as_posix()}\0{checksums.file_sha256(f)}\n".encode())
     return h.hexdigest()
 
 
@@ -82,7 +83,7 @@ def inputs(
             for named in opts.partition_inputs:
                 content[named] = _tree_hash(Path(named))
         else:
-            from launcher.chunked import ChunkedError, content_hashes, load
+            from chunkedgraph import ChunkedError, content_hashes, load
 
             assert opts.chunked_graph is not None
             try:
@@ -126,7 +127,7 @@ class Cache:
             want = {str(k): (int(v[0]), str(v[1])) for k, v in doc["files"].items()}
         except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
             return Lookup(problem=self._drop(entry, f"{index} is unreadable ({e})"))
-        got = parts.manifest(entry)
+        got = checksums.manifest(entry)
         got.pop(INDEX, None)
         for rel, (size, digest) in sorted(want.items()):
             have = got.get(rel)
@@ -178,7 +179,7 @@ class Cache:
         """Index the partitions written in ``staging`` (``files``: their (size, sha256) if
         already known) and move them into place; if another job committed the same key
         meanwhile, that entry is used and ours removed."""
-        files = parts.manifest(staging) if files is None else files
+        files = checksums.manifest(staging) if files is None else files
         index = {"key": key, "inputs": doc, "files": {k: list(v) for k, v in files.items()}}
         try:
             tmp = staging / f".{INDEX}.tmp"
@@ -270,7 +271,7 @@ def put(src: Path, config_name: str, part: int, staging: Path) -> dict[str, obje
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m launcher.partition_cache")
+    p = argparse.ArgumentParser(prog=programs.prog(programs.CACHE))
     sub = p.add_subparsers(dest="cmd", required=True)
     for name, what in (("place", "an entry's part into a worker"), ("put", "a part into staging")):
         c = sub.add_parser(name, help=f"copy {what}, checksummed")

@@ -15,7 +15,7 @@ while the count rose was killed for memory. Whoever waits for it says so in one 
 container's limit, and dglrun ends with a message starting podcontract's ``OOM_PREFIX``,
 which the operator turns into the Failed reason ``OOMKilled``.
 
-Standard library only (dglrun's layer, also run on the workers by ``launcher.remote``).
+Standard library only (dglrun's layer, also run on the workers by ``launcher.workers.remote``).
 """
 
 from __future__ import annotations
