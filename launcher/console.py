@@ -17,21 +17,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO
 
-from chunkedgraph import ChunkedError
-from launcher.delivery.wire import TransferError
-from launcher.partition import output as parts
+from launcher.errors import LauncherError
 from launcher.partition.memplan import PlanError, Step
 from launcher.report.progress import NoProgress, Progress
-from launcher.storage.layout import StorageError
 from launcher.workers import oom
-from launcher.workers.hostfile import HostfileError
 from launcher.workers.remote import peak_mb
-from launcher.workers.transport import TransportError
 
 TOTAL = 5
 
 
-class PhaseError(RuntimeError):
+class PhaseError(LauncherError, RuntimeError):
     """A phase failed; ``str()`` is the one line a user sees."""
 
 
@@ -42,17 +37,7 @@ class OutOfMemory(PhaseError):
 
 # Failures outside any phase (reading the hostfile, setting up a transport, fetching the
 # results) are reported the same way as a phase's: one line, no traceback.
-USER_ERRORS = (
-    PhaseError,
-    TransportError,
-    parts.PartitionError,
-    HostfileError,
-    ChunkedError,
-    TransferError,
-    PlanError,
-    StorageError,
-    OSError,
-)
+USER_ERRORS = (LauncherError, OSError)
 
 
 @dataclass

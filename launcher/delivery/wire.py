@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from launcher import checksums
+from launcher.errors import LauncherError
 from launcher.partition import output as parts
 
 
-class TransferError(RuntimeError):
+class TransferError(LauncherError, RuntimeError):
     """A transfer failed; ``str()`` is the one line a user sees."""
 
 

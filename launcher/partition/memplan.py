@@ -35,6 +35,7 @@ from pathlib import Path
 
 import chunkedgraph
 from chunkedgraph import ChunkedError, ChunkedGraph
+from launcher.errors import LauncherError
 from podcontract import DGL_API, DIST_PARMETIS, MEMORY_PLAN_PREFIX, PARMETIS
 
 MiB = 1 << 20
@@ -43,7 +44,7 @@ WARN_FRACTION = 0.8  # an estimate above this share of the limit is worth a warn
 LIMIT_FIELD = "spec.dglReplicaSpecs.Worker.template.spec.containers[0].resources.limits.memory"
 
 
-class PlanError(ValueError):
+class PlanError(LauncherError, ValueError):
     """A step will not fit, or the graph's sizes cannot be read."""
 
 

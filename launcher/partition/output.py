@@ -7,8 +7,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher.errors import LauncherError
 
-class PartitionError(ValueError):
+
+class PartitionError(LauncherError, ValueError):
     pass
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from launcher import checksums, programs
+from launcher.errors import LauncherError
 from launcher.options import Options
 from launcher.partition import output as parts
 from podcontract import DGL_API
@@ -43,7 +44,7 @@ INDEX = ".dglrun-cache.json"  # (a dot file: no graph name can collide with it)
 STAGING = ".staging-"
 
 
-class CacheError(RuntimeError):
+class CacheError(LauncherError, RuntimeError):
     """The cache cannot be read or written; ``str()`` names the path."""
 
 

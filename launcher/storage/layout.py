@@ -33,12 +33,13 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher.errors import LauncherError
 from podcontract import RUN_OUTPUT, STORAGE_DIR, STORAGE_RUNS
 
 _RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
-class StorageError(RuntimeError):
+class StorageError(LauncherError, RuntimeError):
     """The storage cannot be used; ``str()`` names the folder and what to change."""
 
 

@@ -6,10 +6,12 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
+from launcher.errors import LauncherError
+
 _ORDINAL = re.compile(r"-(\d+)$")
 
 
-class HostfileError(ValueError):
+class HostfileError(LauncherError, ValueError):
     pass
 
 

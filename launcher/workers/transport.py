@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Protocol
 
+from launcher.errors import LauncherError
 from launcher.workers.hostfile import Host
 from launcher.workers.remote import peak_mb
 
@@ -25,7 +26,7 @@ from launcher.workers.remote import peak_mb
 LineSink = Callable[[str, str], None]
 
 
-class TransportError(RuntimeError):
+class TransportError(LauncherError, RuntimeError):
     """A transport operation failed; the message names the worker and what was tried."""
 
 
