@@ -1,10 +1,12 @@
 """Which code may import which, for every top-level folder of the repository with Python in it.
 
 Product packages (installed, in the images): clock, podprogram and podcontract use only the
-standard library; workqueue only it and clock; launcher and kubectl_download only it, podprogram
-and podcontract; kubeclient (the only HTTP code) knows nothing of caches; informers know nothing
-of the controller; nothing imports the controller; and none of them imports the development code
-(localcluster, tests, e2e, bench).
+standard library; workqueue only it and clock; chunkedgraph only it and podcontract; launcher
+(whose parts import each other in one direction: LAUNCHER_IMPORTS) only it, podprogram,
+podcontract and chunkedgraph; kubectl_download only it, podprogram and podcontract; distpart
+chunkedgraph, never launcher; kubeclient (the only HTTP code) knows nothing of caches; informers
+know nothing of the controller; nothing imports the controller; and none of them imports the
+development code (localcluster, tests, e2e, bench).
 
 Development code: localcluster (this machine's single-node Kubernetes) imports no project
 package and nothing of tests, e2e or bench; tests never import e2e or bench, and the test areas
@@ -117,6 +119,38 @@ TEST_IMPORTS: dict[str, set[str]] = {
     "tests": set(SHARED_TEST_HELPERS),
 }
 
+# Inside launcher/ (dglrun): what each part may import of the others. A part is a sub-package
+# (launcher.workers) or a top-level module (launcher.console); the leaves first. Parts not
+# listed may import any part but the drivers; the drivers (cli -> runs -> phases) only their
+# own callers import.
+LAUNCHER_IMPORTS: dict[str, set[str]] = {
+    "launcher.errors": set(),
+    "launcher.programs": set(),
+    "launcher.checksums": set(),
+    "launcher.checkpoints": {"launcher.checksums"},  # the training scripts' API
+    # reaching the workers, and what runs there: nothing of the steps that use them
+    "launcher.workers": {"launcher.errors", "launcher.programs", "launcher.checksums"},
+    # the partition server and puller: the partition set's format, nothing else
+    "launcher.delivery": {
+        "launcher.errors",
+        "launcher.programs",
+        "launcher.checksums",
+        "launcher.partition.output",
+    },
+}
+LAUNCHER_DRIVERS = {"launcher.cli": set(), "launcher.runs": {"launcher.cli"}}
+LAUNCHER_DRIVERS["launcher.phases"] = {"launcher.runs"}
+
+
+def launcher_part(name: str) -> str:
+    """launcher.workers.kubectl.X -> launcher.workers; launcher.console.Console ->
+    launcher.console; ``from launcher import oom`` style names resolve the same way."""
+    parts = name.split(".")
+    if len(parts) < 2:
+        return name
+    return f"launcher.{parts[1]}"
+
+
 # Folders of scripts run with their own folder on sys.path: a bare ``import common`` is
 # examples/graphsage/common.py, i.e. the layer that folder belongs to.
 SCRIPT_DIRS = {"examples/graphsage": "examples", "bench": "bench", "hack": "hack"}
@@ -208,6 +242,25 @@ def test_layering(layer: str) -> None:
                 )
 
 
+def test_launcher_parts_import_only_what_their_row_allows() -> None:
+    """dglrun's steps in one direction: workers and delivery know nothing of the phases that
+    use them, and only the drivers' callers import them."""
+    bad = []
+    for f in python_files(REPO / "launcher"):
+        me = launcher_part(module_name(f))
+        for name in imported(f):
+            if not within(name, {"launcher"}) or name == "launcher":
+                continue
+            them = launcher_part(name)
+            if them == me:
+                continue
+            if me in LAUNCHER_IMPORTS and not within(name, LAUNCHER_IMPORTS[me]):
+                bad.append(f"{f.relative_to(REPO)} imports {name}")
+            if them in LAUNCHER_DRIVERS and me not in LAUNCHER_DRIVERS[them]:
+                bad.append(f"{f.relative_to(REPO)} imports the driver {name}")
+    assert not bad, "\n".join(bad)
+
+
 def test_no_module_imports_a_conftest_or_a_test_module() -> None:
     """Fixtures come from conftest.py by pytest's lookup, helpers from modules of their own."""
     bad = []
@@ -256,3 +309,7 @@ def test_the_rules_catch_what_they_forbid() -> None:
     assert allowed_test_imports(tests / "support" / "live.py") == {"tests.support"}
     assert allowed_test_imports(tests / "test_layering.py") == SHARED_TEST_HELPERS
     assert "tests" not in LAYERS["localcluster"][0] and "e2e" not in LAYERS["tests"][0]
+    assert launcher_part("launcher.workers.kubectl.deliver") == "launcher.workers"
+    assert launcher_part("launcher.console.Console") == "launcher.console"
+    assert not within("launcher.partition.memplan", LAUNCHER_IMPORTS["launcher.delivery"])
+    assert "launcher" not in LAYERS["distpart"][0] and LAYERS["chunkedgraph"][0] == {"podcontract"}
