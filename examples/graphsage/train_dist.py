@@ -7,8 +7,7 @@ Every DGL server and every trainer runs this script with the same arguments::
 
 ``DGL_ROLE`` (set by dglrun, see launcher/workers/dgl_env.py) decides what it does: a server
 serves its partition inside ``dgl.distributed.initialize`` and exits there once the trainers are
-done; a
-trainer (``DGL_ROLE=client``, ``DGL_DIST_MODE=distributed`` plus torch's ``MASTER_ADDR``,
+done; a trainer (``DGL_ROLE=client``, ``DGL_DIST_MODE=distributed`` plus torch's ``MASTER_ADDR``,
 ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``) trains a DistributedDataParallel GraphSAGE on its
 share of the training nodes, sampling neighbours through the servers. Every trainer evaluates
 its share of the validation and test nodes (exact, full-neighbour inference unless
