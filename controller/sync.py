@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from clock import Clock, RealClock
+from controller import objects as ob
 from controller import status as st
 from controller.api import (
     CLEAN_ALL,
@@ -43,6 +44,7 @@ from controller.api import (
     WORKER,
     DGLJob,
     SpecError,
+    finishing,
     parse_job,
 )
 from controller.apply import Applier
@@ -59,6 +61,7 @@ from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import Expectations
 from controller.metrics import Metrics
 from controller.mutation_cache import MutationCache
+from controller.objects import JobIdentity, JobRef
 from informers.lister import Lister
 from informers.store import split_key
 from kubeclient import (
@@ -198,18 +201,19 @@ class JobSync:
         """Act on the children and decide the new status (written by the caller)."""
         now = self.clock.wall()
         plan = _Plan(obj=obj, status=copy.deepcopy(obj.get("status") or {}))
-        meta = obj.get("metadata") or {}
-        key, ns = f"{meta.get('namespace')}/{meta.get('name')}", str(meta.get("namespace") or "")
+        key, ns = ob.key(obj), ob.namespace(obj)
         plan.on_written.append(lambda: self._track_waiting(key, ns, plan.waiting))
+        # (the generation judged: parsed, or refused as InvalidSpec, or finished)
+        plan.status["observedGeneration"] = ob.generation(obj)
+        if st.finished(plan.status):
+            # before the spec is parsed: a finished job is cleaned up and deleted after its
+            # TTL whatever its spec (one an upgrade's stricter API refuses included)
+            self._finished(JobRef.of(obj), plan, now)
+            return plan
         try:
             job = parse_job(obj)
         except SpecError as e:
-            if not st.finished(plan.status):  # an invalid finished job has nothing to clean
-                self._fail(obj, plan, st.REASON_INVALID_SPEC, f"invalid spec: {e}", now)
-            return plan
-        plan.status["observedGeneration"] = job.generation
-        if st.finished(plan.status):
-            self._finished(job, plan, now)
+            self._fail(obj, plan, st.REASON_INVALID_SPEC, f"invalid spec: {e}", now)
             return plan
         if not self.expectations.satisfied(job.key):
             log.debug("waiting for the cache to see our writes", job=job.key)
@@ -401,7 +405,7 @@ class JobSync:
         if job is not None:
             self._observe_delivery(job, plan)
             plan.on_written.append(lambda: self._cleanup(job, job.spec.clean_pod_policy))
-            self._schedule_ttl(job, plan, now)
+            self._schedule_ttl(job, job.spec.run_policy.ttl_seconds_after_finished, plan, now)
 
     def _succeed(self, job: DGLJob, launcher: Obj, plan: _Plan, now: float) -> None:
         message = f"DGLJob {job.key} successfully completed."
@@ -420,7 +424,7 @@ class JobSync:
         self._observe_delivery(job, plan)
         plan.on_written.append(lambda: self.metrics.jobs_successful.labels(job.namespace).inc())
         plan.on_written.append(lambda: self._cleanup(job, job.spec.clean_pod_policy))
-        self._schedule_ttl(job, plan, now)
+        self._schedule_ttl(job, job.spec.run_policy.ttl_seconds_after_finished, plan, now)
 
     def _not_running(self, plan: _Plan, reason: str, message: str, now: float) -> None:
         if st.get_condition(plan.status, st.RUNNING):
@@ -633,14 +637,14 @@ class JobSync:
                 lost[name] = why
         return lost
 
-    def _delete_pod(self, job: DGLJob, pod: Obj, why: str) -> None:
+    def _delete_pod(self, job: JobIdentity, pod: Obj, why: str) -> None:
         """Delete one of the job's pods; with grace period 0 on a lost node."""
         lost = self._node_lost(st.node_name(pod))
         if lost is not None:
             why = f"{why}; forced: node {st.node_name(pod)} is lost ({lost})"
         self.apply.delete(job, PODS, pod, why, force=lost is not None)
 
-    def _force_stuck(self, job: DGLJob, pods: list[Obj]) -> None:
+    def _force_stuck(self, job: JobIdentity, pods: list[Obj]) -> None:
         """Pods of the job being deleted on a lost node: no kubelet will confirm, so they
         would stay Terminating (and hold a restart, which reuses their names): force them."""
         for pod in pods:
@@ -817,7 +821,7 @@ class JobSync:
             existing = self.listers[res].get(job.namespace, child["metadata"]["name"])
             self.apply.check_owned(job, res, existing)
 
-    def _cleanup(self, job: DGLJob, policy: str) -> None:
+    def _cleanup(self, job: JobIdentity, policy: str) -> None:
         """Apply cleanPodPolicy to a finished job's pods (and its worker Services)."""
         if not self.expectations.satisfied(job.key):
             return
@@ -833,12 +837,14 @@ class JobSync:
         for svc in self.listers[SERVICES].controlled_by(job.uid):
             self.apply.delete(job, SERVICES, svc, f"cleanPodPolicy {policy}")
 
-    def _finished(self, job: DGLJob, plan: _Plan, now: float) -> None:
-        self._cleanup(job, job.spec.clean_pod_policy)
-        self._schedule_ttl(job, plan, now)
+    def _finished(self, job: JobRef, plan: _Plan, now: float) -> None:
+        """A finished job: its cleanPodPolicy, then its TTL, read leniently from the raw
+        object (its spec is not parsed)."""
+        policies = finishing(job.raw)
+        self._cleanup(job, policies.clean_pod_policy)
+        self._schedule_ttl(job, policies.ttl_seconds_after_finished, plan, now)
 
-    def _schedule_ttl(self, job: DGLJob, plan: _Plan, now: float) -> None:
-        ttl = job.spec.run_policy.ttl_seconds_after_finished
+    def _schedule_ttl(self, job: JobIdentity, ttl: int | None, plan: _Plan, now: float) -> None:
         if ttl is None:
             return
         done = st.parse_time(plan.status.get("completionTime")) or now
