@@ -59,8 +59,8 @@ from controller.builders import (
 from controller.children import ONCE_BY_KIND, Listers
 from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import Expectations
+from controller.memo import JobMemos
 from controller.metrics import Metrics
-from controller.mutation_cache import MutationCache
 from controller.objects import JobIdentity, JobRef
 from informers.lister import Lister
 from informers.store import split_key
@@ -161,31 +161,21 @@ class JobSync:
         self.clock: Clock = clock or RealClock()
         self.expectations = expectations or Expectations(clock=self.clock)
         self.apply = Applier(client, self.expectations, recorder)
-        # Our writes the caches may not show yet: a sync right after them must not act on
-        # the older copies.
-        self._jobs_written = MutationCache()
-        self._configmaps_written = MutationCache()
-        # job key -> uid of the job whose transfer Secret this process created or found
-        self._secret_made_for: dict[str, str] = {}
-        # job key -> uid of the job whose storage claim this process created or found
-        self._claim_ready_for: dict[str, str] = {}
-        self._claim_missing_told: set[tuple[str, str]] = set()
+        # everything this process remembers about a job between syncs, in one record per
+        # job key (our writes the caches may not show yet, what was created or told once),
+        # dropped whole when the job is deleted: see forget()
+        self.memos = JobMemos()
         self._queue_ignored_told = False
-        # job key -> (namespace, reason) counted in the jobs-waiting gauge
-        self._waiting: dict[str, tuple[str, str]] = {}
 
     # -- entry point ----------------------------------------------------------------------
 
     def sync(self, key: str) -> Result:
         ns, name = split_key(key)
-        obj = self._jobs_written.newest(key, self.listers.jobs.get(ns, name))
+        cached = self.listers.jobs.get(ns, name)
+        memo = self.memos.peek(key)
+        obj = memo.job_written.newest(cached) if memo is not None else cached
         if obj is None:
-            self.expectations.forget(key)
-            self._jobs_written.forget(key)
-            self._configmaps_written.forget(key)
-            self._secret_made_for.pop(key, None)
-            self._claim_ready_for.pop(key, None)
-            self._track_waiting(key, ns, None)
+            self.forget(key)
             return Result()
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
             return Result()
@@ -194,6 +184,13 @@ class JobSync:
             if plan is None:
                 return Result()
             return self._commit(key, plan)
+
+    def forget(self, key: str) -> None:
+        """The job is gone: nothing about it stays in this process."""
+        self.expectations.forget(key)
+        memo = self.memos.forget(key)
+        if memo is not None and memo.waiting is not None:
+            self.metrics.jobs_waiting.labels(*memo.waiting).dec()
 
     # -- the lifecycle --------------------------------------------------------------------
 
@@ -598,17 +595,16 @@ class JobSync:
                 self._delete_pod(job, pod, "its pods did not start within scheduleTimeoutSeconds")
 
     def _track_waiting(self, key: str, ns: str, reason: str | None) -> None:
-        old = self._waiting.get(key)
+        memo = self.memos[key]
+        old = memo.waiting
         new = (ns, reason) if reason else None
         if old == new:
             return
         if old is not None:
             self.metrics.jobs_waiting.labels(*old).dec()
-        if new is None:
-            self._waiting.pop(key, None)
-        else:
+        if new is not None:
             self.metrics.jobs_waiting.labels(*new).inc()
-            self._waiting[key] = new
+        memo.waiting = new
 
     # -- lost nodes -----------------------------------------------------------------------
 
@@ -687,14 +683,14 @@ class JobSync:
         self._check_ownership(job, want)
         present = set(obs.pods) | set(obs.terminating)
         if want.config_map is not None:
-            cm = self._configmaps_written.newest(
-                job.key, self.listers[CONFIGMAPS].get(job.namespace, job.config_name)
+            cm = self.memos[job.key].config_written.newest(
+                self.listers[CONFIGMAPS].get(job.namespace, job.config_name)
             )
             if cm is None:
                 self.apply.create(job, CONFIGMAPS, want.config_map)
             elif (cm.get("data") or {}) != want.config_map["data"]:
                 updated = self.apply.update_data(CONFIGMAPS, cm, want.config_map["data"])
-                self._configmaps_written.remember(job.key, updated)
+                self.memos[job.key].config_written.remember(updated)
         self._tell_ignored(job, want)
         for child in want.once:
             if child["kind"] == "Secret":
@@ -728,7 +724,7 @@ class JobSync:
         location = results_location(job)
         if location is None:
             return True
-        if self._claim_ready_for.get(job.key) == job.uid:
+        if self.memos[job.key].claim_ready_for == job.uid:
             plan.status["results"] = location
             return True
         plan.status.pop("results", None)  # (until the claim is seen: set below)
@@ -740,7 +736,8 @@ class JobSync:
             return True
         plan.status["results"] = location
         # (once the status is written: a sync that fails to write it does all this again)
-        plan.on_written.append(lambda: self._claim_ready_for.__setitem__(job.key, job.uid))
+        memo = self.memos[job.key]
+        plan.on_written.append(lambda: setattr(memo, "claim_ready_for", job.uid))
         return True
 
     def _claim_reusable(self, job: DGLJob, plan: _Plan, now: float) -> bool:
@@ -773,9 +770,9 @@ class JobSync:
         try:
             self.client.get(PVCS, job.namespace, name)
         except NotFound:
-            told = (job.key, job.uid)
-            if told not in self._claim_missing_told:
-                plan.on_written.append(lambda: self._claim_missing_told.add(told))
+            memo = self.memos[job.key]
+            if memo.claim_missing_told != job.uid:
+                plan.on_written.append(lambda: setattr(memo, "claim_missing_told", job.uid))
                 plan.announce(
                     WARNING,
                     "ClaimNotFound",
@@ -801,10 +798,11 @@ class JobSync:
     def _create_secret_once(self, job: DGLJob, secret: Obj) -> None:
         """The transfer token: created blind once per job and process (a Secret of that name
         that exists already, ours from before a restart of the operator, is used as is)."""
-        if self._secret_made_for.get(job.key) == job.uid:
+        memo = self.memos[job.key]
+        if memo.secret_made_for == job.uid:
             return
         self.apply.create_unwatched(job, SECRETS, secret)
-        self._secret_made_for[job.key] = job.uid
+        memo.secret_made_for = job.uid
 
     def _check_ownership(self, job: DGLJob, want: Desired) -> None:
         children: list[tuple[Resource, Obj]] = []
@@ -898,13 +896,13 @@ class JobSync:
                     # Our copy predates a status another sync wrote: what we decided on it
                     # (a restart, a failure) may already be recorded. Decide again on this one.
                     log.info("the status moved on since our copy; syncing again from the latest")
-                    self._jobs_written.remember(key, obj)
+                    self.memos[key].job_written.remember(obj)
                     return Result(requeue_after=0.0)
                 status = st.rebase_status(base, plan.status, obj.get("status") or {})
                 for field_name in plan.cleared:
                     status.pop(field_name, None)
                 continue
-            self._jobs_written.remember(key, obj)
+            self.memos[key].job_written.remember(obj)
             break
         for type_, reason, message in plan.events:
             self.recorder.record(obj, type_, reason, message)
