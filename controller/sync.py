@@ -216,11 +216,20 @@ class JobSync:
             log.debug("waiting for the cache to see our writes", job=job.key)
             return None
         self._created(job, plan, now)
+        counted = self._run(job, plan, now)
+        if counted is not None:  # (None: the counts stay as they were)
+            plan.status["replicaStatuses"] = st.replica_statuses(counted)
+        return plan
+
+    def _run(self, job: DGLJob, plan: _Plan, now: float) -> st.Observation | None:
+        """The lifecycle of a job that is neither finished nor invalid: act, and decide the
+        status but its ``replicaStatuses``; returns the pods to count there (None: leave
+        them as they were)."""
         pods = self.listers[PODS].controlled_by(job.uid)
         self._force_stuck(job, pods)
         if job.spec.run_policy.suspend:
             self._suspend(job, pods, plan, now)
-            return plan
+            return st.observe(job, [], int(plan.status.get("restartCount") or 0))
         self._resume_if_suspended(job, plan, now)
         attempt = int(plan.status.get("restartCount") or 0)
         obs = st.observe(job, pods, attempt)
@@ -230,11 +239,10 @@ class JobSync:
                 if not st.is_terminating(pod):
                     self._delete_pod(job, pod, "restarting the job")
             self._node_lost_while_restarting(job, obs.stale, plan, now)
-            plan.status["replicaStatuses"] = st.replica_statuses(obs)
-            return plan
+            return obs
         self._record_partition_time(job, obs, plan)
         if self._deadline_passed(job, pods, plan, now):
-            return plan
+            return None
         lost = self._lost_nodes([p for p in obs.pods.values() if st.is_active(p)])
         failure = (
             st.node_loss_failure(job, obs, lost)
@@ -242,43 +250,46 @@ class JobSync:
             or self._missing_pod_failure(job, obs, plan)
         )
         if failure is not None:
-            if failure.reason == st.REASON_NODE_LOST:
-                plan.on_written.append(lambda: self.metrics.node_losses.inc())
-            # (a memory plan that does not fit fails again on every attempt: no restart)
-            retry = failure.condition_reason != st.REASON_MEMORY_PLAN
-            if retry and attempt < job.spec.run_policy.backoff_limit:
-                self._restart(job, failure, attempt, plan, now)
-            else:
-                reason = failure.condition_reason
-                message = failure.describe()
-                if retry and job.spec.run_policy.backoff_limit > 0:
-                    reason = st.REASON_BACKOFF_LIMIT
-                    message += f" (backoffLimit {job.spec.run_policy.backoff_limit} reached)"
-                self._fail(job.raw, plan, reason, message, now, job=job)
-            plan.status["replicaStatuses"] = st.replica_statuses(obs)
-            return plan
+            self._failed_pod(job, failure, attempt, plan, now)
+            return obs
         launcher = obs.pod(job.launcher_name)
         if launcher is not None and st.pod_phase(launcher) == "Succeeded":
             self._succeed(job, launcher, plan, now)
-            plan.status["replicaStatuses"] = st.replica_statuses(obs)
-            return plan
+            return obs
         if self._watch_waiting(job, obs, plan, now):
-            plan.status["replicaStatuses"] = st.replica_statuses(obs)
-            return plan
+            return obs
         try:
             if not self._storage_ready(job, plan, now):
-                return plan
+                return None
             created = self._create_missing(job, obs, attempt)
         except (BadRequest, Invalid) as e:
             # The API server refuses what the job's templates produce: retrying cannot help.
             message = f"invalid spec: the API server refused a child object: {e.message}"
             self._fail(job.raw, plan, st.REASON_INVALID_SPEC, message, now, job=job)
-            return plan
+            return None
         self._set_running_phase(job, obs, plan, now)
         if created:  # counted now: the status is written once, not again when the cache sees them
-            obs = st.observe(job, [*pods, *created], attempt)
-        plan.status["replicaStatuses"] = st.replica_statuses(obs)
-        return plan
+            return st.observe(job, [*pods, *created], attempt)
+        return obs
+
+    def _failed_pod(
+        self, job: DGLJob, failure: st.PodFailure, attempt: int, plan: _Plan, now: float
+    ) -> None:
+        """A pod failed, vanished or sits on a lost node: restart the job while backoffLimit
+        allows, else fail it."""
+        if failure.reason == st.REASON_NODE_LOST:
+            plan.on_written.append(lambda: self.metrics.node_losses.inc())
+        # (a memory plan that does not fit fails again on every attempt: no restart)
+        retry = failure.condition_reason != st.REASON_MEMORY_PLAN
+        if retry and attempt < job.spec.run_policy.backoff_limit:
+            self._restart(job, failure, attempt, plan, now)
+            return
+        reason = failure.condition_reason
+        message = failure.describe()
+        if retry and job.spec.run_policy.backoff_limit > 0:
+            reason = st.REASON_BACKOFF_LIMIT
+            message += f" (backoffLimit {job.spec.run_policy.backoff_limit} reached)"
+        self._fail(job.raw, plan, reason, message, now, job=job)
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -306,9 +317,6 @@ class JobSync:
         for reported in DGLRUN_STATUS_FIELDS:  # the attempt after the resume reports afresh
             plan.clear(reported)
         plan.status.pop("startTime", None)  # activeDeadlineSeconds counts from the resume
-        plan.status["replicaStatuses"] = st.replica_statuses(
-            st.observe(job, [], int(plan.status.get("restartCount") or 0))
-        )
 
     def _resume_if_suspended(self, job: DGLJob, plan: _Plan, now: float) -> None:
         if not st.is_true(plan.status, st.SUSPENDED):
