@@ -31,7 +31,8 @@ from controller.expectations import ADD, DELETE, Expectations
 from controller.metrics import CONTROLLER, Metrics
 from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
 from controller.slim import slim_node
-from controller.status import is_terminating, node_lost
+from controller.status.node_loss import node_lost
+from controller.status.pod_state import is_terminating
 from controller.sync import JobSync
 from informers.factory import SharedInformerFactory
 from informers.lister import Lister

@@ -13,8 +13,8 @@ import structlog.testing
 
 from controller.api import DGLJOBS
 from controller.builders import ATTEMPT_ANNOTATION, JOB_NAME_LABEL
-from controller.status import is_terminating as terminating
-from controller.status import now_rfc3339, parse_time
+from controller.status.conditions import now_rfc3339, parse_time
+from controller.status.pod_state import is_terminating as terminating
 from kubeclient import (
     CONFIGMAPS,
     NETWORKPOLICIES,
