@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
+from controller import objects as ob
 from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import ADD, DELETE, Expectations
 from controller.objects import JobIdentity
@@ -48,7 +49,7 @@ class ForeignObjectError(Exception):
 
 
 def _name(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
+    return ob.name(obj)
 
 
 def owner_of(obj: Obj) -> str:
@@ -201,7 +202,7 @@ class Applier:
         ``force``: grace period 0, for a pod on a lost node (no kubelet will ever confirm
         a graceful deletion there)."""
         name = _name(obj)
-        uid = (obj.get("metadata") or {}).get("uid")
+        uid = ob.uid(obj) or None
         self.expectations.expect(job.key, DELETE, res.plural, [name])
         try:
             self.client.delete(
@@ -217,4 +218,4 @@ class Applier:
 
 
 def _meta_ns(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("namespace") or "")
+    return ob.namespace(obj)

@@ -4,8 +4,11 @@ The caches keep every object as its JSON dict (``kubeclient.Obj``, ``dict[str, A
 is decoded on the watch path. The sync reads them here, at the edge: the TypedDicts below
 spell the fields it reads (every one optional, as in the API's JSON: an absent field is
 absent), and the accessors return those views of any object, whatever it lacks. A mistyped key
-(``meta(pod).get("namspace")``) is then a mypy error, not a silent ``None``
-(``tests/controller/test_objects.py`` shows it).
+is then a mypy error, not a silent ``None`` (``tests/controller/test_objects.py`` shows it):
+``view["namspace"]`` is refused outright, and ``view.get("namspace")`` is typed ``object``,
+which no ``str``, ``int`` or ``list`` accepts. So read a field into its type (return it, or
+give the variable its type), never through ``str(...)`` or ``bool(...)``, which take any
+``object`` and would hide the typo again.
 
 The views are the same dicts, cast: reading through them costs nothing, and writing through
 them writes the cached object (the sync never does: it writes copies).
@@ -144,15 +147,15 @@ def meta(obj: Obj | None) -> ObjectMeta:
 
 
 def name(obj: Obj | None) -> str:
-    return str(meta(obj).get("name") or "")
+    return meta(obj).get("name") or ""
 
 
 def namespace(obj: Obj | None) -> str:
-    return str(meta(obj).get("namespace") or "")
+    return meta(obj).get("namespace") or ""
 
 
 def uid(obj: Obj | None) -> str:
-    return str(meta(obj).get("uid") or "")
+    return meta(obj).get("uid") or ""
 
 
 def key(obj: Obj) -> str:
@@ -177,13 +180,14 @@ def owner_uid(obj: Obj | None) -> str:
     """The uid of the object's controller (its ownerReference with ``controller: true``)."""
     for ref in meta(obj).get("ownerReferences") or []:
         if ref.get("controller"):
-            return str(ref.get("uid") or "")
+            return ref.get("uid") or ""
     return ""
 
 
 def being_deleted(obj: Obj | None) -> bool:
     """``metadata.deletionTimestamp`` is set (for a pod: it is terminating)."""
-    return bool(meta(obj).get("deletionTimestamp"))
+    stamp: str | None = meta(obj).get("deletionTimestamp")
+    return bool(stamp)
 
 
 def conditions(status: Obj | PodStatus | NodeStatus | JobStatus) -> list[Condition]:

@@ -185,7 +185,7 @@ class JobSync:
         if obj is None:
             self.forget(key)
             return Result()
-        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        if ob.being_deleted(obj):
             return Result()
         with self.apply.batch():  # one Event per kind of change to the children, not per child
             plan = self._reconcile(obj)
@@ -426,7 +426,7 @@ class JobSync:
             )
         plan.status["phase"] = conditions.PHASE_FAILED
         plan.status["completionTime"] = conditions.now_rfc3339(now)
-        ns = str((raw.get("metadata") or {}).get("namespace") or "")
+        ns = ob.namespace(raw)
         plan.announce(WARNING, reason, message)
         plan.on_written.append(lambda: self.metrics.jobs_failed.labels(ns, reason).inc())
         if job is not None:
@@ -560,7 +560,7 @@ class JobSync:
             return False
         # each pod's own wait counts from its creation (an attempt's pods are made together,
         # at its start; a pod made later, like the launcher, gets the whole timeout too)
-        created = {str(p["metadata"]["name"]): pod_state.creation_time(p) or now for p in unstarted}
+        created = {ob.name(p): pod_state.creation_time(p) or now for p in unstarted}
         remaining = min(created.values()) + timeout - now
         if remaining > 0:
             plan.requeue(remaining)
@@ -634,9 +634,7 @@ class JobSync:
             cond is not None and was_false and cond.get("reason") != conditions.REASON_PODS_STARTING
         ):
             rank = {n: i for i, n in enumerate(observation.replica_order(job))}
-            names = sorted(
-                (str(p["metadata"]["name"]) for p in unstarted), key=lambda n: rank.get(n, 0)
-            )
+            names = sorted((ob.name(p) for p in unstarted), key=lambda n: rank.get(n, 0))
             message = f"waiting for pods to start: {', '.join(names)}"
             conditions.set_condition(
                 plan.status,
@@ -702,8 +700,8 @@ class JobSync:
         """Pods of the job being deleted on a lost node: no kubelet will confirm, so they
         would stay Terminating (and hold a restart, which reuses their names): force them."""
         for pod in pods:
-            meta = pod.get("metadata") or {}
-            if not pod_state.is_terminating(pod) or meta.get("deletionGracePeriodSeconds") == 0:
+            forced = ob.meta(pod).get("deletionGracePeriodSeconds") == 0
+            if not pod_state.is_terminating(pod) or forced:
                 continue
             lost = self._node_lost(pod_state.node_name(pod))
             if lost is not None:
@@ -810,8 +808,7 @@ class JobSync:
         name = job.claim_name
         assert name is not None
         existing = self.client.get(PVCS, job.namespace, name)
-        labels = (existing.get("metadata") or {}).get("labels") or {}
-        if labels.get(JOB_NAME_LABEL) != job.name:
+        if ob.labels(existing).get(JOB_NAME_LABEL) != job.name:
             message = (
                 f"invalid spec: spec.storage.claimTemplate: PersistentVolumeClaim {name} "
                 f"exists and was not made for DGLJob {job.name}; delete or rename it, or "
@@ -939,21 +936,15 @@ class JobSync:
                 break
             body = copy.deepcopy(obj)
             body["status"] = status
-            meta = obj.get("metadata") or {}
+            ns, name = ob.namespace(obj), ob.name(obj)
             try:
-                obj = self.client.replace(
-                    DGLJOBS,
-                    meta.get("namespace"),
-                    str(meta.get("name")),
-                    body,
-                    subresource="status",
-                )
+                obj = self.client.replace(DGLJOBS, ns, name, body, subresource="status")
             except Conflict:
                 if attempt == STATUS_WRITE_ATTEMPTS - 1:
                     raise
                 log.info("status write conflicted; re-applying it to the latest object")
                 try:
-                    obj = self.client.get(DGLJOBS, meta.get("namespace"), str(meta.get("name")))
+                    obj = self.client.get(DGLJOBS, ns, name)
                 except NotFound:
                     return Result()
                 if rebase.transitioned_since(base, obj.get("status") or {}):
@@ -977,17 +968,16 @@ class JobSync:
 
 def _pending_state(pod: Obj) -> str:
     """What a pod that has not started is doing, in a few words."""
-    status = pod.get("status") or {}
     scheduled = any(
         c.get("type") == "PodScheduled" and c.get("status") == "True"
-        for c in status.get("conditions") or []
+        for c in ob.conditions(ob.pod_status(pod))
     )
     if not scheduled and not pod_state.node_name(pod):
         return "not scheduled"
-    for key in ("initContainerStatuses", "containerStatuses"):
-        for cs in status.get(key) or []:
-            w = (cs.get("state") or {}).get("waiting")
-            if isinstance(w, dict) and w.get("reason"):
-                return f"container {cs.get('name')} is {w['reason']}"
+    for init in (True, False):
+        for cs in ob.container_statuses(pod, init=init):
+            w = ob.waiting(cs)
+            if w is not None and w.get("reason"):
+                return f"container {cs.get('name')} is {w.get('reason')}"
     where = pod_state.node_name(pod)
     return f"scheduled on {where}, its containers not started" if where else "not started"

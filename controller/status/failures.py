@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from controller import objects as ob
 from controller.status.conditions import REASON_MEMORY_PLAN, REASON_NODE_LOST, REASON_OOM_KILLED
 from controller.status.pod_state import pod_phase, replica_type, terminated_state
 from kubeclient import Obj
@@ -55,16 +56,15 @@ def pod_failure(pod: Obj) -> PodFailure | None:
     """Why a Failed pod failed: the first container that exited non-zero, init ones first."""
     if pod_phase(pod) != "Failed":
         return None
-    meta = pod.get("metadata") or {}
-    st = pod.get("status") or {}
+    name, st = ob.name(pod), ob.pod_status(pod)
     rtype = replica_type(pod) or "Pod"
-    for key in ("initContainerStatuses", "containerStatuses"):
-        for cs in st.get(key) or []:
+    for init in (True, False):
+        for cs in ob.container_statuses(pod, init=init):
             t = terminated_state(cs)
             if t and int(t.get("exitCode") or 0) != 0:
                 return PodFailure(
                     rtype,
-                    str(meta.get("name")),
+                    name,
                     str(cs.get("name")),
                     int(t.get("exitCode") or 0),
                     str(t.get("reason") or ""),
@@ -72,7 +72,7 @@ def pod_failure(pod: Obj) -> PodFailure | None:
                 )
     return PodFailure(
         rtype,
-        str(meta.get("name")),
+        name,
         "",
         None,
         str(st.get("reason") or ""),

@@ -3,6 +3,7 @@ failure a pod bound to one of them is."""
 
 from __future__ import annotations
 
+from controller import objects as ob
 from controller.api import DGLJob
 from controller.status.conditions import REASON_NODE_LOST
 from controller.status.failures import PodFailure
@@ -19,14 +20,13 @@ def node_lost(node: Obj | None) -> str | None:
     unreachable. A node that has not reported Ready yet (just registered) is not lost."""
     if node is None:
         return "deleted"
-    meta = node.get("metadata") or {}
-    if meta.get("deletionTimestamp"):
+    if ob.being_deleted(node):
         return "being deleted"
-    for c in (node.get("status") or {}).get("conditions") or []:
+    for c in ob.conditions(ob.node_status(node)):
         if c.get("type") == "Ready" and c.get("status") != "True":
             detail = str(c.get("message") or c.get("reason") or "").strip()
             return f"Ready={c.get('status')}" + (f": {detail}" if detail else "")
-    for t in (node.get("spec") or {}).get("taints") or []:
+    for t in ob.node_spec(node).get("taints") or []:
         if t.get("key") == UNREACHABLE_TAINT:
             return f"tainted {UNREACHABLE_TAINT}"
     return None
@@ -39,7 +39,7 @@ def node_loss_message(lost: dict[str, str], pods: list[Obj]) -> str:
     for pod in pods:
         where = node_name(pod)
         if where in lost:
-            held.setdefault(where, []).append(str((pod.get("metadata") or {}).get("name")))
+            held.setdefault(where, []).append(ob.name(pod))
     parts = [
         f"node {n} is lost ({lost[n]}): pods {', '.join(sorted(held[n]))} ran there"
         for n in sorted(held)
@@ -55,14 +55,14 @@ def node_loss_failure(job: DGLJob, obs: Observation, lost: dict[str, str]) -> Po
     rank = {name: i for i, name in enumerate(replica_order(job))}
     hit = sorted(
         (p for p in obs.pods.values() if node_name(p) in lost and is_active(p)),
-        key=lambda p: rank.get(str(p["metadata"]["name"]), len(rank)),
+        key=lambda p: rank.get(ob.name(p), len(rank)),
     )
     if not hit:
         return None
     first = hit[0]
     return PodFailure(
         replica_type(first) or "Pod",
-        str(first["metadata"]["name"]),
+        ob.name(first),
         "",
         None,
         REASON_NODE_LOST,

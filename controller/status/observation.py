@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from controller import objects as ob
 from controller.api import LAUNCHER, PARTITIONER, WORKER, DGLJob
 from controller.status.conditions import PARTITIONED, PARTITIONING, PENDING, TRAINING
 from controller.status.failures import PodFailure, pod_failure
@@ -66,7 +67,7 @@ def observe(job: DGLJob, pods: list[Obj], attempt: int) -> Observation:
         desired[WORKER] = job.spec.workers
     obs.counts = {t: ReplicaCounts(n) for t, n in desired.items()}
     for pod in pods:
-        name = str((pod.get("metadata") or {}).get("name"))
+        name = ob.name(pod)
         if attempt_of(pod) != attempt:
             obs.stale.append(pod)
             continue

@@ -1,19 +1,21 @@
 """What one pod says: its phase, whether it is active, ready or started, its containers'
-states, its node; pure functions of the pod's JSON."""
+states, its node; pure functions of the pod's JSON (read through controller/objects.py)."""
 
 from __future__ import annotations
 
+from controller import objects as ob
 from controller.builders import ATTEMPT_ANNOTATION, REPLICA_TYPE_LABEL
+from controller.objects import ContainerStatus, StateTerminated
 from controller.status.conditions import parse_time
 from kubeclient import Obj
 
 
 def pod_phase(pod: Obj) -> str:
-    return str((pod.get("status") or {}).get("phase") or "Pending")
+    return ob.pod_status(pod).get("phase") or "Pending"
 
 
 def is_terminating(pod: Obj) -> bool:
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+    return ob.being_deleted(pod)
 
 
 def is_active(pod: Obj) -> bool:
@@ -23,53 +25,48 @@ def is_active(pod: Obj) -> bool:
 def is_ready(pod: Obj) -> bool:
     if pod_phase(pod) != "Running":
         return False
-    for c in (pod.get("status") or {}).get("conditions") or []:
+    for c in ob.conditions(ob.pod_status(pod)):
         if c.get("type") == "Ready":
-            return bool(c.get("status") == "True")
+            return c.get("status") == "True"
     return False
 
 
 def pod_ip(pod: Obj | None) -> str:
-    return str(((pod or {}).get("status") or {}).get("podIP") or "")
+    return ob.pod_status(pod).get("podIP") or ""
 
 
 def replica_type(pod: Obj) -> str:
-    return str(((pod.get("metadata") or {}).get("labels") or {}).get(REPLICA_TYPE_LABEL) or "")
+    return str(ob.labels(pod).get(REPLICA_TYPE_LABEL) or "")
 
 
 def attempt_of(pod: Obj) -> int:
-    raw = ((pod.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT_ANNOTATION, "0")
+    raw = ob.annotation(pod, ATTEMPT_ANNOTATION)
     try:
-        return int(raw)
+        return int(raw if raw is not None else "0")
     except (TypeError, ValueError):
         return -1
 
 
 def main_container_name(pod: Obj) -> str:
-    containers = (pod.get("spec") or {}).get("containers") or [{}]
-    return str(containers[0].get("name") or "")
+    containers = ob.pod_spec(pod).get("containers") or [{}]
+    return containers[0].get("name") or ""
 
 
-def container_status(pod: Obj, name: str, init: bool = False) -> Obj | None:
-    key = "initContainerStatuses" if init else "containerStatuses"
-    for cs in (pod.get("status") or {}).get(key) or []:
+def container_status(pod: Obj, name: str, init: bool = False) -> ContainerStatus | None:
+    for cs in ob.container_statuses(pod, init=init):
         if cs.get("name") == name:
-            return dict(cs)
+            return cs
     return None
 
 
-def terminated_state(cs: Obj | None) -> Obj | None:
-    if not cs:
-        return None
-    t = (cs.get("state") or {}).get("terminated")
-    return dict(t) if isinstance(t, dict) else None
+def terminated_state(cs: ContainerStatus | None) -> StateTerminated | None:
+    return ob.terminated(cs)
 
 
 def main_started(pod: Obj | None) -> bool:
     if not pod:
         return False
-    cs = container_status(pod, main_container_name(pod))
-    state = (cs or {}).get("state") or {}
+    state = ob.state(container_status(pod, main_container_name(pod)))
     return "running" in state or "terminated" in state
 
 
@@ -87,7 +84,7 @@ def main_run_seconds(pod: Obj | None) -> float | None:
 
 
 def creation_time(obj: Obj) -> float | None:
-    return parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    return parse_time(ob.meta(obj).get("creationTimestamp"))
 
 
 def pod_started(pod: Obj) -> bool:
@@ -96,12 +93,12 @@ def pod_started(pod: Obj) -> bool:
     takes)."""
     if pod_phase(pod) != "Pending":
         return True
-    for cs in (pod.get("status") or {}).get("initContainerStatuses") or []:
-        state = cs.get("state") or {}
+    for cs in ob.container_statuses(pod, init=True):
+        state = ob.state(cs)
         if "running" in state or "terminated" in state:
             return True
     return False
 
 
 def node_name(pod: Obj) -> str:
-    return str((pod.get("spec") or {}).get("nodeName") or "")
+    return ob.pod_spec(pod).get("nodeName") or ""

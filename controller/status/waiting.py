@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from controller import objects as ob
 from controller.api import DGLJob
 from controller.status.conditions import REASON_UNSCHEDULABLE
 from controller.status.observation import Observation, replica_order
@@ -81,23 +82,22 @@ def pod_waiting_problem(pod: Obj) -> WaitingProblem | None:
     containers' waiting states the kubelet reports as errors."""
     if is_terminating(pod) or pod_phase(pod) not in ("Pending", "Running"):
         return None
-    name = str((pod.get("metadata") or {}).get("name") or "")
-    st = pod.get("status") or {}
-    for c in st.get("conditions") or []:
+    name = ob.name(pod)
+    for c in ob.conditions(ob.pod_status(pod)):
         if (
             c.get("type") == "PodScheduled"
             and c.get("status") == "False"
             and c.get("reason") == REASON_UNSCHEDULABLE
         ):
             return WaitingProblem(REASON_UNSCHEDULABLE, name, str(c.get("message") or ""))
-    for key, init in (("initContainerStatuses", True), ("containerStatuses", False)):
-        for cs in st.get(key) or []:
-            waiting = (cs.get("state") or {}).get("waiting")
-            if not isinstance(waiting, dict):
+    for init in (True, False):
+        for cs in ob.container_statuses(pod, init=init):
+            waits = ob.waiting(cs)
+            if waits is None:
                 continue
-            reason = str(waiting.get("reason") or "")
+            reason = str(waits.get("reason") or "")
             if reason in CONTAINER_WAITING_REASONS:
-                message = str(waiting.get("message") or "")
+                message = str(waits.get("message") or "")
                 return WaitingProblem(reason, name, message, str(cs.get("name") or ""), init)
     return None
 
