@@ -195,7 +195,9 @@ def _folder(seen: Seen, path: str | Path) -> tuple[str, dict[str, Any]]:
 
 
 def _init(pod: dict[str, Any], name: str) -> dict[str, Any]:
-    inits = {c["name"]: c for c in pod["spec"].get("initContainers") or []}
+    inits: dict[str, dict[str, Any]] = {
+        c["name"]: c for c in pod["spec"].get("initContainers") or []
+    }
     assert name in inits, f"{pod['metadata']['name']} has no init container {name}"
     return inits[name]
 

@@ -7,12 +7,12 @@ import copy
 import pytest
 
 from controller.api import DGLJOBS
-from kubeclient import Invalid, RestClient
+from kubeclient import Invalid, Obj, RestClient
 from tests.support.dgljobs import load_fixture
 from tests.support.malformed import CASES, Case, apply_case
 
 
-def seed(ns: str) -> dict:
+def seed(ns: str) -> Obj:
     raw = load_fixture("seed_dgljob.yaml")
     raw["metadata"]["namespace"] = ns
     return raw

@@ -19,7 +19,7 @@ import pytest
 from controller.api import DGLJOBS
 from controller.builders import DEFAULT_GANG_SCHEDULER_NAME, POD_GROUP_LABEL
 from controller.rbac import cluster_role
-from kubeclient import PODGROUPS, PODS, AlreadyExists, NotFound, Resource, RestClient
+from kubeclient import PODGROUPS, PODS, AlreadyExists, NotFound, Obj, Resource, RestClient
 from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess
 from tests.support.apiserver import install_crd, operator_identity
@@ -86,7 +86,7 @@ def allowed(api: RestClient, user: str, verb: str, namespace: str) -> bool:
     return bool(review["status"].get("allowed"))
 
 
-def pods(api: RestClient, namespace: str) -> dict[str, dict]:
+def pods(api: RestClient, namespace: str) -> dict[str, Obj]:
     return {p["metadata"]["name"]: p for p in api.list(PODS, namespace)["items"]}
 
 

@@ -59,7 +59,7 @@ def test_operator_runs_a_job_with_its_own_rbac_only(
     api: RestClient, namespace: str, operator_kubeconfig: Path
 ) -> None:
     sa = RestClient.from_config(str(operator_kubeconfig))
-    for attempt in (
+    refused_calls: list[Callable[[], object]] = [
         # secrets: only create (the jobs' transfer tokens), never read
         lambda: sa.list(SECRETS, namespace),
         lambda: sa.get(SECRETS, namespace, "dgl-graphsage-transfer"),
@@ -67,7 +67,8 @@ def test_operator_runs_a_job_with_its_own_rbac_only(
         lambda: sa.patch(NODES, None, "any-node", {"metadata": {"labels": {"a": "b"}}}),
         lambda: sa.delete(NODES, None, "any-node"),
         lambda: sa.get(SECRETS, "kube-system", "anything"),
-    ):
+    ]
+    for attempt in refused_calls:
         with pytest.raises(Forbidden):
             attempt()
     with InProcessOperator(str(operator_kubeconfig), namespace) as op:

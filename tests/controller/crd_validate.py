@@ -15,6 +15,7 @@ from typing import Any
 
 import celpy
 import yaml
+from celpy.adapter import json_to_cel
 
 from kubeclient import Obj
 
@@ -138,7 +139,7 @@ class Validator:
         for rule in schema.get("x-kubernetes-validations") or []:
             if "oldSelf" in rule["rule"]:
                 continue  # transition rules need an update
-            ok = self._program(rule["rule"]).evaluate({"self": celpy.json_to_cel(value)})
+            ok = self._program(rule["rule"]).evaluate({"self": json_to_cel(value)})
             if not bool(ok):
                 where = path + rule.get("fieldPath", "")
                 where = where.lstrip(".")

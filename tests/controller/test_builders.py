@@ -405,6 +405,7 @@ def test_one_headless_service_names_every_worker(seed_job_raw: dict[str, Any]) -
     # every worker, not the partitioner or the launcher (same job label, other types)
     selector = svc["spec"]["selector"]
     assert selector == {"dgl.qihoo.net/job-name": "dgl-graphsage", "dgl-replica-type": "Worker"}
+    assert want.partitioner is not None  # the seed job partitions
     for pod in (*want.workers, want.partitioner, want.launcher):
         labels = pod["metadata"]["labels"]
         chosen = all(labels.get(k) == v for k, v in selector.items())

@@ -111,7 +111,8 @@ def test_example_manifest_in_repo_is_the_seed_with_training_settings(
     example = yaml.safe_load((REPO / "examples" / "graphsage" / "dgljob.yaml").read_text())
     seed = load_fixture("seed_dgljob.yaml")
     path = ("spec", "dglReplicaSpecs", "Launcher", "template", "spec", "containers")
-    ex_c, seed_c = example, seed
+    ex_c: Any = example  # the nested maps and lists of YAML along path
+    seed_c: Any = seed
     for key in path:
         ex_c, seed_c = ex_c[key], seed_c[key]
     ex_args, seed_args = ex_c[0].pop("args"), seed_c[0].pop("args")

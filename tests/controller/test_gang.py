@@ -181,6 +181,7 @@ def test_a_template_that_names_a_scheduler_keeps_it(seed_job_raw: dict[str, Any]
     raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["schedulerName"] = "mine"
     d = desired(parse_job(raw), GANG)
     # the Worker template makes the workers and the partitioner
+    assert d.partitioner is not None
     assert {p["spec"]["schedulerName"] for p in [*d.workers, d.partitioner]} == {"mine"}
     assert d.launcher["spec"]["schedulerName"] == DEFAULT_GANG_SCHEDULER_NAME
     assert all(POD_GROUP_LABEL in p["metadata"]["labels"] for p in _pods(d))
@@ -216,6 +217,7 @@ def test_priority_class_goes_to_pods_whose_template_sets_none(
     raw = _scheduling(seed_job_raw, priorityClass="high")
     raw["spec"]["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["priorityClassName"] = "own"
     d = desired(parse_job(raw), GANG if gang else BuildOptions())
+    assert d.partitioner is not None
     assert {p["spec"]["priorityClassName"] for p in [*d.workers, d.partitioner]} == {"high"}
     assert d.launcher["spec"]["priorityClassName"] == "own"
     plain = desired(parse_job(seed_job_raw), GANG if gang else BuildOptions())
@@ -275,7 +277,7 @@ def test_a_worker_template_that_places_its_pods_gets_no_spread(
 
 def test_a_pod_affinity_alone_keeps_the_spread(seed_job_raw: dict[str, Any]) -> None:
     raw = copy.deepcopy(seed_job_raw)
-    affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    affinity: Obj = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
     raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["affinity"] = affinity
     for pod in desired(parse_job(raw), BuildOptions()).workers:
         assert pod["spec"]["affinity"] == affinity
@@ -363,7 +365,8 @@ def test_the_pod_group_comes_before_the_pods_and_outlives_restarts() -> None:
         raw["spec"]["runPolicy"] = {"backoffLimit": 1, "schedulingPolicy": {"queue": "q"}}
         h.create_job(raw)
         h.wait_pods(W0, W1, PART)
-        recorded: CreationOrder = h.client
+        assert isinstance(h.client, CreationOrder)
+        recorded = h.client
         kinds = [kind for kind, _ in recorded.created]
         assert kinds.index("PodGroup") < kinds.index("Pod")
         (group,) = h.kube.objects(PODGROUPS, NS)
@@ -396,7 +399,8 @@ def test_without_gang_scheduling_podgroups_are_never_touched() -> None:
         h.wait_pods(W0, W1, PART)
         h.settle()
         assert PODGROUPS not in h.ctrl.child_informers
-        recorded: CreationOrder = h.client
+        assert isinstance(h.client, CreationOrder)
+        recorded = h.client
         assert "pods" in recorded.touched and "podgroups" not in recorded.touched
         assert h.kube.objects(PODGROUPS, NS) == []
         assert all(POD_GROUP_LABEL not in p["metadata"]["labels"] for p in h.pods().values())

@@ -820,7 +820,8 @@ class StuckPodCreates:
 
 def test_shutdown_abandons_a_stuck_sync_at_its_deadline_naming_the_job() -> None:
     h = Harness(wrap=StuckPodCreates).start()
-    stuck: StuckPodCreates = h.client
+    assert isinstance(h.client, StuckPodCreates)
+    stuck = h.client
     try:
         h.create_job(seed())
         assert stuck.entered.wait(5), "the sync never tried to create a pod"

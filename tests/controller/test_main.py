@@ -134,7 +134,7 @@ class _Refusing(FakeKube):
         super().__init__()
         self.error = error
 
-    def list(self, *args: object, **kwargs: object) -> dict[str, object]:  # type: ignore[override]
+    def list(self, *args: object, **kwargs: object) -> dict[str, object]:
         raise self.error
 
 

@@ -131,7 +131,8 @@ def test_every_call_is_allowed_and_every_rule_is_used(gang: bool) -> None:
     h.start()
     try:
         _run_scenarios(h)
-        recording: Recording = h.client
+        assert isinstance(h.client, Recording)
+        recording = h.client
         stop = threading.Event()
         elector = LeaderElector(
             recording,

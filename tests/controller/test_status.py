@@ -175,7 +175,10 @@ def test_main_run_seconds() -> None:
 
 
 def test_rebase_keeps_their_fields_and_applies_ours() -> None:
-    base = {"phase": "Pending", "conditions": [{"type": "Created", "status": "True"}]}
+    base: dict[str, Any] = {
+        "phase": "Pending",
+        "conditions": [{"type": "Created", "status": "True"}],
+    }
     ours = copy.deepcopy(base)
     ours["phase"] = "Partitioning"
     ours["conditions"].append({"type": "Running", "status": "True"})

@@ -10,9 +10,12 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from tests.support.paths import REPO
+
+# One command-line argument of a script run by Dgl.run: str() gives its text.
+Arg: TypeAlias = str | int | os.PathLike[str]
 
 EXAMPLE = REPO / "examples" / "graphsage"
 CHECKS = Path(__file__).with_name("dgl_checks.py")
@@ -50,7 +53,7 @@ class Dgl:
 
     def run(
         self,
-        argv: Sequence[str | os.PathLike[str]],
+        argv: Sequence[Arg],
         *,
         cwd: Path | None = None,
         timeout: float = 120,
@@ -73,7 +76,7 @@ class Dgl:
             )
         return proc
 
-    def check(self, *args: str | os.PathLike[str]) -> dict[str, Any]:
+    def check(self, *args: Arg) -> dict[str, Any]:
         """Run dgl_checks.py and return its JSON result."""
         out = self.run([CHECKS, *args]).stdout.strip().splitlines()
         result = json.loads(out[-1])

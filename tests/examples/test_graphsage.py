@@ -24,6 +24,7 @@ from tests.examples.helpers import (
     NUM_CLASSES,
     NUM_NODES,
     SEED,
+    Arg,
     Dgl,
     clean_env,
     partition,
@@ -79,7 +80,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 def test_dataset_is_deterministic_for_a_seed(dgl: Dgl, dataset_root: Path, tmp_path: Path) -> None:
     def make(root: Path, seed: int) -> dict[str, bytes]:
-        args = ["--root", root, "--num-nodes", NUM_NODES, "--num-classes", NUM_CLASSES]
+        args: list[Arg] = ["--root", root, "--num-nodes", NUM_NODES, "--num-classes", NUM_CLASSES]
         dgl.run([EXAMPLE / "make_dataset.py", *args, "--feat-dim", FEAT_DIM, "--seed", seed])
         return _files(root / DATASET_DIR)
 
@@ -155,7 +156,7 @@ def test_partition_into_two_parts_matches_the_source(
 
 def test_partition_reports_a_missing_dataset_without_traceback(dgl: Dgl, tmp_path: Path) -> None:
     script = EXAMPLE / "load_and_partition_graph.py"
-    base = ["--graph_name", GRAPH, "--workspace", tmp_path / "ws", "--num_parts", "2"]
+    base: list[Arg] = ["--graph_name", GRAPH, "--workspace", tmp_path / "ws", "--num_parts", "2"]
     missing_root = dgl.run(
         [script, *base, "--dataset_url", "https://example.invalid/g.zip"], check=False
     )
@@ -326,8 +327,9 @@ def test_the_npz_layout_loads_as_the_same_graph(
 ) -> None:
     """make_dataset.py --binary (ogb's npz layout, for big graphs): same graph, edge ids
     included, through ogb's own npz reader."""
-    args = ["--root", tmp_path, "--name", DATASET, "--num-nodes", NUM_NODES, "--avg-degree", 10,
-            "--num-classes", NUM_CLASSES, "--feat-dim", FEAT_DIM, "--seed", SEED]  # fmt: skip
+    args: list[Arg] = ["--root", tmp_path, "--name", DATASET, "--num-nodes", NUM_NODES,
+            "--avg-degree", 10, "--num-classes", NUM_CLASSES, "--feat-dim", FEAT_DIM,
+            "--seed", SEED]  # fmt: skip
     args.append("--binary")
     dgl.run([EXAMPLE / "make_dataset.py", *args])
     d = tmp_path / DATASET_DIR

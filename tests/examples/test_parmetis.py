@@ -25,6 +25,7 @@ from tests.examples.helpers import (
     NUM_CLASSES,
     NUM_NODES,
     SEED,
+    Arg,
     Dgl,
     clean_env,
 )
@@ -116,7 +117,7 @@ def test_the_npz_layout_converts_to_the_same_chunked_graph(
 ) -> None:
     """make_dataset.py --binary (ogb's npz layout, what big graphs use): the converter reads
     it and writes the chunked graph the csv layout gives, file for file."""
-    args = ["--root", tmp_path / "raw", "--name", DATASET, "--num-nodes", NUM_NODES,
+    args: list[Arg] = ["--root", tmp_path / "raw", "--name", DATASET, "--num-nodes", NUM_NODES,
             "--avg-degree", 10, "--num-classes", NUM_CLASSES, "--feat-dim", FEAT_DIM,
             "--seed", SEED, "--binary"]  # fmt: skip
     dgl.run([EXAMPLE / "make_dataset.py", *args])

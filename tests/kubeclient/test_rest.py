@@ -655,6 +655,7 @@ def test_default_watch_read_timeout_exceeds_server_timeout(
 ) -> None:
     seen: list[Any] = []
     pool = client._server
+    assert pool is not None  # no proxy: requests go straight to the server's pool
     real = pool.urlopen
 
     def spy(*a: Any, **kw: Any) -> Any:

@@ -14,6 +14,7 @@ import pytest
 
 from launcher import checkpoints, partition_cache
 from launcher.options import Options, parse
+from launcher.partitions import file_sha256
 from launcher.storage import Storage, StorageError
 from podcontract import STORAGE_DIR
 from tests.launcher.chunked_graph import write_graph
@@ -38,7 +39,7 @@ def test_saving_commits_atomically_and_keeps_the_newest_two(tmp_path: Path) -> N
     names = sorted(os.listdir(tmp_path))
     assert names == ["epoch-2.pt", "epoch-2.pt.sha256", "epoch-3.pt", "epoch-3.pt.sha256"]
     digest = (tmp_path / "epoch-3.pt.sha256").read_text().strip()
-    assert digest == checkpoints.sha256(tmp_path / "epoch-3.pt")
+    assert digest == file_sha256(tmp_path / "epoch-3.pt")
     choice = checkpoints.choose(tmp_path, num_epochs=5)
     assert choice.resume == checkpoints.Checkpoint(3, tmp_path / "epoch-3.pt")
     assert choice.skipped == []

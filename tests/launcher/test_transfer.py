@@ -7,7 +7,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +19,9 @@ from launcher.pull import Puller, main, parse_progress
 from launcher.transfer import TransferError, build_manifest
 
 TOKEN = "s3cret-token"
+
+# The served fixture: a partition set, its manifest, and a server offering it.
+Served = tuple[parts.PartitionSet, dict[str, Any], PartitionServer]
 
 
 def make_set(root: Path, sizes: tuple[int, int] = (300_000, 200_000)) -> parts.PartitionSet:
@@ -37,7 +42,7 @@ def make_set(root: Path, sizes: tuple[int, int] = (300_000, 200_000)) -> parts.P
 
 
 @pytest.fixture
-def served(tmp_path: Path):  # type: ignore[no-untyped-def]
+def served(tmp_path: Path) -> Iterator[Served]:
     pset = make_set(tmp_path / "src")
     manifest = build_manifest(pset)
     with PartitionServer(pset.root, manifest, TOKEN, host="127.0.0.1") as server:
@@ -52,7 +57,7 @@ def no_sleep(_s: float) -> None:
     pass
 
 
-def test_a_worker_pulls_exactly_its_part_intact(served, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_worker_pulls_exactly_its_part_intact(served: Served, tmp_path: Path) -> None:
     pset, manifest, server = served
     seen: list[tuple[int, int]] = []
     puller = Puller(url(server), TOKEN)
@@ -76,7 +81,7 @@ def test_a_worker_pulls_exactly_its_part_intact(served, tmp_path: Path) -> None:
     assert "unrelated.log" not in manifest["files"]
 
 
-def test_a_second_pull_keeps_the_verified_files(served, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_second_pull_keeps_the_verified_files(served: Served, tmp_path: Path) -> None:
     _pset, manifest, server = served
     puller = Puller(url(server), TOKEN)
     puller.pull_files(manifest, manifest["parts"]["0"], tmp_path / "w0")
@@ -84,7 +89,7 @@ def test_a_second_pull_keeps_the_verified_files(served, tmp_path: Path) -> None:
     assert again.bytes_fetched == 0 and again.bytes_total > 0
 
 
-def test_a_wrong_token_is_refused_with_a_clear_error(served) -> None:  # type: ignore[no-untyped-def]
+def test_a_wrong_token_is_refused_with_a_clear_error(served: Served) -> None:
     _pset, _manifest, server = served
     with pytest.raises(TransferError, match="401 missing or wrong transfer token"):
         Puller(url(server), "guess").manifest()
@@ -94,7 +99,7 @@ def test_a_wrong_token_is_refused_with_a_clear_error(served) -> None:  # type: i
     assert e.value.code == 401
 
 
-def test_readiness_needs_no_token_and_only_manifest_files_are_served(served) -> None:  # type: ignore[no-untyped-def]
+def test_readiness_needs_no_token_and_only_manifest_files_are_served(served: Served) -> None:
     _pset, _manifest, server = served
     with urllib.request.urlopen(f"{url(server)}/ready", timeout=10) as r:
         assert r.status == 200
@@ -180,7 +185,7 @@ def test_an_unreachable_server_fails_after_the_retries(tmp_path: Path) -> None:
     assert len(notes) == 5
 
 
-def test_done_ends_the_wait_and_a_timeout_says_what_was_served(served) -> None:  # type: ignore[no-untyped-def]
+def test_done_ends_the_wait_and_a_timeout_says_what_was_served(served: Served) -> None:
     _pset, _manifest, server = served
     with pytest.raises(TransferError, match=r"within 0s \(0.0 MB served to 0 peers\)"):
         server.wait_done(0.01)
@@ -190,7 +195,9 @@ def test_done_ends_the_wait_and_a_timeout_says_what_was_served(served) -> None: 
     t.join()
 
 
-def test_the_command_prints_progress_and_one_line_errors(served, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_the_command_prints_progress_and_one_line_errors(
+    served: Served, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _pset, manifest, server = served
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
@@ -247,7 +254,7 @@ def test_without_done_the_server_stops_cleanly_only_if_everything_was_served(
 
 
 def test_a_destination_that_cannot_be_written_is_named_without_retries(
-    served,  # type: ignore[no-untyped-def]
+    served: Served,
     tmp_path: Path,
 ) -> None:
     _pset, manifest, server = served

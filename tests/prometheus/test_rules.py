@@ -11,7 +11,6 @@ import yaml
 
 from tests.prometheus.promql import (
     ALERT_TESTS,
-    RULES,
     load_rules,
     metric_names,
     recording_rule_names,
@@ -19,6 +18,7 @@ from tests.prometheus.promql import (
     sample_names,
     static_exposition,
 )
+from tests.support.paths import RULES
 
 SEVERITIES = {"critical", "warning", "info"}
 

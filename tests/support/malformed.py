@@ -40,9 +40,11 @@ def _run_policy(o: Obj) -> Obj:
     return rp
 
 
-def _skip(o: Obj) -> None:
+def _skip(o: Obj) -> Obj:
+    """Make o a Skip-mode job (no Worker replicas); returns o."""
     _spec(o)["partitionMode"] = "Skip"
     del _spec(o)["dglReplicaSpecs"]["Worker"]
+    return o
 
 
 CASES: list[Case] = [
@@ -171,7 +173,7 @@ CASES: list[Case] = [
     ),
     Case(
         "name-too-long-for-launcher-in-skip",
-        lambda o: (_skip(o), o["metadata"].update(name="s" * 55)),
+        lambda o: _skip(o)["metadata"].update(name="s" * 55),
         "metadata.name",
     ),
     Case("name-not-dns-1035", lambda o: o["metadata"].update(name="1-job"), "metadata.name"),

@@ -13,7 +13,9 @@ from workqueue import DelayingQueue
 
 
 @pytest.fixture
-def q(clock: FakeClock, track: Callable[[DelayingQueue[str]], DelayingQueue[str]]):
+def q(
+    clock: FakeClock, track: Callable[[DelayingQueue[str]], DelayingQueue[str]]
+) -> DelayingQueue[str]:
     queue = track(DelayingQueue[str](clock=clock))
     settle(clock, 1)  # the waiting thread is up and blocked on the clock
     return queue
