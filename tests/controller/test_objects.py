@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from controller import objects as ob
 from controller.api import parse_job
@@ -51,7 +52,8 @@ def test_the_accessors_read_any_object_whatever_it_lacks() -> None:
     assert ob.waiting(init) == {"reason": "R"} and ob.terminated(init) is None
     (main,) = ob.container_statuses(pod)
     assert ob.terminated(main) == {"exitCode": 3} and ob.waiting(main) is None
-    for empty in ({}, {"metadata": None, "spec": "junk", "status": []}):
+    empties: list[dict[str, Any]] = [{}, {"metadata": None, "spec": "junk", "status": []}]
+    for empty in empties:
         assert ob.name(empty) == "" and ob.labels(empty) == {} and ob.owner_uid(empty) == ""
         assert not ob.being_deleted(empty) and ob.container_statuses(empty) == []
         assert ob.pod_status(empty) == {} and ob.pod_spec(empty) == {}
