@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from launcher import checkpoints
-from launcher.options import Options, parse
 from launcher.checksums import file_sha256
+from launcher.options import Options, parse
 from launcher.storage import cache
 from launcher.storage.layout import Storage, StorageError
 from podcontract import STORAGE_DIR
