@@ -151,6 +151,35 @@ def _partition_into(
     return parts.load(config, opts.num_partitions)
 
 
+def partition_on_workers(
+    opts: Options,
+    transport: Transport,
+    console: Console,
+    report: Report,
+    plan: Callable[[memplan.GraphSize], None] | None = None,
+) -> list[Host]:
+    """Phases 1 and 2 of DistParMETIS: partition on the workers (nothing to deliver). The
+    workers check their chunks; ``plan`` then gets the graph's sizes as they see them (the
+    memory plan, which may refuse: before any rank starts); the partition cache places a
+    partition set it holds, else the ranks run and the cache keeps what they wrote."""
+    hosts = transport.workers()
+    with phase(console, report, 1, "partition"):
+        size, hashes = parmetis_modes.check_workers(opts, transport, hosts, console)
+        if plan is not None and size is not None:
+            plan(size)
+        cached = keeping.DistCache.open(opts, console, hashes)
+        if cached is None or not cached.place(opts, transport, hosts, console, report):
+            parmetis_modes.partition_with_mpi(opts, transport, hosts, console, report)
+            if cached is not None:
+                cached.store(opts, transport, hosts, console)
+    console.progress.record(
+        STATUS_PARTITION_SECONDS, round(report.seconds.get("partition", 0.0), 1)
+    )
+    with phase(console, report, 2, "deliver"):
+        console.say("  nothing to deliver: every worker wrote its own partition")
+    return hosts
+
+
 def _empty(folder: Path) -> None:
     if folder.exists():
         shutil.rmtree(folder)

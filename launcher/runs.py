@@ -37,6 +37,7 @@ from launcher.phases import (
     dispatch_pull,
     fetch_partition_config,
     partition,
+    partition_on_workers,
     partition_server,
     plan_memory,
     run_local_process,
@@ -151,7 +152,7 @@ def run_on_workers(
                 if not report.memory:  # (the local transport planned before: same graph)
                     plan_memory(opts, console, report, size=size)
 
-            hosts = parmetis_modes.partition_on_workers(opts, transport, console, report, plan)
+            hosts = partition_on_workers(opts, transport, console, report, plan)
             pset = parmetis_modes.verify_on_workers(opts, transport, hosts, console, report)
         elif source is not None:
             hosts = dispatch_pull(opts, pset, source, transport, console, report)

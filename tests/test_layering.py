@@ -132,6 +132,17 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
     "launcher.checkpoints": {"launcher.checksums"},  # the training scripts' API
     # reaching the workers, and what runs there: nothing of the steps that use them
     "launcher.workers": {"launcher.errors", "launcher.programs", "launcher.checksums"},
+    # the partition step (the memory plan, the set's format, mpirun, the ParMETIS modes): it
+    # reaches the workers and prints, nothing of storage (the cache is the phase's, in
+    # launcher.phases), delivery or the report
+    "launcher.partition": {
+        "launcher.errors",
+        "launcher.programs",
+        "launcher.checksums",
+        "launcher.workers",
+        "launcher.console",
+        "launcher.options",
+    },
     # the partition server and puller: the partition set's format, nothing else
     "launcher.delivery": {
         "launcher.errors",

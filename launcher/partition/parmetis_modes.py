@@ -3,10 +3,12 @@ then run the ranks of ``python -m distpart partition`` under mpirun.
 
 * ``ParMETIS`` (:func:`partition_in_pod`, the partitioner pod): every rank here, writing the
   partitions into ``<workspace>/dataset``; delivery and dispatch follow as in ``DGL-API``.
-* ``DistParMETIS`` (:func:`partition_on_workers`, the launcher): one rank per worker, started
+* ``DistParMETIS`` (:func:`partition_with_mpi`, the launcher): one rank per worker, started
   through the transport's remote-shell agent (``kubexec.sh`` in a cluster); rank ``i`` writes
   partition ``i`` into worker ``i``'s ``<workspace>/workload``. :func:`verify_on_workers` then
   checks that every worker holds its part and the same partition JSON: nothing is copied.
+  launcher.phases.partition_on_workers runs the phase: :func:`check_workers`, the partition
+  cache (launcher.storage), then :func:`partition_with_mpi` on a miss.
 
 Before any rank starts, the input is checked where the ranks will read it (every chunk file a
 rank reads exists and is as long as ``metadata.json`` says): a missing or truncated chunk is
@@ -36,7 +38,6 @@ from launcher.options import Options
 from launcher.partition import mpirun
 from launcher.partition import output as parts
 from launcher.partition.memplan import GraphSize
-from launcher.storage import keeping
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import (
     LineSink,
@@ -47,7 +48,7 @@ from launcher.workers.transport import (
     in_parallel,
     run_everywhere,
 )
-from podcontract import SHARED, STATUS_PARTITION_SECONDS
+from podcontract import SHARED
 
 STATS_PREFIX = "distpart-stats "
 # what mpirun relays from its remote-shell agent: kubexec.sh's `set -x` trace, and kubectl's
@@ -182,7 +183,7 @@ def partition_in_pod(opts: Options, out_dir: Path, console: Console, report: Rep
 # -- DistParMETIS: one rank per worker ------------------------------------------------------
 
 
-def _check_on_workers(
+def check_on_workers(
     opts: Options, transport: Transport, hosts: list[Host], console: Console, hashed: bool
 ) -> tuple[GraphSize | None, dict[str, str]]:
     """Each worker checks the chunk files its rank will read (in parallel): the graph's
@@ -231,44 +232,24 @@ def _size_of(doc: dict[str, object], where: str) -> GraphSize | None:
     return GraphSize(nodes, edges, node_bytes, edge_bytes, where)
 
 
-def partition_on_workers(
-    opts: Options,
-    transport: Transport,
-    console: Console,
-    report: Report,
-    plan: Callable[[GraphSize], None] | None = None,
-) -> list[Host]:
-    """Phases 1 and 2 of DistParMETIS: partition on the workers (nothing to deliver). Once
-    the workers checked their chunks, ``plan`` gets the graph's sizes as they see them (the
-    memory plan, which may refuse: before any rank starts)."""
-    hosts = transport.workers()
-    with phase(console, report, 1, "partition"):
-        n = len(hosts)
-        if n != opts.num_partitions:
-            raise PhaseError(
-                f"--num-partitions is {opts.num_partitions} but there are {n} workers "
-                f"({', '.join(h.name for h in hosts) or 'none'}): DistParMETIS writes one "
-                "partition on every worker"
-            )
-        if opts.num_ranks not in (None, n):
-            raise PhaseError(f"--num-ranks {opts.num_ranks}: DistParMETIS runs one rank per worker")
-        size, hashes = _check_on_workers(opts, transport, hosts, console, bool(opts.storage))
-        if plan is not None and size is not None:
-            plan(size)
-        cached = keeping.DistCache.open(opts, console, hashes)
-        if cached is None or not cached.place(opts, transport, hosts, console, report):
-            _partition_with_mpi(opts, transport, hosts, console, report)
-            if cached is not None:
-                cached.store(opts, transport, hosts, console)
-    console.progress.record(
-        STATUS_PARTITION_SECONDS, round(report.seconds.get("partition", 0.0), 1)
-    )
-    with phase(console, report, 2, "deliver"):
-        console.say("  nothing to deliver: every worker wrote its own partition")
-    return hosts
+def check_workers(
+    opts: Options, transport: Transport, hosts: list[Host], console: Console
+) -> tuple[GraphSize | None, dict[str, str]]:
+    """DistParMETIS's checks before any rank starts: one partition per worker, one rank per
+    worker, and every worker's chunk files (:func:`check_on_workers`, hashed with storage)."""
+    n = len(hosts)
+    if n != opts.num_partitions:
+        raise PhaseError(
+            f"--num-partitions is {opts.num_partitions} but there are {n} workers "
+            f"({', '.join(h.name for h in hosts) or 'none'}): DistParMETIS writes one "
+            "partition on every worker"
+        )
+    if opts.num_ranks not in (None, n):
+        raise PhaseError(f"--num-ranks {opts.num_ranks}: DistParMETIS runs one rank per worker")
+    return check_on_workers(opts, transport, hosts, console, bool(opts.storage))
 
 
-def _partition_with_mpi(
+def partition_with_mpi(
     opts: Options, transport: Transport, hosts: list[Host], console: Console, report: Report
 ) -> None:
     """One rank of distpart on every worker (inside phase 1)."""
