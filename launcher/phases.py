@@ -36,6 +36,7 @@ from launcher.partition import memplan, mpirun, parmetis_modes
 from launcher.partition import output as parts
 from launcher.report.outcome import read_metrics
 from launcher.storage import keeping
+from launcher.storage.cache import PartitionInputs
 from launcher.workers import blame, oom
 from launcher.workers.dgl_env import Topology, server_env, trainer_env
 from launcher.workers.hostfile import Host, HostfileError, ip_config, parse_hostfile
@@ -94,12 +95,33 @@ def run_local_process(
         raise PhaseError(f"{what} exited with code {code}")
 
 
+def partition_inputs(opts: Options) -> PartitionInputs:
+    """What the partition set is made from (the cache's key), out of dglrun's flags."""
+    return PartitionInputs(
+        mode=opts.partition_mode,
+        graph_name=opts.graph_name,
+        num_partitions=opts.num_partitions,
+        balance_train=opts.balance_train,
+        balance_edges=opts.balance_edges,
+        partition_args=tuple(opts.partition_args),
+        dataset_url=opts.dataset_url,
+        entry_point=opts.partition_entry_point,
+        inputs=tuple(opts.partition_inputs),
+        chunked_graph=opts.chunked_graph,
+    )
+
+
 def partition(opts: Options, console: Console, report: Report) -> parts.PartitionSet:
     """Phase 1 in this pod: the partitions, from the storage's cache when their inputs did
     not change (their files' checksums then in ``report.partition_files``)."""
     with phase(console, report, 1, "partition"):
         done = keeping.partition_cached(
-            opts, console, report, lambda out: _partition_into(opts, out, console, report)
+            opts.storage,
+            partition_inputs(opts),
+            opts.workspace,
+            console,
+            report,
+            lambda out: _partition_into(opts, out, console, report),
         )
         report.partition_files = done.files
         console.say(f"  {done.pset.num_parts} partitions in {done.pset.config}")
@@ -167,11 +189,14 @@ def partition_on_workers(
         size, hashes = parmetis_modes.check_workers(opts, transport, hosts, console)
         if plan is not None and size is not None:
             plan(size)
-        cached = keeping.DistCache.open(opts, console, hashes)
-        if cached is None or not cached.place(opts, transport, hosts, console, report):
+        what = partition_inputs(opts)
+        cached = keeping.DistCache.open(
+            opts.storage, what, opts.python, opts.partition_timeout, hashes
+        )
+        if cached is None or not cached.place(transport, hosts, console, report):
             parmetis_modes.partition_with_mpi(opts, transport, hosts, console, report)
             if cached is not None:
-                cached.store(opts, transport, hosts, console)
+                cached.store(transport, hosts, console)
     console.progress.record(
         STATUS_PARTITION_SECONDS, round(report.seconds.get("partition", 0.0), 1)
     )
@@ -549,7 +574,8 @@ def train(
     assert script is not None
     running: list[_Running] = []
     with phase(console, report, 5, "train"):
-        kept = keeping.trainer_env(opts, console)  # checkpoints, resume, results on storage
+        # checkpoints, resume, results on storage
+        kept = keeping.trainer_env(opts.storage, opts.num_epochs, console)
         try:
             # each worker's workload folder, its (ip_config, partition config) and argv
             where = []
@@ -574,7 +600,7 @@ def train(
         except BaseException:
             stop_all(r.proc for r in running)
             raise
-    out = keeping.results(opts)
+    out = keeping.results(opts.storage)
     if out is not None:
         read_metrics(out, console, report)
         console.say(f"  results are on the job's storage: {out}")

@@ -290,12 +290,12 @@ def run_workload(opts: Options, console: Console, report: Report) -> None:
         env = {
             "OUTDATED_IGNORE": "1",
             "DGLRUN_OUTPUT_DIR": str(opts.workspace / OUTPUT),
-            **keeping.trainer_env(opts, console),
+            **keeping.trainer_env(opts.storage, opts.num_epochs, console),
         }
         run_local_process(
             console, "train", argv, env, opts.train_timeout, f"the training entry point {script}"
         )
-    out = keeping.results(opts)
+    out = keeping.results(opts.storage)
     if out is not None:
         outcome.read_metrics(out, console, report)
 
@@ -321,7 +321,7 @@ def _run(opts: Options, console: Console, report: Report) -> int:
         if opts.storage is not None:
             opts.storage.prepare()
             role = "partitioner" if opts.phase == PHASE_PARTITIONER else "launcher"
-            console.copy_to(keeping.open_log(opts, role))
+            console.copy_to(keeping.open_log(opts.storage, role))
         if opts.transport == "local":
             run_local(opts, console, report)
         elif opts.phase == PHASE_PARTITIONER:

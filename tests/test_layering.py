@@ -143,6 +143,18 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.console",
         "launcher.options",
     },
+    # what outlives the pods (the claim's layout, the partition cache, what each phase keeps):
+    # values, not dglrun's options (launcher.phases builds them)
+    "launcher.storage": {
+        "launcher.errors",
+        "launcher.programs",
+        "launcher.checksums",
+        "launcher.checkpoints",
+        "launcher.workers",
+        "launcher.partition.output",
+        "launcher.console",
+        "launcher.report.progress",
+    },
     # the partition server and puller: the partition set's format, nothing else
     "launcher.delivery": {
         "launcher.errors",

@@ -99,7 +99,7 @@ def termination_message(text: str, path: str | Path = TERMINATION_LOG) -> None:
 def _keep_summary(opts: Options, report: Report, outcome: str, line: str) -> None:
     """The launcher's (not the partitioner's) summary of the attempt, on the storage."""
     if opts.phase != PHASE_PARTITIONER:
-        keeping.write_summary(opts, report, outcome, line)
+        keeping.write_summary(opts.storage, report, outcome, line)
 
 
 def read_metrics(out: Path, console: Console, report: Report) -> None:

@@ -35,7 +35,6 @@ from pathlib import Path
 
 from launcher import checksums, programs
 from launcher.errors import LauncherError
-from launcher.options import Options
 from launcher.partition import output as parts
 from podcontract import DGL_API
 
@@ -60,39 +59,57 @@ def _tree_hash(path: Path) -> str:
     return h.hexdigest()
 
 
+@dataclass(frozen=True)
+class PartitionInputs:
+    """What a partition set is made from, as dglrun's flags say (built once from them:
+    launcher.phases.partition_inputs): what the cache key covers, with the run and the
+    graph's content."""
+
+    mode: str  # --partition-mode
+    graph_name: str
+    num_partitions: int
+    balance_train: bool
+    balance_edges: bool
+    partition_args: tuple[str, ...]
+    dataset_url: str | None
+    entry_point: str | None  # --partition-entry-point (DGL-API)
+    inputs: tuple[str, ...]  # --partition-inputs: what the entry point reads (DGL-API)
+    chunked_graph: str | None  # the ParMETIS modes' input
+
+
 def inputs(
-    opts: Options, run: str, share: bool, content: dict[str, str] | None = None
+    what: PartitionInputs, run: str, share: bool, content: dict[str, str] | None = None
 ) -> dict[str, object]:
     """What the partitions are made from, as the key's hash covers it (readable: it is
     kept in the entry's index). ``content``: the graph files' SHA-256 when computed
     elsewhere (DistParMETIS: by each worker, over the chunks its rank reads)."""
     doc: dict[str, object] = {
         "format": FORMAT,
-        "mode": opts.partition_mode,
-        "graph_name": opts.graph_name,
-        "num_partitions": opts.num_partitions,
-        "balance_train": opts.balance_train,
-        "balance_edges": opts.balance_edges,
-        "partition_args": list(opts.partition_args),
-        "dataset_url": opts.dataset_url,
+        "mode": what.mode,
+        "graph_name": what.graph_name,
+        "num_partitions": what.num_partitions,
+        "balance_train": what.balance_train,
+        "balance_edges": what.balance_edges,
+        "partition_args": list(what.partition_args),
+        "dataset_url": what.dataset_url,
     }
     if content is None:
         content = {}
-        if opts.partition_mode == DGL_API:
-            assert opts.partition_entry_point is not None
-            content[opts.partition_entry_point] = _tree_hash(Path(opts.partition_entry_point))
-            for named in opts.partition_inputs:
+        if what.mode == DGL_API:
+            assert what.entry_point is not None
+            content[what.entry_point] = _tree_hash(Path(what.entry_point))
+            for named in what.inputs:
                 content[named] = _tree_hash(Path(named))
         else:
             from chunkedgraph import ChunkedError, content_hashes, load
 
-            assert opts.chunked_graph is not None
+            assert what.chunked_graph is not None
             try:
-                content = content_hashes(load(opts.chunked_graph))
+                content = content_hashes(load(what.chunked_graph))
             except ChunkedError as e:
                 raise CacheError(str(e)) from e
     doc["content"] = dict(sorted(content.items()))
-    graph_known = opts.partition_mode != DGL_API or bool(opts.partition_inputs)
+    graph_known = what.mode != DGL_API or bool(what.inputs)
     if not (share and graph_known):
         doc["run"] = run  # the graph is the job's own: only its restarts share the entry
     return doc

@@ -27,10 +27,9 @@ from typing import IO
 
 from launcher import checkpoints, programs
 from launcher.console import Console, PhaseError, Report
-from launcher.options import Options
 from launcher.partition import output as parts
 from launcher.report.progress import NORMAL, WARNING
-from launcher.storage.cache import Cache, CacheError, inputs, key_of
+from launcher.storage.cache import Cache, CacheError, PartitionInputs, inputs, key_of
 from launcher.storage.layout import Storage
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import Transport, TransportError, run_everywhere
@@ -57,18 +56,20 @@ class Partitioned:
 
 
 def partition_cached(
-    opts: Options,
+    storage: Storage | None,
+    what: PartitionInputs,
+    workspace: Path,
     console: Console,
     report: Report,
     partition_into: Callable[[Path], parts.PartitionSet],
 ) -> Partitioned:
     """Phase 1's work with the cache around it (call inside the phase): the cached
-    partitions when whole, else ``partition_into(folder)``, the new set then cached."""
-    storage = opts.storage
-    if storage is None or (opts.partition_mode == DGL_API and not opts.partition_entry_point):
-        return Partitioned(partition_into(opts.workspace / "dataset"), {})
+    partitions when whole, else ``partition_into(folder)``, the new set then cached
+    (without storage: into ``<workspace>/dataset``)."""
+    if storage is None or (what.mode == DGL_API and not what.entry_point):
+        return Partitioned(partition_into(workspace / "dataset"), {})
     try:
-        doc = inputs(opts, storage.run, storage.share_partitions)
+        doc = inputs(what, storage.run, storage.share_partitions)
     except CacheError as e:
         raise PhaseError(str(e)) from e
     key = key_of(doc)
@@ -79,7 +80,7 @@ def partition_cached(
             "  warning: --share-partitions: name the graph the partition entry point reads with "
             "--partition-inputs, or only this run's restarts reuse its partitions"
         )
-    found = cache.lookup(key, opts.graph_name, opts.num_partitions)
+    found = cache.lookup(key, what.graph_name, what.num_partitions)
     if found.pset is not None:
         text = (
             f"reused the partitions cached at {where} (same inputs: key {key}; every file's "
@@ -122,29 +123,34 @@ class DistCache:
     key: str
     doc: dict[str, object]
     where: str
+    config: str  # the partition JSON's name (<graph name>.json)
+    python: str  # the workers' interpreter
+    timeout: float  # seconds per worker's copy (0: an hour)
 
     @staticmethod
-    def open(opts: Options, console: Console, hashes: dict[str, str]) -> DistCache | None:
-        storage = opts.storage
+    def open(
+        storage: Storage | None,
+        what: PartitionInputs,
+        python: str,
+        timeout: float,
+        hashes: dict[str, str],
+    ) -> DistCache | None:
         if storage is None:
             return None
-        doc = inputs(opts, storage.run, storage.share_partitions, content=hashes)
+        doc = inputs(what, storage.run, storage.share_partitions, content=hashes)
         key = key_of(doc)
         cache = Cache(storage.partitions)
-        return DistCache(cache, key, doc, _where(storage, cache.entry(key)))
-
-    def _config(self, opts: Options) -> str:
-        return f"{opts.graph_name}.json"
+        where = _where(storage, cache.entry(key))
+        return DistCache(cache, key, doc, where, f"{what.graph_name}.json", python, timeout)
 
     def _run(
         self,
-        opts: Options,
         transport: Transport,
         hosts: list[Host],
         argv_of: Callable[[int, Host], list[str]],
     ) -> list[tuple[Host, int, str]]:
         """(worker, exit code, last line) of a command run on every worker."""
-        timeout = opts.partition_timeout or 3600
+        timeout = self.timeout or 3600
         out = []
         for host, result in zip(
             hosts, run_everywhere(transport, hosts, argv_of, timeout), strict=True
@@ -158,7 +164,6 @@ class DistCache:
 
     def place(
         self,
-        opts: Options,
         transport: Transport,
         hosts: list[Host],
         console: Console,
@@ -173,10 +178,10 @@ class DistCache:
 
         def argv(i: int, host: Host) -> list[str]:
             dest = f"{transport.workspace(host)}/workload"
-            return [*programs.argv(opts.python, programs.CACHE), "place", entry, dest,
-                    "--config", self._config(opts), "--part", str(i)]  # fmt: skip
+            return [*programs.argv(self.python, programs.CACHE), "place", entry, dest,
+                    "--config", self.config, "--part", str(i)]  # fmt: skip
 
-        bad = [(h, line) for h, code, line in self._run(opts, transport, hosts, argv) if code]
+        bad = [(h, line) for h, code, line in self._run(transport, hosts, argv) if code]
         if bad:
             host, line = bad[0]
             why = self.cache.drop(
@@ -199,9 +204,7 @@ class DistCache:
         report.partition["reused"] = self.where
         return True
 
-    def store(
-        self, opts: Options, transport: Transport, hosts: list[Host], console: Console
-    ) -> None:
+    def store(self, transport: Transport, hosts: list[Host], console: Console) -> None:
         """Each worker's new part into the cache (best effort: training does not depend on
         it; a failure is a warning and the next restart partitions again)."""
         try:
@@ -212,11 +215,11 @@ class DistCache:
 
         def argv(i: int, host: Host) -> list[str]:
             src = f"{transport.workspace(host)}/workload"
-            return [*programs.argv(opts.python, programs.CACHE), "put", src, str(staging),
-                    "--config", self._config(opts), "--part", str(i)]  # fmt: skip
+            return [*programs.argv(self.python, programs.CACHE), "put", src, str(staging),
+                    "--config", self.config, "--part", str(i)]  # fmt: skip
 
         files: dict[str, tuple[int, str]] = {}
-        for host, code, line in self._run(opts, transport, hosts, argv):
+        for host, code, line in self._run(transport, hosts, argv):
             try:
                 doc = json.loads(line) if code == 0 else None
             except ValueError:
@@ -227,7 +230,7 @@ class DistCache:
                 return
             files.update({str(k): (int(v[0]), str(v[1])) for k, v in doc["files"].items()})
         try:
-            pset = parts.load(staging / self._config(opts), len(hosts))
+            pset = parts.load(staging / self.config, len(hosts))
             self.cache.commit(staging, self.key, self.doc, pset, files)
         except (CacheError, parts.PartitionError) as e:
             console.say(f"  warning: the partitions were not cached: {e}")
@@ -245,17 +248,16 @@ class DistCache:
 # -- phase 5 ------------------------------------------------------------------------------
 
 
-def trainer_env(opts: Options, console: Console) -> dict[str, str]:
+def trainer_env(storage: Storage | None, num_epochs: int, console: Console) -> dict[str, str]:
     """What every trainer gets with storage (nothing without): where to write results,
     where to checkpoint, and what to resume from."""
-    storage = opts.storage
     if storage is None:
         return {}
     env = {
         "DGLRUN_OUTPUT_DIR": str(storage.output),
         checkpoints.CHECKPOINT_DIR_ENV: str(storage.checkpoints),
     }
-    choice = checkpoints.choose(storage.checkpoints, opts.num_epochs)
+    choice = checkpoints.choose(storage.checkpoints, num_epochs)
     c = choice.resume
     then = f"resuming from {c.path.name}" if c else "training starts from epoch 0"
     for why in choice.skipped:
@@ -264,8 +266,7 @@ def trainer_env(opts: Options, console: Console) -> dict[str, str]:
     if c is None:
         return env
     text = (
-        f"resuming at epoch {c.epoch} of {opts.num_epochs} from the checkpoint "
-        f"{_where(storage, c.path)}"
+        f"resuming at epoch {c.epoch} of {num_epochs} from the checkpoint {_where(storage, c.path)}"
     )
     console.say(f"  {text}")
     console.progress.record(
@@ -277,41 +278,41 @@ def trainer_env(opts: Options, console: Console) -> dict[str, str]:
     return env
 
 
-def results(opts: Options) -> Path | None:
+def results(storage: Storage | None) -> Path | None:
     """Where the trainers wrote their results, when that is on the storage."""
-    return opts.storage.output if opts.storage else None
+    return storage.output if storage else None
 
 
 # -- the whole run --------------------------------------------------------------------------
 
 
-def open_log(opts: Options, role: str) -> IO[str] | None:
+def open_log(storage: Storage | None, role: str) -> IO[str] | None:
     """A file on the storage for this dglrun's log (None without storage)."""
-    if opts.storage is None:
+    if storage is None:
         return None
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    path = opts.storage.logs / f"{role}-{socket.gethostname()}-{stamp}.log"
+    path = storage.logs / f"{role}-{socket.gethostname()}-{stamp}.log"
     try:
         return path.open("a", buffering=1)
     except OSError:
         return None
 
 
-def write_summary(opts: Options, report: Report, outcome: str, line: str) -> None:
+def write_summary(storage: Storage | None, report: Report, outcome: str, line: str) -> None:
     """The launcher's summary of this attempt in ``output/dglrun.json`` (best effort)."""
-    if opts.storage is None:
+    if storage is None:
         return
     doc = {
         "outcome": outcome,
         "summary": line,
-        "run": opts.storage.run,
+        "run": storage.run,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "seconds": {k: round(v, 3) for k, v in report.seconds.items()},
         "metrics": report.metrics,
         "partition": report.partition,
         "memory": {s.name: s.as_status() for s in report.memory},
     }
-    path = opts.storage.output / INDEX_NAME
+    path = storage.output / INDEX_NAME
     try:
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
