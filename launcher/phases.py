@@ -111,6 +111,23 @@ def partition_inputs(opts: Options) -> PartitionInputs:
     )
 
 
+def parmetis_inputs(opts: Options) -> parmetis_modes.Inputs:
+    """What the ParMETIS modes' ranks are started with, out of dglrun's flags."""
+    return parmetis_modes.Inputs(
+        python=opts.python,
+        chunked_graph=opts.chunked_graph,
+        layout=opts.chunked_layout,
+        graph_name=opts.graph_name,
+        num_partitions=opts.num_partitions,
+        balance_train=opts.balance_train,
+        balance_edges=opts.balance_edges,
+        num_ranks=opts.num_ranks,
+        mpirun=opts.mpirun,
+        mpirun_args=tuple(opts.mpirun_args),
+        timeout=opts.partition_timeout,
+    )
+
+
 def partition(opts: Options, console: Console, report: Report) -> parts.PartitionSet:
     """Phase 1 in this pod: the partitions, from the storage's cache when their inputs did
     not change (their files' checksums then in ``report.partition_files``)."""
@@ -134,7 +151,7 @@ def _partition_into(
     """Run the partitioning (ParMETIS ranks, or the partition entry point) into ``out_dir``."""
     if opts.partition_mode == PARMETIS:
         _empty(out_dir)
-        parmetis_modes.partition_in_pod(opts, out_dir, console, report)
+        parmetis_modes.partition_in_pod(parmetis_inputs(opts), out_dir, console, report)
     elif opts.partition_entry_point:
         script = check_entry_point(opts.partition_entry_point, "--partition-entry-point")
         _empty(out_dir)  # never ship a previous run's partitions
@@ -186,7 +203,9 @@ def partition_on_workers(
     partition set it holds, else the ranks run and the cache keeps what they wrote."""
     hosts = transport.workers()
     with phase(console, report, 1, "partition"):
-        size, hashes = parmetis_modes.check_workers(opts, transport, hosts, console)
+        ranks = parmetis_inputs(opts)
+        hashed = opts.storage is not None
+        size, hashes = parmetis_modes.check_workers(ranks, transport, hosts, console, hashed)
         if plan is not None and size is not None:
             plan(size)
         what = partition_inputs(opts)
@@ -194,7 +213,7 @@ def partition_on_workers(
             opts.storage, what, opts.python, opts.partition_timeout, hashes
         )
         if cached is None or not cached.place(transport, hosts, console, report):
-            parmetis_modes.partition_with_mpi(opts, transport, hosts, console, report)
+            parmetis_modes.partition_with_mpi(ranks, transport, hosts, console, report)
             if cached is not None:
                 cached.store(transport, hosts, console)
     console.progress.record(

@@ -153,7 +153,9 @@ def run_on_workers(
                     plan_memory(opts, console, report, size=size)
 
             hosts = partition_on_workers(opts, transport, console, report, plan)
-            pset = parmetis_modes.verify_on_workers(opts, transport, hosts, console, report)
+            pset = parmetis_modes.verify_on_workers(
+                opts.graph_name, transport, hosts, console, report
+            )
         elif source is not None:
             hosts = dispatch_pull(opts, pset, source, transport, console, report)
         else:

@@ -133,15 +133,14 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
     # reaching the workers, and what runs there: nothing of the steps that use them
     "launcher.workers": {"launcher.errors", "launcher.programs", "launcher.checksums"},
     # the partition step (the memory plan, the set's format, mpirun, the ParMETIS modes): it
-    # reaches the workers and prints, nothing of storage (the cache is the phase's, in
-    # launcher.phases), delivery or the report
+    # reaches the workers and prints; it takes values, not dglrun's options, and knows nothing
+    # of storage (the cache is the phase's, in launcher.phases), delivery or the report
     "launcher.partition": {
         "launcher.errors",
         "launcher.programs",
         "launcher.checksums",
         "launcher.workers",
         "launcher.console",
-        "launcher.options",
     },
     # what outlives the pods (the claim's layout, the partition cache, what each phase keeps):
     # values, not dglrun's options (launcher.phases builds them)

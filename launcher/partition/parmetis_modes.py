@@ -29,12 +29,12 @@ import subprocess
 import tempfile
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import chunkedgraph
 from launcher import checksums, programs
 from launcher.console import Console, PhaseError, Report, mb, phase
-from launcher.options import Options
 from launcher.partition import mpirun
 from launcher.partition import output as parts
 from launcher.partition.memplan import GraphSize
@@ -62,17 +62,35 @@ MPIRUN_ENV = {**RANK_ENV, "SHELL": "/bin/sh"}
 WORKLOAD = "workload"
 
 
-def _rank_job(opts: Options, outs: tuple[str, ...]) -> mpirun.RankJob:
-    assert opts.chunked_graph is not None
+@dataclass(frozen=True)
+class Inputs:
+    """What the ParMETIS modes take of dglrun's flags (built once from them:
+    launcher.phases.parmetis_inputs)."""
+
+    python: str  # the ranks' interpreter
+    chunked_graph: str | None  # --chunked-graph
+    layout: str  # --chunked-layout
+    graph_name: str
+    num_partitions: int
+    balance_train: bool
+    balance_edges: bool
+    num_ranks: int | None  # --num-ranks (ParMETIS: None is one per CPU)
+    mpirun: str
+    mpirun_args: tuple[str, ...]
+    timeout: float  # --partition-timeout (0: none)
+
+
+def _rank_job(what: Inputs, outs: tuple[str, ...]) -> mpirun.RankJob:
+    assert what.chunked_graph is not None
     return mpirun.RankJob(
-        python=opts.python,
-        chunked=opts.chunked_graph,
-        layout=opts.chunked_layout,
-        graph_name=opts.graph_name,
-        num_parts=opts.num_partitions,
+        python=what.python,
+        chunked=what.chunked_graph,
+        layout=what.layout,
+        graph_name=what.graph_name,
+        num_parts=what.num_partitions,
         outs=outs,
-        balance_train=opts.balance_train,
-        balance_edges=opts.balance_edges,
+        balance_train=what.balance_train,
+        balance_edges=what.balance_edges,
     )
 
 
@@ -141,20 +159,20 @@ def _summary(console: Console, report: Report) -> None:
 # -- ParMETIS: every rank in this pod ---------------------------------------------------------
 
 
-def partition_in_pod(opts: Options, out_dir: Path, console: Console, report: Report) -> None:
+def partition_in_pod(what: Inputs, out_dir: Path, console: Console, report: Report) -> None:
     """Partition into ``out_dir`` with ``--num-ranks`` local ranks (inside phase 1)."""
-    assert opts.chunked_graph is not None
-    ranks = opts.num_ranks or mpirun.default_ranks()
+    assert what.chunked_graph is not None
+    ranks = what.num_ranks or mpirun.default_ranks()
     try:
-        graph = chunkedgraph.load(opts.chunked_graph)
+        graph = chunkedgraph.load(what.chunked_graph)
         chunkedgraph.shares(graph, ranks, SHARED)  # every rank owns some nodes
         files = chunkedgraph.verify(graph)
     except chunkedgraph.ChunkedError as e:
         raise PhaseError(f"{e}; no MPI rank was started") from e
     console.say(f"  chunked graph {graph.metadata}: {_describe(graph)}; {files} files verified")
     run_id = secrets.token_hex(4)
-    job = _rank_job(opts, (str(out_dir),))
-    launch = mpirun.Launch(opts.mpirun, ranks, env=RANK_ENV, extra=tuple(opts.mpirun_args))
+    job = _rank_job(what, (str(out_dir),))
+    launch = mpirun.Launch(what.mpirun, ranks, env=RANK_ENV, extra=what.mpirun_args)
     argv = mpirun.mpirun_argv(launch, job.argv(mpirun.pidfile(run_id)))
     console.say(f"  mpirun: {ranks} ranks of distpart in this pod")
 
@@ -173,7 +191,7 @@ def partition_in_pod(opts: Options, out_dir: Path, console: Console, report: Rep
         start,
         console,
         report,
-        timeout=opts.partition_timeout,
+        timeout=what.timeout,
         hosts=[me] * ranks,
         cleanup=cleanup,
     )
@@ -184,7 +202,7 @@ def partition_in_pod(opts: Options, out_dir: Path, console: Console, report: Rep
 
 
 def check_on_workers(
-    opts: Options, transport: Transport, hosts: list[Host], console: Console, hashed: bool
+    what: Inputs, transport: Transport, hosts: list[Host], console: Console, hashed: bool
 ) -> tuple[GraphSize | None, dict[str, str]]:
     """Each worker checks the chunk files its rank will read (in parallel): the graph's
     sizes as worker 0 sees them (None if it could not tell) and, with ``hashed``, the
@@ -192,8 +210,8 @@ def check_on_workers(
 
     def argv(i: int, _host: Host) -> list[str]:
         return [
-            *programs.argv(opts.python, programs.CHECK_CHUNKS), "check", str(opts.chunked_graph),
-            "--ranks", str(len(hosts)), "--layout", opts.chunked_layout, "--rank", str(i),
+            *programs.argv(what.python, programs.CHECK_CHUNKS), "check", str(what.chunked_graph),
+            "--ranks", str(len(hosts)), "--layout", what.layout, "--rank", str(i),
             *(["--hash"] if hashed else []),
         ]  # fmt: skip
 
@@ -214,11 +232,11 @@ def check_on_workers(
         hashes.update({f"rank{i}/{k}": str(v) for k, v in (doc.get("hashes") or {}).items()})
         if i == 0:
             console.say(
-                f"  chunked graph {opts.chunked_graph} ({opts.chunked_layout}): "
+                f"  chunked graph {what.chunked_graph} ({what.layout}): "
                 f"{doc.get('num_nodes')} nodes, {doc.get('num_edges')} edges; every worker "
                 "verified the chunks it reads"
             )
-            size = _size_of(doc, f"{host.name}:{opts.chunked_graph}")
+            size = _size_of(doc, f"{host.name}:{what.chunked_graph}")
     return size, hashes
 
 
@@ -233,42 +251,43 @@ def _size_of(doc: dict[str, object], where: str) -> GraphSize | None:
 
 
 def check_workers(
-    opts: Options, transport: Transport, hosts: list[Host], console: Console
+    what: Inputs, transport: Transport, hosts: list[Host], console: Console, hashed: bool
 ) -> tuple[GraphSize | None, dict[str, str]]:
     """DistParMETIS's checks before any rank starts: one partition per worker, one rank per
-    worker, and every worker's chunk files (:func:`check_on_workers`, hashed with storage)."""
+    worker, and every worker's chunk files (:func:`check_on_workers`; ``hashed``: with
+    storage, the partition cache's key)."""
     n = len(hosts)
-    if n != opts.num_partitions:
+    if n != what.num_partitions:
         raise PhaseError(
-            f"--num-partitions is {opts.num_partitions} but there are {n} workers "
+            f"--num-partitions is {what.num_partitions} but there are {n} workers "
             f"({', '.join(h.name for h in hosts) or 'none'}): DistParMETIS writes one "
             "partition on every worker"
         )
-    if opts.num_ranks not in (None, n):
-        raise PhaseError(f"--num-ranks {opts.num_ranks}: DistParMETIS runs one rank per worker")
-    return check_on_workers(opts, transport, hosts, console, bool(opts.storage))
+    if what.num_ranks not in (None, n):
+        raise PhaseError(f"--num-ranks {what.num_ranks}: DistParMETIS runs one rank per worker")
+    return check_on_workers(what, transport, hosts, console, hashed)
 
 
 def partition_with_mpi(
-    opts: Options, transport: Transport, hosts: list[Host], console: Console, report: Report
+    what: Inputs, transport: Transport, hosts: list[Host], console: Console, report: Report
 ) -> None:
     """One rank of distpart on every worker (inside phase 1)."""
     n = len(hosts)
     run_id = secrets.token_hex(4)
     outs = tuple(f"{transport.workspace(h)}/{WORKLOAD}" for h in hosts)
-    job = _rank_job(opts, outs if len(set(outs)) > 1 else outs[:1])
+    job = _rank_job(what, outs if len(set(outs)) > 1 else outs[:1])
     with tempfile.NamedTemporaryFile(
         "w", prefix=f"dglrun-{run_id}-", suffix=".hosts", delete=False
     ) as f:
         f.write(mpirun.mpi_hostfile(hosts))
     try:
         launch = mpirun.Launch(
-            opts.mpirun,
+            what.mpirun,
             n,
             hostfile=f.name,
             rsh_agent=transport.rsh_agent(),
             env=RANK_ENV,
-            extra=tuple(opts.mpirun_args),
+            extra=what.mpirun_args,
         )
         argv = mpirun.mpirun_argv(launch, job.argv(mpirun.pidfile(run_id)))
         console.say(
@@ -291,7 +310,7 @@ def partition_with_mpi(
             start,
             console,
             report,
-            timeout=opts.partition_timeout,
+            timeout=what.timeout,
             hosts=[h.name for h in hosts],
             cleanup=cleanup,
         )
@@ -301,7 +320,7 @@ def partition_with_mpi(
 
 
 def verify_on_workers(
-    opts: Options,
+    graph_name: str,
     transport: Transport,
     hosts: list[Host],
     console: Console,
@@ -310,7 +329,7 @@ def verify_on_workers(
     """Phase 3 of DistParMETIS: every worker holds its own part and the same partition JSON
     (the launcher keeps a copy of the JSON, for the phases after this one)."""
     with phase(console, report, 3, "dispatch"):
-        name = f"{opts.graph_name}.json"
+        name = f"{graph_name}.json"
         local = Path(tempfile.mkdtemp(prefix="dglrun-config-")) / name
         remote0 = f"{transport.workspace(hosts[0])}/{WORKLOAD}"
         if not transport.fetch(hosts[0], f"{remote0}/{name}", local):
