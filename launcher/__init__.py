@@ -4,8 +4,8 @@ partition -> deliver -> dispatch -> configure -> train. ``cli.py`` is the entry 
 ``options.py`` its flags and environment, ``runs.py`` which phases run on which pod, and
 ``phases.py`` the phases themselves; each phase's work lives in the sub-package of its step:
 
-* ``partition/``: [1/5] the graph into parts (the memory plan first; the partition entry
-  point, or the ParMETIS modes' MPI ranks), and the partition set DGL wrote;
+* ``partition/``: [1/5] the graph into parts (the partition entry point, or the ParMETIS
+  modes' MPI ranks), and the partition set DGL wrote;
 * ``delivery/``: [2/5] and [3/5] worker *i* pulls part *i* over HTTP from the pod that holds
   the parts (the wire contract, the server, the puller);
 * ``workers/``: reaching the workers (kubectl exec or local namespaces), what runs on their
@@ -18,7 +18,8 @@ partition -> deliver -> dispatch -> configure -> train. ``cli.py`` is the entry 
 
 Beside them: ``console.py`` (phase lines and one-line errors), ``errors.py`` (the one error
 base class), ``programs.py`` (every ``python -m`` program, started in safe-path mode),
-``checksums.py`` (files' SHA-256) and ``checkpoints.py`` (the training script's API:
+``checksums.py`` (files' SHA-256), ``memplan.py`` (the memory plan: every step's memory
+against the pods' limit, before anything starts) and ``checkpoints.py`` (the training script's API:
 ``from launcher.checkpoints import saving``). The chunked graph format is its own package,
 ``chunkedgraph``.
 """

@@ -1,5 +1,6 @@
 """What dglrun tells the user: numbered phase lines, prefixed process output, the figures of
-the summary line, and the one-line errors every phase raises.
+the summary line, and the one-line errors every phase raises; and the interface of where its
+progress goes besides (:class:`Progress`: the DGLJob's status and Events, launcher.report).
 
 A phase (:func:`phase`) prints ``[k/5] name`` and ``[k/5] name done in 1.2s``; an expected
 failure inside it (a bad file, a worker that cannot be reached) becomes a :class:`PhaseError`
@@ -15,15 +16,53 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Protocol
 
 from launcher.errors import LauncherError
-from launcher.partition.memplan import PlanError, Step
-from launcher.report.progress import NoProgress, Progress
+from launcher.memplan import PlanError, Step
 from launcher.workers import oom
 from launcher.workers.remote import peak_mb
 
 TOTAL = 5
+NORMAL, WARNING = "Normal", "Warning"  # the types of a Kubernetes Event (Progress.event)
+
+
+# -- where a run's progress goes besides the console: the DGLJob's status.progress and its
+# Events (launcher.report.progress.StatusProgress in a pod; NoProgress elsewhere)
+
+
+class Progress(Protocol):
+    def phase(self, k: int, total: int, name: str) -> None: ...
+
+    def output(self, label: str, text: str) -> None: ...
+
+    def record(self, field: str, value: object) -> None:
+        """Publish ``status.<field>`` with the next progress (``partitionSeconds``: the
+        DistParMETIS partition ran in the launcher, where no pod's runtime shows it)."""
+        ...
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        """An Event on the DGLJob (``type_`` Normal or Warning)."""
+        ...
+
+    def finish(self, outcome: str | None) -> None: ...
+
+
+class NoProgress:
+    def phase(self, k: int, total: int, name: str) -> None:
+        pass
+
+    def record(self, field: str, value: object) -> None:
+        pass
+
+    def output(self, label: str, text: str) -> None:
+        pass
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        pass
+
+    def finish(self, outcome: str | None) -> None:
+        pass
 
 
 class PhaseError(LauncherError, RuntimeError):

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from launcher.partition.memplan import GraphSize, PlanError, parse_bytes, parse_graph_size
+from launcher.memplan import GraphSize, PlanError, parse_bytes, parse_graph_size
 from launcher.report.progress import JobRef
 from launcher.storage.layout import Storage, check_run_name, claim_mount
 from podcontract import (

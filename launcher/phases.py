@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher import checksums, programs
+from launcher import checksums, memplan, programs
 from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.delivery.pull import Puller
 from launcher.delivery.wire import TransferError, build_manifest, read_token
 from launcher.options import Options
-from launcher.partition import memplan, mpirun, parmetis_modes
+from launcher.partition import mpirun, parmetis_modes
 from launcher.partition import output as parts
 from launcher.report.outcome import read_metrics
 from launcher.storage import keeping

@@ -20,12 +20,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from launcher import programs
-from launcher.console import TOTAL, USER_ERRORS, Console, PhaseError, Report, phase
+from launcher import memplan, programs
+from launcher.console import TOTAL, USER_ERRORS, Console, NoProgress, PhaseError, Report, phase
 from launcher.delivery.wire import TransferError, build_manifest
 from launcher.options import Options
-from launcher.partition import memplan, parmetis_modes
 from launcher.partition import output as parts
+from launcher.partition import parmetis_modes
 from launcher.phases import (
     OUTPUT,
     Source,
@@ -46,7 +46,7 @@ from launcher.phases import (
     train_argv,
 )
 from launcher.report import outcome
-from launcher.report.progress import FAILED, NoProgress, for_job
+from launcher.report.progress import FAILED, for_job
 from launcher.storage import keeping
 from launcher.workers.hostfile import Host, parse_hostfile
 from launcher.workers.transport import Proc, Transport

@@ -139,6 +139,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.errors",
         "launcher.programs",
         "launcher.checksums",
+        "launcher.memplan",
         "launcher.workers",
         "launcher.console",
     },
@@ -152,7 +153,6 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.workers",
         "launcher.partition.output",
         "launcher.console",
-        "launcher.report.progress",
     },
     # the partition server and puller: the partition set's format, nothing else
     "launcher.delivery": {
@@ -335,7 +335,7 @@ def test_the_rules_catch_what_they_forbid() -> None:
     assert "tests" not in LAYERS["localcluster"][0] and "e2e" not in LAYERS["tests"][0]
     assert launcher_part("launcher.workers.kubectl.deliver") == "launcher.workers"
     assert launcher_part("launcher.console.Console") == "launcher.console"
-    assert not within("launcher.partition.memplan", LAUNCHER_IMPORTS["launcher.delivery"])
+    assert not within("launcher.memplan", LAUNCHER_IMPORTS["launcher.delivery"])
     assert "launcher" not in LAYERS["distpart"][0] and LAYERS["chunkedgraph"][0] == {"podcontract"}
     # localcluster may use the one quantity parser, not the rest of the pod contract
     assert within("podcontract.quantity.parse_quantity", LAYERS["localcluster"][0])

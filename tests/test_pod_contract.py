@@ -24,8 +24,9 @@ from controller.modes import MODES, SKIP
 from controller.status.conditions import REASON_MEMORY_PLAN, REASON_OOM_KILLED
 from controller.status.failures import PodFailure
 from kubectl_download.config import load_config as kubectl_download_config
+from launcher import memplan
 from launcher.options import Options, parse
-from launcher.partition import memplan, mpirun
+from launcher.partition import mpirun
 from launcher.report.progress import JobRef
 from launcher.workers import oom
 from launcher.workers.hostfile import parse_hostfile

@@ -1,6 +1,5 @@
 """Step 1, partition: the graph into one part per worker.
 
-``memplan`` checks every step's memory against the pods' limit before anything starts;
 ``output`` finds and checks the partition set DGL wrote (its config and part folders);
 ``parmetis_modes`` runs the ParMETIS modes (the chunked graph checked where it lives, then
 ``mpirun`` with one rank per pod or per worker), whose command line, MPI hostfile and failure

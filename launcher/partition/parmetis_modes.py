@@ -35,9 +35,9 @@ from pathlib import Path
 import chunkedgraph
 from launcher import checksums, programs
 from launcher.console import Console, PhaseError, Report, mb, phase
+from launcher.memplan import GraphSize
 from launcher.partition import mpirun
 from launcher.partition import output as parts
-from launcher.partition.memplan import GraphSize
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import (
     LineSink,

@@ -15,10 +15,10 @@ import json
 import signal
 from pathlib import Path
 
-from launcher.console import Console, Report, mb
+from launcher import memplan
+from launcher.console import Console, Progress, Report, mb
 from launcher.options import Options
-from launcher.partition import memplan
-from launcher.report.progress import ABANDONED, FAILED, Progress
+from launcher.report.progress import ABANDONED, FAILED
 from launcher.storage import keeping
 from podcontract import (
     DIST_PARMETIS,

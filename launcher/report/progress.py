@@ -16,7 +16,8 @@ does nothing.
 
 :meth:`Progress.event` records a Kubernetes Event on the DGLJob (``kubectl create``; the job's
 Roles allow creating events) for what only dglrun knows: partitions reused from the job's
-storage, a checkpoint resumed from or skipped. Events are best effort too.
+storage, a checkpoint resumed from or skipped. Events are best effort too. The interface
+(``Progress``, ``NoProgress``) is launcher.console's, whose lines the progress follows.
 """
 
 from __future__ import annotations
@@ -30,13 +31,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
+from launcher.console import NoProgress, Progress
 from launcher.delivery.pull import parse_progress
 from podcontract import STATUS_PROGRESS
 
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-NORMAL, WARNING = "Normal", "Warning"
 FAILED = "failed"
 # Stopped from outside (SIGTERM: the operator deletes the pod to suspend or restart the job,
 # and clears the progress itself): publish nothing more, not even what is pending.
@@ -44,40 +44,6 @@ ABANDONED = "abandoned"
 PATCH_TIMEOUT = 10.0  # seconds per `kubectl patch`
 EPOCH = re.compile(r"\bepoch\s+(\d+)\b", re.IGNORECASE)
 MAX_FAILURES = 3  # consecutive refused patches before giving up
-
-
-class Progress(Protocol):
-    def phase(self, k: int, total: int, name: str) -> None: ...
-
-    def output(self, label: str, text: str) -> None: ...
-
-    def record(self, field: str, value: object) -> None:
-        """Publish ``status.<field>`` with the next progress (``partitionSeconds``: the
-        DistParMETIS partition ran in the launcher, where no pod's runtime shows it)."""
-        ...
-
-    def event(self, type_: str, reason: str, message: str) -> None:
-        """An Event on the DGLJob (``type_`` Normal or Warning)."""
-        ...
-
-    def finish(self, outcome: str | None) -> None: ...
-
-
-class NoProgress:
-    def phase(self, k: int, total: int, name: str) -> None:
-        pass
-
-    def record(self, field: str, value: object) -> None:
-        pass
-
-    def output(self, label: str, text: str) -> None:
-        pass
-
-    def event(self, type_: str, reason: str, message: str) -> None:
-        pass
-
-    def finish(self, outcome: str | None) -> None:
-        pass
 
 
 def is_trainer(label: str) -> bool:

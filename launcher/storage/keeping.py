@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import IO
 
 from launcher import checkpoints, programs
-from launcher.console import Console, PhaseError, Report
+from launcher.console import NORMAL, WARNING, Console, PhaseError, Report
 from launcher.partition import output as parts
-from launcher.report.progress import NORMAL, WARNING
 from launcher.storage.cache import Cache, CacheError, PartitionInputs, inputs, key_of
 from launcher.storage.layout import Storage
 from launcher.workers.hostfile import Host

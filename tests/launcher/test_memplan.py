@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher.partition import memplan
-from launcher.partition.memplan import GiB, GraphSize, PlanError, Shape
+from launcher import memplan
+from launcher.memplan import GiB, GraphSize, PlanError, Shape
 from tests.launcher.chunked_graph import write_graph
 from tests.launcher.helpers import FIXTURES, dglrun
 
