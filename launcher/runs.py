@@ -314,7 +314,7 @@ def run(opts: Options, console: Console | None = None) -> int:
     except BaseException:
         progress.finish(FAILED)
         raise
-    outcome.finish_progress(opts, progress, code)
+    outcome.finish_progress(_ending(opts), progress, code)
     return code
 
 
@@ -333,9 +333,13 @@ def _run(opts: Options, console: Console, report: Report) -> int:
         else:
             run_launcher(opts, console, report)
     except USER_ERRORS as e:
-        return outcome.failed(opts, console, report, str(e))
+        return outcome.failed(_ending(opts), console, report, str(e))
     except KeyboardInterrupt:
-        return outcome.interrupted(opts, console, report)
+        return outcome.interrupted(_ending(opts), console, report)
     except Terminated as e:
-        return outcome.terminated(opts, console, report, e.signum)
-    return outcome.succeeded(opts, console, report)
+        return outcome.terminated(_ending(opts), console, report, e.signum)
+    return outcome.succeeded(_ending(opts), console, report)
+
+
+def _ending(opts: Options) -> outcome.Ending:
+    return outcome.Ending(opts.phase, opts.partition_mode, opts.storage)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 
 from launcher import memplan
 from launcher.console import Console, Progress, Report, mb
-from launcher.options import Options
 from launcher.report.progress import ABANDONED, FAILED
 from launcher.storage import keeping
+from launcher.storage.layout import Storage
 from podcontract import (
     DIST_PARMETIS,
     PHASE_LAUNCHER_WORKLOAD,
@@ -32,41 +33,50 @@ from podprogram.termination import TERMINATION_LOG, write_termination_message
 METRICS = "metrics.json"  # what the training entry point may write into $DGLRUN_OUTPUT_DIR
 
 
-def succeeded(opts: Options, console: Console, report: Report) -> int:
-    if opts.phase != PHASE_LAUNCHER_WORKLOAD:
-        report_memory(opts, report, console)
+@dataclass(frozen=True)
+class Ending:
+    """What the end of a run depends on of dglrun's flags (built once: launcher.runs)."""
+
+    phase: str  # the pod's part of the job (DGL_OPERATOR_PHASE_ENV; "": the launcher)
+    partition_mode: str  # how the partition peaks add up
+    storage: Storage | None  # where the launcher keeps its summary
+
+
+def succeeded(end: Ending, console: Console, report: Report) -> int:
+    if end.phase != PHASE_LAUNCHER_WORKLOAD:
+        report_memory(end.partition_mode, report, console)
     line = summary(report)
     console.say(line)
-    _keep_summary(opts, report, "succeeded", line)
+    _keep_summary(end, report, "succeeded", line)
     return 0
 
 
-def failed(opts: Options, console: Console, report: Report, why: str) -> int:
+def failed(end: Ending, console: Console, report: Report, why: str) -> int:
     console.say(f"dglrun: error: {why}")
     termination_message(why)
-    _keep_summary(opts, report, "failed", why)
+    _keep_summary(end, report, "failed", why)
     return 1
 
 
-def interrupted(opts: Options, console: Console, report: Report) -> int:
+def interrupted(end: Ending, console: Console, report: Report) -> int:
     console.say("dglrun: interrupted; stopped every process it started")
-    _keep_summary(opts, report, "interrupted", "")
+    _keep_summary(end, report, "interrupted", "")
     return 130
 
 
-def terminated(opts: Options, console: Console, report: Report, signum: int) -> int:
+def terminated(end: Ending, console: Console, report: Report, signum: int) -> int:
     text = f"terminated by signal {signum}; stopped every process it started"
     console.say(f"dglrun: {text}")
     termination_message(text)
-    _keep_summary(opts, report, "terminated", text)
+    _keep_summary(end, report, "terminated", text)
     return 128 + signum
 
 
-def finish_progress(opts: Options, progress: Progress, code: int) -> None:
+def finish_progress(end: Ending, progress: Progress, code: int) -> None:
     """The progress's last word for a run that ended with ``code``. The partitioner's end is
     not the job's: its last phase stays until the launcher's."""
     if code == 0:
-        progress.finish(None if opts.phase == PHASE_PARTITIONER else PROGRESS_DONE)
+        progress.finish(None if end.phase == PHASE_PARTITIONER else PROGRESS_DONE)
     elif code == 128 + signal.SIGTERM:
         progress.finish(ABANDONED)
     else:
@@ -96,10 +106,10 @@ def termination_message(text: str, path: str | Path = TERMINATION_LOG) -> None:
     write_termination_message(text[:4000], path)
 
 
-def _keep_summary(opts: Options, report: Report, outcome: str, line: str) -> None:
+def _keep_summary(end: Ending, report: Report, outcome: str, line: str) -> None:
     """The launcher's (not the partitioner's) summary of the attempt, on the storage."""
-    if opts.phase != PHASE_PARTITIONER:
-        keeping.write_summary(opts.storage, report, outcome, line)
+    if end.phase != PHASE_PARTITIONER:
+        keeping.write_summary(end.storage, report, outcome, line)
 
 
 def read_metrics(out: Path, console: Console, report: Report) -> None:
@@ -112,14 +122,14 @@ def read_metrics(out: Path, console: Console, report: Report) -> None:
             console.say(f"  warning: {metrics} is not valid JSON")
 
 
-def measured_peaks(opts: Options, report: Report, console: Console) -> dict[str, float]:
+def measured_peaks(partition_mode: str, report: Report, console: Console) -> dict[str, float]:
     """Each step's measured peak (MiB) for one pod: the partition entry point, or the ranks of
     one pod together; a worker's servers and trainers together, the largest worker."""
     out: dict[str, float] = {}
     per_rank = report.partition.get("peak_rss_mb_per_rank")
     ranks = [float(x) for x in per_rank] if isinstance(per_rank, list) else []
     if ranks:
-        out["partition"] = max(ranks) if opts.partition_mode == DIST_PARMETIS else sum(ranks)
+        out["partition"] = max(ranks) if partition_mode == DIST_PARMETIS else sum(ranks)
     per_worker: dict[str, float] = {}
     for label, mib in console.peaks().items():
         worker, _, proc = label.partition("/")
@@ -130,9 +140,9 @@ def measured_peaks(opts: Options, report: Report, console: Console) -> dict[str,
     return out
 
 
-def report_memory(opts: Options, report: Report, console: Console) -> None:
+def report_memory(partition_mode: str, report: Report, console: Console) -> None:
     """The plan next to what was measured, in the log and in ``status.memory``."""
-    peaks = measured_peaks(opts, report, console)
+    peaks = measured_peaks(partition_mode, report, console)
     if report.memory:
         console.say(memplan.table(report.memory, peaks))
     if report.memory or peaks:
