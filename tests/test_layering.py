@@ -2,7 +2,9 @@
 
 Product packages (installed, in the images): clock, podprogram and podcontract use only the
 standard library; workqueue only it and clock; chunkedgraph only it and podcontract; launcher
-(whose parts import each other in one direction: LAUNCHER_IMPORTS) only it, podprogram,
+(whose parts import each other in one direction, LAUNCHER_ORDER: errors, programs, checksums,
+checkpoints, memplan <- workers <- console <- partition <- storage <- delivery <- report <-
+options <- phases <- runs <- cli; each part's row in LAUNCHER_IMPORTS) only it, podprogram,
 podcontract and chunkedgraph; kubectl_download only it, podprogram and podcontract; distpart
 chunkedgraph, never launcher; kubeclient (the only HTTP code) knows nothing of caches; informers
 know nothing of the controller; nothing imports the controller; and none of them imports the
@@ -121,20 +123,44 @@ TEST_IMPORTS: dict[str, set[str]] = {
     "tests": set(SHARED_TEST_HELPERS),
 }
 
-# Inside launcher/ (dglrun): what each part may import of the others. A part is a sub-package
-# (launcher.workers) or a top-level module (launcher.console); the leaves first. Parts not
-# listed may import any part but the drivers; the drivers (cli -> runs -> phases) only their
-# own callers import.
+# Inside launcher/ (dglrun): its parts, the leaves first. A part is a sub-package
+# (launcher.workers) or a top-level module (launcher.console); a part imports only parts
+# before it here, and only those its row in LAUNCHER_IMPORTS names: one direction, no
+# exceptions. The steps (partition, storage, delivery, report) take values, not dglrun's
+# Options: only the drivers (phases, runs, cli) read the options.
+LAUNCHER_ORDER = [
+    "launcher.errors",
+    "launcher.programs",
+    "launcher.checksums",
+    "launcher.checkpoints",
+    "launcher.memplan",
+    "launcher.workers",
+    "launcher.console",
+    "launcher.partition",
+    "launcher.storage",
+    "launcher.delivery",
+    "launcher.report",
+    "launcher.options",
+    "launcher.phases",
+    "launcher.runs",
+    "launcher.cli",
+]
 LAUNCHER_IMPORTS: dict[str, set[str]] = {
+    # the one error base class; every `python -m` program; files' SHA-256
     "launcher.errors": set(),
     "launcher.programs": set(),
     "launcher.checksums": set(),
     "launcher.checkpoints": {"launcher.checksums"},  # the training scripts' API
+    # the memory plan (every step's): its refusal is a PlanError
+    "launcher.memplan": {"launcher.errors"},
     # reaching the workers, and what runs there: nothing of the steps that use them
     "launcher.workers": {"launcher.errors", "launcher.programs", "launcher.checksums"},
-    # the partition step (the memory plan, the set's format, mpirun, the ParMETIS modes): it
-    # reaches the workers and prints; it takes values, not dglrun's options, and knows nothing
-    # of storage (the cache is the phase's, in launcher.phases), delivery or the report
+    # phase lines, one-line errors, the summary's figures and the Progress interface: what
+    # every step prints through (the processes' peaks and OOM kills: workers)
+    "launcher.console": {"launcher.errors", "launcher.memplan", "launcher.workers"},
+    # the partition step (the set's format, mpirun, the ParMETIS modes): it reaches the
+    # workers and prints; nothing of storage (the cache is the phase's, in launcher.phases),
+    # delivery or the report
     "launcher.partition": {
         "launcher.errors",
         "launcher.programs",
@@ -144,15 +170,15 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.console",
     },
     # what outlives the pods (the claim's layout, the partition cache, what each phase keeps):
-    # values, not dglrun's options (launcher.phases builds them)
+    # of the partition step, only the partition set's format
     "launcher.storage": {
         "launcher.errors",
         "launcher.programs",
         "launcher.checksums",
         "launcher.checkpoints",
         "launcher.workers",
-        "launcher.partition.output",
         "launcher.console",
+        "launcher.partition.output",
     },
     # the partition server and puller: the partition set's format, nothing else
     "launcher.delivery": {
@@ -161,9 +187,54 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.checksums",
         "launcher.partition.output",
     },
+    # how a run ends (the plan against the peaks, the summary kept on storage) and its
+    # progress on the DGLJob (the pull's progress lines: delivery)
+    "launcher.report": {
+        "launcher.memplan",
+        "launcher.console",
+        "launcher.storage",
+        "launcher.delivery",
+    },
+    # dglrun's flags and environment, parsed (sizes by memplan's parsers, the claim's layout,
+    # the job to report progress on)
+    "launcher.options": {
+        "launcher.memplan",
+        "launcher.storage.layout",
+        "launcher.report.progress",
+    },
+    # the drivers: the phases read the options and hand each step its values; only runs
+    # imports the phases, and only cli imports runs
+    "launcher.phases": {
+        "launcher.programs",
+        "launcher.checksums",
+        "launcher.memplan",
+        "launcher.workers",
+        "launcher.console",
+        "launcher.partition",
+        "launcher.storage",
+        "launcher.delivery",
+        "launcher.report",
+        "launcher.options",
+    },
+    "launcher.runs": {
+        "launcher.programs",
+        "launcher.memplan",
+        "launcher.workers",
+        "launcher.console",
+        "launcher.partition",
+        "launcher.storage",
+        "launcher.delivery",
+        "launcher.report",
+        "launcher.options",
+        "launcher.phases",
+    },
+    "launcher.cli": {
+        "launcher.programs",
+        "launcher.workers",
+        "launcher.options",
+        "launcher.runs",
+    },
 }
-LAUNCHER_DRIVERS = {"launcher.cli": set(), "launcher.runs": {"launcher.cli"}}
-LAUNCHER_DRIVERS["launcher.phases"] = {"launcher.runs"}
 
 
 def launcher_part(name: str) -> str:
@@ -266,22 +337,42 @@ def test_layering(layer: str) -> None:
                 )
 
 
+def launcher_parts() -> set[str]:
+    """launcher's parts, from its files: each sub-package and each top-level module."""
+    return {
+        launcher_part(module_name(f))
+        for f in python_files(REPO / "launcher")
+        if module_name(f) != "launcher"
+    }
+
+
+def test_launcher_parts_are_in_one_order() -> None:
+    """Every part has a row, in LAUNCHER_ORDER, and a row names only parts before its own."""
+    assert launcher_parts() == set(LAUNCHER_ORDER) == set(LAUNCHER_IMPORTS)
+    assert len(LAUNCHER_ORDER) == len(set(LAUNCHER_ORDER))
+    bad = [
+        f"{me} may import {name}"
+        for me, allowed in LAUNCHER_IMPORTS.items()
+        for name in allowed
+        if LAUNCHER_ORDER.index(launcher_part(name)) >= LAUNCHER_ORDER.index(me)
+    ]
+    assert not bad, "\n".join(bad)
+
+
 def test_launcher_parts_import_only_what_their_row_allows() -> None:
-    """dglrun's steps in one direction: workers and delivery know nothing of the phases that
-    use them, and only the drivers' callers import them."""
+    """dglrun's parts in one direction (LAUNCHER_ORDER): workers and delivery know nothing of
+    the phases that use them, the steps nothing of the options, and only the drivers' callers
+    import them. launcher/__init__.py imports no part."""
     bad = []
     for f in python_files(REPO / "launcher"):
         me = launcher_part(module_name(f))
         for name in imported(f):
             if not within(name, {"launcher"}) or name == "launcher":
                 continue
-            them = launcher_part(name)
-            if them == me:
+            if launcher_part(name) == me:
                 continue
-            if me in LAUNCHER_IMPORTS and not within(name, LAUNCHER_IMPORTS[me]):
+            if not within(name, LAUNCHER_IMPORTS.get(me, set())):
                 bad.append(f"{f.relative_to(REPO)} imports {name}")
-            if them in LAUNCHER_DRIVERS and me not in LAUNCHER_DRIVERS[them]:
-                bad.append(f"{f.relative_to(REPO)} imports the driver {name}")
     assert not bad, "\n".join(bad)
 
 
@@ -336,6 +427,16 @@ def test_the_rules_catch_what_they_forbid() -> None:
     assert launcher_part("launcher.workers.kubectl.deliver") == "launcher.workers"
     assert launcher_part("launcher.console.Console") == "launcher.console"
     assert not within("launcher.memplan", LAUNCHER_IMPORTS["launcher.delivery"])
+    # only the drivers read dglrun's options; only runs starts the phases, only cli runs
+    assert [p for p, row in LAUNCHER_IMPORTS.items() if "launcher.options" in row] == [
+        "launcher.phases",
+        "launcher.runs",
+        "launcher.cli",
+    ]
+    assert [p for p, row in LAUNCHER_IMPORTS.items() if "launcher.phases" in row] == [
+        "launcher.runs"
+    ]
+    assert [p for p, row in LAUNCHER_IMPORTS.items() if "launcher.runs" in row] == ["launcher.cli"]
     assert "launcher" not in LAYERS["distpart"][0] and LAYERS["chunkedgraph"][0] == {"podcontract"}
     # localcluster may use the one quantity parser, not the rest of the pod contract
     assert within("podcontract.quantity.parse_quantity", LAYERS["localcluster"][0])
