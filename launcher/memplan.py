@@ -28,7 +28,6 @@ Standard library only (dglrun's layer).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +36,7 @@ import chunkedgraph
 from chunkedgraph import ChunkedError, ChunkedGraph
 from launcher.errors import LauncherError
 from podcontract import DGL_API, DIST_PARMETIS, MEMORY_PLAN_PREFIX, PARMETIS
+from podcontract.quantity import parse_quantity
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -258,26 +258,16 @@ def graph_size(graph: ChunkedGraph) -> GraphSize:
     return GraphSize(graph.num_nodes, graph.num_edges, node_bytes, edge_bytes, str(graph.metadata))
 
 
-_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
-_SUFFIX.update({"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40})
-
-
 def parse_bytes(text: str) -> int:
-    """A Kubernetes memory quantity ("8Gi", "512M", "1073741824") in bytes."""
-    t = text.strip()
-    for suffix in sorted(_SUFFIX, key=len, reverse=True):
-        if suffix and t.endswith(suffix):
-            number, mult = t[: -len(suffix)], _SUFFIX[suffix]
-            break
-    else:
-        number, mult = t, 1
+    """A Kubernetes memory quantity ("8Gi", "512M", "1073741824") in bytes: the project's one
+    quantity parser (podcontract.quantity), refused with a PlanError unless positive."""
     try:
-        value = float(number)
-    except ValueError:
-        raise PlanError(f"memory limit {text!r} is not a quantity such as 8Gi or 512Mi") from None
-    if value <= 0 or not math.isfinite(value):
+        value = parse_quantity(text)
+    except ValueError as e:
+        raise PlanError(f"memory limit {text!r}: {e}") from None
+    if value <= 0:
         raise PlanError(f"memory limit {text!r} must be positive")
-    return int(value * mult)
+    return int(value)
 
 
 def table(steps: list[Step], peaks: Mapping[str, float]) -> str:

@@ -103,9 +103,12 @@ def test_graph_size_and_quantities_parse() -> None:
     assert memplan.parse_bytes("8Gi") == 8 * GiB
     assert memplan.parse_bytes("512M") == 512 * 10**6
     assert memplan.parse_bytes("1073741824") == GiB
-    for bad in ("lots", "-1Gi", "0"):
+    assert memplan.parse_bytes("6k") == 6000 and memplan.parse_bytes("6Ki") == 6144
+    for bad in ("lots", "-1Gi", "0", "6K"):
         with pytest.raises(PlanError, match="memory limit"):
             memplan.parse_bytes(bad)
+    with pytest.raises(PlanError, match="K is not a suffix: k is 1000, Ki is 1024"):
+        memplan.parse_bytes("6K")
 
 
 def test_a_chunked_graphs_sizes_come_from_its_files(tmp_path: Path) -> None:
