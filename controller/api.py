@@ -537,6 +537,35 @@ def parse_spec(spec_obj: Any) -> JobSpec:
     return job_spec
 
 
+@dataclass(frozen=True)
+class Finishing:
+    """What a finished job still needs of its spec: ``cleanPodPolicy`` and
+    ``runPolicy.ttlSecondsAfterFinished``."""
+
+    clean_pod_policy: str = CLEAN_RUNNING
+    ttl_seconds_after_finished: int | None = None
+
+
+def finishing(obj: dict[str, Any]) -> Finishing:
+    """A finished job's cleanPodPolicy and TTL, read leniently from the raw object: a value
+    that does not parse takes its default (Running; no TTL), and nothing else of the spec is
+    read. A job that finished under an older, looser API is cleaned up and deleted after its
+    TTL even when its spec no longer passes :func:`parse_job`."""
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    clean = spec.get("cleanPodPolicy", CLEAN_RUNNING)
+    run_policy = spec.get("runPolicy")
+    ttl = run_policy.get("ttlSecondsAfterFinished") if isinstance(run_policy, dict) else None
+    try:
+        seconds = None if ttl is None else _int(ttl, "ttlSecondsAfterFinished", minimum=0)
+    except SpecError:
+        seconds = None
+    return Finishing(
+        clean_pod_policy=clean if clean in CLEAN_POD_POLICIES else CLEAN_RUNNING,
+        ttl_seconds_after_finished=seconds,
+    )
+
+
 def parse_job(obj: dict[str, Any]) -> DGLJob:
     """Typed view of a raw DGLJob; raises :class:`SpecError` naming the offending field."""
     meta = obj.get("metadata") or {}

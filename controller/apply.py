@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from controller.api import DGLJob
+from controller import objects as ob
 from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import ADD, DELETE, Expectations
+from controller.objects import JobIdentity
 from informers.store import controller_ref
 from kubeclient import AlreadyExists, Conflict, KubeClient, KubeError, NotFound, Obj, Resource
 
@@ -48,7 +49,7 @@ class ForeignObjectError(Exception):
 
 
 def _name(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")
+    return ob.name(obj)
 
 
 def owner_of(obj: Obj) -> str:
@@ -56,7 +57,7 @@ def owner_of(obj: Obj) -> str:
     return f"{ref.get('kind')}/{ref.get('name')}" if ref else "none"
 
 
-def controlled_by(obj: Obj, job: DGLJob) -> bool:
+def controlled_by(obj: Obj, job: JobIdentity) -> bool:
     ref = controller_ref(obj)
     return bool(ref and ref.get("uid") == job.uid)
 
@@ -98,7 +99,7 @@ class _Tally:
     changes: dict[tuple[str, str, str], dict[str, list[str]]] = field(default_factory=dict)
     jobs: dict[str, Obj] = field(default_factory=dict)
 
-    def add(self, job: DGLJob, verb: str, kind: str, name: str, why: str) -> None:
+    def add(self, job: JobIdentity, verb: str, kind: str, name: str, why: str) -> None:
         self.jobs[job.uid] = job.raw
         self.changes.setdefault((job.uid, verb, why), {}).setdefault(kind, []).append(name)
 
@@ -134,7 +135,7 @@ class Applier:
             self._local.tally = None
             self._tell(tally)
 
-    def _told(self, job: DGLJob, verb: str, kind: str, name: str, why: str = "") -> None:
+    def _told(self, job: JobIdentity, verb: str, kind: str, name: str, why: str = "") -> None:
         if kind not in TOLD_KINDS:
             return
         tally: _Tally | None = getattr(self._local, "tally", None)
@@ -151,14 +152,14 @@ class Applier:
             message = _describe("Created" if verb == "create" else "Deleted", kinds, why)
             self.recorder.record(tally.jobs[uid], NORMAL, reason, message)
 
-    def check_owned(self, job: DGLJob, res: Resource, existing: Obj | None) -> None:
+    def check_owned(self, job: JobIdentity, res: Resource, existing: Obj | None) -> None:
         """Raise (and record a Warning) when a cached object of that name is someone else's."""
         if existing is not None and not controlled_by(existing, job):
             err = ForeignObjectError(res.kind, _name(existing), owner_of(existing))
             self.recorder.record(job.raw, WARNING, REASON_RESOURCE_EXISTS, str(err))
             raise err
 
-    def create(self, job: DGLJob, res: Resource, obj: Obj) -> Obj | None:
+    def create(self, job: JobIdentity, res: Resource, obj: Obj) -> Obj | None:
         """Create a child; the created object's metadata (PartialObjectMetadata: the
         informer brings the whole object, nothing reads the answer's body), or None if it
         already existed and is ours."""
@@ -178,7 +179,7 @@ class Applier:
         log.debug("created", kind=res.kind, name=name)
         return created
 
-    def create_unwatched(self, job: DGLJob, res: Resource, obj: Obj) -> bool:
+    def create_unwatched(self, job: JobIdentity, res: Resource, obj: Obj) -> bool:
         """Create a child no informer watches and the operator may not read (the transfer
         token Secret): no expectation; True if created, False if the name exists already."""
         try:
@@ -195,13 +196,13 @@ class Applier:
         return self.client.replace(res, _meta_ns(existing), _name(existing), body)
 
     def delete(
-        self, job: DGLJob, res: Resource, obj: Obj, why: str, *, force: bool = False
+        self, job: JobIdentity, res: Resource, obj: Obj, why: str, *, force: bool = False
     ) -> None:
         """Delete a child by name with a UID precondition (never a namesake created later).
         ``force``: grace period 0, for a pod on a lost node (no kubelet will ever confirm
         a graceful deletion there)."""
         name = _name(obj)
-        uid = (obj.get("metadata") or {}).get("uid")
+        uid = ob.uid(obj) or None
         self.expectations.expect(job.key, DELETE, res.plural, [name])
         try:
             self.client.delete(
@@ -217,4 +218,4 @@ class Applier:
 
 
 def _meta_ns(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("namespace") or "")
+    return ob.namespace(obj)

@@ -27,8 +27,8 @@ from controller.api import (
     WORKER,
     DGLJob,
 )
-from controller.quantity import format_bytes, parse_quantity
 from kubeclient import PODGROUPS, Obj
+from podcontract.quantity import format_bytes, parse_quantity
 
 # Labels and annotations (the first three are the original operator's).
 REPLICA_NAME_LABEL = "dgl-replica-name"

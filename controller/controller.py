@@ -22,6 +22,7 @@ import uuid
 import structlog
 
 from clock import Clock, RealClock
+from controller import objects as ob
 from controller.api import API_VERSION, DGLJOBS, KIND
 from controller.apply import ForeignObjectError
 from controller.builders import BuildOptions
@@ -31,7 +32,8 @@ from controller.expectations import ADD, DELETE, Expectations
 from controller.metrics import CONTROLLER, Metrics
 from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
 from controller.slim import slim_node
-from controller.status import is_terminating, node_lost
+from controller.status.node_loss import node_lost
+from controller.status.pod_state import is_terminating
 from controller.sync import JobSync
 from informers.factory import SharedInformerFactory
 from informers.lister import Lister
@@ -54,8 +56,7 @@ def owner_job_key(obj: Obj) -> str | None:
     ref = controller_ref(obj)
     if not ref or ref.get("kind") != KIND or ref.get("apiVersion") != API_VERSION:
         return None
-    ns = (obj.get("metadata") or {}).get("namespace") or ""
-    return f"{ns}/{ref.get('name')}"
+    return f"{ob.namespace(obj)}/{ref.get('name')}"
 
 
 def _unwrap(obj: Obj | DeletedFinalStateUnknown) -> Obj:
@@ -63,14 +64,14 @@ def _unwrap(obj: Obj | DeletedFinalStateUnknown) -> Obj:
 
 
 def _rv(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return str(ob.meta(obj).get("resourceVersion") or "")
 
 
 NODE_NAME_INDEX = "spec.nodeName"
 
 
 def node_name_index(obj: Obj) -> list[str]:
-    name = (obj.get("spec") or {}).get("nodeName")
+    name = ob.pod_spec(obj).get("nodeName")
     return [str(name)] if name else []
 
 
@@ -188,10 +189,10 @@ class Controller:
         lost = node_lost(node)
         if (lost is None) == (old is None or node_lost(old) is None):
             return  # no change in lostness (heartbeats, labels, images)
-        self._enqueue_jobs_on(str((node.get("metadata") or {}).get("name") or ""))
+        self._enqueue_jobs_on(ob.name(node))
 
     def _node_gone(self, node: Obj) -> None:
-        self._enqueue_jobs_on(str((node.get("metadata") or {}).get("name") or ""))
+        self._enqueue_jobs_on(ob.name(node))
 
     def _enqueue_jobs_on(self, node: str) -> None:
         if not node:

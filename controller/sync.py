@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from clock import Clock, RealClock
-from controller import status as st
+from controller import objects as ob
 from controller.api import (
     CLEAN_ALL,
     CLEAN_NONE,
@@ -43,6 +43,7 @@ from controller.api import (
     WORKER,
     DGLJob,
     SpecError,
+    finishing,
     parse_job,
 )
 from controller.apply import Applier
@@ -57,8 +58,18 @@ from controller.builders import (
 from controller.children import ONCE_BY_KIND, Listers
 from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import Expectations
+from controller.memo import JobMemos
 from controller.metrics import Metrics
-from controller.mutation_cache import MutationCache
+from controller.objects import JobIdentity, JobRef
+from controller.status import (
+    conditions,
+    failures,
+    node_loss,
+    observation,
+    pod_state,
+    rebase,
+    waiting,
+)
 from informers.lister import Lister
 from informers.store import split_key
 from kubeclient import (
@@ -88,12 +99,12 @@ from podcontract import (
 
 log = structlog.get_logger("controller.sync")
 
-_RUNNING_PHASES = (st.PARTITIONING, st.PARTITIONED, st.TRAINING)
+_RUNNING_PHASES = (conditions.PARTITIONING, conditions.PARTITIONED, conditions.TRAINING)
 _PHASE_MESSAGES = {
-    st.PENDING: "waiting for pods",
-    st.PARTITIONING: "partitioner is partitioning the graph",
-    st.PARTITIONED: "graph partitioned; launcher is preparing training",
-    st.TRAINING: "launcher is running training",
+    conditions.PENDING: "waiting for pods",
+    conditions.PARTITIONING: "partitioner is partitioning the graph",
+    conditions.PARTITIONED: "graph partitioned; launcher is preparing training",
+    conditions.TRAINING: "launcher is running training",
 }
 STATUS_WRITE_ATTEMPTS = 3
 
@@ -158,33 +169,23 @@ class JobSync:
         self.clock: Clock = clock or RealClock()
         self.expectations = expectations or Expectations(clock=self.clock)
         self.apply = Applier(client, self.expectations, recorder)
-        # Our writes the caches may not show yet: a sync right after them must not act on
-        # the older copies.
-        self._jobs_written = MutationCache()
-        self._configmaps_written = MutationCache()
-        # job key -> uid of the job whose transfer Secret this process created or found
-        self._secret_made_for: dict[str, str] = {}
-        # job key -> uid of the job whose storage claim this process created or found
-        self._claim_ready_for: dict[str, str] = {}
-        self._claim_missing_told: set[tuple[str, str]] = set()
+        # everything this process remembers about a job between syncs, in one record per
+        # job key (our writes the caches may not show yet, what was created or told once),
+        # dropped whole when the job is deleted: see forget()
+        self.memos = JobMemos()
         self._queue_ignored_told = False
-        # job key -> (namespace, reason) counted in the jobs-waiting gauge
-        self._waiting: dict[str, tuple[str, str]] = {}
 
     # -- entry point ----------------------------------------------------------------------
 
     def sync(self, key: str) -> Result:
         ns, name = split_key(key)
-        obj = self._jobs_written.newest(key, self.listers.jobs.get(ns, name))
+        cached = self.listers.jobs.get(ns, name)
+        memo = self.memos.peek(key)
+        obj = memo.job_written.newest(cached) if memo is not None else cached
         if obj is None:
-            self.expectations.forget(key)
-            self._jobs_written.forget(key)
-            self._configmaps_written.forget(key)
-            self._secret_made_for.pop(key, None)
-            self._claim_ready_for.pop(key, None)
-            self._track_waiting(key, ns, None)
+            self.forget(key)
             return Result()
-        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        if ob.being_deleted(obj):
             return Result()
         with self.apply.batch():  # one Event per kind of change to the children, not per child
             plan = self._reconcile(obj)
@@ -192,135 +193,157 @@ class JobSync:
                 return Result()
             return self._commit(key, plan)
 
+    def forget(self, key: str) -> None:
+        """The job is gone: nothing about it stays in this process."""
+        self.expectations.forget(key)
+        memo = self.memos.forget(key)
+        if memo is not None and memo.waiting is not None:
+            self.metrics.jobs_waiting.labels(*memo.waiting).dec()
+
     # -- the lifecycle --------------------------------------------------------------------
 
     def _reconcile(self, obj: Obj) -> _Plan | None:
         """Act on the children and decide the new status (written by the caller)."""
         now = self.clock.wall()
         plan = _Plan(obj=obj, status=copy.deepcopy(obj.get("status") or {}))
-        meta = obj.get("metadata") or {}
-        key, ns = f"{meta.get('namespace')}/{meta.get('name')}", str(meta.get("namespace") or "")
+        key, ns = ob.key(obj), ob.namespace(obj)
         plan.on_written.append(lambda: self._track_waiting(key, ns, plan.waiting))
+        # (the generation judged: parsed, or refused as InvalidSpec, or finished)
+        plan.status["observedGeneration"] = ob.generation(obj)
+        if conditions.finished(plan.status):
+            # before the spec is parsed: a finished job is cleaned up and deleted after its
+            # TTL whatever its spec (one an upgrade's stricter API refuses included)
+            self._finished(JobRef.of(obj), plan, now)
+            return plan
         try:
             job = parse_job(obj)
         except SpecError as e:
-            if not st.finished(plan.status):  # an invalid finished job has nothing to clean
-                self._fail(obj, plan, st.REASON_INVALID_SPEC, f"invalid spec: {e}", now)
-            return plan
-        plan.status["observedGeneration"] = job.generation
-        if st.finished(plan.status):
-            self._finished(job, plan, now)
+            self._fail(obj, plan, conditions.REASON_INVALID_SPEC, f"invalid spec: {e}", now)
             return plan
         if not self.expectations.satisfied(job.key):
             log.debug("waiting for the cache to see our writes", job=job.key)
             return None
         self._created(job, plan, now)
+        counted = self._run(job, plan, now)
+        if counted is not None:  # (None: the counts stay as they were)
+            plan.status["replicaStatuses"] = observation.replica_statuses(counted)
+        return plan
+
+    def _run(self, job: DGLJob, plan: _Plan, now: float) -> observation.Observation | None:
+        """The lifecycle of a job that is neither finished nor invalid: act, and decide the
+        status but its ``replicaStatuses``; returns the pods to count there (None: leave
+        them as they were)."""
         pods = self.listers[PODS].controlled_by(job.uid)
         self._force_stuck(job, pods)
         if job.spec.run_policy.suspend:
             self._suspend(job, pods, plan, now)
-            return plan
+            return observation.observe(job, [], int(plan.status.get("restartCount") or 0))
         self._resume_if_suspended(job, plan, now)
         attempt = int(plan.status.get("restartCount") or 0)
-        obs = st.observe(job, pods, attempt)
+        obs = observation.observe(job, pods, attempt)
         if obs.stale:
             # A restart is under way: old attempt's pods go first (their names are reused).
             for pod in obs.stale:
-                if not st.is_terminating(pod):
+                if not pod_state.is_terminating(pod):
                     self._delete_pod(job, pod, "restarting the job")
             self._node_lost_while_restarting(job, obs.stale, plan, now)
-            plan.status["replicaStatuses"] = st.replica_statuses(obs)
-            return plan
+            return obs
         self._record_partition_time(job, obs, plan)
         if self._deadline_passed(job, pods, plan, now):
-            return plan
-        lost = self._lost_nodes([p for p in obs.pods.values() if st.is_active(p)])
+            return None
+        lost = self._lost_nodes([p for p in obs.pods.values() if pod_state.is_active(p)])
         failure = (
-            st.node_loss_failure(job, obs, lost)
+            node_loss.node_loss_failure(job, obs, lost)
             or obs.failure
             or self._missing_pod_failure(job, obs, plan)
         )
         if failure is not None:
-            if failure.reason == st.REASON_NODE_LOST:
-                plan.on_written.append(lambda: self.metrics.node_losses.inc())
-            # (a memory plan that does not fit fails again on every attempt: no restart)
-            retry = failure.condition_reason != st.REASON_MEMORY_PLAN
-            if retry and attempt < job.spec.run_policy.backoff_limit:
-                self._restart(job, failure, attempt, plan, now)
-            else:
-                reason = failure.condition_reason
-                message = failure.describe()
-                if retry and job.spec.run_policy.backoff_limit > 0:
-                    reason = st.REASON_BACKOFF_LIMIT
-                    message += f" (backoffLimit {job.spec.run_policy.backoff_limit} reached)"
-                self._fail(job.raw, plan, reason, message, now, job=job)
-            plan.status["replicaStatuses"] = st.replica_statuses(obs)
-            return plan
+            self._failed_pod(job, failure, attempt, plan, now)
+            return obs
         launcher = obs.pod(job.launcher_name)
-        if launcher is not None and st.pod_phase(launcher) == "Succeeded":
+        if launcher is not None and pod_state.pod_phase(launcher) == "Succeeded":
             self._succeed(job, launcher, plan, now)
-            plan.status["replicaStatuses"] = st.replica_statuses(obs)
-            return plan
+            return obs
         if self._watch_waiting(job, obs, plan, now):
-            plan.status["replicaStatuses"] = st.replica_statuses(obs)
-            return plan
+            return obs
         try:
             if not self._storage_ready(job, plan, now):
-                return plan
+                return None
             created = self._create_missing(job, obs, attempt)
         except (BadRequest, Invalid) as e:
             # The API server refuses what the job's templates produce: retrying cannot help.
             message = f"invalid spec: the API server refused a child object: {e.message}"
-            self._fail(job.raw, plan, st.REASON_INVALID_SPEC, message, now, job=job)
-            return plan
+            self._fail(job.raw, plan, conditions.REASON_INVALID_SPEC, message, now, job=job)
+            return None
         self._set_running_phase(job, obs, plan, now)
         if created:  # counted now: the status is written once, not again when the cache sees them
-            obs = st.observe(job, [*pods, *created], attempt)
-        plan.status["replicaStatuses"] = st.replica_statuses(obs)
-        return plan
+            return observation.observe(job, [*pods, *created], attempt)
+        return obs
+
+    def _failed_pod(
+        self, job: DGLJob, failure: failures.PodFailure, attempt: int, plan: _Plan, now: float
+    ) -> None:
+        """A pod failed, vanished or sits on a lost node: restart the job while backoffLimit
+        allows, else fail it."""
+        if failure.reason == conditions.REASON_NODE_LOST:
+            plan.on_written.append(lambda: self.metrics.node_losses.inc())
+        # (a memory plan that does not fit fails again on every attempt: no restart)
+        retry = failure.condition_reason != conditions.REASON_MEMORY_PLAN
+        if retry and attempt < job.spec.run_policy.backoff_limit:
+            self._restart(job, failure, attempt, plan, now)
+            return
+        reason = failure.condition_reason
+        message = failure.describe()
+        if retry and job.spec.run_policy.backoff_limit > 0:
+            reason = conditions.REASON_BACKOFF_LIMIT
+            message += f" (backoffLimit {job.spec.run_policy.backoff_limit} reached)"
+        self._fail(job.raw, plan, reason, message, now, job=job)
 
     # -- steps ----------------------------------------------------------------------------
 
     def _created(self, job: DGLJob, plan: _Plan, now: float) -> None:
-        if st.get_condition(plan.status, st.CREATED) is not None:
+        if conditions.get_condition(plan.status, conditions.CREATED) is not None:
             return
         message = f"DGLJob {job.key} is created."
-        st.set_condition(plan.status, st.CREATED, True, st.REASON_CREATED, message, now)
-        plan.status.setdefault("startTime", st.now_rfc3339(now))
-        plan.status.setdefault("phase", st.PENDING)
+        conditions.set_condition(
+            plan.status, conditions.CREATED, True, conditions.REASON_CREATED, message, now
+        )
+        plan.status.setdefault("startTime", conditions.now_rfc3339(now))
+        plan.status.setdefault("phase", conditions.PENDING)
         plan.status.setdefault("restartCount", 0)
-        plan.announce(NORMAL, st.REASON_CREATED, message)
+        plan.announce(NORMAL, conditions.REASON_CREATED, message)
         plan.on_written.append(lambda: self.metrics.jobs_created.labels(job.namespace).inc())
 
     def _suspend(self, job: DGLJob, pods: list[Obj], plan: _Plan, now: float) -> None:
         for pod in pods:
-            if not st.is_terminating(pod):
+            if not pod_state.is_terminating(pod):
                 self._delete_pod(job, pod, "the job is suspended")
-        if not st.is_true(plan.status, st.SUSPENDED):
+        if not conditions.is_true(plan.status, conditions.SUSPENDED):
             message = f"DGLJob {job.key} is suspended."
-            st.set_condition(plan.status, st.SUSPENDED, True, st.REASON_SUSPENDED, message, now)
-            plan.announce(NORMAL, st.REASON_SUSPENDED, message)
-        self._not_running(plan, st.REASON_SUSPENDED, "the job is suspended", now)
-        plan.status["phase"] = st.PHASE_SUSPENDED
+            conditions.set_condition(
+                plan.status, conditions.SUSPENDED, True, conditions.REASON_SUSPENDED, message, now
+            )
+            plan.announce(NORMAL, conditions.REASON_SUSPENDED, message)
+        self._not_running(plan, conditions.REASON_SUSPENDED, "the job is suspended", now)
+        plan.status["phase"] = conditions.PHASE_SUSPENDED
         for reported in DGLRUN_STATUS_FIELDS:  # the attempt after the resume reports afresh
             plan.clear(reported)
         plan.status.pop("startTime", None)  # activeDeadlineSeconds counts from the resume
-        plan.status["replicaStatuses"] = st.replica_statuses(
-            st.observe(job, [], int(plan.status.get("restartCount") or 0))
-        )
 
     def _resume_if_suspended(self, job: DGLJob, plan: _Plan, now: float) -> None:
-        if not st.is_true(plan.status, st.SUSPENDED):
+        if not conditions.is_true(plan.status, conditions.SUSPENDED):
             return
         message = f"DGLJob {job.key} is resumed."
-        st.set_condition(plan.status, st.SUSPENDED, False, st.REASON_RESUMED, message, now)
-        plan.status["startTime"] = st.now_rfc3339(now)
-        plan.status["phase"] = st.PENDING
-        plan.announce(NORMAL, st.REASON_RESUMED, message)
+        conditions.set_condition(
+            plan.status, conditions.SUSPENDED, False, conditions.REASON_RESUMED, message, now
+        )
+        plan.status["startTime"] = conditions.now_rfc3339(now)
+        plan.status["phase"] = conditions.PENDING
+        plan.announce(NORMAL, conditions.REASON_RESUMED, message)
 
     def _deadline_passed(self, job: DGLJob, pods: list[Obj], plan: _Plan, now: float) -> bool:
         deadline = job.spec.run_policy.active_deadline_seconds
-        started = st.parse_time(plan.status.get("startTime"))
+        started = conditions.parse_time(plan.status.get("startTime"))
         if deadline is None or started is None:
             return False
         remaining = started + deadline - now
@@ -328,51 +351,57 @@ class JobSync:
             plan.requeue(remaining)
             return False
         message = f"DGLJob {job.key} ran longer than activeDeadlineSeconds ({deadline}s)"
-        self._fail(job.raw, plan, st.REASON_DEADLINE, message, now, job=job)
+        self._fail(job.raw, plan, conditions.REASON_DEADLINE, message, now, job=job)
         for pod in pods:  # the deadline stops everything, whatever cleanPodPolicy says
-            if st.is_active(pod):
+            if pod_state.is_active(pod):
                 self._delete_pod(job, pod, "activeDeadlineSeconds exceeded")
         return True
 
     def _missing_pod_failure(
-        self, job: DGLJob, obs: st.Observation, plan: _Plan
-    ) -> st.PodFailure | None:
+        self, job: DGLJob, obs: observation.Observation, plan: _Plan
+    ) -> failures.PodFailure | None:
         """Once training runs, a worker or launcher that disappears is a failure."""
         launcher = obs.pod(job.launcher_name)
         if launcher is None:
-            if plan.status.get("phase") == st.TRAINING:
-                return st.PodFailure(
+            if plan.status.get("phase") == conditions.TRAINING:
+                return failures.PodFailure(
                     "Launcher", job.launcher_name, "", None, "PodDeleted", "deleted while training"
                 )
             return None
-        if not st.main_started(launcher):
+        if not pod_state.main_started(launcher):
             return None
         for name in job.worker_names():
             if name not in obs.pods:
-                return st.PodFailure(WORKER, name, "", None, "PodDeleted", "deleted while training")
+                return failures.PodFailure(
+                    WORKER, name, "", None, "PodDeleted", "deleted while training"
+                )
         return None
 
     def _restart(
-        self, job: DGLJob, failure: st.PodFailure, attempt: int, plan: _Plan, now: float
+        self, job: DGLJob, failure: failures.PodFailure, attempt: int, plan: _Plan, now: float
     ) -> None:
         limit = job.spec.run_policy.backoff_limit
         message = f"{failure.describe()}; restarting the job (restart {attempt + 1} of {limit})"
         # a node loss says so in the reason (the history names the node); other failures:
         # the failing pod's reason is in the message
-        reason = failure.reason if failure.reason == st.REASON_NODE_LOST else st.REASON_RESTARTING
+        reason = (
+            failure.reason
+            if failure.reason == conditions.REASON_NODE_LOST
+            else conditions.REASON_RESTARTING
+        )
         plan.status["restartCount"] = attempt + 1
-        plan.status["phase"] = st.PHASE_RESTARTING
+        plan.status["phase"] = conditions.PHASE_RESTARTING
         self._observe_delivery(job, plan)
         for reported in DGLRUN_STATUS_FIELDS:  # the next attempt's dglrun reports afresh
             plan.clear(reported)
-        st.set_condition(plan.status, st.RESTARTING, True, reason, message, now)
-        self._not_running(plan, st.REASON_RESTARTING, message, now)
-        if st.get_condition(plan.status, st.PODS_READY):
-            st.set_condition(
+        conditions.set_condition(plan.status, conditions.RESTARTING, True, reason, message, now)
+        self._not_running(plan, conditions.REASON_RESTARTING, message, now)
+        if conditions.get_condition(plan.status, conditions.PODS_READY):
+            conditions.set_condition(
                 plan.status,
-                st.PODS_READY,
+                conditions.PODS_READY,
                 False,
-                st.REASON_PODS_STARTING,
+                conditions.REASON_PODS_STARTING,
                 "the job restarts: its pods are made again",
                 now,
             )
@@ -389,42 +418,46 @@ class JobSync:
         *,
         job: DGLJob | None = None,
     ) -> None:
-        st.set_condition(plan.status, st.FAILED, True, reason, message, now)
+        conditions.set_condition(plan.status, conditions.FAILED, True, reason, message, now)
         self._not_running(plan, reason, message, now)
-        if st.get_condition(plan.status, st.RESTARTING):
-            st.set_condition(plan.status, st.RESTARTING, False, reason, message, now)
-        plan.status["phase"] = st.PHASE_FAILED
-        plan.status["completionTime"] = st.now_rfc3339(now)
-        ns = str((raw.get("metadata") or {}).get("namespace") or "")
+        if conditions.get_condition(plan.status, conditions.RESTARTING):
+            conditions.set_condition(
+                plan.status, conditions.RESTARTING, False, reason, message, now
+            )
+        plan.status["phase"] = conditions.PHASE_FAILED
+        plan.status["completionTime"] = conditions.now_rfc3339(now)
+        ns = ob.namespace(raw)
         plan.announce(WARNING, reason, message)
         plan.on_written.append(lambda: self.metrics.jobs_failed.labels(ns, reason).inc())
         if job is not None:
             self._observe_delivery(job, plan)
             plan.on_written.append(lambda: self._cleanup(job, job.spec.clean_pod_policy))
-            self._schedule_ttl(job, plan, now)
+            self._schedule_ttl(job, job.spec.run_policy.ttl_seconds_after_finished, plan, now)
 
     def _succeed(self, job: DGLJob, launcher: Obj, plan: _Plan, now: float) -> None:
         message = f"DGLJob {job.key} successfully completed."
-        st.set_condition(plan.status, st.SUCCEEDED, True, st.REASON_SUCCEEDED, message, now)
-        self._not_running(plan, st.REASON_SUCCEEDED, message, now)
-        plan.status["phase"] = st.COMPLETED
-        plan.status["completionTime"] = st.now_rfc3339(now)
-        seconds = st.main_run_seconds(launcher)
+        conditions.set_condition(
+            plan.status, conditions.SUCCEEDED, True, conditions.REASON_SUCCEEDED, message, now
+        )
+        self._not_running(plan, conditions.REASON_SUCCEEDED, message, now)
+        plan.status["phase"] = conditions.COMPLETED
+        plan.status["completionTime"] = conditions.now_rfc3339(now)
+        seconds = pod_state.main_run_seconds(launcher)
         if seconds is not None:
             plan.status["trainingSeconds"] = seconds
             ns = job.namespace
             plan.on_written.append(
                 lambda: self.metrics.training_duration.labels(ns).observe(seconds)
             )
-        plan.announce(NORMAL, st.REASON_SUCCEEDED, message)
+        plan.announce(NORMAL, conditions.REASON_SUCCEEDED, message)
         self._observe_delivery(job, plan)
         plan.on_written.append(lambda: self.metrics.jobs_successful.labels(job.namespace).inc())
         plan.on_written.append(lambda: self._cleanup(job, job.spec.clean_pod_policy))
-        self._schedule_ttl(job, plan, now)
+        self._schedule_ttl(job, job.spec.run_policy.ttl_seconds_after_finished, plan, now)
 
     def _not_running(self, plan: _Plan, reason: str, message: str, now: float) -> None:
-        if st.get_condition(plan.status, st.RUNNING):
-            st.set_condition(plan.status, st.RUNNING, False, reason, message, now)
+        if conditions.get_condition(plan.status, conditions.RUNNING):
+            conditions.set_condition(plan.status, conditions.RUNNING, False, reason, message, now)
 
     def _observe_delivery(self, job: DGLJob, plan: _Plan) -> None:
         """The attempt's delivery figures (dglrun's, over HTTP), once per attempt: when it
@@ -441,7 +474,9 @@ class JobSync:
 
         plan.on_written.append(observe)
 
-    def _record_partition_time(self, job: DGLJob, obs: st.Observation, plan: _Plan) -> None:
+    def _record_partition_time(
+        self, job: DGLJob, obs: observation.Observation, plan: _Plan
+    ) -> None:
         """KubectlCp: the partitioner pod's runtime (it exits once it delivered). Over HTTP it
         serves until the workers have their parts: dglrun reports the time (see
         :meth:`_partition_reported`)."""
@@ -452,9 +487,9 @@ class JobSync:
         ):
             return
         partitioner = obs.pod(job.partitioner_name)
-        if partitioner is None or st.pod_phase(partitioner) != "Succeeded":
+        if partitioner is None or pod_state.pod_phase(partitioner) != "Succeeded":
             return
-        seconds = st.main_run_seconds(partitioner)
+        seconds = pod_state.main_run_seconds(partitioner)
         if seconds is None:
             return
         plan.status[STATUS_PARTITION_SECONDS] = seconds
@@ -478,50 +513,63 @@ class JobSync:
                 lambda: self.metrics.partition_duration.labels(ns).observe(value)
             )
 
-    def _set_running_phase(self, job: DGLJob, obs: st.Observation, plan: _Plan, now: float) -> None:
-        phase = st.phase_for(job, obs, str(plan.status.get(STATUS_PROGRESS) or ""))
+    def _set_running_phase(
+        self, job: DGLJob, obs: observation.Observation, plan: _Plan, now: float
+    ) -> None:
+        phase = observation.phase_for(job, obs, str(plan.status.get(STATUS_PROGRESS) or ""))
         previous = plan.status.get("phase")
         if (
             (job.spec.mode.partitions_in_launcher or job.spec.pulls_partitions)
-            and previous in (st.PENDING, st.PARTITIONING)
-            and phase in (st.PARTITIONED, st.TRAINING)
+            and previous in (conditions.PENDING, conditions.PARTITIONING)
+            and phase in (conditions.PARTITIONED, conditions.TRAINING)
         ):
             self._partition_reported(job, plan)
         plan.status["phase"] = phase
         if phase in _RUNNING_PHASES:
             message = f"DGLJob {job.key} is running: {_PHASE_MESSAGES[phase]}."
-            changed = st.set_condition(
-                plan.status, st.RUNNING, True, st.REASON_RUNNING, message, now
+            changed = conditions.set_condition(
+                plan.status, conditions.RUNNING, True, conditions.REASON_RUNNING, message, now
             )
             if changed and previous != phase:
                 plan.announce(NORMAL, f"DGLJob{phase}", message)
-            if st.is_true(plan.status, st.RESTARTING):
-                st.set_condition(
-                    plan.status, st.RESTARTING, False, st.REASON_RUNNING, "running again", now
+            if conditions.is_true(plan.status, conditions.RESTARTING):
+                conditions.set_condition(
+                    plan.status,
+                    conditions.RESTARTING,
+                    False,
+                    conditions.REASON_RUNNING,
+                    "running again",
+                    now,
                 )
 
     # -- pods that wait ---------------------------------------------------------------------
 
-    def _watch_waiting(self, job: DGLJob, obs: st.Observation, plan: _Plan, now: float) -> bool:
+    def _watch_waiting(
+        self, job: DGLJob, obs: observation.Observation, plan: _Plan, now: float
+    ) -> bool:
         """Say why the attempt's pods wait (PodsReady); past scheduleTimeoutSeconds, fail the
         job with that reason. True: the job failed."""
-        problem = st.waiting_problem(job, obs)
+        problem = waiting.waiting_problem(job, obs)
         self._pods_ready(job, obs, problem, plan, now)
-        cond = st.get_condition(plan.status, st.PODS_READY) or {}
+        cond = conditions.get_condition(plan.status, conditions.PODS_READY) or {}
         if problem is not None:
             plan.waiting = str(cond.get("reason") or problem.reason)
         timeout = job.spec.run_policy.scheduling_policy.schedule_timeout_seconds
-        waiting = st.not_started(obs)
-        if timeout is None or not waiting:
+        unstarted = waiting.not_started(obs)
+        if timeout is None or not unstarted:
             return False
         # each pod's own wait counts from its creation (an attempt's pods are made together,
         # at its start; a pod made later, like the launcher, gets the whole timeout too)
-        created = {str(p["metadata"]["name"]): st.creation_time(p) or now for p in waiting}
+        created = {ob.name(p): pod_state.creation_time(p) or now for p in unstarted}
         remaining = min(created.values()) + timeout - now
         if remaining > 0:
             plan.requeue(remaining)
             return False
-        late = [n for n in st.replica_order(job) if n in created and created[n] + timeout <= now]
+        late = [
+            n
+            for n in observation.replica_order(job)
+            if n in created and created[n] + timeout <= now
+        ]
         late += sorted(n for n in created if n not in late and created[n] + timeout <= now)
         limit = f"schedulingPolicy.scheduleTimeoutSeconds ({timeout}s)"
         if problem is not None:
@@ -530,7 +578,7 @@ class JobSync:
             message = f"{cond.get('message') or problem.describe()}; pod {who} did not start "
             message += f"within {limit}"
         else:
-            reason = st.REASON_SCHEDULE_TIMEOUT
+            reason = conditions.REASON_SCHEDULE_TIMEOUT
             pod = obs.pods[late[0]]
             message = f"pod {late[0]} did not start within {limit}: {_pending_state(pod)}"
         self._fail(job.raw, plan, reason, message, now, job=job)
@@ -542,15 +590,15 @@ class JobSync:
     def _pods_ready(
         self,
         job: DGLJob,
-        obs: st.Observation,
-        problem: st.WaitingProblem | None,
+        obs: observation.Observation,
+        problem: waiting.WaitingProblem | None,
         plan: _Plan,
         now: float,
     ) -> None:
         """PodsReady: False with the first waiting pod's reason (a Warning once per problem:
         the condition already written says whether it is news), True once every pod of the
         attempt that exists has started."""
-        cond = st.get_condition(plan.status, st.PODS_READY)
+        cond = conditions.get_condition(plan.status, conditions.PODS_READY)
         was_false = cond is not None and cond.get("status") == "False"
         if problem is not None:
             message, reason = problem.describe(), problem.reason
@@ -560,51 +608,59 @@ class JobSync:
                 and problem.same(str(cond.get("reason")), str(cond.get("message")))
             ):
                 # the same problem: no news (the count of pods it holds may have changed)
-                if problem.reason not in st.IMAGE_PULL_REASONS:
-                    st.set_condition(plan.status, st.PODS_READY, False, reason, message, now)
+                if problem.reason not in waiting.IMAGE_PULL_REASONS:
+                    conditions.set_condition(
+                        plan.status, conditions.PODS_READY, False, reason, message, now
+                    )
                 return
-            st.set_condition(plan.status, st.PODS_READY, False, reason, message, now)
+            conditions.set_condition(
+                plan.status, conditions.PODS_READY, False, reason, message, now
+            )
             plan.announce(WARNING, reason, message)
             return
         if not obs.pods:
             return
-        waiting = st.not_started(obs)
-        if not waiting:
-            st.set_condition(
+        unstarted = waiting.not_started(obs)
+        if not unstarted:
+            conditions.set_condition(
                 plan.status,
-                st.PODS_READY,
+                conditions.PODS_READY,
                 True,
-                st.REASON_PODS_READY,
+                conditions.REASON_PODS_READY,
                 "every pod of the job has started",
                 now,
             )
-        elif cond is not None and was_false and cond.get("reason") != st.REASON_PODS_STARTING:
-            rank = {n: i for i, n in enumerate(st.replica_order(job))}
-            names = sorted(
-                (str(p["metadata"]["name"]) for p in waiting), key=lambda n: rank.get(n, 0)
-            )
+        elif (
+            cond is not None and was_false and cond.get("reason") != conditions.REASON_PODS_STARTING
+        ):
+            rank = {n: i for i, n in enumerate(observation.replica_order(job))}
+            names = sorted((ob.name(p) for p in unstarted), key=lambda n: rank.get(n, 0))
             message = f"waiting for pods to start: {', '.join(names)}"
-            st.set_condition(
-                plan.status, st.PODS_READY, False, st.REASON_PODS_STARTING, message, now
+            conditions.set_condition(
+                plan.status,
+                conditions.PODS_READY,
+                False,
+                conditions.REASON_PODS_STARTING,
+                message,
+                now,
             )
 
     def _delete_not_started(self, job: DGLJob) -> None:
         for pod in self.listers[PODS].controlled_by(job.uid):
-            if not st.is_terminating(pod) and not st.pod_started(pod):
+            if not pod_state.is_terminating(pod) and not pod_state.pod_started(pod):
                 self._delete_pod(job, pod, "its pods did not start within scheduleTimeoutSeconds")
 
     def _track_waiting(self, key: str, ns: str, reason: str | None) -> None:
-        old = self._waiting.get(key)
+        memo = self.memos[key]
+        old = memo.waiting
         new = (ns, reason) if reason else None
         if old == new:
             return
         if old is not None:
             self.metrics.jobs_waiting.labels(*old).dec()
-        if new is None:
-            self._waiting.pop(key, None)
-        else:
+        if new is not None:
             self.metrics.jobs_waiting.labels(*new).inc()
-            self._waiting[key] = new
+        memo.waiting = new
 
     # -- lost nodes -----------------------------------------------------------------------
 
@@ -622,34 +678,34 @@ class JobSync:
             except KubeError as e:
                 log.warning("could not read a node of the job's pods", node=name, error=str(e))
                 return None
-        return st.node_lost(node)
+        return node_loss.node_lost(node)
 
     def _lost_nodes(self, pods: list[Obj]) -> dict[str, str]:
         """The lost nodes among those ``pods`` are bound to: name -> why."""
         lost = {}
-        for name in sorted({st.node_name(p) for p in pods} - {""}):
+        for name in sorted({pod_state.node_name(p) for p in pods} - {""}):
             why = self._node_lost(name)
             if why is not None:
                 lost[name] = why
         return lost
 
-    def _delete_pod(self, job: DGLJob, pod: Obj, why: str) -> None:
+    def _delete_pod(self, job: JobIdentity, pod: Obj, why: str) -> None:
         """Delete one of the job's pods; with grace period 0 on a lost node."""
-        lost = self._node_lost(st.node_name(pod))
+        lost = self._node_lost(pod_state.node_name(pod))
         if lost is not None:
-            why = f"{why}; forced: node {st.node_name(pod)} is lost ({lost})"
+            why = f"{why}; forced: node {pod_state.node_name(pod)} is lost ({lost})"
         self.apply.delete(job, PODS, pod, why, force=lost is not None)
 
-    def _force_stuck(self, job: DGLJob, pods: list[Obj]) -> None:
+    def _force_stuck(self, job: JobIdentity, pods: list[Obj]) -> None:
         """Pods of the job being deleted on a lost node: no kubelet will confirm, so they
         would stay Terminating (and hold a restart, which reuses their names): force them."""
         for pod in pods:
-            meta = pod.get("metadata") or {}
-            if not st.is_terminating(pod) or meta.get("deletionGracePeriodSeconds") == 0:
+            forced = ob.meta(pod).get("deletionGracePeriodSeconds") == 0
+            if not pod_state.is_terminating(pod) or forced:
                 continue
-            lost = self._node_lost(st.node_name(pod))
+            lost = self._node_lost(pod_state.node_name(pod))
             if lost is not None:
-                reason = f"node {st.node_name(pod)} is lost ({lost}): forced"
+                reason = f"node {pod_state.node_name(pod)} is lost ({lost}): forced"
                 self.apply.delete(job, PODS, pod, reason, force=True)
 
     def _node_lost_while_restarting(
@@ -658,24 +714,30 @@ class JobSync:
         """A node died and a pod's failure (the launcher's dglrun, most often) restarted the
         job before the node was seen lost: once it is, the restart says so (reason NodeLost,
         the node named) without counting another restart."""
-        cond = st.get_condition(plan.status, st.RESTARTING)
-        if not cond or cond.get("status") != "True" or cond.get("reason") == st.REASON_NODE_LOST:
+        cond = conditions.get_condition(plan.status, conditions.RESTARTING)
+        if (
+            not cond
+            or cond.get("status") != "True"
+            or cond.get("reason") == conditions.REASON_NODE_LOST
+        ):
             return
-        running = [p for p in stale if st.pod_phase(p) in ("Pending", "Running")]
+        running = [p for p in stale if pod_state.pod_phase(p) in ("Pending", "Running")]
         lost = self._lost_nodes(running)
         if not lost:
             return
         count = int(plan.status.get("restartCount") or 0)
         limit = job.spec.run_policy.backoff_limit
-        where = st.node_loss_message(lost, running)
+        where = node_loss.node_loss_message(lost, running)
         message = f"{where}; restarting the job (restart {count} of {limit})"
-        st.set_condition(plan.status, st.RESTARTING, True, st.REASON_NODE_LOST, message, now)
-        plan.announce(WARNING, st.REASON_NODE_LOST, message)
+        conditions.set_condition(
+            plan.status, conditions.RESTARTING, True, conditions.REASON_NODE_LOST, message, now
+        )
+        plan.announce(WARNING, conditions.REASON_NODE_LOST, message)
         plan.on_written.append(lambda: self.metrics.node_losses.inc())
 
     # -- children -------------------------------------------------------------------------
 
-    def _create_missing(self, job: DGLJob, obs: st.Observation, attempt: int) -> list[Obj]:
+    def _create_missing(self, job: DGLJob, obs: observation.Observation, attempt: int) -> list[Obj]:
         """Create the children that do not exist; returns the pods created, as their
         metadata and the phase the API server gives every new pod (Pending)."""
         want = desired(job, self.options, obs.pods, attempt)
@@ -683,14 +745,14 @@ class JobSync:
         self._check_ownership(job, want)
         present = set(obs.pods) | set(obs.terminating)
         if want.config_map is not None:
-            cm = self._configmaps_written.newest(
-                job.key, self.listers[CONFIGMAPS].get(job.namespace, job.config_name)
+            cm = self.memos[job.key].config_written.newest(
+                self.listers[CONFIGMAPS].get(job.namespace, job.config_name)
             )
             if cm is None:
                 self.apply.create(job, CONFIGMAPS, want.config_map)
             elif (cm.get("data") or {}) != want.config_map["data"]:
                 updated = self.apply.update_data(CONFIGMAPS, cm, want.config_map["data"])
-                self._configmaps_written.remember(job.key, updated)
+                self.memos[job.key].config_written.remember(updated)
         self._tell_ignored(job, want)
         for child in want.once:
             if child["kind"] == "Secret":
@@ -703,13 +765,13 @@ class JobSync:
             if self.listers[SERVICES].get(job.namespace, svc["metadata"]["name"]) is None:
                 self.apply.create(job, SERVICES, svc)
         pods = [p for p in want.workers if p["metadata"]["name"] not in present]
-        partitioned = st.partition_done(job, obs)
+        partitioned = observation.partition_done(job, obs)
         if want.partitioner is not None and not partitioned and job.partitioner_name not in present:
             pods.append(want.partitioner)
         if job.launcher_name not in present and (
             not job.spec.mode.workers
             or job.spec.launcher_creation_policy != WAIT_FOR_WORKERS_READY
-            or st.workers_up(job, obs)
+            or observation.workers_up(job, obs)
         ):
             pods.append(want.launcher)
         created = [self.apply.create(job, PODS, pod) for pod in pods]
@@ -724,7 +786,7 @@ class JobSync:
         location = results_location(job)
         if location is None:
             return True
-        if self._claim_ready_for.get(job.key) == job.uid:
+        if self.memos[job.key].claim_ready_for == job.uid:
             plan.status["results"] = location
             return True
         plan.status.pop("results", None)  # (until the claim is seen: set below)
@@ -736,7 +798,8 @@ class JobSync:
             return True
         plan.status["results"] = location
         # (once the status is written: a sync that fails to write it does all this again)
-        plan.on_written.append(lambda: self._claim_ready_for.__setitem__(job.key, job.uid))
+        memo = self.memos[job.key]
+        plan.on_written.append(lambda: setattr(memo, "claim_ready_for", job.uid))
         return True
 
     def _claim_reusable(self, job: DGLJob, plan: _Plan, now: float) -> bool:
@@ -745,14 +808,13 @@ class JobSync:
         name = job.claim_name
         assert name is not None
         existing = self.client.get(PVCS, job.namespace, name)
-        labels = (existing.get("metadata") or {}).get("labels") or {}
-        if labels.get(JOB_NAME_LABEL) != job.name:
+        if ob.labels(existing).get(JOB_NAME_LABEL) != job.name:
             message = (
                 f"invalid spec: spec.storage.claimTemplate: PersistentVolumeClaim {name} "
                 f"exists and was not made for DGLJob {job.name}; delete or rename it, or "
                 "use it with spec.storage.claimName"
             )
-            self._fail(job.raw, plan, st.REASON_INVALID_SPEC, message, now, job=job)
+            self._fail(job.raw, plan, conditions.REASON_INVALID_SPEC, message, now, job=job)
             return False
         plan.announce(
             NORMAL,
@@ -769,9 +831,9 @@ class JobSync:
         try:
             self.client.get(PVCS, job.namespace, name)
         except NotFound:
-            told = (job.key, job.uid)
-            if told not in self._claim_missing_told:
-                plan.on_written.append(lambda: self._claim_missing_told.add(told))
+            memo = self.memos[job.key]
+            if memo.claim_missing_told != job.uid:
+                plan.on_written.append(lambda: setattr(memo, "claim_missing_told", job.uid))
                 plan.announce(
                     WARNING,
                     "ClaimNotFound",
@@ -797,10 +859,11 @@ class JobSync:
     def _create_secret_once(self, job: DGLJob, secret: Obj) -> None:
         """The transfer token: created blind once per job and process (a Secret of that name
         that exists already, ours from before a restart of the operator, is used as is)."""
-        if self._secret_made_for.get(job.key) == job.uid:
+        memo = self.memos[job.key]
+        if memo.secret_made_for == job.uid:
             return
         self.apply.create_unwatched(job, SECRETS, secret)
-        self._secret_made_for[job.key] = job.uid
+        memo.secret_made_for = job.uid
 
     def _check_ownership(self, job: DGLJob, want: Desired) -> None:
         children: list[tuple[Resource, Obj]] = []
@@ -817,7 +880,7 @@ class JobSync:
             existing = self.listers[res].get(job.namespace, child["metadata"]["name"])
             self.apply.check_owned(job, res, existing)
 
-    def _cleanup(self, job: DGLJob, policy: str) -> None:
+    def _cleanup(self, job: JobIdentity, policy: str) -> None:
         """Apply cleanPodPolicy to a finished job's pods (and its worker Services)."""
         if not self.expectations.satisfied(job.key):
             return
@@ -826,27 +889,29 @@ class JobSync:
         if policy == CLEAN_NONE:
             return
         for pod in pods:
-            if st.is_terminating(pod):
+            if pod_state.is_terminating(pod):
                 continue
-            if policy == CLEAN_ALL or (policy == CLEAN_RUNNING and st.is_active(pod)):
+            if policy == CLEAN_ALL or (policy == CLEAN_RUNNING and pod_state.is_active(pod)):
                 self._delete_pod(job, pod, f"cleanPodPolicy {policy}")
         for svc in self.listers[SERVICES].controlled_by(job.uid):
             self.apply.delete(job, SERVICES, svc, f"cleanPodPolicy {policy}")
 
-    def _finished(self, job: DGLJob, plan: _Plan, now: float) -> None:
-        self._cleanup(job, job.spec.clean_pod_policy)
-        self._schedule_ttl(job, plan, now)
+    def _finished(self, job: JobRef, plan: _Plan, now: float) -> None:
+        """A finished job: its cleanPodPolicy, then its TTL, read leniently from the raw
+        object (its spec is not parsed)."""
+        policies = finishing(job.raw)
+        self._cleanup(job, policies.clean_pod_policy)
+        self._schedule_ttl(job, policies.ttl_seconds_after_finished, plan, now)
 
-    def _schedule_ttl(self, job: DGLJob, plan: _Plan, now: float) -> None:
-        ttl = job.spec.run_policy.ttl_seconds_after_finished
+    def _schedule_ttl(self, job: JobIdentity, ttl: int | None, plan: _Plan, now: float) -> None:
         if ttl is None:
             return
-        done = st.parse_time(plan.status.get("completionTime")) or now
+        done = conditions.parse_time(plan.status.get("completionTime")) or now
         remaining = done + ttl - now
         if remaining > 0:
             plan.requeue(remaining)
             return
-        if not st.finished(job.status):
+        if not conditions.finished(job.status):
             plan.requeue(0.0)  # the finishing status must be written before the delete
             return
         log.info("ttlSecondsAfterFinished passed; deleting the DGLJob", job=job.key, ttl=ttl)
@@ -867,38 +932,32 @@ class JobSync:
         status = plan.status
         for attempt in range(STATUS_WRITE_ATTEMPTS):
             plan.seen_status = obj.get("status") or {}
-            if st.without_volatile(status) == st.without_volatile(obj.get("status") or {}):
+            if rebase.without_volatile(status) == rebase.without_volatile(obj.get("status") or {}):
                 break
             body = copy.deepcopy(obj)
             body["status"] = status
-            meta = obj.get("metadata") or {}
+            ns, name = ob.namespace(obj), ob.name(obj)
             try:
-                obj = self.client.replace(
-                    DGLJOBS,
-                    meta.get("namespace"),
-                    str(meta.get("name")),
-                    body,
-                    subresource="status",
-                )
+                obj = self.client.replace(DGLJOBS, ns, name, body, subresource="status")
             except Conflict:
                 if attempt == STATUS_WRITE_ATTEMPTS - 1:
                     raise
                 log.info("status write conflicted; re-applying it to the latest object")
                 try:
-                    obj = self.client.get(DGLJOBS, meta.get("namespace"), str(meta.get("name")))
+                    obj = self.client.get(DGLJOBS, ns, name)
                 except NotFound:
                     return Result()
-                if st.transitioned_since(base, obj.get("status") or {}):
+                if rebase.transitioned_since(base, obj.get("status") or {}):
                     # Our copy predates a status another sync wrote: what we decided on it
                     # (a restart, a failure) may already be recorded. Decide again on this one.
                     log.info("the status moved on since our copy; syncing again from the latest")
-                    self._jobs_written.remember(key, obj)
+                    self.memos[key].job_written.remember(obj)
                     return Result(requeue_after=0.0)
-                status = st.rebase_status(base, plan.status, obj.get("status") or {})
+                status = rebase.rebase_status(base, plan.status, obj.get("status") or {})
                 for field_name in plan.cleared:
                     status.pop(field_name, None)
                 continue
-            self._jobs_written.remember(key, obj)
+            self.memos[key].job_written.remember(obj)
             break
         for type_, reason, message in plan.events:
             self.recorder.record(obj, type_, reason, message)
@@ -909,17 +968,16 @@ class JobSync:
 
 def _pending_state(pod: Obj) -> str:
     """What a pod that has not started is doing, in a few words."""
-    status = pod.get("status") or {}
     scheduled = any(
         c.get("type") == "PodScheduled" and c.get("status") == "True"
-        for c in status.get("conditions") or []
+        for c in ob.conditions(ob.pod_status(pod))
     )
-    if not scheduled and not st.node_name(pod):
+    if not scheduled and not pod_state.node_name(pod):
         return "not scheduled"
-    for key in ("initContainerStatuses", "containerStatuses"):
-        for cs in status.get(key) or []:
-            waiting = (cs.get("state") or {}).get("waiting")
-            if isinstance(waiting, dict) and waiting.get("reason"):
-                return f"container {cs.get('name')} is {waiting['reason']}"
-    where = st.node_name(pod)
+    for init in (True, False):
+        for cs in ob.container_statuses(pod, init=init):
+            w = ob.waiting(cs)
+            if w is not None and w.get("reason"):
+                return f"container {cs.get('name')} is {w.get('reason')}"
+    where = pod_state.node_name(pod)
     return f"scheduled on {where}, its containers not started" if where else "not started"

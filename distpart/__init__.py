@@ -13,6 +13,6 @@ partitions out (what ``dgl.distributed.partition_graph`` writes, so ``DistGraph`
 * :mod:`distpart.write`: the DGL partition files (the only module that imports DGL).
 * ``python -m distpart partition ...``: what dglrun starts under ``mpirun``.
 
-The format's metadata and file checks are :mod:`launcher.chunked` (standard library only:
+The format's metadata and file checks are :mod:`chunkedgraph` (standard library only:
 dglrun checks an input before any rank starts).
 """

@@ -20,7 +20,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from launcher.chunked import ChunkedError, load
+from chunkedgraph import ChunkedError, load
 from podcontract import CHUNKED_LAYOUTS, SHARED
 
 

@@ -1,5 +1,5 @@
 """``dgl-chunk-graph``: write a graph in DGL's chunked graph format (the input of the ParMETIS
-and DistParMETIS partition modes; see :mod:`launcher.chunked` for the format).
+and DistParMETIS partition modes; see :mod:`chunkedgraph` for the format).
 
     dgl-chunk-graph ogb --dataset ogbn-products --root /data --out /data/chunked [--num-chunks 8]
     dgl-chunk-graph dgl --graph graph.bin [--index 0] --out /data/chunked [--num-chunks 8]
@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
+from chunkedgraph import METADATA, ChunkedError
+from chunkedgraph import load as load_chunked
 from distpart.types import Array
-from launcher.chunked import METADATA, ChunkedError
-from launcher.chunked import load as load_chunked
 
 NTYPE = "_N"
 ETYPE = "_N:_E:_N"

@@ -2,7 +2,7 @@
 
 With ``P`` ranks and ``K`` parts, rank ``r``:
 
-1. **reads its share** (:func:`launcher.chunked.shares`): the nodes ``vtxdist[r]..vtxdist[r+1]``
+1. **reads its share** (:func:`chunkedgraph.shares`): the nodes ``vtxdist[r]..vtxdist[r+1]``
    it owns, and a slice of the edge list;
 2. **builds its rows of the symmetric adjacency** ParMETIS wants (every edge ``u-v``, both
    directions, sent to the owners of ``u`` and ``v``; self-loops and duplicates dropped) and
@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from chunkedgraph import ChunkedError, ChunkedGraph, shares
 from distpart import mpi
 from distpart.parmetis import part_kway
 from distpart.read import read_rows
 from distpart.types import Array
 from distpart.write import INNER, PART, write_part
-from launcher.chunked import ChunkedError, ChunkedGraph, shares
 
 PART_METHOD = "parmetis"
 STATS_FILE = "partition_stats.json"

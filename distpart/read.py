@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from chunkedgraph import ChunkedError, FileSpec
 from distpart.types import Array
-from launcher.chunked import ChunkedError, FileSpec
 
 
 def _csv_rows(spec: FileSpec, path: object, first: int, stop: int) -> Array:

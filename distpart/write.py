@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from chunkedgraph import ChunkedGraph
 from distpart.types import Array
-from launcher.chunked import ChunkedGraph
 
 # The edge records the pipeline ships to writers, one int64 row each: new source and
 # destination ids, new edge id, the chunked graph's edge id, 1 for the part's own edges (0 for

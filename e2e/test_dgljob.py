@@ -251,7 +251,7 @@ KILL_RANK = (
     "        env = open(f'/proc/{p}/environ', 'rb').read().split(b'\\0')\n"
     "    except OSError:\n"
     "        continue\n"
-    "    if b'distpart' in cmd and b'launcher.remote' not in cmd and "
+    "    if b'distpart' in cmd and b'launcher.workers.remote' not in cmd and "
     "b'OMPI_COMM_WORLD_RANK=1' in env:\n"
     "        os.kill(int(p), signal.SIGKILL); print('killed', p)\n"
 )

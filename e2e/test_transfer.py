@@ -94,7 +94,7 @@ def test_partitions_of_200_mb_reach_the_workers_without_the_api_server(
     assert {sub for sub, _, _ in calls} == {"exec"}, calls
     tars = [(pod, cmd) for _, pod, cmd in calls if cmd[:1] == ["tar"]]
     assert all(pod == "big-worker-0" and "output" in " ".join(cmd) for pod, cmd in tars), tars
-    assert not any("launcher.pull" not in " ".join(c) and "dataset" in " ".join(c)
+    assert not any("launcher.delivery.pull" not in " ".join(c) and "dataset" in " ".join(c)
                    for _, _, c in calls), calls  # fmt: skip
     # the partitioner was Ready while it served, and exited once told every part arrived
     events = cluster.kubectl(["get", "events", "-n", namespace])["items"]

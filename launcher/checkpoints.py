@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from launcher.partitions import file_sha256 as sha256
+from launcher.checksums import file_sha256 as sha256
 
 CHECKPOINT_DIR_ENV = "DGLRUN_CHECKPOINT_DIR"
 RESUME_FROM_ENV = "DGLRUN_RESUME_FROM"

@@ -30,6 +30,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from launcher import programs
 from launcher.options import parse
 from launcher.runs import Terminated, run
 
@@ -37,14 +38,14 @@ from launcher.runs import Terminated, run
 def _as_user_namespace_root(argv: Sequence[str] | None) -> None:
     """The local transport without root: run dglrun again as "root" of a user namespace of
     its own (returns only if that cannot be done; dglrun then says why)."""
-    from launcher.transport.local import USERNS_ENV, user_namespace_argv, user_namespaces_work
+    from launcher.workers.local import USERNS_ENV, user_namespace_argv, user_namespaces_work
 
     if os.environ.get(USERNS_ENV) or user_namespaces_work() is not None:
         return
     args = list(sys.argv[1:] if argv is None else argv)
-    command = user_namespace_argv([sys.executable, "-m", "launcher.cli", *args])
+    command = user_namespace_argv(programs.argv(sys.executable, programs.CLI, *args))
     sys.stdout.flush()
-    os.execvpe(command[0], command, {**os.environ, USERNS_ENV: "1"})
+    os.execvpe(command[0], command, {**programs.local_env(os.environ), USERNS_ENV: "1"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

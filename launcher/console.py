@@ -1,10 +1,11 @@
 """What dglrun tells the user: numbered phase lines, prefixed process output, the figures of
-the summary line, and the one-line errors every phase raises.
+the summary line, and the one-line errors every phase raises; and the interface of where its
+progress goes besides (:class:`Progress`: the DGLJob's status and Events, launcher.report).
 
 A phase (:func:`phase`) prints ``[k/5] name`` and ``[k/5] name done in 1.2s``; an expected
 failure inside it (a bad file, a worker that cannot be reached) becomes a :class:`PhaseError`
 ``<phase> failed: <why>``, the line dglrun ends with (and the pod's termination message).
-When a process of the phase was killed for memory (:mod:`launcher.oom`), the error is an
+When a process of the phase was killed for memory (:mod:`launcher.workers.oom`), the error is an
 :class:`OutOfMemory` whose line starts ``OOMKilled: <process> in pod <pod> ...``.
 """
 
@@ -15,23 +16,56 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Protocol
 
-from launcher import oom
-from launcher import partitions as parts
-from launcher.chunked import ChunkedError
-from launcher.hostfile import HostfileError
+from launcher.errors import LauncherError
 from launcher.memplan import PlanError, Step
-from launcher.progress import NoProgress, Progress
-from launcher.remote import peak_mb
-from launcher.storage import StorageError
-from launcher.transfer import TransferError
-from launcher.transport import TransportError
+from launcher.workers import oom
+from launcher.workers.remote import peak_mb
 
 TOTAL = 5
+NORMAL, WARNING = "Normal", "Warning"  # the types of a Kubernetes Event (Progress.event)
 
 
-class PhaseError(RuntimeError):
+# -- where a run's progress goes besides the console: the DGLJob's status.progress and its
+# Events (launcher.report.progress.StatusProgress in a pod; NoProgress elsewhere)
+
+
+class Progress(Protocol):
+    def phase(self, k: int, total: int, name: str) -> None: ...
+
+    def output(self, label: str, text: str) -> None: ...
+
+    def record(self, field: str, value: object) -> None:
+        """Publish ``status.<field>`` with the next progress (``partitionSeconds``: the
+        DistParMETIS partition ran in the launcher, where no pod's runtime shows it)."""
+        ...
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        """An Event on the DGLJob (``type_`` Normal or Warning)."""
+        ...
+
+    def finish(self, outcome: str | None) -> None: ...
+
+
+class NoProgress:
+    def phase(self, k: int, total: int, name: str) -> None:
+        pass
+
+    def record(self, field: str, value: object) -> None:
+        pass
+
+    def output(self, label: str, text: str) -> None:
+        pass
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        pass
+
+    def finish(self, outcome: str | None) -> None:
+        pass
+
+
+class PhaseError(LauncherError, RuntimeError):
     """A phase failed; ``str()`` is the one line a user sees."""
 
 
@@ -42,17 +76,7 @@ class OutOfMemory(PhaseError):
 
 # Failures outside any phase (reading the hostfile, setting up a transport, fetching the
 # results) are reported the same way as a phase's: one line, no traceback.
-USER_ERRORS = (
-    PhaseError,
-    TransportError,
-    parts.PartitionError,
-    HostfileError,
-    ChunkedError,
-    TransferError,
-    PlanError,
-    StorageError,
-    OSError,
-)
+USER_ERRORS = (LauncherError, OSError)
 
 
 @dataclass
@@ -99,7 +123,7 @@ class Console:
     def line(self, label: str, text: str) -> None:
         peak, killed = peak_mb(text), oom.parse_line(text)
         with self._lock:
-            # launcher.remote's own last words are not what the process said
+            # launcher.workers.remote's own last words are not what the process said
             if peak is not None:
                 self._peaks[label] = peak
             elif killed is not None:
@@ -110,7 +134,7 @@ class Console:
         self.progress.output(label, text)
 
     def killed_for_memory(self, label: str, killed: oom.Killed) -> None:
-        """A process of this machine's (not under launcher.remote) was killed for memory."""
+        """A process of this machine's (not under launcher.workers.remote) was killed for memory."""
         with self._lock:
             self._killed.append((label, killed))
         self.say(f"[{label}] killed for memory (container memory limit {killed.limit})")
@@ -125,13 +149,13 @@ class Console:
         return killed.describe(label.rpartition("/")[2])
 
     def last_line(self, label: str) -> str:
-        """The last line a process labelled ``label`` printed ("" if none; launcher.remote's
+        """The last line a process labelled ``label`` printed ("" if none; launcher.workers.remote's
         peak memory line does not count)."""
         with self._lock:
             return self._last.get(label, "")
 
     def peaks(self) -> dict[str, float]:
-        """``label -> MiB``: the peak memory of each process that ran under launcher.remote
+        """``label -> MiB``: the peak memory of each process that ran under launcher.workers.remote
         and has ended (e.g. ``worker-0/server-0``)."""
         with self._lock:
             return dict(self._peaks)

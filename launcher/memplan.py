@@ -28,16 +28,15 @@ Standard library only (dglrun's layer).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+import chunkedgraph
+from chunkedgraph import ChunkedError, ChunkedGraph
+from launcher.errors import LauncherError
 from podcontract import DGL_API, DIST_PARMETIS, MEMORY_PLAN_PREFIX, PARMETIS
-
-if TYPE_CHECKING:
-    from launcher.chunked import ChunkedGraph
+from podcontract.quantity import parse_quantity
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -45,7 +44,7 @@ WARN_FRACTION = 0.8  # an estimate above this share of the limit is worth a warn
 LIMIT_FIELD = "spec.dglReplicaSpecs.Worker.template.spec.containers[0].resources.limits.memory"
 
 
-class PlanError(ValueError):
+class PlanError(LauncherError, ValueError):
     """A step will not fit, or the graph's sizes cannot be read."""
 
 
@@ -243,10 +242,8 @@ def parse_graph_size(text: str) -> GraphSize:
 
 def chunked_graph_size(path: str | Path) -> GraphSize:
     """The sizes of a chunked graph, from its metadata and the first chunk of each column."""
-    from launcher.chunked import ChunkedError, load
-
     try:
-        graph = load(path)
+        graph = chunkedgraph.load(path)
     except ChunkedError as e:
         raise PlanError(str(e)) from e
     return graph_size(graph)
@@ -254,48 +251,23 @@ def chunked_graph_size(path: str | Path) -> GraphSize:
 
 def graph_size(graph: ChunkedGraph) -> GraphSize:
     """The sizes of a loaded chunked graph (its data's row sizes from the first chunks)."""
-    from launcher.chunked import ChunkedError, FileSpec, read_npy_header
-
-    def row_bytes(spec: FileSpec) -> int:
-        first = spec.files[0]  # (a PerWorker worker other than 0 does not hold it)
-        try:
-            if spec.fmt == "numpy":
-                h = read_npy_header(first)
-                return h.itemsize * math.prod(h.shape[1:])
-            with first.open() as f:
-                line = f.readline()
-        except OSError as e:
-            raise PlanError(f"{first}: cannot read it: {e.strerror}") from e
-        return 4 * len(line.split(spec.delimiter or None))  # text columns: float32 each
-
     try:
-        node_bytes = sum(row_bytes(s) for s in graph.node_data.values())
-        edge_bytes = sum(row_bytes(s) for s in graph.edge_data.values())
+        node_bytes, edge_bytes = chunkedgraph.data_bytes(graph)
     except ChunkedError as e:
         raise PlanError(str(e)) from e
     return GraphSize(graph.num_nodes, graph.num_edges, node_bytes, edge_bytes, str(graph.metadata))
 
 
-_SUFFIX = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
-_SUFFIX.update({"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40})
-
-
 def parse_bytes(text: str) -> int:
-    """A Kubernetes memory quantity ("8Gi", "512M", "1073741824") in bytes."""
-    t = text.strip()
-    for suffix in sorted(_SUFFIX, key=len, reverse=True):
-        if suffix and t.endswith(suffix):
-            number, mult = t[: -len(suffix)], _SUFFIX[suffix]
-            break
-    else:
-        number, mult = t, 1
+    """A Kubernetes memory quantity ("8Gi", "512M", "1073741824") in bytes: the project's one
+    quantity parser (podcontract.quantity), refused with a PlanError unless positive."""
     try:
-        value = float(number)
-    except ValueError:
-        raise PlanError(f"memory limit {text!r} is not a quantity such as 8Gi or 512Mi") from None
-    if value <= 0 or not math.isfinite(value):
+        value = parse_quantity(text)
+    except ValueError as e:
+        raise PlanError(f"memory limit {text!r}: {e}") from None
+    if value <= 0:
         raise PlanError(f"memory limit {text!r} must be positive")
-    return int(value * mult)
+    return int(value)
 
 
 def table(steps: list[Step], peaks: Mapping[str, float]) -> str:

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from launcher.memplan import GraphSize, PlanError, parse_bytes, parse_graph_size
-from launcher.progress import JobRef
-from launcher.storage import Storage, check_run_name, claim_mount
+from launcher.report.progress import JobRef
+from launcher.storage.layout import Storage, check_run_name, claim_mount
 from podcontract import (
     CHUNKED_GRAPH_ENV,
     CHUNKED_LAYOUT_ENV,

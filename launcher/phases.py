@@ -27,16 +27,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launcher import blame, memplan, mpi, oom, parmetis, stored
-from launcher import partitions as parts
+from launcher import checksums, memplan, programs
 from launcher.console import Console, PhaseError, Report, mb, phase
-from launcher.dgl_env import Topology, server_env, trainer_env
-from launcher.hostfile import Host, HostfileError, ip_config, parse_hostfile
+from launcher.delivery.pull import Puller
+from launcher.delivery.wire import TransferError, build_manifest, read_token
 from launcher.options import Options
-from launcher.pull import Puller
-from launcher.reporting import read_metrics
-from launcher.transfer import TransferError, build_manifest, read_token
-from launcher.transport import PopenProc, Proc, Transport, stop_all, time_limit
+from launcher.partition import mpirun, parmetis_modes
+from launcher.partition import output as parts
+from launcher.report.outcome import read_metrics
+from launcher.storage import keeping
+from launcher.storage.cache import PartitionInputs
+from launcher.workers import blame, oom
+from launcher.workers.dgl_env import Topology, server_env, trainer_env
+from launcher.workers.hostfile import Host, HostfileError, ip_config, parse_hostfile
+from launcher.workers.transport import PopenProc, Proc, Transport, stop_all, time_limit
 from podcontract import (
     DATASET,
     DGL_API,
@@ -91,12 +95,50 @@ def run_local_process(
         raise PhaseError(f"{what} exited with code {code}")
 
 
+def partition_inputs(opts: Options) -> PartitionInputs:
+    """What the partition set is made from (the cache's key), out of dglrun's flags."""
+    return PartitionInputs(
+        mode=opts.partition_mode,
+        graph_name=opts.graph_name,
+        num_partitions=opts.num_partitions,
+        balance_train=opts.balance_train,
+        balance_edges=opts.balance_edges,
+        partition_args=tuple(opts.partition_args),
+        dataset_url=opts.dataset_url,
+        entry_point=opts.partition_entry_point,
+        inputs=tuple(opts.partition_inputs),
+        chunked_graph=opts.chunked_graph,
+    )
+
+
+def parmetis_inputs(opts: Options) -> parmetis_modes.Inputs:
+    """What the ParMETIS modes' ranks are started with, out of dglrun's flags."""
+    return parmetis_modes.Inputs(
+        python=opts.python,
+        chunked_graph=opts.chunked_graph,
+        layout=opts.chunked_layout,
+        graph_name=opts.graph_name,
+        num_partitions=opts.num_partitions,
+        balance_train=opts.balance_train,
+        balance_edges=opts.balance_edges,
+        num_ranks=opts.num_ranks,
+        mpirun=opts.mpirun,
+        mpirun_args=tuple(opts.mpirun_args),
+        timeout=opts.partition_timeout,
+    )
+
+
 def partition(opts: Options, console: Console, report: Report) -> parts.PartitionSet:
     """Phase 1 in this pod: the partitions, from the storage's cache when their inputs did
     not change (their files' checksums then in ``report.partition_files``)."""
     with phase(console, report, 1, "partition"):
-        done = stored.partition_cached(
-            opts, console, report, lambda out: _partition_into(opts, out, console, report)
+        done = keeping.partition_cached(
+            opts.storage,
+            partition_inputs(opts),
+            opts.workspace,
+            console,
+            report,
+            lambda out: _partition_into(opts, out, console, report),
         )
         report.partition_files = done.files
         console.say(f"  {done.pset.num_parts} partitions in {done.pset.config}")
@@ -109,7 +151,7 @@ def _partition_into(
     """Run the partitioning (ParMETIS ranks, or the partition entry point) into ``out_dir``."""
     if opts.partition_mode == PARMETIS:
         _empty(out_dir)
-        parmetis.partition_in_pod(opts, out_dir, console, report)
+        parmetis_modes.partition_in_pod(parmetis_inputs(opts), out_dir, console, report)
     elif opts.partition_entry_point:
         script = check_entry_point(opts.partition_entry_point, "--partition-entry-point")
         _empty(out_dir)  # never ship a previous run's partitions
@@ -146,6 +188,40 @@ def _partition_into(
         console.say(f"  peak memory of the partition entry point: {peak:.1f} MB")
     config = parts.find_config(out_dir, opts.graph_name, opts.partition_config_path)
     return parts.load(config, opts.num_partitions)
+
+
+def partition_on_workers(
+    opts: Options,
+    transport: Transport,
+    console: Console,
+    report: Report,
+    plan: Callable[[memplan.GraphSize], None] | None = None,
+) -> list[Host]:
+    """Phases 1 and 2 of DistParMETIS: partition on the workers (nothing to deliver). The
+    workers check their chunks; ``plan`` then gets the graph's sizes as they see them (the
+    memory plan, which may refuse: before any rank starts); the partition cache places a
+    partition set it holds, else the ranks run and the cache keeps what they wrote."""
+    hosts = transport.workers()
+    with phase(console, report, 1, "partition"):
+        ranks = parmetis_inputs(opts)
+        hashed = opts.storage is not None
+        size, hashes = parmetis_modes.check_workers(ranks, transport, hosts, console, hashed)
+        if plan is not None and size is not None:
+            plan(size)
+        what = partition_inputs(opts)
+        cached = keeping.DistCache.open(
+            opts.storage, what, opts.python, opts.partition_timeout, hashes
+        )
+        if cached is None or not cached.place(transport, hosts, console, report):
+            parmetis_modes.partition_with_mpi(ranks, transport, hosts, console, report)
+            if cached is not None:
+                cached.store(transport, hosts, console)
+    console.progress.record(
+        STATUS_PARTITION_SECONDS, round(report.seconds.get("partition", 0.0), 1)
+    )
+    with phase(console, report, 2, "deliver"):
+        console.say("  nothing to deliver: every worker wrote its own partition")
+    return hosts
 
 
 def _empty(folder: Path) -> None:
@@ -189,7 +265,7 @@ def plan_memory(
                 "--graph-size nodes=N,edges=E,node_bytes=B, or use a ParMETIS mode)"
             )
         return
-    ranks = opts.num_ranks or (mpi.default_ranks() if opts.partition_mode == PARMETIS else 1)
+    ranks = opts.num_ranks or (mpirun.default_ranks() if opts.partition_mode == PARMETIS else 1)
     shape = memplan.Shape(
         opts.partition_mode,
         workers=opts.num_partitions,
@@ -234,11 +310,11 @@ def launcher_pod_name(opts: Options) -> str:
 def deliver_to_launcher(
     opts: Options, pset: parts.PartitionSet, console: Console, report: Report
 ) -> None:
-    from launcher.transport.kubectl import KubectlTransport, deliver
+    from launcher.workers.kubectl import KubectlTransport, deliver
 
     src = pset.root
     with phase(console, report, 2, "deliver"):
-        expected = parts.manifest(src)
+        expected = checksums.manifest(src)
         pod = launcher_pod_name(opts)
         transport = KubectlTransport(
             [],
@@ -257,24 +333,24 @@ def deliver_to_launcher(
             expected,
             timeout=opts.deliver_timeout,
         )
-        console.say(f"  {mb(parts.total_bytes(expected))} verified in {pod}")
+        console.say(f"  {mb(checksums.total_bytes(expected))} verified in {pod}")
 
 
 def deliver_locally(src: Path, dst: Path, console: Console, report: Report) -> None:
     with phase(console, report, 2, "deliver"):
-        expected = parts.manifest(src)
+        expected = checksums.manifest(src)
         if dst.exists():
             shutil.rmtree(dst)
         shutil.copytree(src, dst)
-        got = parts.manifest(dst)
+        got = checksums.manifest(dst)
         if got != expected:
             raise PhaseError("the copied dataset differs from the partitioner's")
-        console.say(f"  {mb(parts.total_bytes(expected))} verified in {dst}")
+        console.say(f"  {mb(checksums.total_bytes(expected))} verified in {dst}")
 
 
 def serve(opts: Options, pset: parts.PartitionSet, console: Console, report: Report) -> None:
     """Phase 2 over HTTP: serve the parts until the launcher says every worker has its own."""
-    from launcher.partition_server import PartitionServer, serve_and_wait
+    from launcher.delivery.server import PartitionServer, serve_and_wait
 
     # the partitioner's runtime includes serving: the partition time goes to the status
     console.progress.record(
@@ -384,14 +460,14 @@ def dispatch(
             transport.copy_to(host, pset.root / part_dir, f"{remote}/{part_dir}")
             expected = {
                 k: v
-                for k, v in parts.manifest(pset.root).items()
+                for k, v in checksums.manifest(pset.root).items()
                 if k == pset.config.name or k.startswith(f"{part_dir}/")
             }
             got = transport.manifest(host, remote)
             bad = [k for k, v in expected.items() if got.get(k) != v]
             if bad:
                 raise PhaseError(f"{host.name}: {bad[0]} did not arrive intact")
-            size = parts.total_bytes(expected)
+            size = checksums.total_bytes(expected)
             report.dispatch_bytes += size
             console.say(f"  part {i} -> {host.name} ({host.ip}): {mb(size)} verified")
             if time.monotonic() > deadline:
@@ -433,7 +509,7 @@ def dispatch_pull(
         pulls: list[tuple[Host, Proc]] = []
         try:
             for i, host in enumerate(hosts):
-                argv = [opts.python, "-m", "launcher.pull", "--url", source.url, "--part",
+                argv = [*programs.argv(opts.python, programs.PULL), "--url", source.url, "--part",
                         str(i), "--dest", f"{transport.workspace(host)}/{WORKLOAD}",
                         "--token-file", source.token_file]  # fmt: skip
                 pulls.append((host, transport.start(host, argv, {}, f"{host.name}/pull")))
@@ -517,7 +593,8 @@ def train(
     assert script is not None
     running: list[_Running] = []
     with phase(console, report, 5, "train"):
-        kept = stored.trainer_env(opts, console)  # checkpoints, resume, results on storage
+        # checkpoints, resume, results on storage
+        kept = keeping.trainer_env(opts.storage, opts.num_epochs, console)
         try:
             # each worker's workload folder, its (ip_config, partition config) and argv
             where = []
@@ -542,7 +619,7 @@ def train(
         except BaseException:
             stop_all(r.proc for r in running)
             raise
-    out = stored.results(opts)
+    out = keeping.results(opts.storage)
     if out is not None:
         read_metrics(out, console, report)
         console.say(f"  results are on the job's storage: {out}")

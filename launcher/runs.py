@@ -20,11 +20,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from launcher import memplan, parmetis, reporting, stored
-from launcher import partitions as parts
-from launcher.console import TOTAL, USER_ERRORS, Console, PhaseError, Report, phase
-from launcher.hostfile import Host, parse_hostfile
+from launcher import memplan, programs
+from launcher.console import TOTAL, USER_ERRORS, Console, NoProgress, PhaseError, Report, phase
+from launcher.delivery.wire import TransferError, build_manifest
 from launcher.options import Options
+from launcher.partition import output as parts
+from launcher.partition import parmetis_modes
 from launcher.phases import (
     OUTPUT,
     Source,
@@ -36,6 +37,7 @@ from launcher.phases import (
     dispatch_pull,
     fetch_partition_config,
     partition,
+    partition_on_workers,
     partition_server,
     plan_memory,
     run_local_process,
@@ -43,9 +45,11 @@ from launcher.phases import (
     train,
     train_argv,
 )
-from launcher.progress import FAILED, NoProgress, for_job
-from launcher.transfer import TransferError, build_manifest
-from launcher.transport import Proc, Transport
+from launcher.report import outcome
+from launcher.report.progress import FAILED, for_job
+from launcher.storage import keeping
+from launcher.workers.hostfile import Host, parse_hostfile
+from launcher.workers.transport import Proc, Transport
 from podcontract import (
     DATASET,
     DIST_PARMETIS,
@@ -84,7 +88,7 @@ def _hosts_from_hostfile(opts: Options) -> list[Host]:
 
 def run_launcher(opts: Options, console: Console, report: Report) -> None:
     """The launcher pod's part: phases 3-5 on the hostfile's workers (1-5 in DistParMETIS)."""
-    from launcher.transport.kubectl import KubectlTransport
+    from launcher.workers.kubectl import KubectlTransport
 
     pset = None  # DistParMETIS: the workers partition (phases 1-2 in run_on_workers)
     source = None
@@ -148,8 +152,10 @@ def run_on_workers(
                 if not report.memory:  # (the local transport planned before: same graph)
                     plan_memory(opts, console, report, size=size)
 
-            hosts = parmetis.partition_on_workers(opts, transport, console, report, plan)
-            pset = parmetis.verify_on_workers(opts, transport, hosts, console, report)
+            hosts = partition_on_workers(opts, transport, console, report, plan)
+            pset = parmetis_modes.verify_on_workers(
+                opts.graph_name, transport, hosts, console, report
+            )
         elif source is not None:
             hosts = dispatch_pull(opts, pset, source, transport, console, report)
         else:
@@ -173,7 +179,7 @@ def _entry_point_on(transport: Transport, script: str) -> None:
 
 def run_local(opts: Options, console: Console, report: Report) -> None:
     """``--transport local``: every phase on this machine."""
-    from launcher.transport.local import LocalTransport, check_prerequisites
+    from launcher.workers.local import LocalTransport, check_prerequisites
 
     # what can fail without partitioning fails before it
     check_entry_point(opts.train_entry_point, "--train-entry-point")
@@ -217,7 +223,7 @@ def _run_local_http(
 ) -> None:
     """Phases 2-5 locally over HTTP: the server runs in the launcher's network namespace
     (as the partitioner pod's would), the workers pull from it."""
-    from launcher.transport.local import LocalTransport
+    from launcher.workers.local import LocalTransport
 
     transport = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
     root.mkdir(parents=True, exist_ok=True)
@@ -228,7 +234,7 @@ def _run_local_http(
     server: list[Proc] = []
 
     def done() -> None:
-        argv = [opts.python, "-m", "launcher.pull", "--url", url, "--done",
+        argv = [*programs.argv(opts.python, programs.PULL), "--url", url, "--done",
                 "--token-file", str(token_file)]  # fmt: skip
         if transport.start_coordinator(argv, {}, "pull", console.line).wait(60) != 0:
             raise PhaseError(f"cannot stop the partition server: {console.last_line('pull')}")
@@ -260,7 +266,7 @@ def _start_local_server(
         if line.startswith("serving "):
             ready.set()
 
-    argv = [opts.python, "-m", "launcher.partition_server", "--config", str(pset.config),
+    argv = [*programs.argv(opts.python, programs.SERVE), "--config", str(pset.config),
             "--port", str(opts.transfer_port), "--token-file", token_file,
             "--timeout", str(opts.deliver_timeout),
             "--max-rate", str(opts.transfer_max_rate)]  # fmt: skip
@@ -286,14 +292,14 @@ def run_workload(opts: Options, console: Console, report: Report) -> None:
         env = {
             "OUTDATED_IGNORE": "1",
             "DGLRUN_OUTPUT_DIR": str(opts.workspace / OUTPUT),
-            **stored.trainer_env(opts, console),
+            **keeping.trainer_env(opts.storage, opts.num_epochs, console),
         }
         run_local_process(
             console, "train", argv, env, opts.train_timeout, f"the training entry point {script}"
         )
-    out = stored.results(opts)
+    out = keeping.results(opts.storage)
     if out is not None:
-        reporting.read_metrics(out, console, report)
+        outcome.read_metrics(out, console, report)
 
 
 def run(opts: Options, console: Console | None = None) -> int:
@@ -308,7 +314,7 @@ def run(opts: Options, console: Console | None = None) -> int:
     except BaseException:
         progress.finish(FAILED)
         raise
-    reporting.finish_progress(opts, progress, code)
+    outcome.finish_progress(_ending(opts), progress, code)
     return code
 
 
@@ -317,7 +323,7 @@ def _run(opts: Options, console: Console, report: Report) -> int:
         if opts.storage is not None:
             opts.storage.prepare()
             role = "partitioner" if opts.phase == PHASE_PARTITIONER else "launcher"
-            console.copy_to(stored.open_log(opts, role))
+            console.copy_to(keeping.open_log(opts.storage, role))
         if opts.transport == "local":
             run_local(opts, console, report)
         elif opts.phase == PHASE_PARTITIONER:
@@ -327,9 +333,13 @@ def _run(opts: Options, console: Console, report: Report) -> int:
         else:
             run_launcher(opts, console, report)
     except USER_ERRORS as e:
-        return reporting.failed(opts, console, report, str(e))
+        return outcome.failed(_ending(opts), console, report, str(e))
     except KeyboardInterrupt:
-        return reporting.interrupted(opts, console, report)
+        return outcome.interrupted(_ending(opts), console, report)
     except Terminated as e:
-        return reporting.terminated(opts, console, report, e.signum)
-    return reporting.succeeded(opts, console, report)
+        return outcome.terminated(_ending(opts), console, report, e.signum)
+    return outcome.succeeded(_ending(opts), console, report)
+
+
+def _ending(opts: Options) -> outcome.Ending:
+    return outcome.Ending(opts.phase, opts.partition_mode, opts.storage)

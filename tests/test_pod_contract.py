@@ -21,12 +21,15 @@ import yaml
 from controller.api import DGLJob, parse_job
 from controller.builders import DGLRUN_TRANSFER, BuildOptions, Desired, desired, results_location
 from controller.modes import MODES, SKIP
-from controller.status import REASON_MEMORY_PLAN, REASON_OOM_KILLED, PodFailure
+from controller.status.conditions import REASON_MEMORY_PLAN, REASON_OOM_KILLED
+from controller.status.failures import PodFailure
 from kubectl_download.config import load_config as kubectl_download_config
-from launcher import memplan, mpi, oom
-from launcher.hostfile import parse_hostfile
+from launcher import memplan
 from launcher.options import Options, parse
-from launcher.progress import JobRef
+from launcher.partition import mpirun
+from launcher.report.progress import JobRef
+from launcher.workers import oom
+from launcher.workers.hostfile import parse_hostfile
 from podcontract import (
     CHUNKED_LAYOUTS,
     CPU_LIMIT_ENV,
@@ -349,7 +352,7 @@ def test_the_partitioners_dglrun_reads_what_the_operator_meant(name: str) -> Non
     if job.spec.chunked_graph is not None:
         # ParMETIS's default ranks: the pod's CPU limit, through the downward API
         limits = main.get("resources", {}).get("limits", {})
-        assert mpi.default_ranks(seen.env) == max(2, int(limits.get("cpu", NODE_CPUS)))
+        assert mpirun.default_ranks(seen.env) == max(2, int(limits.get("cpu", NODE_CPUS)))
         assert CPU_LIMIT_ENV in seen.env
 
 

@@ -5,9 +5,9 @@ Every DGL server and every trainer runs this script with the same arguments::
     python train_dist.py --graph_name G --ip_config ip_config.txt --part_config dataset/G.json \\
         --num_epochs 2 --batch_size 1000 [--num_hidden 64 --fan_out 10,10 --lr 0.005 ...]
 
-``DGL_ROLE`` (set by dglrun, see launcher/dgl_env.py) decides what it does: a server serves its
-partition inside ``dgl.distributed.initialize`` and exits there once the trainers are done; a
-trainer (``DGL_ROLE=client``, ``DGL_DIST_MODE=distributed`` plus torch's ``MASTER_ADDR``,
+``DGL_ROLE`` (set by dglrun, see launcher/workers/dgl_env.py) decides what it does: a server
+serves its partition inside ``dgl.distributed.initialize`` and exits there once the trainers are
+done; a trainer (``DGL_ROLE=client``, ``DGL_DIST_MODE=distributed`` plus torch's ``MASTER_ADDR``,
 ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``) trains a DistributedDataParallel GraphSAGE on its
 share of the training nodes, sampling neighbours through the servers. Every trainer evaluates
 its share of the validation and test nodes (exact, full-neighbour inference unless

@@ -35,7 +35,7 @@ def examples_layer(ctx: Context) -> oci.Layer:
     /dgl_workspace/raw_data (the proposal's premise: the raw dataset is in the image)."""
     src = REPO / "examples" / "graphsage"
     files = sorted(p for p in src.glob("*.py"))
-    converter = [REPO / "distpart" / "convert.py", REPO / "launcher" / "chunked.py"]
+    converter = [REPO / "distpart" / "convert.py", REPO / "chunkedgraph" / "__init__.py"]
     key_doc = {"kind": "examples", "files": [(p.name, file_hash(p)) for p in files],
                "dataset": "ogbn-synth seed 0, owned by 65532",
                "chunked": [(p.name, file_hash(p)) for p in converter] + [CHUNKS]}  # fmt: skip

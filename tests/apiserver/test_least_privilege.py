@@ -208,7 +208,8 @@ def test_launcher_may_exec_only_into_its_own_workers(
     assert spec.returncode != 0 and "forbidden" in spec.stderr.lower(), spec.stderr
     # dglrun's own Events (partitions reused, a checkpoint resumed from), exactly as it sends
     # them: an Event on the job, made with the launcher's token
-    from launcher.progress import NORMAL, StatusProgress
+    from launcher.console import NORMAL
+    from launcher.report.progress import StatusProgress
 
     uid = api.get(DGLJOBS, namespace, "a")["metadata"]["uid"]
     event = StatusProgress("kubectl", "a", 1, print, uid=uid, namespace=namespace).event_object(

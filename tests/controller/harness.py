@@ -23,8 +23,8 @@ from controller.builders import ATTEMPT_ANNOTATION, BuildOptions
 from controller.controller import Controller
 from controller.events import EventRecorder
 from controller.metrics import Metrics
-from controller.status import is_terminating as terminating
-from controller.status import now_rfc3339
+from controller.status.conditions import now_rfc3339
+from controller.status.pod_state import is_terminating as terminating
 from informers.factory import SharedInformerFactory
 from kubeclient import EVENTS, PODS, Obj, Resource
 from tests.fakekube import FakeKube

@@ -24,7 +24,7 @@ from controller.builders import (
     worker_pod,
     worker_service,
 )
-from controller.quantity import format_bytes, parse_quantity
+from podcontract.quantity import format_bytes, parse_quantity
 from tests.support.dgljobs import load_fixture
 
 SEED_OPTS = BuildOptions(
@@ -463,6 +463,8 @@ def test_shm_without_limit_has_no_size_limit(seed_job_raw: dict[str, Any]) -> No
         ("100m", 0.1),
         ("1e3", 1000),
         (7, 7),
+        ("6k", 6000),  # Kubernetes: lowercase k is 1000
+        ("6Ki", 6144),
     ],
 )
 def test_parse_quantity(text: Any, value: float) -> None:
@@ -472,6 +474,11 @@ def test_parse_quantity(text: Any, value: float) -> None:
 def test_parse_quantity_rejects_garbage() -> None:
     with pytest.raises(ValueError, match="invalid quantity"):
         parse_quantity("12 apples")
+
+
+def test_parse_quantity_refuses_an_uppercase_k_as_kubernetes_does() -> None:
+    with pytest.raises(ValueError, match=r"invalid quantity '6K' \(K is not a suffix: k is 1000"):
+        parse_quantity("6K")
 
 
 def test_format_bytes() -> None:

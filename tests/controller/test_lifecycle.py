@@ -12,9 +12,9 @@ import pytest
 import structlog.testing
 
 from controller.api import DGLJOBS
-from controller.builders import ATTEMPT_ANNOTATION
-from controller.status import is_terminating as terminating
-from controller.status import parse_time
+from controller.builders import ATTEMPT_ANNOTATION, JOB_NAME_LABEL
+from controller.status.conditions import now_rfc3339, parse_time
+from controller.status.pod_state import is_terminating as terminating
 from kubeclient import (
     CONFIGMAPS,
     NETWORKPOLICIES,
@@ -470,6 +470,62 @@ def test_a_job_failed_by_its_deadline_goes_after_its_ttl(h: Harness) -> None:
     assert h.kube.objects(DGLJOBS, NS), "deleted before the TTL"
     h.step(1)
     wait_for(lambda: not h.kube.objects(DGLJOBS, NS), what="job deleted after its TTL")
+
+
+def test_a_finished_job_whose_spec_no_longer_parses_is_cleaned_up_and_deleted_after_its_ttl() -> (
+    None
+):
+    """An operator upgrade whose API is stricter finds a job that finished before it, its pods
+    still there: the finished check comes before the spec is parsed, and cleanPodPolicy and
+    the TTL are read from the raw object, so the job is cleaned up and deleted all the same
+    (and not failed again as InvalidSpec)."""
+    h = Harness()
+    try:
+        # ParMETIS without spec.chunkedGraph: refused today (see the InvalidSpec test below)
+        raw = seed(
+            partitionMode="ParMETIS",
+            cleanPodPolicy="All",
+            runPolicy={"ttlSecondsAfterFinished": 30},
+        )
+        job = h.create_job(raw)
+        finished = {
+            "phase": "Completed",
+            "completionTime": now_rfc3339(EPOCH - 10),
+            "conditions": [{"type": "Succeeded", "status": "True", "reason": "DGLJobSucceeded"}],
+        }
+        h.kube.patch(DGLJOBS, NS, J, {"status": finished}, subresource="status")
+        owner = {
+            "apiVersion": job["apiVersion"],
+            "kind": job["kind"],
+            "name": J,
+            "uid": job["metadata"]["uid"],
+            "controller": True,
+        }
+        for name, phase in ((W0, "Running"), (W1, "Running"), (LAUNCH, "Succeeded")):
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "labels": {JOB_NAME_LABEL: J},
+                    "ownerReferences": [owner],
+                },
+                "spec": {"containers": [{"name": "dgl-graphsage", "image": "x"}]},
+            }
+            h.kube.create(PODS, NS, pod)
+            h.set_status(name, {"phase": phase})
+        h.start()
+        wait_for(lambda: h.pods() == {}, what="cleanPodPolicy All applied to the finished job")
+        h.settle()
+        assert h.condition("Failed") is None, "a finished job is not judged on its spec again"
+        h.requeued_at(EPOCH + 20)  # completionTime + 30 s
+        h.step(19)
+        h.settle()
+        assert h.kube.objects(DGLJOBS, NS), "deleted before the TTL"
+        h.step(1)
+        wait_for(lambda: not h.kube.objects(DGLJOBS, NS), what="job deleted after its TTL")
+    finally:
+        h.close()
 
 
 def test_ttl_zero_deletes_at_once(h: Harness) -> None:

@@ -12,7 +12,7 @@ import pytest
 from controller import builders
 from controller.api import DGLJOBS, parse_job
 from controller.builders import BuildOptions, desired, rbac
-from controller.status import phase_from_progress
+from controller.status.observation import phase_from_progress
 from kubeclient import ROLES, SERVICEACCOUNTS
 from tests.controller.harness import NS, Harness
 from tests.support.dgljobs import load_fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from controller import status as st
 from controller.api import DGLJob
 from controller.builders import ATTEMPT_ANNOTATION, REPLICA_TYPE_LABEL
+from controller.status import conditions, failures, observation, pod_state, rebase
 
 T0 = 1_700_000_000.0
 
@@ -28,21 +28,23 @@ def pod(
 
 def test_set_condition_keeps_transition_time_unless_status_flips() -> None:
     s: dict[str, Any] = {}
-    assert st.set_condition(s, st.RUNNING, True, "A", "a", T0)
-    first = st.get_condition(s, st.RUNNING)
+    assert conditions.set_condition(s, conditions.RUNNING, True, "A", "a", T0)
+    first = conditions.get_condition(s, conditions.RUNNING)
     assert first and first["lastTransitionTime"] == "2023-11-14T22:13:20Z"
-    assert not st.set_condition(s, st.RUNNING, True, "A", "a", T0 + 10), "no-op is not a change"
-    assert st.set_condition(s, st.RUNNING, True, "B", "b", T0 + 20)
-    c = st.get_condition(s, st.RUNNING)
+    assert not conditions.set_condition(s, conditions.RUNNING, True, "A", "a", T0 + 10), (
+        "no-op is not a change"
+    )
+    assert conditions.set_condition(s, conditions.RUNNING, True, "B", "b", T0 + 20)
+    c = conditions.get_condition(s, conditions.RUNNING)
     assert c and c["lastTransitionTime"] == first["lastTransitionTime"] and c["reason"] == "B"
-    assert st.set_condition(s, st.RUNNING, False, "C", "c", T0 + 30)
-    c = st.get_condition(s, st.RUNNING)
+    assert conditions.set_condition(s, conditions.RUNNING, False, "C", "c", T0 + 30)
+    c = conditions.get_condition(s, conditions.RUNNING)
     assert c and c["status"] == "False" and c["lastTransitionTime"] == "2023-11-14T22:13:50Z"
 
 
 def test_absent_false_condition_is_not_added() -> None:
     s: dict[str, Any] = {}
-    assert not st.set_condition(s, st.RESTARTING, False, "X", "x", T0)
+    assert not conditions.set_condition(s, conditions.RESTARTING, False, "X", "x", T0)
     assert "conditions" not in s
 
 
@@ -66,7 +68,7 @@ def test_pod_failure_names_the_first_failed_container_init_first() -> None:
         ],
         containerStatuses=[{"name": "main", "state": {"waiting": {}}}],
     )
-    f = st.pod_failure(p)
+    f = failures.pod_failure(p)
     assert f is not None
     assert (f.replica_type, f.pod, f.container, f.exit_code) == (
         "Launcher",
@@ -83,7 +85,7 @@ def test_pod_failure_names_the_first_failed_container_init_first() -> None:
 
 def test_evicted_pod_failure_uses_the_pod_reason() -> None:
     p = pod("j-worker-0", "Worker", "Failed", reason="Evicted", message="low on memory")
-    f = st.pod_failure(p)
+    f = failures.pod_failure(p)
     assert f is not None and f.describe() == "worker pod j-worker-0 failed: Evicted: low on memory"
 
 
@@ -96,30 +98,33 @@ def test_observe_counts_and_separates_stale_and_terminating(seed_job: DGLJob) ->
     ]
     gone = pod("dgl-graphsage-worker-1", "Worker")
     gone["metadata"]["deletionTimestamp"] = "2023-01-01T00:00:00Z"
-    obs = st.observe(seed_job, pods, attempt=0)
+    obs = observation.observe(seed_job, pods, attempt=0)
     assert [p["metadata"]["name"] for p in obs.stale] == ["dgl-graphsage-launcher"]
-    assert st.replica_statuses(obs) == {
+    assert observation.replica_statuses(obs) == {
         "Launcher": {"active": 0, "succeeded": 0, "failed": 0, "ready": "0/1"},
         "Partitioner": {"active": 0, "succeeded": 1, "failed": 0, "ready": "0/1"},
         "Worker": {"active": 2, "succeeded": 0, "failed": 0, "ready": "1/2"},
     }
-    obs2 = st.observe(seed_job, [gone], attempt=0)
+    obs2 = observation.observe(seed_job, [gone], attempt=0)
     assert obs2.terminating == ["dgl-graphsage-worker-1"] and not obs2.pods
 
 
 def test_worker_that_exits_before_the_launcher_is_a_failure(seed_job: DGLJob) -> None:
-    obs = st.observe(seed_job, [pod("dgl-graphsage-worker-0", "Worker", "Succeeded")], 0)
+    obs = observation.observe(seed_job, [pod("dgl-graphsage-worker-0", "Worker", "Succeeded")], 0)
     assert obs.failure is not None and obs.failure.pod == "dgl-graphsage-worker-0"
     assert "exited before training finished" in obs.failure.describe()
 
 
 def test_phases(seed_job: DGLJob) -> None:
     def phase(*pods: dict[str, Any]) -> str:
-        return st.phase_for(seed_job, st.observe(seed_job, list(pods), 0))
+        return observation.phase_for(seed_job, observation.observe(seed_job, list(pods), 0))
 
-    assert phase() == st.PENDING
-    assert phase(pod("dgl-graphsage-partitioner", "Partitioner")) == st.PARTITIONING
-    assert phase(pod("dgl-graphsage-partitioner", "Partitioner", "Succeeded")) == st.PARTITIONED
+    assert phase() == conditions.PENDING
+    assert phase(pod("dgl-graphsage-partitioner", "Partitioner")) == conditions.PARTITIONING
+    assert (
+        phase(pod("dgl-graphsage-partitioner", "Partitioner", "Succeeded"))
+        == conditions.PARTITIONED
+    )
     launcher_init_done = pod(
         "dgl-graphsage-launcher",
         "Launcher",
@@ -128,24 +133,24 @@ def test_phases(seed_job: DGLJob) -> None:
             {"name": "watcher-loop-partitioner", "state": {"terminated": {"exitCode": 0}}}
         ],
     )
-    assert phase(launcher_init_done) == st.PARTITIONED
+    assert phase(launcher_init_done) == conditions.PARTITIONED
     training = pod(
         "dgl-graphsage-launcher",
         "Launcher",
         containerStatuses=[{"name": "main", "state": {"running": {}}}],
     )
-    assert phase(training) == st.TRAINING
+    assert phase(training) == conditions.TRAINING
 
 
 def test_workers_up_needs_every_worker_and_the_partitioner(seed_job: DGLJob) -> None:
     w0 = pod("dgl-graphsage-worker-0", "Worker", podIP="10.0.0.1")
     w1 = pod("dgl-graphsage-worker-1", "Worker", podIP="10.0.0.2")
     part = pod("dgl-graphsage-partitioner", "Partitioner", podIP="10.0.0.3")
-    assert not st.workers_up(seed_job, st.observe(seed_job, [w0, w1], 0))
-    assert st.workers_up(seed_job, st.observe(seed_job, [w0, w1, part], 0))
+    assert not observation.workers_up(seed_job, observation.observe(seed_job, [w0, w1], 0))
+    assert observation.workers_up(seed_job, observation.observe(seed_job, [w0, w1, part], 0))
     no_ip = copy.deepcopy(w1)
     del no_ip["status"]["podIP"]
-    assert not st.workers_up(seed_job, st.observe(seed_job, [w0, no_ip, part], 0))
+    assert not observation.workers_up(seed_job, observation.observe(seed_job, [w0, no_ip, part], 0))
 
 
 def test_main_run_seconds() -> None:
@@ -166,7 +171,7 @@ def test_main_run_seconds() -> None:
             }
         ],
     )
-    assert st.main_run_seconds(p) == 90
+    assert pod_state.main_run_seconds(p) == 90
 
 
 def test_rebase_keeps_their_fields_and_applies_ours() -> None:
@@ -180,14 +185,14 @@ def test_rebase_keeps_their_fields_and_applies_ours() -> None:
     theirs = copy.deepcopy(base)
     theirs["progress"] = "epoch 2"
     theirs["conditions"].append({"type": "Custom", "status": "True"})
-    out = st.rebase_status(base, ours, theirs)
+    out = rebase.rebase_status(base, ours, theirs)
     assert out["phase"] == "Partitioning" and out["progress"] == "epoch 2"
     assert [c["type"] for c in out["conditions"]] == ["Created", "Custom", "Running"]
-    removed = st.rebase_status({"startTime": "t"}, {}, {"startTime": "t", "x": 1})
+    removed = rebase.rebase_status({"startTime": "t"}, {}, {"startTime": "t", "x": 1})
     assert removed == {"x": 1}
 
 
 def test_time_round_trip() -> None:
-    assert st.parse_time(st.now_rfc3339(T0)) == T0
-    assert st.parse_time("2024-01-01T00:00:00.123456Z") is not None
-    assert st.parse_time("garbage") is None and st.parse_time(None) is None
+    assert conditions.parse_time(conditions.now_rfc3339(T0)) == T0
+    assert conditions.parse_time("2024-01-01T00:00:00.123456Z") is not None
+    assert conditions.parse_time("garbage") is None and conditions.parse_time(None) is None

@@ -14,7 +14,7 @@ from controller.children import CHILDREN, Listers
 from controller.events import EventRecorder
 from controller.expectations import Expectations
 from controller.metrics import Metrics
-from controller.mutation_cache import MutationCache
+from controller.mutation_cache import OwnWrite
 from controller.slim import slim_pod
 from controller.sync import JobSync
 from informers.lister import Lister
@@ -277,19 +277,54 @@ def test_configmap_update_uses_our_last_write_not_the_stale_cache() -> None:
     assert [a for a in rig.writes() if a.resource == "configmaps"] == []
 
 
-def test_mutation_cache_prefers_newer_own_write() -> None:
-    mc = MutationCache()
+def test_own_write_is_preferred_while_newer_than_the_cache() -> None:
+    mine_slot = OwnWrite()
     cached = {"metadata": {"uid": "u", "resourceVersion": "5"}}
     mine = {"metadata": {"uid": "u", "resourceVersion": "7"}}
-    mc.remember("k", mine)
-    assert mc.newest("k", cached) is mine
+    mine_slot.remember(mine)
+    assert mine_slot.newest(cached) is mine
     newer = {"metadata": {"uid": "u", "resourceVersion": "8"}}
-    assert mc.newest("k", newer) is newer
-    assert mc.newest("k", cached) is cached, "forgotten once the cache caught up"
-    mc.remember("k", mine)
+    assert mine_slot.newest(newer) is newer
+    assert mine_slot.newest(cached) is cached, "forgotten once the cache caught up"
+    mine_slot.remember(mine)
     other_uid = {"metadata": {"uid": "v", "resourceVersion": "1"}}
-    assert mc.newest("k", other_uid) is other_uid, "a recreated object is not ours"
-    assert mc.newest("k", None) is None
+    assert mine_slot.newest(other_uid) is other_uid, "a recreated object is not ours"
+    assert mine_slot.newest(None) is None
+
+
+def test_a_deleted_job_leaves_nothing_behind_in_the_sync() -> None:
+    """Every per-job memo lives in the job's one record, and deleting the job drops it:
+    its own writes, the Secret and the claim seen, the Warnings told, the waiting gauge,
+    and the expectations."""
+    rig = Rig()
+    rig.create_job(
+        storage={"claimTemplate": {"spec": {"resources": {"requests": {"storage": "1Gi"}}}}}
+    )
+    rig.sync.sync(KEY)  # the claim, the transfer Secret, the pods; the status written
+    rig.catch_up()
+    pod = rig.kube.get(PODS, NS, "dgl-graphsage-worker-0")
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    pod["status"] = {"phase": "Pending", "conditions": [unschedulable]}
+    rig.cache("pods", pod)
+    rig.sync.sync(KEY)
+    memo = rig.sync.memos.peek(KEY)
+    assert memo is not None
+    assert memo.job_written.written is not None
+    uid = rig.kube.get(DGLJOBS, NS, "dgl-graphsage")["metadata"]["uid"]
+    assert memo.secret_made_for == uid and memo.claim_ready_for == uid
+    assert memo.waiting == (NS, "Unschedulable")
+    waiting = {"namespace": NS, "reason": "Unschedulable"}
+    assert rig.metrics.registry.get_sample_value("dgl_operator_jobs_waiting", waiting) == 1
+    rig.sync.expectations.expect(KEY, "add", "pods", ["late"])  # one still pending
+
+    rig.kube.delete(DGLJOBS, NS, "dgl-graphsage")
+    rig.stores["dgljobs"].replace({})
+    rig.sync.sync(KEY)
+    assert KEY not in rig.sync.memos and len(rig.sync.memos) == 0
+    assert rig.sync.expectations.pending(KEY) == []
+    assert rig.metrics.registry.get_sample_value("dgl_operator_jobs_waiting", waiting) == 0
+    # and no other attribute of the sync holds the key (a memo kept beside the record)
+    assert KEY not in repr(vars(rig.sync))
 
 
 # -- the pod cache keeps only what the sync reads (controller/slim.py) -------------------------

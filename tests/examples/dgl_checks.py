@@ -158,8 +158,8 @@ def check_partitions(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def _chunked_equals(graph: dgl.DGLGraph, chunked_dir: Path) -> dict[str, Any]:
+    from chunkedgraph import load, verify
     from distpart.read import read_rows
-    from launcher.chunked import load, verify
 
     c = load(chunked_dir)
     verify(c)

@@ -354,7 +354,7 @@ def test_a_bad_chunk_is_one_line_naming_the_file_before_any_rank_starts(
 
 
 def _rank_process(rank: int) -> int | None:
-    """The pid of MPI rank ``rank``'s distpart process (not its launcher.remote wrapper)."""
+    """The pid of MPI rank ``rank``'s distpart process (not its launcher.workers.remote wrapper)."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -365,7 +365,7 @@ def _rank_process(rank: int) -> int | None:
             continue
         if (
             b"distpart" in cmd
-            and b"launcher.remote" not in cmd
+            and b"launcher.workers.remote" not in cmd
             and (f"OMPI_COMM_WORLD_RANK={rank}".encode() in environ)
         ):
             return int(entry.name)

@@ -1,4 +1,4 @@
-"""A small valid graph in DGL's chunked format, for the tests of launcher.chunked and of the
+"""A small valid graph in DGL's chunked format, for the tests of chunkedgraph and of the
 memory plan and storage paths that read it."""
 
 from __future__ import annotations

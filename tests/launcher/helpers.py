@@ -49,7 +49,7 @@ def memory_cgroup(limit_mib: int) -> Iterator[Path]:
     """A memory cgroup of ``limit_mib`` under this process's own (root; cgroup v1, or v2 with
     the memory controller delegated): write a pid to ``<it>/cgroup.procs`` to put it in.
     Whatever still runs in it at the end is killed, and the cgroup removed."""
-    from launcher import oom
+    from launcher.workers import oom
 
     require(os.geteuid() == 0, "a memory cgroup of its own needs root")
     found = oom._memory_cgroup(oom.CGROUP, oom.PROC_CGROUP)

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from launcher import blame
 from launcher.console import Console, PhaseError
-from launcher.hostfile import Host
 from launcher.phases import _Running, _supervise
+from launcher.workers import blame
+from launcher.workers.hostfile import Host
 
 RESET = (
     "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:525] Read error "

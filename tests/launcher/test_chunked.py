@@ -1,4 +1,4 @@
-"""DGL's chunked graph format as dglrun checks it before any MPI rank starts (launcher.chunked):
+"""DGL's chunked graph format as dglrun checks it before any MPI rank starts (chunkedgraph):
 every bad input is one line naming the file or field."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from launcher import chunked
-from launcher.chunked import ChunkedError, load, shares, verify
+import chunkedgraph
+from chunkedgraph import ChunkedError, load, shares, verify
 from tests.launcher.chunked_graph import write_graph
 from tests.support.paths import REPO
 
@@ -163,7 +163,7 @@ def test_a_rank_checks_only_the_files_it_reads(tmp_path: Path) -> None:
 
 def run_check(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "launcher.chunked", "check", *args],
+        [sys.executable, "-m", "chunkedgraph", "check", *args],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -188,6 +188,6 @@ def test_the_check_command(tmp_path: Path) -> None:
 def test_npy_header_reader_matches_numpy(tmp_path: Path) -> None:
     for array in (np.zeros((7, 5), np.float32), np.ones(9, bool), np.arange(6, dtype=np.int64)):
         np.save(tmp_path / "a.npy", array)
-        h = chunked.read_npy_header(tmp_path / "a.npy")
+        h = chunkedgraph.read_npy_header(tmp_path / "a.npy")
         assert h.shape == array.shape and h.itemsize == array.dtype.itemsize
         assert h.data_offset + h.data_bytes == (tmp_path / "a.npy").stat().st_size

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.partitions import manifest
+from launcher.checksums import manifest
 from tests.launcher.fake_cluster import Cluster, launcher_args, progress_log
 from tests.launcher.helpers import FIXTURES
 from tests.support.paths import REPO

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.partitions import manifest
+from launcher.checksums import manifest
 from tests.launcher.fake_cluster import Cluster, launcher_args, partitioner_args, progress_log
 from tests.launcher.helpers import dglrun
 from tests.support.paths import REPO
@@ -112,7 +112,7 @@ def test_launcher_stops_remote_processes_when_a_trainer_fails(cluster: Cluster) 
     assert left.stdout.strip() == "", "remote DGL processes survived"
     assert cluster.calls("exec job-worker-1") > 0
     log = (cluster.dir / "calls.log").read_text()
-    assert "launcher.remote kill" in log
+    assert "launcher.workers.remote kill" in log
 
 
 def test_launcher_refuses_more_workers_than_partitions(cluster: Cluster) -> None:
@@ -253,7 +253,7 @@ def test_sigterm_stops_every_remote_process(cluster: Cluster) -> None:
     assert "dglrun: terminated by signal 15; stopped every process it started" in rest
     left = subprocess.run(["pgrep", "-f", "fake_train.py"], capture_output=True, text=True)
     assert left.stdout.strip() == "", "remote DGL processes survived the SIGTERM"
-    assert "launcher.remote kill" in (cluster.dir / "calls.log").read_text()
+    assert "launcher.workers.remote kill" in (cluster.dir / "calls.log").read_text()
     # the operator clears progress when it deletes pods: a stopped dglrun reports no outcome
     sent = progress_log(cluster)
     assert sent and not any(t.startswith(("failed", "done")) for t in sent), sent

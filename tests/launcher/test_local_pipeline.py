@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher.transport import TransportError
-from launcher.transport import local as local_transport
+from launcher.workers import local as local_transport
+from launcher.workers.transport import TransportError
 from tests.launcher.helpers import FIXTURES, dglrun
 from tests.support.paths import REPO
 from tests.support.prerequisites import require
@@ -174,13 +174,13 @@ def test_without_root_dglrun_uses_a_user_namespace(tmp_path: Path, no_leftovers:
     of a user namespace of its own: the same five phases, and nothing on the host network."""
     python = "/usr/bin/python3"
     require(Path(python).exists() and shutil.which("setpriv") is not None, f"{python}, setpriv")
-    from launcher.transport.local import user_namespaces_work
+    from launcher.workers.local import user_namespaces_work
 
     require(user_namespaces_work() is None, "unprivileged user namespaces")
     top = Path(tempfile.mkdtemp(prefix="dglrun-nobody-", dir="/tmp"))
     try:
         code, ws = top / "code", top / "ws"
-        for package in ("launcher", "podprogram", "podcontract"):  # what a worker image carries
+        for package in ("launcher", "chunkedgraph", "podprogram", "podcontract"):  # a worker image
             shutil.copytree(REPO / package, code / package)
         shutil.copytree(FIXTURES, code / "fixtures")
         ws.mkdir()

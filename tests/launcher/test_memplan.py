@@ -103,9 +103,12 @@ def test_graph_size_and_quantities_parse() -> None:
     assert memplan.parse_bytes("8Gi") == 8 * GiB
     assert memplan.parse_bytes("512M") == 512 * 10**6
     assert memplan.parse_bytes("1073741824") == GiB
-    for bad in ("lots", "-1Gi", "0"):
+    assert memplan.parse_bytes("6k") == 6000 and memplan.parse_bytes("6Ki") == 6144
+    for bad in ("lots", "-1Gi", "0", "6K"):
         with pytest.raises(PlanError, match="memory limit"):
             memplan.parse_bytes(bad)
+    with pytest.raises(PlanError, match="K is not a suffix: k is 1000, Ki is 1024"):
+        memplan.parse_bytes("6K")
 
 
 def test_a_chunked_graphs_sizes_come_from_its_files(tmp_path: Path) -> None:
@@ -119,24 +122,27 @@ def test_a_chunked_graphs_sizes_come_from_its_files(tmp_path: Path) -> None:
 def test_the_workers_check_reports_the_plans_sizes(tmp_path: Path) -> None:
     """In DistParMETIS the launcher does not see the graph: worker 0's check of its chunks
     reports the sizes the plan needs, parsed back as the same GraphSize."""
-    from launcher import chunked, parmetis
+    from chunkedgraph.__main__ import main as chunked_check
+    from launcher.partition import parmetis_modes
 
     path = write_graph(tmp_path / "g")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert chunked.main(["check", str(path), "--ranks", "2", "--rank", "0"]) == 0
+        assert chunked_check(["check", str(path), "--ranks", "2", "--rank", "0"]) == 0
     doc = json.loads(out.getvalue().strip().splitlines()[-1])
-    size = parmetis._size_of(doc, "worker-0:/data/g")
+    size = parmetis_modes._size_of(doc, "worker-0:/data/g")
     want = memplan.chunked_graph_size(path)
     assert size is not None and (size.nodes, size.edges, size.node_bytes, size.edge_bytes) == (
         want.nodes, want.edges, want.node_bytes, want.edge_bytes
     )  # fmt: skip
-    assert parmetis._size_of({"num_nodes": 10, "num_edges": 24}, "w") is None  # an older dglrun
+    assert (
+        parmetis_modes._size_of({"num_nodes": 10, "num_edges": 24}, "w") is None
+    )  # an older dglrun
 
 
 def test_the_console_keeps_peaks_apart_from_what_a_process_said() -> None:
     from launcher.console import Console
-    from launcher.remote import PEAK_LINE
+    from launcher.workers.remote import PEAK_LINE
 
     console = Console(write=lambda _: None)
     console.line("worker-0/pull", "pull: error: part 0: checksum mismatch")
@@ -176,7 +182,7 @@ def test_dglrun_reports_estimates_next_to_measured_peaks(
     proc = dglrun(*local(tmp_path, "--graph-size", size, "--worker-memory-limit", "64Gi"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    # every server and trainer ran under launcher.remote, which reported its peak
+    # every server and trainer ran under launcher.workers.remote, which reported its peak
     for label in ("worker-0/server-0", "worker-1/trainer-0"):
         assert f"[{label}] launcher.remote: peak memory " in out
     final = [ln for ln in out.splitlines() if ln.startswith("  memory: ")][-2:]
@@ -203,14 +209,14 @@ def test_a_worker_without_the_first_chunks_checks_its_own_and_reports_no_sizes(
 ) -> None:
     """PerWorker: worker 1 holds only its own chunks, not the first ones the sizes are read
     from; its check still passes (worker 0 reports the sizes)."""
-    from launcher import chunked
+    from chunkedgraph.__main__ import main as chunked_check
 
     path = write_graph(tmp_path / "g")
     for first in (tmp_path / "g").rglob("*-0.*"):
         first.unlink()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = chunked.main(["check", str(path), "--ranks", "2", "--layout", "PerWorker",
+        code = chunked_check(["check", str(path), "--ranks", "2", "--layout", "PerWorker",
                              "--rank", "1"])  # fmt: skip
     doc = json.loads(out.getvalue().strip().splitlines()[-1])
     assert code == 0 and "node_bytes" not in doc, doc

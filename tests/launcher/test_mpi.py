@@ -1,20 +1,21 @@
-"""mpirun for the ParMETIS modes as pure functions (launcher.mpi), and dglrun's options for
-them (launcher.options). Real MPI runs in tests/examples/test_parmetis.py."""
+"""mpirun for the ParMETIS modes as pure functions (launcher.partition.mpirun), and dglrun's
+options for them (launcher.options). Real MPI runs in tests/examples/test_parmetis.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from launcher import mpi, options
-from launcher.hostfile import Host
+from launcher import options
+from launcher.partition import mpirun
+from launcher.workers.hostfile import Host
 
 HOSTS = [Host("10.0.0.1", 30050, "j-worker-0"), Host("10.0.0.2", 30050, "j-worker-1")]
 
 
 def test_parmetis_runs_every_rank_here_and_oversubscribes() -> None:
-    job = mpi.RankJob("python3", "/g", "Shared", "graphsage", 2, ("/w/dataset",), True, False)
-    argv = mpi.mpirun_argv(
-        mpi.Launch("mpirun", 3, env={"A": "1"}), job.argv("/tmp/dglrun/x-rank-{rank}.pid"),
+    job = mpirun.RankJob("python3", "/g", "Shared", "graphsage", 2, ("/w/dataset",), True, False)
+    argv = mpirun.mpirun_argv(
+        mpirun.Launch("mpirun", 3, env={"A": "1"}), job.argv("/tmp/dglrun/x-rank-{rank}.pid"),
         as_root=False,
     )  # fmt: skip
     assert argv[:5] == ["mpirun", "-np", "3", "--bind-to", "none"]
@@ -23,35 +24,35 @@ def test_parmetis_runs_every_rank_here_and_oversubscribes() -> None:
     assert argv[argv.index("btl") + 1] == "tcp,self"  # no shared memory: containers
     assert argv[argv.index("-x") + 1] == "A=1"
     rank = argv[argv.index("python3") :]
-    assert rank[:7] == [
-        "python3", "-m", "launcher.remote", "run", "--pidfile", "/tmp/dglrun/x-rank-{rank}.pid",
-        "--",
+    assert rank[:8] == [
+        "python3", "-P", "-m", "launcher.workers.remote", "run", "--pidfile",
+        "/tmp/dglrun/x-rank-{rank}.pid", "--",
     ]  # fmt: skip
-    assert rank[7:11] == ["python3", "-m", "distpart", "partition"]
+    assert rank[8:13] == ["python3", "-P", "-m", "distpart", "partition"]
     assert rank[rank.index("--out") + 1 :] == ["/w/dataset", "--balance-train"]
     assert rank[rank.index("--num-parts") + 1] == "2"
 
 
 def test_distparmetis_uses_the_worker_pods_and_kubexec() -> None:
-    launch = mpi.Launch("mpirun", 2, hostfile="/tmp/h", rsh_agent="/etc/dgl/kubexec.sh")
-    argv = mpi.mpirun_argv(launch, ["cmd"], as_root=True)
+    launch = mpirun.Launch("mpirun", 2, hostfile="/tmp/h", rsh_agent="/etc/dgl/kubexec.sh")
+    argv = mpirun.mpirun_argv(launch, ["cmd"], as_root=True)
     assert "--allow-run-as-root" in argv and "--oversubscribe" not in argv
     assert argv[argv.index("--hostfile") + 1] == "/tmp/h"
     assert argv[argv.index("--map-by") + 1] == "node"  # rank i on worker i
     assert argv[argv.index("plm_rsh_agent") + 1] == "/etc/dgl/kubexec.sh"
     assert argv[argv.index("plm_rsh_no_tree_spawn") + 1] == "1"  # workers have no kubectl
     assert argv[-1] == "cmd"
-    assert mpi.mpi_hostfile(HOSTS) == "j-worker-0 slots=1\nj-worker-1 slots=1\n"
+    assert mpirun.mpi_hostfile(HOSTS) == "j-worker-0 slots=1\nj-worker-1 slots=1\n"
 
 
 def test_rank_pidfiles() -> None:
-    assert mpi.pidfile("ab") == "/tmp/dglrun/ab-rank-{rank}.pid"
-    assert mpi.rank_pidfile("ab", 3) == "/tmp/dglrun/ab-rank-3.pid"
+    assert mpirun.pidfile("ab") == "/tmp/dglrun/ab-rank-{rank}.pid"
+    assert mpirun.rank_pidfile("ab", 3) == "/tmp/dglrun/ab-rank-3.pid"
     from pathlib import Path
 
-    from launcher.remote import expand_pidfile
+    from launcher.workers.remote import expand_pidfile
 
-    assert expand_pidfile(Path(mpi.pidfile("ab")), {"OMPI_COMM_WORLD_RANK": "1"}) == Path(
+    assert expand_pidfile(Path(mpirun.pidfile("ab")), {"OMPI_COMM_WORLD_RANK": "1"}) == Path(
         "/tmp/dglrun/ab-rank-1.pid"
     )
 
@@ -60,8 +61,8 @@ def test_rank_pidfiles() -> None:
     ("env", "ranks"), [({"DGL_OPERATOR_CPU_LIMIT": "4"}, 4), ({"DGL_OPERATOR_CPU_LIMIT": "1"}, 2)]
 )
 def test_default_ranks_is_the_cpu_limit_at_least_two(env: dict[str, str], ranks: int) -> None:
-    assert mpi.default_ranks(env) == ranks
-    assert mpi.default_ranks({}) >= 2
+    assert mpirun.default_ranks(env) == ranks
+    assert mpirun.default_ranks({}) >= 2
 
 
 # mpirun's own words, as Open MPI 4.1 prints them (captured from real runs)
@@ -101,21 +102,21 @@ This usually is caused by:
 def test_failure_names_the_rank_and_its_worker() -> None:
     hosts = ["j-worker-0", "j-worker-1"]
     assert (
-        mpi.failure(KILLED.splitlines(), 137, hosts)
+        mpirun.failure(KILLED.splitlines(), 137, hosts)
         == "MPI rank 1 on j-worker-1 was killed by SIGKILL (exit code 137)"
     )
-    assert mpi.failure(SIGNALLED.splitlines(), 137, hosts) == (
+    assert mpirun.failure(SIGNALLED.splitlines(), 137, hosts) == (
         "MPI rank 0 on j-worker-0 was killed by SIGKILL"
     )
-    assert mpi.failure(RANK_ERROR.splitlines(), 1, hosts) == (
+    assert mpirun.failure(RANK_ERROR.splitlines(), 1, hosts) == (
         "MPI rank 1 on j-worker-1 (j-worker-1): /data/e-1.npy: edges chunk 1, row 3: node id "
         "[5, 99] outside 0..9"
     )
-    text = mpi.failure(NO_DAEMONS.splitlines(), 1, hosts)
+    text = mpirun.failure(NO_DAEMONS.splitlines(), 1, hosts)
     assert text.startswith("mpirun could not start its daemons on the workers: ")
     assert 'pods "j-worker-1" is forbidden' in text
-    assert mpi.failure(["oops"], 3) == "mpirun exited with code 3: oops"
-    assert mpi.failure([], 3) == "mpirun exited with code 3: no output"
+    assert mpirun.failure(["oops"], 3) == "mpirun exited with code 3: oops"
+    assert mpirun.failure([], 3) == "mpirun exited with code 3: no output"
 
 
 # -- dglrun's options -----------------------------------------------------------------------

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher import oom
 from launcher.console import Console, OutOfMemory, PhaseError, Report, phase
+from launcher.workers import oom
 from podcontract import OOM_PREFIX
 from tests.launcher.helpers import FIXTURES, dglrun, in_cgroup, memory_cgroup
 from tests.support.paths import REPO
@@ -89,7 +89,7 @@ def test_the_line_round_trips_and_the_console_reports_the_first_kill() -> None:
     console.line("job-worker-1/trainer-0", "Epoch 00001")
     console.line("job-worker-1/trainer-0", text)
     console.line("job-worker-0/trainer-0", oom._LINE.format(pod="job-worker-0", limit="1 GiB"))
-    # launcher.remote's line is not what the trainer last said
+    # launcher.workers.remote's line is not what the trainer last said
     assert console.last_line("job-worker-1/trainer-0") == "Epoch 00001"
     assert console.out_of_memory() == (
         "OOMKilled: trainer-0 in pod job-worker-1 was killed for memory (over its container's "
@@ -114,7 +114,8 @@ def test_a_phase_without_a_kill_fails_as_before() -> None:
 
 
 def remote(group: Path, code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "launcher.remote", "run", "--pidfile", str(tmp_path / "p.pid"),
+    argv = [sys.executable, "-m", "launcher.workers.remote", "run", "--pidfile",
+            str(tmp_path / "p.pid"),
             "--", sys.executable, "-c", code]  # fmt: skip
     return subprocess.run(
         in_cgroup(group, argv), capture_output=True, text=True, timeout=120, cwd=REPO
@@ -122,7 +123,7 @@ def remote(group: Path, code: str, tmp_path: Path) -> subprocess.CompletedProces
 
 
 def test_launcher_remote_names_a_real_oom_kill_and_only_that(tmp_path: Path) -> None:
-    """A child over its cgroup's 96 MiB is killed by the kernel: launcher.remote says so,
+    """A child over its cgroup's 96 MiB is killed by the kernel: launcher.workers.remote says so,
     naming this machine as the pod; a child that SIGKILLs itself is not reported."""
     with memory_cgroup(96) as group:
         hog = remote(group, HOG, tmp_path)

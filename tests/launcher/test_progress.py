@@ -8,10 +8,10 @@ import threading
 import time
 from pathlib import Path
 
-from launcher.progress import (
+from launcher.console import NoProgress
+from launcher.report.progress import (
     MAX_FAILURES,
     JobRef,
-    NoProgress,
     StatusProgress,
     Tracker,
     for_job,

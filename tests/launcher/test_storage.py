@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from launcher import checkpoints, partition_cache
+from launcher import checkpoints
+from launcher.checksums import file_sha256
 from launcher.options import Options, parse
-from launcher.partitions import file_sha256
-from launcher.storage import Storage, StorageError
+from launcher.phases import partition_inputs
+from launcher.storage import cache
+from launcher.storage.layout import Storage, StorageError
 from podcontract import STORAGE_DIR
 from tests.launcher.chunked_graph import write_graph
 from tests.launcher.helpers import FIXTURES, dglrun
@@ -104,33 +106,36 @@ def opts_for(tmp_path: Path, *extra: str, mode: str = "DGL-API") -> Options:
 def test_the_key_covers_arguments_content_and_run(tmp_path: Path) -> None:
     graph = tmp_path / "graph.bin"
     graph.write_bytes(b"edges")
-    base = opts_for(tmp_path, "--partition-inputs", str(graph))
-    key = partition_cache.key_of(partition_cache.inputs(base, "job-a", share=True))
-    same = partition_cache.key_of(partition_cache.inputs(base, "job-b", share=True))
+    base = partition_inputs(opts_for(tmp_path, "--partition-inputs", str(graph)))
+    key = cache.key_of(cache.inputs(base, "job-a", share=True))
+    same = cache.key_of(cache.inputs(base, "job-b", share=True))
     assert key == same  # shared, and the graph is named: another job may reuse it
-    mine = partition_cache.inputs(base, "job-b", share=False)
-    assert partition_cache.key_of(mine) != key and mine["run"] == "job-b"
-    other_args = opts_for(tmp_path, "--partition-inputs", str(graph), "--balance-edges")
-    assert partition_cache.key_of(partition_cache.inputs(other_args, "job-a", True)) != key
+    mine = cache.inputs(base, "job-b", share=False)
+    assert cache.key_of(mine) != key and mine["run"] == "job-b"
+    other_args = partition_inputs(
+        opts_for(tmp_path, "--partition-inputs", str(graph), "--balance-edges")
+    )
+    assert cache.key_of(cache.inputs(other_args, "job-a", True)) != key
     graph.write_bytes(b"other edges")
-    assert partition_cache.key_of(partition_cache.inputs(base, "job-a", True)) != key
+    assert cache.key_of(cache.inputs(base, "job-a", True)) != key
     # without the graph named, sharing cannot be trusted: the run stays in the key
-    unnamed = partition_cache.inputs(opts_for(tmp_path), "job-a", share=True)
+    unnamed = cache.inputs(partition_inputs(opts_for(tmp_path)), "job-a", share=True)
     assert unnamed["run"] == "job-a"
-    with pytest.raises(partition_cache.CacheError, match="nope does not exist"):
-        partition_cache.inputs(opts_for(tmp_path, "--partition-inputs", "nope"), "r", False)
+    with pytest.raises(cache.CacheError, match="nope does not exist"):
+        nope = partition_inputs(opts_for(tmp_path, "--partition-inputs", "nope"))
+        cache.inputs(nope, "r", False)
 
 
 def test_a_chunked_graphs_files_are_in_its_key(tmp_path: Path) -> None:
     path = write_graph(tmp_path / "g")
-    opts = opts_for(tmp_path, "--chunked-graph", str(path), mode="ParMETIS")
-    doc = partition_cache.inputs(opts, "r", share=True)
+    what = partition_inputs(opts_for(tmp_path, "--chunked-graph", str(path), mode="ParMETIS"))
+    doc = cache.inputs(what, "r", share=True)
     content = doc["content"]
     assert "run" not in doc and isinstance(content, dict) and len(content) >= 3
-    key = partition_cache.key_of(doc)
+    key = cache.key_of(doc)
     chunk = next((tmp_path / "g").rglob("*.npy"))
     chunk.write_bytes(chunk.read_bytes()[:-1] + b"\x01")
-    assert partition_cache.key_of(partition_cache.inputs(opts, "r", share=True)) != key
+    assert cache.key_of(cache.inputs(what, "r", share=True)) != key
 
 
 # -- dglrun on the local transport ----------------------------------------------------------
@@ -155,7 +160,7 @@ def test_partitions_are_cached_reused_and_rebuilt_when_damaged(
     assert first.returncode == 0, first.stdout + first.stderr
     assert "no cached partitions for these inputs" in first.stdout
     (entry,) = entries(storage)
-    index = json.loads((entry / partition_cache.INDEX).read_text())
+    index = json.loads((entry / cache.INDEX).read_text())
     assert index["inputs"]["run"] == "job-1234abcd" and "part1/graph.dgl" in index["files"]
     run = storage / "runs" / "job-1234abcd"
     assert json.loads((run / "output" / "metrics.json").read_text())["test_accuracy"] == 0.5
@@ -416,8 +421,8 @@ class Recorded:
 
 
 def test_resuming_and_skipping_are_reported_in_status_and_events(tmp_path: Path) -> None:
-    from launcher import stored
     from launcher.console import Console
+    from launcher.storage import keeping
 
     opts = opts_for(tmp_path, "--storage", str(tmp_path), "--run-name", "r", "--num-epochs", "4")
     assert opts.storage is not None
@@ -425,7 +430,8 @@ def test_resuming_and_skipping_are_reported_in_status_and_events(tmp_path: Path)
     save(opts.storage.checkpoints, 1)
     save(opts.storage.checkpoints, 2).write_text("overwritten")
     progress = Recorded()
-    env = stored.trainer_env(opts, Console(write=lambda _: None, progress=progress))
+    console = Console(write=lambda _: None, progress=progress)
+    env = keeping.trainer_env(opts.storage, opts.num_epochs, console)
     assert env["DGLRUN_RESUME_EPOCH"] == "1" and env["DGLRUN_RESUME_FROM"].endswith("epoch-1.pt")
     assert env["DGLRUN_OUTPUT_DIR"] == str(tmp_path / "runs" / "r" / "output")
     assert progress.fields["resume"] == {"epoch": 1, "checkpoint": "runs/r/checkpoints/epoch-1.pt"}

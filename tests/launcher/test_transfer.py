@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from launcher import partitions as parts
-from launcher.partition_server import PartitionServer
-from launcher.pull import Puller, main, parse_progress
-from launcher.transfer import TransferError, build_manifest
+from launcher.delivery.pull import Puller, main, parse_progress
+from launcher.delivery.server import PartitionServer
+from launcher.delivery.wire import TransferError, build_manifest
+from launcher.partition import output as parts
 
 TOKEN = "s3cret-token"
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from launcher.dgl_env import Topology, server_env, trainer_env
-from launcher.hostfile import HostfileError, ip_config, parse_hostfile
+from launcher.checksums import manifest
 from launcher.options import parse
-from launcher.partitions import PartitionError, find_config, load, manifest
+from launcher.partition.output import PartitionError, find_config, load
+from launcher.workers.dgl_env import Topology, server_env, trainer_env
+from launcher.workers.hostfile import HostfileError, ip_config, parse_hostfile
 from tests.launcher.helpers import dglrun, fake_partition
 from tests.support.paths import REPO
 
@@ -143,8 +144,8 @@ def test_bad_usage_exits_2(argv: list[str], env: dict[str, str], message: str) -
 
 def test_help_is_instant_and_imports_no_dgl() -> None:
     code = (
-        "import sys, launcher.cli, launcher.runs, launcher.transport.local, "
-        "launcher.transport.kubectl; "
+        "import sys, launcher.cli, launcher.runs, launcher.workers.local, "
+        "launcher.workers.kubectl; "
         "bad = [m for m in ('dgl', 'torch', 'numpy', 'kubernetes') if m in sys.modules]; "
         "print(bad)"
     )
@@ -156,7 +157,7 @@ def test_help_is_instant_and_imports_no_dgl() -> None:
 
 
 def test_failure_reason_goes_to_the_termination_log(tmp_path: Path) -> None:
-    from launcher.reporting import termination_message
+    from launcher.report.outcome import termination_message
 
     log = tmp_path / "termination-log"
     termination_message("train failed: trainer 0 on worker-1 exited with code 1", log)
@@ -167,9 +168,9 @@ def test_failure_reason_goes_to_the_termination_log(tmp_path: Path) -> None:
 
 
 def test_a_remote_kill_that_comes_before_the_process_still_stops_it(tmp_path: Path) -> None:
-    """dglrun may stop a worker's process before ``launcher.remote run`` recorded its session
-    (a failure right at start): the kill leaves a marker and the process never runs."""
-    from launcher import remote
+    """dglrun may stop a worker's process before ``launcher.workers.remote run`` recorded its
+    session (a failure right at start): the kill leaves a marker and the process never runs."""
+    from launcher.workers import remote
 
     pidfile = tmp_path / "dglrun" / "run-1-w0-trainer-0.pid"
     assert remote.main(["kill", "--pidfile", str(pidfile), "--grace", "1"]) == 0
@@ -182,7 +183,7 @@ def test_a_remote_kill_stops_the_recorded_session(tmp_path: Path) -> None:
     pidfile = tmp_path / "p.pid"
     run = ["run", "--pidfile", str(pidfile), "--", "sh", "-c", "sleep 60 & sleep 60"]
     helper = subprocess.Popen(
-        [sys.executable, "-m", "launcher.remote", *run],
+        [sys.executable, "-m", "launcher.workers.remote", *run],
         cwd=REPO,
     )
     try:
@@ -190,7 +191,7 @@ def test_a_remote_kill_stops_the_recorded_session(tmp_path: Path) -> None:
         while not pidfile.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         pgid = int(pidfile.read_text())
-        from launcher import remote
+        from launcher.workers import remote
 
         assert remote.main(["kill", "--pidfile", str(pidfile), "--grace", "2"]) == 0
         assert helper.wait(10) != 0

@@ -61,6 +61,10 @@ def test_a_node_of_several_is_small_nests_its_cgroups_and_heartbeats_fast(tmp_pa
 def test_quantities_and_the_reservation_that_leaves_the_asked_allocatable() -> None:
     assert node.parse_quantity("6Gi") == 6 << 30 and node.parse_quantity("512Mi") == 512 << 20
     assert node.parse_quantity("2G") == 2_000_000_000
+    # as Kubernetes reads them (the operator's parser): k is 1000, Ki 1024, K is no suffix
+    assert node.parse_quantity("6k") == 6000 and node.parse_quantity("6Ki") == 6144
+    with pytest.raises(ClusterError, match=r"not a quantity.*K is not a suffix: k is 1000, Ki"):
+        node.parse_quantity("6K")
     assert node.parse_cpu("1") == 1000 and node.parse_cpu("500m") == 500
     r = node.reservation("1", "1Gi")
     assert r["cpu"] == f"{(os.cpu_count() or 1) * 1000 - 1000}m"

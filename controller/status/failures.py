@@ -1,0 +1,80 @@
+"""Why a pod failed (:class:`PodFailure`): the first container that exited non-zero, and the
+condition reason and message the job's failure or restart takes from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller import objects as ob
+from controller.status.conditions import REASON_MEMORY_PLAN, REASON_NODE_LOST, REASON_OOM_KILLED
+from controller.status.pod_state import pod_phase, replica_type, terminated_state
+from kubeclient import Obj
+from podcontract import MEMORY_PLAN_PREFIX, OOM_PREFIX
+
+
+@dataclass(frozen=True)
+class PodFailure:
+    replica_type: str
+    pod: str
+    container: str
+    exit_code: int | None
+    reason: str
+    message: str
+
+    @property
+    def condition_reason(self) -> str:
+        """``OOMKilled`` when the kernel killed the container for memory, or a process in
+        one of the job's pods (dglrun's termination message names it and its pod),
+        ``MemoryPlanExceeded`` when dglrun refused to start a step that would not fit (its
+        termination message says which), else ``<ReplicaType>Failed``."""
+        if self.reason == REASON_OOM_KILLED or self.message.startswith(OOM_PREFIX):
+            return REASON_OOM_KILLED
+        if self.message.startswith(MEMORY_PLAN_PREFIX):
+            return REASON_MEMORY_PLAN
+        if self.reason == REASON_NODE_LOST:
+            return REASON_NODE_LOST
+        return f"{self.replica_type}Failed"
+
+    def describe(self) -> str:
+        if self.reason == REASON_NODE_LOST:
+            return self.message  # names the nodes and the pods they held
+        what = f"{self.replica_type.lower()} pod {self.pod}"
+        if self.message.startswith(OOM_PREFIX):  # dglrun names the process and its pod
+            return f"{self.message[len(OOM_PREFIX) :].strip()[:300]} (reported by {what})"
+        if self.container:
+            detail = f"container {self.container} exited with code {self.exit_code}"
+            if self.reason:
+                detail += f" ({self.reason})"
+        else:
+            detail = self.reason or "failed"
+        if self.message:
+            detail += f": {self.message.strip()[:300]}"
+        return f"{what} failed: {detail}"
+
+
+def pod_failure(pod: Obj) -> PodFailure | None:
+    """Why a Failed pod failed: the first container that exited non-zero, init ones first."""
+    if pod_phase(pod) != "Failed":
+        return None
+    name, st = ob.name(pod), ob.pod_status(pod)
+    rtype = replica_type(pod) or "Pod"
+    for init in (True, False):
+        for cs in ob.container_statuses(pod, init=init):
+            t = terminated_state(cs)
+            if t and int(t.get("exitCode") or 0) != 0:
+                return PodFailure(
+                    rtype,
+                    name,
+                    str(cs.get("name")),
+                    int(t.get("exitCode") or 0),
+                    str(t.get("reason") or ""),
+                    str(t.get("message") or ""),
+                )
+    return PodFailure(
+        rtype,
+        name,
+        "",
+        None,
+        str(st.get("reason") or ""),
+        str(st.get("message") or ""),
+    )

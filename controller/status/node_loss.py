@@ -1,0 +1,70 @@
+"""Nodes that can no longer run the job's pods (NotReady, unreachable, gone), and the
+failure a pod bound to one of them is."""
+
+from __future__ import annotations
+
+from controller import objects as ob
+from controller.api import DGLJob
+from controller.status.conditions import REASON_NODE_LOST
+from controller.status.failures import PodFailure
+from controller.status.observation import Observation, replica_order
+from controller.status.pod_state import is_active, node_name, replica_type
+from kubeclient import Obj
+
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+
+
+def node_lost(node: Obj | None) -> str | None:
+    """Why a node cannot run its pods any more (None: it can): gone, being deleted, Ready not
+    True (the node controller sets Unknown once the kubelet stops reporting), or tainted
+    unreachable. A node that has not reported Ready yet (just registered) is not lost."""
+    if node is None:
+        return "deleted"
+    if ob.being_deleted(node):
+        return "being deleted"
+    for c in ob.conditions(ob.node_status(node)):
+        if c.get("type") == "Ready" and c.get("status") != "True":
+            detail = str(c.get("message") or c.get("reason") or "").strip()
+            return f"Ready={c.get('status')}" + (f": {detail}" if detail else "")
+    for t in ob.node_spec(node).get("taints") or []:
+        if t.get("key") == UNREACHABLE_TAINT:
+            return f"tainted {UNREACHABLE_TAINT}"
+    return None
+
+
+def node_loss_message(lost: dict[str, str], pods: list[Obj]) -> str:
+    """``node n is lost (why): pods a, b ran there`` for each lost node holding one of
+    ``pods`` (nodes by name)."""
+    held: dict[str, list[str]] = {}
+    for pod in pods:
+        where = node_name(pod)
+        if where in lost:
+            held.setdefault(where, []).append(ob.name(pod))
+    parts = [
+        f"node {n} is lost ({lost[n]}): pods {', '.join(sorted(held[n]))} ran there"
+        for n in sorted(held)
+    ]
+    return "; ".join(parts)
+
+
+def node_loss_failure(job: DGLJob, obs: Observation, lost: dict[str, str]) -> PodFailure | None:
+    """A pod of the attempt that has not finished is bound to a lost node: DistDGL cannot go
+    on without it."""
+    if not lost:
+        return None
+    rank = {name: i for i, name in enumerate(replica_order(job))}
+    hit = sorted(
+        (p for p in obs.pods.values() if node_name(p) in lost and is_active(p)),
+        key=lambda p: rank.get(ob.name(p), len(rank)),
+    )
+    if not hit:
+        return None
+    first = hit[0]
+    return PodFailure(
+        replica_type(first) or "Pod",
+        ob.name(first),
+        "",
+        None,
+        REASON_NODE_LOST,
+        node_loss_message(lost, hit),
+    )

@@ -1,0 +1,352 @@
+"""dglrun's partition phase in the ParMETIS modes: check the chunked graph where it lives,
+then run the ranks of ``python -m distpart partition`` under mpirun.
+
+* ``ParMETIS`` (:func:`partition_in_pod`, the partitioner pod): every rank here, writing the
+  partitions into ``<workspace>/dataset``; delivery and dispatch follow as in ``DGL-API``.
+* ``DistParMETIS`` (:func:`partition_with_mpi`, the launcher): one rank per worker, started
+  through the transport's remote-shell agent (``kubexec.sh`` in a cluster); rank ``i`` writes
+  partition ``i`` into worker ``i``'s ``<workspace>/workload``. :func:`verify_on_workers` then
+  checks that every worker holds its part and the same partition JSON: nothing is copied.
+  launcher.phases.partition_on_workers runs the phase: :func:`check_workers`, the partition
+  cache (launcher.storage), then :func:`partition_with_mpi` on a miss.
+
+Before any rank starts, the input is checked where the ranks will read it (every chunk file a
+rank reads exists and is as long as ``metadata.json`` says): a missing or truncated chunk is
+one line naming the file. When mpirun fails (a rank died or exited non-zero, a daemon did not
+start) the phase fails with one line naming the rank and its worker, after mpirun is stopped
+and every rank's session on every worker is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import secrets
+import shlex
+import subprocess
+import tempfile
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import chunkedgraph
+from launcher import checksums, programs
+from launcher.console import Console, PhaseError, Report, mb, phase
+from launcher.memplan import GraphSize
+from launcher.partition import mpirun
+from launcher.partition import output as parts
+from launcher.workers.hostfile import Host
+from launcher.workers.transport import (
+    LineSink,
+    PopenProc,
+    Proc,
+    Transport,
+    TransportError,
+    in_parallel,
+    run_everywhere,
+)
+from podcontract import SHARED
+
+STATS_PREFIX = "distpart-stats "
+# what mpirun relays from its remote-shell agent: kubexec.sh's `set -x` trace, and kubectl's
+# note when a worker pod has init containers
+TRANSPORT_NOISE = ("+ ", "Defaulted container ")
+CHECK_TIMEOUT = 600.0  # seconds to verify one worker's chunk files
+# what every rank needs whatever its image sets (ogb's PyPI check, DGL's backend)
+RANK_ENV = {"OUTDATED_IGNORE": "1", "DGLBACKEND": "pytorch", "PYTHONUNBUFFERED": "1"}
+# mpirun's own environment: pods have no SHELL, and mpirun warns when it cannot tell its shell
+MPIRUN_ENV = {**RANK_ENV, "SHELL": "/bin/sh"}
+WORKLOAD = "workload"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What the ParMETIS modes take of dglrun's flags (built once from them:
+    launcher.phases.parmetis_inputs)."""
+
+    python: str  # the ranks' interpreter
+    chunked_graph: str | None  # --chunked-graph
+    layout: str  # --chunked-layout
+    graph_name: str
+    num_partitions: int
+    balance_train: bool
+    balance_edges: bool
+    num_ranks: int | None  # --num-ranks (ParMETIS: None is one per CPU)
+    mpirun: str
+    mpirun_args: tuple[str, ...]
+    timeout: float  # --partition-timeout (0: none)
+
+
+def _rank_job(what: Inputs, outs: tuple[str, ...]) -> mpirun.RankJob:
+    assert what.chunked_graph is not None
+    return mpirun.RankJob(
+        python=what.python,
+        chunked=what.chunked_graph,
+        layout=what.layout,
+        graph_name=what.graph_name,
+        num_parts=what.num_partitions,
+        outs=outs,
+        balance_train=what.balance_train,
+        balance_edges=what.balance_edges,
+    )
+
+
+def _describe(graph: chunkedgraph.ChunkedGraph) -> str:
+    return (
+        f"{graph.num_nodes} nodes, {graph.num_edges} edges in {len(graph.node_counts)} node and "
+        f"{len(graph.edges.counts)} edge chunk(s); node data "
+        f"{', '.join(sorted(graph.node_data)) or 'none'}"
+    )
+
+
+def run_mpirun(
+    start: Callable[[LineSink], Proc],
+    console: Console,
+    report: Report,
+    *,
+    timeout: float,
+    hosts: list[str],
+    cleanup: Callable[[], None],
+) -> None:
+    """Run mpirun to its end; on failure (or SIGTERM, or the timeout) stop it, then
+    ``cleanup`` (kill every rank's session), and raise one line saying why."""
+    lines: deque[str] = deque(maxlen=500)
+
+    def sink(label: str, text: str) -> None:
+        if text.startswith(STATS_PREFIX):
+            with contextlib.suppress(ValueError):
+                report.partition = json.loads(text[len(STATS_PREFIX) :])
+            return
+        lines.append(text)
+        if not text.startswith(TRANSPORT_NOISE):  # kept for the failure line, not shown
+            console.line(label, text)
+
+    proc = start(sink)
+    try:
+        code = proc.wait(timeout or None)
+    except subprocess.TimeoutExpired:
+        proc.stop()
+        cleanup()
+        raise PhaseError(f"timed out after {timeout:.0f}s; stopped every MPI rank") from None
+    except BaseException:
+        proc.stop()
+        cleanup()
+        raise
+    if code != 0:
+        proc.stop()
+        cleanup()
+        raise PhaseError(f"{mpirun.failure(list(lines), code, hosts)}; stopped every MPI rank")
+
+
+def _summary(console: Console, report: Report) -> None:
+    stats = report.partition
+    if not stats:
+        return
+    fraction = 100 * float(str(stats.get("edge_cut_fraction")))
+    console.say(
+        f"  edge cut {stats.get('edge_cut')} ({fraction:.2f}% of {stats.get('num_edges')} "
+        f"edges); nodes per part {stats.get('nodes_per_part')}; "
+        f"peak memory per rank {stats.get('peak_rss_mb_per_rank')} MB"
+    )
+    steps = stats.get("seconds")
+    if isinstance(steps, dict):
+        console.say("  ranks' steps: " + ", ".join(f"{k} {v:.1f}s" for k, v in steps.items()))
+
+
+# -- ParMETIS: every rank in this pod ---------------------------------------------------------
+
+
+def partition_in_pod(what: Inputs, out_dir: Path, console: Console, report: Report) -> None:
+    """Partition into ``out_dir`` with ``--num-ranks`` local ranks (inside phase 1)."""
+    assert what.chunked_graph is not None
+    ranks = what.num_ranks or mpirun.default_ranks()
+    try:
+        graph = chunkedgraph.load(what.chunked_graph)
+        chunkedgraph.shares(graph, ranks, SHARED)  # every rank owns some nodes
+        files = chunkedgraph.verify(graph)
+    except chunkedgraph.ChunkedError as e:
+        raise PhaseError(f"{e}; no MPI rank was started") from e
+    console.say(f"  chunked graph {graph.metadata}: {_describe(graph)}; {files} files verified")
+    run_id = secrets.token_hex(4)
+    job = _rank_job(what, (str(out_dir),))
+    launch = mpirun.Launch(what.mpirun, ranks, env=RANK_ENV, extra=what.mpirun_args)
+    argv = mpirun.mpirun_argv(launch, job.argv(mpirun.pidfile(run_id)))
+    console.say(f"  mpirun: {ranks} ranks of distpart in this pod")
+
+    def start(sink: LineSink) -> Proc:
+        return PopenProc(
+            "partition", argv, sink, env=programs.local_env({**os.environ, **MPIRUN_ENV})
+        )
+
+    def cleanup() -> None:
+        from launcher.workers.remote import kill_pidfiles
+
+        kill_pidfiles([Path(mpirun.rank_pidfile(run_id, r)) for r in range(ranks)])
+
+    me = os.environ.get("HOSTNAME") or "this pod"
+    run_mpirun(
+        start,
+        console,
+        report,
+        timeout=what.timeout,
+        hosts=[me] * ranks,
+        cleanup=cleanup,
+    )
+    _summary(console, report)
+
+
+# -- DistParMETIS: one rank per worker ------------------------------------------------------
+
+
+def check_on_workers(
+    what: Inputs, transport: Transport, hosts: list[Host], console: Console, hashed: bool
+) -> tuple[GraphSize | None, dict[str, str]]:
+    """Each worker checks the chunk files its rank will read (in parallel): the graph's
+    sizes as worker 0 sees them (None if it could not tell) and, with ``hashed``, the
+    SHA-256 of every file each rank reads (``rank<i>/<path>``: the partition cache's key)."""
+
+    def argv(i: int, _host: Host) -> list[str]:
+        return [
+            *programs.argv(what.python, programs.CHECK_CHUNKS), "check", str(what.chunked_graph),
+            "--ranks", str(len(hosts)), "--layout", what.layout, "--rank", str(i),
+            *(["--hash"] if hashed else []),
+        ]  # fmt: skip
+
+    results = run_everywhere(transport, hosts, argv, CHECK_TIMEOUT)
+    size = None
+    hashes: dict[str, str] = {}
+    for i, (host, result) in enumerate(zip(hosts, results, strict=True)):
+        if isinstance(result, TransportError):
+            raise PhaseError(f"{host.name}: cannot check the chunked graph: {result}")
+        code, out = result
+        last = (out.strip().splitlines() or ["no output"])[-1]
+        if code != 0:
+            raise PhaseError(f"{host.name}: {last}; no MPI rank was started")
+        try:
+            doc = json.loads(last)
+        except ValueError:
+            doc = {}
+        hashes.update({f"rank{i}/{k}": str(v) for k, v in (doc.get("hashes") or {}).items()})
+        if i == 0:
+            console.say(
+                f"  chunked graph {what.chunked_graph} ({what.layout}): "
+                f"{doc.get('num_nodes')} nodes, {doc.get('num_edges')} edges; every worker "
+                "verified the chunks it reads"
+            )
+            size = _size_of(doc, f"{host.name}:{what.chunked_graph}")
+    return size, hashes
+
+
+def _size_of(doc: dict[str, object], where: str) -> GraphSize | None:
+    """The memory plan's sizes from ``chunkedgraph check``'s report."""
+    keys = ("num_nodes", "num_edges", "node_bytes", "edge_bytes")
+    values = [v for v in (doc.get(k) for k in keys) if isinstance(v, int)]
+    if len(values) != len(keys):
+        return None
+    nodes, edges, node_bytes, edge_bytes = values
+    return GraphSize(nodes, edges, node_bytes, edge_bytes, where)
+
+
+def check_workers(
+    what: Inputs, transport: Transport, hosts: list[Host], console: Console, hashed: bool
+) -> tuple[GraphSize | None, dict[str, str]]:
+    """DistParMETIS's checks before any rank starts: one partition per worker, one rank per
+    worker, and every worker's chunk files (:func:`check_on_workers`; ``hashed``: with
+    storage, the partition cache's key)."""
+    n = len(hosts)
+    if n != what.num_partitions:
+        raise PhaseError(
+            f"--num-partitions is {what.num_partitions} but there are {n} workers "
+            f"({', '.join(h.name for h in hosts) or 'none'}): DistParMETIS writes one "
+            "partition on every worker"
+        )
+    if what.num_ranks not in (None, n):
+        raise PhaseError(f"--num-ranks {what.num_ranks}: DistParMETIS runs one rank per worker")
+    return check_on_workers(what, transport, hosts, console, hashed)
+
+
+def partition_with_mpi(
+    what: Inputs, transport: Transport, hosts: list[Host], console: Console, report: Report
+) -> None:
+    """One rank of distpart on every worker (inside phase 1)."""
+    n = len(hosts)
+    run_id = secrets.token_hex(4)
+    outs = tuple(f"{transport.workspace(h)}/{WORKLOAD}" for h in hosts)
+    job = _rank_job(what, outs if len(set(outs)) > 1 else outs[:1])
+    with tempfile.NamedTemporaryFile(
+        "w", prefix=f"dglrun-{run_id}-", suffix=".hosts", delete=False
+    ) as f:
+        f.write(mpirun.mpi_hostfile(hosts))
+    try:
+        launch = mpirun.Launch(
+            what.mpirun,
+            n,
+            hostfile=f.name,
+            rsh_agent=transport.rsh_agent(),
+            env=RANK_ENV,
+            extra=what.mpirun_args,
+        )
+        argv = mpirun.mpirun_argv(launch, job.argv(mpirun.pidfile(run_id)))
+        console.say(
+            f"  mpirun: one rank of distpart on each of {', '.join(h.name for h in hosts)} "
+            f"(through {launch.rsh_agent})"
+        )
+
+        def start(sink: LineSink) -> Proc:
+            return transport.start_coordinator(argv, MPIRUN_ENV, "partition", sink)
+
+        def cleanup() -> None:
+            in_parallel(
+                [
+                    functools.partial(transport.kill, h, [mpirun.rank_pidfile(run_id, i)])
+                    for i, h in enumerate(hosts)
+                ]
+            )
+
+        run_mpirun(
+            start,
+            console,
+            report,
+            timeout=what.timeout,
+            hosts=[h.name for h in hosts],
+            cleanup=cleanup,
+        )
+    finally:
+        Path(f.name).unlink(missing_ok=True)
+    _summary(console, report)
+
+
+def verify_on_workers(
+    graph_name: str,
+    transport: Transport,
+    hosts: list[Host],
+    console: Console,
+    report: Report,
+) -> parts.PartitionSet:
+    """Phase 3 of DistParMETIS: every worker holds its own part and the same partition JSON
+    (the launcher keeps a copy of the JSON, for the phases after this one)."""
+    with phase(console, report, 3, "dispatch"):
+        name = f"{graph_name}.json"
+        local = Path(tempfile.mkdtemp(prefix="dglrun-config-")) / name
+        remote0 = f"{transport.workspace(hosts[0])}/{WORKLOAD}"
+        if not transport.fetch(hosts[0], f"{remote0}/{name}", local):
+            raise PhaseError(f"{hosts[0].name}: no partition JSON {remote0}/{name}")
+        pset = parts.load(local, len(hosts), check_files=False)
+        want = checksums.manifest(local.parent)[name]
+        for i, host in enumerate(hosts):
+            remote = f"{transport.workspace(host)}/{WORKLOAD}"
+            got = transport.manifest(host, remote)
+            if got.get(name) != want:
+                raise PhaseError(f"{host.name}: {remote}/{name} differs from {hosts[0].name}'s")
+            missing = [f for f in pset.files[i] if f not in got or got[f][0] == 0]
+            if missing:
+                raise PhaseError(f"{host.name}: part {i} file {remote}/{missing[0]} is missing")
+            size = sum(got[f][0] for f in pset.files[i])
+            console.say(
+                f"  part {i} on {host.name} ({host.ip}): {mb(size)} written there "
+                f"({shlex.quote(remote)}), nothing copied"
+            )
+    return pset

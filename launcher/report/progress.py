@@ -1,0 +1,292 @@
+"""dglrun's progress, published to the DGLJob's ``status.progress`` (the PROGRESS column).
+
+The text is short: ``3/5 dispatch``, ``3/5 dispatch: 210/420 MB``, ``5/5 train: epoch 2/10``,
+``done``, ``failed in 5/5 train``. Trainer output lines that contain ``epoch <n>`` (0-based, as
+DGL's examples print them, e.g. ``Epoch 00003 | Loss ...``) advance the epoch count; the highest
+seen wins, capped at ``--num-epochs``. The workers' pull progress lines (``<worker>/pull``)
+add up to the bytes delivered so far.
+
+In a pod, :class:`StatusProgress` sends the latest text with
+``kubectl patch dgljob <job> --subresource=status --type=merge`` (the launcher's and the
+partitioner's Roles allow exactly that, on their own job), at most once per ``interval``
+seconds from a background thread, so training never waits for the API server. Progress is
+best effort: a refused or failing patch is reported once on the console and never fails the
+job. Without a job name or a kubectl (Skip mode, ``--transport local``) :class:`NoProgress`
+does nothing.
+
+:meth:`Progress.event` records a Kubernetes Event on the DGLJob (``kubectl create``; the job's
+Roles allow creating events) for what only dglrun knows: partitions reused from the job's
+storage, a checkpoint resumed from or skipped. Events are best effort too. The interface
+(``Progress``, ``NoProgress``) is launcher.console's, whose lines the progress follows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher.console import NoProgress, Progress
+from launcher.delivery.pull import parse_progress
+from podcontract import STATUS_PROGRESS
+
+SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+FAILED = "failed"
+# Stopped from outside (SIGTERM: the operator deletes the pod to suspend or restart the job,
+# and clears the progress itself): publish nothing more, not even what is pending.
+ABANDONED = "abandoned"
+PATCH_TIMEOUT = 10.0  # seconds per `kubectl patch`
+EPOCH = re.compile(r"\bepoch\s+(\d+)\b", re.IGNORECASE)
+MAX_FAILURES = 3  # consecutive refused patches before giving up
+
+
+def is_trainer(label: str) -> bool:
+    """Labels of trainer output: ``<worker>/trainer-<t>`` (workers) or ``train`` (Skip)."""
+    return label == "train" or label.rsplit("/", 1)[-1].startswith("trainer-")
+
+
+class Tracker:
+    """The current progress text, from phases and trainer output (no I/O)."""
+
+    def __init__(self, num_epochs: int) -> None:
+        self.num_epochs = num_epochs
+        self.text = ""
+        self._phase = ""
+        self._epochs = 0
+        self._bytes: dict[int, tuple[int, int]] = {}  # part -> (done, total)
+
+    @property
+    def current_phase(self) -> str:
+        return self._phase
+
+    def phase(self, k: int, total: int, name: str) -> str:
+        self._phase = f"{k}/{total} {name}"
+        self._epochs = 0
+        self._bytes = {}
+        self.text = self._phase
+        return self.text
+
+    def output(self, label: str, text: str) -> str | None:
+        """The new text if this line advanced the epoch count or the bytes delivered."""
+        if self._phase and label.endswith("/pull"):
+            return self._pulled(text)
+        if not self._phase or not is_trainer(label):
+            return None
+        m = EPOCH.search(text)
+        if not m:
+            return None
+        done = min(int(m.group(1)) + 1, self.num_epochs)
+        if done <= self._epochs:
+            return None
+        self._epochs = done
+        self.text = f"{self._phase}: epoch {done}/{self.num_epochs}"
+        return self.text
+
+    def _pulled(self, text: str) -> str | None:
+        got = parse_progress(text)
+        if got is None:
+            return None
+        part, done, total = got
+        self._bytes[part] = (done, total)
+        done_all = sum(d for d, _ in self._bytes.values())
+        total_all = sum(t for _, t in self._bytes.values())
+        self.text = f"{self._phase}: {done_all / 1e6:.0f}/{total_all / 1e6:.0f} MB"
+        return self.text
+
+
+Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=PATCH_TIMEOUT)
+
+
+class StatusProgress:
+    """Publishes :class:`Tracker`'s text to ``status.progress`` of the DGLJob ``job``."""
+
+    def __init__(
+        self,
+        kubectl: str,
+        job: str,
+        num_epochs: int,
+        warn: Callable[[str], None],
+        *,
+        uid: str = "",
+        namespace: str = "",
+        interval: float = 2.0,
+        run: Runner = _run,
+    ) -> None:
+        self.kubectl = kubectl
+        self.job = job
+        self.uid = uid
+        self.namespace = namespace
+        self.tracker = Tracker(num_epochs)
+        self._warn = warn
+        self._interval = interval
+        self._run = run
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._pending: str | None = None
+        self._failures = 0
+        self._fields: dict[str, object] = {}
+        self._fields_sent = True  # every recorded field went out with a patch
+        self._last_text = ""
+        self._closed = False
+        self.published: list[str] = []
+        self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
+        self._thread.start()
+
+    def argv(self, text: str, fields: dict[str, object] | None = None) -> list[str]:
+        status: dict[str, object] = {STATUS_PROGRESS: text, **(fields or {})}
+        patch = json.dumps({"status": status}, separators=(",", ":"))
+        return [
+            self.kubectl,
+            "patch",
+            "dgljob",
+            self.job,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            patch,
+        ]
+
+    def _offer(self, text: str | None) -> None:
+        # (under the lock: output arrives from one thread per remote process)
+        if text is not None:
+            self._pending = self._last_text = text
+            self._wake.notify()
+
+    def phase(self, k: int, total: int, name: str) -> None:
+        with self._lock:
+            self._offer(self.tracker.phase(k, total, name))
+
+    def output(self, label: str, text: str) -> None:
+        with self._lock:
+            self._offer(self.tracker.output(label, text))
+
+    def record(self, field: str, value: object) -> None:
+        with self._lock:
+            self._fields[field] = value
+            self._fields_sent = False
+
+    def event_object(self, type_: str, reason: str, message: str) -> dict[str, object]:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        host = socket.gethostname()
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{self.job}.", "namespace": self.namespace},
+            "involvedObject": {
+                "apiVersion": "qihoo.net/v1alpha1",
+                "kind": "DGLJob",
+                "name": self.job,
+                "namespace": self.namespace,
+                "uid": self.uid,
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": "dglrun", "host": host},
+            "reportingComponent": "dglrun",
+            "reportingInstance": host,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+
+    def event(self, type_: str, reason: str, message: str) -> None:
+        doc = json.dumps(self.event_object(type_, reason, message))
+        try:
+            out = subprocess.run(
+                [self.kubectl, "create", "-f", "-", "-o", "name"],
+                input=doc,
+                capture_output=True,
+                text=True,
+                timeout=PATCH_TIMEOUT,
+            )
+            why = "" if out.returncode == 0 else out.stderr.strip()[-300:]
+        except (OSError, subprocess.SubprocessError) as e:
+            why = str(e)
+        if why:
+            self._warn(f"  warning: cannot record the event {reason} on DGLJob {self.job}: {why}")
+
+    def _publish(self, text: str, fields: dict[str, object]) -> None:
+        if self._failures >= MAX_FAILURES:
+            return
+        try:
+            out = self._run(self.argv(text, fields))
+            ok, why = out.returncode == 0, out.stderr.strip()[-300:]
+        except (OSError, subprocess.SubprocessError) as e:
+            ok, why = False, str(e)
+        if ok:
+            self._failures = 0
+            self.published.append(text)
+            return
+        self._failures += 1
+        if self._failures == 1:
+            self._warn(f"  warning: cannot report progress to DGLJob {self.job}: {why}")
+        if self._failures == MAX_FAILURES:
+            self._warn("  warning: progress reporting stopped (the job itself is unaffected)")
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while self._pending is None and not self._closed:
+                    self._wake.wait()
+                if self._pending is None:
+                    return
+                text, self._pending = self._pending, None
+                fields = dict(self._fields)
+                self._fields_sent = True
+            self._publish(text, fields)
+            deadline = time.monotonic() + self._interval  # at most one patch per interval
+            with self._lock:
+                while not self._closed and (left := deadline - time.monotonic()) > 0:
+                    self._wake.wait(left)
+
+    def finish(self, outcome: str | None) -> None:
+        """Publish the outcome (``done``; ``failed`` becomes ``failed in <phase>``), or with
+        None what is pending, or with ``abandoned`` nothing; then wait for the sender to stop
+        (at most about one patch: dglrun's exit never waits long for the API server)."""
+        with self._lock:
+            if outcome == FAILED and self.tracker.current_phase:
+                outcome = f"failed in {self.tracker.current_phase}"
+            if outcome == ABANDONED:
+                self._pending = None
+            elif outcome is not None:
+                self._pending = outcome
+            elif self._pending is None and not self._fields_sent:
+                self._pending = self._last_text  # fields recorded since the last patch
+
+            self._closed = True
+            self._wake.notify()
+        self._thread.join(timeout=PATCH_TIMEOUT + 5)
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """The DGLJob a dglrun in a pod reports to (from the operator's env; no name outside one).
+    Without a namespace, the pod's own is taken."""
+
+    name: str = ""
+    uid: str = ""
+    namespace: str = ""
+
+
+def for_job(job: JobRef, kubectl: str, num_epochs: int, warn: Callable[[str], None]) -> Progress:
+    """The job's progress reporter; :class:`NoProgress` without a job or a kubectl."""
+    if not job.name or not Path(kubectl).is_file():
+        return NoProgress()
+    namespace = job.namespace
+    if not namespace:
+        try:
+            namespace = SA_NAMESPACE.read_text().strip()
+        except OSError:
+            namespace = ""
+    return StatusProgress(kubectl, job.name, num_epochs, warn, uid=job.uid, namespace=namespace)

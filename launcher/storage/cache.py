@@ -1,0 +1,316 @@
+"""Partitions kept on the job's storage and reused when nothing they were made from changed.
+
+The key is the SHA-256 of every input of the partition phase (:func:`inputs`): this cache's
+format, the partition mode, graph name, number of partitions, balance flags and partition
+arguments, and the *content* of the partition entry point (DGL-API), of the chunked graph's
+metadata and chunk files (the ParMETIS modes), and of the files named by
+``--partition-inputs`` (DGL-API: the graph the entry point reads, which dglrun cannot see
+otherwise). Where the key does not cover the graph itself (DGL-API without
+``--partition-inputs``) it also holds the run's name: then only the restarts of one job reuse
+its partitions (same image, same graph); ``--share-partitions`` (``spec.storage.
+sharePartitions``) lets any job on the same storage reuse an entry with the same key.
+
+An entry is ``<cache>/<key>/``: the partition set as written (its config and part folders)
+and its index ``.dglrun-cache.json`` = ``{"key", "inputs", "files": {rel: [size, sha256]}}``,
+written last. It is built in ``<cache>/.staging-<key>-<random>/`` and renamed into place, so a
+half-written entry is never taken. :meth:`Cache.lookup` checks every file's size and SHA-256
+against the index first; a mismatch removes the entry and says which file, and the graph is
+partitioned again.
+
+Standard library only (dglrun's layer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from launcher import checksums, programs
+from launcher.errors import LauncherError
+from launcher.partition import output as parts
+from podcontract import DGL_API
+
+FORMAT = 1  # bump when what an entry holds changes: older entries then miss
+INDEX = ".dglrun-cache.json"  # (a dot file: no graph name can collide with it)
+STAGING = ".staging-"
+
+
+class CacheError(LauncherError, RuntimeError):
+    """The cache cannot be read or written; ``str()`` names the path."""
+
+
+def _tree_hash(path: Path) -> str:
+    """SHA-256 over a file, or a folder's files by relative path (content, not dates)."""
+    if path.is_file():
+        return checksums.file_sha256(path)
+    if not path.is_dir():
+        raise CacheError(f"--partition-inputs {path} does not exist")
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(f"{f.relative_to(path).as_posix()}\0{checksums.file_sha256(f)}\n".encode())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class PartitionInputs:
+    """What a partition set is made from, as dglrun's flags say (built once from them:
+    launcher.phases.partition_inputs): what the cache key covers, with the run and the
+    graph's content."""
+
+    mode: str  # --partition-mode
+    graph_name: str
+    num_partitions: int
+    balance_train: bool
+    balance_edges: bool
+    partition_args: tuple[str, ...]
+    dataset_url: str | None
+    entry_point: str | None  # --partition-entry-point (DGL-API)
+    inputs: tuple[str, ...]  # --partition-inputs: what the entry point reads (DGL-API)
+    chunked_graph: str | None  # the ParMETIS modes' input
+
+
+def inputs(
+    what: PartitionInputs, run: str, share: bool, content: dict[str, str] | None = None
+) -> dict[str, object]:
+    """What the partitions are made from, as the key's hash covers it (readable: it is
+    kept in the entry's index). ``content``: the graph files' SHA-256 when computed
+    elsewhere (DistParMETIS: by each worker, over the chunks its rank reads)."""
+    doc: dict[str, object] = {
+        "format": FORMAT,
+        "mode": what.mode,
+        "graph_name": what.graph_name,
+        "num_partitions": what.num_partitions,
+        "balance_train": what.balance_train,
+        "balance_edges": what.balance_edges,
+        "partition_args": list(what.partition_args),
+        "dataset_url": what.dataset_url,
+    }
+    if content is None:
+        content = {}
+        if what.mode == DGL_API:
+            assert what.entry_point is not None
+            content[what.entry_point] = _tree_hash(Path(what.entry_point))
+            for named in what.inputs:
+                content[named] = _tree_hash(Path(named))
+        else:
+            from chunkedgraph import ChunkedError, content_hashes, load
+
+            assert what.chunked_graph is not None
+            try:
+                content = content_hashes(load(what.chunked_graph))
+            except ChunkedError as e:
+                raise CacheError(str(e)) from e
+    doc["content"] = dict(sorted(content.items()))
+    graph_known = what.mode != DGL_API or bool(what.inputs)
+    if not (share and graph_known):
+        doc["run"] = run  # the graph is the job's own: only its restarts share the entry
+    return doc
+
+
+def key_of(doc: dict[str, object]) -> str:
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
+
+
+@dataclass
+class Lookup:
+    """An entry found whole (``pset`` and its files' ``(size, sha256)``), or why not."""
+
+    pset: parts.PartitionSet | None = None
+    files: dict[str, tuple[int, str]] = field(default_factory=dict)
+    problem: str = ""  # why an entry that exists was not used (it has been removed)
+
+
+class Cache:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def entry(self, key: str) -> Path:
+        return self.root / key
+
+    def lookup(self, key: str, graph_name: str, num_parts: int) -> Lookup:
+        entry = self.entry(key)
+        index = entry / INDEX
+        if not index.is_file():
+            return Lookup()
+        try:
+            doc = json.loads(index.read_text())
+            want = {str(k): (int(v[0]), str(v[1])) for k, v in doc["files"].items()}
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+            return Lookup(problem=self._drop(entry, f"{index} is unreadable ({e})"))
+        got = checksums.manifest(entry)
+        got.pop(INDEX, None)
+        for rel, (size, digest) in sorted(want.items()):
+            have = got.get(rel)
+            if have is None:
+                return Lookup(problem=self._drop(entry, f"{entry}/{rel} is missing"))
+            if have != (size, digest):
+                why = f"{entry}/{rel} does not match its SHA-256 in {INDEX}"
+                if have[0] != size:
+                    why += f" ({have[0]} bytes, {size} expected)"
+                return Lookup(problem=self._drop(entry, why))
+        try:
+            config = parts.find_config(entry, graph_name)
+            pset = parts.load(config, num_parts)
+        except parts.PartitionError as e:
+            return Lookup(problem=self._drop(entry, str(e)))
+        return Lookup(pset, {k: v for k, v in got.items() if k in want})
+
+    def staging(self, key: str) -> Path:
+        """A new empty folder to partition into (an earlier attempt's leftovers removed)."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            for old in self.root.glob(f"{STAGING}{key}-*"):
+                shutil.rmtree(old, ignore_errors=True)
+            path = self.root / f"{STAGING}{key}-{secrets.token_hex(4)}"
+            path.mkdir()
+        except OSError as e:
+            raise CacheError(f"cannot make a folder in {self.root}: {e.strerror}") from e
+        return path
+
+    def index(self, key: str) -> dict[str, tuple[int, str]] | None:
+        """The files of a committed entry as its index lists them (not checked), or None."""
+        try:
+            doc = json.loads((self.entry(key) / INDEX).read_text())
+            return {str(k): (int(v[0]), str(v[1])) for k, v in doc["files"].items()}
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            return None
+
+    def drop(self, key: str, why: str) -> str:
+        return self._drop(self.entry(key), why)
+
+    def commit(
+        self,
+        staging: Path,
+        key: str,
+        doc: dict[str, object],
+        pset: parts.PartitionSet,
+        files: dict[str, tuple[int, str]] | None = None,
+    ) -> Lookup:
+        """Index the partitions written in ``staging`` (``files``: their (size, sha256) if
+        already known) and move them into place; if another job committed the same key
+        meanwhile, that entry is used and ours removed."""
+        files = checksums.manifest(staging) if files is None else files
+        index = {"key": key, "inputs": doc, "files": {k: list(v) for k, v in files.items()}}
+        try:
+            tmp = staging / f".{INDEX}.tmp"
+            tmp.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+            os.replace(tmp, staging / INDEX)
+        except OSError as e:
+            raise CacheError(f"cannot write {staging / INDEX}: {e.strerror}") from e
+        entry = self.entry(key)
+        try:
+            os.rename(staging, entry)
+        except OSError:  # (an entry of that key appeared: the same inputs, made elsewhere)
+            shutil.rmtree(staging, ignore_errors=True)
+            found = self.lookup(key, pset.config.stem, pset.num_parts)
+            if found.pset is None:
+                raise CacheError(
+                    f"cannot move the partitions into {entry}: {found.problem or 'it exists'}"
+                ) from None
+            return found
+        moved = parts.load(entry / pset.config.relative_to(staging), pset.num_parts)
+        return Lookup(moved, files)
+
+    def _drop(self, entry: Path, why: str) -> str:
+        """Remove a damaged entry (renamed away first: no reader takes it meanwhile)."""
+        gone = self.root / f".bad-{entry.name}-{secrets.token_hex(4)}"
+        with contextlib.suppress(OSError):
+            os.rename(entry, gone)
+            shutil.rmtree(gone, ignore_errors=True)
+        return why
+
+
+# -- on the workers (DistParMETIS: each worker's part lives on its own disk) ----------------
+
+
+def _copy_hashed(src: Path, dst: Path) -> tuple[int, str]:
+    """Copy a file, hashing it on the way: its (size, sha256)."""
+    h = hashlib.sha256()
+    size = 0
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with src.open("rb") as fin, dst.open("wb") as fout:
+        for chunk in iter(lambda: fin.read(1 << 20), b""):
+            h.update(chunk)
+            fout.write(chunk)
+            size += len(chunk)
+    return size, h.hexdigest()
+
+
+def _part_dir(config: Path, part: int) -> str:
+    """The folder of one part (everything in it goes along, e.g. distpart's orig_nids)."""
+    return parts.load(config, None, check_files=False).part_dir(part)
+
+
+def place(entry: Path, config_name: str, part: int, dest: Path) -> dict[str, object]:
+    """Copy the partition config and part ``part`` of a cache entry into ``dest``, each file
+    checked against the entry's index on the way; raises CacheError naming a file that does
+    not match."""
+    index = Cache(entry.parent).index(entry.name)
+    if index is None:
+        raise CacheError(f"{entry / INDEX} is missing or unreadable")
+    folder = _part_dir(entry / config_name, part)
+    mine = [config_name, *sorted(k for k in index if k.startswith(f"{folder}/"))]
+    total = 0
+    for rel in mine:
+        want = index.get(rel)
+        if want is None:
+            raise CacheError(f"{entry}/{rel} is not in {INDEX}")
+        try:
+            got = _copy_hashed(entry / rel, dest / rel)
+        except OSError as e:
+            raise CacheError(f"cannot copy {entry}/{rel}: {e.strerror}") from e
+        if got != want:
+            (dest / rel).unlink(missing_ok=True)
+            raise CacheError(f"{entry}/{rel} does not match its SHA-256 in {INDEX}")
+        total += got[0]
+    return {"bytes": total}
+
+
+def put(src: Path, config_name: str, part: int, staging: Path) -> dict[str, object]:
+    """Copy part ``part`` (and the partition config) from ``src`` into ``staging``; the
+    files copied, by relative path, with their (size, sha256)."""
+    folder = _part_dir(src / config_name, part)
+    inside = sorted(f.relative_to(src).as_posix() for f in (src / folder).rglob("*") if f.is_file())
+    files = {}
+    for rel in [config_name, *inside]:
+        try:
+            files[rel] = _copy_hashed(src / rel, staging / rel)
+        except OSError as e:
+            raise CacheError(f"cannot copy {src}/{rel} into {staging}: {e.strerror}") from e
+    return {"files": files}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog=programs.prog(programs.CACHE))
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name, what in (("place", "an entry's part into a worker"), ("put", "a part into staging")):
+        c = sub.add_parser(name, help=f"copy {what}, checksummed")
+        c.add_argument(
+            "src", type=Path, help="the cache entry (place) or the worker's folder (put)"
+        )
+        c.add_argument("dest", type=Path, help="the worker's folder (place) or staging (put)")
+        c.add_argument("--config", required=True, help="the partition config's file name")
+        c.add_argument("--part", type=int, required=True)
+    a = p.parse_args(argv)
+    try:
+        if a.cmd == "place":
+            doc = place(a.src, a.config, a.part, a.dest)
+        else:
+            doc = put(a.src, a.config, a.part, a.dest)
+    except (CacheError, parts.PartitionError) as e:
+        print(f"partition_cache: {e}")
+        return 1
+    print(json.dumps(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
