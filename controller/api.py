@@ -115,7 +115,7 @@ class ChunkedGraphSpec:
 @dataclass(frozen=True)
 class StorageSpec:
     """``spec.storage``: the claim whose folder ``path`` holds what outlives the pods
-    (results, checkpoints, cached partitions; launcher/storage.py has the layout)."""
+    (results, checkpoints, cached partitions; launcher/storage/layout.py has the layout)."""
 
     claim_name: str | None = None  # the user's claim: never modified or deleted
     claim_template: dict[str, Any] | None = None  # a claim the operator makes (<job>-results)
@@ -216,7 +216,7 @@ class DGLJob:
 
     @property
     def run_name(self) -> str:
-        """This job's folder on its storage (launcher/storage.py): every restart shares it,
+        """This job's folder on its storage (launcher/storage/layout.py): every restart shares it,
         a new job of the same name does not."""
         return f"{self.name}-{self.uid[:8]}"
 

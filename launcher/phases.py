@@ -1,14 +1,15 @@
 """The five phases of dglrun, with progress lines, timeouts and failure propagation; which of
 them run where is launcher/runs.py's.
 
-1. partition: the partition entry point, or ParMETIS's MPI ranks (launcher/parmetis.py), into
-   the storage's cache when there is one (launcher/stored.py); the memory plan is made first;
+1. partition: the partition entry point, or ParMETIS's MPI ranks
+   (launcher/partition/parmetis_modes.py), into the storage's cache when there is one
+   (launcher/storage/keeping.py); the memory plan is made first;
 2. deliver: serve the parts over HTTP (the workers pull them), or copy them into the launcher
    pod (KubectlCp), or locally;
 3. dispatch: part i to worker i (pulled, or copied by dglrun), every file's checksum verified;
 4. configure: DGL's ip_config on every worker;
 5. train: the DGL servers, then the trainers, on every worker; the first failure stops all
-   and is named, unless it died of a peer's (launcher/blame.py).
+   and is named, unless it died of a peer's (launcher/workers/blame.py).
 
 A phase's failure is a :class:`~launcher.console.PhaseError`, one line naming the phase, the
 worker and the exit code.
@@ -666,7 +667,7 @@ def train_argv(opts: Options, script: str, configs: tuple[str, str] | None = Non
 
 def _supervise(running: list[_Running], timeout: float, console: Console) -> None:
     """Wait for every trainer; the first failure stops everything and is named, unless it
-    died of a peer's (launcher/blame.py)."""
+    died of a peer's (launcher/workers/blame.py)."""
     started = time.monotonic()
     trainers_done_at: float | None = None
     while True:

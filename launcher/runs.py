@@ -9,7 +9,7 @@
 
 Any failure stops every process dglrun started on every worker and ends dglrun with exit code 1
 and one line naming the phase, the worker and the exit code (the original reported such jobs as
-Completed); what is said then, and kept, is launcher/reporting.py's. Usage errors exit 2.
+Completed); what is said then, and kept, is launcher/report/outcome.py's. Usage errors exit 2.
 """
 
 from __future__ import annotations

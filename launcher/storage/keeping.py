@@ -1,6 +1,6 @@
-"""What dglrun keeps on the job's storage (``--storage``, launcher/storage.py), by phase.
+"""What dglrun keeps on the job's storage (``--storage``, launcher/storage/layout.py), by phase.
 
-* phase 1: partitions are looked up in the cache first (launcher/partition_cache.py): a whole
+* phase 1: partitions are looked up in the cache first (launcher/storage/cache.py): a whole
   entry with the same inputs is used as is and the graph is not partitioned again (the log,
   ``status.partitions`` and an Event ``PartitionsReused`` say so); a damaged one is removed
   (an Event ``PartitionCacheDamaged`` names the file) and the graph partitioned again; new

@@ -11,7 +11,7 @@ local`` any folder does (``--storage``). The layout::
     <storage>/runs/<run>/logs/          each dglrun's log, one file per pod and attempt
     <storage>/runs/<run>/checkpoints/   $DGLRUN_CHECKPOINT_DIR (launcher/checkpoints.py)
     <storage>/partitions/<key>/         partitions by the hash of their inputs
-                                        (launcher/partition_cache.py)
+                                        (launcher/storage/cache.py)
 
 In a DGLJob the claim is mounted at ``/dgl_storage`` and ``<storage>`` is
 ``/dgl_storage[/<spec.storage.path>]``: the mount must exist (its absence means the claim is

@@ -220,7 +220,7 @@ def test_distributed_one_machine_matches_single_process(
     dgl: Dgl, dataset_root: Path, single_sage: dict[str, Any], tmp_path: Path
 ) -> None:
     """1 DGL server + 1 trainer on 127.0.0.1, started with the environment dglrun gives them
-    (launcher/dgl_env.py), trains to within 2 points of the single-process baseline."""
+    (launcher/workers/dgl_env.py), trains to within 2 points of the single-process baseline."""
     partition(dgl, dataset_root, tmp_path, 1)
     workload = tmp_path
     ip_config = workload / "ip_config.txt"

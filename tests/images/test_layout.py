@@ -309,7 +309,7 @@ def test_app_layer(name: str, tarballs: dict[str, OciTarball], layer_scans: Laye
     for module in (
         "controller/main.py",
         "launcher/cli.py",
-        "launcher/remote.py",
+        "launcher/workers/remote.py",
         "watcher_loop/__main__.py",
         "kubectl_download/install.py",
         "kubernetes/__init__.py",
@@ -407,7 +407,7 @@ def test_graphsage_layers(tarballs: dict[str, OciTarball], layer_scans: LayerSca
     app_names = set(app.names())
     for package in project_packages():
         assert f"opt/dgl-operator/site-packages/{package}/__init__.py" in app_names, package
-    assert "opt/dgl-operator/site-packages/launcher/remote.py" in app_names
+    assert "opt/dgl-operator/site-packages/launcher/workers/remote.py" in app_names
     assert not [n for n in app_names if n.startswith("opt/dgl-operator/site-packages/kubernetes")]
     assert sorted(n for n in app_names if n.startswith("usr/local/bin/")) == [
         "usr/local/bin/dgl-chunk-graph",

@@ -1,5 +1,5 @@
 """Which failed DGL process dglrun names: the cause, not a peer that died of it, whichever
-exit is noticed first (launcher/blame.py, launcher.phases._supervise)."""
+exit is noticed first (launcher/workers/blame.py, launcher.phases._supervise)."""
 
 from __future__ import annotations
 

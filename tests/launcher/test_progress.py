@@ -1,4 +1,5 @@
-"""dglrun's progress text and its publisher (launcher/progress.py), with a recording runner."""
+"""dglrun's progress text and its publisher (launcher/report/progress.py), with a recording
+runner."""
 
 from __future__ import annotations
 
