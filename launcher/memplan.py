@@ -264,7 +264,10 @@ def parse_bytes(text: str) -> int:
     try:
         value = parse_quantity(text)
     except ValueError as e:
-        raise PlanError(f"memory limit {text!r}: {e}") from None
+        why = str(e).rpartition(" (")[2].rstrip(")")  # the parser's reason, without its prefix
+        raise PlanError(
+            f"memory limit {text!r} is not a quantity such as 8Gi or 512Mi ({why})"
+        ) from None
     if value <= 0:
         raise PlanError(f"memory limit {text!r} must be positive")
     return int(value)
