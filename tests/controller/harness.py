@@ -28,6 +28,7 @@ from controller.status.pod_state import is_terminating as terminating
 from informers.factory import SharedInformerFactory
 from kubeclient import EVENTS, PODS, Obj, Resource
 from tests.fakekube import FakeKube
+from tests.support.dgljobs import load_fixture
 from tests.support.waiting import wait_for
 
 NS = "dgl-operator"
@@ -256,6 +257,13 @@ class Harness:
 
 W0, W1 = f"{MAIN}-worker-0", f"{MAIN}-worker-1"
 PART, LAUNCH = f"{MAIN}-partitioner", f"{MAIN}-launcher"
+
+
+def seed(**spec: Any) -> dict[str, Any]:
+    """The seed DGLJob (tests/support/fixtures) with ``spec`` fields replaced."""
+    raw = load_fixture("seed_dgljob.yaml")
+    raw["spec"].update(spec)
+    return raw
 
 
 def bring_up(h: Harness) -> None:

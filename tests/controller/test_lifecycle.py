@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -41,26 +40,13 @@ from tests.controller.harness import (
     Harness,
     bring_up,
     poke,
+    seed,
     train,
 )
 from tests.fakekube import FakeKube
-from tests.support.dgljobs import load_fixture
 from tests.support.waiting import wait_for
 
 J = "dgl-graphsage"
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    harness = Harness().start()
-    yield harness
-    harness.close()
-
-
-def seed(**spec: Any) -> dict[str, Any]:
-    raw = load_fixture("seed_dgljob.yaml")
-    raw["spec"].update(spec)
-    return raw
 
 
 def test_happy_path(h: Harness) -> None:

@@ -3,10 +3,7 @@ through informers, workqueue, workers and sync over FakeKube, on the fake clock.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from controller.api import DGLJOBS
 from kubeclient import NODES, PODS, Obj
@@ -20,27 +17,14 @@ from tests.controller.harness import (
     Harness,
     bring_up,
     poke,
+    seed,
     train,
     wait_attempt,
 )
-from tests.support.dgljobs import load_fixture
 from tests.support.waiting import wait_for
 
 UNSCHEDULABLE = "0/3 nodes are available: 3 Insufficient memory."
 STOPPED = "Kubelet stopped posting node status."
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    harness = Harness().start()
-    yield harness
-    harness.close()
-
-
-def seed(**spec: Any) -> dict[str, Any]:
-    raw = load_fixture("seed_dgljob.yaml")
-    raw["spec"].update(spec)
-    return raw
 
 
 def unschedulable(h: Harness, name: str, message: str = UNSCHEDULABLE) -> None:

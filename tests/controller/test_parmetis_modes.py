@@ -4,7 +4,6 @@ phase DistParMETIS takes from dglrun's progress, and both lifecycles over FakeKu
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -113,13 +112,6 @@ def test_distparmetis_phase_follows_dglruns_progress(progress: str, phase: str) 
 
 
 # -- whole lifecycles over FakeKube --------------------------------------------------------
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    harness = Harness().start()
-    yield harness
-    harness.close()
 
 
 def report_progress(h: Harness, text: str, **fields: Any) -> None:

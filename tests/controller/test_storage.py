@@ -3,33 +3,16 @@ never for a claim that was refused, taken by someone else, or never appeared."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from kubeclient import PERSISTENTVOLUMECLAIMS as PVCS
 from kubeclient import Invalid
-from tests.controller.harness import NS, PART, W0, W1, Harness
-from tests.support.dgljobs import load_fixture
+from tests.controller.harness import NS, PART, W0, W1, Harness, seed
 from tests.support.waiting import wait_for
 
 J = "dgl-graphsage"
 CLAIM = f"{J}-results"
 CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    harness = Harness().start()
-    yield harness
-    harness.close()
-
-
-def seed(**spec: Any) -> dict[str, Any]:
-    raw = load_fixture("seed_dgljob.yaml")
-    raw["spec"].update(spec)
-    return raw
 
 
 def claim(name: str, **labels: str) -> dict[str, Any]:
