@@ -229,7 +229,14 @@ def test_suspend_and_resume(api: RestClient, namespace: str, operator: InProcess
     wait_for(
         lambda: pods(api, namespace) == {}, what="pods deleted on suspend", timeout=LIVE_TIMEOUT
     )
-    assert status(api, namespace)["phase"] == "Suspended"
+    # The pods go first and the status is written after them, in the same sync: wait for it.
+    wait_for(
+        lambda: status(api, namespace).get("phase") == "Suspended",
+        what="phase Suspended after the second suspend",
+        timeout=LIVE_TIMEOUT,
+    )
+    suspended = condition(api, namespace, "Suspended")
+    assert suspended is not None and suspended["status"] == "True"
 
 
 def test_active_deadline(api: RestClient, namespace: str, operator: InProcessOperator) -> None:

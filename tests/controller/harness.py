@@ -176,6 +176,17 @@ class Harness:
             lambda: self.status(name).get("phase") == phase, what=f"phase {phase}", timeout=timeout
         )
 
+    def report_progress(self, text: str, name: str = "dgl-graphsage", **fields: Any) -> None:
+        """What dglrun sends: a merge patch of status.progress (and any `fields`) through the
+        status subresource. A merge patch carries no resourceVersion, so it never conflicts
+        with the operator's own status writes."""
+        self.kube.patch(
+            DGLJOBS, NS, name, {"status": {"progress": text, **fields}}, subresource="status"
+        )
+        wait_for(
+            lambda: self.status(name).get("progress") == text, what="the progress in the status"
+        )
+
     # -- pods (playing the kubelet) -------------------------------------------------------
 
     def pods(self) -> dict[str, Obj]:

@@ -284,7 +284,7 @@ def test_backoff_limit_restarts_then_fails(h: Harness) -> None:
     h.create_job(raw)
     train(h)
     first_uids = {n: p["metadata"]["uid"] for n, p in h.pods().items()}
-    report_progress(h, "5/5 train: epoch 3/10")
+    h.report_progress("5/5 train: epoch 3/10")
     h.finish_pod(W0, exit_code=1)
     cond = h.wait_condition("Restarting")
     assert W0 in cond["message"] and "restart 1 of 1" in cond["message"]
@@ -375,12 +375,6 @@ def test_a_restart_observes_and_clears_the_attempts_delivery(h: Harness) -> None
         lambda: h.sample("dgl_operator_job_delivery_bytes_count", namespace=NS) == 1,
         what="the attempt's delivery observed (after the status write)",
     )
-
-
-def report_progress(h: Harness, text: str) -> None:
-    """What dglrun sends: a merge patch of status.progress through the status subresource."""
-    h.kube.patch(DGLJOBS, NS, J, {"status": {"progress": text}}, subresource="status")
-    wait_for(lambda: h.status().get("progress") == text, what="the progress in the status")
 
 
 # -- time: the queue's requeue-afters on the fake clock (no poke: the controller wakes itself)
@@ -537,7 +531,7 @@ def test_suspend_and_resume(h: Harness) -> None:
     )
     assert h.status()["startTime"]
     train(h)
-    report_progress(h, "5/5 train")
+    h.report_progress("5/5 train")
     h.kube.patch(DGLJOBS, NS, J, {"spec": {"runPolicy": {"suspend": True}}})
     wait_for(lambda: not h.pods(), what="pods deleted on suspend")
     h.wait_phase("Suspended")

@@ -3,13 +3,12 @@ phase DistParMETIS takes from dglrun's progress, and both lifecycles over FakeKu
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 
 from controller import builders
-from controller.api import DGLJOBS, parse_job
+from controller.api import parse_job
 from controller.builders import BuildOptions, desired, rbac
 from controller.status.observation import phase_from_progress
 from kubeclient import ROLES, SERVICEACCOUNTS
@@ -114,13 +113,6 @@ def test_distparmetis_phase_follows_dglruns_progress(progress: str, phase: str) 
 # -- whole lifecycles over FakeKube --------------------------------------------------------
 
 
-def report_progress(h: Harness, text: str, **fields: Any) -> None:
-    """What dglrun's `kubectl patch --subresource=status` does."""
-    obj = h.kube.get(DGLJOBS, NS, J)
-    obj["status"] = {**copy.deepcopy(obj.get("status") or {}), "progress": text, **fields}
-    h.kube.replace(DGLJOBS, NS, J, obj, subresource="status")
-
-
 def test_distparmetis_lifecycle(h: Harness) -> None:
     raw = job_raw("DistParMETIS")
     del raw["metadata"]["uid"]
@@ -138,12 +130,12 @@ def test_distparmetis_lifecycle(h: Harness) -> None:
     assert set(h.status()["replicaStatuses"]) == {"Launcher", "Worker"}
     h.run_pod(LAUNCH, "10.0.0.4")
     h.wait_phase("Partitioning")  # dglrun starts with the partition phase
-    report_progress(h, "1/5 partition")
+    h.report_progress("1/5 partition")
     h.settle()
     assert h.status()["phase"] == "Partitioning"
-    report_progress(h, "3/5 dispatch", partitionSeconds=12.5)
+    h.report_progress("3/5 dispatch", partitionSeconds=12.5)
     h.wait_phase("Partitioned")
-    report_progress(h, "5/5 train: epoch 1/2")
+    h.report_progress("5/5 train: epoch 1/2")
     h.wait_phase("Training")
     h.finish_pod(LAUNCH, seconds=60)
     h.wait_condition("Succeeded")
@@ -167,7 +159,7 @@ def test_distparmetis_worker_failure_while_partitioning_restarts_the_job(h: Harn
     h.run_pod(W1, "10.0.0.2")
     h.wait_pods(LAUNCH)
     h.run_pod(LAUNCH, "10.0.0.4")
-    report_progress(h, "1/5 partition")
+    h.report_progress("1/5 partition")
     h.wait_phase("Partitioning")
     h.finish_pod(LAUNCH, exit_code=1, reason="Error")
     wait_for(lambda: h.status().get("restartCount") == 1, what="a whole-job restart")
