@@ -69,9 +69,38 @@ def route(comm: Any, dest: Array) -> Routed:
     return Routed(order, sent, received)
 
 
+def route_rows(comm: Any, rows: Array, dest: Array) -> Routed:
+    """Plan sending only ``rows`` (indexes into this rank's arrays) to ``dest`` (one rank
+    per row): :func:`send` then takes its rows from the whole arrays, with no copy of the
+    selection first. Not for :func:`reply`."""
+    plan = route(comm, dest)
+    plan.order = np.asarray(rows, dtype=np.int64)[plan.order]
+    return plan
+
+
 def send(comm: Any, plan: Routed, data: Array) -> Array:
     """The rows of ``data`` (aligned with the ``dest`` of ``plan``) this rank receives."""
     return _alltoallv(comm, data[plan.order], plan.sent, plan.received)
+
+
+def send_ordered(comm: Any, plan: Routed, ordered: Array) -> Array:
+    """:func:`send` of rows already in the plan's order (``ordered[i]`` goes where row
+    ``plan.order[i]`` goes)."""
+    return _alltoallv(comm, ordered, plan.sent, plan.received)
+
+
+def blocks(comm: Any, rows: int, per_block: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` slices of ``rows`` local rows, at most ``per_block`` each, and as many
+    on every rank (a collective step per slice: a rank with fewer rows gets empty ones)."""
+    mine = -(-rows // per_block) if rows else 0
+    count = max(1, int(comm.allreduce(mine, op=_max())))
+    return [(min(i * per_block, rows), min((i + 1) * per_block, rows)) for i in range(count)]
+
+
+def _max() -> Any:
+    from mpi4py import MPI
+
+    return MPI.MAX
 
 
 def exchange(comm: Any, dest: Array, *arrays: Array) -> list[Array]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import socket
 import time
 from collections.abc import Callable
@@ -36,12 +35,15 @@ import numpy as np
 
 from chunkedgraph import ChunkedError, ChunkedGraph, shares
 from distpart import mpi
+from distpart.memory import Profile
 from distpart.parmetis import part_kway
 from distpart.read import read_rows
 from distpart.types import Array
-from distpart.write import INNER, PART, write_part
+from distpart.write import PartRows, write_part
 
 PART_METHOD = "parmetis"
+LOOKUP_BLOCK = 1 << 21  # edges' endpoints looked up at their owners per exchange
+NODE_BLOCK = 1 << 17  # a rank's nodes (and their data rows) shipped per exchange
 STATS_FILE = "partition_stats.json"
 
 
@@ -61,6 +63,19 @@ class Job:
 
 
 @dataclass
+class Edges:
+    """A rank's share of the edges after renumbering (one row per edge it read)."""
+
+    nsrc: Array  # new ids of the endpoints
+    ndst: Array
+    eid: Array  # new edge id
+    spart: Array  # parts of the endpoints (int32)
+    dpart: Array
+    cut: Array  # spart != dpart
+    start: Array  # edge id ranges of the parts (edge_map), every rank's same
+
+
+@dataclass
 class Stats:
     seconds: dict[str, float] = field(default_factory=dict)
     nodes_per_part: list[int] = field(default_factory=list)
@@ -68,6 +83,11 @@ class Stats:
     edge_cut: int = 0
     peak_rss_mb: list[float] = field(default_factory=list)
     hosts: list[str] = field(default_factory=list)
+    # step -> every rank's peak resident set within that step (MiB), and at its end
+    step_peak_mb: dict[str, list[float]] = field(default_factory=dict)
+    step_end_mb: dict[str, list[float]] = field(default_factory=dict)
+    start_mb: list[float] = field(default_factory=list)
+    per_step: bool = True
 
     def as_json(self, job: Job, ranks: int) -> dict[str, Any]:
         edges = max(job.graph.num_edges, 1)
@@ -84,12 +104,14 @@ class Stats:
             "edges_per_part": self.edges_per_part,
             "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
             "peak_rss_mb_per_rank": self.peak_rss_mb,
+            "memory_mb_per_step": {
+                "per_step": self.per_step,
+                "start": self.start_mb,
+                "peak": self.step_peak_mb,
+                "end": self.step_end_mb,
+            },
             "hosts": self.hosts,
         }
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _group_positions(keys: Array, groups: int) -> Array:
@@ -123,6 +145,7 @@ class Rank:
         self.size = comm.Get_size()
         self._say = say
         self.stats = Stats()
+        self.memory = Profile()
         self.shares = shares(job.graph, self.size, job.layout)
         self.vtxdist = np.array(
             [s.nodes[0] for s in self.shares] + [job.graph.num_nodes], dtype=np.int64
@@ -146,14 +169,24 @@ class Rank:
         return [k for k in range(self.job.num_parts) if k % self.size == self.rank]
 
     def _timed(self, name: str, started: float) -> float:
+        """End step ``name``: its time, and every rank's peak memory within it."""
+        self.memory.end(name)
         self.comm.Barrier()
         now = time.perf_counter()
-        self.stats.seconds[name] = now - started
+        self.stats.seconds[name] = self.stats.seconds.get(name, 0.0) + now - started
+        peaks = self.comm.allgather((self.memory.steps[name], self.memory.after[name]))
+        self.stats.step_peak_mb[name] = [p for p, _ in peaks]
+        self.stats.step_end_mb[name] = [e for _, e in peaks]
+        self.say(
+            f"memory {name}: peak {' / '.join(f'{p:.0f}' for p, _ in peaks)} MiB, "
+            f"after {' / '.join(f'{e:.0f}' for _, e in peaks)} MiB (ranks 0..{self.size - 1})"
+        )
+        self.memory.begin()
         return now
 
     # -- steps ----------------------------------------------------------------------------
 
-    def read_edges(self) -> tuple[Array, Array, Array]:
+    def read_edges(self) -> tuple[Array, Array]:
         spec = self.job.graph.edges
         elo, ehi = self.shares[self.rank].edges
         pairs = read_rows(spec, elo, ehi)
@@ -166,7 +199,7 @@ class Rank:
                 f"{path}: {spec.what} chunk {chunk}, row {first}: node id "
                 f"{pairs[bad[0]].tolist()} outside 0..{n - 1}"
             )
-        return pairs[:, 0].copy(), pairs[:, 1].copy(), np.arange(elo, ehi, dtype=np.int64)
+        return pairs[:, 0].copy(), pairs[:, 1].copy()
 
     def adjacency(self, src: Array, dst: Array) -> tuple[Array, Array]:
         """This rank's rows of the symmetric adjacency without self-loops or duplicates."""
@@ -210,17 +243,124 @@ class Rank:
         asked = mpi.send(self.comm, plan, ids)
         return mpi.reply(self.comm, plan, table[asked - self.lo])
 
+    def locate(self, ids: Array, part: Array, new_nid: Array) -> tuple[Array, Array]:
+        """The part and new id of each of ``ids``, asked of their owners a block at a time
+        (the exchange buffers stay the size of a block, not of the rank's edges)."""
+        table = np.stack([part, new_nid], axis=1)
+        parts = np.empty(len(ids), dtype=np.int32)
+        nids = np.empty(len(ids), dtype=np.int64)
+        for a, b in mpi.blocks(self.comm, len(ids), LOOKUP_BLOCK):
+            got = self.lookup(ids[a:b], table)
+            parts[a:b] = got[:, 0]
+            nids[a:b] = got[:, 1]
+        return parts, nids
+
+    def renumber(self, src: Array, dst: Array, part: Array, new_nid: Array) -> Edges:
+        spart, nsrc = self.locate(src, part, new_nid)
+        del src
+        dpart, ndst = self.locate(dst, part, new_nid)
+        del dst
+        edge_start, eid = _contiguous_ids(self.comm, dpart, self.job.num_parts)
+        return Edges(nsrc, ndst, eid, spart, dpart, spart != dpart, edge_start)
+
+    def ship(
+        self, r: int, part: Array, new_nid: Array, e: Edges, node_start: Array
+    ) -> PartRows | None:
+        """Round ``r``: rank ``w`` receives everything of part ``r * P + w`` (if there is
+        such a part), in the part's order; the other ranks' parts are other rounds."""
+        comm, P = self.comm, self.size
+        p = r * P + self.rank
+        mine = p < self.job.num_parts
+        start, end = (int(node_start[p]), int(node_start[p + 1])) if mine else (0, 0)
+        lo, hi = (int(e.start[p]), int(e.start[p + 1])) if mine else (0, 0)
+        elo, ehi = self.shares[self.rank].edges
+
+        # the out-edges of the part's nodes to other parts (DGL's one-hop halo), in id order
+        sel = np.flatnonzero(e.cut & (e.spart // P == r))
+        plan = mpi.route_rows(comm, sel, e.spart[sel] % P)
+        del sel
+        out_eid = mpi.send(comm, plan, e.eid)
+        by_id = np.argsort(out_eid, kind="stable")
+        out_src = mpi.send(comm, plan, e.nsrc)[by_id]
+        out_dst = mpi.send(comm, plan, e.ndst)[by_id]
+        out_eid = out_eid[by_id]
+        del by_id, plan
+
+        # its own edges, each put at its place (edge id - lo) as it arrives
+        sel = np.flatnonzero(e.dpart // P == r)
+        plan = mpi.route_rows(comm, sel, e.dpart[sel] % P)
+        del sel
+        at = mpi.send(comm, plan, e.eid) - lo
+        own = hi - lo
+        _check_placed(at, own, f"part {p}: received {len(at)} of its {own} edges")
+        total = own + len(out_eid)
+        src = np.empty(total, dtype=np.int64)
+        src[at] = mpi.send(comm, plan, e.nsrc)
+        src[own:] = out_src
+        dst = np.empty(total, dtype=np.int64)
+        dst[at] = mpi.send(comm, plan, e.ndst)
+        dst[own:] = out_dst
+        eids = np.empty(total, dtype=np.int64)
+        eids[:own] = np.arange(lo, hi, dtype=np.int64)
+        eids[own:] = out_eid
+        del out_src, out_dst, out_eid
+        orig_eids = np.empty(own, dtype=np.int64)
+        orig_eids[at] = mpi.send_ordered(comm, plan, plan.order + elo)
+        edge_feats = {}
+        for name, spec in self.job.graph.edge_data.items():
+            got = mpi.send(comm, plan, self.agreed(read_rows(spec, elo, ehi)))
+            edge_feats[name] = np.empty((own, *got.shape[1:]), dtype=got.dtype)
+            edge_feats[name][at] = got
+        del at, plan
+
+        # its nodes, their ids and data: a block of the owners' rows at a time
+        n = end - start
+        orig_nids = np.empty(n, dtype=np.int64)
+        seen = np.zeros(n, dtype=np.bool_)
+        node_feats: dict[str, Array] = {}
+        for a, b in mpi.blocks(comm, self.hi - self.lo, NODE_BLOCK):
+            sel = np.flatnonzero(part[a:b] // P == r)
+            plan = mpi.route_rows(comm, sel, part[a:b][sel] % P)
+            at = mpi.send(comm, plan, new_nid[a:b]) - start
+            if len(at) and (at.min() < 0 or at.max() >= n):
+                raise ValueError(f"part {p}: received a node of another part")
+            seen[at] = True
+            orig_nids[at] = mpi.send_ordered(comm, plan, plan.order + (self.lo + a))
+            for name, spec in self.job.graph.node_data.items():
+                got = mpi.send(comm, plan, self.agreed(read_rows(spec, self.lo + a, self.lo + b)))
+                if name not in node_feats:
+                    node_feats[name] = np.empty((n, *got.shape[1:]), dtype=got.dtype)
+                node_feats[name][at] = got
+        if not seen.all():
+            raise ValueError(f"part {p}: received {int(seen.sum())} of its {n} nodes")
+        if not mine:
+            return None
+        return PartRows(
+            part=p,
+            node_range=(start, end),
+            edge_range=(lo, hi),
+            orig_nids=orig_nids,
+            node_feats=node_feats,
+            src=src,
+            dst=dst,
+            eids=eids,
+            orig_eids=orig_eids,
+            edge_feats=edge_feats,
+        )
+
     def run(self) -> Stats:
         job, comm = self.job, self.comm
         k = job.num_parts
         self.stats.hosts = comm.allgather(socket.gethostname())
+        self.stats.start_mb = [round(x, 1) for x in comm.allgather(self.memory.start_mib)]
+        self.memory.begin()
         started = t = time.perf_counter()
         self.say(
             f"{job.graph.num_nodes} nodes, {job.graph.num_edges} edges from "
             f"{job.graph.metadata} ({job.layout} layout) into {k} parts on {self.size} ranks "
             f"({', '.join(self.stats.hosts)})"
         )
-        src, dst, orig_eid = self.read_edges()
+        src, dst = self.read_edges()
         t = self._timed("read", t)
 
         xadj, adjncy = self.adjacency(src, dst)
@@ -238,72 +378,45 @@ class Rank:
                 "the graph is too small or too disconnected for this many partitions"
             )
         self.stats.nodes_per_part = [int(x) for x in sizes]
-        # where each edge's endpoints went
-        ends, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
-        located = self.lookup(ends, np.stack([part, new_nid], axis=1))
-        m = len(src)
-        spart, dpart = located[inverse[:m], 0], located[inverse[m:], 0]
-        nsrc, ndst = located[inverse[:m], 1], located[inverse[m:], 1]
-        del ends, inverse, located, src, dst
-        edge_start, new_eid = _contiguous_ids(comm, dpart, k)
-        self.stats.edges_per_part = [int(x) for x in np.diff(edge_start)]
-        cut = spart != dpart
-        self.stats.edge_cut = int(mpi.allreduce_sum(comm, np.array([cut.sum()]))[0])
+        edges = self.renumber(src, dst, part, new_nid)
+        del src, dst
+        self.stats.edges_per_part = [int(x) for x in np.diff(edges.start)]
+        cut = int(edges.cut.sum())
+        self.stats.edge_cut = int(mpi.allreduce_sum(comm, np.array([cut]))[0])
+        edge_start = edges.start
         t = self._timed("renumber", t)
 
-        # what the writers receive
-        records = np.stack([nsrc, ndst, new_eid, orig_eid, np.ones(m, np.int64), dpart], axis=1)
-        inner_plan = mpi.route(comm, self.writer(dpart))
-        inner = mpi.send(comm, inner_plan, records)
-        out_records = records[cut]
-        out_records[:, INNER] = 0
-        out_records[:, PART] = spart[cut]
-        (outer,) = mpi.exchange(comm, self.writer(spart[cut]), out_records)
-        edges = np.concatenate([inner, outer])
-        del records, out_records, outer
-        elo, ehi = self.shares[self.rank].edges
-        edge_feats = {
-            name: mpi.send(comm, inner_plan, self.agreed(read_rows(spec, elo, ehi)))
-            for name, spec in job.graph.edge_data.items()
-        }
-        node_plan = mpi.route(comm, self.writer(part))
-        node_ids = mpi.send(comm, node_plan, new_nid)
-        orig_nid = mpi.send(comm, node_plan, np.arange(self.lo, self.hi, dtype=np.int64))
-        node_feats = {
-            name: mpi.send(comm, node_plan, self.agreed(read_rows(spec, self.lo, self.hi)))
-            for name, spec in job.graph.node_data.items()
-        }
-        t = self._timed("shuffle", t)
-
         out = job.out_dir(self.rank)
-        for p in self.my_parts():
-            nodes = np.flatnonzero((node_ids >= node_start[p]) & (node_ids < node_start[p + 1]))
-            mine = edges[:, PART] == p
-            write_part(
-                out,
-                p,
-                graph=job.graph,
-                node_range=(int(node_start[p]), int(node_start[p + 1])),
-                node_start=node_start,
-                node_ids=node_ids[nodes],
-                orig_nids=orig_nid[nodes],
-                node_feats={name: rows[nodes] for name, rows in node_feats.items()},
-                edges=edges[mine],
-                edge_feats={
-                    name: rows[edges[: len(inner), PART] == p] for name, rows in edge_feats.items()
-                },
-                edge_range=(int(edge_start[p]), int(edge_start[p + 1])),
-            )
+        rounds = -(-k // self.size)
+        for r in range(rounds):
+            rows = self.ship(r, part, new_nid, edges, node_start)
+            if r == rounds - 1:  # the share is not needed any more: free it before DGL loads
+                del part, new_nid, edges
+            t = self._timed("shuffle", t)
+            if rows is not None:
+                write_part(out, job.graph, node_start, rows)
+                del rows
+            t = self._timed("write", t)
         if self.rank == 0 or self.my_parts():
             write_config(out, job, node_start, edge_start)
-        t = self._timed("write", t)
-        self.stats.seconds["total"] = t - started
-        self.stats.peak_rss_mb = [round(x, 1) for x in comm.allgather(_peak_rss_mb())]
+        self.stats.seconds["total"] = time.perf_counter() - started
+        self.stats.peak_rss_mb = [round(x, 1) for x in comm.allgather(self.memory.peak_mib)]
+        self.stats.per_step = all(comm.allgather(self.memory.per_step))
         if self.rank == 0:
             doc = self.stats.as_json(job, self.size)
             (out / STATS_FILE).write_text(json.dumps(doc, indent=2) + "\n")
             self._say(f"distpart-stats {json.dumps(doc, separators=(',', ':'))}")
         return self.stats
+
+
+def _check_placed(at: Array, size: int, message: str) -> None:
+    """``at`` (received rows' places) covers ``0..size-1`` exactly once."""
+    if len(at) != size or (size and (at.min() < 0 or at.max() >= size)):
+        raise ValueError(message)
+    seen = np.zeros(size, dtype=np.bool_)
+    seen[at] = True
+    if not seen.all():
+        raise ValueError(message)
 
 
 def config(job: Job, node_start: Array, edge_start: Array) -> dict[str, Any]:

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +26,29 @@ import numpy as np
 from chunkedgraph import ChunkedGraph
 from distpart.types import Array
 
-# The edge records the pipeline ships to writers, one int64 row each: new source and
-# destination ids, new edge id, the chunked graph's edge id, 1 for the part's own edges (0 for
-# its nodes' out-edges to the halo), and the part the record is for.
-SRC, DST, EID, ORIG, INNER, PART = range(6)
+
+@dataclass
+class PartRows:
+    """Everything a writer received for one part, already in the part's order.
+
+    ``src``/``dst``/``eids``: the part's own edges (those into its nodes) in edge id order,
+    then its nodes' out-edges to other parts in edge id order; new global node ids, which
+    :func:`write_part` turns into local ones in place (no copy of the edge list)."""
+
+    part: int
+    node_range: tuple[int, int]
+    edge_range: tuple[int, int]
+    orig_nids: Array  # the chunked graph's id of each of the part's nodes, in new id order
+    node_feats: dict[str, Array]  # one row per node of the part, in new id order
+    src: Array
+    dst: Array
+    eids: Array
+    orig_eids: Array  # the chunked graph's id of each own edge
+    edge_feats: dict[str, Array]  # one row per own edge, in edge id order
+
+    @property
+    def own_edges(self) -> int:
+        return self.edge_range[1] - self.edge_range[0]
 
 
 def _tensor_dict(prefix: str, columns: dict[str, Array]) -> dict[str, object]:
@@ -37,68 +57,39 @@ def _tensor_dict(prefix: str, columns: dict[str, Array]) -> dict[str, object]:
     out: dict[str, object] = {}
     for name, values in columns.items():
         if values.dtype == np.bool_:
-            values = values.astype(np.uint8)  # DGL stores boolean masks as uint8
+            values = values.view(np.uint8)  # DGL stores boolean masks as uint8
         out[f"{prefix}/{name}" if prefix else name] = torch.from_numpy(np.ascontiguousarray(values))
     return out
 
 
-def write_part(
-    out: Path,
-    part: int,
-    *,
-    graph: ChunkedGraph,
-    node_range: tuple[int, int],
-    node_start: Array,
-    node_ids: Array,
-    orig_nids: Array,
-    node_feats: dict[str, Array],
-    edges: Array,
-    edge_feats: dict[str, Array],
-    edge_range: tuple[int, int],
-) -> Path:
-    """Write part ``part`` from the rows its writer received (in any order)."""
+def _to_local(ids: Array, start: int, end: int, halo: Array) -> None:
+    """Global node ids -> the part's local ids, in place: own nodes first, then the halo."""
+    outside = np.flatnonzero((ids < start) | (ids >= end))
+    local = (end - start) + np.searchsorted(halo, ids[outside])
+    np.subtract(ids, start, out=ids)
+    ids[outside] = local
+
+
+def write_part(out: Path, graph: ChunkedGraph, node_start: Array, rows: PartRows) -> Path:
+    """Write part ``rows.part``. Its ``src`` and ``dst`` become local ids."""
     import dgl
     import torch
     from dgl.data.utils import save_tensors
 
-    start, end = node_range
-    n = end - start
-    if len(node_ids) != n or (n and not np.array_equal(np.sort(node_ids), np.arange(start, end))):
-        raise ValueError(f"part {part}: received {len(node_ids)} of its {n} nodes")
-    at = node_ids - start
-    orig = np.empty(n, dtype=np.int64)
-    orig[at] = orig_nids
-    feats = {}
-    for name, rows in node_feats.items():
-        placed = np.empty_like(rows)
-        placed[at] = rows
-        feats[name] = placed
-
-    inner = edges[:, INNER] == 1
-    own, out_edges = edges[inner], edges[~inner]
-    order = np.argsort(own[:, EID], kind="stable")
-    own = own[order]
-    efeats = {name: rows[order] for name, rows in edge_feats.items()}
-    lo, hi = edge_range
-    if len(own) != hi - lo or (len(own) and not np.array_equal(own[:, EID], np.arange(lo, hi))):
-        raise ValueError(f"part {part}: received {len(own)} of its {hi - lo} edges")
-    out_edges = out_edges[np.argsort(out_edges[:, EID], kind="stable")]
-    local_edges = np.concatenate([own, out_edges])
-
-    ends = np.concatenate([local_edges[:, SRC], local_edges[:, DST]])
-    halo = np.unique(ends[(ends < start) | (ends >= end)])
+    start, end = rows.node_range
+    n, own = end - start, rows.own_edges
+    # the halo: the other end of in-edges from other parts, and of the out-edges
+    ins = rows.src[:own]
+    halo = np.unique(
+        np.concatenate([ins[(ins < start) | (ins >= end)], rows.dst[own:]]).astype(np.int64)
+    )
+    del ins
+    _to_local(rows.src, start, end, halo)
+    _to_local(rows.dst, start, end, halo)
     global_ids = np.concatenate([np.arange(start, end, dtype=np.int64), halo])
 
-    def local(ids: Array) -> Array:
-        inside = (ids >= start) & (ids < end)
-        return np.where(inside, ids - start, n + np.searchsorted(halo, ids))
-
     g = dgl.graph(
-        (
-            torch.from_numpy(local(local_edges[:, SRC])),
-            torch.from_numpy(local(local_edges[:, DST])),
-        ),
-        num_nodes=len(global_ids),
+        (torch.from_numpy(rows.src), torch.from_numpy(rows.dst)), num_nodes=len(global_ids)
     )
     g.ndata[dgl.NID] = torch.from_numpy(global_ids)
     g.ndata["inner_node"] = torch.from_numpy(
@@ -107,19 +98,17 @@ def write_part(
     g.ndata["part_id"] = torch.from_numpy(
         (np.searchsorted(node_start, global_ids, side="right") - 1).astype(np.int64)
     )
-    g.edata[dgl.EID] = torch.from_numpy(np.ascontiguousarray(local_edges[:, EID]))
-    g.edata["inner_edge"] = torch.from_numpy(
-        np.concatenate([np.ones(len(own), np.uint8), np.zeros(len(out_edges), np.uint8)])
-    )
+    g.edata[dgl.EID] = torch.from_numpy(rows.eids)
+    inner = np.zeros(len(rows.eids), np.uint8)
+    inner[:own] = 1
+    g.edata["inner_edge"] = torch.from_numpy(inner)
 
-    folder = out / f"part{part}"
+    folder = out / f"part{rows.part}"
     folder.mkdir(parents=True, exist_ok=True)
     dgl.save_graphs(str(folder / "graph.dgl"), [g])
-    save_tensors(str(folder / "node_feat.dgl"), _tensor_dict(graph.ntype, feats))
-    save_tensors(str(folder / "edge_feat.dgl"), _tensor_dict(graph.etype, efeats))
-    save_tensors(str(folder / "orig_nids.dgl"), _tensor_dict("", {graph.ntype: orig}))
-    save_tensors(
-        str(folder / "orig_eids.dgl"),
-        _tensor_dict("", {graph.etype: np.ascontiguousarray(own[:, ORIG])}),
-    )
+    del g
+    save_tensors(str(folder / "node_feat.dgl"), _tensor_dict(graph.ntype, rows.node_feats))
+    save_tensors(str(folder / "edge_feat.dgl"), _tensor_dict(graph.etype, rows.edge_feats))
+    save_tensors(str(folder / "orig_nids.dgl"), _tensor_dict("", {graph.ntype: rows.orig_nids}))
+    save_tensors(str(folder / "orig_eids.dgl"), _tensor_dict("", {graph.etype: rows.orig_eids}))
     return folder
