@@ -9,6 +9,13 @@ the wrapper then binds to them, not to the 32-bit ones on the default search pat
 
 PT-Scotch implements one balance constraint (``ncon`` 1) and does not fill ``edgecut``; the
 pipeline passes one vertex weight and counts the cut itself.
+
+PT-Scotch 7 also starts threads in every rank, as many as the machine has cores unless
+``$SCOTCH_PTHREAD_NUMBER`` says otherwise. A rank in a pod would start one per core of the
+node whatever the pod's CPU limit, and ranks sharing a pod would each start them all: unless
+the variable is set, it is set to the rank's share of the CPUs it may use (the CPU quota of
+its cgroup, else its affinity, divided by the ranks on its host). On 2 cores with 2 ranks, one
+thread each partitions a 500k-node graph in 6 s instead of 13 s, at the same memory.
 """
 
 from __future__ import annotations
@@ -40,7 +47,43 @@ class ParmetisError(RuntimeError):
     pass
 
 
+THREADS_ENV = "SCOTCH_PTHREAD_NUMBER"
+LOCAL_RANKS_ENV = "OMPI_COMM_WORLD_LOCAL_SIZE"  # Open MPI: ranks on this host
+CGROUP_CPU = (
+    Path("/sys/fs/cgroup/cpu.max"),  # v2: "<quota> <period>" or "max <period>"
+    Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),  # v1, with cpu.cfs_period_us beside it
+)
+
 _lib: Any = None
+
+
+def _cpu_quota() -> float | None:
+    """The CPUs this process's cgroup may use (its CFS quota), None when unlimited."""
+    v2, v1 = CGROUP_CPU
+    try:
+        if v2.exists():
+            quota, period = v2.read_text().split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        if v1.exists():
+            quota = int(v1.read_text())
+            period = int((v1.parent / "cpu.cfs_period_us").read_text())
+            return None if quota <= 0 else quota / period
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def scotch_threads() -> int:
+    """PT-Scotch's threads for this rank: its share of the CPUs it may use, at least 1."""
+    cpus: float = len(os.sched_getaffinity(0))
+    quota = _cpu_quota()
+    if quota is not None:
+        cpus = min(cpus, quota)
+    try:
+        local = max(1, int(os.environ.get(LOCAL_RANKS_ENV, "1")))
+    except ValueError:
+        local = 1
+    return max(1, int(cpus // local))
 
 
 def library() -> Any:
@@ -48,6 +91,7 @@ def library() -> Any:
     global _lib
     if _lib is not None:
         return _lib
+    os.environ.setdefault(THREADS_ENV, str(scotch_threads()))
     explicit = os.environ.get(LIB_ENV)
     if explicit:
         try:
