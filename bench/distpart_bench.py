@@ -28,6 +28,7 @@ Needs root for the cgroups, mpirun and $DGL_PYTHON (``make bench`` sets them).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -136,7 +137,8 @@ def distributed(
 ) -> dict[str, Any]:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    argv = mpirun_argv(ranks, wrap or []) + [
+    argv = [
+        *mpirun_argv(ranks, wrap or []),
         py, "-P", "-m", "distpart", "partition", "--chunked", str(data / "chunked"),
         "--graph-name", GRAPH, "--num-parts", str(ranks), "--out", str(work),
     ]  # fmt: skip
@@ -185,15 +187,9 @@ def limited(py: str, data: Path, ranks: int, limit: int, work: Path) -> dict[str
         ]
         return stats
     finally:
-        for r in range(ranks):
-            try:
-                (root / f"rank-{r}").rmdir()
-            except OSError:
-                pass
-        try:
-            root.rmdir()
-        except OSError:
-            pass
+        for group in [*(root / f"rank-{r}" for r in range(ranks)), root]:
+            with contextlib.suppress(OSError):  # (a group never made)
+                group.rmdir()
 
 
 def _oom_kills(group: Path) -> int:
@@ -285,7 +281,8 @@ def main() -> int:
         for r, cg in enumerate(got["cgroups"]):
             say(
                 f"  rank {r}: cgroup peak {gib(cg['peak_mib'])} GiB of {gib(limit / MiB)} GiB, "
-                f"process peak {gib(got['peak_rss_mb_per_rank'][r])} GiB, OOM kills {cg['oom_kills']}"
+                f"process peak {gib(got['peak_rss_mb_per_rank'][r])} GiB, "
+                f"OOM kills {cg['oom_kills']}"
             )
         say(
             f"  partitioned in {got['wall_seconds']:.0f}s: {got['check']['nodes']:,} nodes and "
