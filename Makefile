@@ -88,7 +88,7 @@ typecheck: venv
 
 # The layers that need neither the DGL venv, nor Kubernetes binaries, nor root.
 CHECK_TESTS := tests/clock tests/workqueue tests/kubeclient tests/informers tests/controller \
-	tests/podprogram tests/watcher_loop tests/kubectl_download tests/test_layering.py \
+	tests/podprogram tests/watcher_loop tests/kubectl_download tests/distpart tests/test_layering.py \
 	tests/test_pod_contract.py tests/test_fakekube.py tests/test_prereqs.py \
 	tests/test_support_waiting.py tests/localcluster/test_stuck.py tests/localcluster/test_node_layout.py
 check-tests: venv
@@ -110,6 +110,7 @@ bench: preflight-bench venv dgl-venv k8s-binaries images
 	$(BIN)/python bench/controller_bench.py
 	$(BIN)/python bench/partition_bench.py
 	$(BIN)/python bench/large_graph_bench.py
+	$(BIN)/python bench/distpart_bench.py
 	$(BIN)/python bench/restart_bench.py
 	$(BIN)/python bench/nodes_bench.py
 

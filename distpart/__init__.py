@@ -11,6 +11,7 @@ partitions out (what ``dgl.distributed.partition_graph`` writes, so ``DistGraph`
 * :mod:`distpart.pipeline`: one MPI rank's work: read its share, assign parts with ParMETIS,
   renumber, ship nodes, edges and features to the rank that writes each partition.
 * :mod:`distpart.write`: the DGL partition files (the only module that imports DGL).
+* :mod:`distpart.memory`: each step's peak resident memory, for the log and the stats file.
 * ``python -m distpart partition ...``: what dglrun starts under ``mpirun``.
 
 The format's metadata and file checks are :mod:`chunkedgraph` (standard library only:

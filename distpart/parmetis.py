@@ -65,9 +65,9 @@ def _cpu_quota() -> float | None:
             quota, period = v2.read_text().split()[:2]
             return None if quota == "max" else int(quota) / int(period)
         if v1.exists():
-            quota = int(v1.read_text())
-            period = int((v1.parent / "cpu.cfs_period_us").read_text())
-            return None if quota <= 0 else quota / period
+            us = int(v1.read_text())
+            per = int((v1.parent / "cpu.cfs_period_us").read_text())
+            return None if us <= 0 else us / per
     except (OSError, ValueError):
         return None
     return None

@@ -78,13 +78,20 @@ class Cost:
 
 # Measured with DGL 2.1, torch 2.2 on make_dataset.py graphs of 100k and 300k nodes (degree 20,
 # 100 features; dglrun --transport local, peak resident set of each process), checked against
-# bench/large_graph_bench.py's bigger graph. Per process, for the share of the graph it holds.
+# bench/large_graph_bench.py's bigger graph; the distpart rank's on 500k nodes / 10M edges / 64
+# features and 2M / 40M / 100 (bench/distpart_bench.py). Per process, for the share of the
+# graph it holds.
 COSTS: dict[str, Cost] = {
     # load (ogb) + dgl.distributed.partition_graph (METIS, reshuffle, save): the whole graph
     "dgl-partition": Cost(base_mib=650, per_edge=190.0, per_node=0.0, data_copies=3.0),
-    # a distpart rank: its share of the chunks, the distributed CSR, ParMETIS, the writer
-    # (about twice partition_graph per edge: int64 ids, exchange buffers and ParMETIS copies)
-    "parmetis-rank": Cost(base_mib=475, per_edge=400.0, per_node=250.0, data_copies=2.5),
+    # a distpart rank (DistParMETIS: one per worker pod; ParMETIS: ranks in the partitioner
+    # pod) peaks in one of two steps (its log and partition_stats.json profile every step):
+    # ParMETIS itself, for the rank's share of the edges (PT-Scotch's ParMETIS API, ~220 B
+    # per edge of the share, and the distributed adjacency; no node data yet) ...
+    "parmetis-rank": Cost(base_mib=60, per_edge=250.0, per_node=0.0, data_copies=0.0),
+    # ... or writing one part: torch + DGL imported (~460 MiB), the part's edges (int64 ids,
+    # local ids made in place) and its nodes' data, received once and saved
+    "distpart-write": Cost(base_mib=470, per_edge=45.0, per_node=0.0, data_copies=1.75),
     # a DGL server: its partition (the edges into its nodes; its nodes and the 1-hop halo)
     # and its own nodes' data
     "server": Cost(base_mib=490, per_edge=30.0, per_node=112.0, data_copies=0.75),
@@ -133,9 +140,13 @@ def partition_step(g: GraphSize, shape: Shape, limit: int | None) -> Step:
         est = COSTS["dgl-partition"].bytes(g.nodes, g.edges, g.node_bytes, g.edge_bytes)
         what = "the partition entry point"
         return Step("partition", "the partitioner pod", what, int(est), limit)
-    cost = COSTS["parmetis-rank"]
     ranks = max(1, shape.ranks if shape.mode == PARMETIS else shape.workers)
-    one = cost.bytes(g.nodes / ranks, g.edges / ranks, g.node_bytes, g.edge_bytes)
+    parts = max(1, shape.parts)
+    one = max(
+        COSTS["parmetis-rank"].bytes(g.nodes / ranks, g.edges / ranks, 0, 0),
+        # a rank writes one part at a time (ranks < parts: in rounds)
+        COSTS["distpart-write"].bytes(g.nodes / parts, g.edges / parts, g.node_bytes, g.edge_bytes),
+    )
     if shape.mode == PARMETIS:
         return Step(
             "partition", "the partitioner pod", f"{ranks} ParMETIS ranks", int(one * ranks), limit
@@ -176,6 +187,30 @@ def _workers_needed(g: GraphSize, shape: Shape, limit: int, step: str) -> int | 
         if estimate(g, replace(shape, workers=workers, parts=workers), limit).fits:
             return workers
     return None
+
+
+def fewest_workers(g: GraphSize, shape: Shape, limit: int) -> int | None:
+    """The fewest workers (one partition each) at which every step of a DistParMETIS job on
+    this graph fits ``limit`` per pod (None: not even 256)."""
+    spread = replace(shape, mode=DIST_PARMETIS)
+    for workers in range(1, 257):
+        size = replace(spread, workers=workers, parts=workers)
+        if all(step.fits for step in plan(g, size, limit)):
+            return workers
+    return None
+
+
+def workers_line(g: GraphSize, shape: Shape, limit: int | None) -> str | None:
+    """For the log: how many worker pods of this limit the graph needs with DistParMETIS."""
+    if limit is None:
+        return None
+    fewest = fewest_workers(g, shape, limit)
+    if fewest is None:
+        return f"  workers: no number of workers up to 256 fits {gib(limit)} per pod"
+    return (
+        f"  workers: with partitionMode DistParMETIS this graph needs at least {fewest} "
+        f"worker(s) of {gib(limit)} (partition and train); this job has {shape.workers}"
+    )
 
 
 def advice(g: GraphSize, shape: Shape, step: Step) -> str:

@@ -280,6 +280,9 @@ def plan_memory(
     where = "no memory limit set" if limit is None else f"limit {memplan.gib(limit)} per pod"
     console.say(f"memory plan for {size.describe()} ({where}):")
     console.say(memplan.table(report.memory, {}))
+    needed = memplan.workers_line(size, shape, limit)
+    if needed:
+        console.say(needed)
     for step in report.memory:
         if limit is not None and step.fits and step.estimate > memplan.WARN_FRACTION * limit:
             console.say(f"  warning: the {step.name} step is estimated close to the limit")

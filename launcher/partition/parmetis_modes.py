@@ -154,6 +154,16 @@ def _summary(console: Console, report: Report) -> None:
     steps = stats.get("seconds")
     if isinstance(steps, dict):
         console.say("  ranks' steps: " + ", ".join(f"{k} {v:.1f}s" for k, v in steps.items()))
+    profile = stats.get("memory_mb_per_step")
+    peaks = profile.get("peak") if isinstance(profile, dict) else None
+    if isinstance(peaks, dict) and peaks:
+        largest = {step: max(ranks) for step, ranks in peaks.items() if ranks}
+        top = max(largest, key=lambda step: largest[step])
+        console.say(
+            "  ranks' memory per step (the largest rank's peak): "
+            + ", ".join(f"{k} {v:.0f} MiB" for k, v in largest.items())
+            + f"; the peak is in {top}"
+        )
 
 
 # -- ParMETIS: every rank in this pod ---------------------------------------------------------

@@ -260,6 +260,10 @@ def test_graphsage_through_dglrun_in_each_mode(
     assert abs(acc - base) <= 0.02, f"{mode}: distributed {acc:.4f} vs single-process {base:.4f}"
     summary = out.strip().splitlines()[-1]
     assert summary.startswith("dglrun: done: partition") and "edge cut" in summary
+    # the ranks' memory, step by step: each step's line from rank 0, then the summary
+    for step in ("read", "adjacency", "parmetis", "renumber", "shuffle", "write"):
+        assert f"[distpart] memory {step}: peak " in out, step
+    assert "ranks' memory per step (the largest rank's peak): read " in out
     workers = tmp_path / "workers"
     if mode == "ParMETIS":  # partitioned here, then shipped like DGL-API's
         assert "mpirun: 2 ranks of distpart in this pod" in out
@@ -421,4 +425,15 @@ def test_the_partition_stats_file(dgl: Dgl, mpi: str, chunked: Path, tmp_path: P
     assert sum(stats["nodes_per_part"]) == 20000 and sum(stats["edges_per_part"]) == 200000
     assert len(stats["peak_rss_mb_per_rank"]) == 2 and min(stats["peak_rss_mb_per_rank"]) > 0
     assert set(stats["seconds"]) >= {"read", "parmetis", "shuffle", "write", "total"}
+    # every rank's peak in every step, which the issue's profile is made of
+    profile = stats["memory_mb_per_step"]
+    steps = ["read", "adjacency", "parmetis", "renumber", "shuffle", "write"]
+    assert profile["per_step"] is True and list(profile["peak"]) == steps
+    for step in steps:
+        assert len(profile["peak"][step]) == 2 and min(profile["peak"][step]) > 0
+        assert all(e <= p for e, p in zip(profile["end"][step], profile["peak"][step], strict=True))
+    for r in range(2):  # (and whatever came before the first step)
+        assert stats["peak_rss_mb_per_rank"][r] >= max(profile["peak"][s][r] for s in steps)
+    # the writer imports torch and DGL: its step is the one above the fixed cost
+    assert min(profile["peak"]["write"]) > 300
     assert np.isclose(stats["edge_cut_fraction"], stats["edge_cut"] / 200000, atol=1e-6)

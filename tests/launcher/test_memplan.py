@@ -222,3 +222,47 @@ def test_a_worker_without_the_first_chunks_checks_its_own_and_reports_no_sizes(
     assert code == 0 and "node_bytes" not in doc, doc
     with pytest.raises(PlanError, match="cannot read it"):
         memplan.chunked_graph_size(path)
+
+
+# The per-rank peaks bench/distpart_bench.py measured with DistParMETIS (2 ranks, 2 parts; the
+# largest step's peak of each rank): the model must stay within 25 % of them.
+MEASURED_DISTPARMETIS = [
+    (GraphSize(500_000, 10_000_000, 64 * 4 + 8 + 3), 1181),  # ParMETIS step
+    (GraphSize(2_000_000, 40_000_000, 100 * 4 + 8 + 3), 4773),  # ParMETIS step
+]
+
+
+@pytest.mark.parametrize(("graph", "peak_mib"), MEASURED_DISTPARMETIS)
+def test_the_distparmetis_estimate_is_within_a_quarter_of_the_measured_peak(
+    graph: GraphSize, peak_mib: int
+) -> None:
+    est = memplan.partition_step(graph, shape("DistParMETIS"), None).estimate / memplan.MiB
+    assert 0.75 * peak_mib <= est <= 1.25 * peak_mib, (est, peak_mib)
+
+
+def test_a_distparmetis_rank_holds_its_share_so_the_estimate_falls_as_one_over_p() -> None:
+    est = {
+        p: memplan.partition_step(PRODUCTS, shape("DistParMETIS", workers=p), None).estimate
+        for p in (1, 2, 3, 6)
+    }
+    for p in (2, 3, 6):
+        assert est[p] <= 1.05 * est[1] / p + 512 * memplan.MiB, (p, est)
+    single = memplan.partition_step(PRODUCTS, shape("DGL-API"), None).estimate
+    assert est[3] < 0.4 * single
+
+
+def test_the_plan_says_how_many_workers_the_graph_needs_at_this_limit() -> None:
+    limit = 16 * GiB
+    fewest = memplan.fewest_workers(PRODUCTS, shape("DGL-API"), limit)
+    assert fewest is not None and fewest > 1
+    fits = memplan.plan(PRODUCTS, shape("DistParMETIS", workers=fewest), limit)
+    short = memplan.plan(PRODUCTS, shape("DistParMETIS", workers=fewest - 1), limit)
+    assert all(s.fits for s in fits) and not all(s.fits for s in short)
+    line = memplan.workers_line(PRODUCTS, shape("DGL-API"), limit)
+    assert line == (
+        f"  workers: with partitionMode DistParMETIS this graph needs at least {fewest} "
+        "worker(s) of 16.0 GiB (partition and train); this job has 2"
+    )
+    assert memplan.workers_line(PRODUCTS, shape("DGL-API"), None) is None
+    tiny = memplan.workers_line(PRODUCTS, shape("DGL-API"), 64 * memplan.MiB)
+    assert tiny == "  workers: no number of workers up to 256 fits 0.1 GiB per pod"
