@@ -45,6 +45,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from partition_bench import EXAMPLE, dgl_env, prepare_graph  # noqa: E402
 
+from launcher import programs  # noqa: E402
+from launcher.partition.mpirun import Launch, mpirun_argv  # noqa: E402
 from localcluster.cluster import CACHE  # noqa: E402
 
 GRAPH = "graphsage"
@@ -120,16 +122,15 @@ def single_process(py: str, data: Path, parts: int, work: Path) -> dict[str, Any
     return {"peak_mib": peak, "seconds": seconds, **parts_check}
 
 
-def mpirun_argv(ranks: int, prefix: list[str]) -> list[str]:
+def rank_argv(py: str, ranks: int, wrap: list[str], *args: str) -> list[str]:
+    """dglrun's own mpirun command line (launcher.partition.mpirun: TCP between the ranks,
+    ``--oversubscribe`` on one host) around ``python -P -m distpart partition``."""
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         raise SystemExit("distpart_bench: needs mpirun (make bench installs Open MPI)")
-    argv = [mpirun, "-np", str(ranks), "--bind-to", "none", "--oversubscribe"]
-    if os.geteuid() == 0:
-        argv.append("--allow-run-as-root")
-    for key in ("PYTHONPATH", "DGLBACKEND", "OUTDATED_IGNORE"):
-        argv += ["-x", key]
-    return argv + prefix
+    env = {"PYTHONPATH": str(REPO), "DGLBACKEND": "pytorch", "OUTDATED_IGNORE": "1"}
+    command = [*wrap, *programs.argv(py, programs.PARTITION_RANK, "partition"), *args]
+    return mpirun_argv(Launch(mpirun, ranks, env=env), command)
 
 
 def distributed(
@@ -137,11 +138,10 @@ def distributed(
 ) -> dict[str, Any]:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    argv = [
-        *mpirun_argv(ranks, wrap or []),
-        py, "-P", "-m", "distpart", "partition", "--chunked", str(data / "chunked"),
-        "--graph-name", GRAPH, "--num-parts", str(ranks), "--out", str(work),
-    ]  # fmt: skip
+    argv = rank_argv(
+        py, ranks, wrap or [], "--chunked", str(data / "chunked"), "--graph-name", GRAPH,
+        "--num-parts", str(ranks), "--out", str(work),
+    )  # fmt: skip
     _, seconds, out = run_measured(argv, dgl_env(PYTHONPATH=str(REPO)))
     stats: dict[str, Any] = json.loads((work / "partition_stats.json").read_text())
     stats["wall_seconds"] = seconds

@@ -32,15 +32,20 @@ def _status_kib(key: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
+def _mib(key: str) -> float:
+    """``VmRSS`` (resident now) or ``VmHWM`` (its peak) in MiB; without /proc, the peak
+    ``getrusage`` reports."""
+    kib = _status_kib(key)
+    return (kib if kib is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024
+
+
 def resident_mib() -> float:
     """This process's resident set now."""
-    kib = _status_kib("VmRSS")
-    return (kib if kib is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024
+    return _mib("VmRSS")
 
 
 def _peak_mib() -> float:
-    kib = _status_kib("VmHWM")
-    return (kib if kib is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024
+    return _mib("VmHWM")
 
 
 def _reset_peak() -> bool:

@@ -299,7 +299,10 @@ class Rank:
         del sel
         at = mpi.send(comm, plan, e.eid) - lo
         own = hi - lo
-        _check_placed(at, own, f"part {p}: received {len(at)} of its {own} edges")
+        missing = f"part {p}: received {len(at)} of its {own} edges"
+        if len(at) != own:
+            raise ValueError(missing)
+        _Placed(own).add(at, missing).check(missing)
         total = own + len(out_eid)
         src = np.empty(total, dtype=np.int64)
         src[at] = mpi.send(comm, plan, e.nsrc)
@@ -323,23 +326,20 @@ class Rank:
         # its nodes, their ids and data: a block of the owners' rows at a time
         n = end - start
         orig_nids = np.empty(n, dtype=np.int64)
-        seen = np.zeros(n, dtype=np.bool_)
+        placed = _Placed(n)
         node_feats: dict[str, Array] = {}
         for a, b in mpi.blocks(comm, self.hi - self.lo, NODE_BLOCK):
             sel = np.flatnonzero(part[a:b] // P == r)
             plan = mpi.route_rows(comm, sel, part[a:b][sel] % P)
             at = mpi.send(comm, plan, new_nid[a:b]) - start
-            if len(at) and (at.min() < 0 or at.max() >= n):
-                raise ValueError(f"part {p}: received a node of another part")
-            seen[at] = True
+            placed.add(at, f"part {p}: received a node of another part")
             orig_nids[at] = mpi.send_ordered(comm, plan, plan.order + (self.lo + a))
             for name, spec in self.job.graph.node_data.items():
                 got = mpi.send(comm, plan, self.agreed(read_rows(spec, self.lo + a, self.lo + b)))
                 if name not in node_feats:
                     node_feats[name] = np.empty((n, *got.shape[1:]), dtype=got.dtype)
                 node_feats[name][at] = got
-        if not seen.all():
-            raise ValueError(f"part {p}: received {int(seen.sum())} of its {n} nodes")
+        placed.check(f"part {p}: received {placed.count()} of its {n} nodes")
         if not mine:
             return None
         return PartRows(
@@ -416,14 +416,26 @@ class Rank:
         return self.stats
 
 
-def _check_placed(at: Array, size: int, message: str) -> None:
-    """``at`` (received rows' places) covers ``0..size-1`` exactly once."""
-    if len(at) != size or (size and (at.min() < 0 or at.max() >= size)):
-        raise ValueError(message)
-    seen = np.zeros(size, dtype=np.bool_)
-    seen[at] = True
-    if not seen.all():
-        raise ValueError(message)
+class _Placed:
+    """Which of a part's ``size`` rows have arrived (each at its place, ``0..size-1``)."""
+
+    def __init__(self, size: int) -> None:
+        self.seen = np.zeros(size, dtype=np.bool_)
+
+    def add(self, at: Array, message: str) -> _Placed:
+        """Mark the places ``at``; one outside the part raises ``message``."""
+        if len(at) and (at.min() < 0 or at.max() >= len(self.seen)):
+            raise ValueError(message)
+        self.seen[at] = True
+        return self
+
+    def count(self) -> int:
+        return int(self.seen.sum())
+
+    def check(self, message: str) -> None:
+        """Every place filled, else ``message``."""
+        if not self.seen.all():
+            raise ValueError(message)
 
 
 def config(job: Job, node_start: Array, edge_start: Array) -> dict[str, Any]:

@@ -28,7 +28,7 @@ Standard library only (dglrun's layer).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -180,24 +180,28 @@ def gib(n: float) -> str:
     return f"{n / GiB:.1f} GiB"
 
 
+MAX_WORKERS = 256  # where the search for "how many workers" gives up
+
+
+def _first_workers(shape: Shape, start: int, ok: Callable[[Shape], bool]) -> int | None:
+    """The fewest workers from ``start`` (one partition each) whose shape is ``ok``."""
+    for workers in range(start, MAX_WORKERS + 1):
+        if ok(replace(shape, workers=workers, parts=workers)):
+            return workers
+    return None
+
+
 def _workers_needed(g: GraphSize, shape: Shape, limit: int, step: str) -> int | None:
     """The fewest workers (one partition each) at which ``step`` fits ``limit``."""
     estimate = partition_step if step == "partition" else train_step
-    for workers in range(shape.workers + 1, 257):
-        if estimate(g, replace(shape, workers=workers, parts=workers), limit).fits:
-            return workers
-    return None
+    return _first_workers(shape, shape.workers + 1, lambda s: estimate(g, s, limit).fits)
 
 
 def fewest_workers(g: GraphSize, shape: Shape, limit: int) -> int | None:
     """The fewest workers (one partition each) at which every step of a DistParMETIS job on
-    this graph fits ``limit`` per pod (None: not even 256)."""
+    this graph fits ``limit`` per pod (None: not even MAX_WORKERS)."""
     spread = replace(shape, mode=DIST_PARMETIS)
-    for workers in range(1, 257):
-        size = replace(spread, workers=workers, parts=workers)
-        if all(step.fits for step in plan(g, size, limit)):
-            return workers
-    return None
+    return _first_workers(spread, 1, lambda s: all(step.fits for step in plan(g, s, limit)))
 
 
 def workers_line(g: GraphSize, shape: Shape, limit: int | None) -> str | None:
@@ -206,7 +210,7 @@ def workers_line(g: GraphSize, shape: Shape, limit: int | None) -> str | None:
         return None
     fewest = fewest_workers(g, shape, limit)
     if fewest is None:
-        return f"  workers: no number of workers up to 256 fits {gib(limit)} per pod"
+        return f"  workers: no number of workers up to {MAX_WORKERS} fits {gib(limit)} per pod"
     return (
         f"  workers: with partitionMode DistParMETIS this graph needs at least {fewest} "
         f"worker(s) of {gib(limit)} (partition and train); this job has {shape.workers}"
