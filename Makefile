@@ -110,6 +110,7 @@ bench: preflight-bench venv dgl-venv k8s-binaries images
 	$(BIN)/python bench/controller_bench.py
 	$(BIN)/python bench/partition_bench.py
 	$(BIN)/python bench/large_graph_bench.py
+	$(BIN)/python bench/large_graph_bench.py --proof-at-limit --nodes 500000 --feat-dim 64
 	$(BIN)/python bench/distpart_bench.py
 	$(BIN)/python bench/restart_bench.py
 	$(BIN)/python bench/nodes_bench.py

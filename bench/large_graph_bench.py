@@ -7,11 +7,12 @@ on the same graph as the baseline. Figures are printed, not asserted.
     python bench/large_graph_bench.py [--nodes 2000000] [--avg-degree 20] [--feat-dim 100]
                                       [--epochs 1] [--train-frac 0.1] [--memory-limit 14Gi]
                                       [--memory-request 2Gi]
-                                      [--modes DGL-API,ParMETIS,DistParMETIS]
+                                      [--modes DGL-API,ParMETIS,DistParMETIS] [--workers 2]
+    python bench/large_graph_bench.py --proof-at-limit [--limit-fraction 0.7] [--nodes ...]
 
 The graph (make_dataset.py --binary, with its label noise: any model's accuracy is capped at
 ~0.91) and its chunked copy are written once under ~/.cache/dgl-operator/bench/large/. Every
-job has 2 workers, one partition each, and the Worker template's memory limit
+job has ``--workers`` workers (2), one partition each, and the Worker template's memory limit
 ``--memory-limit``: a mode whose plan does not fit is refused at once (reported as such, which
 is the memory plan working). The template requests less (``--memory-request``): the
 partitioner and both workers must be scheduled on this one node together. Memory figures, per pod:
@@ -20,6 +21,12 @@ partitioner and both workers must be scheduled on this one node together. Memory
 * ``measured``: the peak resident memory of the step's processes in that pod (dglrun's report:
   the partition entry point, the ranks, a worker's DGL server + trainer);
 * ``cgroup``: the pod's ``memory.max_usage_in_bytes`` (cgroup v1, includes page cache).
+
+``--proof-at-limit``: DistParMETIS across 3 workers whose memory limit is ``--limit-fraction``
+of the baseline's single-process partition peak (measured first, in the same run), so that no
+single pod of that limit could have partitioned the graph: the bench prints each worker's
+cgroup peak against the limit, the kernel's OOM kills in it, and the test accuracy next to the
+single-process baseline's (trained in one process on the whole graph, which fits this machine).
 
 Delivery: HTTP is ``status.deliveryBytes / deliverySeconds`` (the workers' pulls);
 ``kubectl cp`` is the same job with ``partitionTransfer: KubectlCp`` (partitioner -> launcher
@@ -53,6 +60,7 @@ from partition_bench import (  # noqa: E402
     NS,
     Kube,
     MemorySampler,
+    cgroup_oom_kills,
     cgroup_peak,
     cluster,
     dgl_env,
@@ -61,6 +69,7 @@ from partition_bench import (  # noqa: E402
 )
 
 from localcluster.cluster import CACHE  # noqa: E402
+from podcontract.quantity import parse_quantity  # noqa: E402
 
 MODES = ("DGL-API", "ParMETIS", "DistParMETIS")
 GRAPH = "graphsage"
@@ -95,7 +104,8 @@ def baseline(py: str, data: Path, a: argparse.Namespace) -> dict[str, Any]:
         started = time.monotonic()
         subprocess.run(
             [py, str(EXAMPLE / "load_and_partition_graph.py"), "--graph_name", GRAPH,
-             "--workspace", tmp, "--num_parts", "2", "--balance_train", "--balance_edges",
+             "--workspace", tmp, "--num_parts", str(a.workers), "--balance_train",
+             "--balance_edges",
              "--dataset", "ogbn-synth", "--dataset_root", str(data / "raw_data")],
             check=True, capture_output=True, env=dgl_env(),
         )  # fmt: skip
@@ -117,7 +127,7 @@ def baseline(py: str, data: Path, a: argparse.Namespace) -> dict[str, Any]:
 
 
 def manifest(mode: str, data: Path, a: argparse.Namespace, transfer: str) -> dict[str, Any]:
-    m = job_manifest(mode, data, a.epochs)
+    m = job_manifest(mode, data, a.epochs, a.workers)
     suffix = "-cp" if transfer == "KubectlCp" else ""
     m["metadata"]["name"] = f"large-{mode.lower()}{suffix}"
     spec = m["spec"]
@@ -166,6 +176,7 @@ def run_job(kube: Kube, mode: str, data: Path, a: argparse.Namespace, transfer: 
     kube.run("apply", "-f", "-", input=json.dumps(m))
     sampler.start()
     worker_peaks: dict[str, int] = {}
+    worker_ooms: dict[str, int] = {}
     status, took = wait_done(kube, name)
     sampler.stop.set()
     sampler.join(5)
@@ -175,10 +186,17 @@ def run_job(kube: Kube, mode: str, data: Path, a: argparse.Namespace, transfer: 
             peak = cgroup_peak(p["metadata"]["uid"])
             if peak:
                 worker_peaks[p["metadata"]["name"]] = peak
+            kills = cgroup_oom_kills(p["metadata"]["uid"])
+            if kills is not None:
+                worker_ooms[p["metadata"]["name"]] = kills
     result: dict[str, Any] = {"mode": mode, "transfer": transfer, "job_seconds": took}
     result["memory"] = status.get("memory") or {}
     result["cgroup_partition_gib"] = max(sampler.peaks.values(), default=0) / 2**30
     result["cgroup_worker_gib"] = max(worker_peaks.values(), default=0) / 2**30
+    result["workers"] = {
+        pod: {"cgroup_gib": peak / 2**30, "oom_kills": worker_ooms.get(pod)}
+        for pod, peak in sorted(worker_peaks.items())
+    }
     if status.get("phase") != "Completed":
         cond = next((c for c in status.get("conditions", []) if c["type"] == "Failed"), {})
         why = str(cond.get("message", "")).split("memory plan: ", 1)[-1]
@@ -272,12 +290,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory-limit", default="14Gi", help="the Worker template's memory limit")
     p.add_argument("--memory-request", default="2Gi", help="the Worker template's memory request")
     p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--workers", type=int, default=2, help="Worker pods (and partitions)")
+    p.add_argument(
+        "--proof-at-limit",
+        action="store_true",
+        help="DistParMETIS on 3 workers limited below the single-process partition peak",
+    )
+    p.add_argument("--limit-fraction", type=float, default=0.7)
     p.add_argument(
         "--kubectl-cp-mode",
         default="DGL-API",
         help="the mode also run with partitionTransfer KubectlCp (the delivery comparison)",
     )
     a = p.parse_args(argv)
+    if a.proof_at_limit:
+        a.workers, a.modes, a.kubectl_cp_mode = 3, "DistParMETIS", ""
     py = os.environ.get("DGL_PYTHON")
     if os.geteuid() != 0 or not py:
         say("skipped: needs root (the local cluster) and $DGL_PYTHON (make bench sets it)")
@@ -285,13 +312,20 @@ def main(argv: list[str] | None = None) -> int:
     data = prepare(py, a)
     nodes, edges = graph_size(data)
     size = (
-        f"graph: {nodes:,} nodes, {edges:,} directed edges, {a.feat_dim} features; 2 workers, "
-        f"Worker memory limit {a.memory_limit}; GraphSAGE {a.epochs} epoch(s) on "
+        f"graph: {nodes:,} nodes, {edges:,} directed edges, {a.feat_dim} features; "
+        f"{a.workers} workers; GraphSAGE {a.epochs} epoch(s) on "
         f"{a.train_frac:.0%} training nodes"
     )
     say(size)
     base = baseline(py, data, a)
     say(f"baseline: {base}")
+    if a.proof_at_limit:
+        limit_mib = int(a.limit_fraction * base["partition_peak_mib"])
+        a.memory_limit = f"{limit_mib}Mi"
+        if parse_quantity(a.memory_request) > limit_mib * 2**20:
+            a.memory_request = a.memory_limit
+    size += f"; Worker memory limit {a.memory_limit}"
+    say(size)
     kube = cluster()
     if kube is None:
         return 1
@@ -304,6 +338,27 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(run_job(kube, mode, data, a, transfer))
         say(f"{mode} ({transfer}): {rows[-1]}")
     print_table(rows, base, size)
+    if a.proof_at_limit:
+        return verdict(rows[0], base, a)
+    return 0
+
+
+def verdict(run: dict[str, Any], base: dict[str, Any], a: argparse.Namespace) -> int:
+    """The proof at the limit, in a few lines: the limit against the single-process peak, each
+    worker's peak and OOM kills, the accuracy against the baseline's."""
+    limit = float(parse_quantity(a.memory_limit)) / 2**30
+    single = base["partition_peak_mib"] / 1024
+    say(f"proof at the limit: Worker memory limit {limit:.2f} GiB = {a.limit_fraction:.0%} of "
+        f"the single-process partition peak ({single:.2f} GiB), {a.workers} workers")  # fmt: skip
+    if "failed" in run:
+        say(f"  the job did not complete: {run['failed']}")
+        return 1
+    for pod, w in run["workers"].items():
+        say(f"  {pod}: cgroup peak {w['cgroup_gib']:.2f} GiB of {limit:.2f} GiB, "
+            f"OOM kills {w['oom_kills'] if w['oom_kills'] is not None else 'unknown'}")  # fmt: skip
+    gap = run["accuracy"] - base["accuracy"]
+    say(f"  test accuracy {run['accuracy']:.4f} against {base['accuracy']:.4f} in one process "
+        f"({100 * gap:+.2f} points; the target is within 1)")  # fmt: skip
     return 0
 
 

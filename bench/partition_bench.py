@@ -142,9 +142,10 @@ class Kube:
         return doc
 
 
-def job_manifest(mode: str, data: Path, epochs: int) -> dict[str, Any]:
+def job_manifest(mode: str, data: Path, epochs: int, workers: int = 2) -> dict[str, Any]:
+    """The benchmarks' DGLJob: ``workers`` Worker pods, one partition each."""
     name = f"bench-{mode.lower()}"
-    args = ["--graph-name", "graphsage", "--num-partitions", "2", "--balance-train",
+    args = ["--graph-name", "graphsage", "--num-partitions", str(workers), "--balance-train",
             "--balance-edges", "--train-entry-point", "code/train_dist.py", "--num-epochs",
             str(epochs), "--batch-size", "128", f"--train-args=--eval_fan_out {EVAL_FAN_OUT}",
             "--partition-timeout", "3600"]  # fmt: skip
@@ -168,7 +169,7 @@ def job_manifest(mode: str, data: Path, epochs: int) -> dict[str, Any]:
                 },
             },
             "Worker": {
-                "replicas": 2,
+                "replicas": workers,
                 "template": {
                     "spec": {
                         "containers": [worker],
@@ -190,14 +191,27 @@ def job_manifest(mode: str, data: Path, epochs: int) -> dict[str, Any]:
     }
 
 
-def cgroup_peak(uid: str) -> int | None:
-    paths = glob.glob(f"/sys/fs/cgroup/memory/kubepods*/**/pod{uid}/memory.max_usage_in_bytes",
-                      recursive=True)  # fmt: skip
-    for path in paths:
+def _pod_cgroup(uid: str, name: str) -> str | None:
+    """A file of the pod's memory cgroup (v1), while the pod exists."""
+    for path in glob.glob(f"/sys/fs/cgroup/memory/kubepods*/**/pod{uid}/{name}", recursive=True):
         try:
-            return int(Path(path).read_text())
-        except (OSError, ValueError):
+            return Path(path).read_text()
+        except OSError:
             continue
+    return None
+
+
+def cgroup_peak(uid: str) -> int | None:
+    text = _pod_cgroup(uid, "memory.max_usage_in_bytes")
+    return int(text) if text and text.strip().isdigit() else None
+
+
+def cgroup_oom_kills(uid: str) -> int | None:
+    """The processes the kernel killed at the pod's memory limit (``oom_kill`` of v1's
+    ``memory.oom_control``); None when the pod's cgroup is gone or the kernel lacks it."""
+    for line in (_pod_cgroup(uid, "memory.oom_control") or "").splitlines():
+        if line.startswith("oom_kill "):
+            return int(line.split()[1])
     return None
 
 
