@@ -34,8 +34,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from partition_bench import EXAMPLE, dgl_env, prepare_graph  # noqa: E402
+from partition_bench import EXAMPLE, dgl_env, prepare_graph, run_measured  # noqa: E402
 
 from launcher import programs  # noqa: E402
 from launcher.partition.mpirun import Launch, mpirun_argv  # noqa: E402
@@ -74,20 +72,6 @@ print(json.dumps({"cut": cut, "nodes": nodes, "edges": edges}))
 
 def say(text: str) -> None:
     print(f"distpart_bench: {text}", flush=True)
-
-
-def run_measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Run ``argv``; its peak resident set (MiB, of the process itself), seconds and output."""
-    started = time.monotonic()
-    with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        log.seek(0)
-        out = log.read()
-    if proc.returncode:
-        raise SystemExit(f"{argv[:3]} exited with {proc.returncode}:\n{out[-3000:]}")
-    return usage.ru_maxrss / 1024, time.monotonic() - started, out
 
 
 def fixed_cost(py: str) -> float:

@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -66,6 +65,7 @@ from partition_bench import (  # noqa: E402
     dgl_env,
     job_manifest,
     prepare_graph,
+    run_measured,
 )
 
 from localcluster.cluster import CACHE  # noqa: E402
@@ -101,16 +101,15 @@ def baseline(py: str, data: Path, a: argparse.Namespace) -> dict[str, Any]:
     GraphSAGE with the jobs' settings."""
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        started = time.monotonic()
-        subprocess.run(
+        peak, seconds, _ = run_measured(
             [py, str(EXAMPLE / "load_and_partition_graph.py"), "--graph_name", GRAPH,
              "--workspace", tmp, "--num_parts", str(a.workers), "--balance_train",
              "--balance_edges",
              "--dataset", "ogbn-synth", "--dataset_root", str(data / "raw_data")],
-            check=True, capture_output=True, env=dgl_env(),
+            dgl_env(),
         )  # fmt: skip
-        out["partition_seconds"] = time.monotonic() - started
-        out["partition_peak_mib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        out["partition_seconds"] = seconds
+        out["partition_peak_mib"] = peak  # of that process alone (wait4), not of make_dataset's
         metrics_file = Path(tmp) / "metrics.json"
         subprocess.run(
             [py, str(EXAMPLE / "train_single.py"), "--dataset_root", str(data / "raw_data"),

@@ -142,6 +142,20 @@ class Kube:
         return doc
 
 
+def run_measured(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Run ``argv``; its peak resident set (MiB, of the process itself), seconds and output."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        log.seek(0)
+        out = log.read()
+    if proc.returncode:
+        raise SystemExit(f"{argv[:3]} exited with {proc.returncode}:\n{out[-3000:]}")
+    return usage.ru_maxrss / 1024, time.monotonic() - started, out
+
+
 def job_manifest(mode: str, data: Path, epochs: int, workers: int = 2) -> dict[str, Any]:
     """The benchmarks' DGLJob: ``workers`` Worker pods, one partition each."""
     name = f"bench-{mode.lower()}"
