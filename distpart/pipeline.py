@@ -43,7 +43,7 @@ import numpy as np
 from chunkedgraph import ChunkedError, ChunkedGraph, shares
 from distpart import mpi
 from distpart.memory import Profile
-from distpart.parmetis import part_kway
+from distpart.parmetis import fine_parts, group_parts, part_kway
 from distpart.read import read_rows
 from distpart.types import Array
 from distpart.write import PartRows, write_part
@@ -244,6 +244,21 @@ class Rank:
         dtypes = self.comm.allgather(rows.dtype.str)
         return rows.astype(np.result_type(*[np.dtype(d) for d in dtypes]), copy=False)
 
+    def group(self, part: Array, fine: int, xadj: Array, adjncy: Array, vwgt: Array) -> Array:
+        """PT-Scotch's ``fine`` parts grouped into the job's parts (:func:`group_parts`), from
+        the fine parts' weights and the edges between them (neighbours' parts asked of their
+        owners a block at a time)."""
+        comm = self.comm
+        weights = comm.allreduce(np.bincount(part, weights=vwgt, minlength=fine))
+        cross = np.zeros(fine * fine, dtype=np.int64)
+        for a, b in mpi.blocks(comm, len(adjncy), LOOKUP_BLOCK):
+            theirs = self.lookup(adjncy[a:b], part)
+            row = np.searchsorted(xadj, np.arange(a, b), side="right") - 1
+            cross += np.bincount(part[row] * fine + theirs, minlength=fine * fine)
+        cross = comm.allreduce(cross).reshape(fine, fine)
+        grouped: Array = group_parts(weights, cross, self.job.num_parts)[part]
+        return grouped
+
     def lookup(self, ids: Array, table: Array) -> Array:
         """``table`` (this rank's rows, indexed by node id - lo) at the owners of ``ids``."""
         plan = mpi.route(self.comm, self.owner(ids))
@@ -367,13 +382,21 @@ class Rank:
             f"{job.graph.metadata} ({job.layout} layout) into {k} parts on {self.size} ranks "
             f"({', '.join(self.stats.hosts)})"
         )
+        fine = fine_parts(k, job.graph.num_nodes)
+        if fine != k:
+            self.say(
+                f"PT-Scotch: {fine} parts, grouped into {k} (it is slow for a number of parts "
+                "that is not a power of two)"
+            )
         src, dst = self.read_edges()
         t = self._timed("read", t)
 
         xadj, adjncy = self.adjacency(src, dst)
         vwgt = self.weights(dst)
         t = self._timed("adjacency", t)
-        part = part_kway(comm, self.vtxdist, xadj, adjncy, vwgt, k, job.seed)
+        part = part_kway(comm, self.vtxdist, xadj, adjncy, vwgt, fine, job.seed)
+        if fine != k:
+            part = self.group(part, fine, xadj, adjncy, vwgt)
         del xadj, adjncy, vwgt
         t = self._timed("parmetis", t)
 

@@ -93,3 +93,52 @@ def test_the_cgroup_cpu_quota_is_read_in_both_versions(
     assert parmetis._cpu_quota() is None
     v2.write_text("200000 100000\n")
     assert parmetis._cpu_quota() == 2.0
+
+
+def test_fine_parts_only_for_a_count_that_is_not_a_power_of_two(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(parmetis.LIB_ENV, raising=False)
+    assert parmetis.fine_parts(2, 10**7) == 2
+    assert parmetis.fine_parts(4, 10**7) == 4
+    assert parmetis.fine_parts(3, 10**7) == 64  # the power of two >= 16 x 3
+    assert parmetis.fine_parts(5, 10**7) == 128
+    assert parmetis.fine_parts(3, 63_999) == 3  # too few vertices for 64 fine parts of 1000
+    monkeypatch.setenv(parmetis.LIB_ENV, "/opt/parmetis/libparmetis.so")
+    assert parmetis.fine_parts(3, 10**7) == 3  # a real ParMETIS: k parts directly
+
+
+def test_group_ranges_are_contiguous_balanced_and_never_empty() -> None:
+    group = parmetis.group_ranges(np.ones(64), 3)
+    assert list(np.bincount(group)) in ([21, 21, 22], [21, 22, 21], [22, 21, 21])
+    assert (np.diff(group) >= 0).all()
+    # one heavy fine part first: it is a group of its own, and no group is empty
+    group = parmetis.group_ranges(np.array([100.0, 1, 1, 1]), 3)
+    assert group[0] == 0 and (group[1:] > 0).all()
+    assert sorted(set(group)) == [0, 1, 2] and (np.diff(group) >= 0).all()
+    with pytest.raises(ValueError, match="cannot group 2 fine parts into 3"):
+        parmetis.group_ranges(np.ones(2), 3)
+
+
+def test_group_parts_reassembles_communities_split_into_fine_parts() -> None:
+    # 3 communities of 8 fine parts each, dense inside, sparse between; the fine parts'
+    # numbers interleave the communities, so the contiguous start cuts nearly everything
+    fine, k = 24, 3
+    community = np.arange(fine) % k
+    rng = np.random.default_rng(0)
+    noise = rng.integers(0, 3, size=(fine, fine))
+    noise[community[:, None] == community[None, :]] += 100
+    cross = np.triu(noise, 1) + np.triu(noise, 1).T
+    weights = 1000 + rng.integers(-5, 6, size=fine)
+
+    def cut(g: Any) -> int:
+        return int(cross[g[:, None] != g[None, :]].sum())
+
+    start = parmetis.group_ranges(weights, k)
+    group = parmetis.group_parts(weights, cross, k)
+    assert cut(group) < cut(start) / 10
+    # every community lies in one group, and the groups are within 3% of the average
+    for c in range(k):
+        assert len(set(group[community == c])) == 1
+    load = np.bincount(group, weights=weights)
+    assert (np.abs(load / (weights.sum() / k) - 1) <= 0.03).all()

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from distpart import parmetis
 from tests.examples.helpers import (
     DATASET,
     EXAMPLE,
@@ -73,7 +74,13 @@ def partitions_check(dgl: Dgl, config: Path, dataset_root: Path) -> dict[str, An
 
 
 def mpirun_distpart(
-    dgl: Dgl, mpirun: str, ranks: int, chunked: Path, out: list[Path], *extra: str
+    dgl: Dgl,
+    mpirun: str,
+    ranks: int,
+    chunked: Path,
+    out: list[Path],
+    *extra: str,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     argv = [mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none",
             "--mca", "btl", "tcp,self"]  # fmt: skip
@@ -83,7 +90,7 @@ def mpirun_distpart(
              "--graph-name", GRAPH, "--out", *map(str, out), *extra]  # fmt: skip
     proc = subprocess.run(
         argv, capture_output=True, text=True, timeout=300, cwd=REPO,
-        env=clean_env(PYTHONPATH=str(REPO)),
+        env=clean_env(PYTHONPATH=str(REPO), **(env or {})),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     return proc
@@ -165,8 +172,8 @@ def test_the_converter_refuses_bad_input_in_one_line(dgl: Dgl, tmp_path: Path) -
 
 @pytest.mark.parametrize(
     ("ranks", "parts", "layout"),
-    [(2, 2, "Shared"), (3, 4, "Shared"), (2, 2, "PerWorker")],
-    ids=["2-ranks-2-parts", "3-ranks-4-parts", "per-worker-slices"],
+    [(2, 2, "Shared"), (3, 4, "Shared"), (3, 3, "Shared"), (2, 2, "PerWorker")],
+    ids=["2-ranks-2-parts", "3-ranks-4-parts", "3-parts-grouped", "per-worker-slices"],
 )
 def test_parmetis_partitions_hold_exactly_the_source_graph(
     dgl: Dgl,
@@ -180,12 +187,16 @@ def test_parmetis_partitions_hold_exactly_the_source_graph(
     layout: str,
 ) -> None:
     """Every node in exactly one part, the parts' own edges are the source's edge set, every
-    feature row equals the source's, and each part's halo is DGL's one-hop halo."""
+    feature row equals the source's, and each part's halo is DGL's one-hop halo. 3 parts (not a
+    power of two): PT-Scotch's 64 fine parts grouped into 3, as on a large graph."""
     outs = [tmp_path / f"worker-{r}" for r in range(ranks)] if layout != "Shared" else [tmp_path]
+    grouped = parts & (parts - 1) != 0
     proc = mpirun_distpart(
         dgl, mpi, ranks, chunked, outs, "--num-parts", str(parts), "--layout", layout,
         "--balance-train", "--balance-edges",
+        env={parmetis.MIN_VERTICES_ENV: "10"} if grouped else {},
     )  # fmt: skip
+    assert ("grouped into 3" in proc.stdout) == grouped
     stats = stats_of(proc.stdout)
     if layout != "Shared":  # each rank wrote only its own part, into its own folder
         for r, out in enumerate(outs):
