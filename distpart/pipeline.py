@@ -8,7 +8,8 @@ With ``P`` ranks and ``K`` parts, rank ``r``:
    directions, sent to the owners of ``u`` and ``v``; self-loops and duplicates dropped) and
    one vertex weight per node: 1, plus the in-degree with ``balance_edges``, and training
    nodes count twice with ``balance_train`` (PT-Scotch balances one constraint);
-3. **assigns parts** with ``ParMETIS_V3_PartKway`` across all ranks;
+3. **assigns parts** with ``ParMETIS_V3_PartKway`` across all ranks (for a ``K`` that is not a
+   power of two, PT-Scotch's fine parts grouped into ``K``: :func:`distpart.parmetis.group_parts`);
 4. **renumbers** as ``partition_graph`` does: part ``k``'s nodes get the contiguous ids
    ``node_map[k]`` (ordered by owning rank, then original id), and an edge belongs to its
    destination's part, whose edges get the ids ``edge_map[k]`` the same way;
