@@ -138,7 +138,10 @@ def fine_parts(nparts: int, num_vertices: int) -> int:
     if os.environ.get(LIB_ENV) or nparts & (nparts - 1) == 0:
         return nparts
     fine = 1 << (FINE_PARTS_PER_PART * nparts - 1).bit_length()
-    least = int(os.environ.get(MIN_VERTICES_ENV) or MIN_VERTICES_PER_FINE_PART)
+    value = os.environ.get(MIN_VERTICES_ENV) or str(MIN_VERTICES_PER_FINE_PART)
+    if not value.isdigit():
+        raise ParmetisError(f"${MIN_VERTICES_ENV}={value!r}: not a whole number of vertices")
+    least = int(value)
     return fine if num_vertices >= least * fine else nparts
 
 

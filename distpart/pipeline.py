@@ -383,7 +383,7 @@ class Rank:
             f"{job.graph.metadata} ({job.layout} layout) into {k} parts on {self.size} ranks "
             f"({', '.join(self.stats.hosts)})"
         )
-        fine = fine_parts(k, job.graph.num_nodes)
+        fine = comm.bcast(fine_parts(k, job.graph.num_nodes), root=0)  # rank 0's env decides
         if fine != k:
             self.say(
                 f"PT-Scotch: {fine} parts, grouped into {k} (it is slow for a number of parts "

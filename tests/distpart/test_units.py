@@ -99,11 +99,18 @@ def test_fine_parts_only_for_a_count_that_is_not_a_power_of_two(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(parmetis.LIB_ENV, raising=False)
+    monkeypatch.delenv(parmetis.MIN_VERTICES_ENV, raising=False)
     assert parmetis.fine_parts(2, 10**7) == 2
     assert parmetis.fine_parts(4, 10**7) == 4
     assert parmetis.fine_parts(3, 10**7) == 64  # the power of two >= 16 x 3
     assert parmetis.fine_parts(5, 10**7) == 128
     assert parmetis.fine_parts(3, 63_999) == 3  # too few vertices for 64 fine parts of 1000
+    monkeypatch.setenv(parmetis.MIN_VERTICES_ENV, "10")
+    assert parmetis.fine_parts(3, 640) == 64
+    monkeypatch.setenv(parmetis.MIN_VERTICES_ENV, "ten")
+    with pytest.raises(parmetis.ParmetisError, match="DISTPART_FINE_PART_MIN_VERTICES='ten'"):
+        parmetis.fine_parts(3, 640)
+    monkeypatch.delenv(parmetis.MIN_VERTICES_ENV)
     monkeypatch.setenv(parmetis.LIB_ENV, "/opt/parmetis/libparmetis.so")
     assert parmetis.fine_parts(3, 10**7) == 3  # a real ParMETIS: k parts directly
 
