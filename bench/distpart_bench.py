@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from partition_bench import EXAMPLE, dgl_env, prepare_graph, run_measured  # noqa: E402
+from partition_bench import EXAMPLE, dgl_env, oom_kills, prepare_graph, run_measured  # noqa: E402
 
 from launcher import programs  # noqa: E402
 from launcher.partition.mpirun import Launch, mpirun_argv  # noqa: E402
@@ -161,26 +161,20 @@ def limited(py: str, data: Path, ranks: int, limit: int, work: Path) -> dict[str
         wrapper.write_text(RANK_WRAPPER.format(root=root))
         wrapper.chmod(0o755)
         stats = distributed(py, data, ranks, work, [str(wrapper)])
+        groups = [root / f"rank-{r}" for r in range(ranks)]
         stats["cgroups"] = [
             {
-                "peak_mib": int((root / f"rank-{r}" / "memory.max_usage_in_bytes").read_text())
-                / MiB,
-                "oom_kills": _oom_kills(root / f"rank-{r}"),
+                "peak_mib": int((group / "memory.max_usage_in_bytes").read_text()) / MiB,
+                # a kernel without the counter: 0 (the rank's exit status tells)
+                "oom_kills": oom_kills((group / "memory.oom_control").read_text()) or 0,
             }
-            for r in range(ranks)
+            for group in groups
         ]
         return stats
     finally:
         for group in [*(root / f"rank-{r}" for r in range(ranks)), root]:
             with contextlib.suppress(OSError):  # (a group never made)
                 group.rmdir()
-
-
-def _oom_kills(group: Path) -> int:
-    for line in (group / "memory.oom_control").read_text().splitlines():
-        if line.startswith("oom_kill "):
-            return int(line.split()[1])
-    return 0  # (a kernel without the counter: the rank's exit status tells)
 
 
 # -- report -----------------------------------------------------------------------------------

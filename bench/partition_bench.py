@@ -220,13 +220,18 @@ def cgroup_peak(uid: str) -> int | None:
     return int(text) if text and text.strip().isdigit() else None
 
 
-def cgroup_oom_kills(uid: str) -> int | None:
-    """The processes the kernel killed at the pod's memory limit (``oom_kill`` of v1's
-    ``memory.oom_control``); None when the pod's cgroup is gone or the kernel lacks it."""
-    for line in (_pod_cgroup(uid, "memory.oom_control") or "").splitlines():
+def oom_kills(oom_control: str) -> int | None:
+    """The processes the kernel killed at a cgroup's memory limit: ``oom_kill`` of v1's
+    ``memory.oom_control`` text; None when the kernel lacks the counter."""
+    for line in oom_control.splitlines():
         if line.startswith("oom_kill "):
             return int(line.split()[1])
     return None
+
+
+def cgroup_oom_kills(uid: str) -> int | None:
+    """:func:`oom_kills` of the pod's memory cgroup; None when the cgroup is gone."""
+    return oom_kills(_pod_cgroup(uid, "memory.oom_control") or "")
 
 
 class MemorySampler(threading.Thread):
