@@ -261,7 +261,7 @@ def test_worker_deleted_before_training_is_recreated_and_hostfile_follows(h: Har
     old_uid = h.pods()[W1]["metadata"]["uid"]
     h.kube.delete(PODS, NS, W1, uid=old_uid)
     wait_for(
-        lambda: W1 in h.pods() and h.pods()[W1]["metadata"]["uid"] != old_uid,
+        lambda: (h.pods().get(W1) or {}).get("metadata", {}).get("uid") not in (None, old_uid),
         what="worker recreated",
     )
     wait_for(
@@ -290,15 +290,18 @@ def test_backoff_limit_restarts_then_fails(h: Harness) -> None:
     assert W0 in cond["message"] and "restart 1 of 1" in cond["message"]
     wait_for(lambda: h.status().get("restartCount") == 1, what="restartCount 1")
     assert "progress" not in h.status(), "the failed attempt's progress was kept"
-    # every old pod goes, the new attempt's pods come back with attempt 1
-    wait_for(
-        lambda: (
-            {W0, W1, PART} <= set(h.pods())
-            and all(p["metadata"]["uid"] != first_uids.get(n) for n, p in h.pods().items())
-        ),
-        what="pods recreated",
-    )
-    assert {p["metadata"]["annotations"][ATTEMPT_ANNOTATION] for p in h.pods().values()} == {"1"}
+
+    # every old pod goes, the new attempt's pods come back with attempt 1 (each look is one
+    # listing: between the old pods' deletion and the new ones' creation the list is empty)
+    def recreated() -> dict[str, Obj] | None:
+        pods = h.pods()
+        fresh = {W0, W1, PART} <= set(pods) and all(
+            p["metadata"]["uid"] != first_uids.get(n) for n, p in pods.items()
+        )
+        return pods if fresh else None
+
+    pods = wait_for(recreated, what="pods recreated")
+    assert {p["metadata"]["annotations"][ATTEMPT_ANNOTATION] for p in pods.values()} == {"1"}
     train(h)
     assert h.condition("Restarting")["status"] == "False"  # type: ignore[index]
     assert h.condition("Running")["status"] == "True"  # type: ignore[index]
@@ -550,7 +553,10 @@ def test_terminating_pods_do_not_hold_the_job_back(h: Harness) -> None:
         h.kube.patch(PODS, NS, name, {"metadata": {"finalizers": ["test.dgl/grace-period"]}})
     h.kube.patch(DGLJOBS, NS, J, {"spec": {"runPolicy": {"suspend": True}}})
     h.wait_phase("Suspended")
-    wait_for(lambda: all(map(terminating, h.pods().values())), what="every pod terminating")
+    wait_for(
+        lambda: (pods := h.pods()) and all(map(terminating, pods.values())),
+        what="every pod terminating",
+    )
     h.kube.patch(DGLJOBS, NS, J, {"spec": {"runPolicy": {"suspend": False}}})
     # resumed at once, though every old pod is still there (terminating)
     wait_for(
@@ -561,7 +567,9 @@ def test_terminating_pods_do_not_hold_the_job_back(h: Harness) -> None:
     assert len(h.pods()) == 4 and all(map(terminating, h.pods().values()))
     for name in list(h.pods()):  # the grace periods end: the pods go and come back
         h.kube.patch(PODS, NS, name, {"metadata": {"finalizers": None}})
-    wait_for(lambda: h.pods() and not any(map(terminating, h.pods().values())), what="new pods")
+    wait_for(
+        lambda: (pods := h.pods()) and not any(map(terminating, pods.values())), what="new pods"
+    )
     h.wait_pods(W0, W1, PART)
     h.settle()
     assert h.condition("Failed") is None
