@@ -53,6 +53,10 @@ CLAIM_RETAIN = "Retain"  # it outlives the job (the default: results are what it
 CLAIM_DELETE = "Delete"  # the job owns it: the garbage collector deletes it with the job
 CLAIM_POLICIES = (CLAIM_RETAIN, CLAIM_DELETE)
 STORAGE_KEYS = ("claimName", "claimTemplate", "claimPolicy", "path", "sharePartitions")
+ELASTIC_KEYS = ("minReplicas", "maxReplicas", "settleSeconds", "cooldownSeconds")
+DEFAULT_SETTLE_SECONDS = 30
+DEFAULT_COOLDOWN_SECONDS = 60
+MAX_REPLICAS = 10000
 
 MAX_NAME = 63  # DNS-1035 label: pod hostnames, Service names, label values
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -125,6 +129,21 @@ class StorageSpec:
 
 
 @dataclass(frozen=True)
+class ElasticPolicy:
+    """``spec.elasticPolicy``: the job trains with any number of workers in
+    [``min_replicas``, ``max_replicas``] and changes it between attempts (controller/elastic.py).
+
+    ``settle_seconds``: once ``min_replicas`` workers run, how long to wait for more before
+    training starts with those that run; ``cooldown_seconds``: the least time between the
+    start of an attempt and a rescale that grows it (a shrink never waits)."""
+
+    min_replicas: int
+    max_replicas: int
+    settle_seconds: int = DEFAULT_SETTLE_SECONDS
+    cooldown_seconds: int = DEFAULT_COOLDOWN_SECONDS
+
+
+@dataclass(frozen=True)
 class JobSpec:
     partition_mode: str
     clean_pod_policy: str
@@ -136,6 +155,10 @@ class JobSpec:
     chunked_graph: ChunkedGraphSpec | None = None
     partition_transfer: str = TRANSFER_HTTP
     storage: StorageSpec | None = None
+    elastic: ElasticPolicy | None = None
+    # elastic jobs: the indices of the workers this attempt trains on, once chosen
+    # (controller/elastic.py); None: every worker (rigid jobs, and elastic ones still sizing)
+    members: tuple[int, ...] | None = None
 
     @property
     def mode(self) -> modes.Mode:
@@ -148,7 +171,21 @@ class JobSpec:
 
     @property
     def workers(self) -> int:
-        return self.worker.replicas if self.worker else 0
+        """The worker pods the job has: Worker ``replicas``, or ``maxReplicas`` when elastic."""
+        if self.worker is None:
+            return 0
+        return self.elastic.max_replicas if self.elastic else self.worker.replicas
+
+    @property
+    def training_workers(self) -> tuple[int, ...]:
+        """The indices of the workers this attempt trains on (in the hostfile, in order)."""
+        return self.members if self.members is not None else tuple(range(self.workers))
+
+    @property
+    def gang(self) -> bool:
+        """The job may join a gang (--gang-scheduling): rigid jobs only, since an elastic
+        one starts with the workers that fit, which a gang would forbid."""
+        return self.elastic is None
 
     @property
     def launcher_with_the_rest(self) -> bool:
@@ -222,6 +259,10 @@ class DGLJob:
 
     def worker_names(self) -> list[str]:
         return [self.worker_name(i) for i in range(self.spec.workers)]
+
+    def training_worker_names(self) -> list[str]:
+        """The workers of this attempt's hostfile (all of them unless elastic)."""
+        return [self.worker_name(i) for i in self.spec.training_workers]
 
 
 # -- parsing ------------------------------------------------------------------------------
@@ -442,6 +483,68 @@ def _storage(value: Any) -> StorageSpec | None:
     )
 
 
+def _elastic(value: Any, worker: ReplicaSpec | None, mode: modes.Mode) -> ElasticPolicy | None:
+    field = "spec.elasticPolicy"
+    if value is None:
+        return None
+    ep = _dict(value, field)
+    unknown = sorted(set(ep) - set(ELASTIC_KEYS))
+    if unknown:
+        raise SpecError(f"{field}.{unknown[0]}", f"unknown field ({', '.join(ELASTIC_KEYS)})")
+    if worker is None:
+        raise SpecError(field, f"partitionMode {mode.name} has no workers to scale")
+    low = _int(ep.get("minReplicas", 1), f"{field}.minReplicas", minimum=1, maximum=MAX_REPLICAS)
+    high = _int(
+        ep.get("maxReplicas", worker.replicas),
+        f"{field}.maxReplicas",
+        minimum=1,
+        maximum=MAX_REPLICAS,
+    )
+    if low > high:
+        raise SpecError(f"{field}.minReplicas", f"is {low}, more than maxReplicas ({high})")
+    if not low <= worker.replicas <= high:
+        raise SpecError(
+            "spec.dglReplicaSpecs.Worker.replicas",
+            f"is {worker.replicas}, outside elasticPolicy's [minReplicas, maxReplicas] = "
+            f"[{low}, {high}]",
+        )
+    return ElasticPolicy(
+        min_replicas=low,
+        max_replicas=high,
+        settle_seconds=_int(
+            ep.get("settleSeconds", DEFAULT_SETTLE_SECONDS),
+            f"{field}.settleSeconds",
+            minimum=0,
+            maximum=3600,
+        ),
+        cooldown_seconds=_int(
+            ep.get("cooldownSeconds", DEFAULT_COOLDOWN_SECONDS),
+            f"{field}.cooldownSeconds",
+            minimum=0,
+            maximum=86400,
+        ),
+    )
+
+
+def validate_elastic(spec: JobSpec) -> None:
+    """What an elastic job needs of the rest of its spec."""
+    if spec.elastic is None:
+        return
+    if spec.storage is None:
+        raise SpecError(
+            "spec.elasticPolicy",
+            "needs spec.storage: a rescale stops the job at an epoch boundary and resumes it "
+            "from the checkpoint kept there, with partitions cached there for each count",
+        )
+    cg = spec.chunked_graph
+    if cg is not None and cg.layout != SHARED:
+        raise SpecError(
+            "spec.elasticPolicy",
+            f"cannot scale spec.chunkedGraph.layout {cg.layout}: each worker holds the chunks "
+            "of one rank of a fixed count; use Shared",
+        )
+
+
 def validate_name(name: str, spec: JobSpec) -> None:
     if not _DNS1035.match(name):
         raise SpecError(
@@ -532,8 +635,10 @@ def parse_spec(spec_obj: Any) -> JobSpec:
         chunked_graph=chunked,
         partition_transfer=transfer,
         storage=_storage(spec.get("storage")),
+        elastic=_elastic(spec.get("elasticPolicy"), worker, modes.MODES[mode]),
     )
     validate_scheduling(job_spec)
+    validate_elastic(job_spec)
     return job_spec
 
 

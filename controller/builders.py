@@ -254,9 +254,9 @@ def _ip(pod: Obj | None) -> str:
 
 
 def hostfile(job: DGLJob, pods: Mapping[str, Obj]) -> str:
-    """One line per worker with an IP, in numeric worker order."""
+    """One line per worker of the attempt with an IP, in numeric worker order."""
     lines = []
-    for name in job.worker_names():
+    for name in job.training_worker_names():
         ip = _ip(pods.get(name))
         if ip:
             lines.append(f"{ip} {pc.DGL_PORT} {name} slots={job.spec.slots_per_worker}\n")
@@ -581,8 +581,19 @@ def _operator_env(job: DGLJob, *extra: tuple[str, str]) -> tuple[tuple[str, str]
         (pc.JOB_NAMESPACE_ENV, job.namespace),
         *_memory_env(job),
         *_storage_env(job),
+        *_elastic_env(job),
         *extra,
     )
+
+
+def _elastic_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
+    """An elastic job's rule, and its attempt's count once the members are chosen (the
+    partitioner, made before, reads it from the job's status)."""
+    if job.spec.elastic is None:
+        return ()
+    if job.spec.members is None:
+        return ((pc.ELASTIC_ENV, pc.ELASTIC_ON),)
+    return ((pc.ELASTIC_ENV, pc.ELASTIC_ON), (pc.NUM_PARTITIONS_ENV, str(len(job.spec.members))))
 
 
 def _memory_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
@@ -723,7 +734,7 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
             pc.WATCHER_WORKERS,
             pc.HOSTFILE_PATH,
             pc.WATCH_READY,
-            job.spec.workers,
+            len(job.spec.training_workers),
             [config_mount],
         ),
         *(spec.get("initContainers") or []),
@@ -789,10 +800,11 @@ def desired(
     """All children of ``job``; ``pods`` (by name) supplies the IPs for the ConfigMap;
     ``token`` the transfer Secret's (random if not given: only its creation uses it)."""
     mode = job.spec.mode
-    group = pod_group(job) if opts.gang else None
+    gang = opts.gang and job.spec.gang
+    group = pod_group(job) if gang else None
 
     def pod(built: Obj) -> Obj:
-        return _join_gang(opts, job, built) if opts.gang else built
+        return _join_gang(opts, job, built) if gang else built
 
     if not mode.workers:
         launcher = pod(launcher_pod(job, opts, attempt))

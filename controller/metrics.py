@@ -45,6 +45,19 @@ class Metrics:
             ["namespace"],
             registry=r,
         )
+        self.jobs_rescaled = Counter(
+            "dgl_operator_jobs_rescaled_total",
+            "Elastic jobs' rescales (spec.elasticPolicy), by reason: Grew, Preempted, NodeLost.",
+            ["namespace", "reason"],
+            registry=r,
+        )
+        self.rescale_duration = Histogram(
+            "dgl_operator_job_rescale_seconds",
+            "Elastic jobs: from a rescale's decision to the new attempt's training.",
+            ["namespace"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
         self.jobs_waiting = Gauge(
             "dgl_operator_jobs_waiting",
             "Unfinished DGLJobs whose pods wait, by the reason of the first one "

@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 
 import structlog
 
+import podcontract as pc
 from clock import Clock, RealClock
+from controller import elastic
 from controller import objects as ob
 from controller.api import (
     CLEAN_ALL,
@@ -237,9 +239,10 @@ class JobSync:
         self._force_stuck(job, pods)
         if job.spec.run_policy.suspend:
             self._suspend(job, pods, plan, now)
-            return observation.observe(job, [], int(plan.status.get("restartCount") or 0))
+            return observation.observe(job, [], elastic.attempt(plan.status))
         self._resume_if_suspended(job, plan, now)
-        attempt = int(plan.status.get("restartCount") or 0)
+        attempt = elastic.attempt(plan.status)
+        job = elastic.for_attempt(job, plan.status)
         obs = observation.observe(job, pods, attempt)
         if obs.stale:
             # A restart is under way: old attempt's pods go first (their names are reused).
@@ -252,6 +255,11 @@ class JobSync:
         if self._deadline_passed(job, pods, plan, now):
             return None
         lost = self._lost_nodes([p for p in obs.pods.values() if pod_state.is_active(p)])
+        if job.spec.elastic is not None:
+            going_on = self._elastic(job, obs, pods, lost, attempt, plan, now)
+            if going_on is None:
+                return obs
+            job, obs = going_on
         failure = (
             node_loss.node_loss_failure(job, obs, lost)
             or obs.failure
@@ -266,19 +274,203 @@ class JobSync:
             return obs
         if self._watch_waiting(job, obs, plan, now):
             return obs
-        try:
-            if not self._storage_ready(job, plan, now):
-                return None
-            created = self._create_missing(job, obs, attempt)
-        except (BadRequest, Invalid) as e:
-            # The API server refuses what the job's templates produce: retrying cannot help.
-            message = f"invalid spec: the API server refused a child object: {e.message}"
-            self._fail(job.raw, plan, conditions.REASON_INVALID_SPEC, message, now, job=job)
+        created = self._create(job, obs, attempt, plan, now)
+        if created is None:
             return None
         self._set_running_phase(job, obs, plan, now)
         if created:  # counted now: the status is written once, not again when the cache sees them
             return observation.observe(job, [*pods, *created], attempt)
         return obs
+
+    def _create(
+        self,
+        job: DGLJob,
+        obs: observation.Observation,
+        attempt: int,
+        plan: _Plan,
+        now: float,
+        *,
+        sizing: bool = False,
+    ) -> list[Obj] | None:
+        """The storage, then the children that are missing; the pods made (None: the job
+        failed, or waits for its storage)."""
+        try:
+            if not self._storage_ready(job, plan, now):
+                return None
+            return self._create_missing(job, obs, attempt, sizing=sizing)
+        except (BadRequest, Invalid) as e:
+            # The API server refuses what the job's templates produce: retrying cannot help.
+            message = f"invalid spec: the API server refused a child object: {e.message}"
+            self._fail(job.raw, plan, conditions.REASON_INVALID_SPEC, message, now, job=job)
+            return None
+
+    # -- elastic jobs (controller/elastic.py) -------------------------------------------------
+
+    def _elastic(
+        self,
+        job: DGLJob,
+        obs: observation.Observation,
+        pods: list[Obj],
+        lost: dict[str, str],
+        attempt: int,
+        plan: _Plan,
+        now: float,
+    ) -> tuple[DGLJob, observation.Observation] | None:
+        """spec.elasticPolicy: choose the attempt's members, or rescale when one was taken
+        away. Returns the job (its members chosen) and what its pods show, to go on with;
+        None when this sync is done."""
+        policy = job.spec.elastic
+        assert policy is not None
+        st = elastic.record(plan.status)
+        st["desiredWorkers"] = policy.max_replicas
+        st.setdefault("workers", 0)
+        st.setdefault("rescales", 0)
+        st["scale"] = elastic.describe(st)
+        current = {ob.name(p): p for p in pods if pod_state.attempt_of(p) == attempt}
+        if job.spec.members is None:
+            return self._elastic_size(job, obs, current, attempt, plan, now)
+        on_lost = [
+            (name, pod_state.node_name(current[name]))
+            for name in job.training_worker_names()
+            if name in current and pod_state.node_name(current[name]) in lost
+        ]
+        taken = elastic.lost_members(job, current)
+        if on_lost:
+            where = ", ".join(f"{n} on node {node} ({lost[node]})" for n, node in on_lost)
+            self._rescale(job, elastic.NODE_LOST, f"node lost: {where}", plan, now)
+            return None
+        if taken:
+            what = ", ".join(f"{n} {why}" for n, why in taken)
+            self._rescale(job, elastic.PREEMPTED, f"worker pod {what}", plan, now)
+            return None
+        for pod in obs.standby.values():  # a standby that ended is made again
+            if pod_state.pod_phase(pod) in ("Failed", "Succeeded"):
+                self._delete_pod(job, pod, "a standby worker ended; it is made again")
+        launcher = obs.pod(job.launcher_name)
+        stopped = failures.pod_failure(launcher) if launcher is not None else None
+        # (dglrun exits so only when asked to grow; the standbys may have gone since)
+        if stopped is not None and stopped.exit_code == pc.RESCALE_EXIT_CODE:
+            message = f"launcher pod {job.launcher_name} {stopped.message or 'stopped to grow'}"
+            self._rescale(job, elastic.GREW, message, plan, now)
+            return None
+        self._ask_to_grow(job, obs, plan, now)
+        return job, obs
+
+    def _ask_to_grow(
+        self, job: DGLJob, obs: observation.Observation, plan: _Plan, now: float
+    ) -> None:
+        """Standby workers run (room freed): ask dglrun to stop at the next epoch boundary
+        (status.elastic.growTo), once the attempt trains and its cooldown has passed."""
+        policy = job.spec.elastic
+        assert policy is not None
+        st = elastic.record(plan.status)
+        up = elastic.running(job, obs.standby)
+        if not up:
+            st.pop(pc.STATUS_GROW_TO, None)
+            return
+        if plan.status.get("phase") != conditions.TRAINING:
+            return
+        started = conditions.parse_time(st.get("attemptStarted")) or now
+        left = started + policy.cooldown_seconds - now
+        if left > 0:
+            plan.requeue(left)
+            return
+        have = len(job.spec.training_workers)
+        want = min(policy.max_replicas, have + len(up))
+        if st.get(pc.STATUS_GROW_TO) != want:
+            st[pc.STATUS_GROW_TO] = want
+            plan.announce(
+                NORMAL,
+                elastic.REASON_GROWING,
+                f"{len(up)} standby worker pod(s) run: the job grows from {have} to {want} "
+                "workers at the next epoch boundary",
+            )
+
+    def _elastic_size(
+        self,
+        job: DGLJob,
+        obs: observation.Observation,
+        current: dict[str, Obj],
+        attempt: int,
+        plan: _Plan,
+        now: float,
+    ) -> tuple[DGLJob, observation.Observation] | None:
+        """Sizing: the partitioner and every worker pod are made, no launcher, until the
+        members are chosen."""
+        policy = job.spec.elastic
+        assert policy is not None
+        st = elastic.record(plan.status)
+        for pod in obs.pods.values():  # taken away before the attempt started: made again
+            if elastic.disrupted(pod):
+                self._delete_pod(job, pod, "taken away while the job sized its attempt")
+        sizing = elastic.size(policy, elastic.running(job, current), st, now)
+        if sizing.members is None:
+            if obs.failure is not None:  # (a worker's program failed: a failure, as ever)
+                return job, obs
+            if self._create(job, obs, attempt, plan, now, sizing=True) is None:
+                return None
+            problem = waiting.waiting_problem(job, obs)
+            message = sizing.waiting + (f"; {problem.headline()}" if problem else "")
+            if sizing.look_again is not None:
+                reason = elastic.REASON_SETTLING
+            else:
+                reason = problem.reason if problem is not None else elastic.REASON_TOO_FEW
+            conditions.set_condition(
+                plan.status, conditions.PODS_READY, False, reason, message, now
+            )
+            if sizing.look_again is not None:
+                plan.requeue(sizing.look_again)
+            if plan.status.get("phase") != elastic.PHASE_RESCALING:
+                plan.status["phase"] = conditions.PENDING
+            return None
+        names = [job.worker_name(i) for i in sizing.members]
+        st["members"] = names
+        st["workers"] = len(names)
+        st["attemptStarted"] = conditions.now_rfc3339(now)
+        st["scale"] = elastic.describe(st)
+        last = st.get("lastRescale")
+        if isinstance(last, dict) and "to" not in last:
+            last["to"] = len(names)
+        plan.announce(
+            NORMAL,
+            elastic.REASON_WORKERS,
+            f"training with {len(names)} of {policy.max_replicas} workers "
+            f"(minReplicas {policy.min_replicas}): {', '.join(names)}",
+        )
+        job = elastic.for_attempt(job, plan.status)
+        return job, observation.observe(job, list(current.values()), attempt)
+
+    def _rescale(self, job: DGLJob, reason: str, message: str, plan: _Plan, now: float) -> None:
+        """A new attempt with the workers there will be: not a restart (backoffLimit is not
+        counted); it resumes from the last checkpoint."""
+        st = elastic.record(plan.status)
+        st["rescales"] = int(st.get("rescales") or 0) + 1
+        was = int(st.get("workers") or 0)
+        st["lastRescale"] = {"reason": reason, "from": was, "time": conditions.now_rfc3339(now)}
+        elastic.forget_members(plan.status)
+        st.pop(pc.STATUS_GROW_TO, None)
+        st.setdefault("rescalingSince", conditions.now_rfc3339(now))
+        text = f"{message}; rescaling from {was} workers (not counted as a restart)"
+        plan.status["phase"] = elastic.PHASE_RESCALING
+        self._observe_delivery(job, plan)
+        for reported in DGLRUN_STATUS_FIELDS:  # the next attempt's dglrun reports afresh
+            plan.clear(reported)
+        self._not_running(plan, elastic.REASON_RESCALED, text, now)
+        plan.announce(WARNING if reason != elastic.GREW else NORMAL, elastic.REASON_RESCALED, text)
+        ns = job.namespace
+        plan.on_written.append(lambda: self.metrics.jobs_rescaled.labels(ns, reason).inc())
+
+    def _rescaled(self, job: DGLJob, plan: _Plan, now: float) -> None:
+        """The attempt after a rescale trains: the rescale's seconds are counted."""
+        st = plan.status.get(elastic.STATUS) or {}
+        since = conditions.parse_time(st.get("rescalingSince"))
+        if since is None:
+            return
+        seconds = max(0.0, now - since)
+        st.pop("rescalingSince", None)
+        st["rescaleSeconds"] = round(float(st.get("rescaleSeconds") or 0) + seconds, 3)
+        ns = job.namespace
+        plan.on_written.append(lambda: self.metrics.rescale_duration.labels(ns).observe(seconds))
 
     def _failed_pod(
         self, job: DGLJob, failure: failures.PodFailure, attempt: int, plan: _Plan, now: float
@@ -328,6 +520,7 @@ class JobSync:
         plan.status["phase"] = conditions.PHASE_SUSPENDED
         for reported in DGLRUN_STATUS_FIELDS:  # the attempt after the resume reports afresh
             plan.clear(reported)
+        elastic.forget_members(plan.status)  # (the resume sizes its attempt again)
         plan.status.pop("startTime", None)  # activeDeadlineSeconds counts from the resume
 
     def _resume_if_suspended(self, job: DGLJob, plan: _Plan, now: float) -> None:
@@ -370,7 +563,7 @@ class JobSync:
             return None
         if not pod_state.main_started(launcher):
             return None
-        for name in job.worker_names():
+        for name in job.training_worker_names():
             if name not in obs.pods:
                 return failures.PodFailure(
                     WORKER, name, "", None, "PodDeleted", "deleted while training"
@@ -391,6 +584,7 @@ class JobSync:
         )
         plan.status["restartCount"] = attempt + 1
         plan.status["phase"] = conditions.PHASE_RESTARTING
+        elastic.forget_members(plan.status)
         self._observe_delivery(job, plan)
         for reported in DGLRUN_STATUS_FIELDS:  # the next attempt's dglrun reports afresh
             plan.clear(reported)
@@ -525,6 +719,8 @@ class JobSync:
         ):
             self._partition_reported(job, plan)
         plan.status["phase"] = phase
+        if phase == conditions.TRAINING and job.spec.elastic is not None:
+            self._rescaled(job, plan, now)
         if phase in _RUNNING_PHASES:
             message = f"DGLJob {job.key} is running: {_PHASE_MESSAGES[phase]}."
             changed = conditions.set_condition(
@@ -737,13 +933,16 @@ class JobSync:
 
     # -- children -------------------------------------------------------------------------
 
-    def _create_missing(self, job: DGLJob, obs: observation.Observation, attempt: int) -> list[Obj]:
-        """Create the children that do not exist; returns the pods created, as their
-        metadata and the phase the API server gives every new pod (Pending)."""
+    def _create_missing(
+        self, job: DGLJob, obs: observation.Observation, attempt: int, *, sizing: bool
+    ) -> list[Obj]:
+        """Create the children that do not exist (``sizing``: an elastic job choosing its
+        attempt's workers, no launcher yet); returns the pods created, as their metadata and
+        the phase the API server gives every new pod (Pending)."""
         want = desired(job, self.options, obs.pods, attempt)
         # Refuse to touch anything if one name is taken by someone else's object.
         self._check_ownership(job, want)
-        present = set(obs.pods) | set(obs.terminating)
+        present = set(obs.pods) | set(obs.terminating) | set(obs.standby)
         if want.config_map is not None:
             cm = self.memos[job.key].config_written.newest(
                 self.listers[CONFIGMAPS].get(job.namespace, job.config_name)
@@ -767,11 +966,16 @@ class JobSync:
         pods = [p for p in want.workers if p["metadata"]["name"] not in present]
         partitioned = observation.partition_done(job, obs)
         if want.partitioner is not None and not partitioned and job.partitioner_name not in present:
-            pods.append(want.partitioner)
-        if job.launcher_name not in present and (
-            not job.spec.mode.workers
-            or job.spec.launcher_creation_policy != WAIT_FOR_WORKERS_READY
-            or observation.workers_up(job, obs)
+            # (sizing: first, so that the scheduler places it before the workers take the room)
+            pods.insert(0 if sizing else len(pods), want.partitioner)
+        if (
+            not sizing
+            and job.launcher_name not in present
+            and (
+                not job.spec.mode.workers
+                or job.spec.launcher_creation_policy != WAIT_FOR_WORKERS_READY
+                or observation.workers_up(job, obs)
+            )
         ):
             pods.append(want.launcher)
         created = [self.apply.create(job, PODS, pod) for pod in pods]

@@ -108,6 +108,15 @@ def choose(folder: Path, num_epochs: int | None = None) -> Choice:
     return choice
 
 
+def newest_finished(folder: Path) -> int:
+    """The epochs done of the newest checkpoint whose digest was written (0: none); cheap
+    (names only, no SHA-256): what an epoch boundary is watched by."""
+    for c in _found(folder):
+        if c.path.with_name(c.path.name + DIGEST).exists():
+            return c.epoch
+    return 0
+
+
 @contextlib.contextmanager
 def saving(folder: str | Path, epoch: int, keep: int = KEEP) -> Iterator[Path]:
     """``with saving(folder, n) as tmp: torch.save(state, tmp)`` commits ``epoch-<n>.pt``

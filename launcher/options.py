@@ -31,6 +31,8 @@ from podcontract import (
     DATASET,
     DGL_API,
     DIST_PARMETIS,
+    ELASTIC_ENV,
+    ELASTIC_ON,
     HOSTFILE_PATH,
     HOSTFILE_PATH_ENV,
     JOB_NAME_ENV,
@@ -42,6 +44,7 @@ from podcontract import (
     KUBEXEC_PATH_ENV,
     LEADFILE_PATH,
     LEADFILE_PATH_ENV,
+    NUM_PARTITIONS_ENV,
     OPERATOR_ENV,
     OPERATOR_ENV_ON,
     PARMETIS,
@@ -120,6 +123,11 @@ class Options:
     partfile: str = PARTFILE_PATH
     kubectl: str = KUBECTL_PATH
     job: JobRef = field(default_factory=JobRef)  # the DGLJob progress and Events go to
+    # an elastic DGLJob's attempt: --batch-size as given, the global batch of a step, which
+    # batch_size (each trainer's) divides among the attempt's trainers; None: not elastic
+    global_batch: int | None = None
+    # an elastic DGLJob's partitioner: the count is the attempt's, read from the job's status
+    count_from_job: bool = False
 
 
 _rate = number_type(float, "a number of MB/s", 0.0)
@@ -349,6 +357,7 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
             f"{PHASE_ENV}={phase!r}: expected {PHASE_PARTITIONER}, {PHASE_LAUNCHER_WORKLOAD} "
             "or unset"
         )
+    _elastic(a, env, parser)
     mode = a.partition_mode
     needs_partition = a.transport == "local" or phase == PHASE_PARTITIONER
     if (
@@ -445,4 +454,31 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         job=JobRef(
             env.get(JOB_NAME_ENV, ""), env.get(JOB_UID_ENV, ""), env.get(JOB_NAMESPACE_ENV, "")
         ),
+        global_batch=a.global_batch,
+        count_from_job=a.count_from_job,
     )
+
+
+def _elastic(
+    a: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser
+) -> None:
+    """An elastic DGLJob's attempt (the operator's env): as many partitions as the attempt
+    has workers, whatever --num-partitions says, and --batch-size as the global batch of a
+    step: each trainer takes ``batch_size // (workers x trainers per worker)`` (at least 1),
+    so that the learning rate means the same at every count. Without the count (the
+    partitioner, made before the workers are chosen), it is read from the job's status."""
+    a.global_batch = None
+    a.count_from_job = False
+    count = env.get(NUM_PARTITIONS_ENV)
+    if count:
+        try:
+            a.num_partitions = positive_int(count)
+        except argparse.ArgumentTypeError:
+            parser.error(f"${NUM_PARTITIONS_ENV}={count!r}: must be a positive integer")
+    if env.get(ELASTIC_ENV) != ELASTIC_ON:
+        return
+    if not count:
+        a.count_from_job = True
+        return
+    a.global_batch = a.batch_size
+    a.batch_size = max(1, a.batch_size // (a.num_partitions * a.num_trainers))

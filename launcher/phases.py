@@ -36,6 +36,7 @@ from launcher.options import Options
 from launcher.partition import mpirun, parmetis_modes
 from launcher.partition import output as parts
 from launcher.report.outcome import read_metrics
+from launcher.rescale import GrowWatch, RescaleStop
 from launcher.storage import keeping
 from launcher.storage.cache import PartitionInputs
 from launcher.workers import blame, oom
@@ -619,7 +620,7 @@ def train(
                     env.update({"DGLRUN_OUTPUT_DIR": f"{ws}/{OUTPUT}", **kept})
                     proc = transport.start(host, args, env, f"{host.name}/trainer-{t}")
                     running.append(_Running(host, "trainer", t, proc))
-            _supervise(running, opts.train_timeout, console)
+            _supervise(running, opts.train_timeout, console, _grow_watch(opts, console))
         except BaseException:
             stop_all(r.proc for r in running)
             raise
@@ -668,7 +669,17 @@ def train_argv(opts: Options, script: str, configs: tuple[str, str] | None = Non
     ]
 
 
-def _supervise(running: list[_Running], timeout: float, console: Console) -> None:
+def _grow_watch(opts: Options, console: Console) -> GrowWatch | None:
+    """An elastic attempt with storage, in a DGLJob: the operator's grow requests."""
+    ask = getattr(console.progress, "grow_to", None)
+    if opts.global_batch is None or opts.storage is None or ask is None:
+        return None
+    return GrowWatch(ask, opts.storage.checkpoints)
+
+
+def _supervise(
+    running: list[_Running], timeout: float, console: Console, grow: GrowWatch | None = None
+) -> None:
     """Wait for every trainer; the first failure stops everything and is named, unless it
     died of a peer's (launcher/workers/blame.py)."""
     started = time.monotonic()
@@ -686,6 +697,10 @@ def _supervise(running: list[_Running], timeout: float, console: Console) -> Non
         pending = [r for r, code in zip(running, codes, strict=True) if code is None]
         if not pending:
             return
+        why = grow.check() if grow is not None else None
+        if why:
+            stop_all(r.proc for r in running)
+            raise RescaleStop(why)
         now = time.monotonic()
         if all(r.role == "server" for r in pending):
             trainers_done_at = trainers_done_at or now

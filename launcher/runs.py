@@ -14,6 +14,7 @@ Completed); what is said then, and kept, is launcher/report/outcome.py's. Usage 
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 import time
@@ -47,6 +48,7 @@ from launcher.phases import (
 )
 from launcher.report import outcome
 from launcher.report.progress import FAILED, for_job
+from launcher.rescale import RescaleStop, wait_for_count
 from launcher.storage import keeping
 from launcher.workers.hostfile import Host, parse_hostfile
 from launcher.workers.transport import Proc, Transport
@@ -70,6 +72,9 @@ class Terminated(BaseException):
 
 def run_partitioner(opts: Options, console: Console, report: Report) -> None:
     """The partitioner pod's part: phases 1 and 2."""
+    if opts.count_from_job:
+        count = wait_for_count(getattr(console.progress, "members", None), console.say)
+        opts = dataclasses.replace(opts, num_partitions=count)
     plan_memory(opts, console, report)
     pset = partition(opts, console, report)
     if opts.partition_transfer == TRANSFER_HTTP:
@@ -324,6 +329,12 @@ def _run(opts: Options, console: Console, report: Report) -> int:
             opts.storage.prepare()
             role = "partitioner" if opts.phase == PHASE_PARTITIONER else "launcher"
             console.copy_to(keeping.open_log(opts.storage, role))
+        if opts.global_batch is not None:
+            trainers = opts.num_partitions * opts.num_trainers
+            console.say(
+                f"elastic: this attempt has {opts.num_partitions} workers (partitions); global "
+                f"batch {opts.global_batch} = {opts.batch_size} per trainer x {trainers} trainers"
+            )
         if opts.transport == "local":
             run_local(opts, console, report)
         elif opts.phase == PHASE_PARTITIONER:
@@ -332,6 +343,8 @@ def _run(opts: Options, console: Console, report: Report) -> int:
             run_workload(opts, console, report)
         else:
             run_launcher(opts, console, report)
+    except RescaleStop as e:
+        return outcome.rescaling(_ending(opts), console, report, str(e))
     except USER_ERRORS as e:
         return outcome.failed(_ending(opts), console, report, str(e))
     except KeyboardInterrupt:

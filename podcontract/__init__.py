@@ -93,6 +93,22 @@ RUN_NAME_ENV = "DGL_OPERATOR_RUN_NAME"
 SHARE_PARTITIONS_ENV = "DGL_OPERATOR_SHARE_PARTITIONS"
 SHARE_PARTITIONS_ON = "true"
 
+# spec.elasticPolicy: ELASTIC_ENV on every pod dglrun runs in: --batch-size is the global
+# batch of a step, shared by every trainer of the attempt, and the partition count is the
+# attempt's, whatever --num-partitions says: NUM_PARTITIONS_ENV where the operator knows it
+# when it makes the pod (the launcher); the partitioner, made while the attempt's workers are
+# being chosen (so that it holds its room), reads it from status.elastic.members
+ELASTIC_ENV = "DGL_OPERATOR_ELASTIC"
+ELASTIC_ON = "true"
+NUM_PARTITIONS_ENV = "DGL_OPERATOR_NUM_PARTITIONS"
+STATUS_MEMBERS = "members"
+# an elastic job's grow: the operator asks for it in status.elastic.growTo (the workers the
+# next attempt may have); dglrun stops the trainers at the next epoch boundary (the next whole
+# checkpoint) and exits with RESCALE_EXIT_CODE, which the operator reads as the rescale's start
+STATUS_ELASTIC = "elastic"
+STATUS_GROW_TO = "growTo"
+RESCALE_EXIT_CODE = 75
+
 # -- the init containers -------------------------------------------------------------------------
 
 # kubectl-download: where to install kubectl, and what to download (else the image's own)

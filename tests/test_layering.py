@@ -4,11 +4,11 @@ Product packages (installed, in the images): clock, podprogram and podcontract u
 standard library; workqueue only it and clock; chunkedgraph only it and podcontract; launcher
 (whose parts import each other in one direction, LAUNCHER_ORDER: errors, programs, checksums,
 checkpoints, memplan <- workers <- console <- partition <- storage <- delivery <- report <-
-options <- phases <- runs <- cli; each part's row in LAUNCHER_IMPORTS) only it, podprogram,
-podcontract and chunkedgraph; kubectl_download only it, podprogram and podcontract; distpart
-chunkedgraph, never launcher; kubeclient (the only HTTP code) knows nothing of caches; informers
-know nothing of the controller; nothing imports the controller; and none of them imports the
-development code (localcluster, tests, e2e, bench).
+rescale <- options <- phases <- runs <- cli; each part's row in LAUNCHER_IMPORTS) only it,
+podprogram, podcontract and chunkedgraph; kubectl_download only it, podprogram and
+podcontract; distpart chunkedgraph, never launcher; kubeclient (the only HTTP code) knows
+nothing of caches; informers know nothing of the controller; nothing imports the controller;
+and none of them imports the development code (localcluster, tests, e2e, bench).
 
 Development code: localcluster (this machine's single-node Kubernetes) imports no project
 package but podcontract.quantity (Kubernetes' quantities) and nothing of tests, e2e or bench;
@@ -140,6 +140,7 @@ LAUNCHER_ORDER = [
     "launcher.storage",
     "launcher.delivery",
     "launcher.report",
+    "launcher.rescale",
     "launcher.options",
     "launcher.phases",
     "launcher.runs",
@@ -197,6 +198,8 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
     },
     # dglrun's flags and environment, parsed (sizes by memplan's parsers, the claim's layout,
     # the job to report progress on)
+    # an elastic attempt's stop for a grow: the checkpoints it watches, a phase error
+    "launcher.rescale": {"launcher.errors", "launcher.checkpoints", "launcher.console"},
     "launcher.options": {
         "launcher.memplan",
         "launcher.storage.layout",
@@ -214,6 +217,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.storage",
         "launcher.delivery",
         "launcher.report",
+        "launcher.rescale",
         "launcher.options",
     },
     "launcher.runs": {
@@ -225,6 +229,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.storage",
         "launcher.delivery",
         "launcher.report",
+        "launcher.rescale",
         "launcher.options",
         "launcher.phases",
     },

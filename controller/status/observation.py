@@ -50,6 +50,8 @@ class Observation:
     pods: dict[str, Obj] = field(default_factory=dict)
     stale: list[Obj] = field(default_factory=list)
     terminating: list[str] = field(default_factory=list)
+    # elastic jobs: the attempt's worker pods that are not its members (by name)
+    standby: dict[str, Obj] = field(default_factory=dict)
     counts: dict[str, ReplicaCounts] = field(default_factory=dict)
     failure: PodFailure | None = None
     missing: list[str] = field(default_factory=list)
@@ -64,12 +66,16 @@ def observe(job: DGLJob, pods: list[Obj], attempt: int) -> Observation:
     if job.spec.mode.partitioner:
         desired[PARTITIONER] = 1
     if job.spec.mode.workers:
-        desired[WORKER] = job.spec.workers
+        desired[WORKER] = len(job.spec.training_workers)
+    members = set(job.training_worker_names())
     obs.counts = {t: ReplicaCounts(n) for t, n in desired.items()}
     for pod in pods:
         name = ob.name(pod)
         if attempt_of(pod) != attempt:
             obs.stale.append(pod)
+            continue
+        if replica_type(pod) == WORKER and name not in members:
+            obs.standby[name] = pod  # (an elastic attempt's: not in its hostfile)
             continue
         if is_terminating(pod):
             obs.terminating.append(name)
@@ -122,8 +128,8 @@ def partition_done(job: DGLJob, obs: Observation) -> bool:
 
 
 def workers_up(job: DGLJob, obs: Observation) -> bool:
-    """Every worker and the partitioner (if still needed) run with an IP."""
-    names = job.worker_names()
+    """Every worker of the attempt and the partitioner (if still needed) run with an IP."""
+    names = job.training_worker_names()
     if not partition_done(job, obs):
         names.append(job.partitioner_name)
     for name in names:
@@ -175,10 +181,10 @@ def replica_statuses(obs: Observation) -> Obj:
 
 
 def replica_order(job: DGLJob) -> list[str]:
-    """The job's pod names in the order problems are reported: partitioner, workers by
-    index, launcher."""
+    """The job's pod names in the order problems are reported: partitioner, the attempt's
+    workers by index, launcher."""
     return [
         *([job.partitioner_name] if job.spec.mode.partitioner else []),
-        *(job.worker_names() if job.spec.mode.workers else []),
+        *(job.training_worker_names() if job.spec.mode.workers else []),
         job.launcher_name,
     ]

@@ -2,9 +2,10 @@
 kept on the job's storage, the memory measured against the plan, the training's metrics, and
 the progress's last word.
 
-A run ends one of four ways, each with its exit code: succeeded (0, ``dglrun: done: ...``
+A run ends one of five ways, each with its exit code: succeeded (0, ``dglrun: done: ...``
 with the figures of the :class:`~launcher.console.Report`), failed (1, ``dglrun: error:
 <why>``, also the termination message the operator quotes in the job's Failed condition),
+stopped at an epoch boundary for an elastic job's grow (75, RESCALE_EXIT_CODE),
 interrupted (130) or terminated by a signal (128 + the signal; the termination message says
 so). The launcher (not the partitioner) keeps its summary of each attempt on the storage.
 """
@@ -26,6 +27,7 @@ from podcontract import (
     PHASE_LAUNCHER_WORKLOAD,
     PHASE_PARTITIONER,
     PROGRESS_DONE,
+    RESCALE_EXIT_CODE,
     STATUS_MEMORY,
 )
 from podprogram.termination import TERMINATION_LOG, write_termination_message
@@ -58,6 +60,14 @@ def failed(end: Ending, console: Console, report: Report, why: str) -> int:
     return 1
 
 
+def rescaling(end: Ending, console: Console, report: Report, why: str) -> int:
+    """An elastic attempt stopped for a grow (launcher/rescale.py): not a failure."""
+    console.say(f"dglrun: {why}")
+    termination_message(why)
+    _keep_summary(end, report, "rescaling", why)
+    return RESCALE_EXIT_CODE
+
+
 def interrupted(end: Ending, console: Console, report: Report) -> int:
     console.say("dglrun: interrupted; stopped every process it started")
     _keep_summary(end, report, "interrupted", "")
@@ -77,8 +87,8 @@ def finish_progress(end: Ending, progress: Progress, code: int) -> None:
     not the job's: its last phase stays until the launcher's."""
     if code == 0:
         progress.finish(None if end.phase == PHASE_PARTITIONER else PROGRESS_DONE)
-    elif code == 128 + signal.SIGTERM:
-        progress.finish(ABANDONED)
+    elif code in (128 + signal.SIGTERM, RESCALE_EXIT_CODE):
+        progress.finish(ABANDONED)  # (the operator clears the progress for the next attempt)
     else:
         progress.finish(FAILED)
 

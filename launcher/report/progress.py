@@ -34,7 +34,7 @@ from pathlib import Path
 
 from launcher.console import NoProgress, Progress
 from launcher.delivery.pull import parse_progress
-from podcontract import STATUS_PROGRESS
+from podcontract import STATUS_ELASTIC, STATUS_GROW_TO, STATUS_MEMBERS, STATUS_PROGRESS
 
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 FAILED = "failed"
@@ -155,6 +155,32 @@ class StatusProgress:
             "-p",
             patch,
         ]
+
+    def _elastic_field(self, name: str) -> str:
+        """``status.elastic.<name>`` as kubectl's jsonpath prints it ('' when absent or
+        unreadable: best effort, as the progress is)."""
+        field = f"{{.status.{STATUS_ELASTIC}.{name}}}"
+        argv = [self.kubectl, "get", "dgljob", self.job, "--subresource=status", "-o",
+                f"jsonpath={field}"]  # fmt: skip
+        try:
+            done = self._run(argv)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    def grow_to(self) -> int | None:
+        """An elastic job's grow request (``status.elastic.growTo``), or None."""
+        text = self._elastic_field(STATUS_GROW_TO)
+        return int(text) if text.isdigit() else None
+
+    def members(self) -> list[str] | None:
+        """An elastic attempt's workers (``status.elastic.members``) once chosen, or None."""
+        text = self._elastic_field(STATUS_MEMBERS)
+        try:
+            names = json.loads(text) if text else None
+        except ValueError:
+            return None
+        return [str(n) for n in names] if isinstance(names, list) and names else None
 
     def _offer(self, text: str | None) -> None:
         # (under the lock: output arrives from one thread per remote process)

@@ -171,6 +171,27 @@ class Harness:
         found: Obj = wait_for(true, what=f"condition {ctype}=True on {name}", timeout=timeout)
         return found
 
+    def wait_condition_status(
+        self,
+        ctype: str,
+        status: str,
+        *,
+        reason: str | None = None,
+        name: str = "dgl-graphsage",
+        timeout: float = 5.0,
+    ) -> Obj:
+        """The condition once it has ``status`` (and ``reason``, if given)."""
+
+        def seen() -> Obj | None:
+            c = self.condition(ctype, name)
+            if c and c["status"] == status and reason in (None, c.get("reason")):
+                return c
+            return None
+
+        what = f"condition {ctype}={status}" + (f" ({reason})" if reason else "")
+        found: Obj = wait_for(seen, what=f"{what} on {name}", timeout=timeout)
+        return found
+
     def wait_phase(self, phase: str, name: str = "dgl-graphsage", timeout: float = 5.0) -> None:
         wait_for(
             lambda: self.status(name).get("phase") == phase, what=f"phase {phase}", timeout=timeout

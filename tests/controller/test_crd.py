@@ -6,8 +6,16 @@ from typing import Any
 
 import pytest
 
-from controller.api import API_VERSION, GROUP, KIND, VERSION, SpecError, parse_job
-from tests.controller.crd_validate import Validator, load_crd, version_schema
+from controller.api import (
+    API_VERSION,
+    GROUP,
+    KIND,
+    VERSION,
+    ElasticPolicy,
+    SpecError,
+    parse_job,
+)
+from tests.controller.crd_validate import Validator, apply_defaults, load_crd, version_schema
 from tests.support.dgljobs import load_fixture
 from tests.support.malformed import CASES, Case, apply_case
 from tests.support.paths import CRD_PATH
@@ -37,12 +45,17 @@ def test_identity(crd: dict[str, Any]) -> None:
 
 
 def test_printer_columns(crd: dict[str, Any]) -> None:
-    cols = {
-        c["name"]: c["jsonPath"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]
-    }
+    columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
+    cols = {c["name"]: c["jsonPath"] for c in columns}
     assert cols["Phase"] == ".status.phase"
     assert cols["Workers"] == ".status.replicaStatuses.Worker.ready"
+    assert cols["Scale"] == ".status.elastic.scale"
     assert cols["Age"] == ".metadata.creationTimestamp"
+    names = [c["name"] for c in columns]
+    assert names[names.index("Workers") + 1] == "Scale"
+    (scale,) = (c for c in columns if c["name"] == "Scale")
+    assert scale["type"] == "string" and scale.get("priority", 0) == 0
+    assert scale["description"] == "elastic jobs: workers training / desired"
 
 
 def _walk(schema: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
@@ -239,3 +252,86 @@ def test_scheduling_policy_is_parsed_with_mpi_operator_names(validator: Validato
         "high",
         120,
     )
+
+
+def test_elastic_job_is_accepted_with_defaults(validator: Validator) -> None:
+    job = load_fixture("seed_dgljob.yaml")
+    job["spec"].update(storage={"claimName": "results"}, elasticPolicy={})
+    assert validator.validate(job) == []
+    defaulted = apply_defaults(version_schema(load_crd(CRD_PATH)), job)
+    # maxReplicas has no schema default: it is the Worker replicas (2 in the seed)
+    assert defaulted["spec"]["elasticPolicy"] == {
+        "minReplicas": 1,
+        "settleSeconds": 30,
+        "cooldownSeconds": 60,
+    }
+    policy = parse_job({**job, "metadata": {**job["metadata"], "uid": "u"}}).spec.elastic
+    assert policy == ElasticPolicy(
+        min_replicas=1, max_replicas=2, settle_seconds=30, cooldown_seconds=60
+    )
+
+
+@pytest.mark.parametrize(
+    ("policy", "replicas"),
+    [
+        ({"minReplicas": 2, "maxReplicas": 4}, 2),
+        ({"minReplicas": 1, "maxReplicas": 4}, 4),
+        ({"minReplicas": 3}, 3),
+        ({"maxReplicas": 10000, "settleSeconds": 0, "cooldownSeconds": 86400}, 1),
+    ],
+)
+def test_elastic_bounds_that_are_accepted(
+    validator: Validator, policy: dict[str, int], replicas: int
+) -> None:
+    job = load_fixture("seed_dgljob.yaml")
+    job["spec"].update(storage={"claimName": "results"}, elasticPolicy=dict(policy))
+    job["spec"]["dglReplicaSpecs"]["Worker"]["replicas"] = replicas
+    assert validator.validate(job) == []
+    parsed = parse_job({**job, "metadata": {**job["metadata"], "uid": "u"}}).spec
+    assert parsed.elastic is not None
+    assert parsed.elastic.max_replicas == policy.get("maxReplicas", replicas)
+    assert parsed.workers == parsed.elastic.max_replicas
+
+
+def test_elastic_with_shared_chunks_is_accepted(validator: Validator) -> None:
+    job = load_fixture("seed_dgljob.yaml")
+    job["spec"].update(
+        partitionMode="DistParMETIS",
+        chunkedGraph={"path": "/data/g"},
+        storage={"claimName": "results"},
+        elasticPolicy={"minReplicas": 1},
+    )
+    assert validator.validate(job) == []
+    parse_job({**job, "metadata": {**job["metadata"], "uid": "u"}})
+
+
+def test_elastic_status_is_in_the_schema(crd: dict[str, Any]) -> None:
+    status = version_schema(crd)["properties"]["status"]
+    elastic = status["properties"]["elastic"]["properties"]
+    assert set(elastic) == {
+        "workers",
+        "desiredWorkers",
+        "scale",
+        "members",
+        "rescales",
+        "rescaleSeconds",
+        "lastRescale",
+        "settleSince",
+        "rescalingSince",
+    }
+    assert set(elastic["lastRescale"]["properties"]) == {"reason", "from", "to", "time"}
+    assert "Rescaling" in status["properties"]["phase"]["description"]
+
+
+def test_elastic_example_is_accepted(validator: Validator) -> None:
+    import yaml
+
+    from tests.support.paths import REPO
+
+    path = REPO / "examples" / "graphsage" / "dgljob-elastic.yaml"
+    example = yaml.safe_load(path.read_text())
+    assert validator.validate(example) == []
+    example["metadata"]["uid"] = "u"
+    parsed = parse_job(example).spec
+    assert parsed.elastic == ElasticPolicy(1, 3, 30, 60)
+    assert parsed.storage is not None and parsed.workers == 3

@@ -16,7 +16,7 @@ from kubeclient import Obj
 @dataclass(frozen=True)
 class Case:
     id: str
-    mutate: Callable[[Obj], None]
+    mutate: Callable[[Obj], object]  # what it returns is ignored
     field: str  # a substring the error message must contain
 
 
@@ -45,6 +45,31 @@ def _skip(o: Obj) -> Obj:
     _spec(o)["partitionMode"] = "Skip"
     del _spec(o)["dglReplicaSpecs"]["Worker"]
     return o
+
+
+def _elastic(o: Obj, **policy: object) -> Obj:
+    """Make o an elastic job (on spec.storage, which elastic jobs need) with ``policy`` as
+    its elasticPolicy; returns o."""
+    _spec(o).setdefault("storage", {"claimName": "results"})
+    _spec(o)["elasticPolicy"] = dict(policy)
+    return o
+
+
+def _default_worker_replicas(o: Obj) -> Obj:
+    """Drop o's Worker replicas (their default is 1); returns o."""
+    del _rs(o, "Worker")["replicas"]
+    return o
+
+
+def _elastic_per_worker(o: Obj) -> None:
+    _elastic(o, minReplicas=1)
+    _spec(o).update(
+        partitionMode="DistParMETIS", chunkedGraph={"path": "/g", "layout": "PerWorker"}
+    )
+
+
+def _elastic_skip(o: Obj) -> None:
+    _elastic(_skip(o), minReplicas=1)
 
 
 CASES: list[Case] = [
@@ -213,6 +238,94 @@ CASES: list[Case] = [
         lambda o: _spec(o).update(storage={"claimName": "r", "sharePartitions": "yes"}),
         "sharePartitions",
     ),
+    # spec.elasticPolicy (the seed has 2 Worker replicas: maxReplicas' default)
+    Case(
+        "elastic-not-an-object",
+        lambda o: _spec(_elastic(o)).update(elasticPolicy=3),
+        "elasticPolicy",
+    ),
+    Case(
+        "elastic-min-replicas-zero",
+        lambda o: _elastic(o, minReplicas=0, maxReplicas=2),
+        "elasticPolicy.minReplicas",
+    ),
+    Case(
+        "elastic-min-replicas-string",
+        lambda o: _elastic(o, minReplicas="1"),
+        "elasticPolicy.minReplicas",
+    ),
+    Case(
+        "elastic-min-replicas-too-many",
+        lambda o: _elastic(o, minReplicas=10001, maxReplicas=10001),
+        "elasticPolicy.minReplicas",
+    ),
+    Case(
+        "elastic-max-replicas-zero",
+        lambda o: _elastic(o, maxReplicas=0),
+        "elasticPolicy.maxReplicas",
+    ),
+    Case(
+        "elastic-max-replicas-too-many",
+        lambda o: _elastic(o, maxReplicas=10001),
+        "elasticPolicy.maxReplicas",
+    ),
+    Case(
+        "elastic-min-above-max",
+        lambda o: _elastic(o, minReplicas=3, maxReplicas=2),
+        "elasticPolicy.minReplicas",
+    ),
+    Case(
+        "elastic-min-above-default-max",  # maxReplicas defaults to the Worker replicas (2)
+        lambda o: _elastic(o, minReplicas=3),
+        "elasticPolicy.minReplicas",
+    ),
+    Case(
+        "elastic-min-above-default-worker-replicas",  # Worker replicas default to 1
+        lambda o: _elastic(_default_worker_replicas(o), minReplicas=2),
+        "elasticPolicy.minReplicas",
+    ),
+    Case(
+        "elastic-worker-replicas-above-max",
+        lambda o: _elastic(o, minReplicas=1, maxReplicas=1),
+        "spec.dglReplicaSpecs.Worker.replicas",
+    ),
+    Case(
+        "elastic-worker-replicas-below-min",
+        lambda o: _elastic(o, minReplicas=3, maxReplicas=4),
+        "spec.dglReplicaSpecs.Worker.replicas",
+    ),
+    Case(
+        "elastic-settle-negative",
+        lambda o: _elastic(o, settleSeconds=-1),
+        "elasticPolicy.settleSeconds",
+    ),
+    Case(
+        "elastic-settle-too-long",
+        lambda o: _elastic(o, settleSeconds=3601),
+        "elasticPolicy.settleSeconds",
+    ),
+    Case(
+        "elastic-cooldown-negative",
+        lambda o: _elastic(o, cooldownSeconds=-1),
+        "elasticPolicy.cooldownSeconds",
+    ),
+    Case(
+        "elastic-cooldown-too-long",
+        lambda o: _elastic(o, cooldownSeconds=86401),
+        "elasticPolicy.cooldownSeconds",
+    ),
+    Case(
+        "elastic-unknown-field",
+        lambda o: _elastic(o, minReplicas=1, maxWorkers=3),
+        "elasticPolicy.maxWorkers",
+    ),
+    Case(
+        "elastic-without-storage",
+        lambda o: _spec(o).update(elasticPolicy={"minReplicas": 1}),
+        "needs spec.storage",
+    ),
+    Case("elastic-in-skip-mode", _elastic_skip, "Skip has no workers to scale"),
+    Case("elastic-with-per-worker-chunks", _elastic_per_worker, "layout PerWorker"),
 ]
 
 

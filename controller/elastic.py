@@ -1,0 +1,191 @@
+"""Elastic jobs (``spec.elasticPolicy``): how many workers an attempt trains on, and when
+that changes. Pure functions of the job, its pods and ``status.elastic``; controller/sync.py
+acts on what they decide.
+
+DGL's runtime fixes a run's membership (one partition per machine of ip_config, each server
+loading the partition of its machine id), so the count changes only between attempts: an
+attempt trains on a fixed set of worker pods (its *members*, the hostfile's lines, in order)
+and the partition count follows it. Every attempt goes through:
+
+    sizing    the job has its partitioner (made first, so that it holds its room: it waits
+              for the count in status.elastic.members) and ``maxReplicas`` worker pods. Once
+              ``minReplicas`` of them run, it waits ``settleSeconds`` for more (not at all
+              once every one runs), then the ones running are the members: the partitioner
+              partitions for that count, the launcher is made for it. Below ``minReplicas``
+              it waits, PodsReady saying why.
+    training  the members train; the other worker pods (*standby*) stay, pending most often:
+              one that runs says room has freed.
+    rescale   a member lost to preemption, eviction, a deletion or a lost node: a new attempt
+              (``status.elastic.rescales`` + 1, not a restart: runPolicy.backoffLimit is not
+              touched) that sizes again and resumes from the last checkpoint on spec.storage.
+              A crash of the training code (a container exiting non-zero) is a failure.
+
+The attempt of a pod (its annotation) is ``restartCount + rescales``: a rescale replaces
+every pod, as a restart does (no process of the old run survives in a reused pod).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from controller import objects as ob
+from controller.api import DGLJob, ElasticPolicy
+from controller.status.conditions import now_rfc3339, parse_time
+from controller.status.pod_state import is_terminating, pod_ip, pod_phase
+from kubeclient import Obj
+from podcontract import STATUS_ELASTIC, STATUS_GROW_TO, STATUS_MEMBERS
+
+STATUS = STATUS_ELASTIC  # status.elastic
+MEMBERS = STATUS_MEMBERS  # status.elastic.members: dglrun's partitioner reads the count there
+REASON_RESCALED = "DGLJobRescaled"
+REASON_WORKERS = "DGLJobWorkers"  # the members an attempt trains on, chosen
+REASON_GROWING = "DGLJobGrowing"  # standby workers run: a grow asked of dglrun
+# PodsReady False while sizing: within the settling window; below minReplicas (when the
+# waiting pods give no reason of their own, such as Unschedulable)
+REASON_SETTLING = "Settling"
+REASON_TOO_FEW = "BelowMinReplicas"
+PHASE_RESCALING = "Rescaling"
+# why a job rescaled (status.elastic.lastRescale.reason, the metric's reason label)
+GREW = "Grew"
+PREEMPTED = "Preempted"  # preempted, evicted or deleted by someone else
+NODE_LOST = "NodeLost"
+# a pod's status.reason when the kubelet or the node took it away, not its program
+DISRUPTED_REASONS = frozenset({"Evicted", "Preempting", "Shutdown", "NodeShutdown", "Terminated"})
+DISRUPTION_CONDITION = "DisruptionTarget"
+
+
+def record(status: Obj) -> Obj:
+    """``status.elastic``, made if missing."""
+    st: Obj = status.setdefault(STATUS, {})
+    return st
+
+
+def rescales(status: Obj) -> int:
+    return int((status.get(STATUS) or {}).get("rescales") or 0)
+
+
+def attempt(status: Obj) -> int:
+    """The attempt the job's pods must carry: restarts and rescales so far."""
+    return int(status.get("restartCount") or 0) + rescales(status)
+
+
+def forget_members(status: Obj) -> None:
+    """The next attempt sizes again (a restart, a rescale, a resume after a suspend)."""
+    st = status.get(STATUS)
+    if isinstance(st, dict):
+        for key in (MEMBERS, "attemptStarted", STATUS_GROW_TO):
+            st.pop(key, None)
+
+
+def _index(job: DGLJob, name: str) -> int | None:
+    prefix = f"{job.name}-worker-"
+    if not name.startswith(prefix) or not name[len(prefix) :].isdigit():
+        return None
+    i = int(name[len(prefix) :])
+    return i if i < job.spec.workers else None
+
+
+def for_attempt(job: DGLJob, status: Obj) -> DGLJob:
+    """``job`` with the members ``status.elastic`` chose for this attempt (unchanged when the
+    job is rigid, or still sizing)."""
+    if job.spec.elastic is None:
+        return job
+    names = (status.get(STATUS) or {}).get(MEMBERS)
+    if not isinstance(names, list) or not names:
+        return job
+    members = tuple(i for i in (_index(job, str(n)) for n in names) if i is not None)
+    if len(members) != len(names):
+        return job  # (workers fewer than recorded: a spec that changed; size again)
+    spec = dataclasses.replace(job.spec, members=members)
+    return dataclasses.replace(job, spec=spec)
+
+
+def running(job: DGLJob, pods: dict[str, Obj]) -> list[int]:
+    """The indices of the worker pods that run with an IP (of the attempt ``pods`` holds)."""
+    found = []
+    for i in range(job.spec.workers):
+        pod = pods.get(job.worker_name(i))
+        if pod and pod_phase(pod) == "Running" and pod_ip(pod) and not is_terminating(pod):
+            found.append(i)
+    return found
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What sizing decided: the members (None: not yet), else why it waits and when to look
+    again (seconds; None: when a pod changes)."""
+
+    members: tuple[int, ...] | None = None
+    waiting: str = ""
+    look_again: float | None = None
+
+
+def size(policy: ElasticPolicy, up: list[int], st: Obj, now: float) -> Sizing:
+    """Choose the attempt's members from the worker indices that run (``up``); ``st`` is
+    ``status.elastic``, whose ``settleSince`` (set here) starts the settling window."""
+    if len(up) >= policy.max_replicas:
+        st.pop("settleSince", None)
+        return Sizing(members=tuple(up[: policy.max_replicas]))
+    if len(up) < policy.min_replicas:
+        st.pop("settleSince", None)
+        return Sizing(
+            waiting=f"{len(up)} of minReplicas {policy.min_replicas} worker pods run; the job "
+            "waits for room to start"
+        )
+    since = parse_time(st.get("settleSince"))
+    if since is None:
+        since = now
+        st["settleSince"] = now_rfc3339(now)
+    left = since + policy.settle_seconds - now
+    if left <= 0:
+        st.pop("settleSince", None)
+        return Sizing(members=tuple(up))
+    return Sizing(
+        waiting=f"{len(up)} of {policy.max_replicas} worker pods run (minReplicas "
+        f"{policy.min_replicas}): waiting {left:.0f}s more for others before training starts",
+        look_again=left,
+    )
+
+
+def disrupted(pod: Obj) -> str:
+    """Why a pod was taken away rather than failed by its program ('' if it was not): the
+    scheduler or the eviction API marked it (condition DisruptionTarget), or the kubelet
+    evicted or shut it down (status.reason)."""
+    for c in ob.conditions(ob.pod_status(pod)):
+        if c.get("type") == DISRUPTION_CONDITION and c.get("status") == "True":
+            return str(c.get("reason") or DISRUPTION_CONDITION)
+    reason = str(ob.pod_status(pod).get("reason") or "")
+    return reason if pod_phase(pod) == "Failed" and reason in DISRUPTED_REASONS else ""
+
+
+def lost_members(job: DGLJob, pods: dict[str, Obj]) -> list[tuple[str, str]]:
+    """The members (name, what happened) taken away: deleted, being deleted, or
+    disrupted (``pods``: the attempt's pods by name, terminating ones included). A member
+    that failed on its own is not lost: that is the training code's failure."""
+    lost = []
+    for name in job.training_worker_names():
+        pod = pods.get(name)
+        if pod is None:
+            lost.append((name, "deleted"))
+        elif is_terminating(pod):
+            why = disrupted(pod)
+            lost.append((name, f"being deleted ({why})" if why else "being deleted"))
+        else:
+            why = disrupted(pod)
+            if why:
+                lost.append((name, why))
+    return lost
+
+
+def standby(job: DGLJob, name: str) -> bool:
+    """A worker pod of an elastic attempt that is not one of its members."""
+    if job.spec.members is None:
+        return False
+    i = _index(job, name)
+    return i is not None and i not in job.spec.members
+
+
+def describe(st: Obj) -> str:
+    workers, desired = int(st.get("workers") or 0), int(st.get("desiredWorkers") or 0)
+    return f"{workers}/{desired}"

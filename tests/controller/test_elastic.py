@@ -1,0 +1,247 @@
+"""Elastic jobs (spec.elasticPolicy) through the whole controller over FakeKube: an attempt
+starts with the workers that run, waits below minReplicas saying why, and rescales instead
+of failing when a member is taken away; a crash of the training code is still a failure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import podcontract as pc
+from controller.builders import ATTEMPT_ANNOTATION
+from kubeclient import CONFIGMAPS, PODS, Obj
+from kubeclient import PERSISTENTVOLUMECLAIMS as PVCS
+from tests.controller.harness import LAUNCH, MAIN, NS, PART, Harness, seed
+from tests.support.waiting import wait_for
+
+W = [f"{MAIN}-worker-{i}" for i in range(3)]
+CLAIM_SPEC = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+
+
+def elastic_job(**policy: Any) -> Obj:
+    raw = seed(
+        storage={"claimName": "results"},
+        elasticPolicy={"minReplicas": 1, "maxReplicas": 3, **policy},
+    )
+    return raw
+
+
+def start(h: Harness, **policy: Any) -> None:
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "results", "namespace": NS}, "spec": CLAIM_SPEC}  # fmt: skip
+    h.kube.create(PVCS, NS, claim)
+    h.create_job(elastic_job(**policy))
+    h.wait_pods(*W)
+
+
+def elastic(h: Harness) -> Obj:
+    st: Obj = h.status().get("elastic") or {}
+    return st
+
+
+def env_of(pod: Obj, name: str) -> str | None:
+    for e in pod["spec"]["containers"][0].get("env") or []:
+        if e["name"] == name:
+            return str(e.get("value"))
+    return None
+
+
+def hostfile(h: Harness) -> str:
+    return str(h.kube.get(CONFIGMAPS, NS, f"{MAIN}-config")["data"]["hostfile"])
+
+
+def unschedulable(h: Harness, name: str) -> None:
+    h.set_status(
+        name,
+        {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/3 nodes are available: 3 Insufficient cpu.",
+                }
+            ],
+        },
+    )
+
+
+def train_with(h: Harness, members: list[str]) -> None:
+    """The members' attempt through partitioning to training."""
+    h.wait_pods(PART)
+    h.run_pod(PART, "10.0.1.9")
+    h.wait_pods(LAUNCH)
+    h.launcher_waiting_in_init(LAUNCH, "10.0.1.10")
+    h.finish_pod(PART, seconds=12)
+    h.wait_phase("Partitioned")
+    h.run_pod(LAUNCH, "10.0.1.10")
+    h.wait_phase("Training")
+
+
+def test_it_starts_with_the_workers_that_run_after_the_settling_window(h: Harness) -> None:
+    start(h, settleSeconds=30)
+    h.wait_pods(PART)
+    h.settle()
+    assert set(h.pods()) == {PART, *W}, "no launcher while the count is chosen"
+    part = h.pods()[PART]
+    assert env_of(part, pc.ELASTIC_ENV) == pc.ELASTIC_ON
+    assert env_of(part, pc.NUM_PARTITIONS_ENV) is None, "it reads the count from the status"
+    h.run_pod(W[0], "10.0.1.1")
+    for name in W[1:]:
+        unschedulable(h, name)
+    cond = h.wait_condition_status("PodsReady", "False", reason="Settling")
+    assert "1 of 3 worker pods run (minReplicas 1)" in cond["message"]
+    assert h.status()["phase"] == "Pending" and elastic(h)["scale"] == "0/3"
+    h.settle()
+    assert LAUNCH not in h.pods() and "members" not in elastic(h)
+    h.step(30)
+    wait_for(lambda: elastic(h).get("members") == [W[0]], what="worker-0 chosen")
+    assert elastic(h)["workers"] == 1 and elastic(h)["scale"] == "1/3"
+    train_with(h, [W[0]])
+    launcher = h.pods()[LAUNCH]
+    assert env_of(launcher, pc.NUM_PARTITIONS_ENV) == "1"
+    assert env_of(launcher, pc.ELASTIC_ENV) == pc.ELASTIC_ON
+    assert hostfile(h) == f"10.0.1.1 30050 {W[0]} slots=1\n"
+    watcher = next(c for c in launcher["spec"]["initContainers"] if c["name"] == pc.WATCHER_WORKERS)
+    assert env_of({"spec": {"containers": [watcher]}}, pc.WATCHER_EXPECTED_PODS_ENV) == "1"
+    assert set(W[1:]) <= set(h.pods()), "the standby workers stay, to tell when room frees"
+    assert h.status()["replicaStatuses"]["Worker"]["ready"] == "1/1"
+    assert "DGLJobWorkers" in h.event_reasons()
+
+
+def test_every_worker_running_starts_at_once(h: Harness) -> None:
+    start(h, settleSeconds=600)
+    for i, name in enumerate(W):
+        h.run_pod(name, f"10.0.1.{i + 1}")
+    wait_for(lambda: elastic(h).get("members") == W, what="all three chosen, no window")
+    train_with(h, W)
+    assert env_of(h.pods()[LAUNCH], pc.NUM_PARTITIONS_ENV) == "3"
+
+
+def test_below_min_replicas_it_waits_saying_why(h: Harness) -> None:
+    start(h, minReplicas=2, settleSeconds=10)
+    h.run_pod(W[0], "10.0.1.1")
+    for name in W[1:]:
+        unschedulable(h, name)
+    cond = h.wait_condition_status("PodsReady", "False", reason="Unschedulable")
+    assert "1 of minReplicas 2 worker pods run" in cond["message"]
+    assert "Insufficient cpu" in cond["message"]
+    h.step(600)
+    h.settle()
+    assert LAUNCH not in h.pods() and elastic(h)["workers"] == 0
+    assert h.condition("Failed") is None
+    h.run_pod(W[1], "10.0.1.2")  # room freed for one more
+    h.wait_condition_status("PodsReady", "False", reason="Settling")
+    h.step(10)
+    wait_for(lambda: elastic(h).get("members") == W[:2], what="two chosen")
+
+
+def preempt(h: Harness, name: str) -> None:
+    """What the scheduler does to a victim: DisruptionTarget, then a graceful delete."""
+    pod = h.pods()[name]
+    target = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    conds = [*pod["status"].get("conditions", []), target]
+    h.set_status(name, {**pod["status"], "conditions": conds})
+    h.kube.delete(PODS, NS, name, uid=pod["metadata"]["uid"])
+
+
+def test_a_preempted_member_rescales_to_the_workers_left_without_a_restart(h: Harness) -> None:
+    start(h)
+    for i, name in enumerate(W):
+        h.run_pod(name, f"10.0.1.{i + 1}")
+    train_with(h, W)
+    h.report_progress("5/5 train: epoch 2/10")
+    preempt(h, W[2])
+    wait_for(lambda: elastic(h).get("rescales") == 1, what="one rescale")
+    st = h.status()
+    assert st["restartCount"] == 0, "a rescale is not a restart"
+    assert st["phase"] == "Rescaling" and "progress" not in st
+    assert st["elastic"]["lastRescale"]["reason"] == "Preempted"
+    assert st["elastic"]["lastRescale"]["from"] == 3
+    assert "members" not in st["elastic"]
+
+    # the old attempt's pods go; the new attempt sizes again with fresh worker pods
+    def fresh() -> dict[str, Obj] | None:
+        pods = h.pods()
+        ok = set(pods) == {PART, *W} and all(
+            p["metadata"]["annotations"][ATTEMPT_ANNOTATION] == "1" for p in pods.values()
+        )
+        return pods if ok else None
+
+    wait_for(fresh, what="attempt 1's partitioner and workers, no launcher")
+    h.run_pod(W[0], "10.0.1.4")
+    h.run_pod(W[1], "10.0.1.5")
+    unschedulable(h, W[2])  # its room went to the preemptor
+    h.wait_condition_status("PodsReady", "False", reason="Settling")
+    h.step(30)
+    wait_for(lambda: elastic(h).get("members") == W[:2], what="rescaled to two")
+    assert elastic(h)["lastRescale"]["to"] == 2
+    train_with(h, W[:2])
+    st = h.status()
+    assert st["elastic"]["rescaleSeconds"] >= 30
+    assert "rescalingSince" not in st["elastic"]
+    assert hostfile(h) == f"10.0.1.4 30050 {W[0]} slots=1\n10.0.1.5 30050 {W[1]} slots=1\n"
+    assert env_of(h.pods()[LAUNCH], pc.NUM_PARTITIONS_ENV) == "2"
+    h.settle()
+    assert h.sample("dgl_operator_jobs_rescaled_total", namespace=NS, reason="Preempted") == 1
+    assert h.sample("dgl_operator_jobs_restarted_total", namespace=NS) == 0
+    assert h.sample("dgl_operator_job_rescale_seconds_count", namespace=NS) == 1
+    assert "DGLJobRescaled" in h.event_reasons()
+
+
+def test_a_crash_of_the_training_code_is_still_a_failure(h: Harness) -> None:
+    start(h)
+    for i, name in enumerate(W):
+        h.run_pod(name, f"10.0.1.{i + 1}")
+    train_with(h, W)
+    h.finish_pod(W[1], exit_code=1)
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "WorkerFailed" and W[1] in cond["message"]
+    assert elastic(h)["rescales"] == 0
+
+
+def test_a_standby_worker_that_ends_is_made_again_and_fails_nothing(h: Harness) -> None:
+    start(h, settleSeconds=0)
+    h.run_pod(W[0], "10.0.1.1")
+    wait_for(lambda: elastic(h).get("members") == [W[0]], what="worker-0 alone")
+    old = h.pods()[W[2]]["metadata"]["uid"]
+    h.finish_pod(W[2], exit_code=137, reason="Error")
+    wait_for(
+        lambda: (h.pods().get(W[2]) or {}).get("metadata", {}).get("uid") not in (None, old),
+        what="the standby made again",
+    )
+    train_with(h, [W[0]])
+    assert h.condition("Failed") is None and elastic(h)["rescales"] == 0
+
+
+def test_standby_workers_that_run_grow_the_job_at_an_epoch_boundary(h: Harness) -> None:
+    start(h, settleSeconds=0, cooldownSeconds=60)
+    h.run_pod(W[0], "10.0.1.1")
+    for name in W[1:]:
+        unschedulable(h, name)
+    wait_for(lambda: elastic(h).get("members") == [W[0]], what="worker-0 alone")
+    train_with(h, [W[0]])
+    h.run_pod(W[1], "10.0.1.2")  # room freed: a standby runs
+    h.settle()
+    assert "growTo" not in elastic(h), "no grow within the cooldown"
+    h.step(60)
+    wait_for(lambda: elastic(h).get("growTo") == 2, what="a grow to 2 asked of dglrun")
+    assert "DGLJobGrowing" in h.event_reasons()
+    assert h.status()["phase"] == "Training", "the attempt trains on to the epoch boundary"
+    # dglrun: the next checkpoint is whole; it stops the trainers and exits 75
+    h.finish_pod(
+        LAUNCH,
+        exit_code=pc.RESCALE_EXIT_CODE,
+        message="stopped at the epoch boundary after epoch 3 (checkpoint epoch-3.pt) for a "
+        "rescale to 2 workers",
+    )
+    wait_for(lambda: elastic(h).get("rescales") == 1, what="the rescale")
+    st = h.status()
+    assert st["restartCount"] == 0 and h.condition("Failed") is None
+    assert st["elastic"]["lastRescale"]["reason"] == "Grew"
+    assert "growTo" not in st["elastic"]
+    h.settle()
+    assert h.sample("dgl_operator_jobs_rescaled_total", namespace=NS, reason="Grew") == 1
+    reasons = [e for e in h.events() if e["reason"] == "DGLJobRescaled"]
+    assert reasons and reasons[-1]["type"] == "Normal"
+    assert "epoch-3.pt" in reasons[-1]["message"]
