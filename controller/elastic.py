@@ -27,6 +27,7 @@ every pod, as a restart does (no process of the old run survives in a reused pod
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
 from controller import objects as ob
@@ -50,9 +51,29 @@ PHASE_RESCALING = "Rescaling"
 GREW = "Grew"
 PREEMPTED = "Preempted"  # preempted, evicted or deleted by someone else
 NODE_LOST = "NodeLost"
+TOO_FEW_TO_FIT = "TooFewToFit"  # dglrun's memory plan: this count's partitions do not fit
 # a pod's status.reason when the kubelet or the node took it away, not its program
 DISRUPTED_REASONS = frozenset({"Evicted", "Preempting", "Shutdown", "NodeShutdown", "Terminated"})
 DISRUPTION_CONDITION = "DisruptionTarget"
+_NEEDED = re.compile(r"\buse (\d+) or more workers\b")
+
+
+# every field of status.elastic (the CRD's status schema must list them: the API server prunes
+# what it does not know)
+STATUS_FIELDS = (
+    "workers",
+    "desiredWorkers",
+    "scale",
+    MEMBERS,
+    "rescales",
+    "rescaleSeconds",
+    "lastRescale",
+    "settleSince",
+    "rescalingSince",
+    "attemptStarted",
+    STATUS_GROW_TO,
+    "minWorkers",
+)
 
 
 def record(status: Obj) -> Obj:
@@ -121,17 +142,28 @@ class Sizing:
     look_again: float | None = None
 
 
+def fewest(policy: ElasticPolicy, st: Obj) -> int:
+    """The fewest workers an attempt may have: minReplicas, or more where dglrun's memory plan
+    found that fewer cannot hold the partitions (``status.elastic.minWorkers``)."""
+    return max(policy.min_replicas, int(st.get("minWorkers") or 0))
+
+
 def size(policy: ElasticPolicy, up: list[int], st: Obj, now: float) -> Sizing:
     """Choose the attempt's members from the worker indices that run (``up``); ``st`` is
     ``status.elastic``, whose ``settleSince`` (set here) starts the settling window."""
+    low = fewest(policy, st)
     if len(up) >= policy.max_replicas:
         st.pop("settleSince", None)
         return Sizing(members=tuple(up[: policy.max_replicas]))
-    if len(up) < policy.min_replicas:
+    if len(up) < low:
         st.pop("settleSince", None)
+        floor = (
+            f"minReplicas {low}"
+            if low == policy.min_replicas
+            else f"the {low} the memory plan needs (minReplicas {policy.min_replicas})"
+        )
         return Sizing(
-            waiting=f"{len(up)} of minReplicas {policy.min_replicas} worker pods run; the job "
-            "waits for room to start"
+            waiting=f"{len(up)} of {floor} worker pods run; the job waits for room to start"
         )
     since = parse_time(st.get("settleSince"))
     if since is None:
@@ -146,6 +178,20 @@ def size(policy: ElasticPolicy, up: list[int], st: Obj, now: float) -> Sizing:
         f"{policy.min_replicas}): waiting {left:.0f}s more for others before training starts",
         look_again=left,
     )
+
+
+def grow_to(policy: ElasticPolicy, have: int, standby_up: int, partitioner: bool) -> int | None:
+    """The workers a grow would give (None: no grow): the members, and the standbys that
+    run, less one for the next attempt's partitioner (made first, on the Worker template)."""
+    want = min(policy.max_replicas, have + standby_up - (1 if partitioner else 0))
+    return want if want > have else None
+
+
+def workers_needed(message: str) -> int | None:
+    """The workers dglrun's memory plan asks for in its refusal ("use K or more workers");
+    None when more workers would not help (a step whose size does not depend on them)."""
+    m = _NEEDED.search(message)
+    return int(m.group(1)) if m else None
 
 
 def disrupted(pod: Obj) -> str:

@@ -47,7 +47,8 @@ class Metrics:
         )
         self.jobs_rescaled = Counter(
             "dgl_operator_jobs_rescaled_total",
-            "Elastic jobs' rescales (spec.elasticPolicy), by reason: Grew, Preempted, NodeLost.",
+            "Elastic jobs' rescales (spec.elasticPolicy), by reason: Grew, Preempted, NodeLost, "
+            "TooFewToFit.",
             ["namespace", "reason"],
             registry=r,
         )

@@ -343,6 +343,8 @@ class JobSync:
             what = ", ".join(f"{n} {why}" for n, why in taken)
             self._rescale(job, elastic.PREEMPTED, f"worker pod {what}", plan, now)
             return None
+        if self._too_few_to_fit(job, obs, plan, now):
+            return None
         for pod in obs.standby.values():  # a standby that ended is made again
             if pod_state.pod_phase(pod) in ("Failed", "Succeeded"):
                 self._delete_pod(job, pod, "a standby worker ended; it is made again")
@@ -356,16 +358,39 @@ class JobSync:
         self._ask_to_grow(job, obs, plan, now)
         return job, obs
 
+    def _too_few_to_fit(
+        self, job: DGLJob, obs: observation.Observation, plan: _Plan, now: float
+    ) -> bool:
+        """dglrun's memory plan refused the attempt's count (its partitions would not fit the
+        workers' memory): the job waits for the workers it needs, up to maxReplicas, rather
+        than fail. True: rescaled."""
+        policy = job.spec.elastic
+        assert policy is not None
+        failure = obs.failure
+        if failure is None or failure.condition_reason != conditions.REASON_MEMORY_PLAN:
+            return False
+        need = elastic.workers_needed(failure.message)
+        if need is None or need > policy.max_replicas:
+            return False  # (no count it may have fits: the failure it is)
+        elastic.record(plan.status)["minWorkers"] = need
+        message = f"{failure.describe()}; the job waits for {need} workers"
+        self._rescale(job, elastic.TOO_FEW_TO_FIT, message, plan, now)
+        return True
+
     def _ask_to_grow(
         self, job: DGLJob, obs: observation.Observation, plan: _Plan, now: float
     ) -> None:
         """Standby workers run (room freed): ask dglrun to stop at the next epoch boundary
-        (status.elastic.growTo), once the attempt trains and its cooldown has passed."""
+        (status.elastic.growTo), once the attempt trains and its cooldown has passed. The
+        next attempt's partitioner (the Worker template's pod, made first) takes the room of
+        one of them: a grow needs one more running standby than the workers it adds."""
         policy = job.spec.elastic
         assert policy is not None
         st = elastic.record(plan.status)
-        up = elastic.running(job, obs.standby)
-        if not up:
+        have = len(job.spec.training_workers)
+        want = elastic.grow_to(policy, have, len(elastic.running(job, obs.standby)),
+                               job.spec.mode.partitioner)  # fmt: skip
+        if want is None:
             st.pop(pc.STATUS_GROW_TO, None)
             return
         if plan.status.get("phase") != conditions.TRAINING:
@@ -375,15 +400,13 @@ class JobSync:
         if left > 0:
             plan.requeue(left)
             return
-        have = len(job.spec.training_workers)
-        want = min(policy.max_replicas, have + len(up))
         if st.get(pc.STATUS_GROW_TO) != want:
             st[pc.STATUS_GROW_TO] = want
             plan.announce(
                 NORMAL,
                 elastic.REASON_GROWING,
-                f"{len(up)} standby worker pod(s) run: the job grows from {have} to {want} "
-                "workers at the next epoch boundary",
+                f"room for more workers (standby worker pods run): the job grows from {have} "
+                f"to {want} workers at the next epoch boundary",
             )
 
     def _elastic_size(

@@ -39,6 +39,9 @@ from launcher.partition import output as parts
 from podcontract import DGL_API
 
 FORMAT = 1  # bump when what an entry holds changes: older entries then miss
+# partition sets kept of one graph (the same inputs but for the number of partitions: an
+# elastic job's counts); beyond it the least recently used go (see Cache.evict)
+KEEP_COUNTS = 3
 INDEX = ".dglrun-cache.json"  # (a dot file: no graph name can collide with it)
 STAGING = ".staging-"
 
@@ -119,6 +122,11 @@ def key_of(doc: dict[str, object]) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
 
 
+def family_of(doc: dict[str, object]) -> str:
+    """The key of everything but the number of partitions: one graph, any count."""
+    return key_of({k: v for k, v in doc.items() if k != "num_partitions"})
+
+
 @dataclass
 class Lookup:
     """An entry found whole (``pset`` and its files' ``(size, sha256)``), or why not."""
@@ -185,6 +193,39 @@ class Cache:
 
     def drop(self, key: str, why: str) -> str:
         return self._drop(self.entry(key), why)
+
+    def evict(self, key: str, doc: dict[str, object], keep: int = KEEP_COUNTS) -> list[str]:
+        """Mark ``key`` used now (its index's mtime), then keep of its graph's entries (same
+        :func:`family_of`) the ``keep`` most recently used, ``key`` among them; the others are
+        removed. Returns what went, one line each. Best effort: an entry that cannot be read or
+        removed stays."""
+        family = family_of(doc)
+        with contextlib.suppress(OSError):
+            os.utime(self.entry(key) / INDEX)
+        found: list[tuple[float, Path, object]] = []
+        try:
+            names = sorted(os.listdir(self.root))
+        except OSError:
+            return []
+        for name in names:
+            index = self.root / name / INDEX
+            if name.startswith(".") or name == key:
+                continue
+            try:
+                kept = json.loads(index.read_text())
+                used = index.stat().st_mtime
+            except (OSError, ValueError):
+                continue
+            other = kept.get("inputs") if isinstance(kept, dict) else None
+            if isinstance(other, dict) and family_of(other) == family:
+                found.append((used, self.root / name, other.get("num_partitions")))
+        found.sort(key=lambda f: f[0], reverse=True)
+        gone = []
+        for _, entry, count in found[max(keep - 1, 0) :]:
+            gone.append(
+                self._drop(entry, f"{entry.name} ({count} partitions): the least recently used")
+            )
+        return gone
 
     def commit(
         self,

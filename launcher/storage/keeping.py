@@ -89,6 +89,7 @@ def partition_cached(
         console.progress.record(STATUS_PARTITIONS, {"key": key, "path": where, "reused": True})
         console.progress.event(NORMAL, "PartitionsReused", text[0].upper() + text[1:])
         report.partition["reused"] = where
+        _evict(cache, key, doc, console)
         return Partitioned(found.pset, found.files)
     if found.problem:
         text = f"the cached partitions are damaged: {found.problem}; partitioning again"
@@ -106,8 +107,16 @@ def partition_cached(
         f"  cached at {where} for the restarts of this job"
         + (" and any job with the same inputs" if "run" not in doc else "")
     )
+    _evict(cache, key, doc, console)
     console.progress.record(STATUS_PARTITIONS, {"key": key, "path": where, "reused": False})
     return Partitioned(made.pset, made.files)
+
+
+def _evict(cache: Cache, key: str, doc: dict[str, object], console: Console) -> None:
+    """The same graph's partition sets of other counts beyond the newest few (cache.py's
+    KEEP_COUNTS), removed: said, never an error."""
+    for line in cache.evict(key, doc):
+        console.say(f"  removed cached partitions {line}")
 
 
 @dataclass
@@ -201,6 +210,7 @@ class DistCache:
         )
         console.progress.event(NORMAL, "PartitionsReused", text[0].upper() + text[1:])
         report.partition["reused"] = self.where
+        _evict(self.cache, self.key, self.doc, console)
         return True
 
     def store(self, transport: Transport, hosts: list[Host], console: Console) -> None:
@@ -239,6 +249,7 @@ class DistCache:
             f"  cached at {self.where} for the restarts of this job"
             + (" and any job with the same inputs" if "run" not in self.doc else "")
         )
+        _evict(self.cache, self.key, self.doc, console)
         console.progress.record(
             STATUS_PARTITIONS, {"key": self.key, "path": self.where, "reused": False}
         )

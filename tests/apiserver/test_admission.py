@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from controller.api import DGLJOBS
+from controller.elastic import STATUS_FIELDS
 from kubeclient import BadRequest, Invalid, Obj, RestClient
 from tests.support.dgljobs import load_fixture
 from tests.support.malformed import CASES, Case, apply_case
@@ -126,7 +127,11 @@ def test_an_elastic_job_is_accepted_and_defaulted(api: RestClient, namespace: st
             "time": "2024-01-01T00:00:00Z",
         },
         "rescalingSince": "2024-01-01T00:00:00Z",
+        "settleSince": "2024-01-01T00:00:00Z",
+        "attemptStarted": "2024-01-01T00:00:00Z",
+        "growTo": 3,
     }
+    assert set(report) == set(STATUS_FIELDS), "every field the controller writes"
     patched = api.patch(
         DGLJOBS, namespace, "up-to-3", {"status": {"elastic": report}}, subresource="status"
     )

@@ -8,6 +8,7 @@ from typing import Any
 
 import podcontract as pc
 from controller.builders import ATTEMPT_ANNOTATION
+from controller.elastic import STATUS_FIELDS
 from kubeclient import CONFIGMAPS, PODS, Obj
 from kubeclient import PERSISTENTVOLUMECLAIMS as PVCS
 from tests.controller.harness import LAUNCH, MAIN, NS, PART, Harness, seed
@@ -35,6 +36,7 @@ def start(h: Harness, **policy: Any) -> None:
 
 def elastic(h: Harness) -> Obj:
     st: Obj = h.status().get("elastic") or {}
+    assert set(st) <= set(STATUS_FIELDS), f"{set(st) - set(STATUS_FIELDS)}: not in the CRD"
     return st
 
 
@@ -64,6 +66,15 @@ def unschedulable(h: Harness, name: str) -> None:
             ],
         },
     )
+
+
+def attempt_pods(h: Harness, attempt: str) -> dict[str, Obj] | None:
+    """The pods (one listing), once they are the partitioner and the workers of ``attempt``."""
+    pods = h.pods()
+    ok = set(pods) == {PART, *W} and all(
+        p["metadata"]["annotations"][ATTEMPT_ANNOTATION] == attempt for p in pods.values()
+    )
+    return pods if ok else None
 
 
 def train_with(h: Harness, members: list[str]) -> None:
@@ -161,14 +172,7 @@ def test_a_preempted_member_rescales_to_the_workers_left_without_a_restart(h: Ha
     assert "members" not in st["elastic"]
 
     # the old attempt's pods go; the new attempt sizes again with fresh worker pods
-    def fresh() -> dict[str, Obj] | None:
-        pods = h.pods()
-        ok = set(pods) == {PART, *W} and all(
-            p["metadata"]["annotations"][ATTEMPT_ANNOTATION] == "1" for p in pods.values()
-        )
-        return pods if ok else None
-
-    wait_for(fresh, what="attempt 1's partitioner and workers, no launcher")
+    wait_for(lambda: attempt_pods(h, "1"), what="attempt 1's partitioner and workers, no launcher")
     h.run_pod(W[0], "10.0.1.4")
     h.run_pod(W[1], "10.0.1.5")
     unschedulable(h, W[2])  # its room went to the preemptor
@@ -214,6 +218,20 @@ def test_a_standby_worker_that_ends_is_made_again_and_fails_nothing(h: Harness) 
     assert h.condition("Failed") is None and elastic(h)["rescales"] == 0
 
 
+def test_no_grow_within_the_cooldown(h: Harness) -> None:
+    start(h, settleSeconds=0, cooldownSeconds=60)
+    h.run_pod(W[0], "10.0.1.1")
+    wait_for(lambda: elastic(h).get("members") == [W[0]], what="worker-0 alone")
+    train_with(h, [W[0]])
+    h.run_pod(W[1], "10.0.1.2")
+    h.run_pod(W[2], "10.0.1.3")
+    h.step(59)
+    h.settle()
+    assert "growTo" not in elastic(h)
+    h.step(1)
+    wait_for(lambda: elastic(h).get("growTo") == 2, what="the grow, once the cooldown passed")
+
+
 def test_standby_workers_that_run_grow_the_job_at_an_epoch_boundary(h: Harness) -> None:
     start(h, settleSeconds=0, cooldownSeconds=60)
     h.run_pod(W[0], "10.0.1.1")
@@ -222,9 +240,10 @@ def test_standby_workers_that_run_grow_the_job_at_an_epoch_boundary(h: Harness) 
     wait_for(lambda: elastic(h).get("members") == [W[0]], what="worker-0 alone")
     train_with(h, [W[0]])
     h.run_pod(W[1], "10.0.1.2")  # room freed: a standby runs
-    h.settle()
-    assert "growTo" not in elastic(h), "no grow within the cooldown"
     h.step(60)
+    h.settle()
+    assert "growTo" not in elastic(h), "its room is the next attempt's partitioner's"
+    h.run_pod(W[2], "10.0.1.3")  # room for one more
     wait_for(lambda: elastic(h).get("growTo") == 2, what="a grow to 2 asked of dglrun")
     assert "DGLJobGrowing" in h.event_reasons()
     assert h.status()["phase"] == "Training", "the attempt trains on to the epoch boundary"
@@ -245,3 +264,48 @@ def test_standby_workers_that_run_grow_the_job_at_an_epoch_boundary(h: Harness) 
     reasons = [e for e in h.events() if e["reason"] == "DGLJobRescaled"]
     assert reasons and reasons[-1]["type"] == "Normal"
     assert "epoch-3.pt" in reasons[-1]["message"]
+
+
+def test_a_count_the_memory_plan_refuses_waits_for_the_workers_it_needs(h: Harness) -> None:
+    start(h, settleSeconds=0)
+    h.run_pod(W[0], "10.0.1.1")
+    for name in W[1:]:
+        unschedulable(h, name)
+    wait_for(lambda: elastic(h).get("members") == [W[0]], what="worker-0 alone")
+    h.wait_pods(PART)
+    h.run_pod(PART, "10.0.1.9")
+    refusal = (
+        "memory plan: the train step needs ~3.1 GiB in each worker pod (...), more than its "
+        "memory limit of 2.0 GiB (Worker memory limit): use 2 or more workers (smaller "
+        "partitions), or raise the Worker memory limit to at least 3.4 GiB"
+    )
+    h.finish_pod(PART, exit_code=1, message=refusal)
+    wait_for(lambda: elastic(h).get("rescales") == 1, what="a rescale, not a failure")
+    st = h.status()
+    assert h.condition("Failed") is None and st["restartCount"] == 0
+    assert st["elastic"]["minWorkers"] == 2
+    assert st["elastic"]["lastRescale"]["reason"] == "TooFewToFit"
+    # the next attempt: one worker runs, which is not enough any more
+    wait_for(lambda: attempt_pods(h, "1"), what="attempt 1's partitioner and workers")
+    h.run_pod(W[0], "10.0.1.1")
+    for name in W[1:]:
+        unschedulable(h, name)
+    cond = h.wait_condition_status("PodsReady", "False", reason="Unschedulable")
+    assert "1 of the 2 the memory plan needs (minReplicas 1) worker pods run" in cond["message"]
+
+
+def test_a_refusal_more_workers_cannot_help_fails_the_job(h: Harness) -> None:
+    start(h, settleSeconds=0)
+    for i, name in enumerate(W):
+        h.run_pod(name, f"10.0.1.{i + 1}")
+    wait_for(lambda: elastic(h).get("members") == W, what="all three")
+    h.wait_pods(PART)
+    h.run_pod(PART, "10.0.1.9")
+    refusal = (
+        "memory plan: the partition step needs ~9.0 GiB in the partitioner pod (...): use "
+        "partitionMode DistParMETIS (one rank per worker pod: 3.1 GiB each), or raise the "
+        "Worker memory limit to at least 9.9 GiB"
+    )
+    h.finish_pod(PART, exit_code=1, message=refusal)
+    assert h.wait_condition("Failed")["reason"] == "MemoryPlanExceeded"
+    assert elastic(h)["rescales"] == 0

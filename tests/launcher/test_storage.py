@@ -444,3 +444,36 @@ def test_resuming_and_skipping_are_reported_in_status_and_events(tmp_path: Path)
         "Resuming",
         "Resuming at epoch 1 of 4 from the checkpoint runs/r/checkpoints/epoch-1.pt",
     )
+
+
+def test_the_cache_keeps_the_most_recently_used_counts_of_a_graph(tmp_path: Path) -> None:
+    """An elastic job partitions one graph into several counts: the newest KEEP_COUNTS of them
+    stay, the least recently used go; another graph's entries are never touched."""
+    c = cache.Cache(tmp_path)
+    base = {"format": cache.FORMAT, "mode": "DGL-API", "graph_name": "g", "run": "r"}
+
+    def entry(count: int, used: float, graph: str = "g") -> str:
+        doc = {**base, "graph_name": graph, "num_partitions": count}
+        key = cache.key_of(doc)
+        (tmp_path / key).mkdir()
+        index = tmp_path / key / cache.INDEX
+        index.write_text(json.dumps({"key": key, "inputs": doc, "files": {}}))
+        os.utime(index, (used, used))
+        return key
+
+    keys = {n: entry(n, 1000.0 + n) for n in (1, 2, 3)}
+    other = entry(1, 10.0, graph="h")  # older than all, but another graph
+    doc = {**base, "num_partitions": 4}
+    keys[4] = cache.key_of(doc)
+    (tmp_path / keys[4]).mkdir()
+    (tmp_path / keys[4] / cache.INDEX).write_text(json.dumps({"inputs": doc}))
+    gone = c.evict(keys[4], doc)
+    assert gone == [f"{keys[1]} (1 partitions): the least recently used"]
+    left = {p.name for p in tmp_path.iterdir()}
+    assert left == {keys[2], keys[3], keys[4], other}
+    # count 2 used again: now 3 is the least recently used of the three that stay... once a
+    # fourth count comes
+    assert c.evict(keys[2], {**base, "num_partitions": 2}) == []
+    keys[5] = entry(5, 5000.0)
+    gone = c.evict(keys[5], {**base, "num_partitions": 5})
+    assert gone == [f"{keys[3]} (3 partitions): the least recently used"]
