@@ -28,8 +28,10 @@ from launcher.console import PhaseError
 LOOK_EVERY = 0.5  # seconds between looks at the checkpoints' folder once asked
 
 
-class RescaleStop(PhaseError):
-    """The trainers were stopped at an epoch boundary for a rescale; ``str()`` says when."""
+class RescaleStop(Exception):
+    """The trainers were stopped at an epoch boundary for a rescale; ``str()`` says when. Not
+    a phase's failure (no LauncherError): it passes every phase's error handling, and dglrun
+    ends with RESCALE_EXIT_CODE."""
 
 
 def wait_for_count(

@@ -188,3 +188,13 @@ def test_members_reads_the_status_field() -> None:
 def test_a_partitioner_that_cannot_ask_says_why() -> None:
     with pytest.raises(PhaseError, match="reads its partition count from the DGLJob's status"):
         wait_for_count(None, print)
+
+
+def test_a_rescale_stop_is_not_a_phase_failure(tmp_path: Path) -> None:
+    from launcher.console import phase
+
+    with (
+        pytest.raises(RescaleStop, match="after epoch 4"),
+        phase(Console(), Report(), 5, "train"),
+    ):
+        raise RescaleStop("stopped at the epoch boundary after epoch 4")
