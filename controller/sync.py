@@ -329,6 +329,9 @@ class JobSync:
         current = {ob.name(p): p for p in pods if pod_state.attempt_of(p) == attempt}
         if job.spec.members is None:
             return self._elastic_size(job, obs, current, attempt, plan, now)
+        launcher = obs.pod(job.launcher_name)
+        if launcher is not None and pod_state.pod_phase(launcher) == "Succeeded":
+            return job, obs  # (trained: whatever befell a worker since, the job succeeded)
         on_lost = [
             (name, pod_state.node_name(current[name]))
             for name in job.training_worker_names()
@@ -345,10 +348,11 @@ class JobSync:
             return None
         if self._too_few_to_fit(job, obs, plan, now):
             return None
-        for pod in obs.standby.values():  # a standby that ended is made again
-            if pod_state.pod_phase(pod) in ("Failed", "Succeeded"):
+        for name, pod in list(obs.standby.items()):  # one that ended is made again
+            lost_node = self._node_lost(pod_state.node_name(pod)) is not None
+            if lost_node or pod_state.pod_phase(pod) in ("Failed", "Succeeded"):
                 self._delete_pod(job, pod, "a standby worker ended; it is made again")
-        launcher = obs.pod(job.launcher_name)
+                del obs.standby[name]  # (no room it says)
         stopped = failures.pod_failure(launcher) if launcher is not None else None
         # (dglrun exits so only when asked to grow; the standbys may have gone since)
         if stopped is not None and stopped.exit_code == pc.RESCALE_EXIT_CODE:
@@ -423,10 +427,14 @@ class JobSync:
         policy = job.spec.elastic
         assert policy is not None
         st = elastic.record(plan.status)
-        for pod in obs.pods.values():  # taken away before the attempt started: made again
-            if elastic.disrupted(pod):
-                self._delete_pod(job, pod, "taken away while the job sized its attempt")
-        sizing = elastic.size(policy, elastic.running(job, current), st, now)
+        up = {}
+        for name, pod in current.items():  # taken away before the attempt started: made again
+            gone = self._node_lost(pod_state.node_name(pod)) is not None or elastic.disrupted(pod)
+            if gone and not pod_state.is_terminating(pod):
+                self._delete_pod(job, pod, "taken away while the job chose its workers")
+            if not gone:
+                up[name] = pod
+        sizing = elastic.size(policy, elastic.running(job, up), st, now)
         if sizing.members is None:
             if obs.failure is not None:  # (a worker's program failed: a failure, as ever)
                 return job, obs

@@ -104,8 +104,9 @@ def elastic_job(ns: str, name: str, **policy: Any) -> dict[str, Any]:
     args = launcher_args(job)
     args[args.index("--num-epochs") + 1] = str(EPOCHS)
     args[args.index("--batch-size") + 1] = "64"  # the global batch: a few seconds an epoch
-    worker = job["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    worker["resources"] = {"requests": {SLOT: "1"}, "limits": {SLOT: "1"}}
+    template = job["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]
+    template["containers"][0]["resources"] = {"requests": {SLOT: "1"}, "limits": {SLOT: "1"}}
+    template["terminationGracePeriodSeconds"] = 2  # (sleep as PID 1 ignores SIGTERM)
     return job
 
 
