@@ -7,7 +7,8 @@ import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +162,33 @@ def single_process_accuracy(batch_size: int, epochs: int = 2) -> float:
         argv += ["--num_epochs", str(epochs), "--batch_size", str(batch_size), "--out", str(out)]
         subprocess.run(argv, check=True, capture_output=True, env=env)
         return float(json.loads(out.read_text())["test_accuracy"])
+
+
+def claims_namespace(cluster: Any, kubeconfig: Path, prefix: str) -> Iterator[str]:
+    """A namespace for jobs with spec.storage (the generator under a fixture): on this
+    machine's node, its static volumes are made ready first (released ones recycled)."""
+    if kubeconfig == NODE_KUBECONFIG:
+        from localcluster import volumes
+        from localcluster.cluster import k8s_binaries
+
+        run = volumes.kubectl_for(k8s_binaries("kubectl") / "kubectl", NODE_KUBECONFIG)
+        volumes.ensure(run, DEFAULT_DIR / "volumes")
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl(["create", "namespace", name], as_dict=False)
+    yield name
+    cluster.kubectl(["delete", "namespace", name, "--wait=false"], as_dict=False)
+
+
+def epochs_done(job: dict[str, Any]) -> int:
+    """The epoch status.progress reports during training (0 before)."""
+    progress = progress_of(job)
+    if not progress.startswith("5/5 train: epoch "):
+        return 0
+    return int(progress.split("epoch ")[1].split("/")[0])
+
+
+def event_messages(cluster: Any, ns: str, reason: str) -> list[str]:
+    """The messages of the namespace's Events of ``reason``, oldest first."""
+    items = cluster.kubectl(["get", "events", "-n", ns])["items"]
+    items.sort(key=lambda e: e["metadata"]["creationTimestamp"])
+    return [e["message"] for e in items if e["reason"] == reason]

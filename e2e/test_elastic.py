@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,14 +27,15 @@ import yaml
 
 from e2e.helpers import (
     EXAMPLE,
-    NODE_KUBECONFIG,
     accuracy,
     apply,
+    claims_namespace,
     conditions,
+    epochs_done,
+    event_messages,
     figure,
     get_job,
     launcher_args,
-    progress_of,
     succeeded,
     wait_finished,
     wait_job,
@@ -43,7 +43,7 @@ from e2e.helpers import (
 from localcluster.node import IMAGE_TAG
 
 SLOT = "dgl.e2e/slot"
-EPOCHS = 12
+EPOCHS = 10
 HIGH = "e2e-elastic-high"
 
 
@@ -84,17 +84,7 @@ def node(cluster: Any, operator: str) -> Iterator[str]:
 
 @pytest.fixture
 def ns(cluster: Any, operator: str, kubeconfig: Any) -> Iterator[str]:
-    if kubeconfig == NODE_KUBECONFIG:
-        from localcluster import volumes
-        from localcluster.cluster import k8s_binaries
-        from localcluster.node import DEFAULT_DIR
-
-        run = volumes.kubectl_for(k8s_binaries("kubectl") / "kubectl", NODE_KUBECONFIG)
-        volumes.ensure(run, DEFAULT_DIR / "volumes")  # (released ones recycled)
-    name = f"e2e-el-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl(["create", "namespace", name], as_dict=False)
-    yield name
-    cluster.kubectl(["delete", "namespace", name, "--wait=false"], as_dict=False)
+    yield from claims_namespace(cluster, kubeconfig, "e2e-el")
 
 
 def elastic_job(ns: str, name: str, **policy: Any) -> dict[str, Any]:
@@ -113,19 +103,6 @@ def elastic_job(ns: str, name: str, **policy: Any) -> dict[str, Any]:
 def elastic_status(job: dict[str, Any]) -> dict[str, Any]:
     st: dict[str, Any] = (job.get("status") or {}).get("elastic") or {}
     return st
-
-
-def epochs_done(job: dict[str, Any]) -> int:
-    progress = progress_of(job)
-    if not progress.startswith("5/5 train: epoch "):
-        return 0
-    return int(progress.split("epoch ")[1].split("/")[0])
-
-
-def events(cluster: Any, ns: str, reason: str) -> list[str]:
-    items = cluster.kubectl(["get", "events", "-n", ns])["items"]
-    return [e["message"] for e in sorted(items, key=lambda e: e["metadata"]["creationTimestamp"])
-            if e["reason"] == reason]  # fmt: skip
 
 
 def hog(ns: str, slots: int) -> dict[str, Any]:
@@ -154,7 +131,7 @@ def test_it_starts_small_grows_and_shrinks_on_preemption_without_a_restart(
     cluster: Any, ns: str, node: str, high_priority: str
 ) -> None:
     set_slots(cluster, node, 2)  # the partitioner and one worker
-    apply(cluster, elastic_job(ns, "el", settleSeconds=10, cooldownSeconds=5))
+    apply(cluster, elastic_job(ns, "el", settleSeconds=5, cooldownSeconds=3))
     name = "el"
 
     # start small: one worker, after the settling window
@@ -170,7 +147,7 @@ def test_it_starts_small_grows_and_shrinks_on_preemption_without_a_restart(
         cluster, ns, name, lambda j: elastic_status(j).get("rescales", 0) >= 1, 300, "the grow"
     )
     assert elastic_status(job)["lastRescale"]["reason"] == "Grew", elastic_status(job)
-    grew = events(cluster, ns, "DGLJobRescaled")
+    grew = event_messages(cluster, ns, "DGLJobRescaled")
     assert grew and "stopped at the epoch boundary after epoch" in grew[0], grew
     job = wait_job(
         cluster, ns, name,
@@ -207,7 +184,7 @@ def test_it_starts_small_grows_and_shrinks_on_preemption_without_a_restart(
 
 def test_below_min_replicas_it_waits_saying_why(cluster: Any, ns: str, node: str) -> None:
     set_slots(cluster, node, 2)  # the partitioner and one worker: minReplicas 2 cannot run
-    apply(cluster, elastic_job(ns, "few", minReplicas=2, settleSeconds=5))
+    apply(cluster, elastic_job(ns, "few", minReplicas=2, settleSeconds=2))
 
     def waiting(j: dict[str, Any]) -> bool:
         ready = conditions(j).get("PodsReady", {})

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,14 +20,15 @@ import yaml
 
 from e2e.helpers import (
     EXAMPLE,
-    NODE_KUBECONFIG,
     accuracy,
     apply,
+    claims_namespace,
     conditions,
+    epochs_done,
+    event_messages,
     figure,
     get_job,
     launcher_args,
-    progress_of,
     succeeded,
     wait_finished,
     wait_job,
@@ -42,17 +42,7 @@ IMAGE = "dgloperator/graphsage:v0.1.0"
 @pytest.fixture(scope="module")
 def ns(cluster: Any, operator: str, kubeconfig: Any) -> Iterator[str]:
     """One namespace for the module (the uninterrupted run is shared by two tests)."""
-    if kubeconfig == NODE_KUBECONFIG:
-        from localcluster import volumes
-        from localcluster.cluster import k8s_binaries
-        from localcluster.node import DEFAULT_DIR
-
-        run = volumes.kubectl_for(k8s_binaries("kubectl") / "kubectl", NODE_KUBECONFIG)
-        volumes.ensure(run, DEFAULT_DIR / "volumes")  # (released ones recycled)
-    name = f"e2e-st-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl(["create", "namespace", name], as_dict=False)
-    yield name
-    cluster.kubectl(["delete", "namespace", name, "--wait=false"], as_dict=False)
+    yield from claims_namespace(cluster, kubeconfig, "e2e-st")
 
 
 def storage_job(ns: str, name: str, **run_policy: Any) -> dict[str, Any]:
@@ -65,24 +55,11 @@ def storage_job(ns: str, name: str, **run_policy: Any) -> dict[str, Any]:
     return job
 
 
-def epochs_done(job: dict[str, Any]) -> int:
-    """The epoch status.progress reports during training (0 before)."""
-    progress = progress_of(job)
-    if not progress.startswith("5/5 train: epoch "):
-        return 0
-    return int(progress.split("epoch ")[1].split("/")[0])
-
-
 def seconds(job: dict[str, Any]) -> float:
     st = job["status"]
     started = time.mktime(time.strptime(st["startTime"], "%Y-%m-%dT%H:%M:%SZ"))
     done = time.mktime(time.strptime(st["completionTime"], "%Y-%m-%dT%H:%M:%SZ"))
     return done - started
-
-
-def events(cluster: Any, ns: str, reason: str) -> list[str]:
-    items = cluster.kubectl(["get", "events", "-n", ns])["items"]
-    return [e["message"] for e in items if e["reason"] == reason]
 
 
 def suspend(cluster: Any, ns: str, name: str, value: bool) -> None:
@@ -160,7 +137,9 @@ def test_a_worker_lost_at_epoch_k_resumes_there_without_partitioning_again(
     trained = log.rsplit("[5/5] train\n", 1)[-1]
     assert f"[rank 0] epoch {resumed} loss" in trained
     assert f"[rank 0] epoch {resumed - 1} loss" not in trained
-    assert events(cluster, ns, "PartitionsReused") and events(cluster, ns, "Resuming")
+    assert event_messages(cluster, ns, "PartitionsReused") and event_messages(
+        cluster, ns, "Resuming"
+    )
     acc = accuracy(log)
     assert abs(acc - whole["accuracy"]) <= 0.02, (acc, whole["accuracy"])
     figure(
@@ -245,9 +224,9 @@ def test_a_damaged_checkpoint_and_damaged_partitions_are_detected(cluster: Any, 
     assert st["partitions"]["reused"] is False
     kept = int(newest.split("-")[1].split(".")[0])
     assert st["resume"]["epoch"] == kept - 1, (newest, st["resume"])
-    skipped = events(cluster, ns, "CheckpointSkipped")
+    skipped = event_messages(cluster, ns, "CheckpointSkipped")
     assert any(newest in m and "does not match its SHA-256" in m for m in skipped), skipped
-    rebuilt = events(cluster, ns, "PartitionCacheDamaged")
+    rebuilt = event_messages(cluster, ns, "PartitionCacheDamaged")
     assert any(part.replace("/results", "/dgl_storage") in m for m in rebuilt), rebuilt
     log = cluster.logs("damaged-launcher", "dgl-graphsage", ns)
     assert "Traceback" not in log.split("[5/5] train")[0]
