@@ -104,7 +104,7 @@ unit: preflight-test venv dgl-venv k8s-binaries scheduler-plugins
 
 test: preflight-test lint typecheck unit
 
-bench: preflight-bench venv dgl-venv k8s-binaries images
+bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins images
 	$(BIN)/python bench/workqueue_bench.py
 	$(BIN)/python bench/pipeline_bench.py
 	$(BIN)/python bench/controller_bench.py
@@ -114,6 +114,7 @@ bench: preflight-bench venv dgl-venv k8s-binaries images
 	$(BIN)/python bench/distpart_bench.py
 	$(BIN)/python bench/restart_bench.py
 	$(BIN)/python bench/nodes_bench.py
+	$(BIN)/python bench/elastic_bench.py
 
 # Docker-free OCI images (debootstrap base; the DGL image reuses the DGL venv).
 images: venv dgl-venv

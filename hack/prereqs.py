@@ -347,7 +347,7 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
         ),
         EntryPoint(
             "bench",
-            (*_NODE, *_IMAGES, "helm", "mpi", "prometheus"),
+            (*_NODE, *_IMAGES, "helm", "mpi", "prometheus", "coscheduling"),
             ("localcluster", "hack", "tests/support"),
             "make bench",
         ),

@@ -1,0 +1,416 @@
+"""ElasticDL's three experiments, on this machine's 3-node cluster (issue 29).
+
+The room is an extended resource the bench gives each node (``dgl.bench/slot``), which every
+pod of the Worker template (each worker, and the partitioner) asks one of: the cluster's size
+is the bench's to set, whatever the machine's cores. The job is the GraphSAGE example with
+spec.storage (checkpoints), 3 workers at most.
+
+1. **squeeze**: 6 slots (2 per node); two jobs that each want 4 at their start (the
+   partitioner and 3 workers), submitted 30 s apart. Rigid (gang scheduling, Coscheduling)
+   and elastic (minReplicas 1, maxReplicas 3). Printed: each job's wait to training, its run
+   time, the makespan, the mean share of the slots allocated over it, each job's accuracy.
+2. **preemption**: 4 slots; an elastic job (max 3) runs while a higher-priority Deployment of
+   1-slot replicas scales 0 -> 2 -> 0. Printed: the job's worker count over time, its
+   rescales and restarts, its accuracy.
+3. **convergence**: the same elastic job with 0, 1 and 3 rescales (the room changed at epoch
+   boundaries' pace): accuracy of each.
+
+    python bench/elastic_bench.py [--experiments squeeze,preemption,convergence] [--epochs 10]
+
+Needs root and no cluster already running from ~/.cache/dgl-operator/node (``make
+cluster-down`` first). Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from localcluster import volumes  # noqa: E402
+from localcluster.cluster import k8s_binaries  # noqa: E402
+from localcluster.helm import install_operator  # noqa: E402
+from localcluster.node import DEFAULT_DIR, IMAGE_TAG, refresh_images, running  # noqa: E402
+from localcluster.node import main as node_main  # noqa: E402
+
+SLOT = "dgl.bench/slot"
+HIGH = "bench-high"
+KUBECONFIG = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
+WORKERS = 3
+TRAINER_BATCH = 32  # rigid: each of the 3 trainers; elastic: the global batch is 3x it
+
+
+def say(text: str) -> None:
+    print(f"elastic_bench: {text}", flush=True)
+
+
+def kubectl(*args: str, input: str | None = None, check: bool = True) -> str:
+    argv = [str(k8s_binaries("kubectl") / "kubectl"), "--kubeconfig", str(KUBECONFIG), *args]
+    out = subprocess.run(argv, capture_output=True, text=True, input=input, timeout=300)
+    if check and out.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args[:4])}: {out.stderr.strip()}")
+    return out.stdout
+
+
+def get(*args: str) -> Any:
+    return json.loads(kubectl("get", *args, "-o", "json"))
+
+
+def apply(obj: dict[str, Any]) -> None:
+    kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+
+def nodes() -> list[str]:
+    return sorted(n["metadata"]["name"] for n in get("nodes")["items"])
+
+
+def set_slots(per_node: list[int]) -> None:
+    """Each node's slots (in nodes() order)."""
+    path = SLOT.replace("/", "~1")
+    for name, count in zip(nodes(), per_node, strict=True):
+        ops = [{"op": "add", "path": f"/status/{f}/{path}", "value": str(count)}
+               for f in ("capacity", "allocatable")]  # fmt: skip
+        kubectl("patch", "node", name, "--subresource=status", "--type=json",
+                "-p", json.dumps(ops))  # fmt: skip
+
+
+def job(ns: str, name: str, epochs: int, elastic: bool) -> dict[str, Any]:
+    example = REPO / "examples/graphsage/dgljob-storage.yaml"
+    doc: dict[str, Any] = yaml.safe_load(example.read_text())
+    doc["metadata"].update(name=name, namespace=ns)
+    spec = doc["spec"]
+    spec["runPolicy"] = {"backoffLimit": 2}
+    args = spec["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"]
+    args[args.index("--num-epochs") + 1] = str(epochs)
+    args[args.index("--num-partitions") + 1] = str(WORKERS)
+    batch = TRAINER_BATCH * WORKERS if elastic else TRAINER_BATCH
+    args[args.index("--batch-size") + 1] = str(batch)
+    worker = spec["dglReplicaSpecs"]["Worker"]
+    worker["replicas"] = WORKERS
+    tpl = worker["template"]["spec"]
+    tpl["containers"][0]["resources"] = {"requests": {SLOT: "1"}, "limits": {SLOT: "1"}}
+    tpl["terminationGracePeriodSeconds"] = 2
+    if elastic:
+        spec["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": WORKERS, "settleSeconds": 10,
+                                 "cooldownSeconds": 10}  # fmt: skip
+    return doc
+
+
+@dataclass
+class Sample:
+    t: float
+    slots: int  # allocated to Running pods
+    jobs: dict[str, dict[str, Any]]  # name -> status
+
+
+@dataclass
+class Watch:
+    """Samples of the cluster every 2 s, from a thread."""
+
+    namespaces: list[str]
+    samples: list[Sample] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+    t0: float = field(default_factory=time.monotonic)
+
+    def start(self) -> Watch:
+        threading.Thread(target=self._loop, daemon=True).start()
+        return self
+
+    def _loop(self) -> None:
+        while not self.stop.wait(2.0):
+            try:
+                pods = get("pods", "-A")["items"]
+                jobs = get("dgljobs", "-A")["items"]
+            except (RuntimeError, ValueError, subprocess.SubprocessError):
+                continue
+            slots = 0
+            for p in pods:
+                if p["status"].get("phase") != "Running":
+                    continue
+                for c in p["spec"]["containers"]:
+                    slots += int(((c.get("resources") or {}).get("requests") or {}).get(SLOT, 0))
+            st = {j["metadata"]["name"]: j.get("status") or {} for j in jobs}
+            self.samples.append(Sample(time.monotonic() - self.t0, slots, st))
+
+
+def finished(status: dict[str, Any]) -> str | None:
+    for c in status.get("conditions") or []:
+        if c["type"] in ("Succeeded", "Failed") and c["status"] == "True":
+            return str(c["type"])
+    return None
+
+
+def wait(what: str, pred: Any, timeout: float = 1800) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(2)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def status(ns: str, name: str) -> dict[str, Any]:
+    st: dict[str, Any] = get("dgljob", name, "-n", ns).get("status") or {}
+    return st
+
+
+def epoch(st: dict[str, Any]) -> int:
+    text = str(st.get("progress") or "")
+    if not text.startswith("5/5 train: epoch "):
+        return 0
+    return int(text.split("epoch ")[1].split("/")[0])
+
+
+def accuracy(ns: str, name: str) -> float | None:
+    log = kubectl("logs", f"{name}-launcher", "-n", ns, check=False)
+    for line in log.splitlines():
+        if line.startswith("dglrun: done") and "test accuracy" in line:
+            return float(line.split("test accuracy ")[1].split(",")[0])
+    return None
+
+
+def namespace(name: str) -> str:
+    kubectl("create", "namespace", name)
+    volumes.ensure(
+        volumes.kubectl_for(k8s_binaries("kubectl") / "kubectl", KUBECONFIG),
+        DEFAULT_DIR / "volumes",
+    )
+    return name
+
+
+def drop(ns: str) -> None:
+    kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", check=False)
+
+
+@dataclass
+class Run:
+    name: str
+    submitted: float
+    training: float | None = None  # first sample in phase Training
+    done: float | None = None
+    outcome: str = ""
+    accuracy: float | None = None
+    workers: list[tuple[float, int]] = field(default_factory=list)  # (t, elastic workers)
+
+
+def follow(w: Watch, runs: dict[str, Run]) -> None:
+    for s in w.samples:
+        for name, r in runs.items():
+            st = s.jobs.get(name) or {}
+            if r.training is None and st.get("phase") == "Training":
+                r.training = s.t
+            if r.done is None and finished(st):
+                r.done, r.outcome = s.t, str(finished(st))
+            count = int((st.get("elastic") or {}).get("workers") or 0)
+            if st.get("phase") == "Training" and (not r.workers or r.workers[-1][1] != count):
+                r.workers.append((s.t, count))
+
+
+# -- 1. squeeze -----------------------------------------------------------------------------
+
+
+def squeeze(epochs: int) -> dict[str, Any]:
+    return {mode: squeeze_one(mode, epochs) for mode in ("rigid", "elastic")}
+
+
+def squeeze_one(mode: str, epochs: int) -> dict[str, Any]:
+    set_slots([2, 2, 2])
+    ns = namespace(f"squeeze-{mode}")
+    w = Watch([ns]).start()
+    runs: dict[str, Run] = {}
+    for i, name in enumerate(("job-a", "job-b")):
+        if i:
+            time.sleep(30)
+        apply(job(ns, name, epochs, elastic=mode == "elastic"))
+        runs[name] = Run(name, time.monotonic() - w.t0)
+    wait(f"{mode}: both jobs done", lambda: all(finished(status(ns, n)) for n in runs))
+    time.sleep(3)
+    w.stop.set()
+    follow(w, runs)
+    for name, r in runs.items():
+        r.accuracy = accuracy(ns, name)
+    end = max(r.done or 0.0 for r in runs.values())
+    inside = [s for s in w.samples if s.t <= end]
+    share = sum(s.slots for s in inside) / (6 * len(inside)) if inside else 0.0
+    for name, r in runs.items():
+        say(f"squeeze {mode} {name}: wait to training {fmt(r.training, r.submitted)}, "
+            f"run {fmt(r.done, r.training)}, {r.outcome}, accuracy {r.accuracy}, "
+            f"workers over time {r.workers}")  # fmt: skip
+    say(f"squeeze {mode}: makespan {end:.0f}s, mean share of the slots {share:.0%}")
+    drop(ns)
+    return {"runs": runs, "makespan": end, "share": share}
+
+
+def fmt(end: float | None, start: float | None) -> str:
+    return "-" if end is None or start is None else f"{end - start:.0f}s"
+
+
+# -- 2. preemption --------------------------------------------------------------------------
+
+
+def service(ns: str, replicas: int) -> dict[str, Any]:
+    want = {SLOT: "1"}
+    container = {"name": "c", "image": f"dgloperator/pause:{IMAGE_TAG}",
+                 "resources": {"requests": want, "limits": want}}  # fmt: skip
+    labels = {"app": "service"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "service", "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "priorityClassName": HIGH,
+                    "containers": [container],
+                    "terminationGracePeriodSeconds": 1,
+                },
+            },
+        },
+    }
+
+
+def high_priority() -> None:
+    apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+           "metadata": {"name": HIGH}, "value": 1000000})  # fmt: skip
+
+
+def preemption(epochs: int) -> dict[str, Any]:
+    set_slots([2, 1, 1])
+    high_priority()
+    ns = namespace("preemption")
+    w = Watch([ns]).start()
+    apply(service(ns, 0))
+    apply(job(ns, "low", epochs, elastic=True))
+    run = Run("low", time.monotonic() - w.t0)
+
+    def workers() -> int:
+        return int((status(ns, "low").get("elastic") or {}).get("workers") or 0)
+
+    wait("3 workers training", lambda: workers() == 3 and epoch(status(ns, "low")) >= 1)
+    up_at = time.monotonic() - w.t0
+    kubectl("scale", "deployment", "service", "-n", ns, "--replicas=2")
+
+    def rescales() -> int:
+        return int((status(ns, "low").get("elastic") or {}).get("rescales") or 0)
+
+    wait("the shrink", lambda: rescales() >= 1 and status(ns, "low").get("phase") == "Training")
+    time.sleep(15)
+    down_at = time.monotonic() - w.t0
+    kubectl("scale", "deployment", "service", "-n", ns, "--replicas=0")
+    wait("the job done", lambda: finished(status(ns, "low")) is not None)
+    time.sleep(3)
+    w.stop.set()
+    follow(w, {"low": run})
+    st = status(ns, "low")
+    run.accuracy = accuracy(ns, "low")
+    el = st.get("elastic") or {}
+    say(f"preemption: service 0->2 at {up_at:.0f}s, 2->0 at {down_at:.0f}s")
+    say(f"preemption: workers over time {run.workers}")
+    say(f"preemption: {run.outcome}, rescales {el.get('rescales')} "
+        f"({el.get('rescaleSeconds')}s rescaling), restartCount {st.get('restartCount')}, "
+        f"accuracy {run.accuracy}")  # fmt: skip
+    drop(ns)
+    return {"run": run, "status": st}
+
+
+# -- 3. convergence -------------------------------------------------------------------------
+
+
+def convergence(epochs: int) -> dict[int, float | None]:
+    high_priority()
+    return {planned: converge_one(planned, epochs) for planned in (0, 1, 3)}
+
+
+def converge_one(planned: int, epochs: int) -> float | None:
+    """The job with ``planned`` rescales: grow at epoch 2 (room for the standbys); shrink a
+    third of the way on (a higher-priority Deployment takes 4 of the 6 slots), grow again."""
+    set_slots([2, 2, 2] if planned == 0 else [2, 0, 0])
+    ns = namespace(f"converge-{planned}")
+    apply(job(ns, "c", epochs, elastic=True))
+
+    def at(n: int) -> None:
+        wait(f"epoch {n}", lambda: epoch(status(ns, "c")) >= n or bool(finished(status(ns, "c"))))
+
+    def rescales() -> int:
+        return int((status(ns, "c").get("elastic") or {}).get("rescales") or 0)
+
+    if planned >= 1:
+        at(2)
+        set_slots([2, 2, 2])
+    if planned >= 3:
+        at(2 + epochs // 3)
+        apply(service(ns, 4))
+        wait("the shrink", lambda: rescales() >= 2)
+        time.sleep(10)
+        kubectl("scale", "deployment", "service", "-n", ns, "--replicas=0")
+    wait("the job done", lambda: finished(status(ns, "c")) is not None)
+    st = status(ns, "c")
+    acc = accuracy(ns, "c")
+    say(f"convergence: {(st.get('elastic') or {}).get('rescales')} rescales (planned "
+        f"{planned}), restartCount {st.get('restartCount')}, accuracy {acc}")  # fmt: skip
+    drop(ns)
+    return acc
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench/elastic_bench.py")
+    p.add_argument("--experiments", default="squeeze,preemption,convergence")
+    p.add_argument("--epochs", type=int, default=10)
+    a = p.parse_args(argv)
+    if running(DEFAULT_DIR):
+        say(f"a cluster runs from {DEFAULT_DIR}: run `make cluster-down` first")
+        return 1
+    if node_main(["up", "--nodes", "3", "--scheduler-plugins"]) != 0:
+        say("the 3-node cluster did not come up")
+        return 1
+    try:
+        install_operator(KUBECONFIG, refresh_images().get("dgl-operator", ""),
+                         {"gangScheduling": "scheduler-plugins"})  # fmt: skip
+        chosen = a.experiments.split(",")
+        results: dict[str, Any] = {}
+        if "squeeze" in chosen:
+            results["squeeze"] = squeeze(a.epochs)
+        if "preemption" in chosen:
+            results["preemption"] = preemption(a.epochs)
+        if "convergence" in chosen:
+            results["convergence"] = convergence(a.epochs)
+        summary(results)
+    finally:
+        node_main(["down"])
+    return 0
+
+
+def summary(results: dict[str, Any]) -> None:
+    sq = results.get("squeeze")
+    if sq:
+        rigid, elastic = sq["rigid"], sq["elastic"]
+        say("| squeeze | job-b wait to training | makespan | mean slot share | accuracy a / b |")
+        say("| --- | --- | --- | --- | --- |")
+        for mode in ("rigid", "elastic"):
+            r = sq[mode]
+            b = r["runs"]["job-b"]
+            accs = " / ".join(str(x.accuracy) for x in r["runs"].values())
+            say(f"| {mode} | {fmt(b.training, b.submitted)} | {r['makespan']:.0f}s | "
+                f"{r['share']:.0%} | {accs} |")  # fmt: skip
+        say(f"makespan elastic / rigid: {elastic['makespan'] / rigid['makespan']:.2f}")
+    conv = results.get("convergence")
+    if conv:
+        say("convergence: " + ", ".join(f"{k} rescales: {v}" for k, v in conv.items()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
