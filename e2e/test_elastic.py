@@ -137,7 +137,8 @@ def test_it_starts_small_grows_and_shrinks_on_preemption_without_a_restart(
     # start small: one worker, after the settling window
     job = wait_job(cluster, ns, name, lambda j: epochs_done(j) >= 1, 600, "1 epoch on 1 worker")
     st = elastic_status(job)
-    assert st["members"] == [f"{name}-worker-0"] and st["scale"] == "1/3", st
+    # (whichever worker the scheduler placed: any of the three)
+    assert len(st["members"]) == 1 and st["scale"] == "1/3", st
     launcher = cluster.logs(f"{name}-launcher", "dgl-graphsage", ns)
     assert "elastic: this attempt has 1 workers (partitions); global batch 64" in launcher
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from controller.api import DGLJOBS
-from kubeclient import PODS, Obj, RestClient
+from kubeclient import PERSISTENTVOLUMECLAIMS, PODS, Obj, RestClient
 from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess
 from tests.prometheus.promql import (
@@ -199,6 +199,25 @@ def test_operator_metrics_rules_and_dashboard_in_prometheus(
     failed = failing.wait_condition("Failed")
     assert failed["reason"] == "BackoffLimitExceeded"
 
+    # An elastic job loses a worker to preemption: a rescale (not a restart), and its next
+    # attempt trains (the rescale's seconds observed).
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "results", "namespace": ns},
+             "spec": {"accessModes": ["ReadWriteOnce"],
+                      "resources": {"requests": {"storage": "1Gi"}}}}  # fmt: skip
+    api.create(PERSISTENTVOLUMECLAIMS, ns, claim)
+    policy = {"maxReplicas": 2, "settleSeconds": 0}
+    elastic = Job(api, ns, "dgl-elastic", 204, storage={"claimName": "results"},
+                  elasticPolicy=policy).create()  # fmt: skip
+    elastic.train()
+    before = elastic.uids()
+    victim = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+              "message": "Preempted by a pod on node n1"}  # fmt: skip
+    api.patch(PODS, ns, elastic.worker1, {"status": {"conditions": [victim]}}, subresource="status")
+    api.delete(PODS, ns, elastic.worker1)
+    eventually(lambda: (elastic.status().get("elastic") or {}).get("rescales") == 1, "the rescale")
+    elastic.train(fresh_from=before)
+
     # The idle job's partitioner cannot be scheduled: the job says it waits (and is counted).
     unschedulable = {
         "type": "PodScheduled",
@@ -221,12 +240,15 @@ def test_operator_metrics_rules_and_dashboard_in_prometheus(
     )
 
     # What the operator counted, through Prometheus.
-    eventually(lambda: prom.value("sum(dgl_operator_jobs_created_total)") == 3, "3 jobs created")
+    eventually(lambda: prom.value("sum(dgl_operator_jobs_created_total)") == 4, "4 jobs created")
     eventually(lambda: (prom.value("sum(dgl_operator_jobs_failed_total)") or 0) >= 1, "a failure")
     (failure,) = prom.query("dgl_operator_jobs_failed_total")
     assert {"namespace": ns, "reason": "BackoffLimitExceeded"}.items() <= failure["metric"].items()
     eventually(lambda: prom.value("sum(dgl_operator_jobs_successful_total)") == 1, "a success")
     eventually(lambda: prom.value("sum(dgl_operator_jobs_restarted_total)") == 1, "a restart")
+    preempted = f'dgl_operator_jobs_rescaled_total{{namespace="{ns}",reason="Preempted"}}'
+    eventually(lambda: prom.value(preempted) == 1, "a rescale, Preempted")
+    eventually(lambda: prom.value("sum(dgl_operator_job_rescale_seconds_count)") == 1, "timed")
     eventually(
         lambda: prom.value("sum(dgl_operator_job_delivery_bytes_sum)") == 420_000_000,
         "the delivery observed",
@@ -290,13 +312,13 @@ def test_operator_metrics_rules_and_dashboard_in_prometheus(
         panel["title"]: [substitute(t["expr"], variables) for t in panel.get("targets") or []]
         for panel in load_dashboard()["panels"]
     }
-    assert prom.value(dashboard["Jobs started"][0]) == 3
+    assert prom.value(dashboard["Jobs started"][0]) == 4
     assert prom.value(dashboard["Jobs succeeded"][0]) == 1
     assert prom.value(dashboard["Jobs failed"][0]) == 1
     assert prom.value(dashboard["Whole-job restarts"][0]) == 1
     assert prom.value(dashboard["Failure ratio"][0]) == 0.5
     assert prom.value(dashboard["Leaders"][0]) == 1
-    # Partitioned three times (12 s each), trained once (30 s): the means are exact.
+    # Partitioned five times (12 s each), trained once (30 s): the means are exact.
     assert prom.value(dashboard["Partitioning duration"][-1]) == 12
     assert prom.value(dashboard["Training duration"][-1]) == 30
     p50 = prom.value(dashboard["Training duration"][0])
