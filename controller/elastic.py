@@ -7,8 +7,9 @@ loading the partition of its machine id), so the count changes only between atte
 attempt trains on a fixed set of worker pods (its *members*, the hostfile's lines, in order)
 and the partition count follows it. Every attempt goes through:
 
-    sizing    the job has its partitioner (made first, so that it holds its room: it waits
-              for the count in status.elastic.members) and ``maxReplicas`` worker pods. Once
+    sizing    the job has its partitioner (made first, and the workers only once it has a
+              node, so that it holds its room: it waits for the count in
+              status.elastic.members) and ``maxReplicas`` worker pods. Once
               ``minReplicas`` of them run, it waits ``settleSeconds`` for more (not at all
               once every one runs), then the ones running are the members: the partitioner
               partitions for that count, the launcher is made for it. Below ``minReplicas``
@@ -120,6 +121,18 @@ def for_attempt(job: DGLJob, status: Obj) -> DGLJob:
         return job  # (workers fewer than recorded: a spec that changed; size again)
     spec = dataclasses.replace(job.spec, members=members)
     return dataclasses.replace(job, spec=spec)
+
+
+def placed(pod: Obj | None) -> bool:
+    """The scheduler gave ``pod`` a node (or it runs already)."""
+    if pod is None:
+        return False
+    if pod_phase(pod) in ("Running", "Succeeded") or (pod.get("spec") or {}).get("nodeName"):
+        return True
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "True"
+        for c in ob.conditions(ob.pod_status(pod))
+    )
 
 
 def running(job: DGLJob, pods: dict[str, Obj]) -> list[int]:

@@ -996,9 +996,17 @@ class JobSync:
                 self.apply.create(job, SERVICES, svc)
         pods = [p for p in want.workers if p["metadata"]["name"] not in present]
         partitioned = observation.partition_done(job, obs)
-        if want.partitioner is not None and not partitioned and job.partitioner_name not in present:
-            # (sizing: first, so that the scheduler places it before the workers take the room)
-            pods.insert(0 if sizing else len(pods), want.partitioner)
+        needs_partitioner = want.partitioner is not None and not partitioned
+        if (
+            want.partitioner is not None
+            and needs_partitioner
+            and job.partitioner_name not in present
+        ):
+            pods.append(want.partitioner)
+        if sizing and needs_partitioner and not elastic.placed(obs.pod(job.partitioner_name)):
+            # the partitioner holds its room before the workers may take all of it (pods made
+            # in the same second are queued in no set order): the workers wait for it
+            pods = [p for p in pods if p is want.partitioner]
         if (
             not sizing
             and job.launcher_name not in present

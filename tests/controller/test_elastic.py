@@ -31,6 +31,21 @@ def start(h: Harness, **policy: Any) -> None:
              "metadata": {"name": "results", "namespace": NS}, "spec": CLAIM_SPEC}  # fmt: skip
     h.kube.create(PVCS, NS, claim)
     h.create_job(elastic_job(**policy))
+    place_partitioner(h, "0")
+
+
+def place_partitioner(h: Harness, attempt: str) -> None:
+    """The scheduler gives the attempt's partitioner a node: only then are the workers made."""
+
+    def made() -> bool:
+        pod = h.pods().get(PART)
+        return pod is not None and pod["metadata"]["annotations"][ATTEMPT_ANNOTATION] == attempt
+
+    wait_for(made, what=f"attempt {attempt}'s partitioner")
+    h.settle()
+    assert not set(W) & set(h.pods()), "no worker before the partitioner has its room"
+    scheduled = [{"type": "PodScheduled", "status": "True"}]
+    h.set_status(PART, {"phase": "Pending", "conditions": scheduled})
     h.wait_pods(*W)
 
 
@@ -172,6 +187,7 @@ def test_a_preempted_member_rescales_to_the_workers_left_without_a_restart(h: Ha
     assert "members" not in st["elastic"]
 
     # the old attempt's pods go; the new attempt sizes again with fresh worker pods
+    place_partitioner(h, "1")
     wait_for(lambda: attempt_pods(h, "1"), what="attempt 1's partitioner and workers, no launcher")
     h.run_pod(W[0], "10.0.1.4")
     h.run_pod(W[1], "10.0.1.5")
@@ -286,6 +302,7 @@ def test_a_count_the_memory_plan_refuses_waits_for_the_workers_it_needs(h: Harne
     assert st["elastic"]["minWorkers"] == 2
     assert st["elastic"]["lastRescale"]["reason"] == "TooFewToFit"
     # the next attempt: one worker runs, which is not enough any more
+    place_partitioner(h, "1")
     wait_for(lambda: attempt_pods(h, "1"), what="attempt 1's partitioner and workers")
     h.run_pod(W[0], "10.0.1.1")
     for name in W[1:]:

@@ -137,6 +137,20 @@ class Job:
         self.kubelet.run(self.launcher, ip + "4")
         self.wait_phase("Training")
 
+    def place_partitioner(self, fresh_from: dict[str, str] | None = None) -> None:
+        """An elastic job's: the scheduler gives its partitioner a node, after which the
+        operator makes the workers."""
+
+        def made() -> bool:
+            pod = self.pods().get(self.partitioner)
+            return pod is not None and pod["metadata"]["uid"] != (fresh_from or {}).get(
+                self.partitioner
+            )
+
+        wait_for(made, what=f"{self.name}'s partitioner", timeout=LIVE_TIMEOUT)
+        scheduled = {"conditions": [{"type": "PodScheduled", "status": "True"}]}
+        self.api.patch(PODS, self.ns, self.partitioner, {"status": scheduled}, subresource="status")
+
     def uids(self) -> dict[str, str]:
         return {n: p["metadata"]["uid"] for n, p in self.pods().items()}
 
@@ -209,6 +223,7 @@ def test_operator_metrics_rules_and_dashboard_in_prometheus(
     policy = {"maxReplicas": 2, "settleSeconds": 0}
     elastic = Job(api, ns, "dgl-elastic", 204, storage={"claimName": "results"},
                   elasticPolicy=policy).create()  # fmt: skip
+    elastic.place_partitioner()
     elastic.train()
     before = elastic.uids()
     victim = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
@@ -216,6 +231,7 @@ def test_operator_metrics_rules_and_dashboard_in_prometheus(
     api.patch(PODS, ns, elastic.worker1, {"status": {"conditions": [victim]}}, subresource="status")
     api.delete(PODS, ns, elastic.worker1)
     eventually(lambda: (elastic.status().get("elastic") or {}).get("rescales") == 1, "the rescale")
+    elastic.place_partitioner(fresh_from=before)
     elastic.train(fresh_from=before)
 
     # The idle job's partitioner cannot be scheduled: the job says it waits (and is counted).
