@@ -92,6 +92,13 @@ def attempt_pods(h: Harness, attempt: str) -> dict[str, Obj] | None:
     return pods if ok else None
 
 
+def room_for_one(h: Harness) -> None:
+    """worker-0 runs; the scheduler finds no room for the others."""
+    h.run_pod(W[0], "10.0.1.1")
+    for name in W[1:]:
+        unschedulable(h, name)
+
+
 def train_with(h: Harness, members: list[str]) -> None:
     """The members' attempt through partitioning to training."""
     h.wait_pods(PART)
@@ -112,9 +119,7 @@ def test_it_starts_with_the_workers_that_run_after_the_settling_window(h: Harnes
     part = h.pods()[PART]
     assert env_of(part, pc.ELASTIC_ENV) == pc.ELASTIC_ON
     assert env_of(part, pc.NUM_PARTITIONS_ENV) is None, "it reads the count from the status"
-    h.run_pod(W[0], "10.0.1.1")
-    for name in W[1:]:
-        unschedulable(h, name)
+    room_for_one(h)
     cond = h.wait_condition_status("PodsReady", "False", reason="Settling")
     assert "1 of 3 worker pods run (minReplicas 1)" in cond["message"]
     assert h.status()["phase"] == "Pending" and elastic(h)["scale"] == "0/3"
@@ -146,9 +151,7 @@ def test_every_worker_running_starts_at_once(h: Harness) -> None:
 
 def test_below_min_replicas_it_waits_saying_why(h: Harness) -> None:
     start(h, minReplicas=2, settleSeconds=10)
-    h.run_pod(W[0], "10.0.1.1")
-    for name in W[1:]:
-        unschedulable(h, name)
+    room_for_one(h)
     cond = h.wait_condition_status("PodsReady", "False", reason="Unschedulable")
     assert "1 of minReplicas 2 worker pods run" in cond["message"]
     assert "Insufficient cpu" in cond["message"]
@@ -250,9 +253,7 @@ def test_no_grow_within_the_cooldown(h: Harness) -> None:
 
 def test_standby_workers_that_run_grow_the_job_at_an_epoch_boundary(h: Harness) -> None:
     start(h, settleSeconds=0, cooldownSeconds=60)
-    h.run_pod(W[0], "10.0.1.1")
-    for name in W[1:]:
-        unschedulable(h, name)
+    room_for_one(h)
     wait_for(lambda: elastic(h).get("members") == [W[0]], what="worker-0 alone")
     train_with(h, [W[0]])
     h.run_pod(W[1], "10.0.1.2")  # room freed: a standby runs
@@ -284,9 +285,7 @@ def test_standby_workers_that_run_grow_the_job_at_an_epoch_boundary(h: Harness) 
 
 def test_a_count_the_memory_plan_refuses_waits_for_the_workers_it_needs(h: Harness) -> None:
     start(h, settleSeconds=0)
-    h.run_pod(W[0], "10.0.1.1")
-    for name in W[1:]:
-        unschedulable(h, name)
+    room_for_one(h)
     wait_for(lambda: elastic(h).get("members") == [W[0]], what="worker-0 alone")
     h.wait_pods(PART)
     h.run_pod(PART, "10.0.1.9")
@@ -304,9 +303,7 @@ def test_a_count_the_memory_plan_refuses_waits_for_the_workers_it_needs(h: Harne
     # the next attempt: one worker runs, which is not enough any more
     place_partitioner(h, "1")
     wait_for(lambda: attempt_pods(h, "1"), what="attempt 1's partitioner and workers")
-    h.run_pod(W[0], "10.0.1.1")
-    for name in W[1:]:
-        unschedulable(h, name)
+    room_for_one(h)
     cond = h.wait_condition_status("PodsReady", "False", reason="Unschedulable")
     assert "1 of the 2 the memory plan needs (minReplicas 1) worker pods run" in cond["message"]
 
