@@ -27,6 +27,9 @@ LAUNCHER = "Launcher"
 WORKER = "Worker"
 PARTITIONER = "Partitioner"
 REPLICA_TYPES = (LAUNCHER, PARTITIONER, WORKER)
+# not a replica type of the spec: an elastic job's room-finder for its next partitioner
+# (controller/elastic.py), labelled as the replicas are
+PROBE = "Probe"
 
 # spec.partitionMode (what each one means: controller/modes.py)
 SKIP = modes.SKIP
@@ -234,6 +237,10 @@ class DGLJob:
     @property
     def partitioner_name(self) -> str:
         return f"{self.name}-partitioner"
+
+    @property
+    def probe_name(self) -> str:
+        return f"{self.name}-probe"
 
     @property
     def config_name(self) -> str:

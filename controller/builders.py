@@ -22,6 +22,7 @@ from controller.api import (
     KIND,
     LAUNCHER,
     PARTITIONER,
+    PROBE,
     TRANSFER_HTTP,
     TRANSFER_KUBECTL,
     WORKER,
@@ -678,6 +679,27 @@ def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     spec["serviceAccountName"] = name
     spec["initContainers"] = [_kubectl_download(opts), *(spec.get("initContainers") or [])]
     _add_volumes(spec, _config_volume(job, ALL_CONFIG_KEYS), {"name": KUBE_VOLUME, "emptyDir": {}})
+    return pod
+
+
+def probe_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
+    """An elastic job's room-finder: the partitioner's pod as the scheduler sees it (its main
+    container's requests and limits, its node selector, affinity, tolerations, priority and
+    volumes), running nothing but ``sleep``. Placed, it shows that the next attempt's
+    partitioner has room beside the standby workers that run (controller/elastic.py)."""
+    pod = partitioner_pod(job, opts, attempt)
+    meta = pod["metadata"]
+    meta["name"] = job.probe_name
+    meta["labels"].update({REPLICA_NAME_LABEL: job.probe_name, REPLICA_TYPE_LABEL: PROBE})
+    meta["annotations"][REPLICA_ANNOTATION] = PROBE
+    main = _main(pod)
+    keep = ("name", "image", "imagePullPolicy", "resources", "volumeMounts", "securityContext")
+    spec = pod["spec"]
+    spec["containers"] = [
+        {**{k: main[k] for k in keep if k in main}, "command": ["sleep", "infinity"]}
+    ]
+    spec.pop("initContainers", None)
+    spec["terminationGracePeriodSeconds"] = 0
     return pod
 
 

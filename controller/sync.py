@@ -41,6 +41,7 @@ from controller.api import (
     CLEAN_NONE,
     CLEAN_RUNNING,
     DGLJOBS,
+    PROBE,
     WAIT_FOR_WORKERS_READY,
     WORKER,
     DGLJob,
@@ -54,6 +55,7 @@ from controller.builders import (
     BuildOptions,
     Desired,
     desired,
+    probe_pod,
     results_location,
     storage_claim,
 )
@@ -385,17 +387,23 @@ class JobSync:
         self, job: DGLJob, obs: observation.Observation, plan: _Plan, now: float
     ) -> None:
         """Standby workers run (room freed): ask dglrun to stop at the next epoch boundary
-        (status.elastic.growTo), once the attempt trains and its cooldown has passed. The
-        next attempt's partitioner (the Worker template's pod, made first) takes the room of
-        one of them: a grow needs one more running standby than the workers it adds."""
+        (status.elastic.growTo), once the attempt trains and its cooldown has passed.
+
+        The next attempt's partitioner (the Worker template's pod, made first) needs room too:
+        with one more running standby than the workers a grow adds, it has it. Otherwise (one
+        standby runs, say) a probe, a sleeping pod of the partitioner's requests, looks for
+        that room: placed, the grow takes every standby that runs; pending, it waits (room
+        freed elsewhere places it). It goes with the attempt, or when no standby runs."""
         policy = job.spec.elastic
         assert policy is not None
         st = elastic.record(plan.status)
         have = len(job.spec.training_workers)
-        want = elastic.grow_to(policy, have, len(elastic.running(job, obs.standby)),
-                               job.spec.mode.partitioner)  # fmt: skip
-        if want is None:
+        up = len(elastic.running(job, obs.standby))
+        most = elastic.grow_to(policy, have, up, partitioner=False)
+        if most is None:
             st.pop(pc.STATUS_GROW_TO, None)
+            if obs.probe is not None:
+                self._delete_pod(job, obs.probe, "no standby worker runs: no room to look for")
             return
         if plan.status.get("phase") != conditions.TRAINING:
             return
@@ -404,6 +412,16 @@ class JobSync:
         if left > 0:
             plan.requeue(left)
             return
+        want = elastic.grow_to(policy, have, up, partitioner=job.spec.mode.partitioner)
+        if want is None:  # (the partitioner would take the room of the one that runs)
+            if obs.probe is None:
+                if job.probe_name not in obs.terminating:
+                    probe = probe_pod(job, self.options, elastic.attempt(plan.status))
+                    self.apply.create(job, PODS, probe)
+                return
+            if not elastic.placed(obs.probe):
+                return
+            want = most
         if st.get(pc.STATUS_GROW_TO) != want:
             st[pc.STATUS_GROW_TO] = want
             plan.announce(
@@ -1129,13 +1147,18 @@ class JobSync:
             return
         pods = self.listers[PODS].controlled_by(job.uid)
         self._force_stuck(job, pods)
-        if policy == CLEAN_NONE:
-            return
+        if policy == CLEAN_NONE:  # (an elastic job's probe is no replica: it goes anyway)
+            pods = [p for p in pods if pod_state.replica_type(p) == PROBE]
         for pod in pods:
             if pod_state.is_terminating(pod):
                 continue
+            if pod_state.replica_type(pod) == PROBE:
+                self._delete_pod(job, pod, "the job finished")
+                continue
             if policy == CLEAN_ALL or (policy == CLEAN_RUNNING and pod_state.is_active(pod)):
                 self._delete_pod(job, pod, f"cleanPodPolicy {policy}")
+        if policy == CLEAN_NONE:
+            return
         for svc in self.listers[SERVICES].controlled_by(job.uid):
             self.apply.delete(job, SERVICES, svc, f"cleanPodPolicy {policy}")
 

@@ -36,11 +36,13 @@ from e2e.helpers import (
     figure,
     get_job,
     launcher_args,
+    pods,
     succeeded,
     wait_finished,
     wait_job,
 )
 from localcluster.node import IMAGE_TAG
+from tests.support.waiting import wait_for
 
 SLOT = "dgl.e2e/slot"
 EPOCHS = 10
@@ -185,7 +187,7 @@ def test_it_starts_small_grows_and_shrinks_on_preemption_without_a_restart(
 
 def test_below_min_replicas_it_waits_saying_why(cluster: Any, ns: str, node: str) -> None:
     set_slots(cluster, node, 2)  # the partitioner and one worker: minReplicas 2 cannot run
-    apply(cluster, elastic_job(ns, "few", minReplicas=2, settleSeconds=2))
+    apply(cluster, elastic_job(ns, "few", minReplicas=2, settleSeconds=2, cooldownSeconds=3))
 
     def waiting(j: dict[str, Any]) -> bool:
         ready = conditions(j).get("PodsReady", {})
@@ -203,3 +205,17 @@ def test_below_min_replicas_it_waits_saying_why(cluster: Any, ns: str, node: str
         cluster, ns, "few", lambda j: elastic_status(j).get("workers") == 2, 300, "2 workers"
     )
     assert get_job(cluster, ns, "few")["status"].get("restartCount", 0) == 0
+
+    # The partitioner ends once it delivered: its slot goes to the third worker (a standby).
+    # That room alone is the next partitioner's: the probe looks for one more slot, pending.
+    probe = wait_for(
+        lambda: pods(cluster, ns).get("few-probe"), what="the probe", timeout=300, interval=1.0
+    )
+    assert probe["spec"]["containers"][0]["command"] == ["sleep", "infinity"]
+    assert "growTo" not in elastic_status(get_job(cluster, ns, "few"))
+    set_slots(cluster, node, 4)  # the probe is placed: the job grows to 3
+    job = wait_job(
+        cluster, ns, "few", lambda j: elastic_status(j).get("workers") == 3, 600, "3 workers"
+    )
+    assert elastic_status(job)["lastRescale"]["reason"] == "Grew", elastic_status(job)
+    assert "few-probe" not in pods(cluster, ns), "the probe went with its attempt"

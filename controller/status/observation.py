@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from controller import objects as ob
-from controller.api import LAUNCHER, PARTITIONER, WORKER, DGLJob
+from controller.api import LAUNCHER, PARTITIONER, PROBE, WORKER, DGLJob
 from controller.status.conditions import PARTITIONED, PARTITIONING, PENDING, TRAINING
 from controller.status.failures import PodFailure, pod_failure
 from controller.status.pod_state import (
@@ -52,6 +52,8 @@ class Observation:
     terminating: list[str] = field(default_factory=list)
     # elastic jobs: the attempt's worker pods that are not its members (by name)
     standby: dict[str, Obj] = field(default_factory=dict)
+    # elastic jobs: the pod that finds room for the next attempt's partitioner (not in pods)
+    probe: Obj | None = None
     counts: dict[str, ReplicaCounts] = field(default_factory=dict)
     failure: PodFailure | None = None
     missing: list[str] = field(default_factory=list)
@@ -79,6 +81,9 @@ def observe(job: DGLJob, pods: list[Obj], attempt: int) -> Observation:
             continue
         if is_terminating(pod):
             obs.terminating.append(name)
+            continue
+        if replica_type(pod) == PROBE:
+            obs.probe = pod
             continue
         obs.pods[name] = pod
         counts = obs.counts.get(replica_type(pod))

@@ -26,11 +26,12 @@ def elastic_job(**policy: Any) -> Obj:
     return raw
 
 
-def start(h: Harness, **policy: Any) -> None:
+def start(h: Harness, raw: Obj | None = None, **policy: Any) -> None:
+    """The claim, then the job (``raw``, else :func:`elastic_job` of ``policy``) to sizing."""
     claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
              "metadata": {"name": "results", "namespace": NS}, "spec": CLAIM_SPEC}  # fmt: skip
     h.kube.create(PVCS, NS, claim)
-    h.create_job(elastic_job(**policy))
+    h.create_job(raw if raw is not None else elastic_job(**policy))
     place_partitioner(h, "0")
 
 
@@ -281,6 +282,61 @@ def test_standby_workers_that_run_grow_the_job_at_an_epoch_boundary(h: Harness) 
     reasons = [e for e in h.events() if e["reason"] == "DGLJobRescaled"]
     assert reasons and reasons[-1]["type"] == "Normal"
     assert "epoch-3.pt" in reasons[-1]["message"]
+
+
+PROBE = f"{MAIN}-probe"
+
+
+def one_standby_runs(h: Harness, **run_policy: Any) -> None:
+    """worker-0 trains alone; then room frees for worker-1 (a standby) and nothing else."""
+    raw = elastic_job(settleSeconds=0, cooldownSeconds=0)
+    raw["spec"]["runPolicy"] = run_policy
+    main = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    main["resources"] = {"requests": {"cpu": "1", "example.com/slot": "1"},
+                         "limits": {"example.com/slot": "1"}}  # fmt: skip
+    start(h, raw)
+    room_for_one(h)
+    wait_for(lambda: elastic(h).get("members") == [W[0]], what="worker-0 alone")
+    train_with(h, [W[0]])
+    h.run_pod(W[1], "10.0.1.2")
+    h.wait_pods(PROBE)
+
+
+def test_a_probe_looks_for_the_partitioners_room_when_one_standby_runs(h: Harness) -> None:
+    one_standby_runs(h)
+    probe, part = h.pods()[PROBE], h.pods()[PART]
+    assert probe["metadata"]["labels"]["dgl-replica-type"] == "Probe"
+    assert probe["metadata"]["annotations"][ATTEMPT_ANNOTATION] == "0"
+    (main,) = probe["spec"]["containers"]
+    assert main["command"] == ["sleep", "infinity"] and not probe["spec"].get("initContainers")
+    assert main["resources"] == part["spec"]["containers"][0]["resources"]
+    assert main["image"] == part["spec"]["containers"][0]["image"]
+    h.settle()
+    assert "growTo" not in elastic(h), "the probe has no node yet"
+    assert h.status()["replicaStatuses"]["Worker"]["active"] == 1, "the probe is no replica"
+    h.set_status(PROBE, {"phase": "Pending", "conditions": [{"type": "PodScheduled",
+                                                              "status": "True"}]})  # fmt: skip
+    wait_for(lambda: elastic(h).get("growTo") == 2, what="the grow to 2, once the probe placed")
+    h.finish_pod(LAUNCH, exit_code=pc.RESCALE_EXIT_CODE, message="stopped for a rescale")
+    wait_for(lambda: elastic(h).get("rescales") == 1, what="the rescale")
+    wait_for(lambda: PROBE not in h.pods(), what="the probe gone with its attempt")
+    place_partitioner(h, "1")
+    assert PROBE not in h.pods(), "the next attempt makes no probe of its own"
+
+
+def test_the_probe_goes_when_no_standby_runs_any_more(h: Harness) -> None:
+    one_standby_runs(h)
+    h.kube.delete(PODS, NS, W[1])  # (the standby goes; it is made again, pending)
+    wait_for(lambda: PROBE not in h.pods(), what="the probe deleted")
+    assert elastic(h)["rescales"] == 0 and h.condition("Failed") is None
+
+
+def test_a_finished_job_deletes_its_probe_whatever_its_clean_pod_policy(h: Harness) -> None:
+    one_standby_runs(h, cleanPodPolicy="None")
+    h.finish_pod(LAUNCH)
+    h.wait_condition("Succeeded")
+    wait_for(lambda: PROBE not in h.pods(), what="the probe deleted")
+    assert {PART, LAUNCH} <= set(h.pods()), "cleanPodPolicy None keeps the pods that ended"
 
 
 def test_a_count_the_memory_plan_refuses_waits_for_the_workers_it_needs(h: Harness) -> None:
