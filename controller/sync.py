@@ -8,6 +8,8 @@ docs/architecture.md:
     invalid spec?     -> Failed/InvalidSpec (once; no retry loop)
     suspended?        -> delete the pods, Suspended
     deadline passed?  -> Failed/DeadlineExceeded, stop every pod
+    elastic?          -> (spec.elasticPolicy: controller/elastic_sync.py) choose the
+                         attempt's members; a member taken away or room freed: rescale
     a node lost?      -> (a pod of the attempt is bound to a node that is NotReady, unreachable
                          or gone) NodeLost: restart or fail as for a failed pod; every pod on
                          a lost node is deleted with grace period 0 (no kubelet confirms)
@@ -27,12 +29,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import structlog
 
-import podcontract as pc
 from clock import Clock, RealClock
 from controller import elastic
 from controller import objects as ob
@@ -55,16 +55,17 @@ from controller.builders import (
     BuildOptions,
     Desired,
     desired,
-    probe_pod,
     results_location,
     storage_claim,
 )
 from controller.children import ONCE_BY_KIND, Listers
+from controller.elastic_sync import ElasticSteps
 from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import Expectations
 from controller.memo import JobMemos
 from controller.metrics import Metrics
 from controller.objects import JobIdentity, JobRef
+from controller.plan import Plan
 from controller.status import (
     conditions,
     failures,
@@ -118,38 +119,7 @@ class Result:
     requeue_after: float | None = None
 
 
-@dataclass
-class _Plan:
-    """What a sync decided: the new status, and what to announce once it is written."""
-
-    obj: Obj
-    status: Obj
-    events: list[tuple[str, str, str]] = field(default_factory=list)
-    on_written: list[Callable[[], None]] = field(default_factory=list)
-    requeue_after: float | None = None
-    cleared: set[str] = field(default_factory=set)
-    # the status our write was applied to (the newest we read: after a conflict, the API's)
-    seen_status: Obj = field(default_factory=dict)
-    # why the job's pods wait (the PodsReady reason), for the jobs-waiting gauge
-    waiting: str | None = None
-
-    def announce(self, type_: str, reason: str, message: str) -> None:
-        self.events.append((type_, reason, message))
-
-    def clear(self, key: str) -> None:
-        """Remove a status field other writers set (dglrun's progress), even one our cached
-        copy does not show yet: it stays removed when the write is re-applied to a newer
-        object after a conflict."""
-        self.status.pop(key, None)
-        self.cleared.add(key)
-
-    def requeue(self, seconds: float) -> None:
-        seconds = max(seconds, 0.0)
-        if self.requeue_after is None or seconds < self.requeue_after:
-            self.requeue_after = seconds
-
-
-class JobSync:
+class JobSync(ElasticSteps):
     def __init__(
         self,
         client: KubeClient,
@@ -206,10 +176,10 @@ class JobSync:
 
     # -- the lifecycle --------------------------------------------------------------------
 
-    def _reconcile(self, obj: Obj) -> _Plan | None:
+    def _reconcile(self, obj: Obj) -> Plan | None:
         """Act on the children and decide the new status (written by the caller)."""
         now = self.clock.wall()
-        plan = _Plan(obj=obj, status=copy.deepcopy(obj.get("status") or {}))
+        plan = Plan(obj=obj, status=copy.deepcopy(obj.get("status") or {}))
         key, ns = ob.key(obj), ob.namespace(obj)
         plan.on_written.append(lambda: self._track_waiting(key, ns, plan.waiting))
         # (the generation judged: parsed, or refused as InvalidSpec, or finished)
@@ -233,7 +203,7 @@ class JobSync:
             plan.status["replicaStatuses"] = observation.replica_statuses(counted)
         return plan
 
-    def _run(self, job: DGLJob, plan: _Plan, now: float) -> observation.Observation | None:
+    def _run(self, job: DGLJob, plan: Plan, now: float) -> observation.Observation | None:
         """The lifecycle of a job that is neither finished nor invalid: act, and decide the
         status but its ``replicaStatuses``; returns the pods to count there (None: leave
         them as they were)."""
@@ -289,7 +259,7 @@ class JobSync:
         job: DGLJob,
         obs: observation.Observation,
         attempt: int,
-        plan: _Plan,
+        plan: Plan,
         now: float,
         *,
         sizing: bool = False,
@@ -306,223 +276,8 @@ class JobSync:
             self._fail(job.raw, plan, conditions.REASON_INVALID_SPEC, message, now, job=job)
             return None
 
-    # -- elastic jobs (controller/elastic.py) -------------------------------------------------
-
-    def _elastic(
-        self,
-        job: DGLJob,
-        obs: observation.Observation,
-        pods: list[Obj],
-        lost: dict[str, str],
-        attempt: int,
-        plan: _Plan,
-        now: float,
-    ) -> tuple[DGLJob, observation.Observation] | None:
-        """spec.elasticPolicy: choose the attempt's members, or rescale when one was taken
-        away. Returns the job (its members chosen) and what its pods show, to go on with;
-        None when this sync is done."""
-        policy = job.spec.elastic
-        assert policy is not None
-        st = elastic.record(plan.status)
-        st["desiredWorkers"] = policy.max_replicas
-        st.setdefault("workers", 0)
-        st.setdefault("rescales", 0)
-        st["scale"] = elastic.describe(st)
-        current = {ob.name(p): p for p in pods if pod_state.attempt_of(p) == attempt}
-        if job.spec.members is None:
-            return self._elastic_size(job, obs, current, attempt, plan, now)
-        launcher = obs.pod(job.launcher_name)
-        if launcher is not None and pod_state.pod_phase(launcher) == "Succeeded":
-            return job, obs  # (trained: whatever befell a worker since, the job succeeded)
-        on_lost = [
-            (name, pod_state.node_name(current[name]))
-            for name in job.training_worker_names()
-            if name in current and pod_state.node_name(current[name]) in lost
-        ]
-        taken = elastic.lost_members(job, current)
-        if on_lost:
-            where = ", ".join(f"{n} on node {node} ({lost[node]})" for n, node in on_lost)
-            self._rescale(job, elastic.NODE_LOST, f"node lost: {where}", plan, now)
-            return None
-        if taken:
-            what = ", ".join(f"{n} {why}" for n, why in taken)
-            self._rescale(job, elastic.PREEMPTED, f"worker pod {what}", plan, now)
-            return None
-        if self._too_few_to_fit(job, obs, plan, now):
-            return None
-        for name, pod in list(obs.standby.items()):  # one that ended is made again
-            lost_node = self._node_lost(pod_state.node_name(pod)) is not None
-            if lost_node or pod_state.pod_phase(pod) in ("Failed", "Succeeded"):
-                self._delete_pod(job, pod, "a standby worker ended; it is made again")
-                del obs.standby[name]  # (no room it says)
-        stopped = failures.pod_failure(launcher) if launcher is not None else None
-        # (dglrun exits so only when asked to grow; the standbys may have gone since)
-        if stopped is not None and stopped.exit_code == pc.RESCALE_EXIT_CODE:
-            message = f"launcher pod {job.launcher_name} {stopped.message or 'stopped to grow'}"
-            self._rescale(job, elastic.GREW, message, plan, now)
-            return None
-        self._ask_to_grow(job, obs, plan, now)
-        return job, obs
-
-    def _too_few_to_fit(
-        self, job: DGLJob, obs: observation.Observation, plan: _Plan, now: float
-    ) -> bool:
-        """dglrun's memory plan refused the attempt's count (its partitions would not fit the
-        workers' memory): the job waits for the workers it needs, up to maxReplicas, rather
-        than fail. True: rescaled."""
-        policy = job.spec.elastic
-        assert policy is not None
-        failure = obs.failure
-        if failure is None or failure.condition_reason != conditions.REASON_MEMORY_PLAN:
-            return False
-        need = elastic.workers_needed(failure.message)
-        if need is None or need > policy.max_replicas:
-            return False  # (no count it may have fits: the failure it is)
-        elastic.record(plan.status)["minWorkers"] = need
-        message = f"{failure.describe()}; the job waits for {need} workers"
-        self._rescale(job, elastic.TOO_FEW_TO_FIT, message, plan, now)
-        return True
-
-    def _ask_to_grow(
-        self, job: DGLJob, obs: observation.Observation, plan: _Plan, now: float
-    ) -> None:
-        """Standby workers run (room freed): ask dglrun to stop at the next epoch boundary
-        (status.elastic.growTo), once the attempt trains and its cooldown has passed.
-
-        The next attempt's partitioner (the Worker template's pod, made first) needs room too:
-        with one more running standby than the workers a grow adds, it has it. Otherwise (one
-        standby runs, say) a probe, a sleeping pod of the partitioner's requests, looks for
-        that room: placed, the grow takes every standby that runs; pending, it waits (room
-        freed elsewhere places it). It goes with the attempt, or when no standby runs."""
-        policy = job.spec.elastic
-        assert policy is not None
-        st = elastic.record(plan.status)
-        have = len(job.spec.training_workers)
-        up = len(elastic.running(job, obs.standby))
-        most = elastic.grow_to(policy, have, up, partitioner=False)
-        if most is None:
-            st.pop(pc.STATUS_GROW_TO, None)
-            if obs.probe is not None:
-                self._delete_pod(job, obs.probe, "no standby worker runs: no room to look for")
-            return
-        if plan.status.get("phase") != conditions.TRAINING:
-            return
-        started = conditions.parse_time(st.get("attemptStarted")) or now
-        left = started + policy.cooldown_seconds - now
-        if left > 0:
-            plan.requeue(left)
-            return
-        want = elastic.grow_to(policy, have, up, partitioner=job.spec.mode.partitioner)
-        if want is None:  # (the partitioner would take the room of the one that runs)
-            if obs.probe is None:
-                if job.probe_name not in obs.terminating:
-                    probe = probe_pod(job, self.options, elastic.attempt(plan.status))
-                    self.apply.create(job, PODS, probe)
-                return
-            if not elastic.placed(obs.probe):
-                return
-            want = most
-        if st.get(pc.STATUS_GROW_TO) != want:
-            st[pc.STATUS_GROW_TO] = want
-            plan.announce(
-                NORMAL,
-                elastic.REASON_GROWING,
-                f"room for more workers (standby worker pods run): the job grows from {have} "
-                f"to {want} workers at the next epoch boundary",
-            )
-
-    def _elastic_size(
-        self,
-        job: DGLJob,
-        obs: observation.Observation,
-        current: dict[str, Obj],
-        attempt: int,
-        plan: _Plan,
-        now: float,
-    ) -> tuple[DGLJob, observation.Observation] | None:
-        """Sizing: the partitioner and every worker pod are made, no launcher, until the
-        members are chosen."""
-        policy = job.spec.elastic
-        assert policy is not None
-        st = elastic.record(plan.status)
-        up = {}
-        for name, pod in current.items():  # taken away before the attempt started: made again
-            gone = self._node_lost(pod_state.node_name(pod)) is not None or elastic.disrupted(pod)
-            if gone and not pod_state.is_terminating(pod):
-                self._delete_pod(job, pod, "taken away while the job chose its workers")
-            if not gone:
-                up[name] = pod
-        sizing = elastic.size(policy, elastic.running(job, up), st, now)
-        if sizing.members is None:
-            if obs.failure is not None:  # (a worker's program failed: a failure, as ever)
-                return job, obs
-            if self._create(job, obs, attempt, plan, now, sizing=True) is None:
-                return None
-            problem = waiting.waiting_problem(job, obs)
-            message = sizing.waiting + (f"; {problem.headline()}" if problem else "")
-            if sizing.look_again is not None:
-                reason = elastic.REASON_SETTLING
-            else:
-                reason = problem.reason if problem is not None else elastic.REASON_TOO_FEW
-            conditions.set_condition(
-                plan.status, conditions.PODS_READY, False, reason, message, now
-            )
-            if sizing.look_again is not None:
-                plan.requeue(sizing.look_again)
-            if plan.status.get("phase") != elastic.PHASE_RESCALING:
-                plan.status["phase"] = conditions.PENDING
-            return None
-        names = [job.worker_name(i) for i in sizing.members]
-        st["members"] = names
-        st["workers"] = len(names)
-        st["attemptStarted"] = conditions.now_rfc3339(now)
-        st["scale"] = elastic.describe(st)
-        last = st.get("lastRescale")
-        if isinstance(last, dict) and "to" not in last:
-            last["to"] = len(names)
-        plan.announce(
-            NORMAL,
-            elastic.REASON_WORKERS,
-            f"training with {len(names)} of {policy.max_replicas} workers "
-            f"(minReplicas {policy.min_replicas}): {', '.join(names)}",
-        )
-        job = elastic.for_attempt(job, plan.status)
-        return job, observation.observe(job, list(current.values()), attempt)
-
-    def _rescale(self, job: DGLJob, reason: str, message: str, plan: _Plan, now: float) -> None:
-        """A new attempt with the workers there will be: not a restart (backoffLimit is not
-        counted); it resumes from the last checkpoint."""
-        st = elastic.record(plan.status)
-        st["rescales"] = int(st.get("rescales") or 0) + 1
-        was = int(st.get("workers") or 0)
-        st["lastRescale"] = {"reason": reason, "from": was, "time": conditions.now_rfc3339(now)}
-        elastic.forget_members(plan.status)
-        st.pop(pc.STATUS_GROW_TO, None)
-        st.setdefault("rescalingSince", conditions.now_rfc3339(now))
-        text = f"{message}; rescaling from {was} workers (not counted as a restart)"
-        plan.status["phase"] = elastic.PHASE_RESCALING
-        self._observe_delivery(job, plan)
-        for reported in DGLRUN_STATUS_FIELDS:  # the next attempt's dglrun reports afresh
-            plan.clear(reported)
-        self._not_running(plan, elastic.REASON_RESCALED, text, now)
-        plan.announce(WARNING if reason != elastic.GREW else NORMAL, elastic.REASON_RESCALED, text)
-        ns = job.namespace
-        plan.on_written.append(lambda: self.metrics.jobs_rescaled.labels(ns, reason).inc())
-
-    def _rescaled(self, job: DGLJob, plan: _Plan, now: float) -> None:
-        """The attempt after a rescale trains: the rescale's seconds are counted."""
-        st = plan.status.get(elastic.STATUS) or {}
-        since = conditions.parse_time(st.get("rescalingSince"))
-        if since is None:
-            return
-        seconds = max(0.0, now - since)
-        st.pop("rescalingSince", None)
-        st["rescaleSeconds"] = round(float(st.get("rescaleSeconds") or 0) + seconds, 3)
-        ns = job.namespace
-        plan.on_written.append(lambda: self.metrics.rescale_duration.labels(ns).observe(seconds))
-
     def _failed_pod(
-        self, job: DGLJob, failure: failures.PodFailure, attempt: int, plan: _Plan, now: float
+        self, job: DGLJob, failure: failures.PodFailure, attempt: int, plan: Plan, now: float
     ) -> None:
         """A pod failed, vanished or sits on a lost node: restart the job while backoffLimit
         allows, else fail it."""
@@ -542,7 +297,7 @@ class JobSync:
 
     # -- steps ----------------------------------------------------------------------------
 
-    def _created(self, job: DGLJob, plan: _Plan, now: float) -> None:
+    def _created(self, job: DGLJob, plan: Plan, now: float) -> None:
         if conditions.get_condition(plan.status, conditions.CREATED) is not None:
             return
         message = f"DGLJob {job.key} is created."
@@ -555,7 +310,7 @@ class JobSync:
         plan.announce(NORMAL, conditions.REASON_CREATED, message)
         plan.on_written.append(lambda: self.metrics.jobs_created.labels(job.namespace).inc())
 
-    def _suspend(self, job: DGLJob, pods: list[Obj], plan: _Plan, now: float) -> None:
+    def _suspend(self, job: DGLJob, pods: list[Obj], plan: Plan, now: float) -> None:
         for pod in pods:
             if not pod_state.is_terminating(pod):
                 self._delete_pod(job, pod, "the job is suspended")
@@ -572,7 +327,7 @@ class JobSync:
         elastic.forget_members(plan.status)  # (the resume sizes its attempt again)
         plan.status.pop("startTime", None)  # activeDeadlineSeconds counts from the resume
 
-    def _resume_if_suspended(self, job: DGLJob, plan: _Plan, now: float) -> None:
+    def _resume_if_suspended(self, job: DGLJob, plan: Plan, now: float) -> None:
         if not conditions.is_true(plan.status, conditions.SUSPENDED):
             return
         message = f"DGLJob {job.key} is resumed."
@@ -583,7 +338,7 @@ class JobSync:
         plan.status["phase"] = conditions.PENDING
         plan.announce(NORMAL, conditions.REASON_RESUMED, message)
 
-    def _deadline_passed(self, job: DGLJob, pods: list[Obj], plan: _Plan, now: float) -> bool:
+    def _deadline_passed(self, job: DGLJob, pods: list[Obj], plan: Plan, now: float) -> bool:
         deadline = job.spec.run_policy.active_deadline_seconds
         started = conditions.parse_time(plan.status.get("startTime"))
         if deadline is None or started is None:
@@ -600,7 +355,7 @@ class JobSync:
         return True
 
     def _missing_pod_failure(
-        self, job: DGLJob, obs: observation.Observation, plan: _Plan
+        self, job: DGLJob, obs: observation.Observation, plan: Plan
     ) -> failures.PodFailure | None:
         """Once training runs, a worker or launcher that disappears is a failure."""
         launcher = obs.pod(job.launcher_name)
@@ -620,7 +375,7 @@ class JobSync:
         return None
 
     def _restart(
-        self, job: DGLJob, failure: failures.PodFailure, attempt: int, plan: _Plan, now: float
+        self, job: DGLJob, failure: failures.PodFailure, attempt: int, plan: Plan, now: float
     ) -> None:
         limit = job.spec.run_policy.backoff_limit
         message = f"{failure.describe()}; restarting the job (restart {attempt + 1} of {limit})"
@@ -654,7 +409,7 @@ class JobSync:
     def _fail(
         self,
         raw: Obj,
-        plan: _Plan,
+        plan: Plan,
         reason: str,
         message: str,
         now: float,
@@ -677,7 +432,7 @@ class JobSync:
             plan.on_written.append(lambda: self._cleanup(job, job.spec.clean_pod_policy))
             self._schedule_ttl(job, job.spec.run_policy.ttl_seconds_after_finished, plan, now)
 
-    def _succeed(self, job: DGLJob, launcher: Obj, plan: _Plan, now: float) -> None:
+    def _succeed(self, job: DGLJob, launcher: Obj, plan: Plan, now: float) -> None:
         message = f"DGLJob {job.key} successfully completed."
         conditions.set_condition(
             plan.status, conditions.SUCCEEDED, True, conditions.REASON_SUCCEEDED, message, now
@@ -698,11 +453,11 @@ class JobSync:
         plan.on_written.append(lambda: self._cleanup(job, job.spec.clean_pod_policy))
         self._schedule_ttl(job, job.spec.run_policy.ttl_seconds_after_finished, plan, now)
 
-    def _not_running(self, plan: _Plan, reason: str, message: str, now: float) -> None:
+    def _not_running(self, plan: Plan, reason: str, message: str, now: float) -> None:
         if conditions.get_condition(plan.status, conditions.RUNNING):
             conditions.set_condition(plan.status, conditions.RUNNING, False, reason, message, now)
 
-    def _observe_delivery(self, job: DGLJob, plan: _Plan) -> None:
+    def _observe_delivery(self, job: DGLJob, plan: Plan) -> None:
         """The attempt's delivery figures (dglrun's, over HTTP), once per attempt: when it
         ends (finished or restarted), as the newest status read at the write shows them (a
         report our cached copy missed still counts)."""
@@ -717,9 +472,7 @@ class JobSync:
 
         plan.on_written.append(observe)
 
-    def _record_partition_time(
-        self, job: DGLJob, obs: observation.Observation, plan: _Plan
-    ) -> None:
+    def _record_partition_time(self, job: DGLJob, obs: observation.Observation, plan: Plan) -> None:
         """KubectlCp: the partitioner pod's runtime (it exits once it delivered). Over HTTP it
         serves until the workers have their parts: dglrun reports the time (see
         :meth:`_partition_reported`)."""
@@ -740,7 +493,7 @@ class JobSync:
         plan.on_written.append(lambda: self.metrics.partition_duration.labels(ns).observe(seconds))
         plan.announce(NORMAL, "PartitionSucceeded", f"Graph partitioned in {seconds:.0f}s")
 
-    def _partition_reported(self, job: DGLJob, plan: _Plan) -> None:
+    def _partition_reported(self, job: DGLJob, plan: Plan) -> None:
         """dglrun partitioned and reported how long it took (``status.partitionSeconds``, with
         its progress): DistParMETIS on the workers, or a partitioner that serves the parts."""
         seconds = plan.status.get(STATUS_PARTITION_SECONDS)
@@ -757,7 +510,7 @@ class JobSync:
             )
 
     def _set_running_phase(
-        self, job: DGLJob, obs: observation.Observation, plan: _Plan, now: float
+        self, job: DGLJob, obs: observation.Observation, plan: Plan, now: float
     ) -> None:
         phase = observation.phase_for(job, obs, str(plan.status.get(STATUS_PROGRESS) or ""))
         previous = plan.status.get("phase")
@@ -790,7 +543,7 @@ class JobSync:
     # -- pods that wait ---------------------------------------------------------------------
 
     def _watch_waiting(
-        self, job: DGLJob, obs: observation.Observation, plan: _Plan, now: float
+        self, job: DGLJob, obs: observation.Observation, plan: Plan, now: float
     ) -> bool:
         """Say why the attempt's pods wait (PodsReady); past scheduleTimeoutSeconds, fail the
         job with that reason. True: the job failed."""
@@ -837,7 +590,7 @@ class JobSync:
         job: DGLJob,
         obs: observation.Observation,
         problem: waiting.WaitingProblem | None,
-        plan: _Plan,
+        plan: Plan,
         now: float,
     ) -> None:
         """PodsReady: False with the first waiting pod's reason (a Warning once per problem:
@@ -954,7 +707,7 @@ class JobSync:
                 self.apply.delete(job, PODS, pod, reason, force=True)
 
     def _node_lost_while_restarting(
-        self, job: DGLJob, stale: list[Obj], plan: _Plan, now: float
+        self, job: DGLJob, stale: list[Obj], plan: Plan, now: float
     ) -> None:
         """A node died and a pod's failure (the launcher's dglrun, most often) restarted the
         job before the node was seen lost: once it is, the restart says so (reason NodeLost,
@@ -1038,7 +791,7 @@ class JobSync:
         created = [self.apply.create(job, PODS, pod) for pod in pods]
         return [{**c, "status": {"phase": "Pending"}} for c in created if c is not None]
 
-    def _storage_ready(self, job: DGLJob, plan: _Plan, now: float) -> bool:
+    def _storage_ready(self, job: DGLJob, plan: Plan, now: float) -> bool:
         """spec.storage: make the claim from the template (once per job and process), or see
         that the user's claim exists (pods that mount a missing claim wait for it: a Warning
         says why). ``status.results`` tells where the results go, once the claim exists: a
@@ -1063,7 +816,7 @@ class JobSync:
         plan.on_written.append(lambda: setattr(memo, "claim_ready_for", job.uid))
         return True
 
-    def _claim_reusable(self, job: DGLJob, plan: _Plan, now: float) -> bool:
+    def _claim_reusable(self, job: DGLJob, plan: Plan, now: float) -> bool:
         """The template's claim exists already: made for an earlier job of this name, it is
         used again (an Event says so); anybody else's fails the job."""
         name = job.claim_name
@@ -1084,7 +837,7 @@ class JobSync:
         )
         return True
 
-    def _user_claim_exists(self, job: DGLJob, plan: _Plan) -> bool:
+    def _user_claim_exists(self, job: DGLJob, plan: Plan) -> bool:
         """spec.storage.claimName: does it exist? While it does not, a Warning (once per job
         and process) says the pods wait for it, and the job is looked at again soon."""
         name = job.claim_name
@@ -1162,14 +915,14 @@ class JobSync:
         for svc in self.listers[SERVICES].controlled_by(job.uid):
             self.apply.delete(job, SERVICES, svc, f"cleanPodPolicy {policy}")
 
-    def _finished(self, job: JobRef, plan: _Plan, now: float) -> None:
+    def _finished(self, job: JobRef, plan: Plan, now: float) -> None:
         """A finished job: its cleanPodPolicy, then its TTL, read leniently from the raw
         object (its spec is not parsed)."""
         policies = finishing(job.raw)
         self._cleanup(job, policies.clean_pod_policy)
         self._schedule_ttl(job, policies.ttl_seconds_after_finished, plan, now)
 
-    def _schedule_ttl(self, job: JobIdentity, ttl: int | None, plan: _Plan, now: float) -> None:
+    def _schedule_ttl(self, job: JobIdentity, ttl: int | None, plan: Plan, now: float) -> None:
         if ttl is None:
             return
         done = conditions.parse_time(plan.status.get("completionTime")) or now
@@ -1188,7 +941,7 @@ class JobSync:
 
     # -- status ---------------------------------------------------------------------------
 
-    def _commit(self, key: str, plan: _Plan) -> Result:
+    def _commit(self, key: str, plan: Plan) -> Result:
         """Write the planned status; on a conflict, re-apply our changes to the latest
         object (dglrun's fields survive) and try again, unless the controller's own fields
         moved on too: then the plan was made on a stale copy and the job is synced again.
