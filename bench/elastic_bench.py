@@ -9,11 +9,11 @@ spec.storage (checkpoints), 3 workers at most.
    partitioner and 3 workers), submitted 30 s apart. Rigid (gang scheduling, Coscheduling)
    and elastic (minReplicas 1, maxReplicas 3). Printed: each job's wait to training, its run
    time, the makespan, the mean share of the slots allocated over it, each job's accuracy.
-2. **preemption**: 4 slots; an elastic job (max 3) runs while a higher-priority Deployment of
-   1-slot replicas scales 0 -> 2 -> 0. Printed: the job's worker count over time, its
-   rescales and restarts, its accuracy.
-3. **convergence**: the same elastic job with 0, 1 and 3 rescales (the room changed at epoch
-   boundaries' pace): accuracy of each.
+2. **preemption**: 4 slots; an elastic job (max 3, 3x the epochs) runs while a
+   higher-priority Deployment of 1-slot replicas scales 0 -> 2 -> 0. Printed: the job's
+   worker count over time, its rescales and restarts, its accuracy.
+3. **convergence**: the same elastic job (2x the epochs) with 0, 1 and 3 rescales (the room
+   changed at epoch boundaries' pace): accuracy of each.
 
     python bench/elastic_bench.py [--experiments squeeze,preemption,convergence] [--epochs 10]
 
@@ -212,7 +212,9 @@ def follow(w: Watch, runs: dict[str, Run]) -> None:
                 r.training = s.t
             if r.done is None and finished(st):
                 r.done, r.outcome = s.t, str(finished(st))
-            count = int((st.get("elastic") or {}).get("workers") or 0)
+            el = st.get("elastic")  # (a rigid job: its active workers)
+            worker = (st.get("replicaStatuses") or {}).get("Worker") or {}
+            count = int((el or {}).get("workers") or 0) if el else int(worker.get("active") or 0)
             if st.get("phase") == "Training" and (not r.workers or r.workers[-1][1] != count):
                 r.workers.append((s.t, count))
 
@@ -289,12 +291,13 @@ def high_priority() -> None:
 
 
 def preemption(epochs: int) -> dict[str, Any]:
+    """The job trains 3x ``epochs``: long enough to shrink, wait, and grow back."""
     set_slots([2, 1, 1])
     high_priority()
     ns = namespace("preemption")
     w = Watch([ns]).start()
     apply(service(ns, 0))
-    apply(job(ns, "low", epochs, elastic=True))
+    apply(job(ns, "low", 3 * epochs, elastic=True))
     run = Run("low", time.monotonic() - w.t0)
 
     def workers() -> int:
@@ -311,7 +314,12 @@ def preemption(epochs: int) -> dict[str, Any]:
     time.sleep(15)
     down_at = time.monotonic() - w.t0
     kubectl("scale", "deployment", "service", "-n", ns, "--replicas=0")
-    wait("the job done", lambda: finished(status(ns, "low")) is not None)
+
+    def done() -> bool:
+        return finished(status(ns, "low")) is not None
+
+    wait("the grow back", lambda: rescales() >= 2 or done())
+    wait("the job done", done)
     time.sleep(3)
     w.stop.set()
     follow(w, {"low": run})
@@ -336,32 +344,49 @@ def convergence(epochs: int) -> dict[int, float | None]:
 
 
 def converge_one(planned: int, epochs: int) -> float | None:
-    """The job with ``planned`` rescales: grow at epoch 2 (room for the standbys); shrink a
-    third of the way on (a higher-priority Deployment takes 4 of the 6 slots), grow again."""
+    """The job (2x ``epochs``, as many whatever the rescales) with ``planned`` rescales: 1 worker
+    grown to 3 at epoch 2 (room for the standbys); with 3, shrunk 2 epochs after that grow (a
+    higher-priority Deployment takes 4 of the 6 slots: room for 1 worker) and grown again 10 s
+    later. Each step waits for the one before it to have trained (or the job to end)."""
     set_slots([2, 2, 2] if planned == 0 else [2, 0, 0])
     ns = namespace(f"converge-{planned}")
-    apply(job(ns, "c", epochs, elastic=True))
+    w = Watch([ns]).start()
+    apply(job(ns, "c", 2 * epochs, elastic=True))
+    run = Run("c", time.monotonic() - w.t0)
 
-    def at(n: int) -> None:
-        wait(f"epoch {n}", lambda: epoch(status(ns, "c")) >= n or bool(finished(status(ns, "c"))))
+    def reached(what: str, pred: Any) -> None:
+        def check() -> bool:
+            st = status(ns, "c")
+            return bool(pred(st) or finished(st))
 
-    def rescales() -> int:
-        return int((status(ns, "c").get("elastic") or {}).get("rescales") or 0)
+        wait(what, check)
+
+    def rescaled(st: dict[str, Any]) -> int:
+        return int((st.get("elastic") or {}).get("rescales") or 0)
+
+    def training(st: dict[str, Any], after: int) -> bool:
+        return rescaled(st) >= after and st.get("phase") == "Training" and epoch(st) > 0
 
     if planned >= 1:
-        at(2)
+        reached("epoch 2", lambda st: epoch(st) >= 2)
         set_slots([2, 2, 2])
+        reached("the grow trains", lambda st: training(st, 1))
     if planned >= 3:
-        at(2 + epochs // 3)
+        grown = epoch(status(ns, "c"))
+        reached(f"epoch {grown + 2}", lambda st: epoch(st) >= grown + 2)
         apply(service(ns, 4))
-        wait("the shrink", lambda: rescales() >= 2)
+        reached("the shrink trains", lambda st: training(st, 2))
         time.sleep(10)
         kubectl("scale", "deployment", "service", "-n", ns, "--replicas=0")
     wait("the job done", lambda: finished(status(ns, "c")) is not None)
+    time.sleep(3)
+    w.stop.set()
+    follow(w, {"c": run})
     st = status(ns, "c")
     acc = accuracy(ns, "c")
-    say(f"convergence: {(st.get('elastic') or {}).get('rescales')} rescales (planned "
-        f"{planned}), restartCount {st.get('restartCount')}, accuracy {acc}")  # fmt: skip
+    say(f"convergence: {rescaled(st)} rescales (planned {planned}), restartCount "
+        f"{st.get('restartCount')}, {run.outcome}, workers over time {run.workers}, "
+        f"accuracy {acc}")  # fmt: skip
     drop(ns)
     return acc
 
