@@ -12,7 +12,9 @@ then the test's to change. One job goes through every step of issue 29:
   worker and the job rescales to the workers there is room for, not counted as a restart;
 * it ends Succeeded, every finished epoch trained once.
 
-A second job shows **waiting below minReplicas**, saying why.
+A second job shows **waiting below minReplicas**, saying why; it starts with 2 workers,
+and its one standby (in the slot the partitioner left) grows it to 3 once the **probe** pod
+finds the next attempt's partitioner a slot of its own.
 """
 
 from __future__ import annotations
@@ -185,9 +187,12 @@ def test_it_starts_small_grows_and_shrinks_on_preemption_without_a_restart(
     )
 
 
-def test_below_min_replicas_it_waits_saying_why(cluster: Any, ns: str, node: str) -> None:
+def test_below_min_replicas_it_waits_saying_why_then_one_standby_grows_it(cluster: Any, ns: str, node: str) -> None:
     set_slots(cluster, node, 2)  # the partitioner and one worker: minReplicas 2 cannot run
-    apply(cluster, elastic_job(ns, "few", minReplicas=2, settleSeconds=2, cooldownSeconds=3))
+    job = elastic_job(ns, "few", minReplicas=2, settleSeconds=2, cooldownSeconds=3)
+    args = launcher_args(job)
+    args[args.index("--num-epochs") + 1] = str(2 * EPOCHS)  # (time for the grow below)
+    apply(cluster, job)
 
     def waiting(j: dict[str, Any]) -> bool:
         ready = conditions(j).get("PodsReady", {})
