@@ -28,7 +28,7 @@ WORKER = "Worker"
 PARTITIONER = "Partitioner"
 REPLICA_TYPES = (LAUNCHER, PARTITIONER, WORKER)
 # not a replica type of the spec: an elastic job's room-finder for its next partitioner
-# (controller/elastic.py), labelled as the replicas are
+# (controller/elastic_sync.py), labelled as the replicas are
 PROBE = "Probe"
 
 # spec.partitionMode (what each one means: controller/modes.py)
