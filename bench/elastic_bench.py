@@ -5,10 +5,11 @@ pod of the Worker template (each worker, and the partitioner) asks one of: the c
 is the bench's to set, whatever the machine's cores. The job is the GraphSAGE example with
 spec.storage (checkpoints), 3 workers at most.
 
-1. **squeeze**: 6 slots (2 per node); two jobs that each want 4 at their start (the
-   partitioner and 3 workers), submitted 30 s apart. Rigid (gang scheduling, Coscheduling)
-   and elastic (minReplicas 1, maxReplicas 3). Printed: each job's wait to training, its run
-   time, the makespan, the mean share of the slots allocated over it, each job's accuracy.
+1. **squeeze**: 6 slots (2 per node), each a quarter core (a CPU limit); two jobs that each
+   want 4 at their start (the partitioner and 3 workers), submitted 30 s apart. Rigid (gang
+   scheduling, Coscheduling) and elastic (minReplicas 1, maxReplicas 3). Printed: each job's
+   wait to training, its run time, the makespan, the mean share of the slots allocated over
+   it, each job's accuracy.
 2. **preemption**: 4 slots; an elastic job (max 3, 3x the epochs) runs while a
    higher-priority Deployment of 1-slot replicas scales 0 -> 2 -> 0. Printed: the job's
    worker count over time, its rescales and restarts, its accuracy.
@@ -49,6 +50,10 @@ HIGH = "bench-high"
 KUBECONFIG = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
 WORKERS = 3
 TRAINER_BATCH = 32  # rigid: each of the 3 trainers; elastic: the global batch is 3x it
+# squeeze: each slot is also a quarter core (6 slots: 1.5 of the machine's 2 cores), so that
+# two jobs side by side do not slow each other down: room the rigid job-b leaves idle is
+# real capacity, as on ElasticDL's cluster, not cores both jobs would share anyway
+SLOT_CPU = "250m"
 
 
 def say(text: str) -> None:
@@ -85,7 +90,9 @@ def set_slots(per_node: list[int]) -> None:
                 "-p", json.dumps(ops))  # fmt: skip
 
 
-def job(ns: str, name: str, epochs: int, elastic: bool) -> dict[str, Any]:
+def job(ns: str, name: str, epochs: int, elastic: bool, cpu: str | None = None) -> dict[str, Any]:
+    """The GraphSAGE storage example, 3 workers of one slot each (``cpu``: also a CPU limit
+    per Worker-template pod, so that a slot is a share of this machine's cores)."""
     example = REPO / "examples/graphsage/dgljob-storage.yaml"
     doc: dict[str, Any] = yaml.safe_load(example.read_text())
     doc["metadata"].update(name=name, namespace=ns)
@@ -99,7 +106,8 @@ def job(ns: str, name: str, epochs: int, elastic: bool) -> dict[str, Any]:
     worker = spec["dglReplicaSpecs"]["Worker"]
     worker["replicas"] = WORKERS
     tpl = worker["template"]["spec"]
-    tpl["containers"][0]["resources"] = {"requests": {SLOT: "1"}, "limits": {SLOT: "1"}}
+    want = {SLOT: "1", **({"cpu": cpu} if cpu else {})}
+    tpl["containers"][0]["resources"] = {"requests": dict(want), "limits": dict(want)}
     tpl["terminationGracePeriodSeconds"] = 2
     if elastic:
         spec["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": WORKERS, "settleSeconds": 10,
@@ -234,7 +242,7 @@ def squeeze_one(mode: str, epochs: int) -> dict[str, Any]:
     for i, name in enumerate(("job-a", "job-b")):
         if i:
             time.sleep(30)
-        apply(job(ns, name, epochs, elastic=mode == "elastic"))
+        apply(job(ns, name, epochs, elastic=mode == "elastic", cpu=SLOT_CPU))
         runs[name] = Run(name, time.monotonic() - w.t0)
     wait(f"{mode}: both jobs done", lambda: all(finished(status(ns, n)) for n in runs))
     time.sleep(3)
