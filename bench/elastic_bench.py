@@ -353,9 +353,10 @@ def convergence(epochs: int) -> dict[int, float | None]:
 
 def converge_one(planned: int, epochs: int) -> float | None:
     """The job (2x ``epochs``, as many whatever the rescales) with ``planned`` rescales: 1 worker
-    grown to 3 at epoch 2 (room for the standbys); with 3, shrunk 2 epochs after that grow (a
-    higher-priority Deployment takes 4 of the 6 slots: room for 1 worker) and grown again 10 s
-    later. Each step waits for the one before it to have trained (or the job to end)."""
+    grown to 3 at epoch 2 (room for the standbys); with 3, shrunk an epoch after that grow (a
+    higher-priority Deployment takes 4 of the 6 slots: room for 1 worker) and grown again once
+    the shrunk attempt trained an epoch. Each step waits for the one before it to have trained
+    (or the job to end)."""
     set_slots([2, 2, 2] if planned == 0 else [2, 0, 0])
     ns = namespace(f"converge-{planned}")
     w = Watch([ns]).start()
@@ -381,11 +382,11 @@ def converge_one(planned: int, epochs: int) -> float | None:
         reached("the grow trains", lambda st: training(st, 1))
     if planned >= 3:
         grown = epoch(status(ns, "c"))
-        reached(f"epoch {grown + 2}", lambda st: epoch(st) >= grown + 2)
+        reached(f"epoch {grown + 1}", lambda st: epoch(st) >= grown + 1)
         apply(service(ns, 4))
         reached("the shrink trains", lambda st: training(st, 2))
-        time.sleep(10)
         kubectl("scale", "deployment", "service", "-n", ns, "--replicas=0")
+        reached("the grow back", lambda st: rescaled(st) >= 3)
     wait("the job done", lambda: finished(status(ns, "c")) is not None)
     time.sleep(3)
     w.stop.set()
