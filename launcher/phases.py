@@ -674,7 +674,7 @@ def _grow_watch(opts: Options, console: Console) -> GrowWatch | None:
     ask = getattr(console.progress, "grow_to", None)
     if opts.global_batch is None or opts.storage is None or ask is None:
         return None
-    return GrowWatch(ask, opts.storage.checkpoints)
+    return GrowWatch(ask, opts.storage.checkpoints, last_epoch=opts.num_epochs)
 
 
 def _supervise(

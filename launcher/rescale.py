@@ -11,7 +11,8 @@ launcher/checkpoints.py) newer than the newest when it was asked. It then stops 
 process and exits with ``RESCALE_EXIT_CODE``. The next attempt, with more workers, resumes
 from that checkpoint, so no finished epoch is trained twice.
 
-A job that never checkpoints never stops for a grow: it trains on to its end.
+A job that never checkpoints never stops for a grow: it trains on to its end. Nor does one
+whose next checkpoint is its last epoch's: that run is finishing.
 
 Standard library only (dglrun's layer).
 """
@@ -71,8 +72,10 @@ class GrowWatch:
         *,
         interval: float = 3.0,
         clock: Callable[[], float] = time.monotonic,
+        last_epoch: int | None = None,
     ) -> None:
         self._ask = ask
+        self._last_epoch = last_epoch  # its checkpoint ends the run: no stop for a grow there
         self._folder = checkpoints
         self._interval = interval
         self._clock = clock
@@ -99,6 +102,8 @@ class GrowWatch:
         done = newest_finished(self._folder)
         if done <= self._since_epoch:
             return None
+        if self._last_epoch is not None and done >= self._last_epoch:
+            return None  # (the run is finishing: a new attempt would have nothing to train)
         return (
             f"stopped at the epoch boundary after epoch {done} (checkpoint epoch-{done}.pt) "
             f"for a rescale to {self.asked} workers"

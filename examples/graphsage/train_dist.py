@@ -277,6 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rank == 0 and a.checkpoint_dir:
             _save_checkpoint(a.checkpoint_dir, epoch + 1, model, opt, losses, epoch_seconds)
         print(line, flush=True)  # (after the checkpoint: "epoch k" in the log means it is saved)
+    if start >= a.num_epochs:  # resumed from the last epoch's checkpoint: nothing left to train
+        val_acc, test_acc, num_val, num_test = evaluate()
+        print(f"{tag} all {a.num_epochs} epochs were done: evaluated the model", flush=True)
 
     if rank == 0:
         out = Path(a.out_dir)

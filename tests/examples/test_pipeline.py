@@ -193,10 +193,11 @@ def test_a_trainer_dying_mid_training_stops_everything(
 def test_graphsage_resumes_from_its_checkpoint_and_reuses_its_partitions(
     dgl: Dgl, dataset_root: Path, single_sage: dict[str, Any], tmp_path: Path, as_root: None
 ) -> None:
-    """Two runs on one storage, as a job and its restart: the first trains 2 epochs and
+    """Runs on one storage, as a job and its restarts: the first trains 2 epochs and
     checkpoints each; the second (4 epochs) reuses the cached partitions, resumes after
     epoch 2 with the model and optimizer saved, and its model, read back from the storage by
-    evaluate.py, scores what the run reported."""
+    evaluate.py, scores what the run reported; a third, after the last epoch, trains nothing
+    and evaluates the model it resumed."""
     storage = tmp_path / "storage"
     storage.mkdir()
     keep = ("--storage", str(storage), "--run-name", "sage-0123abcd")
@@ -229,3 +230,14 @@ def test_graphsage_resumes_from_its_checkpoint_and_reuses_its_partitions(
     doc = json.loads(evaluated.stdout.strip().splitlines()[-1])
     assert doc["split"] == "test_mask" and doc["nodes"] > 0
     assert abs(doc["accuracy"] - metrics["test_accuracy"]) <= 0.005, doc
+
+    # a third run after the last epoch's checkpoint (a restart, or a grow asked too late):
+    # nothing is trained again, and the model is evaluated, not reported as NaN
+    third = dglrun(dgl, tmp_path / "ws3", dataset_root, *args)
+    out = third.stdout
+    assert third.returncode == 0, out[-4000:] + third.stderr[-2000:]
+    assert "resuming at epoch 4 of 4" in out and "all 4 epochs were done" in out
+    assert "[rank 0] epoch " not in out.rsplit("[5/5] train\n", 1)[-1]
+    again_metrics = json.loads((run / "output" / "metrics.json").read_text())
+    assert again_metrics["resumed_at_epoch"] == 4
+    assert abs(again_metrics["test_accuracy"] - metrics["test_accuracy"]) <= 0.005

@@ -117,6 +117,24 @@ def test_the_stop_waits_for_the_next_whole_checkpoint(tmp_path: Path) -> None:
     assert "after epoch 3" in why and "epoch-3.pt" in why and "3 workers" in why
 
 
+def test_no_stop_at_the_last_epochs_checkpoint(tmp_path: Path) -> None:
+    """A grow asked during the last epoch: its checkpoint ends the run, which finishes (a new
+    attempt would resume with nothing to train)."""
+    checkpoint(tmp_path, 9)
+    clock = Clock()
+    watch = GrowWatch(lambda: 3, tmp_path, clock=clock, last_epoch=10)
+    assert watch.check() is None and watch.asked == 3
+    checkpoint(tmp_path, 10)
+    clock.now += 5
+    assert watch.check() is None, "the last epoch's checkpoint is no epoch boundary to stop at"
+    unbounded = GrowWatch(lambda: 3, tmp_path, clock=clock)
+    checkpoint(tmp_path, 11)  # (without last_epoch: any newer checkpoint is a boundary)
+    assert unbounded.check() is None
+    checkpoint(tmp_path, 12)
+    clock.now += 5
+    assert unbounded.check() is not None
+
+
 def test_supervise_stops_every_process_for_a_grow(tmp_path: Path) -> None:
     running = job(FakeProc("w0/trainer-0", None), FakeProc("w1/trainer-0", None))
     clock = Clock()
