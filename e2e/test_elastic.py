@@ -187,7 +187,9 @@ def test_it_starts_small_grows_and_shrinks_on_preemption_without_a_restart(
     )
 
 
-def test_below_min_replicas_it_waits_saying_why_then_one_standby_grows_it(cluster: Any, ns: str, node: str) -> None:
+def test_below_min_replicas_it_waits_saying_why_then_one_standby_grows_it(
+    cluster: Any, ns: str, node: str
+) -> None:
     set_slots(cluster, node, 2)  # the partitioner and one worker: minReplicas 2 cannot run
     job = elastic_job(ns, "few", minReplicas=2, settleSeconds=2, cooldownSeconds=3)
     args = launcher_args(job)
