@@ -197,8 +197,14 @@ def test_below_min_replicas_it_waits_saying_why_then_one_standby_grows_it(
     apply(cluster, job)
 
     def waiting(j: dict[str, Any]) -> bool:
+        # (first BelowMinReplicas: no worker pod yet, they wait for the partitioner's node;
+        # then the scheduler's reason once a worker pod is found unschedulable)
         ready = conditions(j).get("PodsReady", {})
-        return ready.get("status") == "False" and "of minReplicas 2" in ready.get("message", "")
+        return (
+            ready.get("status") == "False"
+            and ready.get("reason") == "Unschedulable"
+            and "of minReplicas 2" in ready.get("message", "")
+        )
 
     job = wait_job(cluster, ns, "few", waiting, 300, "PodsReady False below minReplicas")
     ready = conditions(job)["PodsReady"]
