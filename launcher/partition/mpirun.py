@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from launcher import programs
 from launcher.workers.hostfile import Host
+from launcher.workers.remote import RANK_END_RE, signal_name
 from podcontract import CPU_LIMIT_ENV  # the operator sets it from the pod's limits.cpu
 
 PIDFILE_DIR = "/tmp/dglrun"
@@ -125,15 +126,6 @@ _PROCESS_NAME = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _NOT_STARTED = ("ORTE was unable to reliably start", "ORTE does not know how to route")
 
 
-def _signal_name(number: int) -> str:
-    import signal
-
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
 def _where(rank: int, hosts: Sequence[str]) -> str:
     return f"MPI rank {rank}" + (f" on {hosts[rank]}" if rank < len(hosts) else "")
 
@@ -149,13 +141,19 @@ def failure(lines: Sequence[str], code: int, hosts: Sequence[str] = ()) -> str:
     m = _NOTICED.search(text)
     if m:
         rank, node, sig = int(m.group(1)), m.group(2), int(m.group(3))
-        return f"MPI rank {rank} on {node} was killed by {_signal_name(sig)}"
+        return f"MPI rank {rank} on {node} was killed by {signal_name(sig)}"
     code_m, name_m = _EXIT_CODE.search(text), _PROCESS_NAME.search(text)
     if code_m and name_m:
         rank, exit_code = int(name_m.group(1)), int(code_m.group(1))
         how = f"exited with code {exit_code}"
         if exit_code > 128:
-            how = f"was killed by {_signal_name(exit_code - 128)} (exit code {exit_code})"
+            how = f"was killed by {signal_name(exit_code - 128)} (exit code {exit_code})"
+        return f"{_where(rank, hosts)} {how}"
+    ended = [m for m in map(RANK_END_RE.search, lines) if m]
+    # a rank its wrapper saw end: one killed from outside (not mpirun's SIGTERM) first
+    ended.sort(key=lambda m: not m.group(2).startswith("was killed") or "SIGTERM" in m.group(2))
+    if ended:
+        rank, how = int(ended[0].group(1)), ended[0].group(2)
         return f"{_where(rank, hosts)} {how}"
     for line in lines:
         if any(marker in line for marker in _NOT_STARTED):

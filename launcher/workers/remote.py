@@ -48,6 +48,12 @@ def _manifest(root: Path) -> dict[str, list[object]]:
 RANK_ENV = "OMPI_COMM_WORLD_RANK"
 PEAK_LINE = "launcher.remote: peak memory {mib:.1f} MiB"
 PEAK_RE = re.compile(r"^launcher\.remote: peak memory ([0-9.]+) MiB$")
+# How an MPI rank's command ended, when not with 0: mpirun's own report of it is not always
+# printed (it may exit 255 with none), so dglrun names the rank from this line as well.
+RANK_END_LINE = "launcher.remote: MPI rank {rank} {how}"
+RANK_END_RE = re.compile(
+    r"launcher\.remote: MPI rank (\d+) (exited with code \d+|was killed by \w+)"
+)
 
 
 def peak_mb(line: str) -> float | None:
@@ -97,9 +103,20 @@ def _run(pidfile: Path, cmd: list[str], keep_session: bool = False) -> int:
             pidfile.unlink()
     if watch.killed(code):
         print(oom.line(), file=sys.stderr, flush=True)
+    rank = os.environ.get(RANK_ENV)
+    if rank is not None and code != 0:
+        how = f"was killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
+        print(RANK_END_LINE.format(rank=rank, how=how), file=sys.stderr, flush=True)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
     print(PEAK_LINE.format(mib=peak), file=sys.stderr, flush=True)
     return 128 - code if code < 0 else code
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _alive(pgid: int) -> bool:

@@ -115,6 +115,19 @@ def test_failure_names_the_rank_and_its_worker() -> None:
     text = mpirun.failure(NO_DAEMONS.splitlines(), 1, hosts)
     assert text.startswith("mpirun could not start its daemons on the workers: ")
     assert 'pods "j-worker-1" is forbidden' in text
+    # mpirun said nothing of its own (it exited 255): the ranks' wrappers name the rank; the one
+    # killed from outside, not the one mpirun stopped with SIGTERM
+    wrappers = [
+        "launcher.remote: MPI rank 0 was killed by SIGTERM",
+        "launcher.remote: peak memory 61.0 MiB",
+        "launcher.remote: MPI rank 1 was killed by SIGKILL",
+        "launcher.remote: peak memory 48.0 MiB",
+    ]
+    assert mpirun.failure(wrappers, 255, hosts) == "MPI rank 1 on j-worker-1 was killed by SIGKILL"
+    assert mpirun.failure(wrappers[:2], 255, ["p"]) == "MPI rank 0 on p was killed by SIGTERM"
+    assert mpirun.failure(["[w] launcher.remote: MPI rank 1 exited with code 2"], 255) == (
+        "MPI rank 1 exited with code 2"
+    )
     assert mpirun.failure(["oops"], 3) == "mpirun exited with code 3: oops"
     assert mpirun.failure([], 3) == "mpirun exited with code 3: no output"
 

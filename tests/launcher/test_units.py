@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -177,6 +178,31 @@ def test_a_remote_kill_that_comes_before_the_process_still_stops_it(tmp_path: Pa
     marker = tmp_path / "ran"
     code = remote.main(["run", "--pidfile", str(pidfile), "--", "touch", str(marker)])
     assert code == 128 + 15 and not marker.exists(), "the cancelled process ran"
+
+
+@pytest.mark.parametrize(
+    ("command", "code", "line"),
+    [
+        ("kill -9 $$", 137, "launcher.remote: MPI rank 1 was killed by SIGKILL"),
+        ("exit 3", 3, "launcher.remote: MPI rank 1 exited with code 3"),
+        ("exit 0", 0, None),
+    ],
+)
+def test_a_rank_that_ends_badly_is_named_by_its_wrapper(
+    tmp_path: Path, command: str, code: int, line: str | None
+) -> None:
+    """mpirun does not always report a rank it lost (it may exit 255 saying nothing): the
+    wrapper of an MPI rank says how its command ended, and dglrun names the rank from that."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMPI_COMM_WORLD_RANK": "1"}
+    run = ["run", "--pidfile", str(tmp_path / "r-{rank}.pid"), "--", "sh", "-c", command]
+    out = subprocess.run(
+        [sys.executable, "-m", "launcher.workers.remote", *run],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert out.returncode == code, out.stderr
+    ended = [ln for ln in out.stderr.splitlines() if "MPI rank" in ln]
+    assert ended == ([line] if line else []), out.stderr
+    assert out.stderr.splitlines()[-1].startswith("launcher.remote: peak memory ")
 
 
 def test_a_remote_kill_stops_the_recorded_session(tmp_path: Path) -> None:
