@@ -20,7 +20,7 @@ export DGL_OPERATOR_CACHE := $(CACHE)
 export DGL_PYTHON := $(DGL_VENV)/bin/python
 export OPERATOR_PYTHON := $(BIN)/python
 
-.PHONY: help venv dgl-venv k8s-binaries scheduler-plugins images lint typecheck unit test bench demo demo-local \
+.PHONY: help venv dgl-venv k8s-binaries scheduler-plugins kueue images lint typecheck unit test bench demo demo-local \
         cluster-up cluster-down control-plane-up control-plane-down clean-venvs check check-tests
 # The preflight of each entry point comes first among its prerequisites, and make (never run
 # with -j here) takes them in order: nothing is built or started before it has passed.
@@ -34,7 +34,8 @@ help:
 	@echo "make demo-local    - the data plane alone: dglrun with 2 local workers (namespaces)"
 	@echo "make bench         - run the benchmarks under bench/ and print their figures"
 	@echo "make cluster-up    - start the single-node Kubernetes (make cluster-down stops it)"
-	@echo "                     (NODES=3 SCHEDULER_PLUGINS=1: three nodes, the Coscheduling scheduler)"
+	@echo "                     (NODES=3 SCHEDULER_PLUGINS=1: three nodes, the Coscheduling scheduler;"
+	@echo "                      KUEUE=1: Kueue's manager and CRDs)"
 	@echo "make control-plane-up - only etcd + apiserver + controller-manager (control-plane-down)"
 
 # The host prerequisites of an entry point (hack/prereqs.py declares them): what is missing is
@@ -79,6 +80,10 @@ k8s-binaries:
 scheduler-plugins:
 	hack/scheduler-plugins.sh >/dev/null
 
+# Kueue's manager and CRDs (e2e/test_kueue.py, make cluster-up KUEUE=1), built the same way
+kueue:
+	hack/kueue.sh >/dev/null
+
 lint: venv
 	$(BIN)/ruff check $(PKGS) localcluster e2e tests bench examples hack
 	$(BIN)/ruff format --check $(PKGS) localcluster e2e tests bench examples hack
@@ -96,7 +101,7 @@ check-tests: venv
 
 check: preflight-check lint typecheck check-tests
 
-unit: preflight-test venv dgl-venv k8s-binaries scheduler-plugins
+unit: preflight-test venv dgl-venv k8s-binaries scheduler-plugins kueue
 	@hack/free-space.sh 14 "$${TMPDIR:-/tmp}" "the image tests unpack the graphsage image \
 		(about 11 GiB) into a private containerd there; free space or point TMPDIR elsewhere"
 	$(BIN)/python -m pytest -q tests e2e --ignore=e2e/multinode
@@ -130,11 +135,14 @@ demo-local: preflight-demo-local venv dgl-venv
 	hack/demo.sh
 
 # NODES=3: three nodes (1 CPU, 6Gi allocatable each); SCHEDULER_PLUGINS=1: also the Coscheduling
-# scheduler (schedulerName scheduler-plugins-scheduler) and the PodGroup CRD
+# scheduler (schedulerName scheduler-plugins-scheduler) and the PodGroup CRD; KUEUE=1: also
+# Kueue's manager and CRDs, DGLJob in its externalFrameworks (then install the operator with
+# the chart value kueue=true: docs/operations.md, Running under Kueue)
 NODES ?= 1
 SCHEDULER_PLUGINS ?=
-cluster-up: preflight-cluster-up$(if $(SCHEDULER_PLUGINS),+scheduler-plugins) venv k8s-binaries images
-	$(BIN)/python -m localcluster.node up --nodes $(NODES) $(if $(SCHEDULER_PLUGINS),--scheduler-plugins)
+KUEUE ?=
+cluster-up: preflight-cluster-up$(if $(SCHEDULER_PLUGINS),+scheduler-plugins)$(if $(KUEUE),+kueue) venv k8s-binaries images
+	$(BIN)/python -m localcluster.node up --nodes $(NODES) $(if $(SCHEDULER_PLUGINS),--scheduler-plugins) $(if $(KUEUE),--kueue)
 
 cluster-down: venv
 	$(BIN)/python -m localcluster.node down

@@ -9,7 +9,8 @@ naming the field, instead of crashing the controller.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from controller import modes
@@ -147,6 +148,32 @@ class ElasticPolicy:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """What a queue's admission adds to the pods of one replica type (Kueue's podSet info:
+    controller/kueue.py): applied to every such pod the operator makes, never written into
+    the job's spec."""
+
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, Any], ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    count: int | None = None  # the pods admitted (None: as many as asked)
+
+    def apply(self, pod: dict[str, Any]) -> None:
+        """Onto a pod: its labels, annotations and nodeSelector take the admission's (the
+        admission's win: it is what the quota was counted on); tolerations are added."""
+        meta, spec = pod["metadata"], pod["spec"]
+        meta["labels"] = {**(meta.get("labels") or {}), **self.labels}
+        meta["annotations"] = {**(meta.get("annotations") or {}), **self.annotations}
+        if self.node_selector:
+            spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **self.node_selector}
+        have = list(spec.get("tolerations") or [])
+        added = [dict(t) for t in self.tolerations if t not in have]
+        if added:
+            spec["tolerations"] = have + added
+
+
+@dataclass(frozen=True)
 class JobSpec:
     partition_mode: str
     clean_pod_policy: str
@@ -162,6 +189,8 @@ class JobSpec:
     # elastic jobs: the indices of the workers this attempt trains on, once chosen
     # (controller/elastic.py); None: every worker (rigid jobs, and elastic ones still sizing)
     members: tuple[int, ...] | None = None
+    # a queued job's admission, by replica type (controller/kueue.py); empty: none
+    placement: Mapping[str, Placement] = field(default_factory=dict)
 
     @property
     def mode(self) -> modes.Mode:

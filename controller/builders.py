@@ -83,6 +83,9 @@ class BuildOptions:
     kubectl_download_sha256: str = ""
     gang_scheduling: str = GANG_NONE
     gang_scheduler_name: str = DEFAULT_GANG_SCHEDULER_NAME
+    # --kueue: a job labelled kueue.x-k8s.io/queue-name runs only once Kueue admits its
+    # Workload (controller/kueue.py)
+    kueue: bool = False
 
     def __post_init__(self) -> None:
         if self.gang_scheduling not in GANG_SCHEDULERS:
@@ -180,7 +183,11 @@ def _base_pod(job: DGLJob, template: Obj, name: str, replica_type: str, attempt:
     priority = job.spec.run_policy.scheduling_policy.priority_class
     if priority and not spec.get("priorityClassName"):
         spec["priorityClassName"] = priority
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    placed = job.spec.placement.get(replica_type)
+    if placed is not None:  # a queued job's admission (controller/kueue.py)
+        placed.apply(pod)
+    return pod
 
 
 def _main(pod: Obj) -> Obj:

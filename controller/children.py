@@ -30,6 +30,7 @@ from kubeclient import (
     ROLES,
     SERVICEACCOUNTS,
     SERVICES,
+    WORKLOADS,
     Obj,
     Resource,
 )
@@ -56,8 +57,15 @@ def _gang(options: BuildOptions) -> bool:
     return options.gang
 
 
+def _kueue(options: BuildOptions) -> bool:
+    return options.kueue
+
+
 CHILDREN: tuple[ChildKind, ...] = (
     ChildKind(PODGROUPS, once=True, enabled=_gang, transform=slim_metadata),
+    # a queued job's Workload: created once (its podSets are immutable); its status is read
+    # (Kueue's admission) and written (PodsReady, Finished, a reservation cleared) whole
+    ChildKind(WORKLOADS, once=True, enabled=_kueue),
     ChildKind(PODS, transform=slim_pod),
     ChildKind(SERVICES, transform=slim_metadata),
     ChildKind(CONFIGMAPS),  # its data is compared and replaced: kept whole

@@ -26,7 +26,7 @@ from controller.events import EventRecorder
 from controller.leader import LeaderConfig, LeaderElector
 from controller.metrics import Metrics
 from informers.factory import SharedInformerFactory
-from kubeclient import PODGROUPS, Forbidden, KubeClient, KubeError, NotFound, RestClient
+from kubeclient import PODGROUPS, WORKLOADS, Forbidden, KubeClient, KubeError, NotFound, RestClient
 from podprogram.argtypes import positive_int, seconds
 
 log = structlog.get_logger("controller.main")
@@ -135,6 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=defaults.gang_scheduler_name,
         help="schedulerName of the gang scheduler, set on the job's pods",
     )
+    p.add_argument(
+        "--kueue",
+        action="store_true",
+        help="queue the DGLJobs labelled kueue.x-k8s.io/queue-name in Kueue: each gets a "
+        "Workload and runs only once Kueue admits it (Kueue v0.17+ with DGLJob.v1alpha1.qihoo.net "
+        "in integrations.externalFrameworks; docs/operations.md, Running under Kueue)",
+    )
     p.add_argument("--log-format", choices=["json", "console"], default="json")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     return p
@@ -175,6 +182,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
             kubectl_download_url=a.kubectl_download_url,
             kubectl_download_sha256=a.kubectl_download_sha256,
             gang_scheduling=a.gang_scheduling,
+            kueue=a.kueue,
             gang_scheduler_name=a.gang_scheduler_name,
         ),
         log_format=a.log_format,
@@ -242,7 +250,9 @@ class HealthServer:
         self.server.server_close()
 
 
-def check_api(client: KubeClient, namespace: str | None, gang: bool = False) -> bool:
+def check_api(
+    client: KubeClient, namespace: str | None, gang: bool = False, kueue: bool = False
+) -> bool:
     """Say clearly, once, what stops the operator from working (it keeps retrying anyway)."""
     try:
         client.list(DGLJOBS, namespace, limit=1)
@@ -256,6 +266,16 @@ def check_api(client: KubeClient, namespace: str | None, gang: bool = False) -> 
                     "scheduler-plugins (docs/operations.md, Gang scheduling); waiting for it"
                 )
                 return False
+        if kueue:
+            try:
+                client.list(WORKLOADS, namespace, limit=1)
+            except NotFound:
+                log.error(
+                    "--kueue: the Workload CRD (workloads.kueue.x-k8s.io, v1beta2) is not "
+                    "installed: install Kueue (docs/operations.md, Running under Kueue); "
+                    "waiting for it"
+                )
+                return False
     except NotFound:
         log.error(
             "the DGLJob CRD (dgljobs.qihoo.net) is not installed: apply "
@@ -265,7 +285,7 @@ def check_api(client: KubeClient, namespace: str | None, gang: bool = False) -> 
         return False
     except Forbidden as e:
         log.error(
-            "not allowed to list DGLJobs or PodGroups: check the operator's RBAC",
+            "not allowed to list DGLJobs, PodGroups or Workloads: check the operator's RBAC",
             error=e.message,
         )
         return False
@@ -336,7 +356,7 @@ def run(settings: Settings, stop: Stop) -> int:
         start_http_server(metrics_addr[1], metrics_addr[0], registry=metrics.registry)
         log.info("metrics server listening", port=metrics_addr[1])
 
-    check_api(client, settings.namespace, settings.options.gang)
+    check_api(client, settings.namespace, settings.options.gang, settings.options.kueue)
     factory.start(stop)
     log.info("waiting for informer caches", namespace=settings.namespace or "(all)")
     if not factory.wait_for_cache_sync(stop):

@@ -73,6 +73,24 @@ GANG_SCHEDULING_RULES: list[dict[str, Any]] = [
     },
 ]
 
+# --kueue (chart value kueue): a queued job's Workload, created and watched; its status is
+# patched (PodsReady, Finished, a reservation cleared after an eviction). Never updated or
+# deleted (the garbage collector deletes it with its job).
+KUEUE_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["workloads"],
+        "verbs": ["get", "list", "watch", "create"],
+    },
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]},
+]
+# ... and, cluster-scoped (the ClusterRole beside the nodes'): the admitted ResourceFlavors'
+# nodeLabels and tolerations, and the value of a job's priority class (the Workload's priority)
+KUEUE_CLUSTER_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["resourceflavors"], "verbs": ["get"]},
+    {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]},
+]
+
 # Nodes are cluster-scoped: a ClusterRole of their own, also when the operator watches one
 # namespace. The Node informer tells a lost node (NotReady, unreachable, deleted) holding a
 # job's pods; get: a node the cache does not hold yet.
@@ -106,15 +124,22 @@ def allows(rules: list[dict[str, Any]], group: str, resource: str, verb: str) ->
     )
 
 
-def operator_rules(gang: bool = False) -> list[dict[str, Any]]:
+def operator_rules(gang: bool = False, kueue: bool = False) -> list[dict[str, Any]]:
     """The main rules (the chart's ClusterRole, or Role in watchNamespace)."""
-    return RULES + (GANG_SCHEDULING_RULES if gang else [])
+    return RULES + (GANG_SCHEDULING_RULES if gang else []) + (KUEUE_RULES if kueue else [])
 
 
-def cluster_role(name: str = "dgl-operator", gang: bool = False) -> dict[str, Any]:
+def cluster_rules(kueue: bool = False) -> list[dict[str, Any]]:
+    """The rules on cluster-scoped resources (a ClusterRole whatever the watched namespace)."""
+    return NODE_RULES + (KUEUE_CLUSTER_RULES if kueue else [])
+
+
+def cluster_role(
+    name: str = "dgl-operator", gang: bool = False, kueue: bool = False
+) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
         "metadata": {"name": name},
-        "rules": operator_rules(gang) + NODE_RULES + LEADER_ELECTION_RULES,
+        "rules": operator_rules(gang, kueue) + cluster_rules(kueue) + LEADER_ELECTION_RULES,
     }

@@ -7,6 +7,8 @@ docs/architecture.md:
     finished?         -> apply cleanPodPolicy, then the TTL
     invalid spec?     -> Failed/InvalidSpec (once; no retry loop)
     suspended?        -> delete the pods, Suspended
+    queued?           -> (--kueue and the queue-name label: controller/kueue_sync.py) no pods
+                         until Kueue admits the job's Workload; then the admission's placement
     deadline passed?  -> Failed/DeadlineExceeded, stop every pod
     elastic?          -> (spec.elasticPolicy: controller/elastic_sync.py) choose the
                          attempt's members; a member taken away or room freed: rescale
@@ -62,6 +64,7 @@ from controller.children import ONCE_BY_KIND, Listers
 from controller.elastic_sync import ElasticSteps
 from controller.events import NORMAL, WARNING, EventRecorder
 from controller.expectations import Expectations
+from controller.kueue_sync import QueueSteps
 from controller.memo import JobMemos
 from controller.metrics import Metrics
 from controller.objects import JobIdentity, JobRef
@@ -119,7 +122,7 @@ class Result:
     requeue_after: float | None = None
 
 
-class JobSync(ElasticSteps):
+class JobSync(ElasticSteps, QueueSteps):
     def __init__(
         self,
         client: KubeClient,
@@ -188,6 +191,7 @@ class JobSync(ElasticSteps):
             # before the spec is parsed: a finished job is cleaned up and deleted after its
             # TTL whatever its spec (one an upgrade's stricter API refuses included)
             self._finished(JobRef.of(obj), plan, now)
+            self._finish_workload(JobRef.of(obj), plan, now)
             return plan
         try:
             job = parse_job(obj)
@@ -213,6 +217,10 @@ class JobSync(ElasticSteps):
             self._suspend(job, pods, plan, now)
             return observation.observe(job, [], elastic.attempt(plan.status))
         self._resume_if_suspended(job, plan, now)
+        queued = self._queued(job, pods, plan, now)  # (--kueue: controller/kueue_sync.py)
+        if queued is None:
+            return observation.observe(job, [], elastic.attempt(plan.status))
+        job = queued
         attempt = elastic.attempt(plan.status)
         job = elastic.for_attempt(job, plan.status)
         obs = observation.observe(job, pods, attempt)

@@ -238,6 +238,13 @@ TOOLS: dict[str, Tool] = {
             ("scheduler",),
             why="the Coscheduling scheduler (gang scheduling)",
         ),
+        Tool(
+            "kueue",
+            BUILT,
+            (Need("kueue", "make kueue"),),
+            ("kueue",),
+            why="Kueue's manager (quotas, admission of queued DGLJobs)",
+        ),
     )
 }
 
@@ -283,6 +290,12 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
             ("go", "base", "python3", "coscheduling"),
             ("hack/scheduler-plugins.sh",),
             "make cluster-up SCHEDULER_PLUGINS=1 (added to cluster-up)",
+        ),
+        EntryPoint(
+            "kueue",
+            ("go", "base", "python3", "openssl", "kueue"),
+            ("hack/kueue.sh",),
+            "make cluster-up KUEUE=1 (added to cluster-up)",
         ),
         EntryPoint(
             "demo",
@@ -335,8 +348,8 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
         ),
         EntryPoint(
             "test-e2e",
-            (*_NODE, *_IMAGES, "helm", "mpi"),
-            (*_CLUSTER_CODE, *_IMAGE_CODE),
+            (*_NODE, *_IMAGES, "helm", "mpi", "kueue"),
+            (*_CLUSTER_CODE, *_IMAGE_CODE, "hack/kueue.sh"),
             "e2e/: the local cluster",
         ),
         EntryPoint(

@@ -53,3 +53,12 @@ ROLEBINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "Role
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 # scheduler-plugins' Coscheduling (gang scheduling): a CRD, installed with that scheduler
 PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+# Kueue (--kueue): the Workload of a queued job, and what its admission names (CRDs, installed
+# with Kueue; v1beta2 is the version Kueue stores and the only one served without webhooks)
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+RESOURCEFLAVORS = Resource(
+    "kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False
+)
+PRIORITYCLASSES = Resource(
+    "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
+)

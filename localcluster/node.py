@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from localcluster import volumes
+from localcluster import kueue, volumes
 from localcluster.cluster import (
     CACHE,
     REPO,
@@ -785,6 +785,7 @@ class LocalCluster:
                 "default-scheduler",
                 *([COSCHEDULER] if self.components.get(COSCHEDULER) else []),
             ],
+            "kueue": kueue.NAME in self.components,
             "netns_before": sorted(self.netns_before),
             "ip_forward_before": self.ip_forward_before,
             "kubeconfig": str(self.kubeconfig),
@@ -819,6 +820,7 @@ def start(
     scheduler_plugins_: bool = False,
     node_cpu: str = NODE_CPU,
     node_memory: str = NODE_MEMORY,
+    kueue_: bool = False,
 ) -> LocalCluster:
     """Bring the cluster up (building or reusing binaries and images)."""
     if os.geteuid() != 0:
@@ -930,6 +932,9 @@ def start(
         )
         kubectl = k8s_binaries("kubectl") / "kubectl"
         volumes.ensure(volumes.kubectl_for(kubectl, cp.kubeconfig), dir / "volumes")
+        if kueue_:  # (localcluster/kueue.py: its manager, as the admin)
+            kctl = volumes.kubectl_for(kubectl, cp.kubeconfig)
+            cluster.components[kueue.NAME] = kueue.start(dir, cp.kubeconfig, kctl)
     except BaseException:
         cluster.stop()
         raise
@@ -1082,6 +1087,8 @@ def down(dir: Path) -> None:
         ]
     netns_before = set(info["netns_before"]) if "netns_before" in info else None
     _clean_host(dir, nodes, netns_before, info.get("ip_forward_before"))
+    if info.get("kueue"):
+        kueue.stop()  # (its process went with the others: its certificate in /etc)
     shutil.rmtree(dir, ignore_errors=True)
 
 
@@ -1099,6 +1106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--scheduler-plugins",
         action="store_true",
         help=f"also run the Coscheduling scheduler ({COSCHEDULER}) and the PodGroup CRD",
+    )
+    p.add_argument(
+        "--kueue",
+        action="store_true",
+        help="also run Kueue's manager (hack/kueue.sh; DGLJob in its externalFrameworks)",
     )
     p.add_argument("--node-cpu", default=NODE_CPU, help="allocatable CPU per node (nodes > 1)")
     p.add_argument(
@@ -1137,6 +1149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             scheduler_plugins_=a.scheduler_plugins,
             node_cpu=a.node_cpu,
             node_memory=a.node_memory,
+            kueue_=a.kueue,
         )
     except ClusterError as e:
         print(f"cluster-up failed: {e}", file=sys.stderr)

@@ -19,7 +19,7 @@ import yaml
 
 from controller.builders import DEFAULT_GANG_SCHEDULER_NAME
 from controller.main import VERSION, parse_settings
-from controller.rbac import LEADER_ELECTION_RULES, NODE_RULES, operator_rules, triples
+from controller.rbac import LEADER_ELECTION_RULES, cluster_rules, operator_rules, triples
 from tests.chart.helpers import KUBE_VERSION, Helm, find, kinds
 from tests.support.paths import CHART, REPO
 
@@ -118,6 +118,8 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "gangSchedulerName": "coscheduler",
         "watchNamespace": "team-a",
     },
+    "kueue": {"kueue": True},
+    "kueue-in-namespace": {"kueue": True, "watchNamespace": "team-a"},
     "no-service": {"metrics": {"service": {"enabled": False}, "podMonitor": {"enabled": True}}},
     "everything": {
         **SCHEDULING,
@@ -401,9 +403,11 @@ def test_rbac_is_exactly_what_the_controller_uses(rendered: dict[str, Any], name
     grants = effective_permissions(docs, NS, sa)
     expected: dict[str, set[Triple]] = {}
     watch = values.get("watchNamespace")
-    expected[watch or "*"] = triples(operator_rules(bool(values.get("gangScheduling"))))
-    # nodes are cluster-scoped: a ClusterRole of their own, whatever the watched namespace
-    expected.setdefault("*", set()).update(triples(NODE_RULES))
+    kueue = bool(values.get("kueue"))
+    expected[watch or "*"] = triples(operator_rules(bool(values.get("gangScheduling")), kueue))
+    # nodes (and Kueue's flavors, priority classes) are cluster-scoped: a ClusterRole of their
+    # own, whatever the watched namespace
+    expected.setdefault("*", set()).update(triples(cluster_rules(kueue)))
     if leader_on(values):
         expected.setdefault(NS, set()).update(triples(LEADER_ELECTION_RULES))
     assert grants == expected
@@ -413,7 +417,7 @@ def test_rbac_is_exactly_what_the_controller_uses(rendered: dict[str, Any], name
         assert "Role" not in kinds(docs) or leader_on(values)
         assert len(cluster) == 4
     else:
-        assert [d["rules"] for d in cluster if d["kind"] == "ClusterRole"] == [NODE_RULES]
+        assert [d["rules"] for d in cluster if d["kind"] == "ClusterRole"] == [cluster_rules(kueue)]
 
 
 def test_service_account(rendered: dict[str, Any]) -> None:
@@ -488,6 +492,8 @@ def test_args_are_the_operators_flags(rendered: dict[str, Any], name: str) -> No
         if gang
         else []
     )
+    assert opts.kueue == bool(values.get("kueue"))
+    assert args.count("--kueue") == int(bool(values.get("kueue")))
     assert c["image"] == _image(values, None, "dgloperator/dgl-operator")
     for extra in values.get("extraArgs", []):
         assert args[-len(values["extraArgs"]) :].count(extra) == 1

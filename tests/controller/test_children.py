@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from controller import kueue
 from controller.api import parse_job
 from controller.builders import GANG_SCHEDULER_PLUGINS, JOB_NAME_LABEL, BuildOptions, desired
 from controller.children import CHILDREN, ONCE_BY_KIND, Listers, active
@@ -18,7 +19,9 @@ from tests.support.waiting import wait_for
 # built by the operator, never watched: created blind (see the registry's docstring)
 UNWATCHED = {"Secret", "PersistentVolumeClaim"}
 GANG = BuildOptions(gang_scheduling=GANG_SCHEDULER_PLUGINS)
-SETTINGS = {"default": BuildOptions(), "gang": GANG}
+KUEUE = BuildOptions(kueue=True)
+EVERYTHING = BuildOptions(gang_scheduling=GANG_SCHEDULER_PLUGINS, kueue=True)
+SETTINGS = {"default": BuildOptions(), "gang": GANG, "kueue": KUEUE}
 RECONCILES = "controller_runtime_reconcile_total"
 
 
@@ -27,8 +30,12 @@ def test_every_kind_the_builders_make_is_registered(
     seed_job_raw: dict[str, Any], settings: str
 ) -> None:
     seed_job_raw["spec"]["storage"] = {"claimTemplate": {"spec": {"accessModes": ["X"]}}}
+    seed_job_raw["metadata"]["labels"] = {kueue.QUEUE_LABEL: "lq"}
     options = SETTINGS[settings]
-    want = desired(parse_job(seed_job_raw), options)
+    job = parse_job(seed_job_raw)
+    want = desired(job, options)
+    # --kueue: a queued job's Workload too (controller/kueue.py), created once
+    queue = [kueue.workload(job, options)] if options.kueue else []
     built = [
         *([want.claim] if want.claim else []),
         *([want.config_map] if want.config_map else []),
@@ -39,21 +46,24 @@ def test_every_kind_the_builders_make_is_registered(
         *want.workers,
         *([want.partitioner] if want.partitioner else []),
         want.launcher,
+        *queue,
     ]
     kinds = {o["kind"] for o in built}
     registered = {c.resource.kind for c in active(options)}
     assert kinds - UNWATCHED == registered
     # what is created once and left alone: the PodGroup, the RBAC objects and the transfer's
     # NetworkPolicy
-    once = {o["kind"] for o in want.once} - UNWATCHED
+    once = {o["kind"] for o in [*want.once, *queue]} - UNWATCHED
     assert {k for k in ONCE_BY_KIND if k in registered} == once
     assert all(ONCE_BY_KIND[kind].kind == kind for kind in ONCE_BY_KIND)
 
 
-def test_the_podgroup_is_in_use_only_with_gang_scheduling() -> None:
+def test_the_podgroup_and_the_workload_are_in_use_only_with_their_settings() -> None:
     assert "PodGroup" not in {c.resource.kind for c in active(BuildOptions())}
     assert "PodGroup" in {c.resource.kind for c in active(GANG)}
-    assert set(CHILDREN) == set(active(GANG))  # every entry is in use with some settings
+    assert "Workload" not in {c.resource.kind for c in active(GANG)}
+    assert "Workload" in {c.resource.kind for c in active(KUEUE)}
+    assert set(CHILDREN) == set(active(EVERYTHING))  # every entry is in use with some settings
 
 
 @pytest.mark.parametrize("settings", sorted(SETTINGS))
@@ -81,6 +91,7 @@ def test_the_caches_keep_what_each_entry_transforms_to(seed_job_raw: dict[str, A
     try:
         h.create_job(seed_job_raw)
         h.wait_pods(W0, W1, PART)
+        h.settle()  # (the API has the pods: the caches get them a moment later)
         for child in active(GANG):
             cached = h.ctrl.child_informers[child.resource].store.list()
             assert cached, f"nothing cached of {child.resource}"
@@ -97,7 +108,7 @@ def test_the_caches_keep_what_each_entry_transforms_to(seed_job_raw: dict[str, A
                     assert obj == stored, name
                 else:
                     assert obj == child.transform(stored), name
-        once = {c.resource.kind for c in CHILDREN if c.once}
+        once = {c.resource.kind for c in active(GANG) if c.once}
         assert {c.resource.kind for c in active(GANG) if c.transform is slim_metadata} == {
             *once,
             "Service",

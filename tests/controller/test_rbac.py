@@ -7,6 +7,7 @@ chart grants nothing the code does not need.
 
 from __future__ import annotations
 
+import copy
 import threading
 from typing import Any
 
@@ -17,15 +18,17 @@ from controller.builders import GANG_SCHEDULER_PLUGINS, BuildOptions, rbac
 from controller.leader import LeaderConfig, LeaderElector
 from controller.rbac import (
     LEADER_ELECTION_RULES,
-    NODE_RULES,
     RULES,
     allows,
+    cluster_rules,
     operator_rules,
     triples,
 )
-from kubeclient import Resource
+from controller.status.pod_state import is_terminating as terminating
+from kubeclient import PODS, PRIORITYCLASSES, RESOURCEFLAVORS, WORKLOADS, Resource
 from tests.controller.harness import (
     LAUNCH,
+    NS,
     PART,
     W0,
     Harness,
@@ -33,6 +36,14 @@ from tests.controller.harness import (
     poke,
     train,
     wait_attempt,
+)
+from tests.controller.kueue_fixtures import (
+    FLAVOR,
+    admitted_status,
+    cond,
+    kueue_writes,
+    queued,
+    workload,
 )
 from tests.fakekube import FakeKube
 from tests.support.dgljobs import load_fixture
@@ -124,12 +135,55 @@ def _run_scenarios(h: Harness) -> None:
     h.settle()
 
 
-@pytest.mark.parametrize("gang", [False, True], ids=["default", "gang-scheduling"])
-def test_every_call_is_allowed_and_every_rule_is_used(gang: bool) -> None:
-    options = BuildOptions(gang_scheduling=GANG_SCHEDULER_PLUGINS) if gang else BuildOptions()
+def _run_kueue_scenario(h: Harness) -> None:
+    """A queued job with a priority class: its Workload made, admitted on a flavor, evicted
+    (the reservation cleared), admitted again, then failed (the Workload Finished)."""
+    high = {"kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000}
+    h.kube.create(PRIORITYCLASSES, None, {"apiVersion": "scheduling.k8s.io/v1", **high})
+    h.kube.create(RESOURCEFLAVORS, None, copy.deepcopy(FLAVOR))
+    raw = queued(
+        runPolicy={
+            "backoffLimit": 0,
+            "ttlSecondsAfterFinished": 0,
+            "schedulingPolicy": {"priorityClass": "high"},
+        }
+    )
+    raw["metadata"]["name"] = "queued"
+    h.create_job(raw)
+    wait_for(lambda: h.kube.objects(WORKLOADS, NS), what="the Workload")
+    kueue_writes(h, admitted_status())
+    wait_for(lambda: "queued-worker-0" in h.pods(), what="the admitted job's pods")
+    evicted = admitted_status()
+    evicted["conditions"].append(cond("Evicted", True, "Preempted", "preempted"))
+    kueue_writes(h, evicted)
+    wait_for(lambda: all(terminating(p) for p in h.pods().values()), what="the pods deleted")
+    for name in list(h.pods()):
+        h.kube.delete(PODS, NS, name, grace_period_seconds=0)
+    wait_for(lambda: workload(h)["status"].get("admission") is None, what="the reservation cleared")
+    kueue_writes(h, admitted_status())
+    wait_for(lambda: "queued-worker-0" in h.pods(), what="the pods again")
+    h.finish_pod("queued-worker-0", exit_code=1)
+    wait_for(lambda: "Finished" in str(workload(h)["status"]), what="the Workload Finished")
+    wait_for(lambda: not h.kube.objects(DGLJOBS, NS), what="TTL deletion")
+    h.kube.collect_garbage()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        BuildOptions(),
+        BuildOptions(gang_scheduling=GANG_SCHEDULER_PLUGINS),
+        BuildOptions(kueue=True),
+    ],
+    ids=["default", "gang-scheduling", "kueue"],
+)
+def test_every_call_is_allowed_and_every_rule_is_used(options: BuildOptions) -> None:
+    gang = options.gang
     h = Harness(wrap=Recording, options=options)
     h.start()
     try:
+        if options.kueue:
+            _run_kueue_scenario(h)
         _run_scenarios(h)
         assert isinstance(h.client, Recording)
         recording = h.client
@@ -145,7 +199,9 @@ def test_every_call_is_allowed_and_every_rule_is_used(gang: bool) -> None:
         calls = set(recording.calls)
     finally:
         h.close()
-    rules = operator_rules(gang) + NODE_RULES + LEADER_ELECTION_RULES
+    rules = (
+        operator_rules(gang, options.kueue) + cluster_rules(options.kueue) + LEADER_ELECTION_RULES
+    )
     denied = sorted(c for c in calls if not allows(rules, *c))
     assert denied == [], f"calls the RBAC rules do not allow: {denied}"
     granted = triples(rules)

@@ -97,7 +97,9 @@ class FakeKube:
     def __init__(
         self,
         *,
-        status_subresources: AbstractSet[str] = frozenset({"dgljobs.qihoo.net"}),
+        status_subresources: AbstractSet[str] = frozenset(
+            {"dgljobs.qihoo.net", "workloads.kueue.x-k8s.io"}
+        ),
         history: int = 1000,
         clock: Clock | None = None,
     ) -> None:

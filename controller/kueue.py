@@ -1,0 +1,362 @@
+"""Kueue's contract for a job it does not know, as pure functions of a DGLJob and its Workload.
+
+A DGLJob labelled ``kueue.x-k8s.io/queue-name`` (and an operator run with ``--kueue``) is
+queued: the operator owns a ``Workload`` (kueue.x-k8s.io/v1beta2) that asks for the job's pods,
+and runs the job only while Kueue admits it. This module builds that Workload, reads what
+Kueue wrote in its status, and writes the few status changes the job's side owns; the steps
+that act on them are in controller/kueue_sync.py. Kueue's Go job reconciler
+(pkg/controller/jobframework/reconciler.go, v0.17) is the reference:
+
+- **podSets** (:func:`workload`): ``partitioner`` (1, in the modes that have that pod),
+  ``worker`` (Worker ``replicas``; an elastic job asks ``maxReplicas`` with ``minCount``
+  ``minReplicas``, so Kueue may admit it partially) and ``launcher`` (1); each template is the
+  pod the operator would make (metadata: labels and annotations only). Immutable.
+- **admission** (:func:`state`): ``Admitted`` True, not ``Evicted``. QuotaReserved alone is not
+  enough (admission checks may still be pending).
+- **run with podSet info** (:func:`placement`): per podSet the admitted count, the assigned
+  flavors' ``nodeLabels`` as nodeSelector and their tolerations, and every admission check's
+  ``podSetUpdates``: applied to the pods the operator makes (controller/api.py
+  :class:`Placement`); the job's spec is never changed, so restoring the podSet info is
+  making pods without it.
+- **stop on eviction** (:func:`clear_reservation`): once no pod of the job runs, the
+  reservation is cleared (QuotaReserved False ``Pending``, no admission, ``Requeued``) so Kueue
+  queues the Workload again.
+- **pods ready** (:func:`pods_ready`) and **finished** (:func:`finished`): conditions the job's
+  side sets on the Workload.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from controller.api import LAUNCHER, PARTITIONER, WORKER, DGLJob, Placement
+from controller.builders import JOB_NAME_LABEL, BuildOptions, desired, owner_reference
+from controller.status.conditions import now_rfc3339
+from kubeclient import WORKLOADS, Obj
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+# the kind as Kueue's integrations.externalFrameworks names it
+EXTERNAL_FRAMEWORK = "DGLJob.v1alpha1.qihoo.net"
+
+# Workload condition types and reasons (kueue.x-k8s.io/v1beta2)
+QUOTA_RESERVED = "QuotaReserved"
+ADMITTED = "Admitted"
+EVICTED = "Evicted"
+REQUEUED = "Requeued"
+PODS_READY = "PodsReady"
+FINISHED = "Finished"
+REASON_PENDING = "Pending"
+REASON_NO_RESERVATION = "NoReservation"
+REASON_STARTED = "Started"
+REASON_WAIT_FOR_START = "WaitForStart"
+REASON_WAIT_FOR_RECOVERY = "WaitForRecovery"
+REASON_RECOVERED = "Recovered"
+# evictions after which Kueue's own reconciler marks the Workload Requeued at once
+REQUEUED_AT_ONCE = ("Preempted", "NodeFailures")
+
+# podSet name -> the replica type of the pods it stands for
+POD_SETS = {"partitioner": PARTITIONER, "worker": WORKER, "launcher": LAUNCHER}
+_POD_SET_OF = {kind: name for name, kind in POD_SETS.items()}
+
+_NOT_READY = "Not all pods are ready or succeeded"
+_RECOVERING = "At least one pod has failed, waiting for recovery"
+_READY = "All pods reached readiness and the workload is running"
+
+
+def queue_name(job: DGLJob) -> str | None:
+    """The LocalQueue the job's label names (None: not queued)."""
+    labels = (job.raw.get("metadata") or {}).get("labels") or {}
+    name = labels.get(QUEUE_LABEL)
+    return name if isinstance(name, str) and name else None
+
+
+def workload_name(job: DGLJob) -> str:
+    """``dgljob-<name>-<5 hex of the uid>``, at most 253 characters (as Kueue names the
+    Workloads of the kinds it knows: one per job object, a new one for a new job)."""
+    digest = hashlib.sha256(job.uid.encode()).hexdigest()[:5]
+    return f"dgljob-{job.name[: 253 - 13]}-{digest}"
+
+
+def _template(pod: Obj) -> Obj:
+    meta = pod["metadata"]
+    return {
+        "metadata": {
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": dict(meta.get("annotations") or {}),
+        },
+        "spec": pod["spec"],
+    }
+
+
+def pod_sets(job: DGLJob, opts: BuildOptions) -> list[Obj]:
+    """The job's pods as Kueue's podSets: the first attempt's pods, as the operator makes
+    them (the job's own podSet info only: no placement)."""
+    want = desired(dataclasses.replace(job, spec=dataclasses.replace(job.spec, placement={})), opts)
+    sets: list[Obj] = []
+    if want.partitioner is not None:
+        sets.append({"name": "partitioner", "count": 1, "template": _template(want.partitioner)})
+    if want.workers:
+        worker: Obj = {
+            "name": "worker",
+            "count": job.spec.workers,
+            "template": _template(want.workers[0]),
+        }
+        if job.spec.elastic is not None and job.spec.elastic.min_replicas < job.spec.workers:
+            worker["minCount"] = job.spec.elastic.min_replicas
+        sets.append(worker)
+    sets.append({"name": "launcher", "count": 1, "template": _template(want.launcher)})
+    return sets
+
+
+def workload(job: DGLJob, opts: BuildOptions, priority: int | None = None) -> Obj:
+    """The Workload of a queued job (``priority``: the value of the job's priority class)."""
+    queue = queue_name(job)
+    assert queue is not None, "only a queued job has a Workload"
+    spec: Obj = {"queueName": queue, "podSets": pod_sets(job, opts), "active": True}
+    priority_class = job.spec.run_policy.scheduling_policy.priority_class
+    if priority_class:
+        spec["priorityClassRef"] = {
+            "group": "scheduling.k8s.io",
+            "kind": "PriorityClass",
+            "name": priority_class,
+        }
+    if priority is not None:
+        spec["priority"] = priority
+    return {
+        "apiVersion": WORKLOADS.api_version,
+        "kind": WORKLOADS.kind,
+        "metadata": {
+            "name": workload_name(job),
+            "namespace": job.namespace,
+            "labels": {JOB_NAME_LABEL: job.name, JOB_UID_LABEL: job.uid},
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": spec,
+    }
+
+
+# -- what Kueue wrote --------------------------------------------------------------------------
+
+
+def _conditions(wl: Obj) -> dict[str, Obj]:
+    found = (wl.get("status") or {}).get("conditions") or []
+    return {c.get("type", ""): c for c in found if isinstance(c, dict)}
+
+
+def _true(wl: Obj, kind: str) -> bool:
+    return _conditions(wl).get(kind, {}).get("status") == "True"
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """Where a Workload stands, for its job: ``reason`` and ``message`` are Kueue's own (why
+    the job waits, or that it is admitted)."""
+
+    admitted: bool
+    reserved: bool  # quota is reserved (status.admission is set)
+    evicted: bool
+    finished: bool
+    reason: str
+    message: str
+
+
+def _pending_checks(wl: Obj) -> list[str]:
+    checks = (wl.get("status") or {}).get("admissionChecks") or []
+    return [
+        f"admission check {c.get('name')} is {c.get('state')}"
+        + (f": {c['message']}" if c.get("message") else "")
+        for c in checks
+        if c.get("state") != "Ready"
+    ]
+
+
+def state(wl: Obj) -> QueueState:
+    conds = _conditions(wl)
+    reserved = bool((wl.get("status") or {}).get("admission")) and _true(wl, QUOTA_RESERVED)
+    evicted = _true(wl, EVICTED)
+    admitted = _true(wl, ADMITTED) and reserved and not evicted
+    finished = _true(wl, FINISHED)
+    if evicted:
+        cond = conds[EVICTED]
+        reason, message = f"Evicted{cond.get('reason', '')}", cond.get("message", "")
+    elif admitted:
+        cond = conds[ADMITTED]
+        reason, message = cond.get("reason", ADMITTED), cond.get("message", "")
+    elif reserved:  # quota reserved: admission checks are pending
+        cond = conds.get(ADMITTED, {})
+        reason = cond.get("reason") or "UnsatisfiedChecks"
+        message = "; ".join(_pending_checks(wl)) or cond.get("message", "")
+    elif QUOTA_RESERVED in conds:
+        cond = conds[QUOTA_RESERVED]
+        reason, message = cond.get("reason") or REASON_PENDING, cond.get("message", "")
+    else:
+        reason, message = REASON_PENDING, "waiting for Kueue to consider the Workload"
+    return QueueState(admitted, reserved, evicted, finished, reason, message)
+
+
+def flavor_names(wl: Obj) -> set[str]:
+    """The ResourceFlavors the admission assigned (to read their nodeLabels and
+    tolerations)."""
+    admission = (wl.get("status") or {}).get("admission") or {}
+    return {
+        str(name)
+        for assignment in admission.get("podSetAssignments") or []
+        for name in (assignment.get("flavors") or {}).values()
+    }
+
+
+def _merge(into: Placement, *, labels: Mapping[str, str] | None = None, **more: Any) -> Placement:
+    return Placement(
+        node_selector={**into.node_selector, **(more.get("node_selector") or {})},
+        tolerations=(
+            *into.tolerations,
+            *(t for t in more.get("tolerations") or () if t not in into.tolerations),
+        ),
+        labels={**into.labels, **(labels or {})},
+        annotations={**into.annotations, **(more.get("annotations") or {})},
+        count=more.get("count", into.count),
+    )
+
+
+def placement(wl: Obj, flavors: Mapping[str, Obj]) -> dict[str, Placement]:
+    """Per replica type, what the admission adds to its pods: the count admitted, the
+    assigned flavors' nodeLabels and tolerations (``flavors``: the ResourceFlavors by name),
+    and each admission check's podSetUpdates."""
+    status = wl.get("status") or {}
+    out: dict[str, Placement] = {}
+    for assignment in (status.get("admission") or {}).get("podSetAssignments") or []:
+        kind = POD_SETS.get(str(assignment.get("name")))
+        if kind is None:
+            continue
+        placed = Placement()
+        for name in sorted(set((assignment.get("flavors") or {}).values())):
+            spec = (flavors.get(name) or {}).get("spec") or {}
+            placed = _merge(
+                placed,
+                node_selector=spec.get("nodeLabels") or {},
+                tolerations=spec.get("tolerations") or [],
+            )
+        count = assignment.get("count")
+        out[kind] = _merge(placed, count=int(count) if isinstance(count, int) else None)
+    for check in status.get("admissionChecks") or []:
+        for update in check.get("podSetUpdates") or []:
+            kind = POD_SETS.get(str(update.get("name")))
+            if kind is None:
+                continue
+            out[kind] = _merge(
+                out.get(kind, Placement()),
+                labels=update.get("labels"),
+                annotations=update.get("annotations"),
+                node_selector=update.get("nodeSelector"),
+                tolerations=update.get("tolerations"),
+            )
+    return out
+
+
+# -- what the job's side writes (merge patches of the Workload's status) ----------------------
+
+
+def _condition(kind: str, status: bool, reason: str, message: str, now: float, wl: Obj) -> Obj:
+    return {
+        "type": kind,
+        "status": "True" if status else "False",
+        "reason": reason,
+        "message": message[:32768],
+        "lastTransitionTime": now_rfc3339(now),
+        "observedGeneration": int((wl.get("metadata") or {}).get("generation") or 0),
+    }
+
+
+def _with(wl: Obj, new: Iterable[Obj]) -> list[Obj]:
+    """The Workload's conditions with ``new`` set (a condition whose status is unchanged keeps
+    its lastTransitionTime)."""
+    current = _conditions(wl)
+    changed = {}
+    for cond in new:
+        old = current.get(cond["type"])
+        if old is not None and old.get("status") == cond["status"]:
+            cond = {**cond, "lastTransitionTime": old.get("lastTransitionTime")}
+        changed[cond["type"]] = cond
+    kept = [
+        c for c in (wl.get("status") or {}).get("conditions") or [] if c.get("type") not in changed
+    ]
+    return [*kept, *changed.values()]
+
+
+def _status_patch(wl: Obj, status: Obj) -> Obj:
+    # resourceVersion: the patch applies to what was read, or fails with a conflict
+    rv = (wl.get("metadata") or {}).get("resourceVersion")
+    return {"metadata": {"resourceVersion": rv}, "status": status}
+
+
+def clear_reservation(wl: Obj, now: float) -> Obj | None:
+    """An evicted Workload whose job has stopped: the reservation cleared, so that Kueue
+    queues it again (None: nothing to clear)."""
+    cond = _conditions(wl).get(EVICTED)
+    if cond is None or cond.get("status") != "True" or not state(wl).reserved:
+        return None
+    reason, message = str(cond.get("reason", "")), str(cond.get("message", ""))
+    conditions = _with(
+        wl,
+        [
+            _condition(REQUEUED, reason in REQUEUED_AT_ONCE, reason, message, now, wl),
+            _condition(QUOTA_RESERVED, False, REASON_PENDING, message, now, wl),
+            _condition(
+                ADMITTED, False, REASON_NO_RESERVATION, "The workload has no reservation", now, wl
+            ),
+        ],
+    )
+    return _status_patch(wl, {"admission": None, "conditions": conditions})
+
+
+def pods_ready(wl: Obj, ready: bool, now: float) -> Obj | None:
+    """The Workload's PodsReady condition for an admitted job whose pods are (not) all ready,
+    as Kueue's reconciler words it (None: it says so already)."""
+    old = _conditions(wl).get(PODS_READY)
+    if ready:
+        recovering = old is not None and old.get("reason") in (
+            REASON_WAIT_FOR_RECOVERY,
+            REASON_RECOVERED,
+        )
+        cond = (True, REASON_RECOVERED if recovering else REASON_STARTED, _READY)
+    elif old is not None and (
+        old.get("status") == "True" or old.get("reason") == REASON_WAIT_FOR_RECOVERY
+    ):
+        cond = (False, REASON_WAIT_FOR_RECOVERY, _RECOVERING)
+    else:
+        cond = (False, REASON_WAIT_FOR_START, _NOT_READY)
+    if (
+        old is not None
+        and (old.get("status") == ("True" if cond[0] else "False"))
+        and old.get("reason") == cond[1]
+    ):
+        return None
+    new = _condition(PODS_READY, cond[0], cond[1], cond[2], now, wl)
+    return _status_patch(wl, {"conditions": _with(wl, [new])})
+
+
+def finished(wl: Obj, succeeded: bool, message: str, now: float) -> Obj | None:
+    """The Workload Finished, Succeeded or Failed with the job's message (None: it is
+    already)."""
+    if _true(wl, FINISHED):
+        return None
+    reason = "Succeeded" if succeeded else "Failed"
+    new = _condition(FINISHED, True, reason, message, now, wl)
+    return _status_patch(wl, {"conditions": _with(wl, [new])})
+
+
+def admitted(job: DGLJob, placed: Mapping[str, Placement]) -> DGLJob:
+    """``job`` as its admission runs it: each replica type's placement, and an elastic job's
+    workers no more than the count admitted (Kueue admits partially down to ``minCount``)."""
+    spec = dataclasses.replace(job.spec, placement=dict(placed))
+    worker = placed.get(WORKER)
+    policy = spec.elastic
+    if policy is not None and worker is not None and worker.count is not None:
+        top = max(policy.min_replicas, min(worker.count, policy.max_replicas))
+        spec = dataclasses.replace(spec, elastic=dataclasses.replace(policy, max_replicas=top))
+    return dataclasses.replace(job, spec=spec)

@@ -1,0 +1,191 @@
+"""The sync handler's steps for a job queued in Kueue (``--kueue``, a DGLJob labelled
+``kueue.x-k8s.io/queue-name``): Kueue's contract (controller/kueue.py) acted on. JobSync
+(controller/sync.py) runs them after a user's suspend and before anything else:
+
+    no Workload?       -> create it; the job waits (Queued)
+    not admitted?      -> no pods (deleted if any), Queued True with Kueue's reason and message
+                          (the LocalQueue is missing, the quota is short, a check is pending)
+    evicted?           -> the same; once no pod of the job runs, the Workload's reservation is
+                          cleared so that Kueue queues it again
+    admitted           -> Queued False; the attempt runs with the admission's placement (the
+                          flavors' nodeSelector and tolerations, the checks' podSetUpdates; an
+                          elastic job no more workers than admitted); the Workload's PodsReady
+                          follows the job's
+    finished           -> (controller/sync.py's finished step) the Workload is Finished
+
+The class is a mixin of JobSync: the few JobSync members it uses are declared below.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from controller import elastic, kueue
+from controller.api import DGLJob, Placement
+from controller.apply import Applier
+from controller.builders import BuildOptions
+from controller.children import Listers
+from controller.events import NORMAL, WARNING
+from controller.objects import JobIdentity, JobRef
+from controller.plan import Plan
+from controller.status import conditions, pod_state
+from kubeclient import (
+    PRIORITYCLASSES,
+    RESOURCEFLAVORS,
+    WORKLOADS,
+    BadRequest,
+    Invalid,
+    KubeClient,
+    NotFound,
+    Obj,
+)
+from podcontract import DGLRUN_STATUS_FIELDS
+
+log = structlog.get_logger("controller.kueue")
+
+
+class QueueSteps:
+    """Kueue's steps of the sync handler (a mixin of controller.sync.JobSync)."""
+
+    # -- what JobSync supplies ----------------------------------------------------------------
+    apply: Applier
+    client: KubeClient
+    listers: Listers
+    options: BuildOptions
+
+    def _delete_pod(self, job: JobIdentity, pod: Obj, why: str) -> None:
+        raise NotImplementedError
+
+    def _not_running(self, plan: Plan, reason: str, message: str, now: float) -> None:
+        raise NotImplementedError
+
+    def _fail(
+        self,
+        raw: Obj,
+        plan: Plan,
+        reason: str,
+        message: str,
+        now: float,
+        *,
+        job: DGLJob | None = None,
+    ) -> None:
+        raise NotImplementedError
+
+    # -- the steps ------------------------------------------------------------------------------
+
+    def _queued(self, job: DGLJob, pods: list[Obj], plan: Plan, now: float) -> DGLJob | None:
+        """``job`` as its admission runs it (unchanged when it is not queued), or None: it
+        waits for Kueue, without pods."""
+        if not self.options.kueue or kueue.queue_name(job) is None:
+            return job
+        wl = self.listers[WORKLOADS].get(job.namespace, kueue.workload_name(job))
+        if wl is None:
+            if self._create_workload(job, plan, now):
+                queue = kueue.queue_name(job)
+                message = f"Workload {kueue.workload_name(job)} is queued in LocalQueue {queue}"
+                self._wait_for_admission(job, pods, plan, now, kueue.REASON_PENDING, message)
+            return None
+        st = kueue.state(wl)
+        if not st.admitted:
+            self._wait_for_admission(job, pods, plan, now, st.reason, st.message)
+            if st.evicted and not any(pod_state.is_active(p) for p in pods):
+                self._patch_workload(wl, kueue.clear_reservation(wl, now))
+            return None
+        placed = self._placement(wl)
+        self._admitted(job, plan, now, st)
+        ready = conditions.is_true(plan.status, conditions.PODS_READY)
+        self._patch_workload(wl, kueue.pods_ready(wl, ready, now))
+        return kueue.admitted(job, placed)
+
+    def _finish_workload(self, ref: JobRef, plan: Plan, now: float) -> None:
+        """A finished queued job: its Workload Finished (Kueue releases the quota)."""
+        if not self.options.kueue:
+            return
+        labels = (ref.raw.get("metadata") or {}).get("labels") or {}
+        if not labels.get(kueue.QUEUE_LABEL):
+            return
+        for wl in self.listers[WORKLOADS].controlled_by(ref.uid):
+            succeeded = conditions.is_true(plan.status, conditions.SUCCEEDED)
+            cond = conditions.get_condition(
+                plan.status, conditions.SUCCEEDED if succeeded else conditions.FAILED
+            )
+            message = str((cond or {}).get("message") or "")
+            self._patch_workload(wl, kueue.finished(wl, succeeded, message, now))
+
+    # -- pieces ---------------------------------------------------------------------------------
+
+    def _create_workload(self, job: DGLJob, plan: Plan, now: float) -> bool:
+        """False: the API server refused the Workload (the job failed)."""
+        try:
+            self.apply.create(
+                job, WORKLOADS, kueue.workload(job, self.options, self._priority(job))
+            )
+        except NotFound:
+            message = (
+                "the Workload CRD (workloads.kueue.x-k8s.io, v1beta2) is not installed: "
+                "install Kueue v0.17 or later, or run the operator without --kueue"
+            )
+            self._fail(job.raw, plan, conditions.REASON_INVALID_SPEC, message, now, job=job)
+            return False
+        except (BadRequest, Invalid) as e:
+            message = f"invalid spec: the API server refused the job's Workload: {e.message}"
+            self._fail(job.raw, plan, conditions.REASON_INVALID_SPEC, message, now, job=job)
+            return False
+        return True
+
+    def _priority(self, job: DGLJob) -> int | None:
+        name = job.spec.run_policy.scheduling_policy.priority_class
+        if not name:
+            return None
+        try:
+            value = self.client.get(PRIORITYCLASSES, None, name).get("value")
+        except NotFound:
+            return None  # (the pods' admission refuses it later, naming it)
+        return int(value) if isinstance(value, int) else None
+
+    def _placement(self, wl: Obj) -> dict[str, Placement]:
+        flavors = {}
+        for name in sorted(kueue.flavor_names(wl)):
+            try:
+                flavors[name] = self.client.get(RESOURCEFLAVORS, None, name)
+            except NotFound:
+                log.warning("an admitted flavor does not exist", flavor=name)
+        return kueue.placement(wl, flavors)
+
+    def _patch_workload(self, wl: Obj, patch: Obj | None) -> None:
+        if patch is None:
+            return
+        meta = wl.get("metadata") or {}
+        self.client.patch(
+            WORKLOADS, meta.get("namespace"), str(meta.get("name")), patch, subresource="status"
+        )
+
+    def _wait_for_admission(
+        self, job: DGLJob, pods: list[Obj], plan: Plan, now: float, reason: str, message: str
+    ) -> None:
+        """No pods until Kueue admits the job: Queued True with Kueue's reason and message."""
+        for pod in pods:
+            if not pod_state.is_terminating(pod):
+                self._delete_pod(job, pod, "the job waits for admission by Kueue")
+        old = conditions.get_condition(plan.status, conditions.QUEUED) or {}
+        if old.get("status") != "True" or old.get("reason") != reason:
+            kind = WARNING if reason.startswith("Evicted") else NORMAL
+            plan.announce(kind, conditions.REASON_QUEUED, f"{reason}: {message}")
+        if old.get("message") != message or old.get("reason") != reason:
+            conditions.set_condition(plan.status, conditions.QUEUED, True, reason, message, now)
+        self._not_running(plan, conditions.REASON_QUEUED, f"queued: {message}", now)
+        plan.status["phase"] = conditions.PHASE_QUEUED
+        for reported in DGLRUN_STATUS_FIELDS:  # the attempt after the admission reports afresh
+            plan.clear(reported)
+        elastic.forget_members(plan.status)  # (the admission sizes its attempt again)
+        plan.status.pop("startTime", None)  # activeDeadlineSeconds counts from the admission
+
+    def _admitted(self, job: DGLJob, plan: Plan, now: float, st: kueue.QueueState) -> None:
+        old = conditions.get_condition(plan.status, conditions.QUEUED)
+        if old is None or old.get("status") == "False":
+            return
+        conditions.set_condition(plan.status, conditions.QUEUED, False, st.reason, st.message, now)
+        plan.status.setdefault("startTime", conditions.now_rfc3339(now))
+        plan.status["phase"] = conditions.PENDING
+        message = f"DGLJob {job.key} is admitted by Kueue: {st.message}"
+        plan.announce(NORMAL, conditions.REASON_ADMITTED, message)

@@ -1,0 +1,256 @@
+"""DGLJobs under the real Kueue, against the real API server: Kueue's manager (hack/kueue.sh,
+DGLJob in its externalFrameworks) admits and preempts, the ``dgl-operator`` process runs with
+``--kueue`` under exactly the RBAC the chart grants with ``kueue`` (controller/rbac.py).
+
+No node runs here: the test plays the kubelet (its pods run and end as the test says), so what
+is checked is the contract between the operator and Kueue: Workloads, admission, the waiting
+said in Kueue's words, quota respected, preemption that stops the job and requeues it, the
+Workload finished. Real training under Kueue is e2e/test_kueue.py's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller import kueue as kq
+from controller.api import DGLJOBS
+from controller.rbac import cluster_role
+from kubeclient import PODS, PRIORITYCLASSES, WORKLOADS, AlreadyExists, Obj, RestClient
+from localcluster.cluster import ControlPlane
+from localcluster.operator_process import OperatorProcess
+from tests.support.apiserver import operator_identity
+from tests.support.dgljobs import load_fixture
+from tests.support.kueue import (
+    CLUSTERQUEUES,
+    LOCALQUEUES,
+    cluster_queue,
+    ensure,
+    flavor,
+    local_queue,
+    running_kueue,
+)
+from tests.support.live import Kubelet, pod_ip
+from tests.support.waiting import wait_for
+
+
+@pytest.fixture(scope="module")
+def kueue(control_plane: ControlPlane, api: RestClient, tmp_path_factory: Any) -> Iterator[None]:
+    crds = tmp_path_factory.mktemp("kueue")
+    with running_kueue(crds, control_plane.kubeconfig):
+        from kubeclient import RESOURCEFLAVORS
+
+        ensure(api, RESOURCEFLAVORS, None, flavor())
+        for name, value in (("dgl-low", 10), ("dgl-high", 1000)):
+            with contextlib.suppress(AlreadyExists):
+                api.create(PRIORITYCLASSES, None, {"apiVersion": "scheduling.k8s.io/v1",
+                           "kind": "PriorityClass", "metadata": {"name": name},
+                           "value": value})  # fmt: skip
+        yield
+
+
+@pytest.fixture
+def operator(
+    api: RestClient, control_plane: ControlPlane, namespace: str, kueue: None, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    role = cluster_role(kueue=True)
+    with operator_identity(api, control_plane, role, tmp_path / "sa.kubeconfig") as (config, _):
+        op = OperatorProcess(
+            config, tmp_path / "operator.log", "--namespace", namespace, "--kueue", metrics=True
+        )
+        try:
+            op.start().wait_ready()  # the Workload informer synced: list and watch allowed
+            yield op
+        finally:
+            op.stop()
+
+
+def queue_objects(api: RestClient, namespace: str, cq: Obj) -> str:
+    """A ClusterQueue (named after the namespace) and LocalQueue ``lq``; the CQ's name."""
+    cq = copy.deepcopy(cq)
+    cq["metadata"]["name"] = f"cq-{namespace}"
+    api.create(CLUSTERQUEUES, None, cq)
+    api.create(LOCALQUEUES, namespace, local_queue("lq", namespace, cq["metadata"]["name"]))
+    return str(cq["metadata"]["name"])
+
+
+def job(namespace: str, name: str, queue: str | None = "lq", priority: str = "") -> Obj:
+    """The seed job, each pod asking for 1 CPU (4 in all: partitioner, 2 workers, launcher)."""
+    raw = load_fixture("seed_dgljob.yaml")
+    raw["metadata"] = {"name": name, "namespace": namespace}
+    if queue:
+        raw["metadata"]["labels"] = {kq.QUEUE_LABEL: queue}
+    for replica in raw["spec"]["dglReplicaSpecs"].values():
+        main = replica["template"]["spec"]["containers"][0]
+        main["resources"] = {"requests": {"cpu": "1", "memory": "64Mi"}}
+    raw["spec"]["runPolicy"] = {"backoffLimit": 0}
+    if priority:
+        raw["spec"]["runPolicy"]["schedulingPolicy"] = {"priorityClass": priority}
+    return raw
+
+
+def pods(api: RestClient, namespace: str, job_name: str) -> dict[str, Obj]:
+    return {
+        p["metadata"]["name"]: p
+        for p in api.list(PODS, namespace)["items"]
+        if p["metadata"]["name"].startswith(f"{job_name}-")
+    }
+
+
+def condition(api: RestClient, namespace: str, name: str, kind: str) -> Obj:
+    got = api.get(DGLJOBS, namespace, name)
+    found = [c for c in (got.get("status") or {}).get("conditions") or [] if c["type"] == kind]
+    return found[0] if found else {}
+
+
+def workload_of(api: RestClient, namespace: str, name: str) -> Obj | None:
+    owner = api.get(DGLJOBS, namespace, name)["metadata"]["uid"]
+    items: list[Obj] = api.list(WORKLOADS, namespace)["items"]
+    for wl in items:
+        if any(o["uid"] == owner for o in wl["metadata"].get("ownerReferences") or []):
+            return wl
+    return None
+
+
+def admitted(wl: Obj | None) -> bool:
+    return wl is not None and kq.state(wl).admitted
+
+
+def run_to_success(api: RestClient, namespace: str, name: str, start: int) -> None:
+    """Play the kubelet: the workers and partitioner run, then the launcher runs and ends 0."""
+    kubelet = Kubelet(api, namespace)
+    first = [f"{name}-worker-0", f"{name}-worker-1", f"{name}-partitioner"]
+    wait_for(lambda: set(first) <= set(pods(api, namespace, name)), what=f"{name}'s pods")
+    for i, pod in enumerate(first):
+        kubelet.run(pod, pod_ip(start + i))
+    launcher = f"{name}-launcher"
+    wait_for(lambda: launcher in pods(api, namespace, name), what=f"{name}'s launcher")
+    kubelet.run(launcher, pod_ip(start + 3))
+    kubelet.finish(launcher)
+    wait_for(
+        lambda: condition(api, namespace, name, "Succeeded").get("status") == "True",
+        what=f"{name} Succeeded",
+        timeout=30,
+    )
+
+
+def test_one_job_at_a_time_within_the_quota_and_each_workload_finished(
+    api: RestClient, namespace: str, operator: OperatorProcess
+) -> None:
+    """A ClusterQueue that fits one job: three jobs submitted at once run one after the other,
+    never two admitted, and each Workload ends Finished; a job whose label names a missing
+    LocalQueue waits saying so; a job without the label runs at once, untouched by Kueue."""
+    queue_objects(api, namespace, cluster_queue("cq", "4"))
+    names = ["first", "second", "third"]
+    for name in names:
+        api.create(DGLJOBS, namespace, job(namespace, name))
+    api.create(DGLJOBS, namespace, job(namespace, "lost", queue="no-such-queue"))
+    api.create(DGLJOBS, namespace, job(namespace, "free", queue=None))
+    wait_for(
+        lambda: all(workload_of(api, namespace, n) for n in [*names, "lost"]),
+        what="a Workload per queued job",
+        timeout=30,
+    )
+    wl = workload_of(api, namespace, "first")
+    assert wl is not None
+    assert wl["spec"]["queueName"] == "lq"
+    assert [(s["name"], s["count"]) for s in wl["spec"]["podSets"]] == [
+        ("partitioner", 1), ("worker", 2), ("launcher", 1)
+    ]  # fmt: skip
+    # without the label: no Workload, its pods at once though the quota is taken
+    assert workload_of(api, namespace, "free") is None
+    wait_for(lambda: "free-worker-0" in pods(api, namespace, "free"), what="free's pods")
+    # the missing LocalQueue, in Kueue's words; no pod
+    wait_for(
+        lambda: "no-such-queue" in condition(api, namespace, "lost", "Queued").get("message", ""),
+        what="lost's Queued condition naming its LocalQueue",
+        timeout=30,
+    )
+    lost = condition(api, namespace, "lost", "Queued")
+    assert lost["status"] == "True", lost
+    assert api.get(DGLJOBS, namespace, "lost")["status"]["phase"] == "Queued"
+    assert pods(api, namespace, "lost") == {}
+    order = []
+    for k in range(len(names)):
+        running = wait_for(
+            lambda: [
+                n for n in names if n not in order and admitted(workload_of(api, namespace, n))
+            ],
+            what=f"admission {k + 1}",
+            timeout=60,
+        )
+        assert len(running) == 1, f"more admitted than the quota allows: {running}"
+        (name,) = running
+        waiting = [n for n in names if n not in order and n != name]
+        for other in waiting:
+            said = condition(api, namespace, other, "Queued")
+            assert said.get("status") == "True" and pods(api, namespace, other) == {}, said
+        run_to_success(api, namespace, name, 10 * k)
+        order.append(name)
+        wait_for(
+            lambda n=name: "Finished" in str((workload_of(api, namespace, n) or {}).get("status")),
+            what=f"{name}'s Workload Finished",
+            timeout=30,
+        )
+    done = [workload_of(api, namespace, n) for n in order]
+    finished = [kq._conditions(w)["Finished"] for w in done if w is not None]
+    assert [f["reason"] for f in finished] == ["Succeeded"] * 3
+    print(f"Kueue admitted the three jobs in the order {order}")
+
+
+def test_a_higher_priority_job_preempts_and_the_preempted_one_comes_back(
+    api: RestClient, namespace: str, operator: OperatorProcess
+) -> None:
+    queue_objects(api, namespace, cluster_queue("cq", "4", preemption=True))
+    api.create(DGLJOBS, namespace, job(namespace, "low", priority="dgl-low"))
+    wait_for(lambda: admitted(workload_of(api, namespace, "low")), what="low admitted", timeout=60)
+    low = workload_of(api, namespace, "low")
+    assert low is not None and low["spec"]["priority"] == 10
+    kubelet = Kubelet(api, namespace)
+    first = ["low-worker-0", "low-worker-1", "low-partitioner"]
+    wait_for(lambda: set(first) <= set(pods(api, namespace, "low")), what="low's pods")
+    for i, pod in enumerate(first):
+        kubelet.run(pod, pod_ip(40 + i))
+    wait_for(lambda: "low-launcher" in pods(api, namespace, "low"), what="low's launcher")
+    kubelet.run("low-launcher", pod_ip(43))
+    wait_for(
+        lambda: (
+            "PodsReady" in str((workload_of(api, namespace, "low") or {}).get("status"))
+            and kq._conditions(workload_of(api, namespace, "low") or {})["PodsReady"]["status"]
+            == "True"
+        ),
+        what="PodsReady True on low's Workload",
+        timeout=30,
+    )
+    api.create(DGLJOBS, namespace, job(namespace, "high", priority="dgl-high"))
+    asked = time.monotonic()
+    wait_for(
+        lambda: condition(api, namespace, "low", "Queued").get("reason") == "EvictedPreempted",
+        what="low evicted",
+        timeout=60,
+    )
+    wait_for(lambda: pods(api, namespace, "low") == {}, what="low's pods gone", timeout=30)
+    gone = time.monotonic() - asked
+    wait_for(
+        lambda: admitted(workload_of(api, namespace, "high")), what="high admitted", timeout=60
+    )
+    evicted = workload_of(api, namespace, "low")
+    assert evicted is not None and not kq.state(evicted).admitted
+    run_to_success(api, namespace, "high", 50)
+    # the low job is admitted again, and runs from the start of a new attempt
+    wait_for(
+        lambda: admitted(workload_of(api, namespace, "low")), what="low readmitted", timeout=60
+    )
+    wait_for(
+        lambda: condition(api, namespace, "low", "Queued").get("status") == "False",
+        what="low's Queued False again",
+        timeout=30,
+    )
+    run_to_success(api, namespace, "low", 60)
+    print(f"preemption: the low job's pods were gone {gone:.1f}s after the high job came")

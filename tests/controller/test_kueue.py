@@ -1,0 +1,341 @@
+"""Kueue's contract (--kueue): the Workload of a queued DGLJob and what its status means, as
+pure functions (controller/kueue.py), then through the whole controller over FakeKube, the
+test playing Kueue (it writes the Workload's admission and eviction as Kueue's scheduler
+would). Real Kueue runs in e2e/test_kueue.py."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from controller import kueue
+from controller.api import LAUNCHER, PARTITIONER, WORKER, Placement
+from controller.builders import BuildOptions, desired
+from kubeclient import PODS, RESOURCEFLAVORS, WORKLOADS, Obj
+from tests.controller.harness import LAUNCH, MAIN, NS, PART, W0, W1, Harness, bring_up, seed
+from tests.controller.kueue_fixtures import (
+    FLAVOR,
+    T,
+    admission,
+    admitted_status,
+    cond,
+    kueue_writes,
+    parsed,
+    queued,
+    workload,
+)
+from tests.support.waiting import wait_for
+
+# -- the Workload ------------------------------------------------------------------------------
+
+
+def test_the_workload_asks_for_the_jobs_pods_in_its_queue_with_its_priority() -> None:
+    raw = queued(runPolicy={"schedulingPolicy": {"priorityClass": "high"}})
+    job = parsed(raw)
+    wl = kueue.workload(job, BuildOptions(), priority=1000)
+    meta = wl["metadata"]
+    assert meta["name"] == kueue.workload_name(job)
+    assert meta["name"].startswith(f"dgljob-{MAIN}-") and len(meta["name"]) == len(MAIN) + 13
+    assert meta["labels"] == {"dgl.qihoo.net/job-name": MAIN, kueue.JOB_UID_LABEL: job.uid}
+    (owner,) = meta["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("DGLJob", job.uid, True)
+    spec = wl["spec"]
+    assert spec["queueName"] == "team-a" and spec["active"] is True
+    assert spec["priorityClassRef"] == {
+        "group": "scheduling.k8s.io",
+        "kind": "PriorityClass",
+        "name": "high",
+    }
+    assert spec["priority"] == 1000
+    sets = {s["name"]: s for s in spec["podSets"]}
+    assert [s["name"] for s in spec["podSets"]] == ["partitioner", "worker", "launcher"]
+    assert {n: s["count"] for n, s in sets.items()} == {
+        "partitioner": 1,
+        "worker": 2,
+        "launcher": 1,
+    }
+    assert all("minCount" not in s for s in sets.values())
+    want = desired(job, BuildOptions())
+    # each template is the pod the operator makes: its spec whole, of its metadata only the
+    # labels and annotations (all Kueue allows there)
+    for name, pod in (
+        ("partitioner", want.partitioner),
+        ("worker", want.workers[0]),
+        ("launcher", want.launcher),
+    ):
+        assert pod is not None
+        template = sets[name]["template"]
+        assert set(template["metadata"]) == {"labels", "annotations"}
+        assert template["metadata"]["labels"] == pod["metadata"]["labels"]
+        assert template["spec"] == pod["spec"]
+
+
+def test_an_elastic_job_may_be_admitted_partially_down_to_min_replicas() -> None:
+    raw = queued(
+        storage={"claimName": "results"},
+        elasticPolicy={"minReplicas": 1, "maxReplicas": 3},
+    )
+    raw["spec"]["dglReplicaSpecs"]["Worker"]["replicas"] = 3
+    wl = kueue.workload(parsed(raw), BuildOptions())
+    (worker,) = [s for s in wl["spec"]["podSets"] if s["name"] == "worker"]
+    assert (worker["count"], worker["minCount"]) == (3, 1)
+    assert "priority" not in wl["spec"] and "priorityClassRef" not in wl["spec"]
+
+
+def test_a_job_without_the_label_is_not_queued() -> None:
+    assert kueue.queue_name(parsed(seed())) is None
+    assert kueue.queue_name(parsed(queued("lq"))) == "lq"
+
+
+# -- what Kueue wrote --------------------------------------------------------------------------
+
+
+# fmt: off
+STATES = [
+        ({}, False, "Pending", "waiting for Kueue to consider the Workload"),
+        (
+            {"conditions": [cond("QuotaReserved", False, "Inadmissible",
+                                 "LocalQueue team-a doesn't exist")]},
+            False, "Inadmissible", "LocalQueue team-a doesn't exist",
+        ),
+        (
+            {"conditions": [cond("QuotaReserved", False, "Pending",
+                                 "couldn't assign flavors to pod set worker: insufficient "
+                                 "unused quota for cpu in flavor on-demand, 1 more needed")]},
+            False, "Pending", "couldn't assign flavors to pod set worker: insufficient unused "
+            "quota for cpu in flavor on-demand, 1 more needed",
+        ),
+        (
+            {"admission": admission(), "conditions": [
+                cond("QuotaReserved", True, "QuotaReserved"),
+                cond("Admitted", False, "UnsatisfiedChecks", "not all checks ready")],
+             "admissionChecks": [
+                 {"name": "prov", "state": "Pending", "message": "waiting for capacity"},
+                 {"name": "ok", "state": "Ready", "message": ""}]},
+            False, "UnsatisfiedChecks", "admission check prov is Pending: waiting for capacity",
+        ),
+        (admitted_status(), True, "Admitted", "The workload is admitted"),
+        (
+            admitted_status() | {"conditions": [
+                *admitted_status()["conditions"],
+                cond("Evicted", True, "Preempted", "Preempted to accommodate a workload")]},
+            False, "EvictedPreempted", "Preempted to accommodate a workload",
+        ),
+    ]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("status", "admitted", "reason", "message"),
+    STATES,
+    ids=["new", "no-local-queue", "quota", "check-pending", "admitted", "evicted"],
+)
+def test_the_state_says_why_the_job_waits_in_kueues_words(
+    status: Obj, admitted: bool, reason: str, message: str
+) -> None:
+    st = kueue.state({"metadata": {"name": "w"}, "status": status})
+    assert (st.admitted, st.reason, st.message) == (admitted, reason, message)
+
+
+def test_the_placement_is_the_flavors_and_the_checks_updates_per_replica_type() -> None:
+    status = admitted_status(
+        admissionChecks=[
+            {
+                "name": "prov",
+                "state": "Ready",
+                "message": "",
+                "podSetUpdates": [
+                    {
+                        "name": "worker",
+                        "labels": {"team": "a"},
+                        "annotations": {"prov": "yes"},
+                        "nodeSelector": {"zone": "z1"},
+                    }
+                ],
+            }
+        ]
+    )
+    wl = {"metadata": {"name": "w"}, "status": status}
+    assert kueue.flavor_names(wl) == {"on-demand"}
+    placed = kueue.placement(wl, {"on-demand": FLAVOR})
+    tol = tuple(FLAVOR["spec"]["tolerations"])
+    assert placed[LAUNCHER] == Placement({"pool": "on-demand"}, tol, count=1)
+    assert placed[PARTITIONER] == Placement({"pool": "on-demand"}, tol, count=1)
+    assert placed[WORKER] == Placement(
+        {"pool": "on-demand", "zone": "z1"}, tol, {"team": "a"}, {"prov": "yes"}, count=2
+    )
+    # the pods the operator makes with it; the job's own spec is left as it was
+    job = parsed(queued())
+    want = desired(kueue.admitted(job, placed), BuildOptions())
+    assert want.partitioner is not None
+    for pod in [*want.workers, want.partitioner, want.launcher]:
+        assert pod["spec"]["nodeSelector"]["pool"] == "on-demand"
+        assert pod["spec"]["tolerations"][-1] == FLAVOR["spec"]["tolerations"][0]
+    assert [w["metadata"]["labels"]["team"] for w in want.workers] == ["a", "a"]
+    assert [w["spec"]["nodeSelector"]["zone"] for w in want.workers] == ["z1", "z1"]
+    assert "team" not in want.launcher["metadata"]["labels"]
+    assert "nodeSelector" not in desired(job, BuildOptions()).launcher["spec"]
+
+
+def test_an_elastic_job_runs_no_more_workers_than_admitted() -> None:
+    raw = queued(storage={"claimName": "r"}, elasticPolicy={"minReplicas": 1, "maxReplicas": 3})
+    raw["spec"]["dglReplicaSpecs"]["Worker"]["replicas"] = 3
+    job = parsed(raw)
+    for count, workers in ((2, 2), (3, 3), (5, 3), (0, 1)):
+        run = kueue.admitted(job, {WORKER: Placement(count=count)})
+        assert run.spec.workers == workers, count
+
+
+# -- what the job's side writes ----------------------------------------------------------------
+
+
+def conditions_of(patch: Obj) -> dict[str, Obj]:
+    return {c["type"]: c for c in patch["status"]["conditions"]}
+
+
+def test_an_evicted_workload_gets_its_reservation_cleared_so_kueue_queues_it_again() -> None:
+    wl = {
+        "metadata": {"name": "w", "resourceVersion": "7", "generation": 1},
+        "status": admitted_status()
+        | {
+            "conditions": [
+                *admitted_status()["conditions"],
+                cond("Evicted", True, "Preempted", "Preempted to accommodate a workload"),
+            ]
+        },
+    }
+    patch = kueue.clear_reservation(wl, T)
+    assert patch is not None
+    assert patch["metadata"] == {"resourceVersion": "7"}  # a conflict if Kueue wrote since
+    assert patch["status"]["admission"] is None
+    conds = conditions_of(patch)
+    assert (conds["QuotaReserved"]["status"], conds["QuotaReserved"]["reason"]) == (
+        "False",
+        "Pending",
+    )
+    assert conds["QuotaReserved"]["message"] == "Preempted to accommodate a workload"
+    assert (conds["Admitted"]["status"], conds["Admitted"]["reason"]) == ("False", "NoReservation")
+    assert (conds["Requeued"]["status"], conds["Requeued"]["reason"]) == ("True", "Preempted")
+    assert conds["Evicted"]["status"] == "True"  # Kueue's to clear
+    cleared = {**wl, "status": {**wl["status"], **patch["status"]}}
+    assert kueue.clear_reservation(cleared, T) is None
+    assert kueue.clear_reservation({"metadata": {}, "status": admitted_status()}, T) is None
+
+
+def test_pods_ready_and_finished_are_worded_as_kueues_reconciler_does() -> None:
+    wl: Obj = {"metadata": {"name": "w", "resourceVersion": "3"}, "status": admitted_status()}
+    patch = kueue.pods_ready(wl, False, T)
+    assert patch is not None and conditions_of(patch)["PodsReady"]["reason"] == "WaitForStart"
+    wl["status"] = {**wl["status"], **patch["status"]}
+    assert kueue.pods_ready(wl, False, T) is None  # said already
+    patch = kueue.pods_ready(wl, True, T)
+    assert patch is not None and conditions_of(patch)["PodsReady"]["reason"] == "Started"
+    wl["status"] = {**wl["status"], **patch["status"]}
+    patch = kueue.pods_ready(wl, False, T)
+    assert patch is not None and conditions_of(patch)["PodsReady"]["reason"] == "WaitForRecovery"
+    wl["status"] = {**wl["status"], **patch["status"]}
+    patch = kueue.pods_ready(wl, True, T)
+    assert patch is not None and conditions_of(patch)["PodsReady"]["reason"] == "Recovered"
+    done = kueue.finished(wl, False, "worker-1 exited with code 1", T)
+    assert done is not None
+    finished = conditions_of(done)["Finished"]
+    assert (finished["status"], finished["reason"]) == ("True", "Failed")
+    assert finished["message"] == "worker-1 exited with code 1"
+    wl["status"] = {**wl["status"], **done["status"]}
+    assert kueue.finished(wl, True, "", T) is None
+
+
+# -- through the whole controller ----------------------------------------------------------------
+
+
+@pytest.fixture
+def h() -> Any:
+    harness = Harness(options=BuildOptions(kueue=True))
+    harness.kube.create(RESOURCEFLAVORS, None, copy.deepcopy(FLAVOR))
+    harness.start()
+    yield harness
+    harness.close()
+
+
+def test_a_queued_job_runs_only_while_admitted_and_its_workload_follows_it(h: Harness) -> None:
+    h.create_job(queued())
+    wait_for(lambda: h.kube.objects(WORKLOADS, NS), what="the Workload")
+    h.settle()
+    assert h.pods() == {}, "no pod before the admission"
+    assert h.status()["phase"] == "Queued"
+    q = h.condition("Queued")
+    assert q is not None and (q["status"], q["reason"]) == ("True", "Pending")
+    # the LocalQueue is missing: the job says so, in Kueue's words
+    kueue_writes(
+        h,
+        {
+            "conditions": [
+                cond("QuotaReserved", False, "Inadmissible", "LocalQueue team-a doesn't exist")
+            ]
+        },
+    )
+    h.wait_condition_status("Queued", "True", reason="Inadmissible")
+    assert h.condition("Queued")["message"] == "LocalQueue team-a doesn't exist"  # type: ignore[index]
+    assert h.pods() == {}
+    # admitted: the pods come, with the flavor's nodeSelector and tolerations
+    kueue_writes(h, admitted_status())
+    h.wait_pods(W0, W1, PART)
+    for pod in h.pods().values():
+        assert pod["spec"]["nodeSelector"] == {"pool": "on-demand"}
+        assert FLAVOR["spec"]["tolerations"][0] in pod["spec"]["tolerations"]
+    h.wait_condition_status("Queued", "False", reason="Admitted")
+    assert "DGLJobAdmitted" in h.event_reasons()
+    wait_for(
+        lambda: "PodsReady" in conditions_of({"status": workload(h)["status"]}),
+        what="the Workload's PodsReady",
+    )
+    assert conditions_of({"status": workload(h)["status"]})["PodsReady"]["reason"] == "WaitForStart"
+    bring_up(h)
+    h.run_pod(LAUNCH, "10.0.0.4")
+    wait_for(
+        lambda: conditions_of({"status": workload(h)["status"]})["PodsReady"]["status"] == "True",
+        what="PodsReady True on the Workload",
+    )
+    # preempted: the pods go; once they are gone the reservation is cleared
+    evicted = admitted_status()
+    evicted["conditions"].append(
+        cond("Evicted", True, "Preempted", "Preempted to accommodate a workload")
+    )
+    kueue_writes(h, evicted)
+    h.wait_condition_status("Queued", "True", reason="EvictedPreempted")
+    h.settle()
+    assert all(p["metadata"].get("deletionTimestamp") for p in h.pods().values()) or h.pods() == {}
+    h.kube.collect_garbage()
+    for name in list(h.pods()):
+        h.kube.delete(PODS, NS, name, grace_period_seconds=0)
+    wait_for(lambda: workload(h)["status"].get("admission") is None, what="the reservation cleared")
+    wl_conds = conditions_of({"status": workload(h)["status"]})
+    assert (wl_conds["QuotaReserved"]["status"], wl_conds["QuotaReserved"]["reason"]) == (
+        "False",
+        "Pending",
+    )
+    assert wl_conds["Requeued"]["status"] == "True"
+    assert h.status()["phase"] == "Queued" and "startTime" not in h.status()
+    # admitted again (Kueue drops Evicted when it admits): a new attempt's pods; then done
+    kueue_writes(h, admitted_status())
+    h.wait_pods(W0, W1, PART)
+    bring_up(h)
+    h.run_pod(LAUNCH, "10.0.0.4")
+    h.finish_pod(LAUNCH)
+    h.wait_phase("Completed")
+    wait_for(
+        lambda: "Finished" in conditions_of({"status": workload(h)["status"]}),
+        what="the Workload Finished",
+    )
+    finished = conditions_of({"status": workload(h)["status"]})["Finished"]
+    assert (finished["status"], finished["reason"]) == ("True", "Succeeded")
+
+
+def test_a_job_without_the_label_runs_as_ever_and_has_no_workload(h: Harness) -> None:
+    h.create_job(seed())
+    h.wait_pods(W0, W1, PART)
+    h.settle()
+    assert h.kube.objects(WORKLOADS, NS) == []
+    assert h.condition("Queued") is None
