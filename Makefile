@@ -109,7 +109,7 @@ unit: preflight-test venv dgl-venv k8s-binaries scheduler-plugins kueue
 
 test: preflight-test lint typecheck unit
 
-bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins images
+bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins kueue images
 	$(BIN)/python bench/workqueue_bench.py
 	$(BIN)/python bench/pipeline_bench.py
 	$(BIN)/python bench/controller_bench.py
@@ -120,6 +120,7 @@ bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins images
 	$(BIN)/python bench/restart_bench.py
 	$(BIN)/python bench/nodes_bench.py
 	$(BIN)/python bench/elastic_bench.py
+	$(BIN)/python bench/kueue_bench.py
 
 # Docker-free OCI images (debootstrap base; the DGL image reuses the DGL venv).
 images: venv dgl-venv

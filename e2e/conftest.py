@@ -51,7 +51,7 @@ def kubeconfig(request: pytest.FixtureRequest) -> Iterator[Path]:
     from localcluster.node import main as node_main
 
     try:
-        if node_main(["up"]) != 0:
+        if node_main(["up", "--kueue"]) != 0:
             unavailable("the local single-node cluster did not come up (see above)")
     except ClusterError as e:
         unavailable(f"the local single-node cluster did not come up: {e}")
@@ -79,14 +79,31 @@ def cluster(kubeconfig: Path, k8s_manager: Any, request: pytest.FixtureRequest) 
 @pytest.fixture(scope="session")
 def operator(cluster: Any, kubeconfig: Path) -> Iterator[str]:
     """The operator installed from charts/dgl-operator (namespace dgl-system), with this
-    checkout's images when the cluster is this machine's node."""
+    checkout's images when the cluster is this machine's node. There, Kueue runs too (started
+    with the cluster, or now for one `make cluster-up` left without it) and the operator has
+    ``kueue=true``: every other test's jobs carry no queue label, so Kueue leaves them alone."""
     digest = ""
+    values = {}
+    started = None
     if kubeconfig == NODE_KUBECONFIG:
+        from localcluster import kueue
+        from localcluster.cluster import k8s_binaries
         from localcluster.node import refresh_images
+        from localcluster.volumes import kubectl_for
 
         digest = refresh_images().get("dgl-operator", "")
-    install_operator(Path(cluster.kubeconfig), digest)
-    yield "dgl-system"
+        if not kueue.running():
+            kubectl = kubectl_for(k8s_binaries("kubectl") / "kubectl", kubeconfig)
+            started = kueue.start(DEFAULT_DIR, kubeconfig, kubectl)
+        values["kueue"] = "true"
+    install_operator(Path(cluster.kubeconfig), digest, values)
+    try:
+        yield "dgl-system"
+    finally:
+        if started is not None:
+            from localcluster import kueue
+
+            kueue.stop(started)
 
 
 @pytest.fixture

@@ -360,7 +360,7 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
         ),
         EntryPoint(
             "bench",
-            (*_NODE, *_IMAGES, "helm", "mpi", "prometheus", "coscheduling"),
+            (*_NODE, *_IMAGES, "helm", "mpi", "prometheus", "coscheduling", "kueue"),
             ("localcluster", "hack", "tests/support"),
             "make bench",
         ),

@@ -1,0 +1,169 @@
+"""What Kueue adds to a job's start (issue 30): on this machine's single-node cluster with
+Kueue's manager (``localcluster.node up --kueue``), the GraphSAGE example job (a partitioner
+and 2 workers, each asking 100m CPU) is started ``--rounds`` times without the queue label and
+as many times with it, alternately. Printed per round and as medians:
+
+- without Kueue: seconds from the job's creation to all its pods running;
+- with Kueue: seconds from its creation to Kueue's admission (the Workload's ``Admitted``), and
+  from the admission to all its pods running, set against the run without Kueue.
+
+Each job is deleted once its pods run (training is not what is measured).
+
+    python bench/kueue_bench.py [--rounds 3]
+
+Needs root and no cluster already running from ~/.cache/dgl-operator/node (``make
+cluster-down`` first). Figures are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from controller import kueue as kq  # noqa: E402
+from localcluster.cluster import k8s_binaries  # noqa: E402
+from localcluster.helm import install_operator  # noqa: E402
+from localcluster.node import DEFAULT_DIR, refresh_images, running  # noqa: E402
+from localcluster.node import main as node_main  # noqa: E402
+
+KUBECONFIG = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
+NS = "kueue-bench"
+CPU = "100m"
+
+
+def say(text: str) -> None:
+    print(f"kueue_bench: {text}", flush=True)
+
+
+def kubectl(*args: str, stdin: str | None = None) -> str:
+    out = subprocess.run(
+        [str(k8s_binaries("kubectl") / "kubectl"), "--kubeconfig", str(KUBECONFIG), *args],
+        input=stdin, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args[:3])}: {out.stderr.strip()}")
+    return out.stdout
+
+
+def apply(obj: dict[str, Any]) -> None:
+    kubectl("apply", "-f", "-", stdin=json.dumps(obj))
+
+
+def job(name: str, queued: bool) -> dict[str, Any]:
+    raw: dict[str, Any] = yaml.safe_load((REPO / "examples/graphsage/dgljob.yaml").read_text())
+    raw["metadata"] = {"name": name, "namespace": NS}
+    if queued:
+        raw["metadata"]["labels"] = {kq.QUEUE_LABEL: "lq"}
+    for replica in raw["spec"]["dglReplicaSpecs"].values():
+        main = replica["template"]["spec"]["containers"][0]
+        main.setdefault("resources", {}).setdefault("requests", {})["cpu"] = CPU
+    return raw
+
+
+def queues() -> None:
+    kubectl("create", "namespace", NS)
+    apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+           "metadata": {"name": "default-flavor"}, "spec": {}})  # fmt: skip
+    apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+           "metadata": {"name": "bench"},
+           "spec": {"namespaceSelector": {}, "resourceGroups": [{
+               "coveredResources": ["cpu"],
+               "flavors": [{"name": "default-flavor",
+                            "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}})  # fmt: skip
+    apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "LocalQueue",
+            "metadata": {"name": "lq", "namespace": NS},
+            "spec": {"clusterQueue": "bench"},
+        }
+    )
+
+
+def all_running(name: str) -> bool:
+    items = json.loads(kubectl("get", "pods", "-n", NS, "-o", "json"))["items"]
+    mine = [p for p in items if p["metadata"]["name"].startswith(f"{name}-")]
+    want = {f"{name}-worker-0", f"{name}-worker-1", f"{name}-partitioner"}
+    running_now = {p["metadata"]["name"] for p in mine if p["status"].get("phase") == "Running"}
+    return want <= running_now
+
+
+def admitted_at(name: str) -> float | None:
+    items = json.loads(kubectl("get", "workloads.kueue.x-k8s.io", "-n", NS, "-o", "json"))
+    for wl in items["items"]:
+        if any(o["name"] == name for o in wl["metadata"].get("ownerReferences") or []):
+            cond = kq._conditions(wl).get("Admitted") or {}
+            if cond.get("status") == "True":
+                stamp = datetime.fromisoformat(
+                    str(cond["lastTransitionTime"]).replace("Z", "+00:00")
+                )
+                return stamp.timestamp()
+    return None
+
+
+def run(name: str, queued: bool) -> tuple[float, float | None]:
+    """(seconds from creation to all pods running, seconds from creation to admission)."""
+    start = time.time()
+    apply(job(name, queued))
+    admitted = None
+    while not all_running(name):
+        if queued and admitted is None:
+            admitted = admitted_at(name)
+        if time.time() - start > 600:
+            raise RuntimeError(f"{name}: pods not running after 600 s")
+        time.sleep(0.2)
+    ran = time.time() - start
+    if queued and admitted is None:
+        admitted = admitted_at(name)
+    kubectl("delete", "dgljob", name, "-n", NS, "--wait=true")
+    return ran, (admitted - start if admitted is not None else None)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=3)
+    a = p.parse_args()
+    if running(DEFAULT_DIR):
+        say("a cluster already runs from ~/.cache/dgl-operator/node: make cluster-down first")
+        return 1
+    if node_main(["up", "--kueue"]) != 0:
+        return 1
+    try:
+        digest = refresh_images().get("dgl-operator", "")
+        install_operator(KUBECONFIG, digest, {"kueue": "true"})
+        queues()
+        plain, queued_run, admission = [], [], []
+        for r in range(a.rounds):
+            ran, _ = run(f"plain-{r}", False)
+            plain.append(ran)
+            ran_q, adm = run(f"queued-{r}", True)
+            assert adm is not None, "no admission seen"
+            queued_run.append(ran_q - adm)
+            admission.append(adm)
+            say(
+                f"round {r}: without Kueue creation -> pods running {ran:.1f}s; with Kueue "
+                f"creation -> admitted {adm:.1f}s, admitted -> pods running {ran_q - adm:.1f}s"
+            )
+        mp, mq, ma = (statistics.median(x) for x in (plain, queued_run, admission))
+        say(f"median of {a.rounds}: admission -> all pods running {mq:.1f}s under Kueue vs "
+            f"creation -> all pods running {mp:.1f}s without ({mq / mp:.2f}x); Kueue's own "
+            f"admission took {ma:.1f}s after creation")  # fmt: skip
+    finally:
+        node_main(["down"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
