@@ -18,6 +18,9 @@ The class is a mixin of JobSync: the few JobSync members it uses are declared be
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+
 import structlog
 
 from controller import elastic, kueue
@@ -26,6 +29,7 @@ from controller.apply import Applier
 from controller.builders import BuildOptions
 from controller.children import Listers
 from controller.events import NORMAL, WARNING
+from controller.memo import JobMemos
 from controller.objects import JobIdentity, JobRef
 from controller.plan import Plan
 from controller.status import conditions, pod_state
@@ -51,6 +55,7 @@ class QueueSteps:
     apply: Applier
     client: KubeClient
     listers: Listers
+    memos: JobMemos
     options: BuildOptions
 
     def _delete_pod(self, job: JobIdentity, pod: Obj, why: str) -> None:
@@ -91,7 +96,7 @@ class QueueSteps:
             if st.evicted and not any(pod_state.is_active(p) for p in pods):
                 self._patch_workload(wl, kueue.clear_reservation(wl, now))
             return None
-        placed = self._placement(wl)
+        placed = self._placement(job, wl)
         self._admitted(job, plan, now, st)
         ready = conditions.is_true(plan.status, conditions.PODS_READY)
         self._patch_workload(wl, kueue.pods_ready(wl, ready, now))
@@ -143,14 +148,23 @@ class QueueSteps:
             return None  # (the pods' admission refuses it later, naming it)
         return int(value) if isinstance(value, int) else None
 
-    def _placement(self, wl: Obj) -> dict[str, Placement]:
+    def _placement(self, job: DGLJob, wl: Obj) -> Mapping[str, Placement]:
+        """The admission's placement; the flavors are read once per admission."""
+        status = wl.get("status") or {}
+        of = json.dumps(
+            [status.get("admission"), status.get("admissionChecks")], sort_keys=True, default=str
+        )
+        memo = self.memos[job.key]
+        if memo.placement is not None and memo.placement_of == of:
+            return memo.placement
         flavors = {}
         for name in sorted(kueue.flavor_names(wl)):
             try:
                 flavors[name] = self.client.get(RESOURCEFLAVORS, None, name)
             except NotFound:
                 log.warning("an admitted flavor does not exist", flavor=name)
-        return kueue.placement(wl, flavors)
+        memo.placement, memo.placement_of = kueue.placement(wl, flavors), of
+        return memo.placement
 
     def _patch_workload(self, wl: Obj, patch: Obj | None) -> None:
         if patch is None:

@@ -10,8 +10,10 @@ blind create that finds the object, a Warning said again).
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from controller.api import Placement
 from controller.mutation_cache import OwnWrite
 
 
@@ -28,6 +30,10 @@ class JobMemo:
     claim_missing_told: str = ""
     # (namespace, reason) counted in the jobs-waiting gauge for the job
     waiting: tuple[str, str] | None = None
+    # --kueue: the placement of the job's admission (its ResourceFlavors read once), and the
+    # admission it was made of (the Workload's status.admission and admissionChecks, as JSON)
+    placement: Mapping[str, Placement] | None = None
+    placement_of: str = ""
 
 
 class JobMemos:
