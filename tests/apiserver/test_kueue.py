@@ -254,3 +254,30 @@ def test_a_higher_priority_job_preempts_and_the_preempted_one_comes_back(
     )
     run_to_success(api, namespace, "low", 60)
     print(f"preemption: the low job's pods were gone {gone:.1f}s after the high job came")
+
+
+def test_an_elastic_job_is_admitted_partially_and_starts_with_the_count_admitted(
+    api: RestClient, namespace: str, operator: OperatorProcess
+) -> None:
+    """minReplicas 1, maxReplicas 3 on a quota of 3 CPUs (the partitioner and the launcher
+    take 2): Kueue admits one worker of the three, and the job makes only that one."""
+    queue_objects(api, namespace, cluster_queue("cq", "3"))
+    raw = job(namespace, "elastic")
+    raw["spec"]["dglReplicaSpecs"]["Worker"]["replicas"] = 3
+    raw["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3}
+    raw["spec"]["storage"] = {"claimName": "results"}
+    api.create(DGLJOBS, namespace, raw)
+    wait_for(lambda: admitted(workload_of(api, namespace, "elastic")), what="admitted", timeout=60)
+    wl = workload_of(api, namespace, "elastic")
+    assert wl is not None
+    (worker,) = [s for s in wl["spec"]["podSets"] if s["name"] == "worker"]
+    assert (worker["count"], worker["minCount"]) == (3, 1)
+    counts = {a["name"]: a["count"] for a in wl["status"]["admission"]["podSetAssignments"]}
+    assert counts == {"partitioner": 1, "worker": 1, "launcher": 1}, counts
+    kubelet = Kubelet(api, namespace)
+    wait_for(lambda: "elastic-partitioner" in pods(api, namespace, "elastic"), what="partitioner")
+    kubelet.run("elastic-partitioner", pod_ip(70))  # (placed: the workers come next)
+    wait_for(lambda: "elastic-worker-0" in pods(api, namespace, "elastic"), what="worker-0")
+    time.sleep(2)  # what else would come, comes now
+    made = sorted(p for p in pods(api, namespace, "elastic") if "-worker-" in p)
+    assert made == ["elastic-worker-0"], made
