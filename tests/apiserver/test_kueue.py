@@ -29,6 +29,8 @@ from tests.support.apiserver import operator_identity
 from tests.support.dgljobs import load_fixture
 from tests.support.kueue import (
     CLUSTERQUEUES,
+    FLAVOR_LABELS,
+    FLAVOR_TOLERATION,
     LOCALQUEUES,
     cluster_queue,
     ensure,
@@ -191,6 +193,13 @@ def test_one_job_at_a_time_within_the_quota_and_each_workload_finished(
         for other in waiting:
             said = condition(api, namespace, other, "Queued")
             assert said.get("status") == "True" and pods(api, namespace, other) == {}, said
+        made = wait_for(
+            lambda n=name: (lambda got: got if len(got) == 3 else None)(pods(api, namespace, n)),
+            what=f"{name}'s first pods",
+        )
+        for pod in made.values():  # the admitted flavor's placement
+            assert pod["spec"]["nodeSelector"] == FLAVOR_LABELS, pod["spec"].get("nodeSelector")
+            assert FLAVOR_TOLERATION in pod["spec"]["tolerations"]
         run_to_success(api, namespace, name, 10 * k)
         order.append(name)
         wait_for(

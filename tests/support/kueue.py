@@ -67,9 +67,15 @@ def local_queue(name: str, namespace: str, cq: str) -> dict[str, Any]:
             "metadata": meta, "spec": {"clusterQueue": cq}}  # fmt: skip
 
 
+FLAVOR_LABELS = {"dgl.test/pool": "default"}
+FLAVOR_TOLERATION = {"key": "dgl.test/pool", "operator": "Exists", "effect": "NoSchedule"}
+
+
 def flavor(name: str = FLAVOR) -> dict[str, Any]:
+    """A flavor whose nodes carry FLAVOR_LABELS and a taint FLAVOR_TOLERATION tolerates."""
+    spec = {"nodeLabels": FLAVOR_LABELS, "tolerations": [FLAVOR_TOLERATION]}
     return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-            "metadata": {"name": name}, "spec": {}}  # fmt: skip
+            "metadata": {"name": name}, "spec": spec}  # fmt: skip
 
 
 def ensure(api: RestClient, res: Resource, namespace: str | None, obj: dict[str, Any]) -> None:
