@@ -254,27 +254,30 @@ def check_api(
     client: KubeClient, namespace: str | None, gang: bool = False, kueue: bool = False
 ) -> bool:
     """Say clearly, once, what stops the operator from working (it keeps retrying anyway)."""
+    # the CRDs its settings need besides DGLJob's, and what to say when one is missing
+    optional = [
+        (
+            PODGROUPS,
+            gang,
+            "--gang-scheduling scheduler-plugins: the PodGroup CRD (podgroups.scheduling.x-k8s.io)"
+            " is not installed: install scheduler-plugins (docs/operations.md, Gang scheduling)",
+        ),
+        (
+            WORKLOADS,
+            kueue,
+            "--kueue: the Workload CRD (workloads.kueue.x-k8s.io, v1beta2) is not installed: "
+            "install Kueue (docs/operations.md, Running under Kueue)",
+        ),
+    ]
     try:
         client.list(DGLJOBS, namespace, limit=1)
-        if gang:
+        for res, wanted, missing in optional:
+            if not wanted:
+                continue
             try:
-                client.list(PODGROUPS, namespace, limit=1)
+                client.list(res, namespace, limit=1)
             except NotFound:
-                log.error(
-                    "--gang-scheduling scheduler-plugins: the PodGroup CRD "
-                    "(podgroups.scheduling.x-k8s.io) is not installed: install "
-                    "scheduler-plugins (docs/operations.md, Gang scheduling); waiting for it"
-                )
-                return False
-        if kueue:
-            try:
-                client.list(WORKLOADS, namespace, limit=1)
-            except NotFound:
-                log.error(
-                    "--kueue: the Workload CRD (workloads.kueue.x-k8s.io, v1beta2) is not "
-                    "installed: install Kueue (docs/operations.md, Running under Kueue); "
-                    "waiting for it"
-                )
+                log.error(f"{missing}; waiting for it")
                 return False
     except NotFound:
         log.error(

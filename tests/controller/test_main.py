@@ -7,11 +7,12 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from controller.main import HealthServer, check_api, parse_addr, parse_settings
-from kubeclient import Forbidden, NotFound
+from kubeclient import PODGROUPS, WORKLOADS, Forbidden, NotFound, Resource
 from tests.fakekube import FakeKube
 
 
@@ -138,6 +139,19 @@ class _Refusing(FakeKube):
         raise self.error
 
 
+class _Missing(FakeKube):
+    """An API server without one CRD."""
+
+    def __init__(self, res: Resource) -> None:
+        super().__init__()
+        self.res = res
+
+    def list(self, res: Resource, *args: Any, **kwargs: Any) -> Any:
+        if res == self.res:
+            raise NotFound(404, "NotFound", "the server could not find the requested resource")
+        return super().list(res, *args, **kwargs)
+
+
 def test_missing_crd_and_rbac_are_said_clearly(capsys: pytest.CaptureFixture[str]) -> None:
     import structlog
 
@@ -148,6 +162,16 @@ def test_missing_crd_and_rbac_are_said_clearly(capsys: pytest.CaptureFixture[str
         assert not check_api(_Refusing(Forbidden(403, "Forbidden", "no")), "ns")
         assert "not allowed to list DGLJobs" in capsys.readouterr().out
         assert check_api(FakeKube(), None)
+        # a CRD the settings need besides DGLJob's: named, and the flag that needs it
+        for res, flags, said in (
+            (PODGROUPS, {"gang": True}, "--gang-scheduling scheduler-plugins: the PodGroup CRD"),
+            (WORKLOADS, {"kueue": True}, "--kueue: the Workload CRD (workloads.kueue.x-k8s.io"),
+        ):
+            missing = _Missing(res)
+            assert not check_api(missing, "ns", **flags)
+            out = capsys.readouterr().out
+            assert said in out and "is not installed" in out, out
+            assert check_api(missing, "ns")  # (not needed without the flag)
     finally:
         structlog.reset_defaults()
 
