@@ -196,17 +196,25 @@ class Applier:
         return self.client.replace(res, _meta_ns(existing), _name(existing), body)
 
     def delete(
-        self, job: JobIdentity, res: Resource, obj: Obj, why: str, *, force: bool = False
+        self,
+        job: JobIdentity,
+        res: Resource,
+        obj: Obj,
+        why: str,
+        *,
+        force: bool = False,
+        grace: int | None = None,
     ) -> None:
         """Delete a child by name with a UID precondition (never a namesake created later).
         ``force``: grace period 0, for a pod on a lost node (no kubelet will ever confirm
-        a graceful deletion there)."""
+        a graceful deletion there); ``grace``: a grace period of that many seconds (None: the
+        object's own)."""
         name = _name(obj)
         uid = ob.uid(obj) or None
         self.expectations.expect(job.key, DELETE, res.plural, [name])
         try:
             self.client.delete(
-                res, job.namespace, name, uid=uid, grace_period_seconds=0 if force else None
+                res, job.namespace, name, uid=uid, grace_period_seconds=0 if force else grace
             )
         except (NotFound, Conflict):
             self.expectations.lower(job.key, DELETE, res.plural, name)

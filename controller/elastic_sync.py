@@ -54,7 +54,7 @@ class ElasticSteps:
     ) -> list[Obj] | None:
         raise NotImplementedError
 
-    def _delete_pod(self, job: JobIdentity, pod: Obj, why: str) -> None:
+    def _delete_pod(self, job: JobIdentity, pod: Obj, why: str, grace: int | None = None) -> None:
         raise NotImplementedError
 
     def _node_lost(self, name: str) -> str | None:

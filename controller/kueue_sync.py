@@ -47,6 +47,12 @@ from podcontract import DGLRUN_STATUS_FIELDS
 
 log = structlog.get_logger("controller.kueue")
 
+# An evicted job's pods go with at most this grace period: Kueue gives their quota to another
+# job once they are gone, and nothing is lost by not waiting longer (training resumes from the
+# last epoch's checkpoint). The workers' default `sleep 365d` ignores SIGTERM: with their own
+# grace period (30 s unless the template says otherwise) the quota would wait that long.
+EVICTION_GRACE_SECONDS = 5
+
 
 class QueueSteps:
     """Kueue's steps of the sync handler (a mixin of controller.sync.JobSync)."""
@@ -58,7 +64,7 @@ class QueueSteps:
     memos: JobMemos
     options: BuildOptions
 
-    def _delete_pod(self, job: JobIdentity, pod: Obj, why: str) -> None:
+    def _delete_pod(self, job: JobIdentity, pod: Obj, why: str, grace: int | None = None) -> None:
         raise NotImplementedError
 
     def _not_running(self, plan: Plan, reason: str, message: str, now: float) -> None:
@@ -180,7 +186,8 @@ class QueueSteps:
         """No pods until Kueue admits the job: Queued True with Kueue's reason and message."""
         for pod in pods:
             if not pod_state.is_terminating(pod):
-                self._delete_pod(job, pod, "the job waits for admission by Kueue")
+                why = "the job waits for admission by Kueue"
+                self._delete_pod(job, pod, why, grace=EVICTION_GRACE_SECONDS)
         old = conditions.get_condition(plan.status, conditions.QUEUED) or {}
         if old.get("status") != "True" or old.get("reason") != reason:
             kind = WARNING if reason.startswith("Evicted") else NORMAL

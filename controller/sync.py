@@ -695,12 +695,13 @@ class JobSync(ElasticSteps, QueueSteps):
                 lost[name] = why
         return lost
 
-    def _delete_pod(self, job: JobIdentity, pod: Obj, why: str) -> None:
-        """Delete one of the job's pods; with grace period 0 on a lost node."""
+    def _delete_pod(self, job: JobIdentity, pod: Obj, why: str, grace: int | None = None) -> None:
+        """Delete one of the job's pods; with grace period 0 on a lost node (``grace``: at most
+        that many seconds, None: the pod's own)."""
         lost = self._node_lost(pod_state.node_name(pod))
         if lost is not None:
             why = f"{why}; forced: node {pod_state.node_name(pod)} is lost ({lost})"
-        self.apply.delete(job, PODS, pod, why, force=lost is not None)
+        self.apply.delete(job, PODS, pod, why, force=lost is not None, grace=grace)
 
     def _force_stuck(self, job: JobIdentity, pods: list[Obj]) -> None:
         """Pods of the job being deleted on a lost node: no kubelet will confirm, so they

@@ -121,7 +121,9 @@ def workloads(cluster: Any, ns: str) -> dict[str, dict[str, Any]]:
 
 
 def admitted_now(cluster: Any, ns: str) -> list[str]:
-    return sorted(n for n, wl in workloads(cluster, ns).items() if kq.state(wl).admitted)
+    """The jobs holding quota: admitted and not finished (a Finished Workload stays Admitted)."""
+    states = {n: kq.state(wl) for n, wl in workloads(cluster, ns).items()}
+    return sorted(n for n, st in states.items() if st.admitted and not st.finished)
 
 
 def admitted_at(wl: dict[str, Any]) -> str:
@@ -164,11 +166,13 @@ def test_a_high_priority_job_preempts_and_the_low_one_resumes_from_its_checkpoin
                         "metadata": {"name": name}, "value": value})  # fmt: skip
     apply(cluster, queued(storage_job(kns, "low"), priority="e2e-low"))
     wait_job(cluster, kns, "low", lambda j: epochs_done(j) >= 2, 900, "low: 2 epochs trained")
+    before = {p["metadata"]["uid"] for n, p in pods(cluster, kns).items() if n.startswith("low-")}
     apply(cluster, queued(skip_job(kns, "high"), priority="e2e-high"))
     came = time.monotonic()
     wait_job(cluster, kns, "low", lambda j: conditions(j).get("Queued", {}).get("reason")
              == "EvictedPreempted", 120, "low evicted")  # fmt: skip
-    wait_for(lambda: not [p for p in pods(cluster, kns) if p.startswith("low-")],
+    # every pod the low job ran is deleted (new ones may come soon: the high job is short)
+    wait_for(lambda: not before & {p["metadata"]["uid"] for p in pods(cluster, kns).values()},
              what="low's pods gone", timeout=120)  # fmt: skip
     gone = time.monotonic() - came
     high = wait_finished(cluster, kns, "high")

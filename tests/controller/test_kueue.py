@@ -303,9 +303,12 @@ def test_a_queued_job_runs_only_while_admitted_and_its_workload_follows_it(h: Ha
     evicted["conditions"].append(
         cond("Evicted", True, "Preempted", "Preempted to accommodate a workload")
     )
+    h.kube.clear_actions()
     kueue_writes(h, evicted)
     h.wait_condition_status("Queued", "True", reason="EvictedPreempted")
     h.settle()
+    deleted = {a.name: a.grace_period_seconds for a in h.kube.actions if a.verb == "delete"}
+    assert deleted == {n: 5 for n in (W0, W1, PART, LAUNCH)}, deleted  # not the pods' 30 s
     assert all(p["metadata"].get("deletionTimestamp") for p in h.pods().values()) or h.pods() == {}
     h.kube.collect_garbage()
     for name in list(h.pods()):
