@@ -39,7 +39,7 @@ from e2e.helpers import (
 from tests.support.waiting import wait_for
 
 CPU = "100m"  # each pod's request: the quotas below count them
-EPOCHS = 6
+EPOCHS = 4
 
 
 def ask_cpu(job: dict[str, Any]) -> dict[str, Any]:
