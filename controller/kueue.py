@@ -31,11 +31,10 @@ import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from controller.api import LAUNCHER, PARTITIONER, WORKER, DGLJob, Placement
 from controller.builders import JOB_NAME_LABEL, BuildOptions, desired, owner_reference
-from controller.status.conditions import now_rfc3339
+from controller.status.conditions import get_condition, is_true, now_rfc3339
 from kubeclient import WORKLOADS, Obj
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -61,16 +60,15 @@ REQUEUED_AT_ONCE = ("Preempted", "NodeFailures")
 
 # podSet name -> the replica type of the pods it stands for
 POD_SETS = {"partitioner": PARTITIONER, "worker": WORKER, "launcher": LAUNCHER}
-_POD_SET_OF = {kind: name for name, kind in POD_SETS.items()}
 
 _NOT_READY = "Not all pods are ready or succeeded"
 _RECOVERING = "At least one pod has failed, waiting for recovery"
 _READY = "All pods reached readiness and the workload is running"
 
 
-def queue_name(job: DGLJob) -> str | None:
-    """The LocalQueue the job's label names (None: not queued)."""
-    labels = (job.raw.get("metadata") or {}).get("labels") or {}
+def queue_name(raw: Obj) -> str | None:
+    """The LocalQueue a DGLJob's label names (``raw``: the job object; None: not queued)."""
+    labels = (raw.get("metadata") or {}).get("labels") or {}
     name = labels.get(QUEUE_LABEL)
     return name if isinstance(name, str) and name else None
 
@@ -115,7 +113,7 @@ def pod_sets(job: DGLJob, opts: BuildOptions) -> list[Obj]:
 
 def workload(job: DGLJob, opts: BuildOptions, priority: int | None = None) -> Obj:
     """The Workload of a queued job (``priority``: the value of the job's priority class)."""
-    queue = queue_name(job)
+    queue = queue_name(job.raw)
     assert queue is not None, "only a queued job has a Workload"
     spec: Obj = {"queueName": queue, "podSets": pod_sets(job, opts), "active": True}
     priority_class = job.spec.run_policy.scheduling_policy.priority_class
@@ -143,13 +141,15 @@ def workload(job: DGLJob, opts: BuildOptions, priority: int | None = None) -> Ob
 # -- what Kueue wrote --------------------------------------------------------------------------
 
 
-def _conditions(wl: Obj) -> dict[str, Obj]:
-    found = (wl.get("status") or {}).get("conditions") or []
-    return {c.get("type", ""): c for c in found if isinstance(c, dict)}
+def _status(wl: Obj) -> Obj:
+    status = wl.get("status")
+    return status if isinstance(status, dict) else {}
 
 
-def _true(wl: Obj, kind: str) -> bool:
-    return _conditions(wl).get(kind, {}).get("status") == "True"
+def condition(wl: Obj, kind: str) -> Obj:
+    """The Workload's condition of type ``kind`` ({} if it has none): the same shape as a
+    DGLJob's (controller/status/conditions.py reads both)."""
+    return get_condition(_status(wl), kind) or {}
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ class QueueState:
 
 
 def _pending_checks(wl: Obj) -> list[str]:
-    checks = (wl.get("status") or {}).get("admissionChecks") or []
+    checks = _status(wl).get("admissionChecks") or []
     return [
         f"admission check {c.get('name')} is {c.get('state')}"
         + (f": {c['message']}" if c.get("message") else "")
@@ -176,23 +176,23 @@ def _pending_checks(wl: Obj) -> list[str]:
 
 
 def state(wl: Obj) -> QueueState:
-    conds = _conditions(wl)
-    reserved = bool((wl.get("status") or {}).get("admission")) and _true(wl, QUOTA_RESERVED)
-    evicted = _true(wl, EVICTED)
-    admitted = _true(wl, ADMITTED) and reserved and not evicted
-    finished = _true(wl, FINISHED)
+    status = _status(wl)
+    reserved = bool(status.get("admission")) and is_true(status, QUOTA_RESERVED)
+    evicted = is_true(status, EVICTED)
+    admitted = is_true(status, ADMITTED) and reserved and not evicted
+    finished = is_true(status, FINISHED)
     if evicted:
-        cond = conds[EVICTED]
+        cond = condition(wl, EVICTED)
         reason, message = f"Evicted{cond.get('reason', '')}", cond.get("message", "")
     elif admitted:
-        cond = conds[ADMITTED]
+        cond = condition(wl, ADMITTED)
         reason, message = cond.get("reason", ADMITTED), cond.get("message", "")
     elif reserved:  # quota reserved: admission checks are pending
-        cond = conds.get(ADMITTED, {})
+        cond = condition(wl, ADMITTED)
         reason = cond.get("reason") or "UnsatisfiedChecks"
         message = "; ".join(_pending_checks(wl)) or cond.get("message", "")
-    elif QUOTA_RESERVED in conds:
-        cond = conds[QUOTA_RESERVED]
+    elif condition(wl, QUOTA_RESERVED):
+        cond = condition(wl, QUOTA_RESERVED)
         reason, message = cond.get("reason") or REASON_PENDING, cond.get("message", "")
     else:
         reason, message = REASON_PENDING, "waiting for Kueue to consider the Workload"
@@ -202,7 +202,7 @@ def state(wl: Obj) -> QueueState:
 def flavor_names(wl: Obj) -> set[str]:
     """The ResourceFlavors the admission assigned (to read their nodeLabels and
     tolerations)."""
-    admission = (wl.get("status") or {}).get("admission") or {}
+    admission = _status(wl).get("admission") or {}
     return {
         str(name)
         for assignment in admission.get("podSetAssignments") or []
@@ -210,16 +210,24 @@ def flavor_names(wl: Obj) -> set[str]:
     }
 
 
-def _merge(into: Placement, *, labels: Mapping[str, str] | None = None, **more: Any) -> Placement:
-    return Placement(
-        node_selector={**into.node_selector, **(more.get("node_selector") or {})},
+def _merge(
+    into: Placement,
+    *,
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: Iterable[Obj] | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> Placement:
+    """``into`` with more of each (a toleration it has already is not added twice)."""
+    return dataclasses.replace(
+        into,
+        node_selector={**into.node_selector, **(node_selector or {})},
         tolerations=(
             *into.tolerations,
-            *(t for t in more.get("tolerations") or () if t not in into.tolerations),
+            *(t for t in tolerations or () if t not in into.tolerations),
         ),
         labels={**into.labels, **(labels or {})},
-        annotations={**into.annotations, **(more.get("annotations") or {})},
-        count=more.get("count", into.count),
+        annotations={**into.annotations, **(annotations or {})},
     )
 
 
@@ -227,7 +235,7 @@ def placement(wl: Obj, flavors: Mapping[str, Obj]) -> dict[str, Placement]:
     """Per replica type, what the admission adds to its pods: the count admitted, the
     assigned flavors' nodeLabels and tolerations (``flavors``: the ResourceFlavors by name),
     and each admission check's podSetUpdates."""
-    status = wl.get("status") or {}
+    status = _status(wl)
     out: dict[str, Placement] = {}
     for assignment in (status.get("admission") or {}).get("podSetAssignments") or []:
         kind = POD_SETS.get(str(assignment.get("name")))
@@ -242,7 +250,7 @@ def placement(wl: Obj, flavors: Mapping[str, Obj]) -> dict[str, Placement]:
                 tolerations=spec.get("tolerations") or [],
             )
         count = assignment.get("count")
-        out[kind] = _merge(placed, count=int(count) if isinstance(count, int) else None)
+        out[kind] = dataclasses.replace(placed, count=count if isinstance(count, int) else None)
     for check in status.get("admissionChecks") or []:
         for update in check.get("podSetUpdates") or []:
             kind = POD_SETS.get(str(update.get("name")))
@@ -275,16 +283,13 @@ def _condition(kind: str, status: bool, reason: str, message: str, now: float, w
 def _with(wl: Obj, new: Iterable[Obj]) -> list[Obj]:
     """The Workload's conditions with ``new`` set (a condition whose status is unchanged keeps
     its lastTransitionTime)."""
-    current = _conditions(wl)
     changed = {}
     for cond in new:
-        old = current.get(cond["type"])
-        if old is not None and old.get("status") == cond["status"]:
+        old = condition(wl, cond["type"])
+        if old and old.get("status") == cond["status"]:
             cond = {**cond, "lastTransitionTime": old.get("lastTransitionTime")}
         changed[cond["type"]] = cond
-    kept = [
-        c for c in (wl.get("status") or {}).get("conditions") or [] if c.get("type") not in changed
-    ]
+    kept = [c for c in _status(wl).get("conditions") or [] if c.get("type") not in changed]
     return [*kept, *changed.values()]
 
 
@@ -297,8 +302,8 @@ def _status_patch(wl: Obj, status: Obj) -> Obj:
 def clear_reservation(wl: Obj, now: float) -> Obj | None:
     """An evicted Workload whose job has stopped: the reservation cleared, so that Kueue
     queues it again (None: nothing to clear)."""
-    cond = _conditions(wl).get(EVICTED)
-    if cond is None or cond.get("status") != "True" or not state(wl).reserved:
+    cond = condition(wl, EVICTED)
+    if cond.get("status") != "True" or not state(wl).reserved:
         return None
     reason, message = str(cond.get("reason", "")), str(cond.get("message", ""))
     conditions = _with(
@@ -317,24 +322,18 @@ def clear_reservation(wl: Obj, now: float) -> Obj | None:
 def pods_ready(wl: Obj, ready: bool, now: float) -> Obj | None:
     """The Workload's PodsReady condition for an admitted job whose pods are (not) all ready,
     as Kueue's reconciler words it (None: it says so already)."""
-    old = _conditions(wl).get(PODS_READY)
+    old = condition(wl, PODS_READY)
     if ready:
-        recovering = old is not None and old.get("reason") in (
+        recovering = old.get("reason") in (
             REASON_WAIT_FOR_RECOVERY,
             REASON_RECOVERED,
         )
         cond = (True, REASON_RECOVERED if recovering else REASON_STARTED, _READY)
-    elif old is not None and (
-        old.get("status") == "True" or old.get("reason") == REASON_WAIT_FOR_RECOVERY
-    ):
+    elif old.get("status") == "True" or old.get("reason") == REASON_WAIT_FOR_RECOVERY:
         cond = (False, REASON_WAIT_FOR_RECOVERY, _RECOVERING)
     else:
         cond = (False, REASON_WAIT_FOR_START, _NOT_READY)
-    if (
-        old is not None
-        and (old.get("status") == ("True" if cond[0] else "False"))
-        and old.get("reason") == cond[1]
-    ):
+    if old.get("status") == ("True" if cond[0] else "False") and old.get("reason") == cond[1]:
         return None
     new = _condition(PODS_READY, cond[0], cond[1], cond[2], now, wl)
     return _status_patch(wl, {"conditions": _with(wl, [new])})
@@ -343,7 +342,7 @@ def pods_ready(wl: Obj, ready: bool, now: float) -> Obj | None:
 def finished(wl: Obj, succeeded: bool, message: str, now: float) -> Obj | None:
     """The Workload Finished, Succeeded or Failed with the job's message (None: it is
     already)."""
-    if _true(wl, FINISHED):
+    if is_true(_status(wl), FINISHED):
         return None
     reason = "Succeeded" if succeeded else "Failed"
     new = _condition(FINISHED, True, reason, message, now, wl)

@@ -23,14 +23,14 @@ from collections.abc import Mapping
 
 import structlog
 
-from controller import elastic, kueue
+from controller import kueue
 from controller.api import DGLJob, Placement
 from controller.apply import Applier
 from controller.builders import BuildOptions
 from controller.children import Listers
 from controller.events import NORMAL, WARNING
 from controller.memo import JobMemos
-from controller.objects import JobIdentity, JobRef
+from controller.objects import JobRef
 from controller.plan import Plan
 from controller.status import conditions, pod_state
 from kubeclient import (
@@ -43,7 +43,6 @@ from kubeclient import (
     NotFound,
     Obj,
 )
-from podcontract import DGLRUN_STATUS_FIELDS
 
 log = structlog.get_logger("controller.kueue")
 
@@ -64,10 +63,17 @@ class QueueSteps:
     memos: JobMemos
     options: BuildOptions
 
-    def _delete_pod(self, job: JobIdentity, pod: Obj, why: str, grace: int | None = None) -> None:
-        raise NotImplementedError
-
-    def _not_running(self, plan: Plan, reason: str, message: str, now: float) -> None:
+    def _hold(
+        self,
+        job: DGLJob,
+        pods: list[Obj],
+        plan: Plan,
+        now: float,
+        why: str,
+        reason: str,
+        message: str,
+        grace: int | None = None,
+    ) -> None:
         raise NotImplementedError
 
     def _fail(
@@ -87,13 +93,14 @@ class QueueSteps:
     def _queued(self, job: DGLJob, pods: list[Obj], plan: Plan, now: float) -> DGLJob | None:
         """``job`` as its admission runs it (unchanged when it is not queued), or None: it
         waits for Kueue, without pods."""
-        if not self.options.kueue or kueue.queue_name(job) is None:
+        queue = kueue.queue_name(job.raw)
+        if not self.options.kueue or queue is None:
             return job
-        wl = self.listers[WORKLOADS].get(job.namespace, kueue.workload_name(job))
+        name = kueue.workload_name(job)
+        wl = self.listers[WORKLOADS].get(job.namespace, name)
         if wl is None:
             if self._create_workload(job, plan, now):
-                queue = kueue.queue_name(job)
-                message = f"Workload {kueue.workload_name(job)} is queued in LocalQueue {queue}"
+                message = f"Workload {name} is queued in LocalQueue {queue}"
                 self._wait_for_admission(job, pods, plan, now, kueue.REASON_PENDING, message)
             return None
         st = kueue.state(wl)
@@ -110,10 +117,7 @@ class QueueSteps:
 
     def _finish_workload(self, ref: JobRef, plan: Plan, now: float) -> None:
         """A finished queued job: its Workload Finished (Kueue releases the quota)."""
-        if not self.options.kueue:
-            return
-        labels = (ref.raw.get("metadata") or {}).get("labels") or {}
-        if not labels.get(kueue.QUEUE_LABEL):
+        if not self.options.kueue or kueue.queue_name(ref.raw) is None:
             return
         for wl in self.listers[WORKLOADS].controlled_by(ref.uid):
             succeeded = conditions.is_true(plan.status, conditions.SUCCEEDED)
@@ -184,22 +188,18 @@ class QueueSteps:
         self, job: DGLJob, pods: list[Obj], plan: Plan, now: float, reason: str, message: str
     ) -> None:
         """No pods until Kueue admits the job: Queued True with Kueue's reason and message."""
-        for pod in pods:
-            if not pod_state.is_terminating(pod):
-                why = "the job waits for admission by Kueue"
-                self._delete_pod(job, pod, why, grace=EVICTION_GRACE_SECONDS)
         old = conditions.get_condition(plan.status, conditions.QUEUED) or {}
         if old.get("status") != "True" or old.get("reason") != reason:
             kind = WARNING if reason.startswith("Evicted") else NORMAL
             plan.announce(kind, conditions.REASON_QUEUED, f"{reason}: {message}")
         if old.get("message") != message or old.get("reason") != reason:
             conditions.set_condition(plan.status, conditions.QUEUED, True, reason, message, now)
-        self._not_running(plan, conditions.REASON_QUEUED, f"queued: {message}", now)
+        why = "the job waits for admission by Kueue"
+        queued = f"queued: {message}"
+        self._hold(
+            job, pods, plan, now, why, conditions.REASON_QUEUED, queued, EVICTION_GRACE_SECONDS
+        )
         plan.status["phase"] = conditions.PHASE_QUEUED
-        for reported in DGLRUN_STATUS_FIELDS:  # the attempt after the admission reports afresh
-            plan.clear(reported)
-        elastic.forget_members(plan.status)  # (the admission sizes its attempt again)
-        plan.status.pop("startTime", None)  # activeDeadlineSeconds counts from the admission
 
     def _admitted(self, job: DGLJob, plan: Plan, now: float, st: kueue.QueueState) -> None:
         old = conditions.get_condition(plan.status, conditions.QUEUED)

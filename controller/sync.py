@@ -319,21 +319,38 @@ class JobSync(ElasticSteps, QueueSteps):
         plan.on_written.append(lambda: self.metrics.jobs_created.labels(job.namespace).inc())
 
     def _suspend(self, job: DGLJob, pods: list[Obj], plan: Plan, now: float) -> None:
-        for pod in pods:
-            if not pod_state.is_terminating(pod):
-                self._delete_pod(job, pod, "the job is suspended")
         if not conditions.is_true(plan.status, conditions.SUSPENDED):
             message = f"DGLJob {job.key} is suspended."
             conditions.set_condition(
                 plan.status, conditions.SUSPENDED, True, conditions.REASON_SUSPENDED, message, now
             )
             plan.announce(NORMAL, conditions.REASON_SUSPENDED, message)
-        self._not_running(plan, conditions.REASON_SUSPENDED, "the job is suspended", now)
+        why = "the job is suspended"
+        self._hold(job, pods, plan, now, why, conditions.REASON_SUSPENDED, why)
         plan.status["phase"] = conditions.PHASE_SUSPENDED
-        for reported in DGLRUN_STATUS_FIELDS:  # the attempt after the resume reports afresh
+
+    def _hold(
+        self,
+        job: DGLJob,
+        pods: list[Obj],
+        plan: Plan,
+        now: float,
+        why: str,
+        reason: str,
+        message: str,
+        grace: int | None = None,
+    ) -> None:
+        """The job runs no pods until it is let go (a suspend, a wait for Kueue's admission):
+        its pods deleted (``why``; ``grace``: at most that many seconds), Running False
+        (``reason``, ``message``), and what the attempt reported forgotten."""
+        for pod in pods:
+            if not pod_state.is_terminating(pod):
+                self._delete_pod(job, pod, why, grace)
+        self._not_running(plan, reason, message, now)
+        for reported in DGLRUN_STATUS_FIELDS:  # the attempt after the hold reports afresh
             plan.clear(reported)
-        elastic.forget_members(plan.status)  # (the resume sizes its attempt again)
-        plan.status.pop("startTime", None)  # activeDeadlineSeconds counts from the resume
+        elastic.forget_members(plan.status)  # (the next attempt is sized again)
+        plan.status.pop("startTime", None)  # activeDeadlineSeconds counts from the release
 
     def _resume_if_suspended(self, job: DGLJob, plan: Plan, now: float) -> None:
         if not conditions.is_true(plan.status, conditions.SUSPENDED):

@@ -36,6 +36,7 @@ from e2e.helpers import (
     wait_finished,
     wait_job,
 )
+from tests.support.kueue import FLAVOR, cluster_queue, local_queue
 from tests.support.waiting import wait_for
 
 CPU = "100m"  # each pod's request: the quotas below count them
@@ -78,26 +79,13 @@ def storage_job(ns: str, name: str) -> dict[str, Any]:
 
 
 def queues(cluster: Any, ns: str, cpu: str, *, preemption: bool = False) -> str:
-    """ClusterQueue ``cq-<ns>`` of ``cpu`` on the flavor ``default-flavor``, and LocalQueue
-    ``lq`` in ``ns``."""
+    """ClusterQueue ``cq-<ns>`` of ``cpu`` on the flavor ``default-flavor`` (any node), and
+    LocalQueue ``lq`` in ``ns``."""
     name = f"cq-{ns}"
-    spec: dict[str, Any] = {
-        "namespaceSelector": {},
-        "resourceGroups": [{
-            "coveredResources": ["cpu"],
-            "flavors": [{"name": "default-flavor",
-                         "resources": [{"name": "cpu", "nominalQuota": cpu}]}],
-        }],
-    }  # fmt: skip
-    if preemption:
-        spec["preemption"] = {"withinClusterQueue": "LowerPriority"}
     apply(cluster, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-                            "metadata": {"name": "default-flavor"}, "spec": {}})  # fmt: skip
-    apply(cluster, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-                            "metadata": {"name": name}, "spec": spec})  # fmt: skip
-    apply(cluster, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                            "metadata": {"name": "lq", "namespace": ns},
-                            "spec": {"clusterQueue": name}})  # fmt: skip
+                    "metadata": {"name": FLAVOR}, "spec": {}})  # fmt: skip
+    apply(cluster, cluster_queue(name, cpu, preemption=preemption))
+    apply(cluster, local_queue("lq", ns, name))
     return name
 
 
@@ -127,7 +115,7 @@ def admitted_now(cluster: Any, ns: str) -> list[str]:
 
 
 def admitted_at(wl: dict[str, Any]) -> str:
-    return str(kq._conditions(wl).get("Admitted", {}).get("lastTransitionTime", ""))
+    return str(kq.condition(wl, "Admitted").get("lastTransitionTime", ""))
 
 
 def test_one_job_at_a_time_within_the_quota(cluster: Any, kns: str) -> None:
@@ -152,7 +140,7 @@ def test_one_job_at_a_time_within_the_quota(cluster: Any, kns: str) -> None:
     wls = workloads(cluster, kns)
     assert "unqueued" not in wls, "a job without the queue label got a Workload"
     order = sorted(names, key=lambda n: admitted_at(wls[n]))
-    assert all(kq._conditions(wls[n])["Finished"]["reason"] == "Succeeded" for n in names)
+    assert all(kq.condition(wls[n], "Finished").get("reason") == "Succeeded" for n in names)
     figure(f"Kueue: 3 jobs on a quota of one ran in the order {order}, never more than 1 admitted")
 
 
@@ -187,7 +175,7 @@ def test_a_high_priority_job_preempts_and_the_low_one_resumes_from_its_checkpoin
     log = cluster.logs("low-launcher", "dgl-graphsage", kns)
     assert f"resuming at epoch {resumed} of {EPOCHS}" in log, log[-3000:]
     wl = workloads(cluster, kns)["low"]
-    assert kq._conditions(wl)["Finished"]["reason"] == "Succeeded"
+    assert kq.condition(wl, "Finished").get("reason") == "Succeeded"
     figure(
         f"Kueue preemption: the low job's pods were gone {gone:.1f}s after the high job came; "
         f"readmitted, it resumed at epoch {resumed} of {EPOCHS} with its partitions reused; "

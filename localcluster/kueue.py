@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
-import signal
 import subprocess
 import time
 import urllib.request
@@ -90,7 +88,8 @@ def install_crds(kubectl: Kubectl, crds: Path) -> None:
     kubectl(["wait", "--for", "condition=Established", "--timeout", "60s", *names], None)
 
 
-def _ready() -> bool:
+def running() -> bool:
+    """Kueue's manager answers on this host (ready)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{HEALTH_PORT}/readyz", timeout=2) as r:
             return bool(r.status == 200)
@@ -124,7 +123,7 @@ def start(dir: Path, kubeconfig: Path, kubectl: Kubectl, timeout: float = 120) -
     )
     comp.start()
     deadline = time.monotonic() + timeout
-    while not _ready():
+    while not running():
         if comp.proc is not None and comp.proc.poll() is not None:
             raise ClusterError(f"kueue exited ({comp.proc.returncode}):\n{comp.tail()}")
         if time.monotonic() > deadline:
@@ -134,15 +133,9 @@ def start(dir: Path, kubeconfig: Path, kubectl: Kubectl, timeout: float = 120) -
     return comp
 
 
-def running() -> bool:
-    return _ready()
-
-
-def stop(comp: Component | None = None, pid: int | None = None) -> None:
-    """Stop the manager (this process's, or by pid) and remove the metrics certificate."""
+def stop(comp: Component | None = None) -> None:
+    """Stop the manager this process started (``comp``; a cluster's goes with its other
+    processes) and remove the metrics certificate."""
     if comp is not None:
         comp.stop()
-    elif pid is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGTERM)
     shutil.rmtree(METRICS_CERTS.parent.parent, ignore_errors=True)  # /etc/kueue

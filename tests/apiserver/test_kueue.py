@@ -208,7 +208,7 @@ def test_one_job_at_a_time_within_the_quota_and_each_workload_finished(
             timeout=30,
         )
     done = [workload_of(api, namespace, n) for n in order]
-    finished = [kq._conditions(w)["Finished"] for w in done if w is not None]
+    finished = [kq.condition(w, "Finished") for w in done if w is not None]
     assert [f["reason"] for f in finished] == ["Succeeded"] * 3
     print(f"Kueue admitted the three jobs in the order {order}")
 
@@ -231,7 +231,7 @@ def test_a_higher_priority_job_preempts_and_the_preempted_one_comes_back(
     wait_for(
         lambda: (
             "PodsReady" in str((workload_of(api, namespace, "low") or {}).get("status"))
-            and kq._conditions(workload_of(api, namespace, "low") or {})["PodsReady"]["status"]
+            and kq.condition(workload_of(api, namespace, "low") or {}, "PodsReady").get("status")
             == "True"
         ),
         what="PodsReady True on low's Workload",

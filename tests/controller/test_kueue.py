@@ -85,8 +85,8 @@ def test_an_elastic_job_may_be_admitted_partially_down_to_min_replicas() -> None
 
 
 def test_a_job_without_the_label_is_not_queued() -> None:
-    assert kueue.queue_name(parsed(seed())) is None
-    assert kueue.queue_name(parsed(queued("lq"))) == "lq"
+    assert kueue.queue_name(seed()) is None
+    assert kueue.queue_name(queued("lq")) == "lq"
 
 
 # -- what Kueue wrote --------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from kubeclient import Resource, RestClient
+from kubeclient import AlreadyExists, Resource, RestClient
 from localcluster import kueue
 from localcluster.cluster import ClusterError, k8s_binaries
 from localcluster.volumes import kubectl_for
@@ -79,7 +79,5 @@ def flavor(name: str = FLAVOR) -> dict[str, Any]:
 
 
 def ensure(api: RestClient, res: Resource, namespace: str | None, obj: dict[str, Any]) -> None:
-    from kubeclient import AlreadyExists
-
     with contextlib.suppress(AlreadyExists):
         api.create(res, namespace, obj)
