@@ -1,14 +1,28 @@
-"""``ParMETIS_V3_PartKway`` through ctypes, on the ranks' communicator.
+"""Partition a distributed graph through ctypes, on the ranks' communicator: PT-Scotch's own
+API, or ``ParMETIS_V3_PartKway`` of the library ``$DGL_PARMETIS_LIB`` names (a real ParMETIS
+built with 64-bit ``idx_t`` and 32-bit ``real_t``).
 
-The library is PT-Scotch's implementation of the ParMETIS v3 API from Debian
-(``libptscotch-7.0``; its 64-bit-index build in ``/usr/lib/<arch>/scotch-int64``), or the
-library ``$DGL_PARMETIS_LIB`` names: a real ParMETIS built with 64-bit ``idx_t`` and 32-bit
-``real_t`` has the same ABI. PT-Scotch's ParMETIS wrapper sits next to Scotch libraries of both
-index widths with the same sonames, so the 64-bit Scotch libraries are loaded first (globally):
-the wrapper then binds to them, not to the 32-bit ones on the default search path.
+PT-Scotch is Debian's ``libptscotch-7.0``, which ships it built with 32-bit indices
+(``/usr/lib/<arch>/scotch-int32``) and 64-bit ones (``scotch-int64``). Its memory is arrays of
+``SCOTCH_Num``: the graph's ghost numbering, then each level of the multilevel coarsening of
+the first bipartition, which on this kind of graph (random edges, average degree 20 to 50) keeps
+most of the edges level after level (an edge array, its ghost numbering and its weights, each
+one ``SCOTCH_Num`` per directed edge). So the index width sets the peak: 3 ranks, 300k nodes,
+15M directed edges, 64 parts, each rank's peak above what it held before the call: 64-bit
+build 200 B per directed edge of its share (through the ParMETIS wrapper or the API alike), 32-bit
+87 B (including the 32-bit copy of ``adjncy``), for the same cut and time. Nothing else changed
+it: PT-Scotch's strategy flags, no folding with duplication (``fold=n``), the coarsening ratio,
+4 to 64 parts, no vertex weights; a larger coarsening threshold raises it (the coarse graph is
+centralized). The pipeline's partition step on 3 ranks (bench/distpart_bench.py's graphs): 500k
+nodes, 10M directed edges: 936 MiB per rank with the 64-bit build, 552 MiB with the 32-bit
+one, cut 16.3% and 16.4%; 2M nodes, 40M edges: 3.56 GB, 2.0 GiB (cut 16.4%).
 
-PT-Scotch implements one balance constraint (``ncon`` 1) and does not fill ``edgecut``; the
-pipeline passes one vertex weight and counts the cut itself.
+The 32-bit build is used when the graph's vertices, directed edges and total vertex weight all
+fit (below 2^31), which every rank decides alike; else the 64-bit one. Both have the same
+sonames, so a process loads one of them (the first call decides; the 64-bit one fits any graph).
+The libraries are loaded by path, the error library first and globally, so that PT-Scotch binds
+to the loaded width and not to the one on the default search path. The strategy is the one
+PT-Scotch's ParMETIS wrapper uses (``SCOTCH_stratDgraphMapBuild``, default flags, 5 % imbalance).
 
 PT-Scotch 7 also starts threads in every rank, as many as the machine has cores unless
 ``$SCOTCH_PTHREAD_NUMBER`` says otherwise. A rank in a pod would start one per core of the
@@ -41,14 +55,10 @@ import numpy as np
 from distpart.types import Array
 
 LIB_ENV = "DGL_PARMETIS_LIB"
-SCOTCH_GLOB = "/usr/lib/*/scotch-int64"
-SCOTCH_LIBS = (
-    "libscotcherr-7.0.so",
-    "libscotch-7.0.so",
-    "libptscotcherr-7.0.so",
-    "libptscotch-7.0.so",
-)
-WRAPPER = "libptscotchparmetisv3-7.0.so"
+SCOTCH_GLOB = "/usr/lib/*/scotch-int{bits}"  # Debian's PT-Scotch, 32- or 64-bit SCOTCH_Num
+SCOTCH_LIBS = ("libptscotcherr-7.0.so", "libptscotch-7.0.so")  # loaded in this order
+INT32_LIMIT = 2**31 - 1  # the 32-bit build: vertices, edges and total vertex weight below it
+SCOTCH_STRATDEFAULT = 0  # scotch.h
 METIS_OK = 1
 IMBALANCE = 1.05  # ParMETIS' usual ubvec: 5 % above the average part weight
 FINE_PARTS_PER_PART = 16  # PT-Scotch, k not a power of two: at least this many fine parts per part
@@ -67,7 +77,8 @@ CGROUP_CPU = (
     Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"),  # v1, with cpu.cfs_period_us beside it
 )
 
-_lib: Any = None
+_lib: Any = None  # $DGL_PARMETIS_LIB
+_scotch: tuple[int, Any] | None = None  # (bits, PT-Scotch's library)
 
 
 def _cpu_quota() -> float | None:
@@ -100,33 +111,46 @@ def scotch_threads() -> int:
 
 
 def library() -> Any:
-    """The ParMETIS library (loaded once)."""
+    """The ParMETIS library ``$DGL_PARMETIS_LIB`` names (loaded once)."""
     global _lib
     if _lib is not None:
         return _lib
+    explicit = os.environ[LIB_ENV]
+    try:
+        _lib = ctypes.CDLL(explicit)
+    except OSError as e:
+        raise ParmetisError(f"${LIB_ENV}={explicit}: cannot load it: {e}") from e
+    return _lib
+
+
+def scotch_library(bits: int) -> tuple[int, Any]:
+    """PT-Scotch with ``bits``-bit ``SCOTCH_Num`` (loaded once; a process keeps the width it
+    loaded first, as both builds have the same sonames): (its width, the library)."""
+    global _scotch
+    if _scotch is not None:
+        if _scotch[0] < bits:
+            raise ParmetisError(
+                f"PT-Scotch's {_scotch[0]}-bit build is loaded: cannot load the {bits}-bit one"
+            )
+        return _scotch
     os.environ.setdefault(THREADS_ENV, str(scotch_threads()))
-    explicit = os.environ.get(LIB_ENV)
-    if explicit:
-        try:
-            _lib = ctypes.CDLL(explicit)
-        except OSError as e:
-            raise ParmetisError(f"${LIB_ENV}={explicit}: cannot load it: {e}") from e
-        return _lib
-    dirs = sorted(glob.glob(SCOTCH_GLOB))
+    dirs = sorted(glob.glob(SCOTCH_GLOB.format(bits=bits)))
+    if not dirs and bits == 32:
+        return scotch_library(64)
     if not dirs:
         raise ParmetisError(
-            "no ParMETIS library: install Debian's libptscotch-7.0 (PT-Scotch's ParMETIS API, "
-            f"64-bit indices in {SCOTCH_GLOB}) or set ${LIB_ENV} to a ParMETIS with 64-bit idx_t"
+            "no PT-Scotch: install Debian's libptscotch-7.0 (64-bit indices in "
+            f"{SCOTCH_GLOB.format(bits=64)}) or set ${LIB_ENV} to a ParMETIS with 64-bit idx_t"
         )
     d = Path(dirs[0])
     try:
-        for name in SCOTCH_LIBS:
-            if (d / name).exists():
-                ctypes.CDLL(str(d / name), mode=ctypes.RTLD_GLOBAL)
-        _lib = ctypes.CDLL(str(d / WRAPPER))
+        lib = [ctypes.CDLL(str(d / name), mode=ctypes.RTLD_GLOBAL) for name in SCOTCH_LIBS][-1]
     except OSError as e:
-        raise ParmetisError(f"cannot load PT-Scotch's ParMETIS library from {d}: {e}") from e
-    return _lib
+        raise ParmetisError(f"cannot load PT-Scotch from {d}: {e}") from e
+    if lib.SCOTCH_numSizeof() * 8 != bits:
+        raise ParmetisError(f"{d}: SCOTCH_Num has {lib.SCOTCH_numSizeof() * 8} bits, not {bits}")
+    _scotch = (bits, lib)
+    return _scotch
 
 
 def _ptr(a: Array) -> ctypes.c_void_p:
@@ -226,11 +250,77 @@ def part_kway(
     """The part (0..nparts-1) of each of this rank's vertices ``vtxdist[r]..vtxdist[r+1]``.
     ``xadj``/``adjncy``: this rank's rows of the symmetric adjacency (global ids, no
     self-loops); ``vwgt``: one weight per local vertex. Collective: every rank calls it."""
-    from mpi4py import MPI
-
     local = len(xadj) - 1
     if nparts == 1:
         return np.zeros(local, dtype=np.int64)
+    if os.environ.get(LIB_ENV):
+        out = _parmetis(comm, vtxdist, xadj, adjncy, vwgt, nparts, seed)
+    else:
+        out = _ptscotch(comm, vtxdist, xadj, adjncy, vwgt, nparts, seed)
+    if len(out) and (out.min() < 0 or out.max() >= nparts):
+        raise ParmetisError(f"the partitioner returned parts outside 0..{nparts - 1}")
+    return out
+
+
+def _ptscotch(
+    comm: Any, vtxdist: Array, xadj: Array, adjncy: Array, vwgt: Array, nparts: int, seed: int
+) -> Array:
+    """PT-Scotch's ``SCOTCH_dgraphPart``, 32-bit when the graph fits (see above)."""
+    from mpi4py import MPI
+
+    local = len(xadj) - 1
+    sums = np.array([len(adjncy), int(np.sum(vwgt, dtype=np.int64))], dtype=np.int64)
+    edges, weight = comm.allreduce(sums)
+    fits = max(int(vtxdist[-1]), int(edges), int(weight)) <= INT32_LIMIT
+    bits, lib = scotch_library(32 if fits else 64)
+    num = np.int32 if bits == 32 else np.int64
+    c_num = ctypes.c_int32 if bits == 32 else ctypes.c_int64
+    xadj = np.ascontiguousarray(xadj, dtype=num)  # copies only for the 32-bit build
+    adjncy = np.ascontiguousarray(adjncy if len(adjncy) else np.zeros(1), dtype=num)
+    vwgt = np.ascontiguousarray(vwgt, dtype=num)
+    part = np.zeros(max(local, 1), dtype=num)
+    nedges = int(xadj[local])
+    # the opaque SCOTCH_Dgraph and SCOTCH_Strat, in 8-byte aligned buffers of their sizes
+    graph = (ctypes.c_double * (lib.SCOTCH_dgraphSizeof() // 8 + 1))()
+    strat = (ctypes.c_double * (lib.SCOTCH_stratSizeof() // 8 + 1))()
+    handle = ctypes.c_void_p.from_address(MPI._addressof(comm))  # Open MPI: MPI_Comm is a pointer
+    if lib.SCOTCH_dgraphInit(graph, handle) != 0:
+        raise ParmetisError("SCOTCH_dgraphInit failed")
+    try:
+        ret = lib.SCOTCH_dgraphBuild(
+            graph, c_num(0), c_num(local), c_num(local), _ptr(xadj),
+            ctypes.c_void_p(xadj.ctypes.data + xadj.itemsize), _ptr(vwgt), None,
+            c_num(nedges), c_num(len(adjncy)), _ptr(adjncy), None, None,
+        )  # fmt: skip
+        if ret != 0:
+            raise ParmetisError(f"SCOTCH_dgraphBuild returned {ret}")
+        lib.SCOTCH_stratInit(strat)
+        try:
+            ret = lib.SCOTCH_stratDgraphMapBuild(
+                strat, c_num(SCOTCH_STRATDEFAULT), c_num(comm.size), c_num(nparts),
+                ctypes.c_double(IMBALANCE - 1),
+            )  # fmt: skip
+            if ret != 0:
+                raise ParmetisError(f"SCOTCH_stratDgraphMapBuild returned {ret}")
+            lib.SCOTCH_randomSeed(c_num(seed))
+            lib.SCOTCH_randomReset()
+            ret = lib.SCOTCH_dgraphPart(graph, c_num(nparts), strat, _ptr(part))
+            if ret != 0:
+                raise ParmetisError(f"SCOTCH_dgraphPart returned {ret}")
+        finally:
+            lib.SCOTCH_stratExit(strat)
+    finally:
+        lib.SCOTCH_dgraphExit(graph)
+    return part[:local].astype(np.int64)
+
+
+def _parmetis(
+    comm: Any, vtxdist: Array, xadj: Array, adjncy: Array, vwgt: Array, nparts: int, seed: int
+) -> Array:
+    """``ParMETIS_V3_PartKway`` of ``$DGL_PARMETIS_LIB`` (64-bit ``idx_t``)."""
+    from mpi4py import MPI
+
+    local = len(xadj) - 1
     i64 = np.int64
     vtxdist = np.ascontiguousarray(vtxdist, dtype=i64)
     xadj = np.ascontiguousarray(xadj, dtype=i64)
@@ -254,7 +344,4 @@ def part_kway(
     )  # fmt: skip
     if ret != METIS_OK:
         raise ParmetisError(f"ParMETIS_V3_PartKway returned {ret} (METIS_OK is {METIS_OK})")
-    out = part[:local]
-    if len(out) and (out.min() < 0 or out.max() >= nparts):
-        raise ParmetisError(f"ParMETIS_V3_PartKway returned parts outside 0..{nparts - 1}")
-    return out
+    return part[:local]

@@ -86,9 +86,9 @@ COSTS: dict[str, Cost] = {
     "dgl-partition": Cost(base_mib=650, per_edge=190.0, per_node=0.0, data_copies=3.0),
     # a distpart rank (DistParMETIS: one per worker pod; ParMETIS: ranks in the partitioner
     # pod) peaks in one of two steps (its log and partition_stats.json profile every step):
-    # ParMETIS itself, for the rank's share of the edges (PT-Scotch's ParMETIS API, ~220 B
-    # per edge of the share, and the distributed adjacency; no node data yet) ...
-    "parmetis-rank": Cost(base_mib=60, per_edge=250.0, per_node=0.0, data_copies=0.0),
+    # ParMETIS itself, for the rank's share of the edges (PT-Scotch's 32-bit build, ~90-130 B
+    # per edge of the share, and the distributed adjacency and edge list; no node data yet) ...
+    "parmetis-rank": Cost(base_mib=60, per_edge=155.0, per_node=0.0, data_copies=0.0),
     # ... or writing one part: torch + DGL imported (~460 MiB), the part's edges (int64 ids,
     # local ids made in place) and its nodes' data, received once and saved
     "distpart-write": Cost(base_mib=470, per_edge=45.0, per_node=0.0, data_copies=1.75),
