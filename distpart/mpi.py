@@ -3,7 +3,9 @@
 :func:`exchange` sends row ``i`` of several arrays to rank ``dest[i]`` (one ``Alltoallv`` per
 array); :func:`lookup` asks the rank owning each id for values it holds (a request and a reply
 exchange). Counts travel as MPI ``int``: more than 2^31-1 elements of one array between two
-ranks is refused with a message (use more ranks).
+ranks is refused with a message (use more ranks). :data:`SENT` counts the bytes this rank sent
+to the others through them (what the pipeline's steps move between pods; PT-Scotch's own
+messages are not counted).
 """
 
 from __future__ import annotations
@@ -15,6 +17,16 @@ import numpy as np
 from distpart.types import Array
 
 INT_MAX = 2**31 - 1
+
+
+class Meter:
+    """Bytes this rank sent to other ranks (its own rows to itself are not counted)."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+
+SENT = Meter()
 
 
 class Routed:
@@ -51,6 +63,7 @@ def _alltoallv(comm: Any, data: Array, sent: Array, received: Array) -> Array:
         send, recv = send.view(np.uint8), out.view(np.uint8)
     else:
         recv = out
+    SENT.bytes += (int(sc.sum()) - int(sc[comm.Get_rank()])) * data.dtype.itemsize
     comm.Alltoallv(
         [send, (sc.astype(np.int32), _displacements(sc).astype(np.int32))],
         [recv, (rc.astype(np.int32), _displacements(rc).astype(np.int32))],

@@ -96,6 +96,8 @@ class Stats:
     step_end_mb: dict[str, list[float]] = field(default_factory=dict)
     start_mb: list[float] = field(default_factory=list)
     per_step: bool = True
+    # step -> every rank's bytes sent to the other ranks within that step
+    step_sent_bytes: dict[str, list[int]] = field(default_factory=dict)
 
     def as_json(self, job: Job, ranks: int) -> dict[str, Any]:
         edges = max(job.graph.num_edges, 1)
@@ -119,6 +121,7 @@ class Stats:
                 "end": self.step_end_mb,
             },
             "hosts": self.hosts,
+            "sent_bytes_per_step": self.step_sent_bytes,
         }
 
 
@@ -154,6 +157,7 @@ class Rank:
         self._say = say
         self.stats = Stats()
         self.memory = Profile()
+        self._sent = mpi.SENT.bytes  # the meter's reading when the current step began
         self.shares = shares(job.graph, self.size, job.layout)
         self.vtxdist = np.array(
             [s.nodes[0] for s in self.shares] + [job.graph.num_nodes], dtype=np.int64
@@ -177,7 +181,7 @@ class Rank:
         return [k for k in range(self.job.num_parts) if k % self.size == self.rank]
 
     def _timed(self, name: str, started: float) -> float:
-        """End step ``name``: its time, and every rank's peak memory within it."""
+        """End step ``name``: its time, every rank's peak memory and bytes sent within it."""
         self.memory.end(name)
         self.comm.Barrier()
         now = time.perf_counter()
@@ -185,9 +189,14 @@ class Rank:
         peaks = self.comm.allgather((self.memory.steps[name], self.memory.after[name]))
         self.stats.step_peak_mb[name] = [p for p, _ in peaks]
         self.stats.step_end_mb[name] = [e for _, e in peaks]
+        sent = self.comm.allgather(mpi.SENT.bytes - self._sent)
+        self._sent = mpi.SENT.bytes
+        had = self.stats.step_sent_bytes.get(name, [0] * len(sent))  # (shuffle: every round)
+        self.stats.step_sent_bytes[name] = [a + b for a, b in zip(had, sent, strict=True)]
         self.say(
             f"memory {name}: peak {' / '.join(f'{p:.0f}' for p, _ in peaks)} MiB, "
-            f"after {' / '.join(f'{e:.0f}' for _, e in peaks)} MiB (ranks 0..{self.size - 1})"
+            f"after {' / '.join(f'{e:.0f}' for _, e in peaks)} MiB (ranks 0..{self.size - 1}); "
+            f"sent {' / '.join(f'{b / 2**20:.0f}' for b in sent)} MiB to the other ranks"
         )
         self.memory.begin()
         return now
