@@ -1001,6 +1001,12 @@ def _read_state(dir: Path) -> dict[str, Any]:
         return {}
 
 
+def _write_state(dir: Path, state: dict[str, Any]) -> None:
+    tmp = _state(dir).with_suffix(".tmp")
+    tmp.write_text(json.dumps(state))
+    tmp.rename(_state(dir))
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -1047,9 +1053,39 @@ def stop_node(dir: Path, name: str) -> None:
     kill_containers(node_dir / "containerd" / "runc")
     _kill_shims(node_dir / "containerd" / "containerd.sock")
     info["stopped"] = True
-    tmp = _state(dir).with_suffix(".tmp")
-    tmp.write_text(json.dumps(state))
-    tmp.rename(_state(dir))
+    _write_state(dir, state)
+
+
+def start_node(dir: Path, name: str, timeout: float = 120.0) -> None:
+    """Power node ``name`` on again after :func:`stop_node`: its containerd (same root: the
+    images stay) and its kubelet, with the configuration it had, and wait until it is Ready.
+    The pods it ran before are gone (their containers were killed); the kubelet finds their
+    API objects deleted or deletes what is left, as after a real reboot."""
+    state = _read_state(dir)
+    info = (state.get("nodes") or {}).get(name)
+    if info is None:
+        raise ClusterError(f"no node {name!r} in the cluster of {dir} (nodes: {node_names(dir)})")
+    if not info.get("stopped"):
+        raise ClusterError(f"node {name} is not stopped (stop-node powers it off)")
+    node_dir = Path(info["dir"])
+    try:
+        old = json.loads((node_dir / "kubelet" / "config.json").read_text())
+    except (OSError, ValueError) as e:
+        raise ClusterError(f"node {name}: its kubelet configuration is unreadable: {e}") from None
+    cp = ControlPlane(dir / "control-plane", Path(), Path(), host=API_IP, port=443)
+    node = Node(
+        node_dir,
+        cp,
+        int(info["index"]),
+        old.get("kubeReserved"),
+        fast_heartbeat="nodeLeaseDurationSeconds" in old,
+    )
+    node.start_containerd()
+    node.start_kubelet()
+    _wait(node.ready, timeout, f"node {name} to become Ready again", node.components)
+    info["pids"] = node.pids()
+    info["stopped"] = False
+    _write_state(dir, state)
 
 
 def down(dir: Path) -> None:
@@ -1098,8 +1134,10 @@ def _index(name: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m localcluster.node")
-    p.add_argument("action", choices=["up", "down", "stop-node"])
-    p.add_argument("name", nargs="?", help="stop-node: the node to power off (e.g. dgl-node-2)")
+    p.add_argument("action", choices=["up", "down", "stop-node", "start-node"])
+    p.add_argument(
+        "name", nargs="?", help="stop-node, start-node: the node to power off or on (dgl-node-2)"
+    )
     p.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     p.add_argument("--nodes", type=int, default=1, help="how many nodes (default 1)")
     p.add_argument(
@@ -1130,6 +1168,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"stop-node failed: {e}", file=sys.stderr)
             return 1
         print(f"node {a.name} stopped (kubelet, containerd and its containers killed)")
+        return 0
+    if a.action == "start-node":
+        if not a.name:
+            p.error("start-node needs the node's name")
+        try:
+            start_node(a.dir, a.name)
+        except ClusterError as e:
+            print(f"start-node failed: {e}", file=sys.stderr)
+            return 1
+        print(f"node {a.name} started again (containerd and kubelet) and Ready")
         return 0
     if a.name:
         p.error("up takes no node name")

@@ -42,13 +42,13 @@ POWERS_OFF = "powers_off_a_node"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", f"{POWERS_OFF}: the test kills a node for the rest of the session (runs last)"
+        "markers", f"{POWERS_OFF}: the test kills a node (runs last: it may stay down)"
     )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that power a node off run after all the others (a stable sort keeps the rest in
-    file order): the node stays down for the rest of the session."""
+    file order): a node they power off may stay down for the rest of the session."""
     items.sort(key=lambda item: item.get_closest_marker(POWERS_OFF) is not None)
 
 
@@ -159,8 +159,15 @@ def install(cluster: Any, operator: str) -> Callable[[dict[str, str]], None]:
 
 @pytest.fixture
 def stop_node(multinode: MultiNode) -> Callable[[str], None]:
-    """Power a node off for the rest of the session (MultiNode.stop_node)."""
+    """Power a node off (MultiNode.stop_node): for the rest of the session, unless the test
+    powers it on again with ``start_node``."""
     return multinode.stop_node
+
+
+@pytest.fixture
+def start_node(multinode: MultiNode) -> Callable[[str], None]:
+    """Power a stopped node on again (MultiNode.start_node)."""
+    return multinode.start_node
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from localcluster.node import COSCHEDULER, stop_node
+from localcluster.node import COSCHEDULER, start_node, stop_node
 
 NODES = 3
 
@@ -22,6 +22,10 @@ class MultiNode:
 
     def stop_node(self, name: str) -> None:
         """Power ``name`` off as a crash would (localcluster.node.stop_node): its kubelet,
-        containerd and containers are killed; its Node and pods stay in the API. The node
-        stays down for the rest of the session."""
+        containerd and containers are killed; its Node and pods stay in the API. It stays
+        down until :meth:`start_node`."""
         stop_node(self.dir, name)
+
+    def start_node(self, name: str) -> None:
+        """Power ``name`` on again (localcluster.node.start_node): returns once it is Ready."""
+        start_node(self.dir, name)

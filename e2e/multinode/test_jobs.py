@@ -1,7 +1,7 @@
 """DGLJobs on the 3-node cluster (real kubelets, kube-scheduler and the Coscheduling scheduler):
 placement, gang scheduling, why a job waits, and a node that dies under a running job.
 
-The last test powers a node off for the rest of the session (marked, and run after every other
+The last test powers a node off, then on again (marked, and run after every other
 test of the session: conftest.py).
 Each node offers 1 CPU and 6Gi to pods (localcluster.node's multi-node default).
 """
@@ -30,9 +30,11 @@ from e2e.helpers import (
     wait_finished,
     wait_job,
 )
+from localcluster.node import IMAGE_TAG
 from tests.support.waiting import wait_for
 
 GANG = {"gangScheduling": "scheduler-plugins"}
+PAUSE = f"docker.io/dgloperator/pause:{IMAGE_TAG}"
 # an image reference whose registry refuses at once, on loopback: nothing leaves the machine
 MISSING_IMAGE = "127.0.0.1:5999/dgloperator/does-not-exist:v0.1.0"
 
@@ -256,7 +258,11 @@ def test_jobs_that_cannot_start_say_why_and_fail_after_their_bound(
 
 @pytest.mark.powers_off_a_node
 def test_a_node_dies_mid_training_and_the_job_restarts_on_the_others(
-    cluster: Any, namespace: str, stop_node: Callable[[str], None], operator_node: str
+    cluster: Any,
+    namespace: str,
+    stop_node: Callable[[str], None],
+    start_node: Callable[[str], None],
+    operator_node: str,
 ) -> None:
     job = job_with_workers(namespace, JOB, 3, epochs=6)
     job["spec"]["runPolicy"] = {"backoffLimit": 2}
@@ -297,3 +303,23 @@ def test_a_node_dies_mid_training_and_the_job_restarts_on_the_others(
     assert done["status"]["restartCount"] >= 1
     left = {n: node_of(p) for n, p in pods(cluster, namespace).items()}
     assert victim not in left.values(), f"pods still bound to the dead node: {left}"
+    # powered on again (localcluster start-node, as make demo-large does): Ready, and it runs
+    # a pod again
+    powered = time.monotonic()
+    start_node(victim)
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "back-again", "namespace": namespace},
+        "spec": {"nodeName": victim, "containers": [{"name": "pause", "image": PAUSE}]},
+    }
+    apply(cluster, probe)
+    wait_for(
+        lambda: pods(cluster, namespace)["back-again"]["status"].get("phase") == "Running",
+        what=f"a pod to run on {victim} once it is powered on again",
+        timeout=120,
+        interval=1.0,
+    )
+    figure(
+        f"node {victim} powered on again: a pod runs on it {time.monotonic() - powered:.0f}s later"
+    )
