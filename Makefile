@@ -20,7 +20,7 @@ export DGL_OPERATOR_CACHE := $(CACHE)
 export DGL_PYTHON := $(DGL_VENV)/bin/python
 export OPERATOR_PYTHON := $(BIN)/python
 
-.PHONY: help venv dgl-venv k8s-binaries scheduler-plugins kueue images lint typecheck unit test bench demo demo-local \
+.PHONY: help venv dgl-venv k8s-binaries scheduler-plugins kueue images lint typecheck unit test bench demo demo-large demo-local \
         cluster-up cluster-down control-plane-up control-plane-down clean-venvs check check-tests
 # The preflight of each entry point comes first among its prerequisites, and make (never run
 # with -j here) takes them in order: nothing is built or started before it has passed.
@@ -32,7 +32,10 @@ help:
 	@echo "                     (JOB=examples/graphsage/dgljob-parmetis.yaml: another DGLJob)"
 	@echo "make test          - install everything needed, then lint, type-check and run all tests"
 	@echo "make demo-local    - the data plane alone: dglrun with 2 local workers (namespaces)"
+	@echo "make demo-large    - a products-scale graph on 3 nodes, one lost mid-training (~30 min;"
+	@echo "                     writes demo-large.html)"
 	@echo "make bench         - run the benchmarks under bench/ and print their figures"
+	@echo "                     (LARGE=1: demo-large's too)"
 	@echo "make cluster-up    - start the single-node Kubernetes (make cluster-down stops it)"
 	@echo "                     (NODES=3 SCHEDULER_PLUGINS=1: three nodes, the Coscheduling scheduler;"
 	@echo "                      KUEUE=1: Kueue's manager and CRDs)"
@@ -95,7 +98,8 @@ typecheck: venv
 CHECK_TESTS := tests/clock tests/workqueue tests/kubeclient tests/informers tests/controller \
 	tests/podprogram tests/watcher_loop tests/kubectl_download tests/distpart tests/test_layering.py \
 	tests/test_pod_contract.py tests/test_fakekube.py tests/test_prereqs.py \
-	tests/test_support_waiting.py tests/localcluster/test_stuck.py tests/localcluster/test_node_layout.py
+	tests/test_support_waiting.py tests/localcluster/test_stuck.py tests/localcluster/test_node_layout.py \
+	tests/test_demo_large.py
 check-tests: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(CHECK_TESTS)
 
@@ -121,6 +125,7 @@ bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins kueue images
 	$(BIN)/python bench/nodes_bench.py
 	$(BIN)/python bench/elastic_bench.py
 	$(BIN)/python bench/kueue_bench.py
+	$(if $(LARGE),$(BIN)/python bench/demo_large.py $(DEMO_LARGE_ARGS))
 
 # Docker-free OCI images (debootstrap base; the DGL image reuses the DGL venv).
 images: venv dgl-venv
@@ -131,6 +136,12 @@ images: venv dgl-venv
 JOB ?= examples/graphsage/dgljob.yaml
 demo: preflight-demo venv dgl-venv k8s-binaries images
 	$(BIN)/python -m localcluster.demo $(JOB)
+
+# a products-scale graph on 3 nodes, a node lost mid-training (bench/demo_large.py; ~30 min;
+# DEMO_LARGE_ARGS="--scale 0.25" for a quicker look). It takes the local cluster down first.
+DEMO_LARGE_ARGS ?=
+demo-large: preflight-demo-large venv dgl-venv k8s-binaries images
+	$(BIN)/python bench/demo_large.py $(DEMO_LARGE_ARGS)
 
 demo-local: preflight-demo-local venv dgl-venv
 	hack/demo.sh

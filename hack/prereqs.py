@@ -303,6 +303,12 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
             (*_CLUSTER_CODE, *_IMAGE_CODE, "hack/prereqs.py"),
             "make demo",
         ),
+        EntryPoint(
+            "demo-large",
+            (*_NODE, *_IMAGES, "helm", "mpi"),
+            (*_CLUSTER_CODE, *_IMAGE_CODE, "bench/demo_large.py", "bench/partition_bench.py"),
+            "make demo-large (and make bench LARGE=1)",
+        ),
         EntryPoint("demo-local", (*_VENV, "ip", "mpi"), ("hack/demo.sh",), "make demo-local"),
         # make test's layers (tests/<layer>/conftest.py checks its own at collection)
         EntryPoint(

@@ -1,0 +1,816 @@
+"""``make demo-large``: a graph shaped like ogbn-products across three nodes, a node lost mid-
+training, nothing lost.
+
+    python bench/demo_large.py [--scale 1.0] [--epochs 4] [--lose-after 2] [--node-memory 7Gi]
+                               [--report demo-large.html] [--no-baseline] [--keep-cluster]
+
+What it does, on this machine's 3-node Kubernetes (``localcluster``, one CPU and
+``--node-memory`` allocatable per node):
+
+1. brings the cluster up (a running one is taken down first: the nodes' memory is sized here),
+   installs the operator with Helm, makes the namespace ``demo-large`` and the claim
+   ``demo-large`` (ReadWriteMany);
+2. applies ``examples/graphsage/dgljob-large.yaml``: each worker's init container generates
+   its own chunks of the graph (``make_chunked.py --worker i``, layout ``PerWorker``), the three
+   workers partition it with DistParMETIS (one MPI rank each), then train GraphSAGE with a
+   checkpoint per epoch on the claim;
+3. once ``--lose-after`` epochs are checkpointed, powers off the node of one worker
+   (``localcluster`` stop-node: its kubelet, containerd and containers killed), waits for the
+   operator to see it lost and restart the job, then powers the node on again
+   (start-node): the job's new attempt reuses the cached partitions and resumes from the last
+   checkpoint;
+4. runs the same job again without the node loss (``graphsage-large-baseline``: it reuses the
+   partitions too, ``sharePartitions``) and compares the accuracies;
+5. prints the timeline (every phase of every pod, the node loss, the resume), a table per step
+   (time, peak memory per pod against the memory plan, bytes moved) and writes an HTML report
+   with the timeline and each pod's memory over time (``--report``).
+
+Memory per pod is sampled from its memory cgroup twice a second (``rss + shmem`` of
+``memory.stat``: what the pod's processes hold, DGL's shared-memory graph included, without
+the page cache); the plan's figures are dglrun's (``status.memory``). Bytes moved: what the
+generators wrote, what the MPI ranks sent each other per step (``distpart-stats``), what the
+partition cache and checkpoints hold on the claim, and what each node's pods sent out of it per
+step (its bridge's ``rx_bytes``: to the other nodes and the API server).
+
+``--scale`` shrinks the graph (nodes and edges, same degree shape) for a quick look; 1.0 is
+products' size. Needs root and ``$DGL_PYTHON`` (``make demo-large`` provides both). The figures
+are printed, not asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import glob
+import html
+import json
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from partition_bench import Kube  # noqa: E402
+
+from localcluster.cluster import ClusterError  # noqa: E402
+from localcluster.helm import install_operator  # noqa: E402
+from localcluster.node import (  # noqa: E402
+    DEFAULT_DIR,
+    node_names,
+    refresh_images,
+    running,
+    start_node,
+    stop_node,
+)
+from localcluster.node import main as node_main  # noqa: E402
+from podcontract.quantity import parse_quantity  # noqa: E402
+
+NS = "demo-large"
+CLAIM = "demo-large"
+MANIFEST = REPO / "examples" / "graphsage" / "dgljob-large.yaml"
+NODES = 3
+PRODUCTS_NODES = 2_449_029
+PRODUCTS_EDGES = 61_859_140  # undirected
+MiB = 1 << 20
+GiB = 1 << 30
+CGROUP = Path("/sys/fs/cgroup/memory")
+
+
+def say(text: str) -> None:
+    print(f"demo-large: {text}", flush=True)
+
+
+# -- the job ---------------------------------------------------------------------------------
+
+
+def job_manifest(
+    name: str, scale: float, epochs: int, worker_memory: int, seed: int = 0
+) -> dict[str, Any]:
+    """examples/graphsage/dgljob-large.yaml with this run's name, graph size, epochs and
+    Worker memory (the limit; the request leaves the node room for the launcher)."""
+    import yaml
+
+    job: dict[str, Any] = yaml.safe_load(MANIFEST.read_text())
+    job = copy.deepcopy(job)
+    job["metadata"]["name"] = name
+    specs = job["spec"]["dglReplicaSpecs"]
+    args = specs["Launcher"]["template"]["spec"]["containers"][0]["args"]
+    args[args.index("--num-epochs") + 1] = str(epochs)
+    worker = specs["Worker"]["template"]["spec"]
+    init = worker["initContainers"][0]
+    if scale != 1.0:
+        nodes, edges = round(PRODUCTS_NODES * scale), round(PRODUCTS_EDGES * scale)
+        init["args"][0] += f" --nodes {nodes} --edges {edges}"
+    if seed:
+        init["args"][0] += f" --seed {seed}"
+    main = worker["containers"][0]
+    main["resources"]["limits"]["memory"] = f"{worker_memory // MiB}Mi"
+    main["resources"]["requests"]["memory"] = f"{(worker_memory - 512 * MiB) // MiB}Mi"
+    return job
+
+
+# -- what is sampled while a job runs ---------------------------------------------------------
+
+
+def _cgroup_dir(uid: str) -> Path | None:
+    for path in glob.glob(str(CGROUP / "**" / f"pod{uid}"), recursive=True):
+        return Path(path)
+    return None
+
+
+def pod_memory(cgroup: Path) -> int | None:
+    """rss + shmem of the pod's cgroup (v1 memory.stat, its whole hierarchy), bytes."""
+    try:
+        stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
+        return int(stat["total_rss"]) + int(stat.get("total_shmem", 0))
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def bridge_bytes(k: int) -> int:
+    """Bytes node k's pods sent out of the node (its bridge's receive counter: to other nodes
+    and the host; a byte between two nodes is counted once, where it left)."""
+    try:
+        return int(Path(f"/sys/class/net/dglk{k}/statistics/rx_bytes").read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+@dataclass
+class Event:
+    t: float
+    who: str  # a pod, "job", or "node/<name>"
+    what: str
+
+
+@dataclass
+class Run:
+    """One job's record: events, each pod's memory over time, the nodes' traffic."""
+
+    name: str
+    started: float
+    events: list[Event] = field(default_factory=list)
+    memory: dict[str, list[tuple[float, int]]] = field(default_factory=dict)  # pod -> samples
+    pod_node: dict[str, str] = field(default_factory=dict)
+    traffic: list[tuple[float, list[int]]] = field(default_factory=list)  # (t, bytes per node)
+    status: dict[str, Any] = field(default_factory=dict)
+    last_seen: dict[str, float] = field(default_factory=dict)  # pod -> when last listed
+    # dglrun's memory plan per step, its largest measured peak over every attempt (an attempt
+    # that reuses the partitions measures no partition step)
+    plan: dict[str, dict[str, Any]] = field(default_factory=dict)
+    generated: dict[str, str] = field(default_factory=dict)  # pod -> its generator's summary
+    lost: str = ""
+    log: str = ""
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    def add(self, who: str, what: str, t: float | None = None) -> None:
+        at = self.now() if t is None else t
+        self.events.append(Event(at, who, what))
+        say(f"  {at:7.1f}s  {who:<34} {what}")
+
+
+def _ts(text: str | None) -> float | None:
+    """An RFC 3339 time from the API as seconds since the epoch."""
+    if not text:
+        return None
+    from datetime import datetime
+
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+class Observer(threading.Thread):
+    """Polls the job and its pods every 2 s, samples every pod's memory twice a second, and
+    records what changed as events of ``run``."""
+
+    def __init__(self, kube: Kube, run: Run, ns: str = NS) -> None:
+        super().__init__(daemon=True)
+        self.kube, self.rec, self.ns = kube, run, ns
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self._seen: dict[str, str] = {}
+        self._cgroups: dict[str, Path] = {}  # pod name -> its cgroup (this attempt's uid)
+        self._wall0 = time.time() - run.now()  # wall time of run.started
+
+    def _job(self) -> None:
+        doc = self.kube.json("-n", self.ns, "get", "dgljob", self.rec.name)
+        status = doc.get("status") or {}
+        with self.lock:
+            self.rec.status = status
+            for step, v in (status.get("memory") or {}).items():
+                had = self.rec.plan.setdefault(step, {})
+                peak = max(had.get("peakMiB") or 0, v.get("peakMiB") or 0)
+                had.update(v, **({"peakMiB": peak} if peak else {}))
+        for key in ("phase", "progress", "restartCount"):
+            value = str(status.get(key, ""))
+            if value and self._seen.get(f"job/{key}") != value:
+                self._seen[f"job/{key}"] = value
+                self.rec.add("job", f"{key} {value}")
+
+    def _pods(self) -> None:
+        doc = self.kube.json(
+            "-n", self.ns, "get", "pods", "-l", f"dgl.qihoo.net/job-name={self.rec.name}"
+        )
+        for pod in doc.get("items") or []:
+            name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+            node = pod["spec"].get("nodeName") or ""
+            key = f"{name}/{uid[:8]}"
+            self.rec.last_seen[key] = self.rec.now()
+            if node and self.rec.pod_node.get(key) != node:
+                self.rec.pod_node[key] = node
+                self.rec.add(key, f"on {node}")
+            if key not in self._cgroups and node:
+                cg = _cgroup_dir(uid)
+                if cg is not None:
+                    self._cgroups[key] = cg
+            st = pod.get("status") or {}
+            for kind in ("initContainerStatuses", "containerStatuses"):
+                for cs in st.get(kind) or []:
+                    for what, info in (cs.get("state") or {}).items():
+                        self._container(key, cs["name"], what, info)
+
+    def _container(self, key: str, name: str, what: str, info: dict[str, Any]) -> None:
+        """A container's running and terminated states as events at the kubelet's times."""
+        if what == "waiting":
+            return
+        steps = [("running", "running", info.get("startedAt"))]
+        if what == "terminated":
+            why, code = info.get("reason", ""), info.get("exitCode")
+            steps.append(("terminated", f"terminated ({why}, exit {code})", info.get("finishedAt")))
+        for state, detail, stamp in steps:
+            mark = f"{key}/{name}/{state}"
+            if mark in self._seen:
+                continue
+            self._seen[mark] = "1"
+            at = _ts(stamp)
+            self.rec.add(key, f"{name} {detail}", at - self._wall0 if at else None)
+            if name == "generate" and state == "terminated":  # its figures, while it exists
+                pod = key.split("/")[0]
+                log = self.kube.run("-n", self.ns, "logs", pod, "-c", name, check=False)
+                self.rec.generated[key] = log.strip().splitlines()[-1] if log.strip() else ""
+
+    def sample(self) -> None:
+        t = self.rec.now()
+        with self.lock:
+            for key, cg in list(self._cgroups.items()):
+                used = pod_memory(cg)
+                if used is not None:
+                    self.rec.memory.setdefault(key, []).append((t, used))
+            self.rec.traffic.append((t, [bridge_bytes(k) for k in range(1, NODES + 1)]))
+
+    def run(self) -> None:  # type: ignore[override]
+        last = 0.0
+        while not self.stop.is_set():
+            self.sample()
+            if time.monotonic() - last >= 2.0:
+                last = time.monotonic()
+                with contextlib.suppress(RuntimeError, ValueError):
+                    self._job()
+                    self._pods()
+            self.stop.wait(0.5)
+
+
+# -- the cluster --------------------------------------------------------------------------------
+
+
+def cluster_up(node_memory: str, reuse: bool) -> Kube:
+    kubeconfig = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
+    if reuse and running(DEFAULT_DIR) and len(node_names(DEFAULT_DIR)) == NODES:
+        say("reusing the running 3-node cluster (--reuse-cluster)")
+    else:
+        if running(DEFAULT_DIR):
+            say("taking down the running cluster (the nodes' memory is sized for this demo)")
+            node_main(["down"])
+        say(f"bringing up {NODES} nodes, 1 CPU and {node_memory} allocatable each")
+        argv = ["up", "--nodes", str(NODES), "--node-cpu", "1", "--node-memory", node_memory]
+        if node_main(argv):
+            raise SystemExit("demo-large: the cluster did not come up (see above)")
+    install_operator(kubeconfig, refresh_images().get("dgl-operator", ""))
+    kube = Kube(kubeconfig)
+    kube.run("create", "namespace", NS, check=False)
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": CLAIM, "namespace": NS},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "40Gi"}}},
+    }
+    kube.run("apply", "-f", "-", input=json.dumps(claim))
+    return kube
+
+
+def claim_dir(kube: Kube) -> Path | None:
+    """The claim's folder on this machine (its hostPath PV), once bound."""
+    with contextlib.suppress(RuntimeError, ValueError):
+        pv = kube.json("-n", NS, "get", "pvc", CLAIM).get("spec", {}).get("volumeName")
+        if pv:
+            path = kube.json("get", "pv", pv)["spec"]["hostPath"]["path"]
+            return Path(path)
+    return None
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+# -- one job ----------------------------------------------------------------------------------
+
+
+def epochs_done(status: dict[str, Any]) -> int:
+    m = re.match(r"5/5 train: epoch (\d+)/", str(status.get("progress", "")))
+    return int(m.group(1)) if m else 0
+
+
+def node_of(run: Run, pod_prefix: str) -> str:
+    """The node of the newest pod whose name starts with ``pod_prefix``."""
+    keys = [k for k in run.pod_node if k.startswith(pod_prefix + "/")]
+    return run.pod_node[keys[-1]] if keys else ""
+
+
+def run_job(kube: Kube, job: dict[str, Any], lose_after: int | None, timeout: float) -> Run:
+    name = job["metadata"]["name"]
+    kube.run("-n", NS, "delete", "dgljob", name, "--ignore-not-found", "--wait=true")
+    selector = f"dgl.qihoo.net/job-name={name}"
+    for _ in range(120):  # an earlier run's pods go with it (the garbage collector)
+        if not kube.json("-n", NS, "get", "pods", "-l", selector).get("items"):
+            break
+        time.sleep(1)
+    run = Run(name, time.monotonic())
+    obs = Observer(kube, run)
+    kube.run("apply", "-f", "-", input=json.dumps(job))
+    run.add("job", "applied")
+    obs.start()
+    victim = ""
+    try:
+        while run.now() < timeout:
+            time.sleep(1)
+            with obs.lock:
+                status = dict(run.status)
+            phase = status.get("phase")
+            if phase in ("Completed", "Failed"):
+                break
+            if lose_after is not None and not victim and epochs_done(status) >= lose_after:
+                victim = lose_a_node(kube, run)
+            if victim and not run.lost and int(status.get("restartCount") or 0) >= 1:
+                run.lost = victim
+                run.add("job", "restarted by the operator; powering the node on again")
+                start_node(DEFAULT_DIR, victim)
+                run.add(f"node/{victim}", "powered on again: Ready")
+        else:
+            raise SystemExit(f"demo-large: {name} did not finish within {timeout:.0f}s")
+    finally:
+        obs.stop.set()
+        obs.join(5)
+    run.log = kube.run("-n", NS, "logs", f"{name}-launcher", "-c", "dgl-graphsage", check=False)
+    return run
+
+
+def lose_a_node(kube: Kube, run: Run) -> str:
+    """Power off the node of a worker that holds neither the launcher nor the operator."""
+    spared = {node_of(run, f"{run.name}-launcher")}
+    op = kube.json("-n", "dgl-system", "get", "pods")
+    spared |= {p["spec"].get("nodeName", "") for p in op.get("items") or []}
+    for i in (2, 1, 0):
+        node = node_of(run, f"{run.name}-worker-{i}")
+        if node and node not in spared:
+            break
+    else:
+        node = node_of(run, f"{run.name}-worker-2")
+    stop_node(DEFAULT_DIR, node)
+    run.add(f"node/{node}", f"powered off after epoch {epochs_done(run.status)} (worker {i})")
+    return node
+
+
+# -- what the runs say ------------------------------------------------------------------------
+
+
+def accuracy(run: Run) -> float | None:
+    m = re.search(r"test accuracy ([\d.]+)", run.log)
+    return float(m.group(1)) if m else None
+
+
+def run_logs(claim: Path | None, run: Run) -> str:
+    """Every attempt's dglrun log, kept on the claim in the run's folder (``status.results``:
+    the launcher pod of a lost attempt is gone), or the last launcher's."""
+    results = str(run.status.get("results") or "")
+    if claim is not None and ":" in results:
+        folder = claim / results.split(":", 1)[1].strip("/")
+        files = sorted((folder.parent / "logs").glob("*.log"))
+        text = "\n".join(f.read_text(errors="replace") for f in files)
+        if text:
+            return text
+    return run.log
+
+
+STEP_LINE = re.compile(
+    r"\[distpart\] memory (\w+): peak ([\d /]+) MiB, after [\d /]+ MiB \(ranks [\d.]+\); "
+    r"sent ([\d /]+) MiB"
+)
+
+
+def partition_profile(logs: str) -> dict[str, Any]:
+    """What the MPI ranks said of the partition in dglrun's log: per step, each rank's peak
+    memory and the MiB it sent to the others (several lines of one step add up: the shuffle
+    runs in rounds); the steps' seconds and the edge cut."""
+    steps: dict[str, dict[str, list[float]]] = {}
+    for m in STEP_LINE.finditer(logs):
+        peak = [float(x) for x in m.group(2).split(" / ")]
+        sent = [float(x) for x in m.group(3).split(" / ")]
+        had = steps.get(m.group(1))
+        if had:
+            peak = [max(a, b) for a, b in zip(had["peak"], peak, strict=True)]
+            sent = [a + b for a, b in zip(had["sent"], sent, strict=True)]
+        steps[m.group(1)] = {"peak": peak, "sent": sent}
+    seconds = {}
+    m = re.search(r"ranks' steps: (.*)", logs)
+    if m:
+        for item in m.group(1).split(", "):
+            name, _, secs = item.rpartition(" ")
+            with contextlib.suppress(ValueError):
+                seconds[name] = float(secs.rstrip("s"))
+    cut = re.search(r"edge cut \d+ \(([\d.]+)% of (\d+) edges\)", logs)
+    return {
+        "steps": steps,
+        "seconds": seconds,
+        "cut": f"{cut.group(1)}% of {int(cut.group(2)):,} edges" if cut else "",
+    }
+
+
+def job_windows(run: Run) -> list[tuple[str, float, float]]:
+    """(what, start, end) of each step the job's progress reported: partition, configure, every
+    training epoch, done."""
+    events = sorted(run.events, key=lambda e: e.t)
+    end = events[-1].t if events else 0.0
+    progress = [
+        (e.t, e.what[len("progress ") :])
+        for e in events
+        if e.who == "job" and e.what.startswith("progress ")
+    ]
+    # a restart clears the progress: the wait until the new attempt reports is a step too
+    first = progress[0][0] if progress else end
+    progress += [
+        (e.t, f"restart ({e.what[len('phase ') :]})")
+        for e in events
+        if e.who == "job" and e.t > first and e.what in ("phase Restarting", "phase Pending")
+    ]
+    progress.sort()
+    out = []
+    for (t0, what), (t1, _) in zip(progress, [*progress[1:], (end, "")], strict=True):
+        out.append((step_label(what), t0, t1))
+    return out
+
+
+def step_label(progress: str) -> str:
+    """A step's name from dglrun's progress: '5/5 train: epoch 1/3' (one epoch done) is
+    'train epoch 2/3'; once every epoch is done, 'evaluate'; '3/5 dispatch: 10/20 MB' is
+    '3/5 dispatch'."""
+    m = re.match(r"5/5 train(?:: epoch (\d+)/(\d+))?", progress)
+    if not m:
+        return progress.split(":")[0]
+    done, total = int(m.group(1) or 0), m.group(2)
+    if total and done >= int(total):
+        return "evaluate"
+    return f"train epoch {done + 1}" + (f"/{total}" if total else "")
+
+
+def phase_bars(run: Run) -> list[tuple[str, str, float, float]]:
+    """(row, what, start, end) for the timeline: one row per pod and attempt (its init
+    container's generation, then the job's steps while its main container ran), the job's own
+    steps, and the node's outage."""
+    events = sorted(run.events, key=lambda e: e.t)
+    end = events[-1].t if events else 0.0
+    windows = job_windows(run)
+    pods = list(dict.fromkeys(e.who for e in events if e.who.startswith(run.name + "-")))
+    attempts: dict[str, int] = {}
+    bars: list[tuple[str, str, float, float]] = []
+    for key in pods:
+        name = key.split("/")[0][len(run.name) + 1 :]
+        attempts[name] = attempts.get(name, 0) + 1
+        row = f"{name} #{attempts[name]} ({run.pod_node.get(key, '?')})"
+        times = {e.what.split(" (")[0]: e.t for e in events if e.who == key}
+        gone = run.last_seen.get(key, end)
+        if "generate running" in times:
+            bars.append(
+                (row, "generate", times["generate running"], times.get("generate terminated", gone))
+            )
+        if "dgl-graphsage running" not in times:
+            continue
+        m0 = times["dgl-graphsage running"]
+        m1 = times.get("dgl-graphsage terminated", gone)
+        for what, w0, w1 in windows:
+            lo, hi = max(m0, w0), min(m1, w1)
+            if hi > lo:  # (a pod of the new attempt waits for it: it is starting)
+                bars.append((row, "starting" if what.startswith("restart") else what, lo, hi))
+    bars += [("job", what, t0, t1) for what, t0, t1 in windows]
+    off = [e.t for e in events if e.what.startswith("powered off")]
+    on = [e.t for e in events if e.what.startswith("powered on")]
+    if off:
+        bars.append((f"node {run.lost}", "powered off", off[0], on[0] if on else end))
+    return bars
+
+
+def peaks(run: Run) -> dict[str, int]:
+    return {pod: max(v for _, v in s) for pod, s in run.memory.items() if s}
+
+
+def traffic_between(run: Run, t0: float, t1: float) -> int:
+    inside = [v for t, v in run.traffic if t0 <= t <= t1]
+    if len(inside) < 2:
+        return 0
+    return sum(b - a for a, b in zip(inside[0], inside[-1], strict=True))
+
+
+# -- the report -------------------------------------------------------------------------------
+
+COLORS = {
+    "generate": "#8e6c8a",
+    "1/5 partition": "#e07b39",
+    "2/5 deliver": "#e0a339",
+    "3/5 dispatch": "#d8c03a",
+    "4/5 configure": "#9bbf3a",
+    "done": "#4e9a06",
+    "powered off": "#cc0000",
+}
+
+
+FONT = 'font-family="sans-serif" font-size="11"'
+
+
+def tag(name: str, text: str | None = None, **attrs: object) -> str:
+    """One SVG element; ``attrs`` with ``_`` for ``-`` (stroke_width -> stroke-width)."""
+    a = " ".join(
+        f'{k.rstrip("_").replace("_", "-")}="{html.escape(str(v))}"' for k, v in attrs.items()
+    )
+    return f"<{name} {a}/>" if text is None else f"<{name} {a}>{text}</{name}>"
+
+
+def _color(what: str) -> str:
+    if what.startswith("restart"):
+        return "#d46a6a"
+    if what.startswith("train"):
+        m = re.search(r"epoch (\d+)", what)
+        shade = 40 + 25 * (int(m.group(1)) % 4 if m else 0)
+        return f"hsl(210, 60%, {shade}%)"
+    return COLORS.get(what, "#999999")
+
+
+def svg_timeline(run: Run, width: int = 1000) -> str:
+    bars = phase_bars(run)
+    rows = list(dict.fromkeys(b[0] for b in bars))
+    end = max((b[3] for b in bars), default=1.0) or 1.0
+    left, h = 230, 22
+    scale = (width - left - 10) / end
+    out = [f'<svg width="{width}" height="{(len(rows) + 2) * h + 10}" {FONT}>']
+    for i, row in enumerate(rows):
+        out.append(f'<text x="4" y="{i * h + 15}">{html.escape(row)}</text>')
+    for row, what, t0, t1 in bars:
+        y = rows.index(row) * h
+        x, w = left + t0 * scale, max(1.0, (t1 - t0) * scale)
+        out.append(
+            f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{h - 6}" fill="{_color(what)}">'
+            f"<title>{html.escape(what)}: {t0:.0f}s to {t1:.0f}s ({t1 - t0:.0f}s)</title></rect>"
+        )
+        if w > 60:
+            out.append(
+                f'<text x="{x + 3:.1f}" y="{y + 15}" fill="white">{html.escape(what)}</text>'
+            )
+    for e in run.events:
+        if e.who.startswith("node/") or "restartCount" in e.what:
+            x = left + e.t * scale
+            out.append(
+                tag("line", x1=f"{x:.1f}", y1=0, x2=f"{x:.1f}", y2=len(rows) * h,
+                    stroke="#cc0000", stroke_dasharray="4,3")
+            )  # fmt: skip
+    y = len(rows) * h + 16
+    for s in range(0, int(end) + 1, max(60, int(end / 10) // 60 * 60 or 60)):
+        x = left + s * scale
+        out.append(f'<text x="{x:.1f}" y="{y}">{s // 60}:{s % 60:02d}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def svg_memory(run: Run, plan: dict[str, float], limit: float, width: int = 1000) -> str:
+    """Each pod's memory over time, the plan's estimates and the limit as dashed lines."""
+    height, left = 320, 60
+    series = {k: v for k, v in run.memory.items() if v}
+    end = max((s[-1][0] for s in series.values()), default=1.0) or 1.0
+    top = max(
+        [limit, *plan.values(), *(max(v for _, v in s) / MiB for s in series.values())], default=1.0
+    )
+    sx, sy = (width - left - 10) / end, (height - 30) / (top * 1.05)
+    out = [f'<svg width="{width}" height="{height + 20}" {FONT}>']
+    base = height - 20
+
+    def y_of(mib: float) -> str:
+        return f"{base - mib * sy:.1f}"
+
+    for gib in range(0, int(top / 1024) + 1):
+        out.append(tag("line", x1=left, y1=y_of(gib * 1024), x2=width, y2=y_of(gib * 1024),
+                       stroke="#eee"))  # fmt: skip
+        out.append(tag("text", f"{gib} GiB", x=4, y=y_of(gib * 1024 - 40 / sy)))
+    hues = [0, 120, 240, 30, 180, 300, 60, 270, 90]
+    for n, (pod, samples) in enumerate(sorted(series.items())):
+        pts = " ".join(f"{left + t * sx:.1f},{y_of(v / MiB)}" for t, v in samples)
+        color = f"hsl({hues[n % len(hues)]},70%,40%)"
+        title = tag("title", html.escape(pod), x=0)
+        out.append(tag("polyline", title, points=pts, fill="none", stroke=color, stroke_width=1.5))
+        t, v = samples[-1]
+        x = min(width - 150, left + t * sx + 2)
+        out.append(
+            tag("text", html.escape(pod.split("/")[0]), x=f"{x:.1f}", y=y_of(v / MiB), fill=color)
+        )
+    for what, mib in [*plan.items(), ("limit", limit)]:
+        out.append(tag("line", x1=left, y1=y_of(mib), x2=width, y2=y_of(mib), stroke="#555",
+                       stroke_dasharray="6,4"))  # fmt: skip
+        out.append(
+            tag("text", f"{html.escape(what)} {mib:.0f} MiB", x=left + 4, y=y_of(mib + 4 / sy))
+        )
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def write_report(path: Path, runs: list[Run], tables: str, summary: list[str]) -> None:
+    main = runs[0]
+    mem = main.plan
+    plan = {
+        f"plan: {k}": float(v.get("estimateMiB") or 0)
+        for k, v in mem.items()
+        if v.get("estimateMiB")
+    }
+    limit = max([float(v.get("limitMiB") or 0) for v in mem.values()] or [0.0])
+    body = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>dgl-operator demo-large</title>",
+        "<style>body{font-family:sans-serif;max-width:1040px;margin:2em auto}"
+        "pre{background:#f6f6f6;padding:1em;overflow-x:auto}</style></head><body>",
+        "<h1>demo-large: a products-scale graph, three nodes, one lost</h1>",
+        "<ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in summary) + "</ul>",
+    ]
+    for run in runs:
+        body.append(f"<h2>Timeline: {html.escape(run.name)}</h2>")
+        body.append(svg_timeline(run))
+    body.append(f"<h2>Memory per pod: {html.escape(main.name)}</h2>")
+    body.append(
+        "<p>rss + shmem of each pod's memory cgroup, sampled twice a second; dashed: "
+        "dglrun's plan (estimated before anything ran) and the Worker's limit.</p>"
+    )
+    body.append(svg_memory(main, plan, limit))
+    body.append("<h2>Figures</h2><pre>" + html.escape(tables) + "</pre>")
+    body.append("<h2>Events</h2><pre>")
+    for run in runs:
+        body.extend(
+            html.escape(f"{run.name} {e.t:8.1f}s  {e.who:<34} {e.what}") for e in run.events
+        )
+    body.append("</pre></body></html>")
+    path.write_text("\n".join(body))
+
+
+def tables(run: Run, logs: str, claim: Path | None, elapsed: dict[str, tuple[float, int]]) -> str:
+    out: list[str] = []
+    prof = partition_profile(logs)
+    if prof["steps"]:
+        out.append(f"DistParMETIS on the 3 workers: edge cut {prof['cut']}")
+        out.append("| step | time (s) | peak per rank (MiB) | sent to other ranks (MiB) |")
+        out.append("| --- | --- | --- | --- |")
+        for step, v in prof["steps"].items():
+            secs = prof["seconds"].get(step)
+            ranks = " / ".join(f"{x:.0f}" for x in v["peak"])
+            moved = " / ".join(f"{x:.0f}" for x in v["sent"])
+            out.append(f"| {step} | {'-' if secs is None else f'{secs:.1f}'} | {ranks} | {moved} |")
+        if "total" in prof["seconds"]:
+            out.append(f"| total | {prof['seconds']['total']:.1f} | | |")
+    mem = run.plan
+    out.append("")
+    out.append("| step (dglrun's plan) | estimate (MiB) | measured peak (MiB) | limit (MiB) |")
+    out.append("| --- | --- | --- | --- |")
+    ranks_peak = max((max(v["peak"]) for v in prof["steps"].values()), default=None)
+    for step, v in mem.items():
+        cells = [v.get(k, "-") for k in ("estimateMiB", "peakMiB", "limitMiB")]
+        if step == "partition" and cells[1] == "-" and ranks_peak is not None:
+            cells[1] = f"{ranks_peak:.0f} (the largest rank's, from its log)"
+        out.append(f"| {step} | " + " | ".join(str(c) for c in cells) + " |")
+    out.append("")
+    out.append("| pod (attempt) | node | peak rss+shmem (MiB) |")
+    out.append("| --- | --- | --- |")
+    for pod, peak_b in sorted(peaks(run).items()):
+        out.append(f"| {pod} | {run.pod_node.get(pod, '')} | {peak_b / MiB:.0f} |")
+    out.append("")
+    out.append("| where the time went | seconds | sent out of the nodes (MiB) |")
+    out.append("| --- | --- | --- |")
+    for what, (secs, moved) in elapsed.items():
+        out.append(f"| {what} | {secs:.0f} | {moved / MiB:.0f} |")
+    if claim is not None:
+        out.append("")
+        out.append(
+            f"on the claim: partitions {du(claim / 'partitions') / MiB:.0f} MiB, "
+            f"runs (checkpoints, models, logs) {du(claim / 'runs') / MiB:.0f} MiB"
+        )
+    if run.generated:
+        out.append("")
+        out.append("generators (each worker's init container, its own chunks):")
+        out.extend(f"  {pod}: {line}" for pod, line in sorted(run.generated.items()))
+    return "\n".join(out)
+
+
+def where_time_went(run: Run) -> dict[str, tuple[float, int]]:
+    """Seconds per step of the job (the epochs' training summed), from applied to done, and
+    the bytes the nodes' pods sent out of their nodes meanwhile."""
+    out: dict[str, tuple[float, int]] = {}
+    windows = job_windows(run)
+    first = min((t0 for _, t0, _ in windows), default=0.0)
+    out["until the first step (pods made, chunks generated, ranks started)"] = (
+        first,
+        traffic_between(run, 0.0, first),
+    )
+    for what, t0, t1 in windows:
+        key = "train (every epoch)" if what.startswith("train") else what
+        secs, moved = out.get(key, (0.0, 0))
+        out[key] = (secs + t1 - t0, moved + traffic_between(run, t0, t1))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--scale", type=float, default=1.0, help="graph size against products'")
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--lose-after", type=int, default=2, help="epochs checkpointed before the loss")
+    p.add_argument("--node-memory", default="7Gi", help="allocatable memory of each node")
+    p.add_argument("--report", type=Path, default=Path("demo-large.html"))
+    p.add_argument("--no-baseline", action="store_true", help="skip the run without node loss")
+    p.add_argument("--keep-cluster", action="store_true", help="leave the cluster running")
+    p.add_argument(
+        "--reuse-cluster", action="store_true", help="use a running 3-node cluster as it is"
+    )
+    p.add_argument("--timeout", type=float, default=3600)
+    a = p.parse_args(argv)
+    if not 0 < a.scale <= 1.0:
+        p.error("--scale: above 0, at most 1")
+    if not 1 <= a.lose_after < a.epochs:
+        p.error("--lose-after: at least 1 and fewer than --epochs")
+    try:
+        node_bytes = int(parse_quantity(a.node_memory))
+    except ValueError as e:
+        p.error(f"--node-memory: {e}")
+    worker_memory = node_bytes - 256 * MiB
+    started = time.monotonic()
+    try:
+        kube = cluster_up(a.node_memory, a.reuse_cluster)
+    except ClusterError as e:
+        say(f"the cluster did not come up: {e}")
+        return 1
+    up = time.monotonic() - started
+    claim = None
+    try:
+        say(f"cluster and operator ready in {up:.0f}s; the job (graph scale {a.scale})")
+        lost = run_job(
+            kube,
+            job_manifest("graphsage-large", a.scale, a.epochs, worker_memory),
+            a.lose_after,
+            a.timeout,
+        )
+        claim = claim_dir(kube)
+        runs = [lost]
+        if not a.no_baseline:
+            say("the same job without a node loss (it reuses the cached partitions)")
+            runs.append(
+                run_job(
+                    kube,
+                    job_manifest("graphsage-large-baseline", a.scale, a.epochs, worker_memory),
+                    None,
+                    a.timeout,
+                )
+            )
+        logs = run_logs(claim, lost)
+        elapsed = {"cluster up + operator": (up, 0), **where_time_went(lost)}
+        figures = tables(lost, logs, claim, elapsed)
+        accs = [accuracy(r) for r in runs]
+        summary = [
+            f"{r.name}: {r.status.get('phase')} in {r.events[-1].t:.0f}s, restarts "
+            f"{r.status.get('restartCount', 0)}, test accuracy {acc}, partitions "
+            f"{'reused' if (r.status.get('partitions') or {}).get('reused') else 'computed'}, "
+            f"resumed from {(r.status.get('resume') or {}).get('checkpoint', '-')}"
+            for r, acc in zip(runs, accs, strict=True)
+        ]
+        if len(accs) == 2 and None not in accs:
+            summary.append(f"accuracy with the node loss minus without: {accs[0] - accs[1]:+.4f}")  # type: ignore[operator]
+        summary.append(f"whole demo: {time.monotonic() - started:.0f}s")
+        print(figures)
+        for line in summary:
+            say(line)
+        write_report(a.report, runs, figures, summary)
+        say(f"report: {a.report.resolve()}")
+        ok = all(r.status.get("phase") == "Completed" for r in runs)
+        return 0 if ok else 1
+    finally:
+        if not a.keep_cluster:
+            node_main(["down"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
