@@ -1159,25 +1159,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         down(a.dir)
         print(f"node cluster in {a.dir} stopped")
         return 0
-    if a.action == "stop-node":
+    power = {
+        "stop-node": (stop_node, "stopped (kubelet, containerd and its containers killed)"),
+        "start-node": (start_node, "started again (containerd and kubelet) and Ready"),
+    }
+    if a.action in power:
+        act, done = power[a.action]
         if not a.name:
-            p.error("stop-node needs the node's name")
+            p.error(f"{a.action} needs the node's name")
         try:
-            stop_node(a.dir, a.name)
+            act(a.dir, a.name)
         except ClusterError as e:
-            print(f"stop-node failed: {e}", file=sys.stderr)
+            print(f"{a.action} failed: {e}", file=sys.stderr)
             return 1
-        print(f"node {a.name} stopped (kubelet, containerd and its containers killed)")
-        return 0
-    if a.action == "start-node":
-        if not a.name:
-            p.error("start-node needs the node's name")
-        try:
-            start_node(a.dir, a.name)
-        except ClusterError as e:
-            print(f"start-node failed: {e}", file=sys.stderr)
-            return 1
-        print(f"node {a.name} started again (containerd and kubelet) and Ready")
+        print(f"node {a.name} {done}")
         return 0
     if a.name:
         p.error("up takes no node name")

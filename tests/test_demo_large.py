@@ -4,30 +4,16 @@ itself is ``make demo-large``)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tests.support import scripts
 from tests.support.paths import REPO
 
-
-def _module() -> ModuleType:
-    """bench/demo_large.py (bench/ is not a package; it imports bench/partition_bench.py)."""
-    sys.path.insert(0, str(REPO / "bench"))
-    spec = importlib.util.spec_from_file_location("demo_large", REPO / "bench" / "demo_large.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["demo_large"] = mod  # (its dataclasses look their module up)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-dl = _module()
+dl = scripts.load(REPO / "bench" / "demo_large.py")
 
 MiB = 1 << 20
 

@@ -4,12 +4,9 @@ in this process)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -17,20 +14,12 @@ import pytest
 
 import chunkedgraph
 from tests.examples.helpers import EXAMPLE
+from tests.support import scripts
 
 SMALL = ["--nodes", "6000", "--edges", "90000", "--chunks", "6", "--max-degree", "600"]
 
 
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_chunked", EXAMPLE / "make_chunked.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["make_chunked"] = mod  # (its dataclasses look their module up)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-mc = _module()
+mc = scripts.load(EXAMPLE / "make_chunked.py")
 
 
 def generate(out: Path, *extra: str) -> None:
