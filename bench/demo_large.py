@@ -671,6 +671,17 @@ def write_report(path: Path, runs: list[Run], tables: str, summary: list[str]) -
     path.write_text("\n".join(body))
 
 
+def timeline_text(run: Run) -> str:
+    """The timeline as text: one line per step of each pod and attempt, the job's own steps
+    and the node's outage, in time order."""
+    bars = sorted(phase_bars(run), key=lambda b: (b[2], b[0]))
+    out = [f"timeline of {run.name} (seconds from applied):"]
+    out += [
+        f"  {t0:7.1f} {t1:7.1f} {t1 - t0:7.1f}s  {row:<30} {what}" for row, what, t0, t1 in bars
+    ]
+    return "\n".join(out)
+
+
 def tables(run: Run, logs: str, claim: Path | None, elapsed: dict[str, tuple[float, int]]) -> str:
     out: list[str] = []
     prof = partition_profile(logs)
@@ -788,7 +799,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         logs = run_logs(claim, lost)
         elapsed = {"cluster up + operator": (up, 0), **where_time_went(lost)}
-        figures = tables(lost, logs, claim, elapsed)
+        figures = "\n\n".join(
+            [timeline_text(r) for r in runs] + [tables(lost, logs, claim, elapsed)]
+        )
         accs = [accuracy(r) for r in runs]
         summary = [
             f"{r.name}: {r.status.get('phase')} in {r.events[-1].t:.0f}s, restarts "
@@ -797,8 +810,12 @@ def main(argv: list[str] | None = None) -> int:
             f"resumed from {(r.status.get('resume') or {}).get('checkpoint', '-')}"
             for r, acc in zip(runs, accs, strict=True)
         ]
-        if len(accs) == 2 and None not in accs:
-            summary.append(f"accuracy with the node loss minus without: {accs[0] - accs[1]:+.4f}")  # type: ignore[operator]
+        if len(accs) == 2 and accs[0] is not None and accs[1] is not None:
+            diff = accs[0] - accs[1]
+            within = "within" if abs(diff) <= 0.01 else "NOT within"
+            summary.append(
+                f"accuracy with the node loss minus without: {diff:+.4f} ({within} 1 point)"
+            )
         summary.append(f"whole demo: {time.monotonic() - started:.0f}s")
         print(figures)
         for line in summary:

@@ -141,6 +141,16 @@ def test_a_step_is_named_from_dglruns_progress(progress: str, label: str) -> Non
     assert dl.step_label(progress) == label
 
 
+def test_the_printed_timeline_lists_every_bar_in_time_order() -> None:
+    run = recorded()
+    lines = dl.timeline_text(run).splitlines()[1:]
+    assert len(lines) == len(dl.phase_bars(run))
+    starts = [float(line.split()[0]) for line in lines]
+    assert starts == sorted(starts)
+    outage = next(line for line in lines if "powered off" in line)
+    assert outage.split()[:3] == ["310.0", "340.0", "30.0s"] and "node n3" in outage
+
+
 def test_the_report_draws_every_bar_and_every_pods_memory(tmp_path: Path) -> None:
     run = recorded()
     timeline = ET.fromstring(dl.svg_timeline(run))
