@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import glob
 import html
 import json
@@ -98,7 +97,6 @@ def job_manifest(
     import yaml
 
     job: dict[str, Any] = yaml.safe_load(MANIFEST.read_text())
-    job = copy.deepcopy(job)
     job["metadata"]["name"] = name
     specs = job["spec"]["dglReplicaSpecs"]
     args = specs["Launcher"]["template"]["spec"]["containers"][0]["args"]
