@@ -11,7 +11,7 @@ VENV     := $(CACHE)/venv-$(VENV_KEY)
 BIN      := $(VENV)/bin
 DGL_KEY  := $(shell sha256sum requirements-dgl.txt | cut -c1-12)
 DGL_VENV := $(CACHE)/venv-dgl-$(DGL_KEY)
-PKGS     := clock workqueue kubeclient informers controller launcher watcher_loop kubectl_download podprogram podcontract distpart chunkedgraph
+PKGS     := clock workqueue kubeclient informers controller launcher watcher_loop kubectl_download podprogram podcontract distpart chunkedgraph dgl_operator
 K8S_BINS := kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
 # Imports (and the console scripts started by tests) come from this checkout even when the
 # shared cached venv's editable install points at another clone.
@@ -99,7 +99,7 @@ CHECK_TESTS := tests/clock tests/workqueue tests/kubeclient tests/informers test
 	tests/podprogram tests/watcher_loop tests/kubectl_download tests/distpart tests/test_layering.py \
 	tests/test_pod_contract.py tests/test_fakekube.py tests/test_prereqs.py \
 	tests/test_support_waiting.py tests/localcluster/test_stuck.py tests/localcluster/test_node_layout.py \
-	tests/test_demo_large.py
+	tests/test_demo_large.py tests/client
 check-tests: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(CHECK_TESTS)
 
@@ -108,8 +108,8 @@ check: preflight-check lint typecheck check-tests
 unit: preflight-test venv dgl-venv k8s-binaries scheduler-plugins kueue
 	@hack/free-space.sh 14 "$${TMPDIR:-/tmp}" "the image tests unpack the graphsage image \
 		(about 11 GiB) into a private containerd there; free space or point TMPDIR elsewhere"
-	$(BIN)/python -m pytest -q tests e2e --ignore=e2e/multinode
-	$(BIN)/python -m pytest -q e2e/multinode
+	$(BIN)/python -m pytest -q --durations=25 tests e2e --ignore=e2e/multinode
+	$(BIN)/python -m pytest -q --durations=10 e2e/multinode
 
 test: preflight-test lint typecheck unit
 

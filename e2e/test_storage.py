@@ -1,5 +1,8 @@
-"""spec.storage on the real cluster: results that outlive the job, restarts that resume from a
-checkpoint without partitioning again, damaged checkpoints and partitions detected.
+"""spec.storage on the real cluster, and the Python client on it: the notebook-style example
+run as a user runs it (submit, follow the log, wait, copy the results, score the model here),
+results that outlive the job (copied again by dglctl after it is deleted), restarts that
+resume from a checkpoint without partitioning again (the client following the log across the
+new launcher), damaged checkpoints and partitions detected.
 
 Every job here is examples/graphsage/dgljob-storage.yaml (a claim made from its template,
 kept after the job) with smaller batches, so that an epoch lasts a few seconds and a worker
@@ -10,14 +13,19 @@ localcluster/volumes.py's static volumes; elsewhere to the default StorageClass.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from dgl_operator.client import DGLJobClient
 from e2e.helpers import (
     EXAMPLE,
     accuracy,
@@ -33,6 +41,8 @@ from e2e.helpers import (
     wait_finished,
     wait_job,
 )
+from tests.support.dgl_python import find_dgl_python
+from tests.support.prerequisites import unavailable
 from tests.support.waiting import wait_for
 
 EPOCHS = 8
@@ -53,6 +63,14 @@ def storage_job(ns: str, name: str, **run_policy: Any) -> dict[str, Any]:
     args[args.index("--num-epochs") + 1] = str(EPOCHS)
     args[args.index("--batch-size") + 1] = "32"  # (a few seconds an epoch)
     return job
+
+
+def dgl_python() -> str:
+    """The DGL environment notebook.py scores the model in."""
+    python = find_dgl_python()
+    if python is None:
+        unavailable("no DGL environment for notebook.py's evaluation (make dgl-venv)")
+    return str(python)
 
 
 def seconds(job: dict[str, Any]) -> float:
@@ -106,23 +124,86 @@ def on_claim(cluster: Any, ns: str, claim: str, script: str, name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def whole(cluster: Any, ns: str) -> dict[str, Any]:
-    """The uninterrupted run (deleted by its TTL soon after it finished)."""
-    apply(cluster, storage_job(ns, "whole", ttlSecondsAfterFinished=5))
-    done = wait_finished(cluster, ns, "whole", timeout=900)
+def whole(cluster: Any, ns: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The uninterrupted run, as a user runs it from Python: examples/graphsage/notebook.py
+    (the client submits the storage example, follows its log, waits, copies the results and
+    the model is scored in this process's DGL environment); then the job is deleted."""
+    where = tmp_path_factory.mktemp("notebook")
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "DGLJOB_NAMESPACE": ns,
+        "DGLJOB_NAME": "whole",
+        "DGLJOB_EPOCHS": str(EPOCHS),
+        "DGLJOB_BATCH_SIZE": "32",
+        "RESULTS_DIR": str(where / "results"),
+        "DGL_PYTHON": dgl_python(),
+    }
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLE / "notebook.py")],
+        env=env, capture_output=True, text=True, timeout=1200, cwd=where,
+    )  # fmt: skip
+    assert run.returncode == 0, f"{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    for line in run.stdout.splitlines():
+        figure(f"notebook.py: {line}")
+    jobs = DGLJobClient(ns, kubeconfig=str(cluster.kubeconfig))
+    done = jobs.get("whole")
     assert succeeded(done), conditions(done)
-    log = cluster.logs("whole-launcher", "dgl-graphsage", ns)
-    return {"job": done, "accuracy": accuracy(log), "seconds": seconds(done)}
+    metrics = json.loads((where / "results" / "metrics.json").read_text())
+    jobs.delete("whole")
+    return {
+        "job": done,
+        "accuracy": metrics["test_accuracy"],
+        "seconds": seconds(done),
+        "output": run.stdout,
+        "results": where / "results",
+    }
+
+
+def test_the_notebook_submits_follows_collects_and_scores_the_model(
+    whole: dict[str, Any],
+) -> None:
+    """What notebook.py printed: every step of the launcher's log it followed, the copy of
+    the results, and the model scored locally as the job scored it."""
+    out = whole["output"]
+    assert "submitted dgljob whole in namespace" in out
+    steps = [ln.split("]")[0] + "]" for ln in out.splitlines() if ln[:1] == "[" and "/5]" in ln]
+    assert {"[1/5]", "[2/5]", "[3/5]", "[4/5]", "[5/5]"} <= set(steps), out
+    assert "dglrun: done:" in out and "whole: Completed, restarts 0" in out
+    assert "event DGLJobSucceeded" in out
+    results = whole["results"]
+    for name in ("model.pt", "metrics.json", "dglrun.json", "dglctl-source.json"):
+        assert (results / name).is_file(), name
+    assert any((results / "logs").rglob("*.log")), sorted(results.rglob("*"))
+    source = json.loads((results / "dglctl-source.json").read_text())
+    assert source["claim"] == "whole-results" and source["folder"].startswith("/runs/whole-")
+    assert f"from claim whole-results, folder {source['folder']} (job whole)" in out
+    scored = [ln for ln in out.splitlines() if ln.startswith("model.pt scores ")][-1]
+    here = float(scored.split()[2])
+    assert abs(here - whole["accuracy"]) <= 0.005, scored
 
 
 def test_a_worker_lost_at_epoch_k_resumes_there_without_partitioning_again(
     cluster: Any, ns: str, whole: dict[str, Any]
 ) -> None:
     apply(cluster, storage_job(ns, "cut", backoffLimit=1))
+    # the client follows the launcher's log from its first line, across the restart
+    followed: list[str] = []
+    jobs = DGLJobClient(ns, kubeconfig=str(cluster.kubeconfig))
+    follower = threading.Thread(target=lambda: followed.extend(jobs.logs("cut", follow=True)))
+    follower.start()
 
     wait_job(cluster, ns, "cut", lambda j: epochs_done(j) >= 2, 900, "2 epochs trained")
     cluster.kubectl(["delete", "pod", "cut-worker-1", "-n", ns, "--wait=false"], as_dict=False)
     done = wait_finished(cluster, ns, "cut", timeout=900)
+    follower.join(120)
+    assert not follower.is_alive(), "logs(follow=True) did not end with the job"
+    marker = "--- cut-launcher was replaced (launcher 2): its log follows"
+    assert marker in followed, followed[-40:]
+    first, second = "\n".join(followed).split(marker)
+    assert "[5/5] train" in first and "[rank 0] epoch 1 loss" in first
+    assert "resuming at epoch" in second and second.count("dglrun: done:") == 1
+    assert first.count("[1/5]") == 1 and "dglrun: done:" not in first
     assert succeeded(done), conditions(done)
     st = done["status"]
     assert st["restartCount"] == 1
@@ -149,41 +230,47 @@ def test_a_worker_lost_at_epoch_k_resumes_there_without_partitioning_again(
     )
 
 
-def test_results_outlive_the_job_and_the_model_loads(
-    cluster: Any, ns: str, whole: dict[str, Any]
+def test_results_outlive_the_job_and_dglctl_copies_them_from_where_its_status_said(
+    cluster: Any, ns: str, whole: dict[str, Any], tmp_path: Path
 ) -> None:
-    """The uninterrupted run is gone (TTL), its claim and results are not: the model loads
-    and scores on the test split what the job reported."""
+    """The uninterrupted run is gone (deleted once notebook.py had run), its claim and
+    results are not: ``dglctl results --from <claim>:<folder> --image`` copies the same files,
+    byte for byte, as the notebook copied while the job existed (and scored: model.pt gave
+    the job's accuracy there), and the reader pod is gone after it."""
     wait_for(
         lambda: "whole" not in {j["metadata"]["name"] for j in cluster.kubectl(
             ["get", "dgljobs", "-n", ns])["items"]},
-        what="the TTL to delete the job",
+        what="the job to be deleted",
         timeout=120,
         interval=1.0,
     )  # fmt: skip
-    claim, folder = whole["job"]["status"]["results"].split(":", 1)
+    where = whole["job"]["status"]["results"]
+    claim = where.split(":", 1)[0]
     assert claim == "whole-results"
     assert cluster.kubectl(["get", "pvc", claim, "-n", ns])["status"]["phase"] == "Bound"
-    script = (
-        "import json, subprocess, sys\n"
-        f"out = '/results{folder}'\n"
-        "print(json.dumps(json.load(open(out + '/metrics.json'))))\n"
-        "print(json.dumps(json.load(open(out + '/dglrun.json'))['outcome']))\n"
-        "sys.stdout.flush()\n"
-        "subprocess.run([sys.executable, 'code/evaluate.py', '--results', out,\n"
-        "                '--dataset_root', 'raw_data'], check=True)\n"
+    out = subprocess.run(
+        [sys.executable, "-m", "dgl_operator", "--kubeconfig", str(cluster.kubeconfig), "-n", ns,
+         "results", "whole", str(tmp_path / "again"), "--from", where, "--image", IMAGE,
+         "-o", "json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    copied = json.loads(out.stdout)
+    assert copied["claim"] == claim and "model.pt" in copied["files"]
+    for name in copied["files"]:
+        mine, theirs = tmp_path / "again" / name, whole["results"] / name
+        assert mine.read_bytes() == theirs.read_bytes(), name
+    again = tmp_path / "again"
+    metrics = json.loads((again / "metrics.json").read_text())
+    assert json.loads((again / "dglrun.json").read_text())["outcome"] == "succeeded"
+    assert metrics["epochs"] == EPOCHS and metrics["test_accuracy"] == whole["accuracy"]
+    leftover = cluster.kubectl(
+        ["get", "pods", "-n", ns, "-l", "app.kubernetes.io/created-by=dglctl"]
     )
-    out = on_claim(cluster, ns, claim, script, "read-back")
-    lines = [ln for ln in out.splitlines() if ln.startswith(("{", '"'))]  # (not DGL's warnings)
-    metrics, outcome, evaluated = (json.loads(x) for x in lines[-3:])
-    assert outcome == "succeeded" and metrics["epochs"] == EPOCHS
-    assert abs(metrics["test_accuracy"] - whole["accuracy"]) < 1e-4
-    assert evaluated["split"] == "test_mask" and evaluated["nodes"] > 0
-    assert abs(evaluated["accuracy"] - metrics["test_accuracy"]) <= 0.005, evaluated
+    assert not [p for p in leftover["items"] if not p["metadata"].get("deletionTimestamp")]
     figure(
-        f"results on the claim after the job was deleted: model.pt scores "
-        f"{evaluated['accuracy']:.4f} on {evaluated['nodes']} test nodes "
-        f"(the job reported {metrics['test_accuracy']:.4f})"
+        f"results on the claim after the job was deleted: dglctl results --from {where}: "
+        f"{len(copied['files'])} files, {copied['bytes']} bytes, the same as the notebook's copy"
     )
 
 

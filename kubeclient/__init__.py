@@ -48,7 +48,7 @@ from kubeclient.resources import (
     WORKLOADS,
     Resource,
 )
-from kubeclient.rest import PATCH_TYPES, RequestObserver, RestClient
+from kubeclient.rest import PATCH_TYPES, ByteStream, RequestObserver, RestClient
 from kubeclient.types import Obj
 
 __all__ = [
@@ -73,6 +73,7 @@ __all__ = [
     "AlreadyExists",
     "ApiError",
     "BadRequest",
+    "ByteStream",
     "Conflict",
     "Forbidden",
     "Gone",

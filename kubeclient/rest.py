@@ -58,7 +58,7 @@ def _without_retry_after(retries: Any) -> Any:
     return Retry.from_int(retries).new(respect_retry_after_header=False)
 
 
-def _timeout(seconds: float | tuple[float, float]) -> Any:
+def _timeout(seconds: float | tuple[float, float | None]) -> Any:
     """urllib3's timeout: a total, or (connect, read) as the ``kubernetes`` package takes it."""
     from urllib3 import Timeout
 
@@ -73,6 +73,18 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
     return (urllib3.exceptions.HTTPError, OSError)
 
 
+def _lines(response: Any) -> Iterator[bytes]:
+    """A streamed body's lines as they arrive, each with its ``\\n`` (the last may lack it)."""
+    buf = b""
+    for chunk in response.stream(65536, decode_content=True):
+        buf += chunk
+        while (nl := buf.find(b"\n")) >= 0:
+            line, buf = buf[: nl + 1], buf[nl + 1 :]
+            yield line
+    if buf:
+        yield buf
+
+
 class _HttpWatch:
     """Reads a watch response line by line (one JSON event per line)."""
 
@@ -83,21 +95,11 @@ class _HttpWatch:
         self._lock = threading.Lock()
 
     def __iter__(self) -> Iterator[Obj]:
-        buf = b""
-        errors = _transport_errors()
         try:
-            for chunk in self._resp.stream(65536, decode_content=True):
-                buf += chunk
-                while True:
-                    nl = buf.find(b"\n")
-                    if nl < 0:
-                        break
-                    line, buf = buf[:nl], buf[nl + 1 :]
-                    if line.strip():
-                        yield json.loads(line)
-            if buf.strip():
-                yield json.loads(buf)
-        except errors as e:
+            for line in _lines(self._resp):
+                if line.strip():
+                    yield json.loads(line)
+        except _transport_errors() as e:
             if self._closed:
                 return
             raise TransportError(f"watch stream broke: {e}") from e
@@ -115,6 +117,48 @@ class _HttpWatch:
         with contextlib.suppress(Exception):
             self._resp.release_conn()
         self._on_close()
+
+
+class ByteStream:
+    """A streamed response body (a pod's log, a pod's proxied answer): ``read(n)`` as a file
+    object (``tarfile`` reads it so), iteration by line; ``close`` ends it."""
+
+    def __init__(self, response: Any) -> None:
+        self._resp = response
+        self._closed = False
+
+    def read(self, amt: int | None = None) -> bytes:
+        try:
+            data: bytes = self._resp.read(amt, decode_content=True)
+        except _transport_errors() as e:
+            if self._closed:
+                return b""
+            raise TransportError(f"stream broke: {e}") from e
+        return data
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Lines (with their ``\\n``; the last one may lack it)."""
+        try:
+            yield from _lines(self._resp)
+        except _transport_errors() as e:
+            if self._closed:
+                return
+            raise TransportError(f"stream broke: {e}") from e
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self._resp.shutdown()
+        with contextlib.suppress(Exception):
+            self._resp.release_conn()
+
+    def __enter__(self) -> ByteStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class RestClient:
@@ -186,7 +230,7 @@ class RestClient:
         query: str = "",
         body: Any = None,
         content_type: str = "application/json",
-        timeout: float | tuple[float, float] | None = None,
+        timeout: float | tuple[float, float | None] | None = None,
         stream: bool = False,
         accept: str = "application/json",
     ) -> Any:
@@ -306,6 +350,31 @@ class RestClient:
             accept=METADATA_ONLY if metadata_only else "application/json",
         )
         return _HttpWatch(resp, lambda: None)
+
+    def stream(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        subresource: str,
+        *,
+        query: dict[str, Any] | None = None,
+        read_timeout: float | None = 60.0,
+    ) -> ByteStream:
+        """GET a subresource whose answer is not JSON, as it arrives: ``pods/<name>/log``
+        (``follow``), ``pods/<name>:<port>/proxy/<path>``. A refusal raises as any request;
+        ``read_timeout`` bounds each read (None: wait for ever)."""
+        resp = self._send(
+            "get",
+            "GET",
+            res,
+            res.path(namespace, name, subresource),
+            _query(**(query or {})),
+            timeout=(10.0, read_timeout),
+            stream=True,
+            accept="*/*",
+        )
+        return ByteStream(resp)
 
     def get(self, res: Resource, namespace: str | None, name: str) -> Obj:
         out: Obj = self._send("get", "GET", res, res.path(namespace, name))

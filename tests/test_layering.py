@@ -8,6 +8,7 @@ rescale <- options <- phases <- runs <- cli; each part's row in LAUNCHER_IMPORTS
 podprogram, podcontract and chunkedgraph; kubectl_download only it, podprogram and
 podcontract; distpart chunkedgraph, never launcher; kubeclient (the only HTTP code) knows
 nothing of caches; informers know nothing of the controller; nothing imports the controller;
+dgl_operator (the users' client and dglctl) only kubeclient;
 and none of them imports the development code (localcluster, tests, e2e, bench).
 
 Development code: localcluster (this machine's single-node Kubernetes) imports no project
@@ -43,6 +44,7 @@ PRODUCT = {
     "kubectl_download",
     "distpart",
     "chunkedgraph",
+    "dgl_operator",
 }
 
 # top-level folder -> (project modules it may import, third-party packages it may import),
@@ -79,6 +81,9 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
         {"chunkedgraph", "podcontract"},
         {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"},
     ),
+    # the users' client and dglctl: the API client and nothing of the operator's side (it
+    # speaks to the API server as kubectl does); tqdm draws its progress bar when installed
+    "dgl_operator": ({"kubeclient"}, {"kubernetes", "yaml", "tqdm"}),
     # -- development code -----------------------------------------------------------------------
     # this machine's Kubernetes: it runs the operator as a process (python -m controller.main)
     # and imports no other project package than Kubernetes' quantities (podcontract.quantity,
@@ -106,7 +111,11 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     # benchmarks: localcluster's control plane and node, the operator's own packages
     "bench": (PRODUCT | {"localcluster"}, {"prometheus_client", "yaml"}),
     # the GraphSAGE example's scripts (run in the DGL image); checkpoints through launcher
-    "examples": ({"launcher"}, {"dgl", "torch", "numpy", "ogb", "pandas", "psutil"}),
+    # (and the notebook-style script: the users' client)
+    "examples": (
+        {"launcher", "dgl_operator"},
+        {"dgl", "torch", "numpy", "ogb", "pandas", "psutil"},
+    ),
     # build scripts: the standard library only
     "hack": (set(), set()),
 }

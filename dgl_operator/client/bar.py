@@ -1,0 +1,53 @@
+"""A job's progress drawn as a bar over its epochs: tqdm's when tqdm is installed
+(``tqdm.auto``: a widget in a notebook, text in a terminal), else one plain line per change."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+from dgl_operator.client.status import Progress
+
+
+class EpochBar:
+    """``update(progress)`` for each reading; the bar's total is the job's epochs once dglrun
+    reports them, its description the phase and step (``Training 5/5 train``)."""
+
+    def __init__(self, name: str, out: Any = None) -> None:
+        self.name = name
+        self.out = out or sys.stderr
+        self._bar: Any = None
+        self._tqdm: Any = None
+        try:  # (an optional dependency, untyped)
+            self._tqdm = importlib.import_module("tqdm.auto").tqdm
+        except ImportError:
+            self._tqdm = None
+
+    def __enter__(self) -> EpochBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+    def update(self, p: Progress) -> None:
+        desc = f"{self.name}: {p.phase or 'Pending'}"
+        if p.step_name:
+            desc += f" {p.step}/{p.steps} {p.step_name}"
+        if p.restarts:
+            desc += f" (restarts {p.restarts})"
+        if self._tqdm is None:
+            done = f" epoch {p.epoch}/{p.epochs}" if p.epochs else ""
+            print(f"{desc}{done}" + (f": {p.ended}" if p.ended else ""), file=self.out, flush=True)
+            return
+        if self._bar is None:
+            self._bar = self._tqdm(total=p.epochs, unit="epoch", desc=desc, file=self.out)
+        if p.epochs and self._bar.total != p.epochs:
+            self._bar.total = p.epochs
+        if p.epoch is not None:
+            self._bar.n = min(p.epoch, p.epochs or p.epoch)
+        if p.ended == "Succeeded" and self._bar.total:
+            self._bar.n = self._bar.total
+        self._bar.set_description(desc + (f": {p.ended}" if p.ended else ""), refresh=False)
+        self._bar.refresh()

@@ -1,0 +1,286 @@
+"""dgl_operator.client and dglctl against the real API server, with the operator running in
+this process and a test "kubelet" moving the pods (tests/support/live.py): create from a YAML
+path, a dict and the typed spec; server-side dry run and validation errors as kubectl words
+them; get, list, delete; suspend and resume; wait returning on success and raising the
+operator's reason on failure; progress and events. (The launcher's log and the results' copy
+need a kubelet: e2e/test_storage.py runs them on the real cluster.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dgl_operator.client import (
+    DGLJOBS,
+    ApiRefused,
+    Container,
+    DGLJob,
+    DGLJobClient,
+    JobFailed,
+    JobNotFound,
+    ManifestError,
+    NoResults,
+    ResultsCopyFailed,
+    RunPolicy,
+    Storage,
+    WaitTimeout,
+)
+from kubeclient import PODS, RestClient
+from localcluster.cluster import ControlPlane
+from tests.support.dgljobs import load_fixture
+from tests.support.live import InProcessOperator, Kubelet
+from tests.support.waiting import LIVE_TIMEOUT, wait_for
+
+IMAGE = "dgloperator/graphsage:v0.1.0"
+
+
+@pytest.fixture
+def jobs(control_plane: ControlPlane, namespace: str) -> DGLJobClient:
+    return DGLJobClient(namespace, kubeconfig=str(control_plane.kubeconfig))
+
+
+@pytest.fixture
+def operator(control_plane: ControlPlane, namespace: str) -> Iterator[InProcessOperator]:
+    with InProcessOperator(str(control_plane.kubeconfig), namespace) as op:
+        yield op
+
+
+def seed(name: str, **spec: Any) -> dict[str, Any]:
+    raw = load_fixture("seed_dgljob.yaml")
+    del raw["metadata"]["namespace"]
+    raw["metadata"]["name"] = name
+    raw["spec"].update(spec)
+    return raw
+
+
+def dglctl(cp: ControlPlane, ns: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dgl_operator", "--kubeconfig", str(cp.kubeconfig), "-n", ns, *argv],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def pods(api: RestClient, ns: str) -> set[str]:
+    return {p["metadata"]["name"] for p in api.list(PODS, ns)["items"]}
+
+
+def test_create_from_a_yaml_path_a_dict_and_the_typed_spec(
+    jobs: DGLJobClient, namespace: str, tmp_path: Path, control_plane: ControlPlane
+) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(seed("from-yaml")))
+    created = jobs.create(path)
+    assert created["metadata"]["namespace"] == namespace and created["metadata"]["uid"]
+    jobs.create(seed("from-dict"))
+    typed = DGLJob(
+        name="from-spec",
+        launcher=Container(
+            image=IMAGE,
+            name="dgl-graphsage",
+            command=["dglrun"],
+            args=["--graph-name", "graphsage", "--num-partitions", 3],
+            env={"DGL_DATASET": "ogbn-synth"},
+        ),
+        workers=3,
+        storage=Storage(claim_name="results", share_partitions=True),
+        run_policy=RunPolicy(backoff_limit=2, extra={"schedulingPolicy": {"minAvailable": 4}}),
+        labels={"team": "a"},
+        pod={"securityContext": {"fsGroup": 1000}},
+        extra={"cleanPodPolicy": "All"},
+    )
+    jobs.create(typed)
+
+    got = jobs.get("from-spec")
+    spec = got["spec"]
+    launcher = spec["dglReplicaSpecs"]["Launcher"]["template"]["spec"]
+    assert launcher["containers"][0]["args"][-1] == "3"  # (a string, as the CRD wants)
+    assert launcher["containers"][0]["env"] == [{"name": "DGL_DATASET", "value": "ogbn-synth"}]
+    assert launcher["securityContext"] == {"fsGroup": 1000}
+    assert spec["dglReplicaSpecs"]["Worker"]["replicas"] == 3
+    assert spec["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] == IMAGE
+    assert spec["storage"] == {"claimName": "results", "sharePartitions": True}
+    policy = {"backoffLimit": 2, "schedulingPolicy": {"minAvailable": 4}, "suspend": False}
+    assert spec["runPolicy"] == policy  # (suspend: the CRD's default)
+    assert spec["cleanPodPolicy"] == "All" and got["metadata"]["labels"] == {"team": "a"}
+    assert [j["metadata"]["name"] for j in jobs.list()] == ["from-dict", "from-spec", "from-yaml"]
+
+    listed = dglctl(control_plane, namespace, "list")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "PHASE", "WORKERS", "RESTARTS", "PROGRESS", "AGE"]
+    assert [ln.split()[0] for ln in lines[1:]] == ["from-dict", "from-spec", "from-yaml"]
+    as_json = json.loads(dglctl(control_plane, namespace, "get", "from-dict", "-o", "json").stdout)
+    assert as_json["metadata"]["name"] == "from-dict" and as_json["kind"] == "DGLJob"
+
+
+def test_dry_run_stores_nothing_and_errors_read_as_kubectls(
+    jobs: DGLJobClient, namespace: str, tmp_path: Path, control_plane: ControlPlane
+) -> None:
+    out = jobs.create(seed("checked"), dry_run=True)
+    assert out["metadata"]["name"] == "checked"
+    with pytest.raises(JobNotFound, match=f'dgljob "checked" not found in namespace "{namespace}"'):
+        jobs.get("checked")
+
+    unknown = seed("unknown-field")
+    unknown["spec"]["partitionModes"] = "DGL-API"
+    with pytest.raises(ApiRefused) as e:
+        jobs.create(unknown, dry_run=True)
+    assert str(e.value).startswith("Error from server (BadRequest): ")
+    assert 'unknown field "spec.partitionModes"' in str(e.value)
+
+    bad = seed("bad-mode", partitionMode="Bogus")
+    with pytest.raises(ApiRefused) as e:
+        jobs.create(bad, dry_run=True)
+    assert str(e.value).startswith("Error from server (Invalid): ")
+    assert "spec.partitionMode" in str(e.value) and '"Bogus"' in str(e.value)
+
+    with pytest.raises(ManifestError, match=r"nope\.yaml: cannot read the manifest"):
+        jobs.create(tmp_path / "nope.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("kind: DGLJob\nmetadata: {name: x\n")
+    with pytest.raises(ManifestError, match=r"broken\.yaml: not valid YAML \(line \d+\)"):
+        jobs.create(broken)
+    two = tmp_path / "two.yaml"
+    two.write_text(
+        yaml.safe_dump_all([{"kind": "Namespace", "metadata": {"name": "x"}}, seed("a")])
+    )
+    with pytest.raises(ManifestError, match=r"two\.yaml: expected exactly one DGLJob document"):
+        jobs.create(two)
+    other = seed("elsewhere")
+    other["metadata"]["namespace"] = "somewhere-else"
+    with pytest.raises(ManifestError, match='does not match the namespace "' + namespace):
+        jobs.create(other)
+
+    # dglctl: one line, no traceback, exit 1
+    unknown_file = tmp_path / "unknown.yaml"
+    unknown_file.write_text(yaml.safe_dump(unknown))
+    cli = dglctl(control_plane, namespace, "submit", str(unknown_file), "--dry-run")
+    assert cli.returncode == 1 and "Traceback" not in cli.stderr
+    assert cli.stderr.startswith("error: Error from server (BadRequest): ")
+    assert len(cli.stderr.strip().splitlines()) == 1
+    ok = dglctl(control_plane, namespace, "submit", "-f", str(broken.with_name("ok.yaml")))
+    assert ok.returncode == 1 and "ok.yaml: cannot read the manifest" in ok.stderr
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(seed("good")))
+    cli = dglctl(control_plane, namespace, "submit", str(good), "--dry-run")
+    assert cli.returncode == 0 and cli.stdout == "dgljob.qihoo.net/good created (server dry run)\n"
+    assert dglctl(control_plane, namespace, "list").stderr.startswith("No resources found")
+
+
+def test_wait_returns_once_succeeded_and_progress_follows_the_epochs(
+    jobs: DGLJobClient, namespace: str, operator: InProcessOperator, api: RestClient
+) -> None:
+    jobs.create(seed("ok"))
+    kubelet = Kubelet(api, namespace)
+    wait_for(lambda: {"ok-worker-0", "ok-worker-1", "ok-partitioner"} <= pods(api, namespace),
+             what="the pods", timeout=LIVE_TIMEOUT)  # fmt: skip
+    with pytest.raises(WaitTimeout, match=r"dgljob ok did not reach Succeeded within 1s \(phase"):
+        jobs.wait("ok", timeout=1)
+
+    readings: list[Any] = []
+    watcher = threading.Thread(target=lambda: readings.extend(jobs.progress("ok", timeout=120)))
+    watcher.start()
+    waited: dict[str, Any] = {}
+    waiter = threading.Thread(target=lambda: waited.update(jobs.wait("ok", timeout=120)))
+    waiter.start()
+    for i, name in enumerate(["ok-worker-0", "ok-worker-1", "ok-partitioner"]):
+        kubelet.run(name, f"10.0.9.{i + 1}")
+    wait_for(
+        lambda: "ok-launcher" in pods(api, namespace), what="the launcher", timeout=LIVE_TIMEOUT
+    )
+    kubelet.finish("ok-partitioner", seconds=3)
+    kubelet.run("ok-launcher", "10.0.9.9")
+    jobs.wait("ok", until="Training", timeout=LIVE_TIMEOUT)
+    for epoch in (1, 2):  # (what dglrun patches)
+        progress = {"status": {"progress": f"5/5 train: epoch {epoch}/2"}}
+        api.patch(DGLJOBS, namespace, "ok", progress, subresource="status")
+        wait_for(lambda e=epoch: any(r.epoch == e for r in readings), what=f"epoch {epoch}",
+                 timeout=LIVE_TIMEOUT)  # fmt: skip
+    assert not waited
+    kubelet.finish("ok-launcher")
+    waiter.join(60)
+    watcher.join(60)
+    assert waited["status"]["phase"] == "Completed"
+    assert readings[-1].ended == "Succeeded"
+    epochs = [(r.epoch, r.epochs) for r in readings if r.epochs]
+    assert epochs[:2] == [(1, 2), (2, 2)], readings
+    assert readings[0].phase in ("Pending", "Partitioning", "")
+    reasons = [e["reason"] for e in jobs.events("ok")]
+    assert reasons[0] == "DGLJobCreated" and "DGLJobSucceeded" in reasons
+
+    with pytest.raises(NoResults, match=r"dgljob ok has no spec\.storage"):
+        jobs.results("ok", "unused")
+
+
+def test_wait_raises_the_operators_reason_when_the_job_fails(
+    jobs: DGLJobClient, namespace: str, operator: InProcessOperator, api: RestClient,
+    control_plane: ControlPlane,
+) -> None:  # fmt: skip
+    jobs.create(seed("broken"))
+    kubelet = Kubelet(api, namespace)
+    wait_for(
+        lambda: "broken-worker-1" in pods(api, namespace), what="worker 1", timeout=LIVE_TIMEOUT
+    )
+    kubelet.run("broken-worker-1", "10.0.8.2")
+    kubelet.finish("broken-worker-1", exit_code=3)
+    with pytest.raises(JobFailed) as e:
+        jobs.wait("broken", timeout=LIVE_TIMEOUT)
+    assert e.value.reason == "WorkerFailed"
+    assert "broken-worker-1" in e.value.message and "3" in e.value.message
+    assert str(e.value).startswith("dgljob broken failed: WorkerFailed: ")
+    cli = dglctl(control_plane, namespace, "wait", "broken", "--timeout", "30s")
+    assert cli.returncode == 1 and cli.stderr.startswith(
+        "error: dgljob broken failed: WorkerFailed"
+    )
+    # a wait for something else that can no longer come raises too
+    with pytest.raises(JobFailed, match="WorkerFailed"):
+        jobs.wait("broken", until="Training", timeout=LIVE_TIMEOUT)
+
+
+def test_suspend_resume_and_delete(
+    jobs: DGLJobClient, namespace: str, operator: InProcessOperator, api: RestClient,
+    control_plane: ControlPlane,
+) -> None:  # fmt: skip
+    jobs.create(seed("held"))
+    wait_for(lambda: "held-worker-0" in pods(api, namespace), what="the pods", timeout=LIVE_TIMEOUT)
+    jobs.suspend("held")
+    suspended = jobs.wait("held", until="Suspended", timeout=LIVE_TIMEOUT)
+    assert suspended["spec"]["runPolicy"]["suspend"] is True
+    wait_for(lambda: not pods(api, namespace), what="the pods deleted", timeout=LIVE_TIMEOUT)
+    cli = dglctl(control_plane, namespace, "resume", "held")
+    assert cli.returncode == 0 and cli.stdout == "dgljob.qihoo.net/held resumed\n", cli.stderr
+    wait_for(
+        lambda: "held-worker-0" in pods(api, namespace), what="pods again", timeout=LIVE_TIMEOUT
+    )
+    assert jobs.get("held")["spec"]["runPolicy"]["suspend"] is False
+    assert "DGLJobResumed" in [e["reason"] for e in jobs.events("held")]
+    assert list(jobs.logs("held")) == []  # (no launcher yet: nothing, at once)
+
+    # results: a non-empty destination is refused before any pod is made
+    dest = Path(control_plane.kubeconfig).parent / "not-empty"
+    dest.mkdir(exist_ok=True)
+    (dest / "mine.txt").write_text("keep")
+    job = jobs.get("held")
+    job["spec"]["storage"] = {"claimName": "c"}
+    job["status"]["results"] = "c:/runs/held-1/output"
+    from dgl_operator.client import results as results_mod
+
+    with pytest.raises(ResultsCopyFailed, match="not-empty is not empty"):
+        results_mod.copy(jobs.api, results_mod.source_of(job), dest)
+    assert (dest / "mine.txt").read_text() == "keep"
+    assert not any(p.endswith("-results-") for p in pods(api, namespace))
+
+    jobs.delete("held", wait=True, timeout=LIVE_TIMEOUT)
+    with pytest.raises(JobNotFound):
+        jobs.get("held")
+    gone = dglctl(control_plane, namespace, "get", "held")
+    assert gone.returncode == 1
+    assert gone.stderr == f'error: dgljob "held" not found in namespace "{namespace}"\n'

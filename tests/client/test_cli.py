@@ -1,0 +1,67 @@
+"""dglctl's parsing and kubectl-like output (no server)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from datetime import UTC, datetime
+
+import pytest
+
+from dgl_operator import cli
+
+
+def test_durations_as_kubectl_takes_them() -> None:
+    assert [cli.duration(t) for t in ("90", "90s", "30m", "1h", "2d", "500ms")] == [
+        90, 90, 1800, 3600, 172800, 0.5,
+    ]  # fmt: skip
+    with pytest.raises(argparse.ArgumentTypeError, match="invalid duration '1 hour'"):
+        cli.duration("1 hour")
+
+
+def test_age_as_kubectl_prints_it() -> None:
+    now = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)
+    ages = [cli.age(s, now) for s in (
+        "2026-11-26T11:59:15Z", "2026-11-26T11:50:00Z", "2026-11-26T09:00:00Z",
+        "2026-11-20T12:00:00Z", None,
+    )]  # fmt: skip
+    assert ages == ["45s", "10m", "3h", "6d", "<unknown>"]
+
+
+def test_the_jobs_table() -> None:
+    job = {
+        "metadata": {"name": "gnn", "namespace": "a", "creationTimestamp": None},
+        "status": {
+            "phase": "Training", "restartCount": 1, "progress": "5/5 train: epoch 2/6",
+            "replicaStatuses": {"Worker": {"ready": "2/2"}},
+            "results": "gnn-results:/runs/x/output",
+        },
+    }  # fmt: skip
+    lines = cli.jobs_table([job], wide=True, with_ns=True).splitlines()
+    assert lines[0].split() == [
+        "NAMESPACE", "NAME", "PHASE", "WORKERS", "RESTARTS", "PROGRESS", "AGE", "RESULTS",
+    ]  # fmt: skip
+    assert re.split(r"\s{3,}", lines[1]) == [
+        "a", "gnn", "Training", "2/2", "1", "5/5 train: epoch 2/6", "<unknown>",
+        "gnn-results:/runs/x/output",
+    ]  # fmt: skip
+    assert lines[1].index("Training") == lines[0].index("PHASE")  # (aligned)
+
+
+def test_usage_errors_exit_2_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(["wait"])
+    assert e.value.code == 2
+    assert "the following arguments are required: name" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["wait", "j", "--timeout", "soon"])
+    assert "invalid duration 'soon'" in capsys.readouterr().err
+
+
+def test_a_missing_kubeconfig_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: object
+) -> None:
+    assert cli.main(["--kubeconfig", "/nonexistent/kubeconfig", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: the kubeconfig /nonexistent/kubeconfig does not exist\n"
+    assert len(err.strip().splitlines()) == 1

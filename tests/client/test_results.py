@@ -1,0 +1,158 @@
+"""Copying results: the reader pod's server (run here, for real, on loopback) and the client's
+unpacking and checks; what a job without results is told (no server)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dgl_operator.client import NoResults, ResultsCopyFailed
+from dgl_operator.client import results as r
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_folder(root: Path) -> Path:
+    run = root / "runs" / "j-1a2b3c4d"
+    (run / "output").mkdir(parents=True)
+    (run / "logs" / "attempt-0").mkdir(parents=True)
+    (run / "checkpoints").mkdir()
+    (run / "output" / "model.pt").write_bytes(bytes(range(256)) * 4000)
+    (run / "output" / "metrics.json").write_text('{"test_accuracy": 0.9}')
+    (run / "logs" / "attempt-0" / "launcher.log").write_text("[1/5] partition\n")
+    (run / "checkpoints" / "epoch-1.pt").write_bytes(b"ck")
+    return run
+
+
+def test_the_reader_server_serves_a_manifest_and_an_archive_that_unpack_checked(
+    tmp_path: Path,
+) -> None:
+    run = run_folder(tmp_path / "claim")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-c", r.SERVER, str(run), str(port), "output,logs", "60"]
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"{base}/ready", timeout=1).read()
+                break
+            except OSError:
+                time.sleep(0.05)
+        listing = json.loads(urllib.request.urlopen(f"{base}/manifest", timeout=5).read())["files"]
+        names = [f["name"] for f in listing]
+        assert names == ["metrics.json", "model.pt", "logs/attempt-0/launcher.log"]
+        model = next(f for f in listing if f["name"] == "model.pt")
+        assert model["size"] == 1_024_000
+        assert (
+            model["sha256"]
+            == hashlib.sha256((run / "output" / "model.pt").read_bytes()).hexdigest()
+        )
+        into = tmp_path / "got"
+        into.mkdir()
+        with urllib.request.urlopen(f"{base}/archive", timeout=5) as archive:
+            total = r._unpack(archive, into, listing)
+        assert total == sum(f["size"] for f in listing)
+        assert (into / "model.pt").read_bytes() == (run / "output" / "model.pt").read_bytes()
+        assert (into / "logs" / "attempt-0" / "launcher.log").read_text() == "[1/5] partition\n"
+        assert server.wait(10) == 0  # (it exits once the archive is sent)
+    finally:
+        server.kill()
+
+
+def tar_of(files: dict[str, bytes]) -> io.BytesIO:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    return buf
+
+
+def entry(name: str, data: bytes) -> dict[str, Any]:
+    return {"name": name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def test_a_file_that_differs_or_is_missing_or_escapes_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ResultsCopyFailed, match=r"model\.pt did not arrive whole"):
+        r._unpack(tar_of({"model.pt": b"abc"}), tmp_path, [entry("model.pt", b"abd")])
+    with pytest.raises(ResultsCopyFailed, match=r"metrics\.json did not arrive whole"):
+        r._unpack(tar_of({}), tmp_path, [entry("metrics.json", b"{}")])
+    with pytest.raises(ResultsCopyFailed, match=r"unexpected entry '\.\./evil'"):
+        r._unpack(tar_of({"../evil": b"x"}), tmp_path, [entry("../evil", b"x")])
+    assert not (tmp_path.parent / "evil").exists()
+
+
+def job(**kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "metadata": {"name": "j", "namespace": "a", "uid": "u-1"},
+        "spec": {"dglReplicaSpecs": {"Launcher": {"template": {"spec": {
+            "securityContext": {"fsGroup": 2000}, "nodeSelector": {"x": "y"},
+            "containers": [{"name": "m", "image": "img:1"}],
+        }}}}},
+        "status": {"phase": "Training"},
+    }  # fmt: skip
+    base["spec"].update(kw.pop("spec", {}))
+    base["status"].update(kw.pop("status", {}))
+    return base
+
+
+def test_what_a_job_without_results_is_told() -> None:
+    with pytest.raises(NoResults, match=r"dgljob j has no spec\.storage.*kubectl cp a/j-launcher"):
+        r.source_of(job())
+    with pytest.raises(
+        NoResults, match=r"dgljob j has no results yet \(status.results is empty, phase Training\)"
+    ):
+        r.source_of(job(spec={"storage": {"claimName": "c"}}))
+
+
+def test_the_reader_pod_mounts_the_claim_read_only_and_is_owned_by_the_job() -> None:
+    src = r.source_of(
+        job(spec={"storage": {"claimName": "c"}}, status={"results": "c:/team/runs/j-1/output"})
+    )
+    assert (src.claim, src.run, src.image) == ("c", "/team/runs/j-1", "img:1")
+    pod = r.reader_pod(src, "j-results-ab12", ("output", "logs"))
+    spec = pod["spec"]
+    assert spec["volumes"] == [
+        {"name": "results", "persistentVolumeClaim": {"claimName": "c", "readOnly": True}}
+    ]
+    main = spec["containers"][0]
+    assert main["volumeMounts"][0]["readOnly"] is True
+    assert main["command"][3:] == [
+        "/results/team/runs/j-1",
+        str(r.PORT),
+        "output,logs",
+        str(r.DEADLINE),
+    ]
+    assert spec["securityContext"] == {"fsGroup": 2000} and "nodeSelector" not in spec
+    assert spec["automountServiceAccountToken"] is False and spec["restartPolicy"] == "Never"
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+
+
+def test_a_destination_with_files_is_not_touched(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    with pytest.raises(ResultsCopyFailed, match="is not empty: choose another folder"):
+        r._check_dest(tmp_path, overwrite=False)
+    r._check_dest(tmp_path, overwrite=True)
+    r._check_dest(tmp_path / "new", overwrite=False)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ResultsCopyFailed, match="exists and is not a folder"):
+        r._check_dest(tmp_path / "file", overwrite=False)
