@@ -212,8 +212,13 @@ def run(a: argparse.Namespace, client: DGLJobClient) -> int:
         def waiting(what: str) -> None:
             print(f"dglctl: {what}", file=sys.stderr, flush=True)
 
+        lines = 0
         for line in client.logs(a.name, follow=a.follow, on_wait=waiting if a.follow else None):
             print(line, flush=True)
+            lines += 1
+        if not lines and not a.follow:
+            phase = (client.get(a.name).get("status") or {}).get("phase") or "Pending"
+            waiting(f"dgljob {a.name} has no launcher log yet (phase {phase}): -f waits for it")
     elif a.verb == "wait":
         until = tuple(a.until or ["Succeeded"])
         job = client.wait(a.name, until=until, timeout=a.timeout)

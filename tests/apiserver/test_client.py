@@ -263,6 +263,9 @@ def test_suspend_resume_and_delete(
     assert jobs.get("held")["spec"]["runPolicy"]["suspend"] is False
     assert "DGLJobResumed" in [e["reason"] for e in jobs.events("held")]
     assert list(jobs.logs("held")) == []  # (no launcher yet: nothing, at once)
+    cli = dglctl(control_plane, namespace, "logs", "held")
+    assert cli.returncode == 0 and cli.stdout == ""
+    assert cli.stderr.startswith("dglctl: dgljob held has no launcher log yet (phase ")
 
     # results: a non-empty destination is refused before any pod is made
     dest = Path(control_plane.kubeconfig).parent / "not-empty"
