@@ -23,7 +23,8 @@ from pathlib import Path
 
 from dgl_operator.client import DGLJobClient, JobFailed, manifest
 
-HERE = Path(__file__).resolve().parent
+# this folder: the script's own, or a notebook kernel's working folder (Jupyter starts it there)
+HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
 job = manifest(HERE / "dgljob-storage.yaml")  # the YAML as a dict: change what you like
 args = job["spec"]["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"]
 for flag, env in (("--num-epochs", "DGLJOB_EPOCHS"), ("--batch-size", "DGLJOB_BATCH_SIZE")):
