@@ -85,6 +85,14 @@ def _lines(response: Any) -> Iterator[bytes]:
         yield buf
 
 
+def _release(response: Any) -> None:
+    """End a streamed response, best effort (the socket may already be dead)."""
+    with contextlib.suppress(Exception):
+        response.shutdown()
+    with contextlib.suppress(Exception):
+        response.release_conn()
+
+
 class _HttpWatch:
     """Reads a watch response line by line (one JSON event per line)."""
 
@@ -111,11 +119,7 @@ class _HttpWatch:
             if self._closed:
                 return
             self._closed = True
-        # Best effort: the socket may already be dead.
-        with contextlib.suppress(Exception):
-            self._resp.shutdown()
-        with contextlib.suppress(Exception):
-            self._resp.release_conn()
+        _release(self._resp)
         self._on_close()
 
 
@@ -149,10 +153,7 @@ class ByteStream:
         if self._closed:
             return
         self._closed = True
-        with contextlib.suppress(Exception):
-            self._resp.shutdown()
-        with contextlib.suppress(Exception):
-            self._resp.release_conn()
+        _release(self._resp)
 
     def __enter__(self) -> ByteStream:
         return self
