@@ -3,8 +3,9 @@
 A job with ``spec.storage`` keeps ``runs/<job>-<uid[:8]>/{output,logs,checkpoints}`` on its
 claim (``status.results`` = ``<claim>:/<folder>/output``). A claim cannot be read from outside
 the cluster, so the client starts a reader pod in the job's namespace: the job's own launcher
-image (it has Python: dglrun runs in it), the claim mounted read-only, and :data:`SERVER`, a
-few lines of standard-library Python that answer on one port:
+image (it has Python: dglrun runs in it) with the launcher's pod and container security
+contexts (so the namespace's Pod Security level admits it), the claim mounted read-only, and
+:data:`SERVER`, a few lines of standard-library Python that answer on one port:
 
 * ``GET /manifest``: every file to copy, with its size and SHA-256;
 * ``GET /archive``: the same files as one uncompressed tar stream, after which it exits.
@@ -106,6 +107,8 @@ class Source:
     uid: str = ""
     image: str = ""
     pod_spec: dict[str, Any] = field(default_factory=dict)  # securityContext, pull secrets
+    # the launcher container's own securityContext (a namespace's Pod Security level)
+    container_context: dict[str, Any] = field(default_factory=dict)
 
     @property
     def where(self) -> str:
@@ -161,8 +164,10 @@ def source_of(job: dict[str, Any]) -> Source:
     tmpl = ((spec.get("dglReplicaSpecs") or {}).get("Launcher") or {}).get("template") or {}
     pod_spec = tmpl.get("spec") or {}
     keep = {k: pod_spec[k] for k in ("securityContext", "imagePullSecrets") if k in pod_spec}
-    image = str(((pod_spec.get("containers") or [{}])[0]).get("image") or "")
-    return Source(ns, claim, run, name, str(meta.get("uid") or ""), image, keep)
+    main = (pod_spec.get("containers") or [{}])[0]
+    image = str(main.get("image") or "")
+    context = main.get("securityContext") or {}
+    return Source(ns, claim, run, name, str(meta.get("uid") or ""), image, keep, context)
 
 
 def reader_pod(src: Source, name: str, parts: tuple[str, ...]) -> dict[str, Any]:
@@ -187,6 +192,7 @@ def reader_pod(src: Source, name: str, parts: tuple[str, ...]) -> dict[str, Any]
         "readinessProbe": {"httpGet": {"path": "/ready", "port": PORT}, "periodSeconds": 1},
         "volumeMounts": [{"name": "results", "mountPath": MOUNT, "readOnly": True}],
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        **({"securityContext": src.container_context} if src.container_context else {}),
     }
     return {
         "apiVersion": "v1",

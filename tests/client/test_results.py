@@ -106,7 +106,8 @@ def job(**kw: Any) -> dict[str, Any]:
         "metadata": {"name": "j", "namespace": "a", "uid": "u-1"},
         "spec": {"dglReplicaSpecs": {"Launcher": {"template": {"spec": {
             "securityContext": {"fsGroup": 2000}, "nodeSelector": {"x": "y"},
-            "containers": [{"name": "m", "image": "img:1"}],
+            "containers": [{"name": "m", "image": "img:1",
+                            "securityContext": {"allowPrivilegeEscalation": False}}],
         }}}}},
         "status": {"phase": "Training"},
     }  # fmt: skip
@@ -136,6 +137,7 @@ def test_the_reader_pod_mounts_the_claim_read_only_and_is_owned_by_the_job() -> 
     ]
     main = spec["containers"][0]
     assert main["volumeMounts"][0]["readOnly"] is True
+    assert main["securityContext"] == {"allowPrivilegeEscalation": False}  # (the launcher's)
     assert main["command"][3:] == [
         "/results/team/runs/j-1",
         str(r.PORT),
