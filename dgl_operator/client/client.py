@@ -215,16 +215,19 @@ class DGLJobClient:
                     DGLJOBS, ns, resource_version=rv, timeout_seconds=window,
                     field_selector=f"metadata.name={name}", allow_bookmarks=False,
                 )  # fmt: skip
-                for event in stream:
-                    obj = event.get("object") or {}
-                    if event.get("type") == "DELETED":
-                        raise JobNotFound(ns, name)
-                    if event.get("type") == "ERROR":
-                        raise Gone(410, "Expired", str(obj.get("message") or ""))
-                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
-                    yield obj
-                    if left is not None and time.monotonic() > deadline:  # type: ignore[operator]
-                        return
+                try:
+                    for event in stream:
+                        obj = event.get("object") or {}
+                        if event.get("type") == "DELETED":
+                            raise JobNotFound(ns, name)
+                        if event.get("type") == "ERROR":
+                            raise Gone(410, "Expired", str(obj.get("message") or ""))
+                        rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                        yield obj
+                        if deadline is not None and time.monotonic() > deadline:
+                            return
+                finally:
+                    stream.close()  # (also when the caller stops early: wait() returned)
             except (Gone, TransportError):
                 job = self.get(name, namespace=ns)  # (relist: this one object)
                 rv = job["metadata"].get("resourceVersion")
