@@ -140,15 +140,22 @@ def accuracy(log: str) -> float:
     raise AssertionError(f"no accuracy in the launcher log:\n{log[-3000:]}")
 
 
-def single_process_accuracy(batch_size: int, epochs: int = 2) -> float:
-    """Single-process GraphSAGE on the same synthetic graph the image carries (seed 0): the
-    baseline a distributed run with ``batch_size`` = trainers x their batch is compared with."""
+def dgl_python(purpose: str) -> str:
+    """The DGL environment's interpreter (``purpose``: what it is for, in the failure or skip
+    that names it missing)."""
     from tests.support.dgl_python import find_dgl_python
     from tests.support.prerequisites import unavailable
 
     python = find_dgl_python()
     if python is None:
-        unavailable("no DGL environment for the single-process baseline (make dgl-venv)")
+        unavailable(f"no DGL environment for {purpose} (make dgl-venv)")
+    return python
+
+
+def single_process_accuracy(batch_size: int, epochs: int = 2) -> float:
+    """Single-process GraphSAGE on the same synthetic graph the image carries (seed 0): the
+    baseline a distributed run with ``batch_size`` = trainers x their batch is compared with."""
+    python = dgl_python("the single-process baseline")
     env = {**os.environ, "OUTDATED_IGNORE": "1", "DGLBACKEND": "pytorch"}
     with tempfile.TemporaryDirectory() as d:
         subprocess.run(

@@ -32,6 +32,7 @@ from e2e.helpers import (
     apply,
     claims_namespace,
     conditions,
+    dgl_python,
     epochs_done,
     event_messages,
     figure,
@@ -41,8 +42,6 @@ from e2e.helpers import (
     wait_finished,
     wait_job,
 )
-from tests.support.dgl_python import find_dgl_python
-from tests.support.prerequisites import unavailable
 from tests.support.waiting import wait_for
 
 EPOCHS = 8
@@ -63,14 +62,6 @@ def storage_job(ns: str, name: str, **run_policy: Any) -> dict[str, Any]:
     args[args.index("--num-epochs") + 1] = str(EPOCHS)
     args[args.index("--batch-size") + 1] = "32"  # (a few seconds an epoch)
     return job
-
-
-def dgl_python() -> str:
-    """The DGL environment notebook.py scores the model in."""
-    python = find_dgl_python()
-    if python is None:
-        unavailable("no DGL environment for notebook.py's evaluation (make dgl-venv)")
-    return str(python)
 
 
 def seconds(job: dict[str, Any]) -> float:
@@ -137,7 +128,7 @@ def whole(cluster: Any, ns: str, tmp_path_factory: pytest.TempPathFactory) -> di
         "DGLJOB_EPOCHS": str(EPOCHS),
         "DGLJOB_BATCH_SIZE": "32",
         "RESULTS_DIR": str(where / "results"),
-        "DGL_PYTHON": dgl_python(),
+        "DGL_PYTHON": dgl_python("notebook.py's evaluation"),
     }
     run = subprocess.run(
         [sys.executable, str(EXAMPLE / "notebook.py")],

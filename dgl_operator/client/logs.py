@@ -44,20 +44,22 @@ def main_container(pod: dict[str, Any]) -> str:
     return str(containers[0].get("name") or "")
 
 
-def started(pod: dict[str, Any], container: str) -> bool:
-    """The container runs or ran (there is a log to read)."""
+def _state(pod: dict[str, Any], container: str) -> dict[str, Any]:
+    """The container's ``state`` (``{"running": ...}``, ...; empty before it has one)."""
     for cs in (pod.get("status") or {}).get("containerStatuses") or []:
         if cs.get("name") == container:
-            state = cs.get("state") or {}
-            return "running" in state or "terminated" in state
-    return False
+            return dict(cs.get("state") or {})
+    return {}
+
+
+def started(pod: dict[str, Any], container: str) -> bool:
+    """The container runs or ran (there is a log to read)."""
+    state = _state(pod, container)
+    return "running" in state or "terminated" in state
 
 
 def terminated(pod: dict[str, Any], container: str) -> bool:
-    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-        if cs.get("name") == container:
-            return "terminated" in (cs.get("state") or {})
-    return False
+    return "terminated" in _state(pod, container)
 
 
 class LauncherLog:

@@ -39,10 +39,8 @@ DEADLINE = 900  # seconds the reader pod may live (activeDeadlineSeconds)
 START_TIMEOUT = 180.0
 MOUNT = "/results"
 SOURCE_FILE = "dglctl-source.json"
-STARTING = (
-    "ContainerCreating",
-    "PodInitializing",
-)  # the kubelet's waiting reasons that are no problem
+# the kubelet's waiting reasons that are no problem
+STARTING = ("ContainerCreating", "PodInitializing")
 PARTS = ("output", "logs")  # the run folder's parts copied (output's files go to the top)
 
 SERVER = r"""
@@ -109,10 +107,6 @@ class Source:
     pod_spec: dict[str, Any] = field(default_factory=dict)  # securityContext, pull secrets
     # the launcher container's own securityContext (a namespace's Pod Security level)
     container_context: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def where(self) -> str:
-        return f"{self.claim}:{self.run}"
 
 
 def size(n: int) -> str:
@@ -222,8 +216,8 @@ def _why_not_started(pod: dict[str, Any]) -> str | None:
         for cs in st.get("containerStatuses") or []:
             term = (cs.get("state") or {}).get("terminated") or {}
             if term:
-                why = f"{term.get('reason') or 'Error'}) {term.get('message') or ''}"
-                return f"it exited {term.get('exitCode')} ({why}".strip()
+                said = f": {term['message']}" if term.get("message") else ""
+                return f"it exited {term.get('exitCode')} ({term.get('reason') or 'Error'}){said}"
         return f"it ended {st.get('phase')}: {st.get('reason') or ''} {st.get('message') or ''}"
     for cs in st.get("containerStatuses") or []:
         waiting = (cs.get("state") or {}).get("waiting") or {}
