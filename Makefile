@@ -11,7 +11,7 @@ VENV     := $(CACHE)/venv-$(VENV_KEY)
 BIN      := $(VENV)/bin
 DGL_KEY  := $(shell sha256sum requirements-dgl.txt | cut -c1-12)
 DGL_VENV := $(CACHE)/venv-dgl-$(DGL_KEY)
-PKGS     := clock workqueue kubeclient informers controller launcher watcher_loop kubectl_download podprogram podcontract distpart chunkedgraph dgl_operator
+PKGS     := clock workqueue kubeclient informers controller launcher watcher_loop kubectl_download podprogram podcontract distpart chunkedgraph dgl_operator outofcore
 K8S_BINS := kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
 # Imports (and the console scripts started by tests) come from this checkout even when the
 # shared cached venv's editable install points at another clone.
@@ -99,7 +99,7 @@ CHECK_TESTS := tests/clock tests/workqueue tests/kubeclient tests/informers test
 	tests/podprogram tests/watcher_loop tests/kubectl_download tests/distpart tests/test_layering.py \
 	tests/test_pod_contract.py tests/test_fakekube.py tests/test_prereqs.py \
 	tests/test_support_waiting.py tests/localcluster/test_stuck.py tests/localcluster/test_node_layout.py \
-	tests/test_demo_large.py tests/client
+	tests/test_demo_large.py tests/client tests/outofcore
 check-tests: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(CHECK_TESTS)
 
@@ -121,6 +121,7 @@ bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins kueue images
 	$(BIN)/python bench/large_graph_bench.py
 	$(BIN)/python bench/large_graph_bench.py --proof-at-limit --nodes 500000 --feat-dim 64
 	$(BIN)/python bench/distpart_bench.py
+	$(BIN)/python bench/out_of_core_bench.py
 	$(BIN)/python bench/restart_bench.py
 	$(BIN)/python bench/nodes_bench.py
 	$(BIN)/python bench/elastic_bench.py

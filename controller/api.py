@@ -15,7 +15,7 @@ from typing import Any
 
 from controller import modes
 from kubeclient import Resource
-from podcontract import CHUNKED_LAYOUTS, DGL_API, SHARED
+from podcontract import CHUNKED_LAYOUTS, DEFAULT_PAGE_CACHE_FRACTION, DGL_API, SHARED
 
 GROUP = "qihoo.net"
 VERSION = "v1alpha1"
@@ -133,6 +133,19 @@ class StorageSpec:
 
 
 @dataclass(frozen=True)
+class OutOfCoreSpec:
+    """``spec.outOfCore``: the workers' node features stay on their disk, memory-mapped
+    (dglrun's --out-of-core, the outofcore package); the memory plan counts
+    ``page_cache_fraction`` of them as page cache."""
+
+    enabled: bool = False
+    page_cache_fraction: float = DEFAULT_PAGE_CACHE_FRACTION
+
+
+OUT_OF_CORE_KEYS = ("enabled", "pageCacheFraction")
+
+
+@dataclass(frozen=True)
 class ElasticPolicy:
     """``spec.elasticPolicy``: the job trains with any number of workers in
     [``min_replicas``, ``max_replicas``] and changes it between attempts (controller/elastic.py).
@@ -186,6 +199,7 @@ class JobSpec:
     partition_transfer: str = TRANSFER_HTTP
     storage: StorageSpec | None = None
     elastic: ElasticPolicy | None = None
+    out_of_core: OutOfCoreSpec | None = None
     # elastic jobs: the indices of the workers this attempt trains on, once chosen
     # (controller/elastic.py); None: every worker (rigid jobs, and elastic ones still sizing)
     members: tuple[int, ...] | None = None
@@ -337,6 +351,15 @@ def _dict(value: Any, field: str) -> dict[str, Any]:
     return value
 
 
+def _fields(value: Any, field: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """An object whose fields must be among ``keys`` (the first unknown one is named)."""
+    obj = _dict(value, field)
+    unknown = sorted(set(obj) - set(keys))
+    if unknown:
+        raise SpecError(f"{field}.{unknown[0]}", f"unknown field ({', '.join(keys)})")
+    return obj
+
+
 def _template(value: Any, field: str) -> dict[str, Any]:
     tpl = _dict(value, field)
     spec = tpl.get("spec")
@@ -455,10 +478,7 @@ def _storage(value: Any) -> StorageSpec | None:
     field = "spec.storage"
     if value is None:
         return None
-    st = _dict(value, field)
-    unknown = sorted(set(st) - set(STORAGE_KEYS))
-    if unknown:
-        raise SpecError(f"{field}.{unknown[0]}", f"unknown field ({', '.join(STORAGE_KEYS)})")
+    st = _fields(value, field, STORAGE_KEYS)
     name, template = st.get("claimName"), st.get("claimTemplate")
     if (name is None) == (template is None):
         raise SpecError(
@@ -519,14 +539,36 @@ def _storage(value: Any) -> StorageSpec | None:
     )
 
 
+def _out_of_core(value: Any, mode: modes.Mode) -> OutOfCoreSpec | None:
+    field = "spec.outOfCore"
+    if value is None:
+        return None
+    ooc = _fields(value, field, OUT_OF_CORE_KEYS)
+    enabled = ooc.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise SpecError(f"{field}.enabled", f"must be true or false, got {enabled!r}")
+    fraction = ooc.get("pageCacheFraction", DEFAULT_PAGE_CACHE_FRACTION)
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, (int, float))
+        or not (0 <= fraction <= 1)
+    ):
+        raise SpecError(
+            f"{field}.pageCacheFraction", f"must be a number from 0 to 1, got {fraction!r}"
+        )
+    if enabled and not mode.workers:
+        raise SpecError(
+            f"{field}.enabled",
+            "needs workers: partitionMode Skip runs the launcher alone, in memory",
+        )
+    return OutOfCoreSpec(enabled, float(fraction)) if enabled else None
+
+
 def _elastic(value: Any, worker: ReplicaSpec | None, mode: modes.Mode) -> ElasticPolicy | None:
     field = "spec.elasticPolicy"
     if value is None:
         return None
-    ep = _dict(value, field)
-    unknown = sorted(set(ep) - set(ELASTIC_KEYS))
-    if unknown:
-        raise SpecError(f"{field}.{unknown[0]}", f"unknown field ({', '.join(ELASTIC_KEYS)})")
+    ep = _fields(value, field, ELASTIC_KEYS)
     if worker is None:
         raise SpecError(field, f"partitionMode {mode.name} has no workers to scale")
     low = _int(ep.get("minReplicas", 1), f"{field}.minReplicas", minimum=1, maximum=MAX_REPLICAS)
@@ -672,6 +714,7 @@ def parse_spec(spec_obj: Any) -> JobSpec:
         partition_transfer=transfer,
         storage=_storage(spec.get("storage")),
         elastic=_elastic(spec.get("elasticPolicy"), worker, modes.MODES[mode]),
+        out_of_core=_out_of_core(spec.get("outOfCore"), modes.MODES[mode]),
     )
     validate_scheduling(job_spec)
     validate_elastic(job_spec)

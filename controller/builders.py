@@ -590,7 +590,19 @@ def _operator_env(job: DGLJob, *extra: tuple[str, str]) -> tuple[tuple[str, str]
         *_memory_env(job),
         *_storage_env(job),
         *_elastic_env(job),
+        *_out_of_core_env(job),
         *extra,
+    )
+
+
+def _out_of_core_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
+    """spec.outOfCore as dglrun's --out-of-core and --page-cache-fraction."""
+    ooc = job.spec.out_of_core
+    if ooc is None:
+        return ()
+    return (
+        (pc.OUT_OF_CORE_ENV, pc.OUT_OF_CORE_ON),
+        (pc.PAGE_CACHE_FRACTION_ENV, f"{ooc.page_cache_fraction:g}"),
     )
 
 

@@ -2,6 +2,7 @@
 
     mpirun -np P python -m distpart partition --chunked DIR --graph-name G --num-parts K \\
         --out OUT [OUT ...] [--layout Shared|PerWorker] [--balance-train] [--balance-edges]
+        [--feature-files]
 
 ``--out``: one folder that every rank writes into, or one per rank (rank ``i`` writes into the
 ``i``-th: DistParMETIS on the local transport, where every worker's disk is a folder here).
@@ -35,6 +36,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     q.add_argument("--out", required=True, nargs="+", help="output folder(s): one, or one per rank")
     q.add_argument("--balance-train", action="store_true")
     q.add_argument("--balance-edges", action="store_true")
+    q.add_argument(
+        "--feature-files",
+        action="store_true",
+        help="also write each part's node features as .npy (out-of-core workers)",
+    )
     q.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     if a.num_parts < 1:
@@ -64,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             balance_train=a.balance_train,
             balance_edges=a.balance_edges,
             seed=a.seed,
+            feature_files=a.feature_files,
         )
         if len(a.out) not in (1, comm.Get_size()):
             raise ChunkedError(f"--out: give one folder, or one per rank ({comm.Get_size()})")

@@ -65,6 +65,7 @@ class Job:
     balance_train: bool = False
     balance_edges: bool = False
     seed: int = 0
+    feature_files: bool = False  # also the node features as .npy (outofcore.layout)
 
     def out_dir(self, rank: int) -> Path:
         return Path(self.outs[rank] if len(self.outs) > 1 else self.outs[0])
@@ -434,7 +435,7 @@ class Rank:
                 del part, new_nid, edges
             t = self._timed("shuffle", t)
             if rows is not None:
-                write_part(out, job.graph, node_start, rows)
+                write_part(out, job.graph, node_start, rows, job.feature_files)
                 del rows
             t = self._timed("write", t)
         if self.rank == 0 or self.my_parts():

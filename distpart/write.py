@@ -12,6 +12,8 @@
     part<k>/edge_feat.dgl   "<etype>/<name>" -> one row per inner edge
     part<k>/orig_nids.dgl   "<ntype>" -> the chunked graph's id of every inner node
     part<k>/orig_eids.dgl   "<etype>" -> the chunked graph's id of every inner edge
+    part<k>/node_feat_npy/  with ``feature_files``: node_feat.dgl's columns as .npy, for
+                            out-of-core workers (outofcore.layout)
 
 (the last two, as DGL's own distributed pipeline writes them, map results back to the input).
 """
@@ -25,6 +27,7 @@ import numpy as np
 
 from chunkedgraph import ChunkedGraph
 from distpart.types import Array
+from outofcore import layout
 
 
 @dataclass
@@ -70,7 +73,9 @@ def _to_local(ids: Array, start: int, end: int, halo: Array) -> None:
     ids[outside] = local
 
 
-def write_part(out: Path, graph: ChunkedGraph, node_start: Array, rows: PartRows) -> Path:
+def write_part(
+    out: Path, graph: ChunkedGraph, node_start: Array, rows: PartRows, feature_files: bool = False
+) -> Path:
     """Write part ``rows.part``. Its ``src`` and ``dst`` become local ids."""
     import dgl
     import torch
@@ -107,7 +112,11 @@ def write_part(out: Path, graph: ChunkedGraph, node_start: Array, rows: PartRows
     folder.mkdir(parents=True, exist_ok=True)
     dgl.save_graphs(str(folder / "graph.dgl"), [g])
     del g
-    save_tensors(str(folder / "node_feat.dgl"), _tensor_dict(graph.ntype, rows.node_feats))
+    node_feats = _tensor_dict(graph.ntype, rows.node_feats)
+    save_tensors(str(folder / "node_feat.dgl"), node_feats)
+    if feature_files:  # the same columns, as DGL stores them (masks as uint8)
+        layout.write(folder, node_feats)
+    del node_feats
     save_tensors(str(folder / "edge_feat.dgl"), _tensor_dict(graph.etype, rows.edge_feats))
     save_tensors(str(folder / "orig_nids.dgl"), _tensor_dict("", {graph.ntype: rows.orig_nids}))
     save_tensors(str(folder / "orig_eids.dgl"), _tensor_dict("", {graph.etype: rows.orig_eids}))

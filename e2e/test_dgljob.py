@@ -322,10 +322,13 @@ def test_distparmetis_example_each_worker_partitions_its_own_slice(
     cluster: Any, namespace: str, baseline: float
 ) -> None:
     """No Partitioner pod: one MPI rank per worker (mpirun's daemons through kubexec.sh), each
-    worker holding only its own chunks and writing only its own partition; nothing copied."""
+    worker holding only its own chunks and writing only its own partition; nothing copied.
+    Out of core (spec.outOfCore): each rank also writes its part's node features as .npy, and
+    the worker's DGL server maps them instead of loading them into shared memory."""
     name = "sage-dist"
     job = mode_job(namespace, "dgljob-distparmetis.yaml", name)
     job["spec"]["cleanPodPolicy"] = "None"  # keep the workers to look at their disks
+    job["spec"]["outOfCore"] = {"enabled": True, "pageCacheFraction": 0.25}
     apply(cluster, job)
     done, phases = follow(cluster, namespace, name)
     assert succeeded(done), conditions(done)
@@ -345,7 +348,14 @@ def test_distparmetis_example_each_worker_partitions_its_own_slice(
     assert memory.get("partition", {}).get("estimateMiB"), memory
     assert memory["partition"].get("peakMiB") and memory["train"].get("estimateMiB"), memory
     assert "memory plan for " in log, log[-3000:]
+    assert "out of core: structure " in log and "page cache 0.25 x " in log, log[-3000:]
     for i in (0, 1):
+        part = f"/dgl_workspace/workload/part{i}/node_feat_npy"
+        assert f"[{name}-worker-{i}/server-0] out-of-core: part {i}: 5 node feature(s)" in log
+        assert f"memory-mapped from {part}" in log, log[-3000:]
+        files = in_pod(cluster, namespace, f"{name}-worker-{i}",
+                       f"import os; print(sorted(os.listdir('{part}')))")  # fmt: skip
+        assert "'index.json'" in files and "'0.npy'" in files, files
         listing = in_pod(
             cluster, namespace, f"{name}-worker-{i}",
             "import os; print(sorted(os.listdir('/dgl_workspace/workload')), "

@@ -10,6 +10,12 @@ sizes and the job's shape, and checks it against the pods' memory limit at once:
   partitioner pod; ``DistParMETIS``: one rank in each worker pod.
 * ``train``: each worker pod, holding ``servers`` DGL servers (each keeps its partition: the
   edges into its nodes, the 1-hop halo and the inner nodes' data) and ``trainers`` trainers.
+  Out of core (``--out-of-core``, :mod:`outofcore`) the node data stays on the worker's disk,
+  memory-mapped: the pod needs the structure (servers and trainers without node data), each
+  trainer's sampling working set (:func:`working_set`) and the page cache it is given for the
+  features, ``--page-cache-fraction`` of them. That fraction is what the estimate shows; the
+  step fits down to no page cache at all (every feature read from disk, slower), which is the
+  smallest memory limit the plan names.
 
 A step that will not fit fails the job at once with one line naming the step, the estimate,
 the limit and what to change (:class:`PlanError`, its text starts with podcontract's
@@ -114,6 +120,18 @@ class Shape:
     ranks: int  # MPI ranks of ParMETIS in the partitioner pod (DistParMETIS: = workers)
     servers: int
     trainers: int
+    out_of_core: bool = False  # node data memory-mapped from the workers' disk
+    page_cache: float = 0.5  # out of core: the share of the node data counted as page cache
+    batch_size: int = 1000  # seeds per minibatch (out of core: the sampling working set)
+
+
+# Out of core, the nodes a minibatch gathers per seed: GraphSAGE's 2 layers with the example's
+# fan-out 10,10 (1 + 10 + 100), and the copies of their rows a trainer holds at once (the
+# gathered input, the rows pulled from other machines). Checked by bench/out_of_core_bench.py:
+# on 1M nodes x 1024 features, 2 workers, the plan's smallest limit is 2.6 GiB per worker
+# where the measured need besides the features' page cache was 2.2 GiB
+NODES_PER_SEED = 111
+WORKING_COPIES = 2.0
 
 
 @dataclass(frozen=True)
@@ -123,10 +141,13 @@ class Step:
     what: str  # the processes, for messages
     estimate: int  # bytes, for one pod
     limit: int | None  # bytes; None: no limit known
+    smallest: int | None = None  # out of core: the least it runs in (no page cache)
+    detail: str = ""  # out of core: what the estimate is made of, for messages
 
     @property
     def fits(self) -> bool:
-        return self.limit is None or self.estimate <= self.limit
+        need = self.estimate if self.smallest is None else self.smallest
+        return self.limit is None or need <= self.limit
 
     def as_status(self) -> dict[str, float]:
         out: dict[str, float] = {"estimateMiB": round(self.estimate / MiB)}
@@ -167,9 +188,51 @@ def train_step(g: GraphSize, shape: Shape, limit: int | None) -> Step:
         structure = cost.bytes(nodes, edges, 0, 0)
         return structure + cost.data_copies * (inner * g.node_bytes + edges * g.edge_bytes)
 
-    est = shape.servers * one(COSTS["server"]) + shape.trainers * one(COSTS["trainer"])
     what = f"{shape.servers} DGL server(s) and {shape.trainers} trainer(s)"
+    if shape.out_of_core:
+        return _out_of_core_step(g, shape, limit, nodes, edges, inner, what)
+    est = shape.servers * one(COSTS["server"]) + shape.trainers * one(COSTS["trainer"])
     return Step("train", "each worker pod", what, int(est), limit)
+
+
+def working_set(g: GraphSize, shape: Shape, nodes: float) -> float:
+    """Out of core: a trainer's minibatch rows in memory at once (at most its partition's)."""
+    return min(nodes, shape.batch_size * NODES_PER_SEED) * g.node_bytes * WORKING_COPIES
+
+
+def _out_of_core_step(
+    g: GraphSize,
+    shape: Shape,
+    limit: int | None,
+    nodes: float,
+    edges: float,
+    inner: float,
+    what: str,
+) -> Step:
+    server, trainer = COSTS["server"], COSTS["trainer"]
+    structure = shape.servers * server.bytes(nodes, edges, 0, 0) + shape.trainers * (
+        trainer.bytes(nodes, edges, 0, 0)
+    )
+    # edge data stays in shared memory, as in memory
+    structure += (shape.servers * server.data_copies + shape.trainers * trainer.data_copies) * (
+        edges * g.edge_bytes
+    )
+    working = shape.trainers * working_set(g, shape, nodes)
+    features = inner * g.node_bytes
+    cache = shape.page_cache * features
+    detail = (
+        f"structure {gib(structure)} + sampling working set {gib(working)} + page cache "
+        f"{shape.page_cache:g} x {gib(features)} of node data"
+    )
+    return Step(
+        "train",
+        "each worker pod",
+        f"{what}, out of core",
+        int(structure + working + cache),
+        limit,
+        smallest=int(structure + working),
+        detail=detail,
+    )
 
 
 def plan(g: GraphSize, shape: Shape, limit: int | None) -> list[Step]:
@@ -232,9 +295,42 @@ def advice(g: GraphSize, shape: Shape, step: Step) -> str:
         )
         return f"use {alt}, or {raise_to}"
     more = _workers_needed(g, shape, step.limit, step.name)
+    if step.smallest is not None:
+        raise_to = f"raise the Worker memory limit to at least {gib(step.smallest * 1.1)}"
+    elif step.name == "train":
+        raise_to += f", or {out_of_core_option(g, shape, step.limit)}"
     if more is not None:
         return f"use {more} or more workers (smaller partitions), or {raise_to}"
     return raise_to
+
+
+def out_of_core_line(step: Step, shape: Shape) -> str:
+    """For the log: an out-of-core step's make-up, the least memory it runs in, and what
+    page cache its limit leaves."""
+    assert step.smallest is not None
+    line = (
+        f"  out of core: {step.detail}; the smallest worker memory limit it runs in is "
+        f"~{gib(step.smallest)} (no page cache: every feature read from disk)"
+    )
+    if step.limit is not None and step.fits and step.limit < step.estimate:
+        room = (step.limit - step.smallest) / max(step.estimate - step.smallest, 1)
+        line += (
+            f"\n  warning: the limit leaves page cache for ~{room * shape.page_cache:.2f} of the "
+            f"node data, not {shape.page_cache:g}: more feature reads go to disk"
+        )
+    return line
+
+
+def out_of_core_option(g: GraphSize, shape: Shape, limit: int | None) -> str:
+    """The out-of-core option, with what it would need per worker pod."""
+    ooc = train_step(g, replace(shape, out_of_core=True), limit)
+    assert ooc.smallest is not None
+    fits = "" if ooc.fits else ", which does not fit either"
+    return (
+        f"keep the node features on the workers' disk with spec.outOfCore.enabled: true "
+        f"(dglrun --out-of-core): from ~{gib(ooc.smallest)} per worker pod, "
+        f"~{gib(ooc.estimate)} with page cache for {shape.page_cache:g} of the features{fits}"
+    )
 
 
 def check(g: GraphSize, shape: Shape, steps: list[Step]) -> None:
@@ -243,9 +339,11 @@ def check(g: GraphSize, shape: Shape, steps: list[Step]) -> None:
         if step.fits:
             continue
         assert step.limit is not None
+        need = step.estimate if step.smallest is None else step.smallest
+        made = f"; {step.detail}, at least the first two" if step.detail else ""
         raise PlanError(
-            f"{MEMORY_PLAN_PREFIX}the {step.name} step needs ~{gib(step.estimate)} in {step.where} "
-            f"({step.what}, for {g.describe()}), more than its memory limit of "
+            f"{MEMORY_PLAN_PREFIX}the {step.name} step needs ~{gib(need)} in {step.where} "
+            f"({step.what}, for {g.describe()}{made}), more than its memory limit of "
             f"{gib(step.limit)} ({LIMIT_FIELD}): {advice(g, shape, step)}"
         )
 

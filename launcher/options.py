@@ -29,6 +29,7 @@ from podcontract import (
     CHUNKED_LAYOUT_ENV,
     CHUNKED_LAYOUTS,
     DATASET,
+    DEFAULT_PAGE_CACHE_FRACTION,
     DGL_API,
     DIST_PARMETIS,
     ELASTIC_ENV,
@@ -47,6 +48,9 @@ from podcontract import (
     NUM_PARTITIONS_ENV,
     OPERATOR_ENV,
     OPERATOR_ENV_ON,
+    OUT_OF_CORE_ENV,
+    OUT_OF_CORE_ON,
+    PAGE_CACHE_FRACTION_ENV,
     PARMETIS,
     PARTFILE_PATH,
     PARTFILE_PATH_ENV,
@@ -95,6 +99,7 @@ class Options:
     transport: str = "kubectl"
     local_workers: int | None = None
     local_root: Path | None = None
+    local_shm_size: str = "2g"  # each local worker's /dev/shm (tmpfs size=)
     keep_local: bool = False
     partition_timeout: float = 0.0
     deliver_timeout: float = 1800.0
@@ -128,9 +133,23 @@ class Options:
     global_batch: int | None = None
     # an elastic DGLJob's partitioner: the count is the attempt's, read from the job's status
     count_from_job: bool = False
+    # node features memory-mapped from the workers' disk (outofcore), and the share of them
+    # the memory plan counts as page cache
+    out_of_core: bool = False
+    page_cache_fraction: float = DEFAULT_PAGE_CACHE_FRACTION
 
 
 _rate = number_type(float, "a number of MB/s", 0.0)
+
+
+def _fraction(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        x = float("nan")
+    if not 0.0 <= x <= 1.0:  # (nan fails too)
+        raise argparse.ArgumentTypeError(f"{value!r} is not a fraction between 0 and 1")
+    return x
 
 
 def _run_name(value: str) -> str:
@@ -253,6 +272,23 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         help="extra arguments for the training entry point (one shell-quoted string)",
     )
     t.add_argument("--master-port", type=positive_int, default=29500, help="torch rendezvous port")
+    t.add_argument(
+        "--out-of-core",
+        action="store_true",
+        default=(env.get(OUT_OF_CORE_ENV) or "").lower() == OUT_OF_CORE_ON,
+        help="keep each worker's node features on its local disk, memory-mapped, instead of in "
+        "memory: partitions get .npy feature files and the DGL servers and trainers run under "
+        f"python -m outofcore (DGL 2.1; default: ${OUT_OF_CORE_ENV})",
+    )
+    t.add_argument(
+        "--page-cache-fraction",
+        type=_fraction,
+        default=env.get(PAGE_CACHE_FRACTION_ENV) or DEFAULT_PAGE_CACHE_FRACTION,
+        metavar="F",
+        help="--out-of-core: the share of a worker's node features the memory plan counts as "
+        f"page cache, between 0 and 1 (default: ${PAGE_CACHE_FRACTION_ENV}, else "
+        f"{DEFAULT_PAGE_CACHE_FRACTION})",
+    )
     w = p.add_argument_group("where and how")
     w.add_argument(
         "--workspace",
@@ -304,6 +340,13 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         "(default: a folder under the workspace)",
     )
     w.add_argument("--keep-local", action="store_true", help="keep the local workers' files")
+    w.add_argument(
+        "--local-shm-size",
+        default="2g",
+        metavar="SIZE",
+        help="local transport: each worker's /dev/shm, as tmpfs's size= (e.g. 8g; DGL's "
+        "servers keep the partition there, its node features unless --out-of-core)",
+    )
     w.add_argument(
         "--partition-transfer",
         choices=TRANSFERS,
@@ -381,6 +424,11 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         parser.error("--partition-mode DistParMETIS partitions on the workers: no partitioner pod")
     if phase != PHASE_PARTITIONER and not a.train_entry_point:
         parser.error("--train-entry-point is required")
+    if a.out_of_core and a.num_samplers:
+        parser.error(
+            f"--out-of-core with --num-samplers {a.num_samplers}: sampler processes are spawned "
+            "by DGL without the out-of-core patch; use --num-samplers 0"
+        )
     in_dgljob = env.get(OPERATOR_ENV) == OPERATOR_ENV_ON and a.transport == "kubectl"
     if (
         in_dgljob
@@ -425,6 +473,7 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         local_workers=a.local_workers,
         local_root=Path(a.local_root) if a.local_root else None,
         keep_local=a.keep_local,
+        local_shm_size=a.local_shm_size,
         partition_timeout=a.partition_timeout,
         deliver_timeout=a.deliver_timeout,
         dispatch_timeout=a.dispatch_timeout,
@@ -456,6 +505,8 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         ),
         global_batch=a.global_batch,
         count_from_job=a.count_from_job,
+        out_of_core=a.out_of_core,
+        page_cache_fraction=float(a.page_cache_fraction),
     )
 
 

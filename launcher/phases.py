@@ -110,6 +110,7 @@ def partition_inputs(opts: Options) -> PartitionInputs:
         entry_point=opts.partition_entry_point,
         inputs=tuple(opts.partition_inputs),
         chunked_graph=opts.chunked_graph,
+        feature_files=opts.out_of_core,
     )
 
 
@@ -127,6 +128,7 @@ def parmetis_inputs(opts: Options) -> parmetis_modes.Inputs:
         mpirun=opts.mpirun,
         mpirun_args=tuple(opts.mpirun_args),
         timeout=opts.partition_timeout,
+        feature_files=opts.out_of_core,
     )
 
 
@@ -189,6 +191,16 @@ def _partition_into(
         report.partition["peak_rss_mb_per_rank"] = [round(peak, 1)]
         console.say(f"  peak memory of the partition entry point: {peak:.1f} MB")
     config = parts.find_config(out_dir, opts.graph_name, opts.partition_config_path)
+    if opts.out_of_core and opts.partition_mode == DGL_API:
+        # (distpart writes them with each part)
+        run_local_process(
+            console,
+            "partition",
+            programs.argv(opts.python, programs.OUT_OF_CORE, "export", str(config)),
+            programs.local_env({**os.environ, "OUTDATED_IGNORE": "1"}),
+            opts.partition_timeout,
+            "the node features' .npy export (--out-of-core)",
+        )
     return parts.load(config, opts.num_partitions)
 
 
@@ -275,6 +287,9 @@ def plan_memory(
         ranks=ranks,
         servers=opts.num_servers,
         trainers=opts.num_trainers,
+        out_of_core=opts.out_of_core,
+        page_cache=opts.page_cache_fraction,
+        batch_size=opts.batch_size,
     )
     limit = opts.worker_memory_limit
     report.memory = memplan.plan(size, shape, limit)
@@ -285,7 +300,10 @@ def plan_memory(
     if needed:
         console.say(needed)
     for step in report.memory:
-        if limit is not None and step.fits and step.estimate > memplan.WARN_FRACTION * limit:
+        if step.smallest is not None:
+            console.say(memplan.out_of_core_line(step, shape))
+        need = step.estimate if step.smallest is None else step.smallest
+        if limit is not None and step.fits and need > memplan.WARN_FRACTION * limit:
             console.say(f"  warning: the {step.name} step is estimated close to the limit")
     console.progress.record(STATUS_MEMORY, memplan.status(report.memory, {}))
     if check:
@@ -656,6 +674,8 @@ def train_argv(opts: Options, script: str, configs: tuple[str, str] | None = Non
     """The training entry point's command line: with ``configs`` (ip_config, partition config)
     a DGL server's or trainer's on a worker, without (Skip mode) the one process in the pod."""
     argv = [opts.python, script, "--graph_name", opts.graph_name]
+    if configs is not None and opts.out_of_core:
+        argv[1:1] = programs.argv("", programs.OUT_OF_CORE, "run")[1:]
     if configs is not None:
         ip_conf, part_conf = configs
         argv += ["--ip_config", ip_conf, "--part_config", part_conf]

@@ -25,8 +25,9 @@ SERVE = "launcher.delivery.server"  # the partition server (--transport local's 
 CACHE = "launcher.storage.cache"  # a worker's part copied into / out of the partition cache
 CHECK_CHUNKS = "chunkedgraph"  # a chunked graph checked where it lives (`check`)
 PARTITION_RANK = "distpart"  # an MPI rank of the ParMETIS modes (`partition`)
+OUT_OF_CORE = "outofcore"  # --out-of-core: a DGL server or trainer (`run`), .npy (`export`)
 
-PROGRAMS = (CLI, REMOTE, PULL, SERVE, CACHE, CHECK_CHUNKS, PARTITION_RANK)
+PROGRAMS = (CLI, REMOTE, PULL, SERVE, CACHE, CHECK_CHUNKS, PARTITION_RANK, OUT_OF_CORE)
 
 SAFE_PATH = "-P"  # no working directory (nor script folder) prepended to sys.path
 

@@ -193,7 +193,9 @@ def run_local(opts: Options, console: Console, report: Report) -> None:
     n = opts.local_workers or opts.num_partitions
     root = opts.local_root or opts.workspace / "workers"
     if opts.partition_mode == DIST_PARMETIS:
-        dist = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
+        dist = LocalTransport(
+            n, root, sink=console.line, keep=opts.keep_local, shm_size=opts.local_shm_size
+        )
 
         def dist_setup() -> None:
             hosts = dist.setup()
@@ -209,7 +211,9 @@ def run_local(opts: Options, console: Console, report: Report) -> None:
     deliver_locally(pset.root, launcher_ws / DATASET, console, report)
     config = parts.find_config(launcher_ws / DATASET, opts.graph_name, opts.partition_config_path)
     pset = parts.load(config, pset.num_parts)
-    transport = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
+    transport = LocalTransport(
+        n, root, sink=console.line, keep=opts.keep_local, shm_size=opts.local_shm_size
+    )
 
     def setup() -> None:
         hosts = transport.setup()
@@ -230,7 +234,9 @@ def _run_local_http(
     (as the partitioner pod's would), the workers pull from it."""
     from launcher.workers.local import LocalTransport
 
-    transport = LocalTransport(n, root, sink=console.line, keep=opts.keep_local)
+    transport = LocalTransport(
+        n, root, sink=console.line, keep=opts.keep_local, shm_size=opts.local_shm_size
+    )
     root.mkdir(parents=True, exist_ok=True)
     token_file = root / "transfer-token"
     token_file.write_text(secrets.token_hex(16))

@@ -86,6 +86,14 @@ TRANSFERS = (TRANSFER_HTTP, TRANSFER_KUBECTL)
 # The Worker template's memory limit in bytes: what dglrun's memory plan checks against
 WORKER_MEMORY_LIMIT_ENV = "DGL_OPERATOR_WORKER_MEMORY_LIMIT"
 
+# spec.outOfCore as dglrun's --out-of-core and --page-cache-fraction: the workers' node
+# features stay on their local disk, memory-mapped (outofcore); the memory plan counts this
+# share of them as page cache
+OUT_OF_CORE_ENV = "DGL_OPERATOR_OUT_OF_CORE"
+OUT_OF_CORE_ON = "true"
+PAGE_CACHE_FRACTION_ENV = "DGL_OPERATOR_PAGE_CACHE_FRACTION"
+DEFAULT_PAGE_CACHE_FRACTION = 0.5
+
 # spec.storage: the folder dglrun keeps things in (under STORAGE_DIR), the run's name in it
 # (``<job name>-<first 8 characters of its uid>``), and whether other jobs' partitions count
 STORAGE_ENV = "DGL_OPERATOR_STORAGE"

@@ -6,7 +6,8 @@ standard library; workqueue only it and clock; chunkedgraph only it and podcontr
 checkpoints, memplan <- workers <- console <- partition <- storage <- delivery <- report <-
 rescale <- options <- phases <- runs <- cli; each part's row in LAUNCHER_IMPORTS) only it,
 podprogram, podcontract and chunkedgraph; kubectl_download only it, podprogram and
-podcontract; distpart chunkedgraph, never launcher; kubeclient (the only HTTP code) knows
+podcontract; distpart chunkedgraph and outofcore's .npy layout, never launcher; outofcore
+(out-of-core workers' DGL patch) no project package; kubeclient (the only HTTP code) knows
 nothing of caches; informers know nothing of the controller; nothing imports the controller;
 dgl_operator (the users' client and dglctl) only kubeclient;
 and none of them imports the development code (localcluster, tests, e2e, bench).
@@ -45,6 +46,7 @@ PRODUCT = {
     "distpart",
     "chunkedgraph",
     "dgl_operator",
+    "outofcore",
 }
 
 # top-level folder -> (project modules it may import, third-party packages it may import),
@@ -78,12 +80,14 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     "kubectl_download": ({"podprogram", "podcontract"}, set()),
     # the MPI ranks of the ParMETIS modes (the chunked format: chunkedgraph; never launcher)
     "distpart": (
-        {"chunkedgraph", "podcontract"},
+        {"chunkedgraph", "podcontract", "outofcore.layout"},
         {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"},
     ),
     # the users' client and dglctl: the API client and nothing of the operator's side (it
     # speaks to the API server as kubectl does); tqdm draws its progress bar when installed
     "dgl_operator": ({"kubeclient"}, {"kubernetes", "yaml", "tqdm"}),
+    # out-of-core workers: the .npy layout (numpy; distpart writes it) and DGL 2.1's patch
+    "outofcore": (set(), {"numpy", "torch", "dgl"}),
     # -- development code -----------------------------------------------------------------------
     # this machine's Kubernetes: it runs the operator as a process (python -m controller.main)
     # and imports no other project package than Kubernetes' quantities (podcontract.quantity,

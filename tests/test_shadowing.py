@@ -38,6 +38,7 @@ INSTALLED = (
     "workqueue",
     "kubeclient",
     "informers",
+    "outofcore",
 )
 MARKER = "shadowed.txt"
 SHADOW = (

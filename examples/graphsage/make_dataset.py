@@ -69,6 +69,7 @@ class SynthSpec:
     label_noise: float = 0.1
     train_frac: float = 0.6
     val_frac: float = 0.2
+    test_frac: float | None = None  # None: every node in neither train nor valid
     seed: int = 0
     binary: bool = False  # ogb's npz layout: fast to write and load at large sizes
 
@@ -179,7 +180,10 @@ def generate(spec: SynthSpec) -> SynthGraph:
         raise ValueError("--train-frac/--val-frac leave an empty train, valid or test split")
     train = np.sort(perm[:n_train])
     valid = np.sort(perm[n_train : n_train + n_val])
-    test = np.sort(perm[n_train + n_val :])
+    rest = perm[n_train + n_val :]
+    if spec.test_frac is not None:  # (the same permutation: train and valid do not change)
+        rest = rest[: max(1, round(n * spec.test_frac))]
+    test = np.sort(rest)
     return SynthGraph(
         src=src.astype(np.int64),
         dst=dst.astype(np.int64),
@@ -320,6 +324,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--train-frac", type=float, default=0.6)
     p.add_argument("--val-frac", type=float, default=0.2)
+    p.add_argument(
+        "--test-frac",
+        type=float,
+        help="fraction of nodes in the test split (default: all the others); large graphs "
+        "evaluate faster on a sample",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--binary",
@@ -351,6 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         label_noise=a.label_noise,
         train_frac=a.train_frac,
         val_frac=a.val_frac,
+        test_frac=a.test_frac,
         seed=a.seed,
         binary=a.binary,
     )

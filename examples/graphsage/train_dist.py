@@ -182,7 +182,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ["GLOO_SOCKET_IFNAME"] = iface
 
     started = time.perf_counter()
-    # Servers serve their partition in here until the trainers finish, then exit (code 0).
+    # Servers serve their partition in here until the trainers finish, then exit (code 0);
+    # seeded first: a server samples its part's neighbours for the other machines' trainers
+    common.set_seed(a.seed)
     dgl.distributed.initialize(a.ip_config)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()

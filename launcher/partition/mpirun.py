@@ -42,6 +42,7 @@ class RankJob:
     outs: tuple[str, ...]  # one folder for every rank, or one per rank
     balance_train: bool = False
     balance_edges: bool = False
+    feature_files: bool = False  # out-of-core workers: node features as .npy too
 
     def argv(self, pidfile: str) -> list[str]:
         argv = [
@@ -57,6 +58,8 @@ class RankJob:
             argv.append("--balance-train")
         if self.balance_edges:
             argv.append("--balance-edges")
+        if self.feature_files:
+            argv.append("--feature-files")
         return argv
 
 

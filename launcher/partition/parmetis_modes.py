@@ -78,6 +78,7 @@ class Inputs:
     mpirun: str
     mpirun_args: tuple[str, ...]
     timeout: float  # --partition-timeout (0: none)
+    feature_files: bool = False  # --out-of-core: the node features as .npy too
 
 
 def _rank_job(what: Inputs, outs: tuple[str, ...]) -> mpirun.RankJob:
@@ -91,6 +92,7 @@ def _rank_job(what: Inputs, outs: tuple[str, ...]) -> mpirun.RankJob:
         outs=outs,
         balance_train=what.balance_train,
         balance_edges=what.balance_edges,
+        feature_files=what.feature_files,
     )
 
 

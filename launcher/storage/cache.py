@@ -78,6 +78,7 @@ class PartitionInputs:
     entry_point: str | None  # --partition-entry-point (DGL-API)
     inputs: tuple[str, ...]  # --partition-inputs: what the entry point reads (DGL-API)
     chunked_graph: str | None  # the ParMETIS modes' input
+    feature_files: bool = False  # --out-of-core: the parts hold their node features as .npy
 
 
 def inputs(
@@ -111,6 +112,8 @@ def inputs(
                 content = content_hashes(load(what.chunked_graph))
             except ChunkedError as e:
                 raise CacheError(str(e)) from e
+    if what.feature_files:  # (absent otherwise: the entries cached before it keep their keys)
+        doc["feature_files"] = True
     doc["content"] = dict(sorted(content.items()))
     graph_known = what.mode != DGL_API or bool(what.inputs)
     if not (share and graph_known):

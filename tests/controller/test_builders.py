@@ -554,3 +554,23 @@ def test_skip_mode_keeps_its_results_on_the_storage_too(seed_job_raw: dict[str, 
     assert _env(main)["DGL_OPERATOR_STORAGE"] == "/dgl_storage"
     assert {"name": "dgl-storage", "mountPath": "/dgl_storage"} in main["volumeMounts"]
     assert want.claim is not None
+
+
+def test_out_of_core_reaches_dglrun_in_the_launcher_and_the_partitioner(
+    seed_job_raw: dict[str, Any],
+) -> None:
+    raw = copy.deepcopy(seed_job_raw)
+    raw["spec"]["outOfCore"] = {"enabled": True, "pageCacheFraction": 0.25}
+    job = parse_job(raw)
+    assert job.spec.out_of_core is not None and job.spec.out_of_core.page_cache_fraction == 0.25
+    want = desired(job, SEED_OPTS)
+    assert want.partitioner is not None
+    for pod in (want.launcher, want.partitioner):
+        env = _env(pod["spec"]["containers"][0])
+        assert env["DGL_OPERATOR_OUT_OF_CORE"] == "true"
+        assert env["DGL_OPERATOR_PAGE_CACHE_FRACTION"] == "0.25"
+    # off (or absent): nothing set, dglrun trains in memory
+    raw["spec"]["outOfCore"] = {"enabled": False}
+    assert parse_job(raw).spec.out_of_core is None
+    plain = desired(parse_job(seed_job_raw), SEED_OPTS)
+    assert "DGL_OPERATOR_OUT_OF_CORE" not in _env(plain.launcher["spec"]["containers"][0])

@@ -105,6 +105,14 @@ def check_partitions(a: argparse.Namespace) -> dict[str, Any]:
             got = node_feats[f"{ntype}/{key}"]
             want = src.ndata[key][mine].to(got.dtype)
             mismatches[key] += int((got != want).reshape(len(mine), -1).any(1).sum())
+        # out-of-core workers' .npy copies (outofcore.layout), where written: the same rows
+        part_dir = Path(a.config).parent / meta[f"part-{i}"]["node_feats"]
+        if (part_dir.parent / "node_feat_npy" / "index.json").is_file():
+            from outofcore import layout
+
+            for key, path in layout.read_index(part_dir.parent).items():
+                rows = torch.from_numpy(layout.open_rows(path).copy())
+                mismatches[f"npy {key}"] = int(not torch.equal(rows, node_feats[key]))
         owner = (
             torch.searchsorted(
                 torch.tensor([r[0] for r in meta["node_map"][ntype]]), new_ids, right=True

@@ -260,7 +260,9 @@ def test_graphsage_through_dglrun_in_each_mode(
     as_root: None,
     mode: str,
 ) -> None:
-    proc = dglrun(dglrun_argv(dgl, tmp_path, mode, chunked, "--keep-local"))
+    # DistParMETIS with out-of-core workers: distpart writes the features as .npy too
+    ooc = ("--out-of-core",) if mode == "DistParMETIS" else ()
+    proc = dglrun(dglrun_argv(dgl, tmp_path, mode, chunked, "--keep-local", *ooc))
     out = proc.stdout
     assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
     for k, name in enumerate(["partition", "deliver", "dispatch", "configure", "train"], 1):
@@ -287,6 +289,8 @@ def test_graphsage_through_dglrun_in_each_mode(
         for i in (0, 1):
             workload = workers / f"worker-{i}" / "dgl_workspace" / "workload"
             assert sorted(p.name for p in workload.glob("part[0-9]*")) == [f"part{i}"]
+            assert f"[worker-{i}/server-0] out-of-core: part {i}: " in out
+            assert (workload / f"part{i}" / "node_feat_npy" / "index.json").is_file()
             shutil.copytree(workload / f"part{i}", merged / f"part{i}")
         shutil.copy(workers / "worker-0" / "dgl_workspace" / "workload" / f"{GRAPH}.json", merged)
         config = merged / f"{GRAPH}.json"

@@ -115,10 +115,23 @@ def as_root() -> None:
     require(os.geteuid() == 0, "the local transport needs root (network namespaces)")
 
 
+@pytest.fixture(scope="module")
+def in_memory(
+    dgl: Dgl, dataset_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """GraphSAGE through dglrun, features in memory: its workspace and the process."""
+    require(os.geteuid() == 0, "the local transport needs root (network namespaces)")
+    workspace = tmp_path_factory.mktemp("in_memory")
+    return workspace, dglrun(dgl, workspace, dataset_root)
+
+
 def test_graphsage_through_dglrun(
-    dgl: Dgl, dataset_root: Path, single_sage: dict[str, Any], tmp_path: Path, as_root: None
+    dgl: Dgl,
+    dataset_root: Path,
+    single_sage: dict[str, Any],
+    in_memory: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
-    proc = dglrun(dgl, tmp_path, dataset_root)
+    tmp_path, proc = in_memory
     out = proc.stdout
     assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
     for k, name in enumerate(["partition", "deliver", "dispatch", "configure", "train"], 1):
@@ -144,6 +157,35 @@ def test_graphsage_through_dglrun(
     assert set(check["mismatches"].values()) == {0}, check["mismatches"]
     assert check["num_parts"] == 2 and check["covered_nodes"] == check["source_nodes"]
     assert check["orig_nids_is_permutation"]
+    assert dgl_processes() == ""
+
+
+def test_out_of_core_workers_train_the_same_losses_from_memory_mapped_features(
+    dgl: Dgl,
+    dataset_root: Path,
+    in_memory: tuple[Path, subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+) -> None:
+    """The same job with --out-of-core: the partition's features also as .npy, the servers
+    and trainers under outofcore's patch; same seed, so the same loss curve and accuracies
+    as in memory (the servers' sampling is seeded too: both runs are deterministic)."""
+    proc = dglrun(dgl, tmp_path, dataset_root, "--out-of-core", "--keep-local")
+    out = proc.stdout
+    assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
+    assert "out-of-core: part 0: " in out and "out-of-core: part 1: " in out  # the export
+    for i in (0, 1):  # each server mapped its part's files
+        part = tmp_path / "workers" / f"worker-{i}" / "dgl_workspace" / "workload" / f"part{i}"
+        assert f"[worker-{i}/server-0] out-of-core: part {i}: 5 node feature(s)" in out
+        assert f"memory-mapped from {part}/node_feat_npy" in out
+        assert (part / "node_feat_npy" / "index.json").is_file()
+    mem = json.loads((in_memory[0] / "output" / "metrics.json").read_text())
+    ooc = json.loads((tmp_path / "output" / "metrics.json").read_text())
+    assert ooc["losses"] == mem["losses"], (ooc["losses"], mem["losses"])
+    assert (ooc["test_accuracy"], ooc["val_accuracy"]) == (
+        mem["test_accuracy"],
+        mem["val_accuracy"],
+    )
+    assert "memory plan: skipped" in out or "out of core: structure" in out
     assert dgl_processes() == ""
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -271,3 +273,77 @@ def test_the_plan_says_how_many_workers_the_graph_needs_at_this_limit() -> None:
     assert memplan.workers_line(PRODUCTS, shape("DGL-API"), None) is None
     tiny = memplan.workers_line(PRODUCTS, shape("DGL-API"), 64 * memplan.MiB)
     assert tiny == "  workers: no number of workers up to 256 fits 0.1 GiB per pod"
+
+
+# -- out of core ------------------------------------------------------------------------------
+
+# ~2 GiB of float32 node features per worker (1M nodes, 1024 features), degree 10
+WIDE = GraphSize(1_000_000, 10_000_000, 4 * 1024 + 11)
+
+
+def test_training_that_does_not_fit_in_memory_names_the_out_of_core_option() -> None:
+    sh = shape("DistParMETIS")
+    in_memory = memplan.train_step(WIDE, sh, None)
+    ooc = memplan.train_step(WIDE, replace(sh, out_of_core=True), None)
+    assert ooc.smallest is not None and ooc.smallest < ooc.estimate < in_memory.estimate
+    limit = (ooc.estimate + in_memory.estimate) // 2  # enough out of core, not in memory
+    steps = [memplan.train_step(WIDE, sh, limit)]
+    with pytest.raises(PlanError) as err:
+        memplan.check(WIDE, sh, steps)
+    text = str(err.value)
+    assert text.startswith("memory plan: the train step needs ~"), text
+    assert "spec.outOfCore.enabled: true (dglrun --out-of-core)" in text, text
+    assert f"from ~{ooc.smallest / GiB:.1f} GiB per worker pod" in text, text
+    assert f"~{ooc.estimate / GiB:.1f} GiB with page cache for 0.5 of the features" in text
+    assert "does not fit either" not in text
+    # out of core at that limit: it fits, and the plan says what it is made of
+    fits = memplan.train_step(WIDE, replace(sh, out_of_core=True), limit)
+    assert fits.fits and fits.what.endswith(", out of core")
+    memplan.check(WIDE, sh, [fits])
+
+
+def test_out_of_core_fits_down_to_its_smallest_limit_and_says_what_page_cache_is_left() -> None:
+    sh = replace(shape("DistParMETIS"), out_of_core=True, page_cache=0.5)
+    step = memplan.train_step(WIDE, sh, None)
+    assert step.smallest is not None
+    features = WIDE.nodes / 2 * WIDE.node_bytes
+    assert step.estimate - step.smallest == pytest.approx(0.5 * features, rel=1e-6)
+    # more page cache asked: a larger estimate, the same smallest limit
+    more = memplan.train_step(WIDE, replace(sh, page_cache=1.0), None)
+    assert more.estimate > step.estimate and more.smallest == step.smallest
+    # a bigger batch: a bigger sampling working set
+    bigger = memplan.train_step(WIDE, replace(sh, batch_size=4000), None).smallest
+    assert bigger is not None and bigger > step.smallest
+    between = memplan.train_step(WIDE, sh, (step.smallest + step.estimate) // 2)
+    assert between.fits
+    line = memplan.out_of_core_line(between, sh)
+    assert line.startswith("  out of core: structure ") and "page cache 0.5 x " in line
+    assert f"smallest worker memory limit it runs in is ~{step.smallest / GiB:.1f} GiB" in line
+    assert "warning: the limit leaves page cache for ~0.25 of the node data, not 0.5" in line
+    below = memplan.train_step(WIDE, sh, int(step.smallest * 0.9))
+    assert not below.fits
+    with pytest.raises(PlanError) as err:
+        memplan.check(WIDE, sh, [below])
+    text = str(err.value)
+    assert f"the train step needs ~{step.smallest / GiB:.1f} GiB in each worker pod" in text
+    assert "out of core, for 1,000,000 nodes" in text and "at least the first two" in text
+    assert f"raise the Worker memory limit to at least {step.smallest * 1.1 / GiB:.1f}" in text
+    assert re.search(r"use \d+ or more workers", text)  # smaller partitions, less structure
+
+
+def test_dglrun_plans_out_of_core_and_refuses_samplers_it_cannot_patch(
+    tmp_path: Path, no_leftovers: None
+) -> None:
+    size = "nodes=1000000,edges=10000000,node_bytes=4107"
+    bad = dglrun(*local(tmp_path, "--out-of-core", "--num-samplers", "2"))
+    assert bad.returncode == 2 and "--out-of-core with --num-samplers 2" in bad.stderr
+    frac = dglrun(*local(tmp_path, "--out-of-core", "--page-cache-fraction", "1.5"))
+    assert frac.returncode == 2
+    assert "--page-cache-fraction: '1.5' is not a fraction between 0 and 1" in frac.stderr
+    env = {"DGL_OPERATOR_OUT_OF_CORE": "true", "DGL_OPERATOR_PAGE_CACHE_FRACTION": "0.25"}
+    ooc = dglrun(*local(tmp_path, "--graph-size", size, "--worker-memory-limit", "2Gi"), env=env)
+    out = ooc.stdout  # (refused too: partitioning still holds the features, in one process)
+    assert ooc.returncode == 1 and "the partition step needs" in out.splitlines()[-1]
+    assert "[1/5] partition" not in out
+    assert "(1 DGL server(s) and 1 trainer(s), out of core, each worker pod)" in out, out[-3000:]
+    assert "  out of core: structure " in out and "page cache 0.25 x " in out

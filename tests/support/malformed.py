@@ -326,6 +326,27 @@ CASES: list[Case] = [
     ),
     Case("elastic-in-skip-mode", _elastic_skip, "Skip has no workers to scale"),
     Case("elastic-with-per-worker-chunks", _elastic_per_worker, "layout PerWorker"),
+    # spec.outOfCore
+    Case(
+        "out-of-core-fraction-above-one",
+        lambda o: _spec(o).update(outOfCore={"enabled": True, "pageCacheFraction": 1.5}),
+        "pageCacheFraction",
+    ),
+    Case(
+        "out-of-core-enabled-not-bool",
+        lambda o: _spec(o).update(outOfCore={"enabled": "yes"}),
+        "outOfCore.enabled",
+    ),
+    Case(
+        "out-of-core-unknown-field",
+        lambda o: _spec(o).update(outOfCore={"enabled": True, "pageCache": 0.5}),
+        "outOfCore.pageCache",
+    ),
+    Case(
+        "out-of-core-in-skip-mode",
+        lambda o: _spec(_skip(o)).update(outOfCore={"enabled": True}),
+        "needs workers: partitionMode Skip",
+    ),
 ]
 
 

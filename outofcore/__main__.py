@@ -1,0 +1,123 @@
+"""``python -m outofcore``: what dglrun starts for out-of-core workers.
+
+    python -P -m outofcore run SCRIPT [ARGS...]   a DGL server or trainer: install the patch,
+                                                  then run SCRIPT as ``python SCRIPT ARGS``
+    python -P -m outofcore export PART_CONFIG     write every part's node features as .npy
+                                                  (the DGL-API path, after partition_graph)
+
+A server first checks that its part has feature files (``DGL_CONF_PATH``, ``DGL_SERVER_ID``,
+``DGL_NUM_SERVER`` as dglrun sets them): a partition written without them fails here with one
+line naming the file, before DGL starts. Errors exit 2 with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+import time
+from pathlib import Path
+
+from outofcore import layout
+
+PROG = "python -m outofcore"
+USAGE = f"usage: {PROG} run SCRIPT [ARGS...] | {PROG} export PART_CONFIG"
+
+
+class _Refused(Exception):
+    pass
+
+
+def _server_part() -> tuple[str, int] | None:
+    """This process's partition config and part id, when it is a DGL server."""
+    if os.environ.get("DGL_ROLE") != "server":
+        return None
+    config = os.environ.get("DGL_CONF_PATH", "")
+    try:
+        server, per_machine = int(os.environ["DGL_SERVER_ID"]), int(os.environ["DGL_NUM_SERVER"])
+    except (KeyError, ValueError):
+        return None
+    return (config, server // max(per_machine, 1)) if config else None
+
+
+def _part_dirs(config: str) -> dict[int, Path]:
+    try:
+        meta = json.loads(Path(config).read_text())
+    except (OSError, ValueError) as e:
+        raise _Refused(f"{config}: cannot read the partition config: {e}") from None
+    found: dict[int, Path] = {}
+    for key, entry in meta.items():
+        if key.startswith("part-") and isinstance(entry, dict) and "node_feats" in entry:
+            found[int(key[5:])] = Path(config).parent / entry["node_feats"]
+    if not found:
+        raise _Refused(f"{config}: no part-<i> entry with node_feats")
+    return found
+
+
+def run(script: str, args: list[str]) -> None:
+    from outofcore import patch
+
+    part = _server_part()
+    if part is not None:
+        files = _part_dirs(part[0])
+        if part[1] in files:
+            try:
+                layout.read_index(files[part[1]].parent)
+            except layout.LayoutError as e:
+                raise _Refused(str(e)) from None
+    try:
+        patch.install()
+    except patch.OutOfCoreError as e:
+        raise _Refused(str(e)) from None
+    path = Path(script)
+    if not path.is_file():
+        raise _Refused(f"{script}: no such training script")
+    sys.argv = [script, *args]
+    sys.path.insert(0, str(path.resolve().parent))  # what `python SCRIPT` puts first
+    runpy.run_path(script, run_name="__main__")
+
+
+def export(config: str) -> None:
+    """Each part's node_feat.dgl, also as .npy (one part in memory at a time)."""
+    parts = _part_dirs(config)  # (before DGL's import: a bad config is told at once)
+    from dgl.data.utils import load_tensors
+
+    for part, feats_file in sorted(parts.items()):
+        started = time.perf_counter()
+        try:
+            feats = load_tensors(str(feats_file))
+        except Exception as e:  # DGL raises its own errors for a bad file
+            raise _Refused(f"{feats_file}: cannot load the node features: {e}") from None
+        layout.write(feats_file.parent, feats)
+        size = layout.nbytes(feats_file.parent)
+        del feats
+        print(
+            f"out-of-core: part {part}: {size / 2**20:.1f} MiB of node features as .npy in "
+            f"{time.perf_counter() - started:.1f}s",
+            flush=True,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        print(__doc__)
+        return 0
+    try:
+        if len(argv) >= 2 and argv[0] == "run":
+            run(argv[1], argv[2:])
+        elif len(argv) == 2 and argv[0] == "export":
+            export(argv[1])
+        else:
+            print(USAGE, file=sys.stderr)
+            return 2
+    except _Refused as e:
+        print(f"out-of-core: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
