@@ -145,9 +145,13 @@ class Step:
     detail: str = ""  # out of core: what the estimate is made of, for messages
 
     @property
+    def need(self) -> int:
+        """What must fit the limit: the estimate, or out of core the smallest it runs in."""
+        return self.estimate if self.smallest is None else self.smallest
+
+    @property
     def fits(self) -> bool:
-        need = self.estimate if self.smallest is None else self.smallest
-        return self.limit is None or need <= self.limit
+        return self.limit is None or self.need <= self.limit
 
     def as_status(self) -> dict[str, float]:
         out: dict[str, float] = {"estimateMiB": round(self.estimate / MiB)}
@@ -339,10 +343,9 @@ def check(g: GraphSize, shape: Shape, steps: list[Step]) -> None:
         if step.fits:
             continue
         assert step.limit is not None
-        need = step.estimate if step.smallest is None else step.smallest
         made = f"; {step.detail}, at least the first two" if step.detail else ""
         raise PlanError(
-            f"{MEMORY_PLAN_PREFIX}the {step.name} step needs ~{gib(need)} in {step.where} "
+            f"{MEMORY_PLAN_PREFIX}the {step.name} step needs ~{gib(step.need)} in {step.where} "
             f"({step.what}, for {g.describe()}{made}), more than its memory limit of "
             f"{gib(step.limit)} ({LIMIT_FIELD}): {advice(g, shape, step)}"
         )

@@ -302,8 +302,7 @@ def plan_memory(
     for step in report.memory:
         if step.smallest is not None:
             console.say(memplan.out_of_core_line(step, shape))
-        need = step.estimate if step.smallest is None else step.smallest
-        if limit is not None and step.fits and need > memplan.WARN_FRACTION * limit:
+        if limit is not None and step.fits and step.need > memplan.WARN_FRACTION * limit:
             console.say(f"  warning: the {step.name} step is estimated close to the limit")
     console.progress.record(STATUS_MEMORY, memplan.status(report.memory, {}))
     if check:

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from launcher import memplan, programs
 from launcher.console import TOTAL, USER_ERRORS, Console, NoProgress, PhaseError, Report, phase
@@ -59,6 +60,9 @@ from podcontract import (
     PHASE_PARTITIONER,
     TRANSFER_HTTP,
 )
+
+if TYPE_CHECKING:
+    from launcher.workers.local import LocalTransport
 
 
 class Terminated(BaseException):
@@ -182,9 +186,18 @@ def _entry_point_on(transport: Transport, script: str) -> None:
         )
 
 
+def _local_workers(opts: Options, n: int, root: Path, console: Console) -> LocalTransport:
+    """``--transport local``'s ``n`` worker namespaces under ``root``, as the flags ask."""
+    from launcher.workers.local import LocalTransport
+
+    return LocalTransport(
+        n, root, sink=console.line, keep=opts.keep_local, shm_size=opts.local_shm_size
+    )
+
+
 def run_local(opts: Options, console: Console, report: Report) -> None:
     """``--transport local``: every phase on this machine."""
-    from launcher.workers.local import LocalTransport, check_prerequisites
+    from launcher.workers.local import check_prerequisites
 
     # what can fail without partitioning fails before it
     check_entry_point(opts.train_entry_point, "--train-entry-point")
@@ -193,9 +206,7 @@ def run_local(opts: Options, console: Console, report: Report) -> None:
     n = opts.local_workers or opts.num_partitions
     root = opts.local_root or opts.workspace / "workers"
     if opts.partition_mode == DIST_PARMETIS:
-        dist = LocalTransport(
-            n, root, sink=console.line, keep=opts.keep_local, shm_size=opts.local_shm_size
-        )
+        dist = _local_workers(opts, n, root, console)
 
         def dist_setup() -> None:
             hosts = dist.setup()
@@ -211,9 +222,7 @@ def run_local(opts: Options, console: Console, report: Report) -> None:
     deliver_locally(pset.root, launcher_ws / DATASET, console, report)
     config = parts.find_config(launcher_ws / DATASET, opts.graph_name, opts.partition_config_path)
     pset = parts.load(config, pset.num_parts)
-    transport = LocalTransport(
-        n, root, sink=console.line, keep=opts.keep_local, shm_size=opts.local_shm_size
-    )
+    transport = _local_workers(opts, n, root, console)
 
     def setup() -> None:
         hosts = transport.setup()
@@ -232,11 +241,7 @@ def _run_local_http(
 ) -> None:
     """Phases 2-5 locally over HTTP: the server runs in the launcher's network namespace
     (as the partitioner pod's would), the workers pull from it."""
-    from launcher.workers.local import LocalTransport
-
-    transport = LocalTransport(
-        n, root, sink=console.line, keep=opts.keep_local, shm_size=opts.local_shm_size
-    )
+    transport = _local_workers(opts, n, root, console)
     root.mkdir(parents=True, exist_ok=True)
     token_file = root / "transfer-token"
     token_file.write_text(secrets.token_hex(16))

@@ -12,7 +12,6 @@ line naming the file, before DGL starts. Errors exit 2 with one line on stderr.
 
 from __future__ import annotations
 
-import json
 import os
 import runpy
 import sys
@@ -41,31 +40,17 @@ def _server_part() -> tuple[str, int] | None:
     return (config, server // max(per_machine, 1)) if config else None
 
 
-def _part_dirs(config: str) -> dict[int, Path]:
-    try:
-        meta = json.loads(Path(config).read_text())
-    except (OSError, ValueError) as e:
-        raise _Refused(f"{config}: cannot read the partition config: {e}") from None
-    found: dict[int, Path] = {}
-    for key, entry in meta.items():
-        if key.startswith("part-") and isinstance(entry, dict) and "node_feats" in entry:
-            found[int(key[5:])] = Path(config).parent / entry["node_feats"]
-    if not found:
-        raise _Refused(f"{config}: no part-<i> entry with node_feats")
-    return found
-
-
 def run(script: str, args: list[str]) -> None:
     from outofcore import patch
 
     part = _server_part()
     if part is not None:
-        files = _part_dirs(part[0])
-        if part[1] in files:
-            try:
+        try:
+            files = layout.node_feat_files(part[0])
+            if part[1] in files:
                 layout.read_index(files[part[1]].parent)
-            except layout.LayoutError as e:
-                raise _Refused(str(e)) from None
+        except layout.LayoutError as e:
+            raise _Refused(str(e)) from None
     try:
         patch.install()
     except patch.OutOfCoreError as e:
@@ -80,7 +65,10 @@ def run(script: str, args: list[str]) -> None:
 
 def export(config: str) -> None:
     """Each part's node_feat.dgl, also as .npy (one part in memory at a time)."""
-    parts = _part_dirs(config)  # (before DGL's import: a bad config is told at once)
+    try:  # (before DGL's import: a bad config is told at once)
+        parts = layout.node_feat_files(config)
+    except layout.LayoutError as e:
+        raise _Refused(str(e)) from None
     from dgl.data.utils import load_tensors
 
     for part, feats_file in sorted(parts.items()):

@@ -75,6 +75,22 @@ def save_aligned(path: str | os.PathLike[str], array: np.ndarray[Any, Any]) -> N
             f.write(array.reshape(-1).view(np.uint8).data)
 
 
+def node_feat_files(config: str | os.PathLike[str]) -> dict[int, Path]:
+    """Each part's ``node_feat.dgl``, by part id, from a partition config (DGL's JSON); the
+    part's folder is its parent."""
+    try:
+        meta = json.loads(Path(config).read_text())
+    except (OSError, ValueError) as e:
+        raise LayoutError(f"{config}: cannot read the partition config: {e}") from None
+    found: dict[int, Path] = {}
+    for key, entry in meta.items() if isinstance(meta, dict) else ():
+        if key.startswith("part-") and isinstance(entry, dict) and "node_feats" in entry:
+            found[int(key[5:])] = Path(config).parent / entry["node_feats"]
+    if not found:
+        raise LayoutError(f"{config}: no part-<i> entry with node_feats")
+    return found
+
+
 def read_index(part_dir: str | os.PathLike[str]) -> dict[str, Path]:
     """Key -> ``.npy`` path of a part written by :func:`write` (:class:`LayoutError` names
     what is missing)."""

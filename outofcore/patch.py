@@ -125,12 +125,10 @@ def node_features(part_config: str, part_id: int) -> dict[str, Any]:
     registers their data names."""
     from dgl.distributed.dist_graph import HeteroDataName
 
-    with open(part_config) as f:
-        meta = json.load(f)
-    entry = meta.get(f"part-{part_id}") or {}
-    if "node_feats" not in entry:
+    files = layout.node_feat_files(part_config)
+    if part_id not in files:
         raise OutOfCoreError(f"{part_config}: part-{part_id} has no node_feats entry")
-    part_dir = Path(part_config).parent / Path(entry["node_feats"]).parent
+    part_dir = files[part_id].parent
     feats: dict[str, Any] = {}
     names: dict[str, str] = {}
     for key, path in layout.read_index(part_dir).items():
@@ -209,35 +207,35 @@ def check_version(version: str) -> None:
         )
 
 
+def _replaced() -> tuple[tuple[Any, str, Callable[..., Any]], ...]:
+    """What the patch replaces: (owner, attribute, replacement), each attribute name once."""
+    from dgl.distributed import dist_graph, kvstore, rpc
+
+    return (
+        (dist_graph, "load_partition_feats", _load_partition_feats),
+        (kvstore, "empty_shared_mem", _empty_shared_mem),
+        (rpc, "copy_data_to_shared_memory", _copy_data_to_shared_memory),
+        (kvstore.KVClient, "pull", _pull),
+        (kvstore, "default_pull_handler", _default_pull_handler),
+    )
+
+
 def install() -> None:
     """Replace the five functions (idempotent)."""
     if _originals:
         return
     import dgl
-    from dgl.distributed import dist_graph, kvstore, rpc
 
     check_version(dgl.__version__)
-    _originals["load_partition_feats"] = dist_graph.load_partition_feats
-    _originals["empty_shared_mem"] = kvstore.empty_shared_mem
-    _originals["copy_data_to_shared_memory"] = rpc.copy_data_to_shared_memory
-    _originals["pull"] = kvstore.KVClient.pull
-    _originals["default_pull_handler"] = kvstore.default_pull_handler
-    dist_graph.load_partition_feats = _load_partition_feats
-    kvstore.empty_shared_mem = _empty_shared_mem
-    rpc.copy_data_to_shared_memory = _copy_data_to_shared_memory
-    kvstore.KVClient.pull = _pull
-    kvstore.default_pull_handler = _default_pull_handler
+    for owner, name, replacement in _replaced():
+        _originals[name] = getattr(owner, name)
+        setattr(owner, name, replacement)
 
 
 def uninstall() -> None:
     """Put DGL's functions back (tests)."""
     if not _originals:
         return
-    from dgl.distributed import dist_graph, kvstore, rpc
-
-    dist_graph.load_partition_feats = _originals.pop("load_partition_feats")
-    kvstore.empty_shared_mem = _originals.pop("empty_shared_mem")
-    rpc.copy_data_to_shared_memory = _originals.pop("copy_data_to_shared_memory")
-    kvstore.KVClient.pull = _originals.pop("pull")
-    kvstore.default_pull_handler = _originals.pop("default_pull_handler")
+    for owner, name, _ in _replaced():
+        setattr(owner, name, _originals.pop(name))
     _names.clear()
