@@ -11,7 +11,7 @@ VENV     := $(CACHE)/venv-$(VENV_KEY)
 BIN      := $(VENV)/bin
 DGL_KEY  := $(shell sha256sum requirements-dgl.txt | cut -c1-12)
 DGL_VENV := $(CACHE)/venv-dgl-$(DGL_KEY)
-PKGS     := clock workqueue kubeclient informers controller launcher watcher_loop kubectl_download podprogram podcontract distpart chunkedgraph dgl_operator outofcore
+PKGS     := clock workqueue kubeclient informers controller launcher watcher_loop kubectl_download podprogram podcontract distpart chunkedgraph dgljob dgl_operator outofcore
 K8S_BINS := kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
 # Imports (and the console scripts started by tests) come from this checkout even when the
 # shared cached venv's editable install points at another clone.

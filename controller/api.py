@@ -1,768 +1,91 @@
-"""The DGLJob API at the edge: names, defaults, and typed access to the raw JSON object.
-
-The CRD (charts/dgl-operator/crds/qihoo.net_dgljobs.yaml) is the source of truth for
-validation; :func:`parse_job` re-checks the same rules so that an object that slipped past
-admission (an old CRD, a cluster without CEL) ends ``Failed``/``InvalidSpec`` with a message
-naming the field, instead of crashing the controller.
-"""
+"""The DGLJob API as the controller imports it: the typed model, its parser and its names
+live in :mod:`dgljob` (shared with the users' client); here they are re-exported, and
+:data:`DGLJOBS` is the resource the controller lists, watches and writes."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
-
-from controller import modes
-from kubeclient import Resource
-from podcontract import CHUNKED_LAYOUTS, DEFAULT_PAGE_CACHE_FRACTION, DGL_API, SHARED
-
-GROUP = "qihoo.net"
-VERSION = "v1alpha1"
-KIND = "DGLJob"
-API_VERSION = f"{GROUP}/{VERSION}"
-DGLJOBS = Resource(GROUP, VERSION, "dgljobs", KIND)
-
-# Replica types
-LAUNCHER = "Launcher"
-WORKER = "Worker"
-PARTITIONER = "Partitioner"
-REPLICA_TYPES = (LAUNCHER, PARTITIONER, WORKER)
-# not a replica type of the spec: an elastic job's room-finder for its next partitioner
-# (controller/elastic_sync.py), labelled as the replicas are
-PROBE = "Probe"
-
-# spec.partitionMode (what each one means: controller/modes.py)
-SKIP = modes.SKIP
-PARTITION_MODES = modes.PARTITION_MODES
-
-# spec.partitionTransfer: how the parts reach the workers (the modes with a Partitioner pod)
-TRANSFER_HTTP = "HTTP"  # each worker pulls its part straight from the partitioner pod
-TRANSFER_KUBECTL = "KubectlCp"  # kubectl cp through the API server, via the launcher
-PARTITION_TRANSFERS = (TRANSFER_HTTP, TRANSFER_KUBECTL)
-
-# spec.cleanPodPolicy
-CLEAN_RUNNING = "Running"
-CLEAN_ALL = "All"
-CLEAN_NONE = "None"
-CLEAN_POD_POLICIES = (CLEAN_RUNNING, CLEAN_ALL, CLEAN_NONE)
-
-# spec.launcherCreationPolicy
-WAIT_FOR_WORKERS_READY = "WaitForWorkersReady"
-AT_STARTUP = "AtStartup"
-LAUNCHER_CREATION_POLICIES = (WAIT_FOR_WORKERS_READY, AT_STARTUP)
-
-# spec.storage.claimPolicy: what becomes of a claim made from spec.storage.claimTemplate
-CLAIM_RETAIN = "Retain"  # it outlives the job (the default: results are what it is for)
-CLAIM_DELETE = "Delete"  # the job owns it: the garbage collector deletes it with the job
-CLAIM_POLICIES = (CLAIM_RETAIN, CLAIM_DELETE)
-STORAGE_KEYS = ("claimName", "claimTemplate", "claimPolicy", "path", "sharePartitions")
-ELASTIC_KEYS = ("minReplicas", "maxReplicas", "settleSeconds", "cooldownSeconds")
-DEFAULT_SETTLE_SECONDS = 30
-DEFAULT_COOLDOWN_SECONDS = 60
-MAX_REPLICAS = 10000
-
-MAX_NAME = 63  # DNS-1035 label: pod hostnames, Service names, label values
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+from dgljob.model import (
+    ChunkedGraphSpec,
+    DGLJob,
+    ElasticPolicy,
+    JobSpec,
+    OutOfCoreSpec,
+    Placement,
+    ReplicaSpec,
+    RunPolicy,
+    SchedulingPolicy,
+    StorageSpec,
 )
-_STORAGE_PATH = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
-
-
-class SpecError(ValueError):
-    """A DGLJob field is invalid; ``field`` is its path, e.g. ``spec.runPolicy.backoffLimit``."""
-
-    def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        self.message = message
-        super().__init__(f"{field}: {message}")
-
-
-@dataclass(frozen=True)
-class ReplicaSpec:
-    replicas: int
-    template: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class SchedulingPolicy:
-    """``spec.runPolicy.schedulingPolicy``, field for field mpi-operator v2beta1's.
-
-    ``min_available`` (default and maximum: :attr:`JobSpec.gang_size`) is the gang
-    scheduler's PodGroup's minMember; ``priority_class`` goes on the pods whose template sets
-    none; ``queue`` is accepted and ignored (Coscheduling has no queues);
-    ``schedule_timeout_seconds`` is the PodGroup's timeout and, with or without a gang
-    scheduler, how long the job's pods may wait (unschedulable, image not pulled, ...) before
-    the job fails with their reason.
-    """
-
-    min_available: int | None = None
-    queue: str = ""
-    priority_class: str = ""
-    schedule_timeout_seconds: int | None = None
-
-
-@dataclass(frozen=True)
-class RunPolicy:
-    ttl_seconds_after_finished: int | None = None
-    active_deadline_seconds: int | None = None
-    backoff_limit: int = 0
-    suspend: bool = False
-    scheduling_policy: SchedulingPolicy = SchedulingPolicy()
-
-
-@dataclass(frozen=True)
-class ChunkedGraphSpec:
-    """``spec.chunkedGraph``: the ParMETIS modes' input, as the partitioning pods see it."""
-
-    path: str
-    layout: str = SHARED
-
-
-@dataclass(frozen=True)
-class StorageSpec:
-    """``spec.storage``: the claim whose folder ``path`` holds what outlives the pods
-    (results, checkpoints, cached partitions; launcher/storage/layout.py has the layout)."""
-
-    claim_name: str | None = None  # the user's claim: never modified or deleted
-    claim_template: dict[str, Any] | None = None  # a claim the operator makes (<job>-results)
-    claim_policy: str = CLAIM_RETAIN
-    path: str = ""
-    share_partitions: bool = False
-
-
-@dataclass(frozen=True)
-class OutOfCoreSpec:
-    """``spec.outOfCore``: the workers' node features stay on their disk, memory-mapped
-    (dglrun's --out-of-core, the outofcore package); the memory plan counts
-    ``page_cache_fraction`` of them as page cache."""
-
-    enabled: bool = False
-    page_cache_fraction: float = DEFAULT_PAGE_CACHE_FRACTION
-
-
-OUT_OF_CORE_KEYS = ("enabled", "pageCacheFraction")
-
-
-@dataclass(frozen=True)
-class ElasticPolicy:
-    """``spec.elasticPolicy``: the job trains with any number of workers in
-    [``min_replicas``, ``max_replicas``] and changes it between attempts (controller/elastic.py).
-
-    ``settle_seconds``: once ``min_replicas`` workers run, how long to wait for more before
-    training starts with those that run; ``cooldown_seconds``: the least time between the
-    start of an attempt and a rescale that grows it (a shrink never waits)."""
-
-    min_replicas: int
-    max_replicas: int
-    settle_seconds: int = DEFAULT_SETTLE_SECONDS
-    cooldown_seconds: int = DEFAULT_COOLDOWN_SECONDS
-
-
-@dataclass(frozen=True)
-class Placement:
-    """What a queue's admission adds to the pods of one replica type (Kueue's podSet info:
-    controller/kueue.py): applied to every such pod the operator makes, never written into
-    the job's spec."""
-
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    tolerations: tuple[dict[str, Any], ...] = ()
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    count: int | None = None  # the pods admitted (None: as many as asked)
-
-    def apply(self, pod: dict[str, Any]) -> None:
-        """Onto a pod: its labels, annotations and nodeSelector take the admission's (the
-        admission's win: it is what the quota was counted on); tolerations are added."""
-        meta, spec = pod["metadata"], pod["spec"]
-        meta["labels"] = {**(meta.get("labels") or {}), **self.labels}
-        meta["annotations"] = {**(meta.get("annotations") or {}), **self.annotations}
-        if self.node_selector:
-            spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **self.node_selector}
-        have = list(spec.get("tolerations") or [])
-        added = [dict(t) for t in self.tolerations if t not in have]
-        if added:
-            spec["tolerations"] = have + added
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    partition_mode: str
-    clean_pod_policy: str
-    slots_per_worker: int
-    launcher_creation_policy: str
-    launcher: ReplicaSpec
-    worker: ReplicaSpec | None
-    run_policy: RunPolicy
-    chunked_graph: ChunkedGraphSpec | None = None
-    partition_transfer: str = TRANSFER_HTTP
-    storage: StorageSpec | None = None
-    elastic: ElasticPolicy | None = None
-    out_of_core: OutOfCoreSpec | None = None
-    # elastic jobs: the indices of the workers this attempt trains on, once chosen
-    # (controller/elastic.py); None: every worker (rigid jobs, and elastic ones still sizing)
-    members: tuple[int, ...] | None = None
-    # a queued job's admission, by replica type (controller/kueue.py); empty: none
-    placement: Mapping[str, Placement] = field(default_factory=dict)
-
-    @property
-    def mode(self) -> modes.Mode:
-        return modes.MODES[self.partition_mode]
-
-    @property
-    def pulls_partitions(self) -> bool:
-        """The workers pull their parts from the partitioner pod over HTTP."""
-        return self.mode.partitioner and self.partition_transfer == TRANSFER_HTTP
-
-    @property
-    def workers(self) -> int:
-        """The worker pods the job has: Worker ``replicas``, or ``maxReplicas`` when elastic."""
-        if self.worker is None:
-            return 0
-        return self.elastic.max_replicas if self.elastic else self.worker.replicas
-
-    @property
-    def training_workers(self) -> tuple[int, ...]:
-        """The indices of the workers this attempt trains on (in the hostfile, in order)."""
-        return self.members if self.members is not None else tuple(range(self.workers))
-
-    @property
-    def gang(self) -> bool:
-        """The job may join a gang (--gang-scheduling): rigid jobs only, since an elastic
-        one starts with the workers that fit, which a gang would forbid."""
-        return self.elastic is None
-
-    @property
-    def launcher_with_the_rest(self) -> bool:
-        """The launcher is created with the other pods (not only once the workers run)."""
-        return not self.mode.workers or self.launcher_creation_policy != WAIT_FOR_WORKERS_READY
-
-    @property
-    def gang_size(self) -> int:
-        """The pods the operator creates together when the job (or a restart) starts: the
-        partitioner (in the modes with one), the workers, and the launcher unless
-        WaitForWorkersReady creates it once they run. The default of
-        ``schedulingPolicy.minAvailable``, and its maximum: a gang that counts a pod created
-        only later would wait forever."""
-        partitioner = 1 if self.mode.partitioner else 0
-        return partitioner + self.workers + (1 if self.launcher_with_the_rest else 0)
-
-    @property
-    def min_available(self) -> int:
-        """The PodGroup's minMember."""
-        return self.run_policy.scheduling_policy.min_available or self.gang_size
-
-
-@dataclass(frozen=True)
-class DGLJob:
-    namespace: str
-    name: str
-    uid: str
-    generation: int
-    spec: JobSpec
-    raw: dict[str, Any]
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def status(self) -> dict[str, Any]:
-        st = self.raw.get("status")
-        return st if isinstance(st, dict) else {}
-
-    # Derived child names (the original operator's naming, kept for compatibility).
-    @property
-    def launcher_name(self) -> str:
-        return f"{self.name}-launcher"
-
-    @property
-    def partitioner_name(self) -> str:
-        return f"{self.name}-partitioner"
-
-    @property
-    def probe_name(self) -> str:
-        return f"{self.name}-probe"
-
-    @property
-    def config_name(self) -> str:
-        return f"{self.name}-config"
-
-    def worker_name(self, index: int) -> str:
-        return f"{self.name}-worker-{index}"
-
-    @property
-    def claim_name(self) -> str | None:
-        """The storage's PersistentVolumeClaim: the user's, or the one made from the
-        template."""
-        st = self.spec.storage
-        if st is None:
-            return None
-        return st.claim_name or f"{self.name}-results"
-
-    @property
-    def run_name(self) -> str:
-        """This job's folder on its storage (launcher/storage/layout.py): every restart shares it,
-        a new job of the same name does not."""
-        return f"{self.name}-{self.uid[:8]}"
-
-    def worker_names(self) -> list[str]:
-        return [self.worker_name(i) for i in range(self.spec.workers)]
-
-    def training_worker_names(self) -> list[str]:
-        """The workers of this attempt's hostfile (all of them unless elastic)."""
-        return [self.worker_name(i) for i in self.spec.training_workers]
-
-
-# -- parsing ------------------------------------------------------------------------------
-
-
-def _int(value: Any, field: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    number: int
-    if isinstance(value, float) and value.is_integer():
-        number = int(value)
-    elif isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    else:
-        raise SpecError(field, f"must be an integer, got {value!r}")
-    if minimum is not None and number < minimum:
-        raise SpecError(field, f"must be >= {minimum}, got {number}")
-    if maximum is not None and number > maximum:
-        raise SpecError(field, f"must be <= {maximum}, got {number}")
-    return number
-
-
-def _opt_int(d: dict[str, Any], key: str, field: str, minimum: int) -> int | None:
-    if d.get(key) is None:
-        return None
-    return _int(d[key], f"{field}.{key}", minimum=minimum)
-
-
-def _choice(value: Any, field: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise SpecError(field, f"must be one of {', '.join(allowed)}; got {value!r}")
-    return str(value)
-
-
-def _dict(value: Any, field: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise SpecError(field, f"must be an object, got {type(value).__name__}")
-    return value
-
-
-def _fields(value: Any, field: str, keys: tuple[str, ...]) -> dict[str, Any]:
-    """An object whose fields must be among ``keys`` (the first unknown one is named)."""
-    obj = _dict(value, field)
-    unknown = sorted(set(obj) - set(keys))
-    if unknown:
-        raise SpecError(f"{field}.{unknown[0]}", f"unknown field ({', '.join(keys)})")
-    return obj
-
-
-def _template(value: Any, field: str) -> dict[str, Any]:
-    tpl = _dict(value, field)
-    spec = tpl.get("spec")
-    if spec is None:
-        raise SpecError(f"{field}.spec", "is required")
-    spec = _dict(spec, f"{field}.spec")
-    containers = spec.get("containers")
-    if not isinstance(containers, list) or not containers:
-        raise SpecError(f"{field}.spec.containers", "must list at least one container")
-    for i, c in enumerate(containers):
-        cfield = f"{field}.spec.containers[{i}]"
-        c = _dict(c, cfield)
-        for required in ("name", "image"):
-            if not isinstance(c.get(required), str) or not c.get(required):
-                raise SpecError(f"{cfield}.{required}", "is required")
-        for key in ("command", "args"):
-            value = c.get(key)
-            if value is None:
-                continue
-            if not isinstance(value, list):
-                raise SpecError(f"{cfield}.{key}", "must be a list of strings")
-            for j, item in enumerate(value):
-                if not isinstance(item, str):
-                    raise SpecError(
-                        f"{cfield}.{key}[{j}]",
-                        f'must be a string, got {item!r} (quote numbers in YAML: "{item}")',
-                    )
-    return tpl
-
-
-def _replica(value: Any, field: str, *, exactly_one: bool) -> ReplicaSpec:
-    rs = _dict(value, field)
-    replicas = _int(rs.get("replicas", 1), f"{field}.replicas", minimum=1, maximum=10000)
-    if exactly_one and replicas != 1:
-        raise SpecError(f"{field}.replicas", f"Launcher replicas must be 1, got {replicas}")
-    if "template" not in rs:
-        raise SpecError(f"{field}.template", "is required")
-    return ReplicaSpec(replicas, _template(rs["template"], f"{field}.template"))
-
-
-def _run_policy(value: Any) -> RunPolicy:
-    if value is None:
-        return RunPolicy()
-    rp = _dict(value, "spec.runPolicy")
-    suspend = rp.get("suspend", False)
-    if not isinstance(suspend, bool):
-        raise SpecError("spec.runPolicy.suspend", f"must be true or false, got {suspend!r}")
-    backoff = rp.get("backoffLimit")
-    return RunPolicy(
-        ttl_seconds_after_finished=_opt_int(rp, "ttlSecondsAfterFinished", "spec.runPolicy", 0),
-        active_deadline_seconds=_opt_int(rp, "activeDeadlineSeconds", "spec.runPolicy", 1),
-        backoff_limit=0
-        if backoff is None
-        else _int(backoff, "spec.runPolicy.backoffLimit", minimum=0, maximum=100),
-        suspend=suspend,
-        scheduling_policy=_scheduling_policy(rp.get("schedulingPolicy")),
-    )
-
-
-def _scheduling_policy(value: Any) -> SchedulingPolicy:
-    if value is None:
-        return SchedulingPolicy()
-    field = "spec.runPolicy.schedulingPolicy"
-    sp = _dict(value, field)
-    strings = {}
-    for key in ("queue", "priorityClass"):
-        text = sp.get(key, "")
-        if not isinstance(text, str):
-            raise SpecError(f"{field}.{key}", f"must be a string, got {text!r}")
-        if text and not _DNS1123_SUBDOMAIN.match(text):
-            raise SpecError(
-                f"{field}.{key}",
-                f"must be a lowercase DNS subdomain (the name of a {key}), got {text!r}",
-            )
-        strings[key] = text
-    return SchedulingPolicy(
-        min_available=_opt_int(sp, "minAvailable", field, 1),
-        queue=strings["queue"],
-        priority_class=strings["priorityClass"],
-        schedule_timeout_seconds=_opt_int(sp, "scheduleTimeoutSeconds", field, 1),
-    )
-
-
-def _chunked_graph(value: Any, mode: modes.Mode) -> ChunkedGraphSpec | None:
-    field = "spec.chunkedGraph"
-    if value is None:
-        if mode.chunked_graph:
-            raise SpecError(
-                field,
-                f"is required when partitionMode is {mode.name}: the folder (or metadata.json) "
-                "of the chunked graph to partition, as the partitioning pods see it",
-            )
-        return None
-    if not mode.chunked_graph:
-        raise SpecError(
-            field, f"is only used by partitionMode ParMETIS and DistParMETIS, not {mode.name}"
-        )
-    cg = _dict(value, field)
-    unknown = sorted(set(cg) - {"path", "layout"})
-    if unknown:
-        raise SpecError(f"{field}.{unknown[0]}", "unknown field (path and layout are allowed)")
-    path = cg.get("path")
-    if not isinstance(path, str) or not path.startswith("/"):
-        raise SpecError(f"{field}.path", f"must be an absolute path, got {path!r}")
-    layout = _choice(cg.get("layout", SHARED), f"{field}.layout", CHUNKED_LAYOUTS)
-    if layout not in mode.layouts:
-        raise SpecError(
-            f"{field}.layout",
-            f"{layout} needs partitionMode DistParMETIS (ParMETIS runs every rank in one pod, "
-            "which must see the whole graph: Shared)",
-        )
-    return ChunkedGraphSpec(path, layout)
-
-
-def _storage(value: Any) -> StorageSpec | None:
-    field = "spec.storage"
-    if value is None:
-        return None
-    st = _fields(value, field, STORAGE_KEYS)
-    name, template = st.get("claimName"), st.get("claimTemplate")
-    if (name is None) == (template is None):
-        raise SpecError(
-            field,
-            "set exactly one of claimName (a PersistentVolumeClaim you made) and claimTemplate "
-            "(a claim the operator makes for the job)",
-        )
-    if name is not None and (
-        not isinstance(name, str) or len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name)
-    ):
-        raise SpecError(f"{field}.claimName", f"{name!r} is not a PersistentVolumeClaim name")
-    if template is not None:
-        tpl = _dict(template, f"{field}.claimTemplate")
-        extra = sorted(set(tpl) - {"metadata", "spec"})
-        if extra:
-            raise SpecError(
-                f"{field}.claimTemplate.{extra[0]}", "unknown field (metadata and spec are allowed)"
-            )
-        if "spec" not in tpl:
-            raise SpecError(
-                f"{field}.claimTemplate.spec",
-                "is required: a PersistentVolumeClaimSpec (accessModes, resources.requests."
-                "storage, storageClassName, ...)",
-            )
-        _dict(tpl["spec"], f"{field}.claimTemplate.spec")
-        meta = _dict(tpl.get("metadata") or {}, f"{field}.claimTemplate.metadata")
-        for key in meta:
-            if key not in ("labels", "annotations"):
-                raise SpecError(
-                    f"{field}.claimTemplate.metadata.{key}",
-                    "unknown field (labels and annotations are allowed; the name is <job>-results)",
-                )
-    policy = st.get("claimPolicy")
-    if policy is not None and template is None:
-        raise SpecError(
-            f"{field}.claimPolicy",
-            "applies to a claim made from claimTemplate only (a claimName claim is yours: the "
-            "operator never deletes it)",
-        )
-    path = st.get("path", "")
-    if not isinstance(path, str) or (
-        path and (len(path) > 200 or not _STORAGE_PATH.match(path) or ".." in path.split("/"))
-    ):
-        raise SpecError(
-            f"{field}.path",
-            f"{path!r} must be a relative folder inside the claim (letters, digits, '.', '_', "
-            "'-' and '/'; no '..')",
-        )
-    share = st.get("sharePartitions", False)
-    if not isinstance(share, bool):
-        raise SpecError(f"{field}.sharePartitions", f"must be true or false, got {share!r}")
-    return StorageSpec(
-        claim_name=name,
-        claim_template=template,
-        claim_policy=_choice(policy or CLAIM_RETAIN, f"{field}.claimPolicy", CLAIM_POLICIES),
-        path=path.strip("/"),
-        share_partitions=share,
-    )
-
-
-def _out_of_core(value: Any, mode: modes.Mode) -> OutOfCoreSpec | None:
-    field = "spec.outOfCore"
-    if value is None:
-        return None
-    ooc = _fields(value, field, OUT_OF_CORE_KEYS)
-    enabled = ooc.get("enabled", False)
-    if not isinstance(enabled, bool):
-        raise SpecError(f"{field}.enabled", f"must be true or false, got {enabled!r}")
-    fraction = ooc.get("pageCacheFraction", DEFAULT_PAGE_CACHE_FRACTION)
-    if (
-        isinstance(fraction, bool)
-        or not isinstance(fraction, (int, float))
-        or not (0 <= fraction <= 1)
-    ):
-        raise SpecError(
-            f"{field}.pageCacheFraction", f"must be a number from 0 to 1, got {fraction!r}"
-        )
-    if enabled and not mode.workers:
-        raise SpecError(
-            f"{field}.enabled",
-            "needs workers: partitionMode Skip runs the launcher alone, in memory",
-        )
-    return OutOfCoreSpec(enabled, float(fraction)) if enabled else None
-
-
-def _elastic(value: Any, worker: ReplicaSpec | None, mode: modes.Mode) -> ElasticPolicy | None:
-    field = "spec.elasticPolicy"
-    if value is None:
-        return None
-    ep = _fields(value, field, ELASTIC_KEYS)
-    if worker is None:
-        raise SpecError(field, f"partitionMode {mode.name} has no workers to scale")
-    low = _int(ep.get("minReplicas", 1), f"{field}.minReplicas", minimum=1, maximum=MAX_REPLICAS)
-    high = _int(
-        ep.get("maxReplicas", worker.replicas),
-        f"{field}.maxReplicas",
-        minimum=1,
-        maximum=MAX_REPLICAS,
-    )
-    if low > high:
-        raise SpecError(f"{field}.minReplicas", f"is {low}, more than maxReplicas ({high})")
-    if not low <= worker.replicas <= high:
-        raise SpecError(
-            "spec.dglReplicaSpecs.Worker.replicas",
-            f"is {worker.replicas}, outside elasticPolicy's [minReplicas, maxReplicas] = "
-            f"[{low}, {high}]",
-        )
-    return ElasticPolicy(
-        min_replicas=low,
-        max_replicas=high,
-        settle_seconds=_int(
-            ep.get("settleSeconds", DEFAULT_SETTLE_SECONDS),
-            f"{field}.settleSeconds",
-            minimum=0,
-            maximum=3600,
-        ),
-        cooldown_seconds=_int(
-            ep.get("cooldownSeconds", DEFAULT_COOLDOWN_SECONDS),
-            f"{field}.cooldownSeconds",
-            minimum=0,
-            maximum=86400,
-        ),
-    )
-
-
-def validate_elastic(spec: JobSpec) -> None:
-    """What an elastic job needs of the rest of its spec."""
-    if spec.elastic is None:
-        return
-    if spec.storage is None:
-        raise SpecError(
-            "spec.elasticPolicy",
-            "needs spec.storage: a rescale stops the job at an epoch boundary and resumes it "
-            "from the checkpoint kept there, with partitions cached there for each count",
-        )
-    cg = spec.chunked_graph
-    if cg is not None and cg.layout != SHARED:
-        raise SpecError(
-            "spec.elasticPolicy",
-            f"cannot scale spec.chunkedGraph.layout {cg.layout}: each worker holds the chunks "
-            "of one rank of a fixed count; use Shared",
-        )
-
-
-def validate_name(name: str, spec: JobSpec) -> None:
-    if not _DNS1035.match(name):
-        raise SpecError(
-            "metadata.name",
-            f"{name!r} must be a DNS-1035 label (lowercase letters, digits and '-', starting "
-            "with a letter): it names the job's pods and Services",
-        )
-    longest = [f"{name}-launcher"]
-    if spec.mode.partitioner:
-        longest.append(f"{name}-partitioner")
-    if spec.mode.workers:
-        longest.append(f"{name}-worker-{max(spec.workers - 1, 0)}")
-    for derived in longest:
-        if len(derived) > MAX_NAME:
-            raise SpecError(
-                "metadata.name",
-                f"is too long: derived pod name {derived!r} has {len(derived)} characters, "
-                f"the limit is {MAX_NAME}",
-            )
-
-
-def validate_scheduling(spec: JobSpec) -> None:
-    wanted = spec.run_policy.scheduling_policy.min_available
-    if wanted is None or wanted <= spec.gang_size:
-        return
-    later = (
-        ""
-        if spec.launcher_with_the_rest
-        else " (the launcher is not counted: launcherCreationPolicy WaitForWorkersReady creates "
-        "it only once the workers run)"
-    )
-    raise SpecError(
-        "spec.runPolicy.schedulingPolicy.minAvailable",
-        f"is {wanted}, more than the {spec.gang_size} pods the job creates at once{later}; "
-        "such a gang would never be scheduled",
-    )
-
-
-def parse_spec(spec_obj: Any) -> JobSpec:
-    spec = _dict(spec_obj, "spec")
-    mode = _choice(spec.get("partitionMode", DGL_API), "spec.partitionMode", PARTITION_MODES)
-    chunked = _chunked_graph(spec.get("chunkedGraph"), modes.MODES[mode])
-    transfer = _choice(
-        spec.get("partitionTransfer", TRANSFER_HTTP), "spec.partitionTransfer", PARTITION_TRANSFERS
-    )
-    clean = _choice(
-        spec.get("cleanPodPolicy", CLEAN_RUNNING), "spec.cleanPodPolicy", CLEAN_POD_POLICIES
-    )
-    slots = _int(spec.get("slotsPerWorker", 1), "spec.slotsPerWorker", minimum=1, maximum=1024)
-    creation = _choice(
-        spec.get("launcherCreationPolicy", WAIT_FOR_WORKERS_READY),
-        "spec.launcherCreationPolicy",
-        LAUNCHER_CREATION_POLICIES,
-    )
-    if "dglReplicaSpecs" not in spec:
-        raise SpecError("spec.dglReplicaSpecs", "is required")
-    replica_specs = _dict(spec["dglReplicaSpecs"], "spec.dglReplicaSpecs")
-    unknown = sorted(set(replica_specs) - {LAUNCHER, WORKER})
-    if unknown:
-        raise SpecError(
-            "spec.dglReplicaSpecs",
-            f"unknown replica type(s) {', '.join(unknown)}; only Launcher and Worker are allowed",
-        )
-    if LAUNCHER not in replica_specs:
-        raise SpecError("spec.dglReplicaSpecs.Launcher", "is required")
-    launcher = _replica(replica_specs[LAUNCHER], "spec.dglReplicaSpecs.Launcher", exactly_one=True)
-    worker: ReplicaSpec | None = None
-    if not modes.MODES[mode].workers:
-        if WORKER in replica_specs:
-            raise SpecError(
-                "spec.dglReplicaSpecs.Worker",
-                "must not be set when partitionMode is Skip (Skip runs the launcher alone)",
-            )
-    else:
-        if WORKER not in replica_specs:
-            raise SpecError(
-                "spec.dglReplicaSpecs.Worker", "is required unless partitionMode is Skip"
-            )
-        worker = _replica(replica_specs[WORKER], "spec.dglReplicaSpecs.Worker", exactly_one=False)
-    job_spec = JobSpec(
-        partition_mode=mode,
-        clean_pod_policy=clean,
-        slots_per_worker=slots,
-        launcher_creation_policy=creation,
-        launcher=launcher,
-        worker=worker,
-        run_policy=_run_policy(spec.get("runPolicy")),
-        chunked_graph=chunked,
-        partition_transfer=transfer,
-        storage=_storage(spec.get("storage")),
-        elastic=_elastic(spec.get("elasticPolicy"), worker, modes.MODES[mode]),
-        out_of_core=_out_of_core(spec.get("outOfCore"), modes.MODES[mode]),
-    )
-    validate_scheduling(job_spec)
-    validate_elastic(job_spec)
-    return job_spec
-
-
-@dataclass(frozen=True)
-class Finishing:
-    """What a finished job still needs of its spec: ``cleanPodPolicy`` and
-    ``runPolicy.ttlSecondsAfterFinished``."""
-
-    clean_pod_policy: str = CLEAN_RUNNING
-    ttl_seconds_after_finished: int | None = None
-
-
-def finishing(obj: dict[str, Any]) -> Finishing:
-    """A finished job's cleanPodPolicy and TTL, read leniently from the raw object: a value
-    that does not parse takes its default (Running; no TTL), and nothing else of the spec is
-    read. A job that finished under an older, looser API is cleaned up and deleted after its
-    TTL even when its spec no longer passes :func:`parse_job`."""
-    spec = obj.get("spec")
-    spec = spec if isinstance(spec, dict) else {}
-    clean = spec.get("cleanPodPolicy", CLEAN_RUNNING)
-    run_policy = spec.get("runPolicy")
-    ttl = run_policy.get("ttlSecondsAfterFinished") if isinstance(run_policy, dict) else None
-    try:
-        seconds = None if ttl is None else _int(ttl, "ttlSecondsAfterFinished", minimum=0)
-    except SpecError:
-        seconds = None
-    return Finishing(
-        clean_pod_policy=clean if clean in CLEAN_POD_POLICIES else CLEAN_RUNNING,
-        ttl_seconds_after_finished=seconds,
-    )
-
-
-def parse_job(obj: dict[str, Any]) -> DGLJob:
-    """Typed view of a raw DGLJob; raises :class:`SpecError` naming the offending field."""
-    meta = obj.get("metadata") or {}
-    name = str(meta.get("name") or "")
-    if "spec" not in obj:
-        raise SpecError("spec", "is required")
-    spec = parse_spec(obj["spec"])
-    validate_name(name, spec)
-    return DGLJob(
-        namespace=str(meta.get("namespace") or ""),
-        name=name,
-        uid=str(meta.get("uid") or ""),
-        generation=int(meta.get("generation") or 0),
-        spec=spec,
-        raw=obj,
-    )
+from dgljob.modes import PARTITION_MODES, SKIP
+from dgljob.names import (
+    API_VERSION,
+    AT_STARTUP,
+    CLAIM_DELETE,
+    CLAIM_POLICIES,
+    CLAIM_RETAIN,
+    CLEAN_ALL,
+    CLEAN_NONE,
+    CLEAN_POD_POLICIES,
+    CLEAN_RUNNING,
+    GROUP,
+    KIND,
+    LAUNCHER,
+    LAUNCHER_CREATION_POLICIES,
+    PARTITION_TRANSFERS,
+    PARTITIONER,
+    PLURAL,
+    PROBE,
+    REPLICA_TYPES,
+    TRANSFER_HTTP,
+    TRANSFER_KUBECTL,
+    VERSION,
+    WAIT_FOR_WORKERS_READY,
+    WORKER,
+)
+from dgljob.parse import Finishing, SpecError, finishing, parse_job, parse_spec
+from kubeclient import Resource
+
+DGLJOBS = Resource(GROUP, VERSION, PLURAL, KIND)
+
+__all__ = [
+    "API_VERSION",
+    "AT_STARTUP",
+    "CLAIM_DELETE",
+    "CLAIM_POLICIES",
+    "CLAIM_RETAIN",
+    "CLEAN_ALL",
+    "CLEAN_NONE",
+    "CLEAN_POD_POLICIES",
+    "CLEAN_RUNNING",
+    "DGLJOBS",
+    "GROUP",
+    "KIND",
+    "LAUNCHER",
+    "LAUNCHER_CREATION_POLICIES",
+    "PARTITIONER",
+    "PARTITION_MODES",
+    "PARTITION_TRANSFERS",
+    "PROBE",
+    "REPLICA_TYPES",
+    "SKIP",
+    "TRANSFER_HTTP",
+    "TRANSFER_KUBECTL",
+    "VERSION",
+    "WAIT_FOR_WORKERS_READY",
+    "WORKER",
+    "ChunkedGraphSpec",
+    "DGLJob",
+    "ElasticPolicy",
+    "Finishing",
+    "JobSpec",
+    "OutOfCoreSpec",
+    "Placement",
+    "ReplicaSpec",
+    "RunPolicy",
+    "SchedulingPolicy",
+    "SpecError",
+    "StorageSpec",
+    "finishing",
+    "parse_job",
+    "parse_spec",
+]

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from dgl_operator.client import DGLJobClient, DGLJobError, Progress
-from dgl_operator.client.spec import GROUP
+from dgl_operator.client import DGLJobClient, DGLJobError, JobProgress
+from dgljob.names import GROUP
 from kubeclient import KubeError
 
 RESOURCE = f"dgljob.{GROUP}"
@@ -184,19 +184,16 @@ def run(a: argparse.Namespace, client: DGLJobClient) -> int:
             raise DGLJobError("submit needs the DGLJob's YAML file (dglctl submit job.yaml)")
         job = client.create(path, dry_run=a.dry_run)
         if out == "json":
-            dump(job)
+            dump(job.raw)
         elif out == "name":
-            print(f"{RESOURCE}/{job['metadata']['name']}")
+            print(f"{RESOURCE}/{job.name}")
         else:
-            print(
-                f"{RESOURCE}/{job['metadata']['name']} created"
-                + (" (server dry run)" if a.dry_run else "")
-            )
+            print(f"{RESOURCE}/{job.name} created" + (" (server dry run)" if a.dry_run else ""))
     elif a.verb == "get":
         job = client.get(a.name)
-        dump(job) if out == "json" else print(jobs_table([job], out == "wide", False))
+        dump(job.raw) if out == "json" else print(jobs_table([job.raw], out == "wide", False))
     elif a.verb == "list":
-        jobs = client.list(all_namespaces=a.all_namespaces, selector=a.selector)
+        jobs = [j.raw for j in client.list(all_namespaces=a.all_namespaces, selector=a.selector)]
         if out == "json":
             dump({"apiVersion": "v1", "kind": "List", "items": jobs})
         elif out == "name":
@@ -217,17 +214,17 @@ def run(a: argparse.Namespace, client: DGLJobClient) -> int:
             print(line, flush=True)
             lines += 1
         if not lines and not a.follow:
-            phase = (client.get(a.name).get("status") or {}).get("phase") or "Pending"
+            phase = client.get(a.name).status.get("phase") or "Pending"
             waiting(f"dgljob {a.name} has no launcher log yet (phase {phase}): -f waits for it")
     elif a.verb == "wait":
         until = tuple(a.until or ["Succeeded"])
         job = client.wait(a.name, until=until, timeout=a.timeout)
         if out == "json":
-            dump(job)
+            dump(job.raw)
         else:
             print(f"{RESOURCE}/{a.name} condition met")
     elif a.verb == "progress":
-        last: Progress = client.show_progress(a.name)
+        last: JobProgress = client.show_progress(a.name)
         return 1 if last.ended == "Failed" else 0
     elif a.verb == "results":
         res = client.results(
@@ -253,7 +250,7 @@ def run(a: argparse.Namespace, client: DGLJobClient) -> int:
             print(events_table(events))
     elif a.verb in ("suspend", "resume"):
         job = client.suspend(a.name) if a.verb == "suspend" else client.resume(a.name)
-        dump(job) if out == "json" else print(f"{RESOURCE}/{a.name} {a.verb}d")
+        dump(job.raw) if out == "json" else print(f"{RESOURCE}/{a.name} {a.verb}d")
     elif a.verb == "delete":
         client.delete(a.name, wait=a.wait)
         print(f'{RESOURCE} "{a.name}" deleted')

@@ -9,7 +9,9 @@ podprogram, podcontract and chunkedgraph; kubectl_download only it, podprogram a
 podcontract; distpart chunkedgraph and outofcore's .npy layout, never launcher; outofcore
 (out-of-core workers' DGL patch) no project package; kubeclient (the only HTTP code) knows
 nothing of caches; informers know nothing of the controller; nothing imports the controller;
-dgl_operator (the users' client and dglctl) only kubeclient;
+dgljob (the DGLJob API: typed model, parser, names) only podcontract; the controller and
+dgl_operator (the users' client and dglctl) share it, and dgl_operator imports only it and
+kubeclient;
 and none of them imports the development code (localcluster, tests, e2e, bench).
 
 Development code: localcluster (this machine's single-node Kubernetes) imports no project
@@ -45,6 +47,7 @@ PRODUCT = {
     "kubectl_download",
     "distpart",
     "chunkedgraph",
+    "dgljob",
     "dgl_operator",
     "outofcore",
 }
@@ -65,8 +68,11 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     # the API client: HTTP, errors by status, resources, the JSON object type
     "kubeclient": (set(), {"kubernetes", "urllib3"}),
     "informers": ({"clock", "kubeclient"}, {"structlog"}),
+    # the DGLJob API besides its CRD: the typed model, its parser, its names (the operator's
+    # and the client's both): the pod contract's names and the standard library only
+    "dgljob": ({"podcontract"}, set()),
     "controller": (
-        {"clock", "workqueue", "kubeclient", "informers", "podprogram", "podcontract"},
+        {"clock", "workqueue", "kubeclient", "informers", "podprogram", "podcontract", "dgljob"},
         {"kubernetes", "prometheus_client", "structlog"},
     ),
     # DGL's chunked graph format (metadata, chunk checks, which rank reads what): standard
@@ -85,7 +91,7 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     ),
     # the users' client and dglctl: the API client and nothing of the operator's side (it
     # speaks to the API server as kubectl does); tqdm draws its progress bar when installed
-    "dgl_operator": ({"kubeclient"}, {"kubernetes", "yaml", "tqdm"}),
+    "dgl_operator": ({"kubeclient", "dgljob"}, {"kubernetes", "yaml", "tqdm"}),
     # out-of-core workers: the .npy layout (numpy; distpart writes it) and DGL 2.1's patch
     "outofcore": (set(), {"numpy", "torch", "dgl"}),
     # -- development code -----------------------------------------------------------------------

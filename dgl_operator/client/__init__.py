@@ -1,12 +1,14 @@
 """Submit, follow and collect DGLJobs from Python: :class:`DGLJobClient` (its docstring shows a
-whole round), the typed spec (:class:`DGLJob`, :class:`Container`, :class:`Storage`,
-:class:`RunPolicy`), the readings (:class:`Progress`) and the errors (:class:`DGLJobError`
-and its subclasses)."""
+whole round); the typed job, the operator's own model (:class:`DGLJob`, built with
+:func:`new_job` from :class:`MainContainer`, :class:`StorageSpec`, :class:`RunPolicy`, ...:
+:mod:`dgljob`); the readings (:class:`JobProgress`) and the errors (:class:`DGLJobError` and
+its subclasses)."""
 
 from dgl_operator.client.client import DGLJOBS, DGLJobClient, default_namespace
 from dgl_operator.client.errors import (
     ApiRefused,
     DGLJobError,
+    InvalidJob,
     JobFailed,
     JobNotFound,
     ManifestError,
@@ -15,26 +17,44 @@ from dgl_operator.client.errors import (
     WaitTimeout,
 )
 from dgl_operator.client.results import Results
-from dgl_operator.client.spec import Container, DGLJob, RunPolicy, Storage, manifest
-from dgl_operator.client.status import Progress
+from dgl_operator.client.spec import manifest
+from dgl_operator.client.status import JobProgress
+from dgljob.build import MainContainer, new_job
+from dgljob.model import (
+    ChunkedGraphSpec,
+    DGLJob,
+    ElasticPolicy,
+    OutOfCoreSpec,
+    RunPolicy,
+    SchedulingPolicy,
+    StorageSpec,
+)
+from dgljob.parse import SpecError
 
 __all__ = [
     "DGLJOBS",
     "ApiRefused",
-    "Container",
+    "ChunkedGraphSpec",
     "DGLJob",
     "DGLJobClient",
     "DGLJobError",
+    "ElasticPolicy",
+    "InvalidJob",
     "JobFailed",
     "JobNotFound",
+    "JobProgress",
+    "MainContainer",
     "ManifestError",
     "NoResults",
-    "Progress",
+    "OutOfCoreSpec",
     "Results",
     "ResultsCopyFailed",
     "RunPolicy",
-    "Storage",
+    "SchedulingPolicy",
+    "SpecError",
+    "StorageSpec",
     "WaitTimeout",
     "default_namespace",
     "manifest",
+    "new_job",
 ]

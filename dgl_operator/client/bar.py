@@ -7,7 +7,7 @@ import importlib
 import sys
 from typing import Any
 
-from dgl_operator.client.status import Progress
+from dgl_operator.client.status import JobProgress
 
 
 class EpochBar:
@@ -31,7 +31,7 @@ class EpochBar:
         if self._bar is not None:
             self._bar.close()
 
-    def update(self, p: Progress) -> None:
+    def update(self, p: JobProgress) -> None:
         desc = f"{self.name}: {p.phase or 'Pending'}"
         if p.step_name:
             desc += f" {p.step}/{p.steps} {p.step_name}"

@@ -10,6 +10,11 @@ pipeline step), through the API server as kubectl does.
     job = jobs.wait("dgl-graphsage-kept", timeout=3600)  # JobFailed(reason, message) if it fails
     print(jobs.results("dgl-graphsage-kept", "./results"))  # model.pt, metrics.json, logs/
 
+Jobs go in as a YAML path, a dict or a typed :class:`dgljob.model.DGLJob` (``new_job(...)``)
+and come out typed, as the Kubeflow SDK's do: ``create``, ``get``, ``list``, ``wait``,
+``suspend`` and ``resume`` return :class:`DGLJob` (the operator's own model: ``job.spec``
+parsed, ``job.raw`` the API server's object, ``job["status"]`` read from it).
+
 Configuration follows the ``kubernetes`` package's rules: ``kubeconfig`` (else ``$KUBECONFIG``,
 else ``~/.kube/config``) and its ``context``, else the pod's service account in a cluster. The
 namespace is the one given, else the context's, else the pod's, else ``default``.
@@ -38,11 +43,13 @@ from dgl_operator.client.errors import (
     NoResults,
     WaitTimeout,
 )
-from dgl_operator.client.spec import GROUP, KIND, VERSION, DGLJob, manifest
-from dgl_operator.client.status import Progress, ended, failure, phase, reached
+from dgl_operator.client.spec import manifest, typed
+from dgl_operator.client.status import JobProgress, ended, failure, phase, reached
+from dgljob.model import DGLJob
+from dgljob.names import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from kubeclient import EVENTS, ApiError, Gone, NotFound, Resource, RestClient, TransportError
 
-DGLJOBS = Resource(GROUP, VERSION, "dgljobs", KIND)
+DGLJOBS = Resource(GROUP, VERSION, PLURAL, KIND)
 INCLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 USER_AGENT = "dglctl"
 
@@ -118,7 +125,7 @@ class DGLJobClient:
 
     def create(
         self, job: JobLike, *, namespace: str | None = None, dry_run: bool = False
-    ) -> dict[str, Any]:
+    ) -> DGLJob:
         """Create the job (a YAML path, a dict or a :class:`DGLJob`); its namespace is the
         manifest's, else the client's. ``dry_run``: the API server validates it (schema, the
         CRD's rules, unknown fields) and stores nothing. Returns the created object."""
@@ -136,10 +143,12 @@ class DGLJobClient:
         out: dict[str, Any] = self._call(
             lambda: self.api.create(DGLJOBS, ns, obj, field_validation="Strict", dry_run=dry_run)
         )
-        return out
+        return typed(out)
 
-    def get(self, name: str, *, namespace: str | None = None) -> dict[str, Any]:
-        ns = self._ns(namespace)
+    def get(self, name: str, *, namespace: str | None = None) -> DGLJob:
+        return typed(self._get(name, self._ns(namespace)))
+
+    def _get(self, name: str, ns: str) -> dict[str, Any]:
         out: dict[str, Any] = self._call(lambda: self.api.get(DGLJOBS, ns, name), name, ns)
         return out
 
@@ -149,18 +158,16 @@ class DGLJobClient:
         namespace: str | None = None,
         all_namespaces: bool = False,
         selector: str | None = None,
-    ) -> builtins.list[dict[str, Any]]:
+    ) -> builtins.list[DGLJob]:
         """The jobs by namespace and name, as kubectl lists them (``all_namespaces``: every
         namespace's)."""
         ns = None if all_namespaces else self._ns(namespace)
         out = self._call(lambda: self.api.list(DGLJOBS, ns, label_selector=selector))
         items = list(out.get("items") or [])
         for item in items:  # (a list's items carry no kind)
-            item.setdefault("apiVersion", f"{GROUP}/{VERSION}")
+            item.setdefault("apiVersion", API_VERSION)
             item.setdefault("kind", KIND)
-        return sorted(
-            items, key=lambda j: (j["metadata"].get("namespace", ""), j["metadata"]["name"])
-        )
+        return sorted((typed(item) for item in items), key=lambda j: (j.namespace, j.name))
 
     def delete(
         self, name: str, *, namespace: str | None = None, wait: bool = False, timeout: float = 120
@@ -182,19 +189,19 @@ class DGLJobClient:
                 raise WaitTimeout(name, ("deleted",), timeout, "Deleting")
             time.sleep(0.5)
 
-    def suspend(self, name: str, *, namespace: str | None = None) -> dict[str, Any]:
+    def suspend(self, name: str, *, namespace: str | None = None) -> DGLJob:
         """``runPolicy.suspend: true``: the operator deletes the job's pods and holds it
         Suspended (with spec.storage, resuming carries on from its last checkpoint)."""
         return self._set_suspend(name, namespace, True)
 
-    def resume(self, name: str, *, namespace: str | None = None) -> dict[str, Any]:
+    def resume(self, name: str, *, namespace: str | None = None) -> DGLJob:
         return self._set_suspend(name, namespace, False)
 
-    def _set_suspend(self, name: str, namespace: str | None, value: bool) -> dict[str, Any]:
+    def _set_suspend(self, name: str, namespace: str | None, value: bool) -> DGLJob:
         ns = self._ns(namespace)
         patch = {"spec": {"runPolicy": {"suspend": value}}}
         out: dict[str, Any] = self._call(lambda: self.api.patch(DGLJOBS, ns, name, patch), name, ns)
-        return out
+        return typed(out)
 
     # -- following --------------------------------------------------------------------------
 
@@ -202,7 +209,7 @@ class DGLJobClient:
         """The job now, then each change, until ``timeout`` (None: for ever). Raises
         JobNotFound when it is (or gets) deleted."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        job = self.get(name, namespace=ns)
+        job = self._get(name, ns)
         yield job
         rv = job["metadata"].get("resourceVersion")
         while True:
@@ -229,7 +236,7 @@ class DGLJobClient:
                 finally:
                     stream.close()  # (also when the caller stops early: wait() returned)
             except (Gone, TransportError):
-                job = self.get(name, namespace=ns)  # (relist: this one object)
+                job = self._get(name, ns)  # (relist: this one object)
                 rv = job["metadata"].get("resourceVersion")
                 yield job
             except ApiError as e:
@@ -242,7 +249,7 @@ class DGLJobClient:
         until: tuple[str, ...] | str = ("Succeeded",),
         timeout: float | None = None,
         namespace: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> DGLJob:
         """Wait until the job is in one of ``until`` (condition types that are True, e.g.
         ``Succeeded``, ``Running``, ``Suspended``; or phases, e.g. ``Training``) and return it.
         Raises :class:`JobFailed` (the operator's reason and message) when it fails, or ends
@@ -253,7 +260,7 @@ class DGLJobClient:
         for job in self._watch(name, ns, timeout):
             last = job
             if reached(job, want):
-                return job
+                return typed(job)
             how = ended(job)
             if how == "Failed":
                 reason, message = failure(job)
@@ -269,13 +276,13 @@ class DGLJobClient:
 
     def progress(
         self, name: str, *, namespace: str | None = None, timeout: float | None = None
-    ) -> Iterator[Progress]:
-        """The job's :class:`Progress` now and at each change of its phase, progress or
+    ) -> Iterator[JobProgress]:
+        """The job's :class:`JobProgress` now and at each change of its phase, progress or
         restarts, until it ends (the last one has ``ended`` set) or ``timeout``."""
         ns = self._ns(namespace)
         seen = None
         for job in self._watch(name, ns, timeout):
-            p = Progress.of(job)
+            p = JobProgress.of(job)
             key = (p.phase, p.text, p.restarts, p.ended)
             if key != seen:
                 seen = key
@@ -285,12 +292,12 @@ class DGLJobClient:
 
     def show_progress(
         self, name: str, *, namespace: str | None = None, timeout: float | None = None
-    ) -> Progress:
+    ) -> JobProgress:
         """Draw the job's progress as a bar over its epochs (tqdm's, in a notebook too, when
-        tqdm is installed; else one line per change) until it ends; its last Progress."""
+        tqdm is installed; else one line per change) until it ends; its last JobProgress."""
         from dgl_operator.client.bar import EpochBar
 
-        last = Progress("", "")
+        last = JobProgress("", "")
         with EpochBar(name) as bar:
             for p in self.progress(name, namespace=namespace, timeout=timeout):
                 bar.update(p)
@@ -309,10 +316,10 @@ class DGLJobClient:
         job ends, waiting for the launcher to start, and on through the new launcher pod a
         restart makes (a line ``--- <job>-launcher was replaced ...`` marks it)."""
         ns = self._ns(namespace)
-        self.get(name, namespace=ns)  # (JobNotFound now, not at the first line)
+        self._get(name, ns)  # (JobNotFound now, not at the first line)
 
         def job_ended() -> bool:
-            return ended(self.get(name, namespace=ns)) is not None
+            return ended(self._get(name, ns)) is not None
 
         return iter(
             logs_mod.LauncherLog(
@@ -323,7 +330,7 @@ class DGLJobClient:
     def events(self, name: str, *, namespace: str | None = None) -> builtins.list[dict[str, Any]]:
         """The job's Events (the operator's and dglrun's), oldest first."""
         ns = self._ns(namespace)
-        job = self.get(name, namespace=ns)
+        job = self._get(name, ns)
         selector = f"involvedObject.kind={KIND},involvedObject.name={name}"
         out = self._call(lambda: self.api.list(EVENTS, ns, field_selector=selector))
         uid = job["metadata"].get("uid")
@@ -360,9 +367,9 @@ class DGLJobClient:
             if not claim or not folder.startswith("/"):
                 raise NoResults(f"source {source!r}: expected <claim>:/<folder in the claim>")
             run = folder[: -len("/output")] if folder.endswith("/output") else folder
-            src = results_mod.Source(ns, claim, run, job=name)
+            src = results_mod.ResultsSource(ns, claim, run, job=name)
         else:
-            src = results_mod.source_of(self.get(name, namespace=ns))
+            src = results_mod.source_of(self._get(name, ns))
         if image:
             src.image = image
         return results_mod.copy(

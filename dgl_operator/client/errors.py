@@ -25,6 +25,17 @@ class ApiRefused(DGLJobError):
         super().__init__(f"Error from server ({reason}): {message}")
 
 
+class InvalidJob(DGLJobError):
+    """A stored DGLJob whose spec the operator's parser refuses (it was admitted before the
+    CRD's rules, or breaks one only the parser states): the operator fails it InvalidSpec.
+    ``raw`` is the object; ``error`` the :class:`dgljob.parse.SpecError` naming the field."""
+
+    def __init__(self, raw: dict[str, Any], error: Exception) -> None:
+        self.raw, self.error = raw, error
+        name = (raw.get("metadata") or {}).get("name") or "?"
+        super().__init__(f"dgljob {name} has an invalid spec: {error}")
+
+
 class JobNotFound(DGLJobError):
     def __init__(self, namespace: str, name: str) -> None:
         self.namespace, self.name = namespace, name

@@ -95,7 +95,7 @@ http.server.HTTPServer(("", port), H).serve_forever()
 
 
 @dataclass
-class Source:
+class ResultsSource:
     """Where a job's results are: the claim, and the run folder in it (``/runs/<run>``)."""
 
     namespace: str
@@ -122,7 +122,7 @@ class Results:
     """What :func:`copy` copied: ``files`` (names in ``dest``) and their ``bytes``."""
 
     dest: Path
-    source: Source
+    source: ResultsSource
     files: list[str]
     bytes: int
 
@@ -134,7 +134,7 @@ class Results:
         )
 
 
-def source_of(job: dict[str, Any]) -> Source:
+def source_of(job: dict[str, Any]) -> ResultsSource:
     """The results' place for a job; :class:`NoResults` says why there is none."""
     meta, spec, st = job["metadata"], job.get("spec") or {}, job.get("status") or {}
     name, ns = meta["name"], meta.get("namespace", "default")
@@ -161,10 +161,10 @@ def source_of(job: dict[str, Any]) -> Source:
     main = (pod_spec.get("containers") or [{}])[0]
     image = str(main.get("image") or "")
     context = main.get("securityContext") or {}
-    return Source(ns, claim, run, name, str(meta.get("uid") or ""), image, keep, context)
+    return ResultsSource(ns, claim, run, name, str(meta.get("uid") or ""), image, keep, context)
 
 
-def reader_pod(src: Source, name: str, parts: tuple[str, ...]) -> dict[str, Any]:
+def reader_pod(src: ResultsSource, name: str, parts: tuple[str, ...]) -> dict[str, Any]:
     root = f"{MOUNT}{src.run}" if src.run.startswith("/") else f"{MOUNT}/{src.run}"
     meta: dict[str, Any] = {
         "name": name,
@@ -289,7 +289,7 @@ def _unpack(stream: Any, into: Path, manifest: list[dict[str, Any]]) -> int:
 
 def copy(
     api: RestClient,
-    src: Source,
+    src: ResultsSource,
     dest: Path,
     *,
     checkpoints: bool = False,

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from dgljob.model import DGLJob
+
 ENDED = ("Succeeded", "Failed")  # the condition types a job ends with
 
 _STEP = re.compile(r"^(\d+)/(\d+) (\w+)")
@@ -51,7 +53,7 @@ def failure(job: dict[str, Any]) -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
-class Progress:
+class JobProgress:
     """One reading of a job: its phase and dglrun's progress, parsed. ``epoch``/``epochs``
     once training reports them (``epoch`` as dglrun shows it)."""
 
@@ -66,7 +68,10 @@ class Progress:
     ended: str | None = None
 
     @classmethod
-    def of(cls, job: dict[str, Any]) -> Progress:
+    def of(cls, job: dict[str, Any] | DGLJob) -> JobProgress:
+        """The reading of a job: a raw object, or a typed one (its ``raw``)."""
+        if isinstance(job, DGLJob):
+            job = job.raw
         st = job.get("status") or {}
         text = str(st.get("progress") or "")
         step = steps = epoch = epochs = None

@@ -1,9 +1,10 @@
 """dgl_operator.client and dglctl against the real API server, with the operator running in
 this process and a test "kubelet" moving the pods (tests/support/live.py): create from a YAML
-path, a dict and the typed spec; server-side dry run and validation errors as kubectl words
-them; get, list, delete; suspend and resume; wait returning on success and raising the
-operator's reason on failure; progress and events. (The launcher's log and the results' copy
-need a kubelet: e2e/test_storage.py runs them on the real cluster.)"""
+path, a dict and the typed job (new_job; what comes back is typed too); server-side dry run
+and validation errors as kubectl words them; get, list, delete; suspend and resume; wait
+returning on success and raising the operator's reason on failure; progress and events. (The
+launcher's log and the results' copy need a kubelet: e2e/test_storage.py runs them on the real
+cluster.)"""
 
 from __future__ import annotations
 
@@ -21,17 +22,19 @@ import yaml
 from dgl_operator.client import (
     DGLJOBS,
     ApiRefused,
-    Container,
     DGLJob,
     DGLJobClient,
     JobFailed,
     JobNotFound,
+    MainContainer,
     ManifestError,
     NoResults,
     ResultsCopyFailed,
     RunPolicy,
-    Storage,
+    SchedulingPolicy,
+    StorageSpec,
     WaitTimeout,
+    new_job,
 )
 from kubeclient import PODS, RestClient
 from localcluster.cluster import ControlPlane
@@ -80,9 +83,9 @@ def test_create_from_a_yaml_path_a_dict_and_the_typed_spec(
     created = jobs.create(path)
     assert created["metadata"]["namespace"] == namespace and created["metadata"]["uid"]
     jobs.create(seed("from-dict"))
-    typed = DGLJob(
-        name="from-spec",
-        launcher=Container(
+    typed = new_job(
+        "from-spec",
+        launcher=MainContainer(
             image=IMAGE,
             name="dgl-graphsage",
             command=["dglrun"],
@@ -90,8 +93,8 @@ def test_create_from_a_yaml_path_a_dict_and_the_typed_spec(
             env={"DGL_DATASET": "ogbn-synth"},
         ),
         workers=3,
-        storage=Storage(claim_name="results", share_partitions=True),
-        run_policy=RunPolicy(backoff_limit=2, extra={"schedulingPolicy": {"minAvailable": 4}}),
+        storage=StorageSpec(claim_name="results", share_partitions=True),
+        run_policy=RunPolicy(backoff_limit=2, scheduling_policy=SchedulingPolicy(min_available=4)),
         labels={"team": "a"},
         pod={"securityContext": {"fsGroup": 1000}},
         extra={"cleanPodPolicy": "All"},
@@ -99,6 +102,8 @@ def test_create_from_a_yaml_path_a_dict_and_the_typed_spec(
     jobs.create(typed)
 
     got = jobs.get("from-spec")
+    assert isinstance(got, DGLJob) and got.spec.workers == 3 and got.namespace == namespace
+    assert got.spec.run_policy.scheduling_policy.min_available == 4
     spec = got["spec"]
     launcher = spec["dglReplicaSpecs"]["Launcher"]["template"]["spec"]
     assert launcher["containers"][0]["args"][-1] == "3"  # (a string, as the CRD wants)
@@ -189,7 +194,7 @@ def test_wait_returns_once_succeeded_and_progress_follows_the_epochs(
     watcher = threading.Thread(target=lambda: readings.extend(jobs.progress("ok", timeout=120)))
     watcher.start()
     waited: dict[str, Any] = {}
-    waiter = threading.Thread(target=lambda: waited.update(jobs.wait("ok", timeout=120)))
+    waiter = threading.Thread(target=lambda: waited.update(jobs.wait("ok", timeout=120).raw))
     waiter.start()
     for i, name in enumerate(["ok-worker-0", "ok-worker-1", "ok-partitioner"]):
         kubelet.run(name, f"10.0.9.{i + 1}")
@@ -271,7 +276,7 @@ def test_suspend_resume_and_delete(
     dest = Path(control_plane.kubeconfig).parent / "not-empty"
     dest.mkdir(exist_ok=True)
     (dest / "mine.txt").write_text("keep")
-    job = jobs.get("held")
+    job = jobs.get("held").raw
     job["spec"]["storage"] = {"claimName": "c"}
     job["status"]["results"] = "c:/runs/held-1/output"
     from dgl_operator.client import results as results_mod

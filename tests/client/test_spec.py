@@ -1,4 +1,5 @@
-"""The typed spec and manifest loading of dgl_operator.client (no server)."""
+"""The typed job (the operator's own model, built with new_job) and manifest loading of
+dgl_operator.client (no server)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dgl_operator.client import Container, DGLJob, ManifestError, RunPolicy, Storage, manifest
+from dgl_operator.client import (
+    ChunkedGraphSpec,
+    DGLJob,
+    MainContainer,
+    ManifestError,
+    RunPolicy,
+    SpecError,
+    StorageSpec,
+    manifest,
+    new_job,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "graphsage"
 
@@ -19,17 +30,25 @@ def test_the_seed_example_loads_unchanged() -> None:
 
 
 def test_typed_spec_names_the_common_fields_and_passes_the_rest_through() -> None:
-    job = DGLJob(
-        name="j",
+    typed = new_job(
+        "j",
         namespace="ns",
-        launcher=Container(image="img", command=["dglrun"], args=["--num-partitions", 2]),
+        launcher=MainContainer(image="img", command=["dglrun"], args=["--num-partitions", 2]),
         workers=4,
         partition_mode="DistParMETIS",
-        storage=Storage(claim_template={"spec": {"resources": {"requests": {"storage": "1Gi"}}}}),
+        storage=StorageSpec(
+            claim_template={"spec": {"resources": {"requests": {"storage": "1Gi"}}}}
+        ),
         run_policy=RunPolicy(ttl_seconds_after_finished=60, suspend=True),
         pod={"nodeSelector": {"pool": "gnn"}},
-        extra={"chunkedGraph": {"path": "/data/g", "layout": "PerWorker"}},
-    ).to_dict()
+        extra={"cleanPodPolicy": "All"},
+        chunked_graph=ChunkedGraphSpec("/data/g", layout="PerWorker"),
+    )
+    assert isinstance(typed, DGLJob) and typed.spec.workers == 4
+    assert typed.spec.chunked_graph == ChunkedGraphSpec("/data/g", "PerWorker")
+    assert typed.spec.clean_pod_policy == "All"  # (passed through extra, parsed)
+    job = typed.raw
+    assert manifest(typed) == job and manifest(typed) is not job
     assert job["apiVersion"] == "qihoo.net/v1alpha1" and job["kind"] == "DGLJob"
     assert job["metadata"] == {"name": "j", "namespace": "ns"}
     spec = job["spec"]
@@ -49,9 +68,9 @@ def test_typed_spec_names_the_common_fields_and_passes_the_rest_through() -> Non
 
 
 def test_skip_mode_has_no_workers_and_extra_container_fields_merge() -> None:
-    c = Container(image="img", resources={"limits": {"memory": "1Gi"}},
-                  extra={"volumeMounts": [{"name": "d", "mountPath": "/d"}]})  # fmt: skip
-    spec = DGLJob(name="s", launcher=c, partition_mode="Skip").to_dict()["spec"]
+    c = MainContainer(image="img", resources={"limits": {"memory": "1Gi"}},
+                      extra={"volumeMounts": [{"name": "d", "mountPath": "/d"}]})  # fmt: skip
+    spec = new_job("s", launcher=c, partition_mode="Skip").raw["spec"]
     assert set(spec["dglReplicaSpecs"]) == {"Launcher"}
     main = spec["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     assert main["resources"] == {"limits": {"memory": "1Gi"}}
@@ -93,3 +112,15 @@ def test_a_file_is_named_in_its_error(tmp_path: Path) -> None:
     folder.mkdir()
     with pytest.raises(ManifestError, match=r"dir\.yaml: cannot read the manifest"):
         manifest(folder)
+
+
+def test_a_typed_job_is_checked_by_the_operators_parser_naming_the_field() -> None:
+    """What the operator would refuse is refused when the job is built: a memory limit of
+    6K (K is no suffix), a gang size beside an elastic policy."""
+    bad = MainContainer(image="img", resources={"limits": {"memory": "6K"}})
+    with pytest.raises(SpecError) as e:
+        new_job("q", launcher=MainContainer(image="img"), worker=bad, workers=2)
+    assert e.value.field == (
+        "spec.dglReplicaSpecs.Worker.template.spec.containers[0].resources.limits.memory"
+    )
+    assert "K is not a suffix: k is 1000, Ki is 1024" in str(e.value)

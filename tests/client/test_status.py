@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dgl_operator.client import Progress
+from dgl_operator.client import JobProgress
 from dgl_operator.client.status import ended, failure, reached
 
 
@@ -17,14 +17,14 @@ def cond(kind: str, status: str = "True", **kw: str) -> dict[str, str]:
 
 
 def test_progress_parses_dglruns_steps_and_epochs() -> None:
-    p = Progress.of(job(phase="Training", progress="5/5 train: epoch 3/10", restartCount=1))
+    p = JobProgress.of(job(phase="Training", progress="5/5 train: epoch 3/10", restartCount=1))
     assert (p.step, p.steps, p.step_name, p.epoch, p.epochs) == (5, 5, "train", 3, 10)
     assert p.restarts == 1 and p.ended is None
     assert str(p) == "Training, 5/5 train: epoch 3/10, restarts 1"
-    d = Progress.of(job(phase="Partitioned", progress="3/5 dispatch: 210/420 MB"))
+    d = JobProgress.of(job(phase="Partitioned", progress="3/5 dispatch: 210/420 MB"))
     assert (d.step, d.step_name, d.epoch) == (3, "dispatch", None)
-    assert Progress.of(job()).phase == "" and str(Progress.of(job())) == "Pending"
-    done = Progress.of(job(phase="Completed", progress="done", conditions=[cond("Succeeded")]))
+    assert JobProgress.of(job()).phase == "" and str(JobProgress.of(job())) == "Pending"
+    done = JobProgress.of(job(phase="Completed", progress="done", conditions=[cond("Succeeded")]))
     assert done.ended == "Succeeded" and done.step is None
 
 
