@@ -22,26 +22,14 @@ import traceback
 from collections.abc import Sequence
 
 from chunkedgraph import ChunkedError, load
-from podcontract import CHUNKED_LAYOUTS, SHARED
+from chunkedgraph.job import PartitionJob, add_arguments
+from podcontract import SHARED
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m distpart", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    q = sub.add_parser("partition", help="one MPI rank of the ParMETIS partitioning")
-    q.add_argument("--chunked", required=True, help="the chunked graph (folder or metadata.json)")
-    q.add_argument("--layout", choices=CHUNKED_LAYOUTS, default=SHARED)
-    q.add_argument("--graph-name", required=True, help="name of the partition JSON")
-    q.add_argument("--num-parts", type=int, required=True)
-    q.add_argument("--out", required=True, nargs="+", help="output folder(s): one, or one per rank")
-    q.add_argument("--balance-train", action="store_true")
-    q.add_argument("--balance-edges", action="store_true")
-    q.add_argument(
-        "--feature-files",
-        action="store_true",
-        help="also write each part's node features as .npy (out-of-core workers)",
-    )
-    q.add_argument("--seed", type=int, default=0)
+    add_arguments(sub.add_parser("partition", help="one MPI rank of the ParMETIS partitioning"))
     a = p.parse_args(argv)
     if a.num_parts < 1:
         p.error("--num-parts must be at least 1")
@@ -49,37 +37,28 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    a = parse_args(argv)
+    job = PartitionJob.from_args(parse_args(argv))
     os.environ.setdefault("OUTDATED_IGNORE", "1")
     os.environ.setdefault("DGLBACKEND", "pytorch")
     from mpi4py import MPI
 
     from distpart.parmetis import ParmetisError
-    from distpart.pipeline import Job, Rank
+    from distpart.pipeline import Rank
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     where = f"rank {rank} on {socket.gethostname()}"
     try:
-        job = Job(
-            graph=load(a.chunked),
-            layout=a.layout,
-            graph_name=a.graph_name,
-            num_parts=a.num_parts,
-            outs=tuple(a.out),
-            balance_train=a.balance_train,
-            balance_edges=a.balance_edges,
-            seed=a.seed,
-            feature_files=a.feature_files,
-        )
-        if len(a.out) not in (1, comm.Get_size()):
+        assert job.chunked is not None  # (--chunked is required)
+        graph = load(job.chunked)
+        if len(job.outs) not in (1, comm.Get_size()):
             raise ChunkedError(f"--out: give one folder, or one per rank ({comm.Get_size()})")
-        if a.layout != SHARED and a.num_parts != comm.Get_size():
+        if job.layout != SHARED and job.num_parts != comm.Get_size():
             raise ChunkedError(
-                f"layout {a.layout}: every worker writes its own part, so --num-parts "
-                f"({a.num_parts}) must equal the number of ranks ({comm.Get_size()})"
+                f"layout {job.layout}: every worker writes its own part, so --num-parts "
+                f"({job.num_parts}) must equal the number of ranks ({comm.Get_size()})"
             )
-        Rank(comm, job, lambda s: print(s, flush=True)).run()
+        Rank(comm, job, graph, lambda s: print(s, flush=True)).run()
     except (ChunkedError, ParmetisError, ValueError, OSError) as e:
         print(f"distpart: {where}: error: {e}", flush=True)
         comm.Abort(1)

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from chunkedgraph import ChunkedError, ChunkedGraph, shares
+from chunkedgraph.job import PartitionJob
 from distpart import mpi
 from distpart.memory import Profile
 from distpart.parmetis import fine_parts, group_parts, part_kway
@@ -53,22 +54,6 @@ PART_METHOD = "parmetis"
 LOOKUP_BLOCK = 1 << 21  # edges' endpoints looked up at their owners per exchange
 NODE_BLOCK = 1 << 17  # a rank's nodes (and their data rows) shipped per exchange
 STATS_FILE = "partition_stats.json"
-
-
-@dataclass(frozen=True)
-class Job:
-    graph: ChunkedGraph
-    layout: str
-    graph_name: str
-    num_parts: int
-    outs: tuple[str, ...]  # one output folder for every rank, or one per rank
-    balance_train: bool = False
-    balance_edges: bool = False
-    seed: int = 0
-    feature_files: bool = False  # also the node features as .npy (outofcore.layout)
-
-    def out_dir(self, rank: int) -> Path:
-        return Path(self.outs[rank] if len(self.outs) > 1 else self.outs[0])
 
 
 @dataclass
@@ -100,15 +85,15 @@ class Stats:
     # step -> every rank's bytes sent to the other ranks within that step
     step_sent_bytes: dict[str, list[int]] = field(default_factory=dict)
 
-    def as_json(self, job: Job, ranks: int) -> dict[str, Any]:
-        edges = max(job.graph.num_edges, 1)
+    def as_json(self, job: PartitionJob, graph: ChunkedGraph, ranks: int) -> dict[str, Any]:
+        edges = max(graph.num_edges, 1)
         return {
             "part_method": PART_METHOD,
             "num_parts": job.num_parts,
             "ranks": ranks,
             "layout": job.layout,
-            "num_nodes": job.graph.num_nodes,
-            "num_edges": job.graph.num_edges,
+            "num_nodes": graph.num_nodes,
+            "num_edges": graph.num_edges,
             "edge_cut": self.edge_cut,
             "edge_cut_fraction": round(self.edge_cut / edges, 6),
             "nodes_per_part": self.nodes_per_part,
@@ -150,18 +135,24 @@ def _contiguous_ids(comm: Any, keys: Array, groups: int) -> tuple[Array, Array]:
 
 
 class Rank:
-    def __init__(self, comm: Any, job: Job, say: Callable[[str], None] = print) -> None:
+    """One rank's work: ``job`` (dglrun's, as the command line said) over ``graph``, the
+    chunked graph it names."""
+
+    def __init__(
+        self, comm: Any, job: PartitionJob, graph: ChunkedGraph, say: Callable[[str], None] = print
+    ) -> None:
         self.comm = comm
         self.job = job
+        self.graph = graph
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
         self._say = say
         self.stats = Stats()
         self.memory = Profile()
         self._sent = mpi.SENT.bytes  # the meter's reading when the current step began
-        self.shares = shares(job.graph, self.size, job.layout)
+        self.shares = shares(graph, self.size, job.layout)
         self.vtxdist = np.array(
-            [s.nodes[0] for s in self.shares] + [job.graph.num_nodes], dtype=np.int64
+            [s.nodes[0] for s in self.shares] + [graph.num_nodes], dtype=np.int64
         )
         self.lo, self.hi = self.shares[self.rank].nodes
 
@@ -205,10 +196,10 @@ class Rank:
     # -- steps ----------------------------------------------------------------------------
 
     def read_edges(self) -> tuple[Array, Array]:
-        spec = self.job.graph.edges
+        spec = self.graph.edges
         elo, ehi = self.shares[self.rank].edges
         pairs = read_rows(spec, elo, ehi)
-        n = self.job.graph.num_nodes
+        n = self.graph.num_nodes
         bad = np.flatnonzero((pairs < 0).any(1) | (pairs >= n).any(1))
         if len(bad):
             row = elo + int(bad[0])
@@ -221,7 +212,7 @@ class Rank:
 
     def adjacency(self, src: Array, dst: Array) -> tuple[Array, Array]:
         """This rank's rows of the symmetric adjacency without self-loops or duplicates."""
-        n = np.int64(self.job.graph.num_nodes)
+        n = np.int64(self.graph.num_nodes)
         keep = src != dst
         a = np.concatenate([src[keep], dst[keep]])
         b = np.concatenate([dst[keep], src[keep]])
@@ -241,10 +232,10 @@ class Rank:
             (got,) = mpi.exchange(self.comm, self.owner(dst), dst)
             vwgt += np.bincount(got - self.lo, minlength=local)
         if self.job.balance_train:
-            spec = self.job.graph.node_data.get("train_mask")
+            spec = self.graph.node_data.get("train_mask")
             if spec is None:
                 raise ChunkedError(
-                    f"{self.job.graph.metadata}: --balance-train needs node data 'train_mask'"
+                    f"{self.graph.metadata}: --balance-train needs node data 'train_mask'"
                 )
             train = read_rows(spec, self.lo, self.hi).astype(bool).reshape(local)
             vwgt += np.where(train, vwgt, 0)  # a training node weighs twice
@@ -343,7 +334,7 @@ class Rank:
         orig_eids = np.empty(own, dtype=np.int64)
         orig_eids[at] = mpi.send_ordered(comm, plan, plan.order + elo)
         edge_feats = {}
-        for name, spec in self.job.graph.edge_data.items():
+        for name, spec in self.graph.edge_data.items():
             got = mpi.send(comm, plan, self.agreed(read_rows(spec, elo, ehi)))
             edge_feats[name] = np.empty((own, *got.shape[1:]), dtype=got.dtype)
             edge_feats[name][at] = got
@@ -360,7 +351,7 @@ class Rank:
             at = mpi.send(comm, plan, new_nid[a:b]) - start
             placed.add(at, f"part {p}: received a node of another part")
             orig_nids[at] = mpi.send_ordered(comm, plan, plan.order + (self.lo + a))
-            for name, spec in self.job.graph.node_data.items():
+            for name, spec in self.graph.node_data.items():
                 got = mpi.send(comm, plan, self.agreed(read_rows(spec, self.lo + a, self.lo + b)))
                 if name not in node_feats:
                     node_feats[name] = np.empty((n, *got.shape[1:]), dtype=got.dtype)
@@ -382,18 +373,18 @@ class Rank:
         )
 
     def run(self) -> Stats:
-        job, comm = self.job, self.comm
+        job, graph, comm = self.job, self.graph, self.comm
         k = job.num_parts
         self.stats.hosts = comm.allgather(socket.gethostname())
         self.stats.start_mb = [round(x, 1) for x in comm.allgather(self.memory.start_mib)]
         self.memory.begin()
         started = t = time.perf_counter()
         self.say(
-            f"{job.graph.num_nodes} nodes, {job.graph.num_edges} edges from "
-            f"{job.graph.metadata} ({job.layout} layout) into {k} parts on {self.size} ranks "
+            f"{graph.num_nodes} nodes, {graph.num_edges} edges from "
+            f"{graph.metadata} ({job.layout} layout) into {k} parts on {self.size} ranks "
             f"({', '.join(self.stats.hosts)})"
         )
-        fine = comm.bcast(fine_parts(k, job.graph.num_nodes), root=0)  # rank 0's env decides
+        fine = comm.bcast(fine_parts(k, graph.num_nodes), root=0)  # rank 0's env decides
         if fine != k:
             self.say(
                 f"PT-Scotch: {fine} parts, grouped into {k} (it is slow for a number of parts "
@@ -435,16 +426,16 @@ class Rank:
                 del part, new_nid, edges
             t = self._timed("shuffle", t)
             if rows is not None:
-                write_part(out, job.graph, node_start, rows, job.feature_files)
+                write_part(out, graph, node_start, rows, job.feature_files)
                 del rows
             t = self._timed("write", t)
         if self.rank == 0 or self.my_parts():
-            write_config(out, job, node_start, edge_start)
+            write_config(out, job, graph, node_start, edge_start)
         self.stats.seconds["total"] = time.perf_counter() - started
         self.stats.peak_rss_mb = [round(x, 1) for x in comm.allgather(self.memory.peak_mib)]
         self.stats.per_step = all(comm.allgather(self.memory.per_step))
         if self.rank == 0:
-            doc = self.stats.as_json(job, self.size)
+            doc = self.stats.as_json(job, graph, self.size)
             (out / STATS_FILE).write_text(json.dumps(doc, indent=2) + "\n")
             self._say(f"distpart-stats {json.dumps(doc, separators=(',', ':'))}")
         return self.stats
@@ -472,9 +463,11 @@ class _Placed:
             raise ValueError(message)
 
 
-def config(job: Job, node_start: Array, edge_start: Array) -> dict[str, Any]:
+def config(
+    job: PartitionJob, g: ChunkedGraph, node_start: Array, edge_start: Array
+) -> dict[str, Any]:
     """The partition JSON, as ``dgl.distributed.partition_graph`` writes it."""
-    g, k = job.graph, job.num_parts
+    k = job.num_parts
     doc: dict[str, Any] = {
         "graph_name": job.graph_name,
         "num_nodes": g.num_nodes,
@@ -496,11 +489,13 @@ def config(job: Job, node_start: Array, edge_start: Array) -> dict[str, Any]:
     return doc
 
 
-def write_config(out: Path, job: Job, node_start: Array, edge_start: Array) -> Path:
+def write_config(
+    out: Path, job: PartitionJob, graph: ChunkedGraph, node_start: Array, edge_start: Array
+) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{job.graph_name}.json"
     # per process: the ranks of one pod share its hostname (ParMETIS runs 2 in the partitioner)
     tmp = out / f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(config(job, node_start, edge_start), indent=4) + "\n")
+    tmp.write_text(json.dumps(config(job, graph, node_start, edge_start), indent=4) + "\n")
     tmp.replace(path)  # ranks writing the same folder replace it with the same content
     return path

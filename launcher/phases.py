@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chunkedgraph.job import PartitionJob
 from launcher import checksums, memplan, programs
 from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.delivery.pull import Puller
@@ -35,10 +36,11 @@ from launcher.delivery.wire import TransferError, build_manifest, read_token
 from launcher.options import Options
 from launcher.partition import mpirun, parmetis_modes
 from launcher.partition import output as parts
+from launcher.partition.request import EntryPoint, PartitionRequest, Ranks
 from launcher.report.outcome import read_metrics
 from launcher.rescale import GrowWatch, RescaleStop
 from launcher.storage import keeping
-from launcher.storage.cache import PartitionInputs
+from launcher.storage.layout import Storage
 from launcher.workers import blame, oom
 from launcher.workers.dgl_env import Topology, server_env, trainer_env
 from launcher.workers.hostfile import Host, HostfileError, ip_config, parse_hostfile
@@ -97,52 +99,58 @@ def run_local_process(
         raise PhaseError(f"{what} exited with code {code}")
 
 
-def partition_inputs(opts: Options) -> PartitionInputs:
-    """What the partition set is made from (the cache's key), out of dglrun's flags."""
-    return PartitionInputs(
+def partition_request(opts: Options) -> PartitionRequest:
+    """The partition phase's one input, built once from dglrun's flags: what the partition
+    step, the partition cache and distpart's ranks take (launcher.partition.request)."""
+    return PartitionRequest(
         mode=opts.partition_mode,
-        graph_name=opts.graph_name,
-        num_partitions=opts.num_partitions,
-        balance_train=opts.balance_train,
-        balance_edges=opts.balance_edges,
-        partition_args=tuple(opts.partition_args),
-        dataset_url=opts.dataset_url,
-        entry_point=opts.partition_entry_point,
-        inputs=tuple(opts.partition_inputs),
-        chunked_graph=opts.chunked_graph,
-        feature_files=opts.out_of_core,
-    )
-
-
-def parmetis_inputs(opts: Options) -> parmetis_modes.Inputs:
-    """What the ParMETIS modes' ranks are started with, out of dglrun's flags."""
-    return parmetis_modes.Inputs(
+        job=PartitionJob(
+            graph_name=opts.graph_name,
+            num_parts=opts.num_partitions,
+            chunked=opts.chunked_graph,
+            layout=opts.chunked_layout,
+            balance_train=opts.balance_train,
+            balance_edges=opts.balance_edges,
+            feature_files=opts.out_of_core,
+        ),
         python=opts.python,
-        chunked_graph=opts.chunked_graph,
-        layout=opts.chunked_layout,
-        graph_name=opts.graph_name,
-        num_partitions=opts.num_partitions,
-        balance_train=opts.balance_train,
-        balance_edges=opts.balance_edges,
-        num_ranks=opts.num_ranks,
-        mpirun=opts.mpirun,
-        mpirun_args=tuple(opts.mpirun_args),
+        workspace=opts.workspace,
+        entry=EntryPoint(
+            opts.partition_entry_point,
+            tuple(opts.partition_args),
+            opts.dataset_url,
+            tuple(opts.partition_inputs),
+        ),
+        ranks=Ranks(opts.mpirun, tuple(opts.mpirun_args), opts.num_ranks),
         timeout=opts.partition_timeout,
-        feature_files=opts.out_of_core,
+        config_path=opts.partition_config_path,
     )
 
 
-def partition(opts: Options, console: Console, report: Report) -> parts.PartitionSet:
+@dataclass(frozen=True)
+class PartitionStep:
+    """Phase 1's input, built once (:func:`partition_step`): the request, and the storage
+    whose partition cache keeps what it makes (None: no cache)."""
+
+    request: PartitionRequest
+    storage: Storage | None
+
+
+def partition_step(opts: Options) -> PartitionStep:
+    return PartitionStep(partition_request(opts), opts.storage)
+
+
+def partition(step: PartitionStep, console: Console, report: Report) -> parts.PartitionSet:
     """Phase 1 in this pod: the partitions, from the storage's cache when their inputs did
     not change (their files' checksums then in ``report.partition_files``)."""
+    what = step.request
     with phase(console, report, 1, "partition"):
         done = keeping.partition_cached(
-            opts.storage,
-            partition_inputs(opts),
-            opts.workspace,
+            step.storage,
+            what,
             console,
             report,
-            lambda out: _partition_into(opts, out, console, report),
+            lambda out: _partition_into(what, out, console, report),
         )
         report.partition_files = done.files
         console.say(f"  {done.pset.num_parts} partitions in {done.pset.config}")
@@ -150,62 +158,63 @@ def partition(opts: Options, console: Console, report: Report) -> parts.Partitio
 
 
 def _partition_into(
-    opts: Options, out_dir: Path, console: Console, report: Report
+    what: PartitionRequest, out_dir: Path, console: Console, report: Report
 ) -> parts.PartitionSet:
     """Run the partitioning (ParMETIS ranks, or the partition entry point) into ``out_dir``."""
-    if opts.partition_mode == PARMETIS:
+    job = what.job
+    if what.mode == PARMETIS:
         _empty(out_dir)
-        parmetis_modes.partition_in_pod(parmetis_inputs(opts), out_dir, console, report)
-    elif opts.partition_entry_point:
-        script = check_entry_point(opts.partition_entry_point, "--partition-entry-point")
+        parmetis_modes.partition_in_pod(what, out_dir, console, report)
+    elif what.entry.script:
+        script = check_entry_point(what.entry.script, "--partition-entry-point")
         _empty(out_dir)  # never ship a previous run's partitions
         argv = [
-            opts.python,
+            what.python,
             script,
             "--graph_name",
-            opts.graph_name,
+            job.graph_name,
             "--workspace",
-            str(opts.workspace),
+            str(what.workspace),
             "--rel_data_path",  # (the storage's cache is outside the workspace: ../...)
-            os.path.relpath(out_dir, opts.workspace),
+            os.path.relpath(out_dir, what.workspace),
             "--num_parts",
-            str(opts.num_partitions),
+            str(job.num_parts),
         ]
-        if opts.balance_train:
+        if job.balance_train:
             argv.append("--balance_train")
-        if opts.balance_edges:
+        if job.balance_edges:
             argv.append("--balance_edges")
-        if opts.dataset_url:
-            argv += ["--dataset_url", opts.dataset_url]
-        argv += opts.partition_args
+        if what.entry.dataset_url:
+            argv += ["--dataset_url", what.entry.dataset_url]
+        argv += what.entry.args
         run_local_process(
             console,
             "partition",
             argv,
             {"OUTDATED_IGNORE": "1"},
-            opts.partition_timeout,
+            what.timeout,
             f"the partition entry point {script}",
         )
         # (the largest resident set of the processes dglrun waited for: the entry point)
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         report.partition["peak_rss_mb_per_rank"] = [round(peak, 1)]
         console.say(f"  peak memory of the partition entry point: {peak:.1f} MB")
-    config = parts.find_config(out_dir, opts.graph_name, opts.partition_config_path)
-    if opts.out_of_core and opts.partition_mode == DGL_API:
+    config = parts.find_config(out_dir, job.graph_name, what.config_path)
+    if job.feature_files and what.mode == DGL_API:
         # (distpart writes them with each part)
         run_local_process(
             console,
             "partition",
-            programs.argv(opts.python, programs.OUT_OF_CORE, "export", str(config)),
+            programs.argv(what.python, programs.OUT_OF_CORE, "export", str(config)),
             programs.local_env({**os.environ, "OUTDATED_IGNORE": "1"}),
-            opts.partition_timeout,
+            what.timeout,
             "the node features' .npy export (--out-of-core)",
         )
-    return parts.load(config, opts.num_partitions)
+    return parts.load(config, job.num_parts)
 
 
 def partition_on_workers(
-    opts: Options,
+    step: PartitionStep,
     transport: Transport,
     console: Console,
     report: Report,
@@ -217,17 +226,14 @@ def partition_on_workers(
     partition set it holds, else the ranks run and the cache keeps what they wrote."""
     hosts = transport.workers()
     with phase(console, report, 1, "partition"):
-        ranks = parmetis_inputs(opts)
-        hashed = opts.storage is not None
-        size, hashes = parmetis_modes.check_workers(ranks, transport, hosts, console, hashed)
+        what = step.request
+        hashed = step.storage is not None
+        size, hashes = parmetis_modes.check_workers(what, transport, hosts, console, hashed)
         if plan is not None and size is not None:
             plan(size)
-        what = partition_inputs(opts)
-        cached = keeping.DistCache.open(
-            opts.storage, what, opts.python, opts.partition_timeout, hashes
-        )
+        cached = keeping.DistCache.open(step.storage, what, hashes)
         if cached is None or not cached.place(transport, hosts, console, report):
-            parmetis_modes.partition_with_mpi(ranks, transport, hosts, console, report)
+            parmetis_modes.partition_with_mpi(what, transport, hosts, console, report)
             if cached is not None:
                 cached.store(transport, hosts, console)
     console.progress.record(
@@ -449,16 +455,19 @@ def _say_to(console: Console) -> Callable[[str], None]:
     return lambda message: console.say(f"  {message}")
 
 
-def fetch_partition_config(opts: Options, source: Source, console: Console) -> parts.PartitionSet:
-    """The partition config alone, from the server (the parts go to the workers)."""
+def fetch_partition_config(
+    what: PartitionRequest, source: Source, console: Console
+) -> parts.PartitionSet:
+    """The partition config alone, from the server (the parts go to the workers), into the
+    request's workspace."""
     puller = Puller(source.url, read_token(source.token_file), on_retry=_say_to(console))
     manifest = puller.manifest()
     source.manifest = manifest
-    dest = opts.workspace / DATASET
+    dest = what.workspace / DATASET
     if dest.exists():
         shutil.rmtree(dest)
     puller.pull_files(manifest, [str(manifest["config"])], dest)
-    return parts.load(dest / str(manifest["config"]), opts.num_partitions, check_files=False)
+    return parts.load(dest / str(manifest["config"]), what.job.num_parts, check_files=False)
 
 
 # -- phase 3 and 4: dispatch, configure ---------------------------------------------------

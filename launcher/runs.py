@@ -30,6 +30,7 @@ from launcher.partition import output as parts
 from launcher.partition import parmetis_modes
 from launcher.phases import (
     OUTPUT,
+    PartitionStep,
     Source,
     check_entry_point,
     configure,
@@ -41,6 +42,7 @@ from launcher.phases import (
     partition,
     partition_on_workers,
     partition_server,
+    partition_step,
     plan_memory,
     run_local_process,
     serve,
@@ -74,13 +76,15 @@ class Terminated(BaseException):
         self.signum = signum
 
 
-def run_partitioner(opts: Options, console: Console, report: Report) -> None:
+def run_partitioner(opts: Options, step: PartitionStep, console: Console, report: Report) -> None:
     """The partitioner pod's part: phases 1 and 2."""
     if opts.count_from_job:
         count = wait_for_count(getattr(console.progress, "members", None), console.say)
         opts = dataclasses.replace(opts, num_partitions=count)
+        job = dataclasses.replace(step.request.job, num_parts=count)
+        step = dataclasses.replace(step, request=dataclasses.replace(step.request, job=job))
     plan_memory(opts, console, report)
-    pset = partition(opts, console, report)
+    pset = partition(step, console, report)
     if opts.partition_transfer == TRANSFER_HTTP:
         serve(opts, pset, console, report)
     else:
@@ -95,7 +99,7 @@ def _hosts_from_hostfile(opts: Options) -> list[Host]:
     return parse_hostfile(text, opts.hostfile)
 
 
-def run_launcher(opts: Options, console: Console, report: Report) -> None:
+def run_launcher(opts: Options, step: PartitionStep, console: Console, report: Report) -> None:
     """The launcher pod's part: phases 3-5 on the hostfile's workers (1-5 in DistParMETIS)."""
     from launcher.workers.kubectl import KubectlTransport
 
@@ -108,7 +112,7 @@ def run_launcher(opts: Options, console: Console, report: Report) -> None:
     if opts.partition_mode != DIST_PARMETIS and opts.partition_transfer == TRANSFER_HTTP:
         source = partition_server(opts, console)
         try:
-            pset = fetch_partition_config(opts, source, console)
+            pset = fetch_partition_config(step.request, source, console)
         except (TransferError, parts.PartitionError) as e:
             raise PhaseError(f"dispatch failed: {source.server}: {e}") from e
         reused = source.manifest.get("reused")
@@ -125,8 +129,10 @@ def run_launcher(opts: Options, console: Console, report: Report) -> None:
         console.say(f"[2/{TOTAL}] deliver: done by the partitioner pod")
         dataset = opts.workspace / DATASET
         try:
-            config = parts.find_config(dataset, opts.graph_name, opts.partition_config_path)
-            pset = parts.load(config, opts.num_partitions)
+            config = parts.find_config(
+                dataset, step.request.job.graph_name, step.request.config_path
+            )
+            pset = parts.load(config, step.request.job.num_parts)
         except parts.PartitionError as e:
             raise PhaseError(f"dispatch failed: {e}") from e
     transport = KubectlTransport(
@@ -137,11 +143,12 @@ def run_launcher(opts: Options, console: Console, report: Report) -> None:
         python=opts.python,
         sink=console.line,
     )
-    run_on_workers(opts, pset, transport, console, report, source=source)
+    run_on_workers(opts, step, pset, transport, console, report, source=source)
 
 
 def run_on_workers(
     opts: Options,
+    step: PartitionStep,
     pset: parts.PartitionSet | None,
     transport: Transport,
     console: Console,
@@ -161,9 +168,9 @@ def run_on_workers(
                 if not report.memory:  # (the local transport planned before: same graph)
                     plan_memory(opts, console, report, size=size)
 
-            hosts = partition_on_workers(opts, transport, console, report, plan)
+            hosts = partition_on_workers(step, transport, console, report, plan)
             pset = parmetis_modes.verify_on_workers(
-                opts.graph_name, transport, hosts, console, report
+                step.request.job.graph_name, transport, hosts, console, report
             )
         elif source is not None:
             hosts = dispatch_pull(opts, pset, source, transport, console, report)
@@ -195,7 +202,7 @@ def _local_workers(opts: Options, n: int, root: Path, console: Console) -> Local
     )
 
 
-def run_local(opts: Options, console: Console, report: Report) -> None:
+def run_local(opts: Options, step: PartitionStep, console: Console, report: Report) -> None:
     """``--transport local``: every phase on this machine."""
     from launcher.workers.local import check_prerequisites
 
@@ -212,15 +219,17 @@ def run_local(opts: Options, console: Console, report: Report) -> None:
             hosts = dist.setup()
             console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
 
-        run_on_workers(opts, None, dist, console, report, dist_setup)
+        run_on_workers(opts, step, None, dist, console, report, dist_setup)
         return
-    pset = partition(opts, console, report)
+    pset = partition(step, console, report)
     if opts.partition_transfer == TRANSFER_HTTP:
-        _run_local_http(opts, pset, n, root, console, report)
+        _run_local_http(opts, step, pset, n, root, console, report)
         return
     launcher_ws = opts.workspace / "launcher"
     deliver_locally(pset.root, launcher_ws / DATASET, console, report)
-    config = parts.find_config(launcher_ws / DATASET, opts.graph_name, opts.partition_config_path)
+    config = parts.find_config(
+        launcher_ws / DATASET, step.request.job.graph_name, step.request.config_path
+    )
     pset = parts.load(config, pset.num_parts)
     transport = _local_workers(opts, n, root, console)
 
@@ -228,11 +237,12 @@ def run_local(opts: Options, console: Console, report: Report) -> None:
         hosts = transport.setup()
         console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
 
-    run_on_workers(opts, pset, transport, console, report, setup)
+    run_on_workers(opts, step, pset, transport, console, report, setup)
 
 
 def _run_local_http(
     opts: Options,
+    step: PartitionStep,
     pset: parts.PartitionSet,
     n: int,
     root: Path,
@@ -265,7 +275,7 @@ def _run_local_http(
         with phase(console, report, 2, "deliver"):
             server.append(_start_local_server(opts, pset, transport, str(token_file), console))
 
-    run_on_workers(opts, pset, transport, console, report, setup, source=source)
+    run_on_workers(opts, step, pset, transport, console, report, setup, source=source)
 
 
 def _start_local_server(
@@ -346,14 +356,15 @@ def _run(opts: Options, console: Console, report: Report) -> int:
                 f"elastic: this attempt has {opts.num_partitions} workers (partitions); global "
                 f"batch {opts.global_batch} = {opts.batch_size} per trainer x {trainers} trainers"
             )
+        step = partition_step(opts)
         if opts.transport == "local":
-            run_local(opts, console, report)
+            run_local(opts, step, console, report)
         elif opts.phase == PHASE_PARTITIONER:
-            run_partitioner(opts, console, report)
+            run_partitioner(opts, step, console, report)
         elif opts.phase == PHASE_LAUNCHER_WORKLOAD:
             run_workload(opts, console, report)
         else:
-            run_launcher(opts, console, report)
+            run_launcher(opts, step, console, report)
     except RescaleStop as e:
         return outcome.rescaling(_ending(opts), console, report, str(e))
     except USER_ERRORS as e:

@@ -190,7 +190,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.console",
     },
     # what outlives the pods (the claim's layout, the partition cache, what each phase keeps):
-    # of the partition step, only the partition set's format
+    # of the partition step, only the partition set's format and the request it is made from
     "launcher.storage": {
         "launcher.errors",
         "launcher.programs",
@@ -199,6 +199,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.workers",
         "launcher.console",
         "launcher.partition.output",
+        "launcher.partition.request",
     },
     # the partition server and puller: the partition set's format, nothing else
     "launcher.delivery": {

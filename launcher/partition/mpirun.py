@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from chunkedgraph.job import PartitionJob
 from launcher import programs
 from launcher.workers.hostfile import Host
 from launcher.workers.remote import RANK_END_RE, signal_name
@@ -30,37 +31,14 @@ PIDFILE_DIR = "/tmp/dglrun"
 MIN_RANKS = 2
 
 
-@dataclass(frozen=True)
-class RankJob:
-    """What every rank runs: ``python -m distpart partition ...``."""
-
-    python: str
-    chunked: str
-    layout: str
-    graph_name: str
-    num_parts: int
-    outs: tuple[str, ...]  # one folder for every rank, or one per rank
-    balance_train: bool = False
-    balance_edges: bool = False
-    feature_files: bool = False  # out-of-core workers: node features as .npy too
-
-    def argv(self, pidfile: str) -> list[str]:
-        argv = [
-            *programs.argv(self.python, programs.REMOTE, "run", "--pidfile", pidfile, "--"),
-            *programs.argv(self.python, programs.PARTITION_RANK, "partition"),
-            "--chunked", self.chunked,
-            "--layout", self.layout,
-            "--graph-name", self.graph_name,
-            "--num-parts", str(self.num_parts),
-            "--out", *self.outs,
-        ]  # fmt: skip
-        if self.balance_train:
-            argv.append("--balance-train")
-        if self.balance_edges:
-            argv.append("--balance-edges")
-        if self.feature_files:
-            argv.append("--feature-files")
-        return argv
+def rank_argv(python: str, job: PartitionJob, pidfile: str) -> list[str]:
+    """What every rank runs: ``python -m distpart partition`` with ``job``'s arguments, under
+    the wrapper that keeps its pid in ``pidfile``."""
+    return [
+        *programs.argv(python, programs.REMOTE, "run", "--pidfile", pidfile, "--"),
+        *programs.argv(python, programs.PARTITION_RANK, "partition"),
+        *job.argv(),
+    ]
 
 
 @dataclass(frozen=True)

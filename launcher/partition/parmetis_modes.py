@@ -20,6 +20,7 @@ and every rank's session on every worker is killed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -29,7 +30,6 @@ import subprocess
 import tempfile
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import chunkedgraph
@@ -38,6 +38,7 @@ from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.memplan import GraphSize
 from launcher.partition import mpirun
 from launcher.partition import output as parts
+from launcher.partition.request import PartitionRequest
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import (
     LineSink,
@@ -60,40 +61,6 @@ RANK_ENV = {"OUTDATED_IGNORE": "1", "DGLBACKEND": "pytorch", "PYTHONUNBUFFERED":
 # mpirun's own environment: pods have no SHELL, and mpirun warns when it cannot tell its shell
 MPIRUN_ENV = {**RANK_ENV, "SHELL": "/bin/sh"}
 WORKLOAD = "workload"
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What the ParMETIS modes take of dglrun's flags (built once from them:
-    launcher.phases.parmetis_inputs)."""
-
-    python: str  # the ranks' interpreter
-    chunked_graph: str | None  # --chunked-graph
-    layout: str  # --chunked-layout
-    graph_name: str
-    num_partitions: int
-    balance_train: bool
-    balance_edges: bool
-    num_ranks: int | None  # --num-ranks (ParMETIS: None is one per CPU)
-    mpirun: str
-    mpirun_args: tuple[str, ...]
-    timeout: float  # --partition-timeout (0: none)
-    feature_files: bool = False  # --out-of-core: the node features as .npy too
-
-
-def _rank_job(what: Inputs, outs: tuple[str, ...]) -> mpirun.RankJob:
-    assert what.chunked_graph is not None
-    return mpirun.RankJob(
-        python=what.python,
-        chunked=what.chunked_graph,
-        layout=what.layout,
-        graph_name=what.graph_name,
-        num_parts=what.num_partitions,
-        outs=outs,
-        balance_train=what.balance_train,
-        balance_edges=what.balance_edges,
-        feature_files=what.feature_files,
-    )
 
 
 def _describe(graph: chunkedgraph.ChunkedGraph) -> str:
@@ -171,21 +138,23 @@ def _summary(console: Console, report: Report) -> None:
 # -- ParMETIS: every rank in this pod ---------------------------------------------------------
 
 
-def partition_in_pod(what: Inputs, out_dir: Path, console: Console, report: Report) -> None:
+def partition_in_pod(
+    what: PartitionRequest, out_dir: Path, console: Console, report: Report
+) -> None:
     """Partition into ``out_dir`` with ``--num-ranks`` local ranks (inside phase 1)."""
-    assert what.chunked_graph is not None
-    ranks = what.num_ranks or mpirun.default_ranks()
+    assert what.job.chunked is not None
+    ranks = what.ranks.count or mpirun.default_ranks()
     try:
-        graph = chunkedgraph.load(what.chunked_graph)
+        graph = chunkedgraph.load(what.job.chunked)
         chunkedgraph.shares(graph, ranks, SHARED)  # every rank owns some nodes
         files = chunkedgraph.verify(graph)
     except chunkedgraph.ChunkedError as e:
         raise PhaseError(f"{e}; no MPI rank was started") from e
     console.say(f"  chunked graph {graph.metadata}: {_describe(graph)}; {files} files verified")
     run_id = secrets.token_hex(4)
-    job = _rank_job(what, (str(out_dir),))
-    launch = mpirun.Launch(what.mpirun, ranks, env=RANK_ENV, extra=what.mpirun_args)
-    argv = mpirun.mpirun_argv(launch, job.argv(mpirun.pidfile(run_id)))
+    job = dataclasses.replace(what.job, outs=(str(out_dir),))
+    launch = mpirun.Launch(what.ranks.mpirun, ranks, env=RANK_ENV, extra=what.ranks.args)
+    argv = mpirun.mpirun_argv(launch, mpirun.rank_argv(what.python, job, mpirun.pidfile(run_id)))
     console.say(f"  mpirun: {ranks} ranks of distpart in this pod")
 
     def start(sink: LineSink) -> Proc:
@@ -214,7 +183,7 @@ def partition_in_pod(what: Inputs, out_dir: Path, console: Console, report: Repo
 
 
 def check_on_workers(
-    what: Inputs, transport: Transport, hosts: list[Host], console: Console, hashed: bool
+    what: PartitionRequest, transport: Transport, hosts: list[Host], console: Console, hashed: bool
 ) -> tuple[GraphSize | None, dict[str, str]]:
     """Each worker checks the chunk files its rank will read (in parallel): the graph's
     sizes as worker 0 sees them (None if it could not tell) and, with ``hashed``, the
@@ -222,8 +191,8 @@ def check_on_workers(
 
     def argv(i: int, _host: Host) -> list[str]:
         return [
-            *programs.argv(what.python, programs.CHECK_CHUNKS), "check", str(what.chunked_graph),
-            "--ranks", str(len(hosts)), "--layout", what.layout, "--rank", str(i),
+            *programs.argv(what.python, programs.CHECK_CHUNKS), "check", str(what.job.chunked),
+            "--ranks", str(len(hosts)), "--layout", what.job.layout, "--rank", str(i),
             *(["--hash"] if hashed else []),
         ]  # fmt: skip
 
@@ -244,11 +213,11 @@ def check_on_workers(
         hashes.update({f"rank{i}/{k}": str(v) for k, v in (doc.get("hashes") or {}).items()})
         if i == 0:
             console.say(
-                f"  chunked graph {what.chunked_graph} ({what.layout}): "
+                f"  chunked graph {what.job.chunked} ({what.job.layout}): "
                 f"{doc.get('num_nodes')} nodes, {doc.get('num_edges')} edges; every worker "
                 "verified the chunks it reads"
             )
-            size = _size_of(doc, f"{host.name}:{what.chunked_graph}")
+            size = _size_of(doc, f"{host.name}:{what.job.chunked}")
     return size, hashes
 
 
@@ -263,45 +232,51 @@ def _size_of(doc: dict[str, object], where: str) -> GraphSize | None:
 
 
 def check_workers(
-    what: Inputs, transport: Transport, hosts: list[Host], console: Console, hashed: bool
+    what: PartitionRequest, transport: Transport, hosts: list[Host], console: Console, hashed: bool
 ) -> tuple[GraphSize | None, dict[str, str]]:
     """DistParMETIS's checks before any rank starts: one partition per worker, one rank per
     worker, and every worker's chunk files (:func:`check_on_workers`; ``hashed``: with
     storage, the partition cache's key)."""
     n = len(hosts)
-    if n != what.num_partitions:
+    if n != what.job.num_parts:
         raise PhaseError(
-            f"--num-partitions is {what.num_partitions} but there are {n} workers "
+            f"--num-partitions is {what.job.num_parts} but there are {n} workers "
             f"({', '.join(h.name for h in hosts) or 'none'}): DistParMETIS writes one "
             "partition on every worker"
         )
-    if what.num_ranks not in (None, n):
-        raise PhaseError(f"--num-ranks {what.num_ranks}: DistParMETIS runs one rank per worker")
+    if what.ranks.count not in (None, n):
+        raise PhaseError(f"--num-ranks {what.ranks.count}: DistParMETIS runs one rank per worker")
     return check_on_workers(what, transport, hosts, console, hashed)
 
 
 def partition_with_mpi(
-    what: Inputs, transport: Transport, hosts: list[Host], console: Console, report: Report
+    what: PartitionRequest,
+    transport: Transport,
+    hosts: list[Host],
+    console: Console,
+    report: Report,
 ) -> None:
     """One rank of distpart on every worker (inside phase 1)."""
     n = len(hosts)
     run_id = secrets.token_hex(4)
     outs = tuple(f"{transport.workspace(h)}/{WORKLOAD}" for h in hosts)
-    job = _rank_job(what, outs if len(set(outs)) > 1 else outs[:1])
+    job = dataclasses.replace(what.job, outs=outs if len(set(outs)) > 1 else outs[:1])
     with tempfile.NamedTemporaryFile(
         "w", prefix=f"dglrun-{run_id}-", suffix=".hosts", delete=False
     ) as f:
         f.write(mpirun.mpi_hostfile(hosts))
     try:
         launch = mpirun.Launch(
-            what.mpirun,
+            what.ranks.mpirun,
             n,
             hostfile=f.name,
             rsh_agent=transport.rsh_agent(),
             env=RANK_ENV,
-            extra=what.mpirun_args,
+            extra=what.ranks.args,
         )
-        argv = mpirun.mpirun_argv(launch, job.argv(mpirun.pidfile(run_id)))
+        argv = mpirun.mpirun_argv(
+            launch, mpirun.rank_argv(what.python, job, mpirun.pidfile(run_id))
+        )
         console.say(
             f"  mpirun: one rank of distpart on each of {', '.join(h.name for h in hosts)} "
             f"(through {launch.rsh_agent})"

@@ -36,6 +36,7 @@ from pathlib import Path
 from launcher import checksums, programs
 from launcher.errors import LauncherError
 from launcher.partition import output as parts
+from launcher.partition.request import PartitionRequest
 from podcontract import DGL_API
 
 FORMAT = 1  # bump when what an entry holds changes: older entries then miss
@@ -62,60 +63,43 @@ def _tree_hash(path: Path) -> str:
     return h.hexdigest()
 
 
-@dataclass(frozen=True)
-class PartitionInputs:
-    """What a partition set is made from, as dglrun's flags say (built once from them:
-    launcher.phases.partition_inputs): what the cache key covers, with the run and the
-    graph's content."""
-
-    mode: str  # --partition-mode
-    graph_name: str
-    num_partitions: int
-    balance_train: bool
-    balance_edges: bool
-    partition_args: tuple[str, ...]
-    dataset_url: str | None
-    entry_point: str | None  # --partition-entry-point (DGL-API)
-    inputs: tuple[str, ...]  # --partition-inputs: what the entry point reads (DGL-API)
-    chunked_graph: str | None  # the ParMETIS modes' input
-    feature_files: bool = False  # --out-of-core: the parts hold their node features as .npy
-
-
 def inputs(
-    what: PartitionInputs, run: str, share: bool, content: dict[str, str] | None = None
+    what: PartitionRequest, run: str, share: bool, content: dict[str, str] | None = None
 ) -> dict[str, object]:
     """What the partitions are made from, as the key's hash covers it (readable: it is
-    kept in the entry's index). ``content``: the graph files' SHA-256 when computed
-    elsewhere (DistParMETIS: by each worker, over the chunks its rank reads)."""
+    kept in the entry's index): the request's mode, job and entry point (not how or where
+    it runs). ``content``: the graph files' SHA-256 when computed elsewhere (DistParMETIS:
+    by each worker, over the chunks its rank reads)."""
+    job, entry = what.job, what.entry
     doc: dict[str, object] = {
         "format": FORMAT,
         "mode": what.mode,
-        "graph_name": what.graph_name,
-        "num_partitions": what.num_partitions,
-        "balance_train": what.balance_train,
-        "balance_edges": what.balance_edges,
-        "partition_args": list(what.partition_args),
-        "dataset_url": what.dataset_url,
+        "graph_name": job.graph_name,
+        "num_partitions": job.num_parts,
+        "balance_train": job.balance_train,
+        "balance_edges": job.balance_edges,
+        "partition_args": list(entry.args),
+        "dataset_url": entry.dataset_url,
     }
     if content is None:
         content = {}
         if what.mode == DGL_API:
-            assert what.entry_point is not None
-            content[what.entry_point] = _tree_hash(Path(what.entry_point))
-            for named in what.inputs:
+            assert entry.script is not None
+            content[entry.script] = _tree_hash(Path(entry.script))
+            for named in entry.inputs:
                 content[named] = _tree_hash(Path(named))
         else:
             from chunkedgraph import ChunkedError, content_hashes, load
 
-            assert what.chunked_graph is not None
+            assert job.chunked is not None
             try:
-                content = content_hashes(load(what.chunked_graph))
+                content = content_hashes(load(job.chunked))
             except ChunkedError as e:
                 raise CacheError(str(e)) from e
-    if what.feature_files:  # (absent otherwise: the entries cached before it keep their keys)
+    if job.feature_files:  # (absent otherwise: the entries cached before it keep their keys)
         doc["feature_files"] = True
     doc["content"] = dict(sorted(content.items()))
-    graph_known = what.mode != DGL_API or bool(what.inputs)
+    graph_known = what.mode != DGL_API or bool(entry.inputs)
     if not (share and graph_known):
         doc["run"] = run  # the graph is the job's own: only its restarts share the entry
     return doc

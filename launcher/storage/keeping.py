@@ -28,7 +28,8 @@ from typing import IO
 from launcher import checkpoints, programs
 from launcher.console import NORMAL, WARNING, Console, PhaseError, Report
 from launcher.partition import output as parts
-from launcher.storage.cache import Cache, CacheError, PartitionInputs, inputs, key_of
+from launcher.partition.request import PartitionRequest
+from launcher.storage.cache import Cache, CacheError, inputs, key_of
 from launcher.storage.layout import Storage
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import Transport, TransportError, run_everywhere
@@ -56,17 +57,16 @@ class Partitioned:
 
 def partition_cached(
     storage: Storage | None,
-    what: PartitionInputs,
-    workspace: Path,
+    what: PartitionRequest,
     console: Console,
     report: Report,
     partition_into: Callable[[Path], parts.PartitionSet],
 ) -> Partitioned:
     """Phase 1's work with the cache around it (call inside the phase): the cached
     partitions when whole, else ``partition_into(folder)``, the new set then cached
-    (without storage: into ``<workspace>/dataset``)."""
-    if storage is None or (what.mode == DGL_API and not what.entry_point):
-        return Partitioned(partition_into(workspace / "dataset"), {})
+    (without storage: into the request's ``<workspace>/dataset``)."""
+    if storage is None or (what.mode == DGL_API and not what.entry.script):
+        return Partitioned(partition_into(what.workspace / "dataset"), {})
     try:
         doc = inputs(what, storage.run, storage.share_partitions)
     except CacheError as e:
@@ -79,7 +79,7 @@ def partition_cached(
             "  warning: --share-partitions: name the graph the partition entry point reads with "
             "--partition-inputs, or only this run's restarts reuse its partitions"
         )
-    found = cache.lookup(key, what.graph_name, what.num_partitions)
+    found = cache.lookup(key, what.job.graph_name, what.job.num_parts)
     if found.pset is not None:
         text = (
             f"reused the partitions cached at {where} (same inputs: key {key}; every file's "
@@ -137,19 +137,19 @@ class DistCache:
 
     @staticmethod
     def open(
-        storage: Storage | None,
-        what: PartitionInputs,
-        python: str,
-        timeout: float,
-        hashes: dict[str, str],
+        storage: Storage | None, what: PartitionRequest, hashes: dict[str, str]
     ) -> DistCache | None:
+        """The cache of ``what``'s partitions on ``storage`` (None without), keyed by the
+        ``hashes`` the workers computed; copies run with the request's interpreter and
+        timeout."""
         if storage is None:
             return None
         doc = inputs(what, storage.run, storage.share_partitions, content=hashes)
         key = key_of(doc)
         cache = Cache(storage.partitions)
         where = _where(storage, cache.entry(key))
-        return DistCache(cache, key, doc, where, f"{what.graph_name}.json", python, timeout)
+        config = f"{what.job.graph_name}.json"
+        return DistCache(cache, key, doc, where, config, what.python, what.timeout)
 
     def _run(
         self,

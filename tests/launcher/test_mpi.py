@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from chunkedgraph.job import PartitionJob
 from launcher import options
 from launcher.partition import mpirun
 from launcher.workers.hostfile import Host
@@ -13,10 +14,10 @@ HOSTS = [Host("10.0.0.1", 30050, "j-worker-0"), Host("10.0.0.2", 30050, "j-worke
 
 
 def test_parmetis_runs_every_rank_here_and_oversubscribes() -> None:
-    job = mpirun.RankJob("python3", "/g", "Shared", "graphsage", 2, ("/w/dataset",), True, False)
+    job = PartitionJob("graphsage", 2, "/g", "Shared", ("/w/dataset",), balance_train=True)
     argv = mpirun.mpirun_argv(
-        mpirun.Launch("mpirun", 3, env={"A": "1"}), job.argv("/tmp/dglrun/x-rank-{rank}.pid"),
-        as_root=False,
+        mpirun.Launch("mpirun", 3, env={"A": "1"}),
+        mpirun.rank_argv("python3", job, "/tmp/dglrun/x-rank-{rank}.pid"), as_root=False,
     )  # fmt: skip
     assert argv[:5] == ["mpirun", "-np", "3", "--bind-to", "none"]
     assert "--oversubscribe" in argv and "--hostfile" not in argv

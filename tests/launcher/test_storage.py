@@ -15,7 +15,7 @@ import pytest
 from launcher import checkpoints
 from launcher.checksums import file_sha256
 from launcher.options import Options, parse
-from launcher.phases import partition_inputs
+from launcher.phases import partition_request
 from launcher.storage import cache
 from launcher.storage.layout import Storage, StorageError
 from podcontract import STORAGE_DIR
@@ -106,29 +106,29 @@ def opts_for(tmp_path: Path, *extra: str, mode: str = "DGL-API") -> Options:
 def test_the_key_covers_arguments_content_and_run(tmp_path: Path) -> None:
     graph = tmp_path / "graph.bin"
     graph.write_bytes(b"edges")
-    base = partition_inputs(opts_for(tmp_path, "--partition-inputs", str(graph)))
+    base = partition_request(opts_for(tmp_path, "--partition-inputs", str(graph)))
     key = cache.key_of(cache.inputs(base, "job-a", share=True))
     same = cache.key_of(cache.inputs(base, "job-b", share=True))
     assert key == same  # shared, and the graph is named: another job may reuse it
     mine = cache.inputs(base, "job-b", share=False)
     assert cache.key_of(mine) != key and mine["run"] == "job-b"
-    other_args = partition_inputs(
+    other_args = partition_request(
         opts_for(tmp_path, "--partition-inputs", str(graph), "--balance-edges")
     )
     assert cache.key_of(cache.inputs(other_args, "job-a", True)) != key
     graph.write_bytes(b"other edges")
     assert cache.key_of(cache.inputs(base, "job-a", True)) != key
     # without the graph named, sharing cannot be trusted: the run stays in the key
-    unnamed = cache.inputs(partition_inputs(opts_for(tmp_path)), "job-a", share=True)
+    unnamed = cache.inputs(partition_request(opts_for(tmp_path)), "job-a", share=True)
     assert unnamed["run"] == "job-a"
     with pytest.raises(cache.CacheError, match="nope does not exist"):
-        nope = partition_inputs(opts_for(tmp_path, "--partition-inputs", "nope"))
+        nope = partition_request(opts_for(tmp_path, "--partition-inputs", "nope"))
         cache.inputs(nope, "r", False)
 
 
 def test_a_chunked_graphs_files_are_in_its_key(tmp_path: Path) -> None:
     path = write_graph(tmp_path / "g")
-    what = partition_inputs(opts_for(tmp_path, "--chunked-graph", str(path), mode="ParMETIS"))
+    what = partition_request(opts_for(tmp_path, "--chunked-graph", str(path), mode="ParMETIS"))
     doc = cache.inputs(what, "r", share=True)
     content = doc["content"]
     assert "run" not in doc and isinstance(content, dict) and len(content) >= 3
