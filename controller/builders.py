@@ -705,7 +705,7 @@ def probe_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     """An elastic job's room-finder: the partitioner's pod as the scheduler sees it (its main
     container's requests and limits, its node selector, affinity, tolerations, priority and
     volumes), running nothing but ``sleep``. Placed, it shows that the next attempt's
-    partitioner has room beside the standby workers that run (controller/elastic_sync.py)."""
+    partitioner has room beside the standby workers that run (controller/lifecycle/elastic.py)."""
     pod = partitioner_pod(job, opts, attempt)
     meta = pod["metadata"]
     meta["name"] = job.probe_name

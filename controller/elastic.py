@@ -1,6 +1,6 @@
 """Elastic jobs (``spec.elasticPolicy``): how many workers an attempt trains on, and when
-that changes. Pure functions of the job, its pods and ``status.elastic``; controller/sync.py
-acts on what they decide.
+that changes. Pure functions of the job, its pods and ``status.elastic``; the lifecycle's
+elastic step (controller/lifecycle/elastic.py) acts on what they decide.
 
 DGL's runtime fixes a run's membership (one partition per machine of ip_config, each server
 loading the partition of its machine id), so the count changes only between attempts: an
@@ -98,6 +98,19 @@ def forget_members(status: Obj) -> None:
     if isinstance(st, dict):
         for key in (MEMBERS, "attemptStarted", STATUS_GROW_TO):
             st.pop(key, None)
+
+
+def rescaled(status: Obj, now: float) -> float | None:
+    """The attempt after a rescale trains: the rescale's seconds, added to
+    ``status.elastic.rescaleSeconds`` (None: no rescale was under way)."""
+    st = status.get(STATUS) or {}
+    since = parse_time(st.get("rescalingSince"))
+    if since is None:
+        return None
+    seconds = max(0.0, now - since)
+    st.pop("rescalingSince", None)
+    st["rescaleSeconds"] = round(float(st.get("rescaleSeconds") or 0) + seconds, 3)
+    return seconds
 
 
 def _index(job: DGLJob, name: str) -> int | None:

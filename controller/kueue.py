@@ -4,7 +4,7 @@ A DGLJob labelled ``kueue.x-k8s.io/queue-name`` (and an operator run with ``--ku
 queued: the operator owns a ``Workload`` (kueue.x-k8s.io/v1beta2) that asks for the job's pods,
 and runs the job only while Kueue admits it. This module builds that Workload, reads what
 Kueue wrote in its status, and writes the few status changes the job's side owns; the steps
-that act on them are in controller/kueue_sync.py. Kueue's Go job reconciler
+that act on them are in controller/lifecycle/queued.py. Kueue's Go job reconciler
 (pkg/controller/jobframework/reconciler.go, v0.17) is the reference:
 
 - **podSets** (:func:`workload`): ``partitioner`` (1, in the modes that have that pod),

@@ -1,6 +1,6 @@
 """What one sync of a job decided (:class:`Plan`): the new status, the events and metrics to
 emit once it is written, and when to look at the job again. The sync handler's steps
-(controller/sync.py, controller/elastic_sync.py) fill it; only the status write acts on it."""
+(controller/lifecycle/) fill it; only the status write acts on it."""
 
 from __future__ import annotations
 

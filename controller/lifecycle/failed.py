@@ -1,0 +1,90 @@
+"""a pod failed? (or, once training runs, a worker or the launcher vanished) -> restart the
+whole job while backoffLimit allows, else Failed (MemoryPlanExceeded: dglrun found a step that
+cannot fit; never retried). :func:`end_attempt` serves the node-lost step too."""
+
+from __future__ import annotations
+
+from controller import elastic
+from controller.api import WORKER
+from controller.events import WARNING
+from controller.lifecycle.actions import Actions
+from controller.lifecycle.context import Context, Next
+from controller.status import conditions, failures, pod_state
+from podcontract import DGLRUN_STATUS_FIELDS
+
+
+def restart_or_fail(ctx: Context, act: Actions) -> Next:
+    failure = ctx.obs.failure or _missing_pod_failure(ctx)
+    if failure is None:
+        return Next.GO_ON
+    return end_attempt(ctx, act, failure)
+
+
+def end_attempt(ctx: Context, act: Actions, failure: failures.PodFailure) -> Next:
+    """A pod failed, vanished or sits on a lost node: restart the job while backoffLimit
+    allows, else fail it."""
+    policy = ctx.job.spec.run_policy
+    if failure.reason == conditions.REASON_NODE_LOST:
+        ctx.plan.on_written.append(lambda: act.metrics.node_losses.inc())
+    # (a memory plan that does not fit fails again on every attempt: no restart)
+    retry = failure.condition_reason != conditions.REASON_MEMORY_PLAN
+    if retry and ctx.attempt < policy.backoff_limit:
+        _restart(ctx, act, failure)
+        return Next.DONE
+    reason = failure.condition_reason
+    message = failure.describe()
+    if retry and policy.backoff_limit > 0:
+        reason = conditions.REASON_BACKOFF_LIMIT
+        message += f" (backoffLimit {policy.backoff_limit} reached)"
+    act.fail(ctx, reason, message)
+    return Next.DONE
+
+
+def _missing_pod_failure(ctx: Context) -> failures.PodFailure | None:
+    """Once training runs, a worker or launcher that disappears is a failure."""
+    job, obs = ctx.job, ctx.obs
+    launcher = obs.pod(job.launcher_name)
+    if launcher is None:
+        if ctx.status.get("phase") == conditions.TRAINING:
+            return failures.PodFailure(
+                "Launcher", job.launcher_name, "", None, "PodDeleted", "deleted while training"
+            )
+        return None
+    if not pod_state.main_started(launcher):
+        return None
+    for name in job.training_worker_names():
+        if name not in obs.pods:
+            return failures.PodFailure(
+                WORKER, name, "", None, "PodDeleted", "deleted while training"
+            )
+    return None
+
+
+def _restart(ctx: Context, act: Actions, failure: failures.PodFailure) -> None:
+    job, status = ctx.job, ctx.status
+    limit = job.spec.run_policy.backoff_limit
+    message = f"{failure.describe()}; restarting the job (restart {ctx.attempt + 1} of {limit})"
+    # a node loss says so in the reason (the history names the node); other failures:
+    # the failing pod's reason is in the message
+    reason = (
+        failure.reason
+        if failure.reason == conditions.REASON_NODE_LOST
+        else conditions.REASON_RESTARTING
+    )
+    status["restartCount"] = ctx.attempt + 1
+    status["phase"] = conditions.PHASE_RESTARTING
+    elastic.forget_members(status)
+    act.observe_delivery(ctx)
+    for reported in DGLRUN_STATUS_FIELDS:  # the next attempt's dglrun reports afresh
+        ctx.plan.clear(reported)
+    ctx.set_condition(conditions.RESTARTING, True, reason, message)
+    ctx.not_running(conditions.REASON_RESTARTING, message)
+    if conditions.get_condition(status, conditions.PODS_READY):
+        ctx.set_condition(
+            conditions.PODS_READY,
+            False,
+            conditions.REASON_PODS_STARTING,
+            "the job restarts: its pods are made again",
+        )
+    ctx.plan.announce(WARNING, reason, message)
+    ctx.plan.on_written.append(lambda: act.metrics.jobs_restarted.labels(job.namespace).inc())

@@ -1,0 +1,39 @@
+"""finished? -> apply cleanPodPolicy, then the TTL; a queued job's Workload is Finished.
+
+Before the spec is parsed: a finished job is cleaned up and deleted after its TTL whatever its
+spec (one an upgrade's stricter API refuses included), read leniently from the raw object.
+"""
+
+from __future__ import annotations
+
+from controller import kueue
+from controller.api import finishing
+from controller.lifecycle.actions import Actions
+from controller.lifecycle.context import Context, Next
+from controller.objects import JobRef
+from controller.status import conditions
+from kubeclient import WORKLOADS
+
+
+def clean_up(ctx: Context, act: Actions) -> Next:
+    if not conditions.finished(ctx.status):
+        return Next.GO_ON
+    ref = JobRef.of(ctx.raw)
+    policies = finishing(ref.raw)
+    act.cleanup(ref, policies.clean_pod_policy)
+    act.schedule_ttl(ref, policies.ttl_seconds_after_finished, ctx.plan, ctx.now)
+    _finish_workload(ctx, act, ref)
+    return Next.DONE
+
+
+def _finish_workload(ctx: Context, act: Actions, ref: JobRef) -> None:
+    """A finished queued job: its Workload Finished (Kueue releases the quota)."""
+    if not act.options.kueue or kueue.queue_name(ref.raw) is None:
+        return
+    for wl in act.listers[WORKLOADS].controlled_by(ref.uid):
+        succeeded = conditions.is_true(ctx.status, conditions.SUCCEEDED)
+        cond = conditions.get_condition(
+            ctx.status, conditions.SUCCEEDED if succeeded else conditions.FAILED
+        )
+        message = str((cond or {}).get("message") or "")
+        act.patch_workload(wl, kueue.finished(wl, succeeded, message, ctx.now))

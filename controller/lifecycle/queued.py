@@ -1,0 +1,150 @@
+"""queued? (``--kueue`` and the job's ``kueue.x-k8s.io/queue-name`` label) -> Kueue's contract
+(controller/kueue.py) acted on:
+
+    no Workload?       -> create it; the job waits (Queued)
+    not admitted?      -> no pods (deleted if any), Queued True with Kueue's reason and message
+                          (the LocalQueue is missing, the quota is short, a check is pending)
+    evicted?           -> the same; once no pod of the job runs, the Workload's reservation is
+                          cleared so that Kueue queues it again
+    admitted           -> Queued False; the attempt runs with the admission's placement (the
+                          flavors' nodeSelector and tolerations, the checks' podSetUpdates; an
+                          elastic job no more workers than admitted); the Workload's PodsReady
+                          follows the job's
+    finished           -> (the finished step) the Workload is Finished
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import structlog
+
+from controller import elastic, kueue
+from controller.api import DGLJob, Placement
+from controller.events import NORMAL, WARNING
+from controller.lifecycle.actions import Actions
+from controller.lifecycle.context import Context, Next
+from controller.status import conditions, observation, pod_state
+from kubeclient import (
+    PRIORITYCLASSES,
+    RESOURCEFLAVORS,
+    WORKLOADS,
+    BadRequest,
+    Invalid,
+    NotFound,
+    Obj,
+)
+
+log = structlog.get_logger("controller.kueue")
+
+# An evicted job's pods go with at most this grace period: Kueue gives their quota to another
+# job once they are gone, and nothing is lost by not waiting longer (training resumes from the
+# last epoch's checkpoint). The workers' default `sleep 365d` ignores SIGTERM: with their own
+# grace period (30 s unless the template says otherwise) the quota would wait that long.
+EVICTION_GRACE_SECONDS = 5
+
+
+def wait_for_admission(ctx: Context, act: Actions) -> Next:
+    """The job as its admission runs it (unchanged when it is not queued), or done: it waits
+    for Kueue, without pods (none counted)."""
+    job = ctx.job
+    queue = kueue.queue_name(job.raw)
+    if not act.options.kueue or queue is None:
+        return Next.GO_ON
+    name = kueue.workload_name(job)
+    wl = act.listers[WORKLOADS].get(job.namespace, name)
+    if wl is None:
+        if _create_workload(ctx, act):
+            message = f"Workload {name} is queued in LocalQueue {queue}"
+            _hold_for_admission(ctx, act, kueue.REASON_PENDING, message)
+        return _waits(ctx)
+    st = kueue.state(wl)
+    if not st.admitted:
+        _hold_for_admission(ctx, act, st.reason, st.message)
+        if st.evicted and not any(pod_state.is_active(p) for p in ctx.pods):
+            act.patch_workload(wl, kueue.clear_reservation(wl, ctx.now))
+        return _waits(ctx)
+    placed = _placement(act, job, wl)
+    _admitted(ctx, st)
+    ready = conditions.is_true(ctx.status, conditions.PODS_READY)
+    act.patch_workload(wl, kueue.pods_ready(wl, ready, ctx.now))
+    return ctx.go_on_with(kueue.admitted(job, placed))
+
+
+def _waits(ctx: Context) -> Next:
+    ctx.counted = observation.observe(ctx.job, [], elastic.attempt(ctx.status))
+    return Next.DONE
+
+
+def _create_workload(ctx: Context, act: Actions) -> bool:
+    """False: the API server refused the Workload (the job failed)."""
+    job = ctx.job
+    try:
+        act.apply.create(job, WORKLOADS, kueue.workload(job, act.options, _priority(act, job)))
+    except NotFound:
+        message = (
+            "the Workload CRD (workloads.kueue.x-k8s.io, v1beta2) is not installed: "
+            "install Kueue v0.17 or later, or run the operator without --kueue"
+        )
+        act.fail(ctx, conditions.REASON_INVALID_SPEC, message)
+        return False
+    except (BadRequest, Invalid) as e:
+        message = f"invalid spec: the API server refused the job's Workload: {e.message}"
+        act.fail(ctx, conditions.REASON_INVALID_SPEC, message)
+        return False
+    return True
+
+
+def _priority(act: Actions, job: DGLJob) -> int | None:
+    name = job.spec.run_policy.scheduling_policy.priority_class
+    if not name:
+        return None
+    try:
+        value = act.client.get(PRIORITYCLASSES, None, name).get("value")
+    except NotFound:
+        return None  # (the pods' admission refuses it later, naming it)
+    return int(value) if isinstance(value, int) else None
+
+
+def _placement(act: Actions, job: DGLJob, wl: Obj) -> Mapping[str, Placement]:
+    """The admission's placement; the flavors are read once per admission."""
+    status = wl.get("status") or {}
+    of = json.dumps(
+        [status.get("admission"), status.get("admissionChecks")], sort_keys=True, default=str
+    )
+    memo = act.memos[job.key]
+    if memo.placement is not None and memo.placement_of == of:
+        return memo.placement
+    flavors = {}
+    for name in sorted(kueue.flavor_names(wl)):
+        try:
+            flavors[name] = act.client.get(RESOURCEFLAVORS, None, name)
+        except NotFound:
+            log.warning("an admitted flavor does not exist", flavor=name)
+    memo.placement, memo.placement_of = kueue.placement(wl, flavors), of
+    return memo.placement
+
+
+def _hold_for_admission(ctx: Context, act: Actions, reason: str, message: str) -> None:
+    """No pods until Kueue admits the job: Queued True with Kueue's reason and message."""
+    old = conditions.get_condition(ctx.status, conditions.QUEUED) or {}
+    if old.get("status") != "True" or old.get("reason") != reason:
+        kind = WARNING if reason.startswith("Evicted") else NORMAL
+        ctx.plan.announce(kind, conditions.REASON_QUEUED, f"{reason}: {message}")
+    if old.get("message") != message or old.get("reason") != reason:
+        ctx.set_condition(conditions.QUEUED, True, reason, message)
+    why = "the job waits for admission by Kueue"
+    act.hold(ctx, why, conditions.REASON_QUEUED, f"queued: {message}", EVICTION_GRACE_SECONDS)
+    ctx.status["phase"] = conditions.PHASE_QUEUED
+
+
+def _admitted(ctx: Context, st: kueue.QueueState) -> None:
+    old = conditions.get_condition(ctx.status, conditions.QUEUED)
+    if old is None or old.get("status") == "False":
+        return
+    ctx.set_condition(conditions.QUEUED, False, st.reason, st.message)
+    ctx.status.setdefault("startTime", conditions.now_rfc3339(ctx.now))
+    ctx.status["phase"] = conditions.PENDING
+    message = f"DGLJob {ctx.job.key} is admitted by Kueue: {st.message}"
+    ctx.plan.announce(NORMAL, conditions.REASON_ADMITTED, message)

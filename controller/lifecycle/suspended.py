@@ -1,0 +1,31 @@
+"""suspended? -> delete the pods, Suspended (no pods are counted). Resumed? -> said so, and the
+start time counts again from now."""
+
+from __future__ import annotations
+
+from controller import elastic
+from controller.events import NORMAL
+from controller.lifecycle.actions import Actions
+from controller.lifecycle.context import Context, Next
+from controller.status import conditions, observation
+
+
+def suspend_or_resume(ctx: Context, act: Actions) -> Next:
+    job = ctx.job
+    if job.spec.run_policy.suspend:
+        if not conditions.is_true(ctx.status, conditions.SUSPENDED):
+            message = f"DGLJob {job.key} is suspended."
+            ctx.set_condition(conditions.SUSPENDED, True, conditions.REASON_SUSPENDED, message)
+            ctx.plan.announce(NORMAL, conditions.REASON_SUSPENDED, message)
+        why = "the job is suspended"
+        act.hold(ctx, why, conditions.REASON_SUSPENDED, why)
+        ctx.status["phase"] = conditions.PHASE_SUSPENDED
+        ctx.counted = observation.observe(job, [], elastic.attempt(ctx.status))
+        return Next.DONE
+    if conditions.is_true(ctx.status, conditions.SUSPENDED):
+        message = f"DGLJob {job.key} is resumed."
+        ctx.set_condition(conditions.SUSPENDED, False, conditions.REASON_RESUMED, message)
+        ctx.status["startTime"] = conditions.now_rfc3339(ctx.now)
+        ctx.status["phase"] = conditions.PENDING
+        ctx.plan.announce(NORMAL, conditions.REASON_RESUMED, message)
+    return Next.GO_ON
