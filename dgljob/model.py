@@ -213,7 +213,7 @@ class JobSpec:
     placement: Mapping[str, Placement] = field(default_factory=dict)
 
     @property
-    def mode(self) -> modes.Mode:
+    def mode(self) -> modes.PartitionMode:
         return modes.MODES[self.partition_mode]
 
     @property

@@ -1,6 +1,6 @@
 """What each ``spec.partitionMode`` means for the job's pods: one entry per mode.
 
-The parser, the builders, the status and the sync ask the job's :class:`Mode` rather than
+The parser, the builders, the status and the sync ask the job's :class:`PartitionMode` rather than
 comparing mode names, so a new mode is one more entry here.
 
 =============  =======  ===========  =============  ======================================
@@ -30,7 +30,7 @@ SKIP = "Skip"
 
 
 @dataclass(frozen=True)
-class Mode:
+class PartitionMode:
     name: str
     workers: bool  # Worker pods, their Services and the hostfile
     partitioner: bool  # a Partitioner pod partitions, then delivers to the launcher
@@ -43,11 +43,11 @@ class Mode:
         return bool(self.layouts)
 
 
-MODES: dict[str, Mode] = {
-    DGL_API: Mode(DGL_API, workers=True, partitioner=True),
-    SKIP: Mode(SKIP, workers=False, partitioner=False),
-    PARMETIS: Mode(PARMETIS, workers=True, partitioner=True, layouts=(SHARED,)),
-    DIST_PARMETIS: Mode(
+MODES: dict[str, PartitionMode] = {
+    DGL_API: PartitionMode(DGL_API, workers=True, partitioner=True),
+    SKIP: PartitionMode(SKIP, workers=False, partitioner=False),
+    PARMETIS: PartitionMode(PARMETIS, workers=True, partitioner=True, layouts=(SHARED,)),
+    DIST_PARMETIS: PartitionMode(
         DIST_PARMETIS,
         workers=True,
         partitioner=False,

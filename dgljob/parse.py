@@ -216,7 +216,7 @@ def _scheduling_policy(value: Any) -> SchedulingPolicy:
     )
 
 
-def _chunked_graph(value: Any, mode: modes.Mode) -> ChunkedGraphSpec | None:
+def _chunked_graph(value: Any, mode: modes.PartitionMode) -> ChunkedGraphSpec | None:
     field = "spec.chunkedGraph"
     if value is None:
         if mode.chunked_graph:
@@ -312,7 +312,7 @@ def _storage(value: Any) -> StorageSpec | None:
     )
 
 
-def _out_of_core(value: Any, mode: modes.Mode) -> OutOfCoreSpec | None:
+def _out_of_core(value: Any, mode: modes.PartitionMode) -> OutOfCoreSpec | None:
     field = "spec.outOfCore"
     if value is None:
         return None
@@ -337,7 +337,9 @@ def _out_of_core(value: Any, mode: modes.Mode) -> OutOfCoreSpec | None:
     return OutOfCoreSpec(enabled, float(fraction)) if enabled else None
 
 
-def _elastic(value: Any, worker: ReplicaSpec | None, mode: modes.Mode) -> ElasticPolicy | None:
+def _elastic(
+    value: Any, worker: ReplicaSpec | None, mode: modes.PartitionMode
+) -> ElasticPolicy | None:
     field = "spec.elasticPolicy"
     if value is None:
         return None

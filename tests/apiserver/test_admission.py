@@ -10,7 +10,7 @@ from controller.api import DGLJOBS
 from controller.elastic import STATUS_FIELDS
 from kubeclient import BadRequest, Invalid, Obj, RestClient
 from tests.support.dgljobs import load_fixture
-from tests.support.malformed import CASES, Case, apply_case
+from tests.support.malformed import CRD_CASES, Case, apply_case
 
 
 def seed(ns: str) -> Obj:
@@ -31,7 +31,7 @@ def test_seed_example_is_accepted_and_defaulted(api: RestClient, namespace: str)
     assert c["command"] == ["dglrun"] and "--partition-entry-point" in c["args"]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", CRD_CASES, ids=[c.id for c in CRD_CASES])
 def test_malformed_jobs_are_rejected_naming_the_field(
     api: RestClient, namespace: str, case: Case
 ) -> None:

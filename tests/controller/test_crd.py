@@ -1,7 +1,13 @@
-"""The CRD: shape, printer columns, and that it accepts the seed and rejects malformed jobs."""
+"""The CRD: shape, printer columns, and that it accepts the seed and rejects malformed jobs;
+and that it and the parser (dgljob.parse) agree: every malformed case is refused by both
+(but the few only the parser can state), and every CEL rule and every ``raise SpecError`` of
+the parser is what refuses at least one case."""
 
 from __future__ import annotations
 
+import ast
+import traceback
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,9 +22,10 @@ from controller.api import (
     parse_job,
 )
 from controller.elastic import STATUS_FIELDS
+from dgljob import parse
 from tests.controller.crd_validate import Validator, apply_defaults, load_crd, version_schema
 from tests.support.dgljobs import load_fixture
-from tests.support.malformed import CASES, Case, apply_case
+from tests.support.malformed import CASES, CRD_CASES, Case, apply_case
 from tests.support.paths import CRD_PATH
 
 
@@ -172,7 +179,7 @@ def test_at_least_twenty_malformed_cases() -> None:
     assert len({c.id for c in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", CRD_CASES, ids=[c.id for c in CRD_CASES])
 def test_crd_rejects_malformed(validator: Validator, case: Case) -> None:
     errors = validator.validate(apply_case(load_fixture("seed_dgljob.yaml"), case))
     assert errors, f"{case.id} was accepted"
@@ -326,3 +333,66 @@ def test_elastic_example_is_accepted(validator: Validator) -> None:
     parsed = parse_job(example).spec
     assert parsed.elastic == ElasticPolicy(1, 3, 30, 60)
     assert parsed.storage is not None and parsed.workers == 3
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c.crd], ids=lambda c: c.id)
+def test_what_only_the_parser_refuses_the_crd_admits(validator: Validator, case: Case) -> None:
+    """A case marked parser-only is one the CRD cannot state: it admits it."""
+    assert validator.validate(apply_case(load_fixture("seed_dgljob.yaml"), case)) == []
+
+
+def cel_rules(crd: dict[str, Any]) -> list[dict[str, Any]]:
+    """The CEL rules of the schema that judge one object (not the transition rules, which
+    compare with oldSelf: tests/apiserver/test_admission.py updates jobs for those)."""
+    return [
+        rule
+        for _, node in _walk(version_schema(crd))
+        for rule in node.get("x-kubernetes-validations") or []
+        if "oldSelf" not in rule["rule"]
+    ]
+
+
+def test_every_cel_rule_refuses_some_case(crd: dict[str, Any], validator: Validator) -> None:
+    """Each CEL rule is the one that refuses at least one malformed case: a new rule needs a
+    case (which the parser must refuse too, naming the same field)."""
+    errors = [
+        e
+        for case in CRD_CASES
+        for e in validator.validate(apply_case(load_fixture("seed_dgljob.yaml"), case))
+    ]
+    rules = cel_rules(crd)
+    unhit = [r["rule"] for r in rules if not any(r["message"] in e for e in errors)]
+    assert len(rules) >= 20 and not unhit, f"no malformed case is refused by: {unhit}"
+
+
+def raise_sites() -> set[int]:
+    """The lines of dgljob/parse.py that raise a SpecError."""
+    tree = ast.parse(Path(parse.__file__).read_text())
+    return {
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Raise)
+        and isinstance(node.exc, ast.Call)
+        and isinstance(node.exc.func, ast.Name)
+        and node.exc.func.id == "SpecError"
+    }
+
+
+def raised_at(raw: dict[str, Any]) -> int:
+    """The line of dgljob/parse.py whose ``raise`` refused ``raw``."""
+    with pytest.raises(SpecError) as err:
+        parse_job(raw)
+    frames = traceback.extract_tb(err.value.__traceback__)
+    return [f for f in frames if f.filename == parse.__file__][-1].lineno or 0
+
+
+def test_every_parser_check_refuses_some_case() -> None:
+    """Each ``raise SpecError`` of the parser is what refuses at least one malformed case: a
+    new check needs a case (which the CRD must refuse too, unless marked parser-only)."""
+    hit = set()
+    for case in CASES:
+        raw = apply_case(load_fixture("seed_dgljob.yaml"), case)
+        raw.setdefault("metadata", {})["uid"] = "u"
+        hit.add(raised_at(raw))
+    sites = raise_sites()
+    assert len(sites) >= 30 and not sites - hit, f"no case is refused at lines {sites - hit}"

@@ -18,6 +18,8 @@ class Case:
     id: str
     mutate: Callable[[Obj], object]  # what it returns is ignored
     field: str  # a substring the error message must contain
+    # False: a rule only the parser states (the CRD cannot: pod templates are kept whole)
+    crd: bool = True
 
 
 def _spec(o: Obj) -> Obj:
@@ -102,6 +104,13 @@ CASES: list[Case] = [
         "path",
     ),
     Case(
+        "chunked-graph-unknown-field",
+        lambda o: _spec(o).update(
+            partitionMode="ParMETIS", chunkedGraph={"path": "/g", "layot": "x"}
+        ),
+        "chunkedGraph.layot",
+    ),
+    Case(
         "chunked-graph-layout-unknown",
         lambda o: _spec(o).update(
             partitionMode="DistParMETIS", chunkedGraph={"path": "/g", "layout": "Sometimes"}
@@ -154,6 +163,21 @@ CASES: list[Case] = [
         lambda o: _rs(o, "Worker")["template"]["spec"].update(containers=[]),
         "Worker.template.spec.containers",
     ),
+    Case(
+        "worker-template-without-spec",
+        lambda o: _rs(o, "Worker")["template"].pop("spec"),
+        "Worker.template.spec",
+    ),
+    Case(
+        "replica-type-unknown",
+        lambda o: _spec(o)["dglReplicaSpecs"].update(PS=_rs(o, "Worker")),
+        "dglReplicaSpecs",
+    ),
+    Case(
+        "command-not-a-list",
+        lambda o: _main(o, "Launcher").update(command="dglrun"),
+        "containers[0].command",
+    ),
     Case("container-without-image", lambda o: _main(o, "Worker").pop("image"), "image"),
     Case("container-without-name", lambda o: _main(o, "Launcher").pop("name"), "name"),
     Case(
@@ -189,6 +213,17 @@ CASES: list[Case] = [
         "scheduling-queue-not-a-string",
         lambda o: _run_policy(o).update(schedulingPolicy={"queue": 5}),
         "queue",
+    ),
+    Case(
+        "scheduling-priority-class-not-a-name",
+        lambda o: _run_policy(o).update(schedulingPolicy={"priorityClass": "High_Prio"}),
+        "priorityClass",
+    ),
+    Case(
+        "min-available-above-the-gang",  # the seed creates 3 pods at once (no launcher)
+        lambda o: _run_policy(o).update(schedulingPolicy={"minAvailable": 4}),
+        "minAvailable",
+        crd=False,
     ),
     Case("slots-per-worker-zero", lambda o: _spec(o).update(slotsPerWorker=0), "slotsPerWorker"),
     Case(
@@ -232,6 +267,18 @@ CASES: list[Case] = [
         "storage-template-without-spec",
         lambda o: _spec(o).update(storage={"claimTemplate": {"metadata": {}}}),
         "claimTemplate.spec",
+    ),
+    Case(
+        "storage-template-unknown-field",
+        lambda o: _spec(o).update(storage={"claimTemplate": {"spec": {}, "kind": "PVC"}}),
+        "claimTemplate.kind",
+    ),
+    Case(
+        "storage-template-names-the-claim",
+        lambda o: _spec(o).update(
+            storage={"claimTemplate": {"spec": {}, "metadata": {"name": "mine"}}}
+        ),
+        "claimTemplate.metadata.name",
     ),
     Case(
         "storage-share-not-bool",
@@ -325,7 +372,19 @@ CASES: list[Case] = [
         "needs spec.storage",
     ),
     Case("elastic-in-skip-mode", _elastic_skip, "Skip has no workers to scale"),
+    Case(
+        "elastic-with-a-gang-size",
+        lambda o: _run_policy(_elastic(o)).update(schedulingPolicy={"minAvailable": 2}),
+        "spec.runPolicy.schedulingPolicy.minAvailable",
+    ),
     Case("elastic-with-per-worker-chunks", _elastic_per_worker, "layout PerWorker"),
+    # what only the parser checks: a pod template's resource quantities
+    Case(
+        "worker-memory-limit-6K",
+        lambda o: _main(o, "Worker").update(resources={"limits": {"memory": "6K"}}),
+        "spec.dglReplicaSpecs.Worker.template.spec.containers[0].resources.limits.memory",
+        crd=False,
+    ),
     # spec.outOfCore
     Case(
         "out-of-core-fraction-above-one",
@@ -348,6 +407,9 @@ CASES: list[Case] = [
         "needs workers: partitionMode Skip",
     ),
 ]
+
+# the cases the CRD refuses too (the admission tests run these against the API server)
+CRD_CASES = [c for c in CASES if c.crd]
 
 
 def apply_case(base: Obj, case: Case) -> Obj:
