@@ -114,19 +114,19 @@ unit: preflight-test venv dgl-venv k8s-binaries scheduler-plugins kueue
 test: preflight-test lint typecheck unit
 
 bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins kueue images
-	$(BIN)/python bench/workqueue_bench.py
-	$(BIN)/python bench/pipeline_bench.py
-	$(BIN)/python bench/controller_bench.py
-	$(BIN)/python bench/partition_bench.py
-	$(BIN)/python bench/large_graph_bench.py
-	$(BIN)/python bench/large_graph_bench.py --proof-at-limit --nodes 500000 --feat-dim 64
-	$(BIN)/python bench/distpart_bench.py
-	$(BIN)/python bench/out_of_core_bench.py
-	$(BIN)/python bench/restart_bench.py
-	$(BIN)/python bench/nodes_bench.py
-	$(BIN)/python bench/elastic_bench.py
-	$(BIN)/python bench/kueue_bench.py
-	$(if $(LARGE),$(BIN)/python bench/demo_large.py $(DEMO_LARGE_ARGS))
+	$(BIN)/python -m bench.workqueue_bench
+	$(BIN)/python -m bench.pipeline_bench
+	$(BIN)/python -m bench.controller_bench
+	$(BIN)/python -m bench.partition_bench
+	$(BIN)/python -m bench.large_graph_bench
+	$(BIN)/python -m bench.large_graph_bench --proof-at-limit --nodes 500000 --feat-dim 64
+	$(BIN)/python -m bench.distpart_bench
+	$(BIN)/python -m bench.out_of_core_bench
+	$(BIN)/python -m bench.restart_bench
+	$(BIN)/python -m bench.nodes_bench
+	$(BIN)/python -m bench.elastic_bench
+	$(BIN)/python -m bench.kueue_bench
+	$(if $(LARGE),$(BIN)/python -m bench.demo_large $(DEMO_LARGE_ARGS))
 
 # Docker-free OCI images (debootstrap base; the DGL image reuses the DGL venv).
 images: venv dgl-venv
@@ -142,7 +142,7 @@ demo: preflight-demo venv dgl-venv k8s-binaries images
 # DEMO_LARGE_ARGS="--scale 0.25" for a quicker look). It takes the local cluster down first.
 DEMO_LARGE_ARGS ?=
 demo-large: preflight-demo-large venv dgl-venv k8s-binaries images
-	$(BIN)/python bench/demo_large.py $(DEMO_LARGE_ARGS)
+	$(BIN)/python -m bench.demo_large $(DEMO_LARGE_ARGS)
 
 demo-local: preflight-demo-local venv dgl-venv
 	hack/demo.sh

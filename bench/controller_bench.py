@@ -30,7 +30,7 @@ Prints figures only; never fails on timing.
    against ours, each on a fresh control plane, measured from the outside only (objects
    created until none is added for 5 s, the FlowSchema's request count, CPU, RSS); ratios.
 
-    python bench/controller_bench.py [--jobs 100] [--workers-per-job 4] [--idle-seconds 120]
+    python -m bench.controller_bench [--jobs 100] [--workers-per-job 4] [--idle-seconds 120]
                                      [--unrelated-pods 10000] [--scale 10,100,1000]
                                      [--compare-binary PATH [--compare-args ARGS]]
 """
@@ -57,16 +57,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
-import yaml  # noqa: E402
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-
-from controller.api import DGLJOBS  # noqa: E402
-from informers.factory import SharedInformerFactory  # noqa: E402
-from informers.shared import EventHandler  # noqa: E402
-from kubeclient import (  # noqa: E402
+from bench.support.console import sayer
+from bench.support.paths import REPO
+from controller.api import DGLJOBS
+from informers.factory import SharedInformerFactory
+from informers.shared import EventHandler
+from kubeclient import (
     CONFIGMAPS,
     EVENTS,
     NAMESPACES,
@@ -84,8 +83,8 @@ from kubeclient import (  # noqa: E402
     Resource,
     RestClient,
 )
-from localcluster.cluster import K8S_VERSION, ControlPlane, kubeconfig, start  # noqa: E402
-from localcluster.operator_process import OperatorProcess, stop_process  # noqa: E402
+from localcluster.cluster import K8S_VERSION, ControlPlane, kubeconfig, start
+from localcluster.operator_process import OperatorProcess, stop_process
 
 CRD_PATH = REPO / "charts" / "dgl-operator" / "crds" / "qihoo.net_dgljobs.yaml"
 SEED_PATH = REPO / "tests" / "support" / "fixtures" / "seed_dgljob.yaml"
@@ -114,8 +113,7 @@ CLUSTERROLEBINDINGS = Resource(
 )
 
 
-def say(msg: str = "") -> None:
-    print(f"controller_bench: {msg}", flush=True)
+say = sayer("controller_bench")
 
 
 # -- the operator's own metrics ---------------------------------------------------------------

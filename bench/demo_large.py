@@ -1,7 +1,7 @@
 """``make demo-large``: a graph shaped like ogbn-products across three nodes, a node lost mid-
 training, nothing lost.
 
-    python bench/demo_large.py [--scale 1.0] [--epochs 4] [--lose-after 2] [--node-memory 7Gi]
+    python -m bench.demo_large [--scale 1.0] [--epochs 4] [--lose-after 2] [--node-memory 7Gi]
                                [--report demo-large.html] [--no-baseline] [--keep-cluster]
 
 What it does, on this machine's 3-node Kubernetes (``localcluster``, one CPU and
@@ -43,7 +43,6 @@ import argparse
 import contextlib
 import glob
 import html
-import json
 import re
 import sys
 import threading
@@ -52,38 +51,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from partition_bench import Kube  # noqa: E402
-
-from localcluster.cluster import ClusterError  # noqa: E402
-from localcluster.helm import install_operator  # noqa: E402
-from localcluster.node import (  # noqa: E402
-    DEFAULT_DIR,
-    node_names,
-    refresh_images,
-    running,
-    start_node,
-    stop_node,
-)
-from localcluster.node import main as node_main  # noqa: E402
-from podcontract.quantity import parse_quantity  # noqa: E402
+from bench.support.cluster import KUBECONFIG, install
+from bench.support.console import sayer
+from bench.support.kube import Kube
+from bench.support.manifests import example_job, launcher_args, main_container, set_flag
+from bench.support.measure import CGROUP_ROOT, MiB
+from localcluster.cluster import ClusterError
+from localcluster.node import DEFAULT_DIR, node_names, running, start_node, stop_node
+from localcluster.node import main as node_main
+from podcontract.quantity import parse_quantity
 
 NS = "demo-large"
 CLAIM = "demo-large"
-MANIFEST = REPO / "examples" / "graphsage" / "dgljob-large.yaml"
+MANIFEST = "dgljob-large.yaml"  # (examples/graphsage/)
 NODES = 3
 PRODUCTS_NODES = 2_449_029
 PRODUCTS_EDGES = 61_859_140  # undirected
-MiB = 1 << 20
 GiB = 1 << 30
-CGROUP = Path("/sys/fs/cgroup/memory")
 
 
-def say(text: str) -> None:
-    print(f"demo-large: {text}", flush=True)
+say = sayer("demo-large")
 
 
 # -- the job ---------------------------------------------------------------------------------
@@ -94,21 +81,15 @@ def job_manifest(
 ) -> dict[str, Any]:
     """examples/graphsage/dgljob-large.yaml with this run's name, graph size, epochs and
     Worker memory (the limit; the request leaves the node room for the launcher)."""
-    import yaml
-
-    job: dict[str, Any] = yaml.safe_load(MANIFEST.read_text())
-    job["metadata"]["name"] = name
-    specs = job["spec"]["dglReplicaSpecs"]
-    args = specs["Launcher"]["template"]["spec"]["containers"][0]["args"]
-    args[args.index("--num-epochs") + 1] = str(epochs)
-    worker = specs["Worker"]["template"]["spec"]
-    init = worker["initContainers"][0]
+    job = example_job(MANIFEST, name)
+    set_flag(launcher_args(job), "--num-epochs", str(epochs))
+    init = job["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["initContainers"][0]
     if scale != 1.0:
         nodes, edges = round(PRODUCTS_NODES * scale), round(PRODUCTS_EDGES * scale)
         init["args"][0] += f" --nodes {nodes} --edges {edges}"
     if seed:
         init["args"][0] += f" --seed {seed}"
-    main = worker["containers"][0]
+    main = main_container(job, "Worker")
     main["resources"]["limits"]["memory"] = f"{worker_memory // MiB}Mi"
     main["resources"]["requests"]["memory"] = f"{(worker_memory - 512 * MiB) // MiB}Mi"
     return job
@@ -118,7 +99,7 @@ def job_manifest(
 
 
 def _cgroup_dir(uid: str) -> Path | None:
-    for path in glob.glob(str(CGROUP / "**" / f"pod{uid}"), recursive=True):
+    for path in glob.glob(str(CGROUP_ROOT / "**" / f"pod{uid}"), recursive=True):
         return Path(path)
     return None
 
@@ -264,7 +245,7 @@ class Observer(threading.Thread):
                     self.rec.memory.setdefault(key, []).append((t, used))
             self.rec.traffic.append((t, [bridge_bytes(k) for k in range(1, NODES + 1)]))
 
-    def run(self) -> None:  # type: ignore[override]
+    def run(self) -> None:
         last = 0.0
         while not self.stop.is_set():
             self.sample()
@@ -280,7 +261,6 @@ class Observer(threading.Thread):
 
 
 def cluster_up(node_memory: str, reuse: bool) -> Kube:
-    kubeconfig = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
     if reuse and running(DEFAULT_DIR) and len(node_names(DEFAULT_DIR)) == NODES:
         say("reusing the running 3-node cluster (--reuse-cluster)")
     else:
@@ -291,8 +271,8 @@ def cluster_up(node_memory: str, reuse: bool) -> Kube:
         argv = ["up", "--nodes", str(NODES), "--node-cpu", "1", "--node-memory", node_memory]
         if node_main(argv):
             raise SystemExit("demo-large: the cluster did not come up (see above)")
-    install_operator(kubeconfig, refresh_images().get("dgl-operator", ""))
-    kube = Kube(kubeconfig)
+    install()
+    kube = Kube(KUBECONFIG)
     kube.run("create", "namespace", NS, check=False)
     claim = {
         "apiVersion": "v1",
@@ -300,7 +280,7 @@ def cluster_up(node_memory: str, reuse: bool) -> Kube:
         "metadata": {"name": CLAIM, "namespace": NS},
         "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "40Gi"}}},
     }
-    kube.run("apply", "-f", "-", input=json.dumps(claim))
+    kube.apply(claim)
     return kube
 
 
@@ -342,7 +322,7 @@ def run_job(kube: Kube, job: dict[str, Any], lose_after: int | None, timeout: fl
         time.sleep(1)
     run = Run(name, time.monotonic())
     obs = Observer(kube, run)
-    kube.run("apply", "-f", "-", input=json.dumps(job))
+    kube.apply(job)
     run.add("job", "applied")
     obs.start()
     victim = ""
@@ -427,9 +407,9 @@ def partition_profile(logs: str) -> dict[str, Any]:
             sent = [a + b for a, b in zip(had["sent"], sent, strict=True)]
         steps[m.group(1)] = {"peak": peak, "sent": sent}
     seconds = {}
-    m = re.search(r"ranks' steps: (.*)", logs)
-    if m:
-        for item in m.group(1).split(", "):
+    steps_line = re.search(r"ranks' steps: (.*)", logs)
+    if steps_line:
+        for item in steps_line.group(1).split(", "):
             name, _, secs = item.rpartition(" ")
             with contextlib.suppress(ValueError):
                 seconds[name] = float(secs.rstrip("s"))
@@ -690,8 +670,8 @@ def tables(run: Run, logs: str, claim: Path | None, elapsed: dict[str, tuple[flo
         for step, v in prof["steps"].items():
             secs = prof["seconds"].get(step)
             ranks = " / ".join(f"{x:.0f}" for x in v["peak"])
-            moved = " / ".join(f"{x:.0f}" for x in v["sent"])
-            out.append(f"| {step} | {'-' if secs is None else f'{secs:.1f}'} | {ranks} | {moved} |")
+            sent = " / ".join(f"{x:.0f}" for x in v["sent"])
+            out.append(f"| {step} | {'-' if secs is None else f'{secs:.1f}'} | {ranks} | {sent} |")
         if "total" in prof["seconds"]:
             out.append(f"| total | {prof['seconds']['total']:.1f} | | |")
     mem = run.plan

@@ -1,6 +1,6 @@
 """DistParMETIS's memory per rank against the single-process partition, on one large graph.
 
-    python bench/distpart_bench.py [--nodes 2000000] [--avg-degree 20] [--feat-dim 100]
+    python -m bench.distpart_bench [--nodes 2000000] [--avg-degree 20] [--feat-dim 100]
                                    [--ranks 2,3] [--limit-ranks 3] [--limit-fraction 0.5]
 
 For each K in ``--ranks``, on the same graph (make_dataset.py --binary, chunked once under
@@ -28,7 +28,6 @@ Needs root for the cgroups, mpirun and $DGL_PYTHON (``make bench`` sets them).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -37,19 +36,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from partition_bench import EXAMPLE, dgl_env, oom_kills, prepare_graph, run_measured  # noqa: E402
-
-from launcher import programs  # noqa: E402
-from launcher.partition.mpirun import Launch, mpirun_argv  # noqa: E402
-from localcluster.cluster import CACHE  # noqa: E402
+from bench.support.console import sayer
+from bench.support.graphs import dgl_env, prepare_graph
+from bench.support.measure import (
+    CGROUP_ROOT,
+    MiB,
+    group_peak,
+    memory_cgroups,
+    oom_kills,
+    run_measured,
+)
+from bench.support.paths import EXAMPLE, REPO
+from launcher import programs
+from launcher.partition.mpirun import Launch, mpirun_argv
+from localcluster.cluster import CACHE
 
 GRAPH = "graphsage"
-MiB = 1 << 20
-CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
 
 # The parts' own edges whose source is another part's node (the cut, counted as DGL does:
 # once per directed edge), and every node and edge once: the same check for both writers.
@@ -70,8 +72,7 @@ print(json.dumps({"cut": cut, "nodes": nodes, "edges": edges}))
 """
 
 
-def say(text: str) -> None:
-    print(f"distpart_bench: {text}", flush=True)
+say = sayer("distpart_bench")
 
 
 def fixed_cost(py: str) -> float:
@@ -149,32 +150,20 @@ def limited(py: str, data: Path, ranks: int, limit: int, work: Path) -> dict[str
         raise SystemExit(f"distpart_bench: --limit-ranks needs root and {CGROUP_ROOT}")
     root = CGROUP_ROOT / f"distpart-bench-{os.getpid()}"
     wrapper = work.parent / "rank-in-cgroup.sh"
-    try:
-        for r in range(ranks):
-            group = root / f"rank-{r}"
-            group.mkdir(parents=True)
-            (group / "memory.limit_in_bytes").write_text(str(limit))
-            swap = group / "memory.memsw.limit_in_bytes"  # no swapping around the limit
-            if swap.exists():
-                swap.write_text(str(limit))
+    with memory_cgroups(root, [f"rank-{r}" for r in range(ranks)], limit) as groups:
         wrapper.parent.mkdir(parents=True, exist_ok=True)
         wrapper.write_text(RANK_WRAPPER.format(root=root))
         wrapper.chmod(0o755)
         stats = distributed(py, data, ranks, work, [str(wrapper)])
-        groups = [root / f"rank-{r}" for r in range(ranks)]
         stats["cgroups"] = [
             {
-                "peak_mib": int((group / "memory.max_usage_in_bytes").read_text()) / MiB,
+                "peak_mib": group_peak(group) / MiB,
                 # a kernel without the counter: 0 (the rank's exit status tells)
                 "oom_kills": oom_kills((group / "memory.oom_control").read_text()) or 0,
             }
             for group in groups
         ]
         return stats
-    finally:
-        for group in [*(root / f"rank-{r}" for r in range(ranks)), root]:
-            with contextlib.suppress(OSError):  # (a group never made)
-                group.rmdir()
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -201,6 +190,7 @@ def main() -> int:
         CACHE / "bench" / "large" / key,
         ["--binary", "--num-nodes", str(a.nodes), "--avg-degree", str(a.avg_degree),
          "--feat-dim", str(a.feat_dim), "--train-frac", str(a.train_frac), "--val-frac", "0.05"],
+        say,
     )  # fmt: skip
     work = CACHE / "bench" / "distpart-work"
     fixed = fixed_cost(py)

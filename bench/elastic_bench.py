@@ -16,7 +16,7 @@ spec.storage (checkpoints), 3 workers at most.
 3. **convergence**: the same elastic job (2x the epochs) with 0, 1 and 3 rescales (the room
    changed at epoch boundaries' pace): accuracy of each.
 
-    python bench/elastic_bench.py [--experiments squeeze,preemption,convergence] [--epochs 10]
+    python -m bench.elastic_bench [--experiments squeeze,preemption,convergence] [--epochs 10]
 
 Needs root and no cluster already running from ~/.cache/dgl-operator/node (``make
 cluster-down`` first). Figures are printed, never asserted.
@@ -31,23 +31,19 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from localcluster import volumes  # noqa: E402
-from localcluster.cluster import k8s_binaries  # noqa: E402
-from localcluster.helm import install_operator  # noqa: E402
-from localcluster.node import DEFAULT_DIR, IMAGE_TAG, refresh_images, running  # noqa: E402
-from localcluster.node import main as node_main  # noqa: E402
+from bench.support.cluster import KUBECONFIG, install
+from bench.support.console import sayer
+from bench.support.kube import Kube
+from bench.support.manifests import example_job, launcher_args, main_container, set_flag
+from localcluster import volumes
+from localcluster.node import DEFAULT_DIR, IMAGE_TAG, running
+from localcluster.node import main as node_main
 
 SLOT = "dgl.bench/slot"
 HIGH = "bench-high"
-KUBECONFIG = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
+KUBE = Kube(KUBECONFIG)
 WORKERS = 3
 TRAINER_BATCH = 32  # rigid: each of the 3 trainers; elastic: the global batch is 3x it
 # squeeze: each slot is also a quarter core (6 slots: 1.5 of the machine's 2 cores), so that
@@ -55,29 +51,11 @@ TRAINER_BATCH = 32  # rigid: each of the 3 trainers; elastic: the global batch i
 # real capacity, as on ElasticDL's cluster, not cores both jobs would share anyway
 SLOT_CPU = "250m"
 
-
-def say(text: str) -> None:
-    print(f"elastic_bench: {text}", flush=True)
-
-
-def kubectl(*args: str, input: str | None = None, check: bool = True) -> str:
-    argv = [str(k8s_binaries("kubectl") / "kubectl"), "--kubeconfig", str(KUBECONFIG), *args]
-    out = subprocess.run(argv, capture_output=True, text=True, input=input, timeout=300)
-    if check and out.returncode != 0:
-        raise RuntimeError(f"kubectl {' '.join(args[:4])}: {out.stderr.strip()}")
-    return out.stdout
-
-
-def get(*args: str) -> Any:
-    return json.loads(kubectl("get", *args, "-o", "json"))
-
-
-def apply(obj: dict[str, Any]) -> None:
-    kubectl("apply", "-f", "-", input=json.dumps(obj))
+say = sayer("elastic_bench")
 
 
 def nodes() -> list[str]:
-    return sorted(n["metadata"]["name"] for n in get("nodes")["items"])
+    return sorted(n["metadata"]["name"] for n in KUBE.json("get", "nodes")["items"])
 
 
 def set_slots(per_node: list[int]) -> None:
@@ -86,29 +64,26 @@ def set_slots(per_node: list[int]) -> None:
     for name, count in zip(nodes(), per_node, strict=True):
         ops = [{"op": "add", "path": f"/status/{f}/{path}", "value": str(count)}
                for f in ("capacity", "allocatable")]  # fmt: skip
-        kubectl("patch", "node", name, "--subresource=status", "--type=json",
-                "-p", json.dumps(ops))  # fmt: skip
+        KUBE.run("patch", "node", name, "--subresource=status", "--type=json",
+                 "-p", json.dumps(ops))  # fmt: skip
 
 
 def job(ns: str, name: str, epochs: int, elastic: bool, cpu: str | None = None) -> dict[str, Any]:
     """The GraphSAGE storage example, 3 workers of one slot each (``cpu``: also a CPU limit
     per Worker-template pod, so that a slot is a share of this machine's cores)."""
-    example = REPO / "examples/graphsage/dgljob-storage.yaml"
-    doc: dict[str, Any] = yaml.safe_load(example.read_text())
-    doc["metadata"].update(name=name, namespace=ns)
+    doc = example_job("dgljob-storage.yaml", name, ns)
     spec = doc["spec"]
     spec["runPolicy"] = {"backoffLimit": 2}
-    args = spec["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"]
-    args[args.index("--num-epochs") + 1] = str(epochs)
-    args[args.index("--num-partitions") + 1] = str(WORKERS)
+    args = launcher_args(doc)
+    set_flag(args, "--num-epochs", str(epochs))
+    set_flag(args, "--num-partitions", str(WORKERS))
     batch = TRAINER_BATCH * WORKERS if elastic else TRAINER_BATCH
-    args[args.index("--batch-size") + 1] = str(batch)
+    set_flag(args, "--batch-size", str(batch))
     worker = spec["dglReplicaSpecs"]["Worker"]
     worker["replicas"] = WORKERS
-    tpl = worker["template"]["spec"]
     want = {SLOT: "1", **({"cpu": cpu} if cpu else {})}
-    tpl["containers"][0]["resources"] = {"requests": dict(want), "limits": dict(want)}
-    tpl["terminationGracePeriodSeconds"] = 2
+    main_container(doc, "Worker")["resources"] = {"requests": dict(want), "limits": dict(want)}
+    worker["template"]["spec"]["terminationGracePeriodSeconds"] = 2
     if elastic:
         spec["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": WORKERS, "settleSeconds": 10,
                                  "cooldownSeconds": 10}  # fmt: skip
@@ -138,8 +113,8 @@ class Watch:
     def _loop(self) -> None:
         while not self.stop.wait(2.0):
             try:
-                pods = get("pods", "-A")["items"]
-                jobs = get("dgljobs", "-A")["items"]
+                pods = KUBE.json("get", "pods", "-A")["items"]
+                jobs = KUBE.json("get", "dgljobs", "-A")["items"]
             except (RuntimeError, ValueError, subprocess.SubprocessError):
                 continue
             slots = 0
@@ -169,7 +144,7 @@ def wait(what: str, pred: Any, timeout: float = 1800) -> None:
 
 
 def status(ns: str, name: str) -> dict[str, Any]:
-    st: dict[str, Any] = get("dgljob", name, "-n", ns).get("status") or {}
+    st: dict[str, Any] = KUBE.json("get", "dgljob", name, "-n", ns).get("status") or {}
     return st
 
 
@@ -181,7 +156,7 @@ def epoch(st: dict[str, Any]) -> int:
 
 
 def accuracy(ns: str, name: str) -> float | None:
-    log = kubectl("logs", f"{name}-launcher", "-n", ns, check=False)
+    log = KUBE.run("logs", f"{name}-launcher", "-n", ns, check=False)
     for line in log.splitlines():
         if line.startswith("dglrun: done") and "test accuracy" in line:
             return float(line.split("test accuracy ")[1].split(",")[0])
@@ -189,16 +164,16 @@ def accuracy(ns: str, name: str) -> float | None:
 
 
 def namespace(name: str) -> str:
-    kubectl("create", "namespace", name)
+    KUBE.run("create", "namespace", name)
     volumes.ensure(
-        volumes.kubectl_for(k8s_binaries("kubectl") / "kubectl", KUBECONFIG),
+        volumes.kubectl_for(KUBE.binary, KUBECONFIG),
         DEFAULT_DIR / "volumes",
     )
     return name
 
 
 def drop(ns: str) -> None:
-    kubectl("delete", "namespace", ns, "--wait=true", "--timeout=300s", check=False)
+    KUBE.run("delete", "namespace", ns, "--wait=true", "--timeout=300s", check=False)
 
 
 @dataclass
@@ -242,7 +217,7 @@ def squeeze_one(mode: str, epochs: int) -> dict[str, Any]:
     for i, name in enumerate(("job-a", "job-b")):
         if i:
             time.sleep(30)
-        apply(job(ns, name, epochs, elastic=mode == "elastic", cpu=SLOT_CPU))
+        KUBE.apply(job(ns, name, epochs, elastic=mode == "elastic", cpu=SLOT_CPU))
         runs[name] = Run(name, time.monotonic() - w.t0)
     wait(f"{mode}: both jobs done", lambda: all(finished(status(ns, n)) for n in runs))
     time.sleep(3)
@@ -294,8 +269,8 @@ def service(ns: str, replicas: int) -> dict[str, Any]:
 
 
 def high_priority() -> None:
-    apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-           "metadata": {"name": HIGH}, "value": 1000000})  # fmt: skip
+    KUBE.apply({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": HIGH}, "value": 1000000})  # fmt: skip
 
 
 def preemption(epochs: int) -> dict[str, Any]:
@@ -304,8 +279,8 @@ def preemption(epochs: int) -> dict[str, Any]:
     high_priority()
     ns = namespace("preemption")
     w = Watch([ns]).start()
-    apply(service(ns, 0))
-    apply(job(ns, "low", 3 * epochs, elastic=True))
+    KUBE.apply(service(ns, 0))
+    KUBE.apply(job(ns, "low", 3 * epochs, elastic=True))
     run = Run("low", time.monotonic() - w.t0)
 
     def workers() -> int:
@@ -313,7 +288,7 @@ def preemption(epochs: int) -> dict[str, Any]:
 
     wait("3 workers training", lambda: workers() == 3 and epoch(status(ns, "low")) >= 1)
     up_at = time.monotonic() - w.t0
-    kubectl("scale", "deployment", "service", "-n", ns, "--replicas=2")
+    KUBE.run("scale", "deployment", "service", "-n", ns, "--replicas=2")
 
     def rescales() -> int:
         return int((status(ns, "low").get("elastic") or {}).get("rescales") or 0)
@@ -321,7 +296,7 @@ def preemption(epochs: int) -> dict[str, Any]:
     wait("the shrink", lambda: rescales() >= 1 and status(ns, "low").get("phase") == "Training")
     time.sleep(15)
     down_at = time.monotonic() - w.t0
-    kubectl("scale", "deployment", "service", "-n", ns, "--replicas=0")
+    KUBE.run("scale", "deployment", "service", "-n", ns, "--replicas=0")
 
     def done() -> bool:
         return finished(status(ns, "low")) is not None
@@ -360,7 +335,7 @@ def converge_one(planned: int, epochs: int) -> float | None:
     set_slots([2, 2, 2] if planned == 0 else [2, 0, 0])
     ns = namespace(f"converge-{planned}")
     w = Watch([ns]).start()
-    apply(job(ns, "c", 2 * epochs, elastic=True))
+    KUBE.apply(job(ns, "c", 2 * epochs, elastic=True))
     run = Run("c", time.monotonic() - w.t0)
 
     def reached(what: str, pred: Any) -> None:
@@ -383,9 +358,9 @@ def converge_one(planned: int, epochs: int) -> float | None:
     if planned >= 3:
         grown = epoch(status(ns, "c"))
         reached(f"epoch {grown + 1}", lambda st: epoch(st) >= grown + 1)
-        apply(service(ns, 4))
+        KUBE.apply(service(ns, 4))
         reached("the shrink trains", lambda st: training(st, 2))
-        kubectl("scale", "deployment", "service", "-n", ns, "--replicas=0")
+        KUBE.run("scale", "deployment", "service", "-n", ns, "--replicas=0")
         reached("the grow back", lambda st: rescaled(st) >= 3)
     wait("the job done", lambda: finished(status(ns, "c")) is not None)
     time.sleep(3)
@@ -412,8 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         say("the 3-node cluster did not come up")
         return 1
     try:
-        install_operator(KUBECONFIG, refresh_images().get("dgl-operator", ""),
-                         {"gangScheduling": "scheduler-plugins"})  # fmt: skip
+        install({"gangScheduling": "scheduler-plugins"})
         chosen = a.experiments.split(",")
         results: dict[str, Any] = {}
         if "squeeze" in chosen:

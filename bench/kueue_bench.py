@@ -9,7 +9,7 @@ as many times with it, alternately. Printed per round and as medians:
 
 Each job is deleted once its pods run (training is not what is measured).
 
-    python bench/kueue_bench.py [--rounds 3]
+    python -m bench.kueue_bench [--rounds 3]
 
 Needs root and no cluster already running from ~/.cache/dgl-operator/node (``make
 cluster-down`` first). Figures are printed, never asserted.
@@ -18,51 +18,28 @@ cluster-down`` first). Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-import yaml
+from bench.support.cluster import KUBECONFIG, install
+from bench.support.console import sayer
+from bench.support.kube import Kube
+from bench.support.manifests import example_job
+from controller import kueue as kq
+from localcluster.node import DEFAULT_DIR, running
+from localcluster.node import main as node_main
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from controller import kueue as kq  # noqa: E402
-from localcluster.cluster import k8s_binaries  # noqa: E402
-from localcluster.helm import install_operator  # noqa: E402
-from localcluster.node import DEFAULT_DIR, refresh_images, running  # noqa: E402
-from localcluster.node import main as node_main  # noqa: E402
-
-KUBECONFIG = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
 NS = "kueue-bench"
 CPU = "100m"
+KUBE = Kube(KUBECONFIG, timeout=120)
 
-
-def say(text: str) -> None:
-    print(f"kueue_bench: {text}", flush=True)
-
-
-def kubectl(*args: str, stdin: str | None = None) -> str:
-    out = subprocess.run(
-        [str(k8s_binaries("kubectl") / "kubectl"), "--kubeconfig", str(KUBECONFIG), *args],
-        input=stdin, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    if out.returncode != 0:
-        raise RuntimeError(f"kubectl {' '.join(args[:3])}: {out.stderr.strip()}")
-    return out.stdout
-
-
-def apply(obj: dict[str, Any]) -> None:
-    kubectl("apply", "-f", "-", stdin=json.dumps(obj))
+say = sayer("kueue_bench")
 
 
 def job(name: str, queued: bool) -> dict[str, Any]:
-    raw: dict[str, Any] = yaml.safe_load((REPO / "examples/graphsage/dgljob.yaml").read_text())
-    raw["metadata"] = {"name": name, "namespace": NS}
+    raw = example_job("dgljob.yaml", name, NS)
     if queued:
         raw["metadata"]["labels"] = {kq.QUEUE_LABEL: "lq"}
     for replica in raw["spec"]["dglReplicaSpecs"].values():
@@ -72,16 +49,16 @@ def job(name: str, queued: bool) -> dict[str, Any]:
 
 
 def queues() -> None:
-    kubectl("create", "namespace", NS)
-    apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-           "metadata": {"name": "default-flavor"}, "spec": {}})  # fmt: skip
-    apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-           "metadata": {"name": "bench"},
-           "spec": {"namespaceSelector": {}, "resourceGroups": [{
-               "coveredResources": ["cpu"],
-               "flavors": [{"name": "default-flavor",
-                            "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}})  # fmt: skip
-    apply(
+    KUBE.run("create", "namespace", NS)
+    KUBE.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                "metadata": {"name": "default-flavor"}, "spec": {}})  # fmt: skip
+    quota = {"name": "cpu", "nominalQuota": "4"}
+    KUBE.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                "metadata": {"name": "bench"},
+                "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                    "coveredResources": ["cpu"],
+                    "flavors": [{"name": "default-flavor", "resources": [quota]}]}]}})  # fmt: skip
+    KUBE.apply(
         {
             "apiVersion": "kueue.x-k8s.io/v1beta2",
             "kind": "LocalQueue",
@@ -92,7 +69,7 @@ def queues() -> None:
 
 
 def all_running(name: str) -> bool:
-    items = json.loads(kubectl("get", "pods", "-n", NS, "-o", "json"))["items"]
+    items = KUBE.json("get", "pods", "-n", NS)["items"]
     mine = [p for p in items if p["metadata"]["name"].startswith(f"{name}-")]
     want = {f"{name}-worker-0", f"{name}-worker-1", f"{name}-partitioner"}
     running_now = {p["metadata"]["name"] for p in mine if p["status"].get("phase") == "Running"}
@@ -100,7 +77,7 @@ def all_running(name: str) -> bool:
 
 
 def admitted(name: str) -> bool:
-    items = json.loads(kubectl("get", "workloads.kueue.x-k8s.io", "-n", NS, "-o", "json"))
+    items = KUBE.json("get", "workloads.kueue.x-k8s.io", "-n", NS)
     return any(
         kq.state(wl).admitted
         for wl in items["items"]
@@ -112,7 +89,7 @@ def run(name: str, queued: bool) -> tuple[float, float | None]:
     """(seconds from creation to all pods running, seconds from creation to admission, as
     this bench's polls see them: every 0.2 s or so, the time of a kubectl call)."""
     start = time.time()
-    apply(job(name, queued))
+    KUBE.apply(job(name, queued))
     admitted_at = None
     while True:
         if queued and admitted_at is None and admitted(name):
@@ -123,7 +100,7 @@ def run(name: str, queued: bool) -> tuple[float, float | None]:
             raise RuntimeError(f"{name}: pods not running after 600 s")
         time.sleep(0.1)
     ran = time.time() - start
-    kubectl("delete", "dgljob", name, "-n", NS, "--wait=true")
+    KUBE.run("delete", "dgljob", name, "-n", NS, "--wait=true")
     return ran, (admitted_at - start if admitted_at is not None else None)
 
 
@@ -137,8 +114,7 @@ def main() -> int:
     if node_main(["up", "--kueue"]) != 0:
         return 1
     try:
-        digest = refresh_images().get("dgl-operator", "")
-        install_operator(KUBECONFIG, digest, {"kueue": "true"})
+        install({"kueue": "true"})
         queues()
         plain, queued_run, admission = [], [], []
         for r in range(a.rounds):

@@ -4,11 +4,11 @@ throughput (HTTP from the partitioner vs ``kubectl cp`` through the API server, 
 epoch time and test accuracy; with ``dgl.distributed.partition_graph`` + single-process training
 on the same graph as the baseline. Figures are printed, not asserted.
 
-    python bench/large_graph_bench.py [--nodes 2000000] [--avg-degree 20] [--feat-dim 100]
+    python -m bench.large_graph_bench [--nodes 2000000] [--avg-degree 20] [--feat-dim 100]
                                       [--epochs 1] [--train-frac 0.1] [--memory-limit 14Gi]
                                       [--memory-request 2Gi]
                                       [--modes DGL-API,ParMETIS,DistParMETIS] [--workers 2]
-    python bench/large_graph_bench.py --proof-at-limit [--limit-fraction 0.7] [--nodes ...]
+    python -m bench.large_graph_bench --proof-at-limit [--limit-fraction 0.7] [--nodes ...]
 
 The graph (make_dataset.py --binary, with its label noise: any model's accuracy is capped at
 ~0.91) and its chunked copy are written once under ~/.cache/dgl-operator/bench/large/. Every
@@ -48,35 +48,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from partition_bench import (  # noqa: E402
-    EVAL_FAN_OUT,
-    EXAMPLE,
-    NONROOT,
-    NS,
-    Kube,
-    MemorySampler,
-    cgroup_oom_kills,
-    cgroup_peak,
-    cluster,
-    dgl_env,
-    job_manifest,
-    prepare_graph,
-    run_measured,
-)
-
-from localcluster.cluster import CACHE  # noqa: E402
-from podcontract.quantity import parse_quantity  # noqa: E402
+from bench.support.cluster import cluster
+from bench.support.console import sayer
+from bench.support.graphs import dgl_env, give_to_pods, prepare_graph
+from bench.support.kube import Kube
+from bench.support.manifests import EVAL_FAN_OUT, NS, job_manifest, launcher_args, main_container
+from bench.support.measure import MemorySampler, cgroup_oom_kills, cgroup_peak, run_measured
+from bench.support.paths import EXAMPLE
+from localcluster.cluster import CACHE
+from podcontract.quantity import parse_quantity
 
 MODES = ("DGL-API", "ParMETIS", "DistParMETIS")
 GRAPH = "graphsage"
 
-
-def say(text: str) -> None:
-    print(f"large_graph_bench: {text}", flush=True)
+say = sayer("large_graph_bench")
 
 
 def prepare(py: str, a: argparse.Namespace) -> Path:
@@ -86,6 +71,7 @@ def prepare(py: str, a: argparse.Namespace) -> Path:
         CACHE / "bench" / "large" / key,
         ["--binary", "--num-nodes", str(a.nodes), "--avg-degree", str(a.avg_degree),
          "--feat-dim", str(a.feat_dim), "--train-frac", str(a.train_frac), "--val-frac", "0.05"],
+        say,
     )  # fmt: skip
 
 
@@ -120,8 +106,7 @@ def baseline(py: str, data: Path, a: argparse.Namespace) -> dict[str, Any]:
         metrics = json.loads(metrics_file.read_text())
     out["accuracy"] = metrics["test_accuracy"]
     out["epoch_seconds"] = metrics["train_seconds"] / max(1, a.epochs)
-    for path in [data, *data.rglob("*")]:  # ogb's processed cache: the pods run as 65532
-        os.chown(path, NONROOT, NONROOT)
+    give_to_pods(data)  # (ogb's processed cache)
     return out
 
 
@@ -129,21 +114,19 @@ def manifest(mode: str, data: Path, a: argparse.Namespace, transfer: str) -> dic
     m = job_manifest(mode, data, a.epochs, a.workers)
     suffix = "-cp" if transfer == "KubectlCp" else ""
     m["metadata"]["name"] = f"large-{mode.lower()}{suffix}"
-    spec = m["spec"]
-    spec["partitionTransfer"] = transfer
-    worker = spec["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    m["spec"]["partitionTransfer"] = transfer
+    worker = main_container(m, "Worker")
     # the limit is what the plan checks and the kernel enforces; the request is lower so that
     # the partitioner and both workers (3 pods) fit this single node's memory together
     worker["resources"] = {
         "limits": {"memory": a.memory_limit},
         "requests": {"memory": a.memory_request},
     }
-    launcher = spec["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
     if mode == "DGL-API":
         nodes, edges = graph_size(data)
         # 100 float32 features, an int64 label, 3 bool masks per node
-        launcher["args"] += ["--graph-size", f"nodes={nodes},edges={edges},node_bytes="
-                             f"{4 * a.feat_dim + 8 + 3}"]  # fmt: skip
+        size = f"nodes={nodes},edges={edges},node_bytes={4 * a.feat_dim + 8 + 3}"
+        launcher_args(m).extend(["--graph-size", size])
     return m
 
 
@@ -163,7 +146,9 @@ def seconds_of(log: str, k: int, name: str) -> float:
     return float(m.group(1)) if m else float("nan")
 
 
-def run_job(kube: Kube, mode: str, data: Path, a: argparse.Namespace, transfer: str) -> dict:
+def run_job(
+    kube: Kube, mode: str, data: Path, a: argparse.Namespace, transfer: str
+) -> dict[str, Any]:
     m = manifest(mode, data, a, transfer)
     name = m["metadata"]["name"]
     kube.run("-n", NS, "delete", "dgljob", name, "--ignore-not-found", "--wait=true")
@@ -172,7 +157,7 @@ def run_job(kube: Kube, mode: str, data: Path, a: argparse.Namespace, transfer: 
     while kube.json("get", "pods", "-n", NS)["items"] and time.monotonic() < deadline:
         time.sleep(2)
     sampler = MemorySampler(kube, name, mode)
-    kube.run("apply", "-f", "-", input=json.dumps(m))
+    kube.apply(m)
     sampler.start()
     worker_peaks: dict[str, int] = {}
     worker_ooms: dict[str, int] = {}
@@ -197,7 +182,8 @@ def run_job(kube: Kube, mode: str, data: Path, a: argparse.Namespace, transfer: 
         for pod, peak in sorted(worker_peaks.items())
     }
     if status.get("phase") != "Completed":
-        cond = next((c for c in status.get("conditions", []) if c["type"] == "Failed"), {})
+        conditions: list[dict[str, Any]] = status.get("conditions", [])
+        cond = next((c for c in conditions if c["type"] == "Failed"), {})
         why = str(cond.get("message", "")).split("memory plan: ", 1)[-1]
         result["failed"] = f"{cond.get('reason')}: {why[:150]}..."
         kube.run("-n", NS, "delete", "dgljob", name, "--wait=false")

@@ -5,7 +5,7 @@ each), timing from ``kubectl apply`` until the launcher and every worker are Run
 Each cluster is brought up, the operator installed by Helm, the job timed, and the cluster
 torn down. Figures are printed, not asserted.
 
-    python bench/nodes_bench.py [--nodes 1,3] [--timeout 600]
+    python -m bench.nodes_bench [--nodes 1,3] [--timeout 600]
 
 Needs root and no cluster already running from ~/.cache/dgl-operator/node (``make
 cluster-down`` first): both clusters own 10.88.0.1.
@@ -14,45 +14,23 @@ cluster-down`` first): both clusters own 10.88.0.1.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from localcluster.cluster import k8s_binaries  # noqa: E402
-from localcluster.helm import install_operator  # noqa: E402
-from localcluster.node import DEFAULT_DIR, refresh_images, running  # noqa: E402
-from localcluster.node import main as node_main  # noqa: E402
+from bench.support.cluster import KUBECONFIG, install
+from bench.support.console import sayer
+from bench.support.kube import Kube
+from bench.support.manifests import example_job
+from localcluster.node import DEFAULT_DIR, running
+from localcluster.node import main as node_main
 
 NS = "nodes-bench"
 JOB = "bench"
 JOB_LABEL = "dgl.qihoo.net/job-name"  # (controller/builders.py)
 TYPE_LABEL = "dgl-replica-type"
 
-
-def say(text: str) -> None:
-    print(f"nodes_bench: {text}", flush=True)
-
-
-def kubectl(kubeconfig: Path, *args: str, input: str | None = None) -> str:
-    argv = [str(k8s_binaries("kubectl") / "kubectl"), "--kubeconfig", str(kubeconfig), *args]
-    out = subprocess.run(argv, capture_output=True, text=True, input=input, timeout=300)
-    if out.returncode != 0:
-        raise RuntimeError(f"kubectl {' '.join(args[:4])}: {out.stderr.strip()}")
-    return out.stdout
-
-
-def job_manifest() -> dict[str, Any]:
-    job: dict[str, Any] = yaml.safe_load((REPO / "examples/graphsage/dgljob.yaml").read_text())
-    job["metadata"].update(name=JOB, namespace=NS)
-    return job
+say = sayer("nodes_bench")
 
 
 def expected_pods(job: dict[str, Any]) -> int:
@@ -60,18 +38,16 @@ def expected_pods(job: dict[str, Any]) -> int:
     return sum(int(specs[t].get("replicas", 1)) for t in ("Launcher", "Worker"))
 
 
-def time_to_running(kubeconfig: Path, timeout: float) -> dict[str, Any]:
+def time_to_running(kube: Kube, timeout: float) -> dict[str, Any]:
     """Apply the job; seconds until its launcher and workers are all Running, and where."""
-    job = job_manifest()
+    job = example_job("dgljob.yaml", JOB, NS)
     want = expected_pods(job)
-    kubectl(kubeconfig, "create", "namespace", NS)
+    kube.run("create", "namespace", NS)
     started = time.monotonic()
-    kubectl(kubeconfig, "apply", "-f", "-", input=json.dumps(job))
+    kube.apply(job)
     deadline = started + timeout
     while time.monotonic() < deadline:
-        items = json.loads(
-            kubectl(kubeconfig, "get", "pods", "-n", NS, "-l", f"{JOB_LABEL}={JOB}", "-o", "json")
-        )["items"]
+        items = kube.json("get", "pods", "-n", NS, "-l", f"{JOB_LABEL}={JOB}")["items"]
         running_pods = {
             p["metadata"]["name"]: p["spec"].get("nodeName", "")
             for p in items
@@ -90,10 +66,9 @@ def one(nodes: int, timeout: float) -> dict[str, Any]:
     if node_main(["up", "--nodes", str(nodes)]) != 0:
         raise RuntimeError(f"the {nodes}-node cluster did not come up")
     up = time.monotonic() - started
-    kubeconfig = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
     try:
-        install_operator(kubeconfig, refresh_images().get("dgl-operator", ""))
-        result = time_to_running(kubeconfig, timeout)
+        install()
+        result = time_to_running(Kube(KUBECONFIG), timeout)
         result["up"] = up
         say(
             f"{nodes} node(s): up in {up:.0f}s; the job's pods all Running "

@@ -1,7 +1,7 @@
 """Out-of-core workers against in-memory ones, on one graph whose node features are about
 2 GiB per worker, under shrinking worker memory limits.
 
-    python bench/out_of_core_bench.py [--nodes 1000000] [--feat-dim 512] [--avg-degree 10]
+    python -m bench.out_of_core_bench [--nodes 1000000] [--feat-dim 512] [--avg-degree 10]
                                       [--epochs 2] [--fractions 0.75,0.5,0.25]
 
 One graph (make_dataset.py --binary, chunked once under ~/.cache/dgl-operator/bench/ooc/), 2
@@ -51,26 +51,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from partition_bench import dgl_env, prepare_graph  # noqa: E402
-
-from launcher import memplan  # noqa: E402
-from localcluster.cluster import CACHE  # noqa: E402
-from outofcore.patch import DEFAULT_READS, READS, READS_ENV  # noqa: E402
+from bench.support.console import sayer
+from bench.support.graphs import dgl_env, prepare_graph
+from bench.support.measure import CGROUP_ROOT, MiB, group_peak, memory_cgroups
+from bench.support.paths import EXAMPLE, REPO
+from launcher import memplan
+from localcluster.cluster import CACHE
+from outofcore.patch import DEFAULT_READS, READS, READS_ENV
 
 GRAPH = "graphsage"
 WORKERS = 2
-MiB = 1 << 20
-CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
 WORKER = Path(__file__).with_name("ooc_worker.py")
 FILE_PAGES = 256 * MiB  # a worker's libraries' and graph files' pages (torch's, DGL's, ...)
 
-
-def say(text: str) -> None:
-    print(text, flush=True)
+say = sayer("")
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -149,19 +143,12 @@ def run(
     python.write_text(f'#!/bin/sh\nexec {py} {WORKER} "$@"\n')
     python.chmod(0o755)
     root = CGROUP_ROOT / tag
-    groups = [root / f"worker-{i}" for i in range(WORKERS)]
-    try:
-        for g in groups:
-            g.mkdir(parents=True)
-            (g / "memory.limit_in_bytes").write_text(str(limit))
-            swap = g / "memory.memsw.limit_in_bytes"
-            if swap.exists():
-                swap.write_text(str(limit))
+    with memory_cgroups(root, [f"worker-{i}" for i in range(WORKERS)], limit) as groups:
         argv = [
             sys.executable, "-m", "launcher.cli", "-g", GRAPH,
             "--num-partitions", str(WORKERS), "--partition-mode", "ParMETIS",
             "--chunked-graph", str(data / "chunked"), "--balance-train", "--balance-edges",
-            "--train-entry-point", str(REPO / "examples" / "graphsage" / "train_dist.py"),
+            "--train-entry-point", str(EXAMPLE / "train_dist.py"),
             "--num-epochs", str(a.epochs), "--batch-size", str(a.batch_size),
             "--train-args", f"--fan_out {a.fan_out} --eval_fan_out {a.fan_out} --eval_every 0",
             "--transport", "local", "--workspace", str(ws), "--python", str(python),
@@ -198,14 +185,8 @@ def run(
         out: dict[str, Any] = {"label": label, "limit_mib": limit / MiB, "wall": wall}
         out["anon_mib"] = [p / MiB for p in sampler.anon]
         out["rest_mib"] = [p / MiB for p in sampler.rest]
-        out["peaks_mib"] = [
-            int((g / "memory.max_usage_in_bytes").read_text()) / MiB for g in groups
-        ]
+        out["peaks_mib"] = [group_peak(g) / MiB for g in groups]
         out["oom"] = [(g / "memory.oom_control").read_text().split()[-1] for g in groups]
-    finally:
-        for g in [*groups, root]:
-            with contextlib.suppress(OSError):
-                g.rmdir()
     if proc.returncode != 0:
         last = stdout.strip().splitlines()[-1] if stdout.strip() else "?"
         out["error"] = f"did not finish in {a.run_timeout:.0f} s" if timed_out else last
@@ -252,6 +233,7 @@ def main() -> int:
         ["--num-nodes", str(a.nodes), "--avg-degree", str(a.avg_degree), "--feat-dim",
          str(a.feat_dim), "--train-frac", str(a.train_frac), "--val-frac", str(a.test_frac),
          "--test-frac", str(a.test_frac), "--binary"],
+        say,
     )  # fmt: skip
     size = memplan.chunked_graph_size(data / "chunked")
     features = size.nodes / WORKERS * size.node_bytes

@@ -7,7 +7,7 @@ the processes with DGL's environment contract, wait. dglrun adds checksums, supe
 progress. Prints wall times (best of N) and the ratio; target <= 1.15x. Needs root and the DGL
 environment ($DGL_PYTHON, set by `make bench`).
 
-    python bench/pipeline_bench.py [--repeat 2]
+    python -m bench.pipeline_bench [--repeat 2]
 """
 
 from __future__ import annotations
@@ -21,17 +21,14 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-EXAMPLE = REPO / "examples" / "graphsage"
+from bench.support.graphs import dgl_env
+from bench.support.paths import EXAMPLE, REPO
+
 GRAPH, DATASET, EPOCHS, BATCH = "graphsage", "ogbn-synth", "2", "128"
 
 
 def sh(*argv: str) -> None:
     subprocess.run(argv, check=True, capture_output=True)
-
-
-def env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "OUTDATED_IGNORE": "1", "DGLBACKEND": "pytorch", **extra}
 
 
 def by_hand(py: str, data: Path, ws: Path) -> float:
@@ -57,7 +54,7 @@ def by_hand(py: str, data: Path, ws: Path) -> float:
         ],
         check=True,
         capture_output=True,
-        env=env(),
+        env=dgl_env(),
     )
     tag = f"{os.getpid() % 10000:04d}"
     bridge, ips = f"hbr{tag}", ["10.232.7.2", "10.232.7.3"]
@@ -154,7 +151,7 @@ def by_hand(py: str, data: Path, ws: Path) -> float:
                             "--batch_size",
                             BATCH,
                         ],
-                        env=env(**e),
+                        env=dgl_env(**e),
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
                     )
@@ -205,7 +202,7 @@ def with_dglrun(py: str, data: Path, ws: Path) -> float:
         check=True,
         capture_output=True,
         cwd=REPO,
-        env=env(PYTHONPATH=str(REPO)),
+        env=dgl_env(PYTHONPATH=str(REPO)),
     )
     return time.monotonic() - started
 
@@ -227,7 +224,7 @@ def main() -> int:
         subprocess.run(
             [py, str(EXAMPLE / "make_dataset.py"), "--root", str(data)],
             check=True,
-            env=env(),
+            env=dgl_env(),
             capture_output=True,
         )
     hand, tool = [], []

@@ -4,7 +4,7 @@ done (``backoffLimit: 1``): without storage (the restart partitions again and tr
 epoch 0) and with it (the restart reuses the cached partitions and resumes from the last
 checkpoint). Figures are printed, not asserted.
 
-    python bench/restart_bench.py [--nodes 300000] [--avg-degree 20] [--feat-dim 100]
+    python -m bench.restart_bench [--nodes 300000] [--avg-degree 20] [--feat-dim 100]
                                   [--epochs 6] [--batch-size 256]
 
 The graph (make_dataset.py --binary) is written once under
@@ -20,7 +20,6 @@ Needs root (the single-node cluster of make demo) and $DGL_PYTHON (``make bench`
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -28,19 +27,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
+from bench.support.cluster import KUBECONFIG, cluster
+from bench.support.console import sayer
+from bench.support.graphs import give_to_pods, prepare_graph
+from bench.support.kube import Kube
+from bench.support.manifests import EVAL_FAN_OUT, NS, job_manifest, launcher_args, set_flag
+from localcluster import volumes
+from localcluster.cluster import CACHE
+from localcluster.node import DEFAULT_DIR
 
-from partition_bench import EVAL_FAN_OUT, NS, Kube, cluster, job_manifest, prepare_graph  # noqa: E402
-
-from localcluster import volumes  # noqa: E402
-from localcluster.cluster import CACHE, k8s_binaries  # noqa: E402
-from localcluster.node import DEFAULT_DIR  # noqa: E402
-
-
-def say(text: str) -> None:
-    print(f"restart_bench: {text}", flush=True)
+say = sayer("restart_bench")
 
 
 def manifest(data: Path, a: argparse.Namespace, name: str, storage: bool) -> dict[str, Any]:
@@ -48,8 +44,8 @@ def manifest(data: Path, a: argparse.Namespace, name: str, storage: bool) -> dic
     m["metadata"]["name"] = name
     spec = m["spec"]
     spec["runPolicy"] = {"backoffLimit": 1}
-    args = spec["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["args"]
-    args[args.index("--batch-size") + 1] = str(a.batch_size)
+    args = launcher_args(m)
+    set_flag(args, "--batch-size", str(a.batch_size))
     args.remove(f"--train-args=--eval_fan_out {EVAL_FAN_OUT}")
     args.append(f"--train-args=--eval_fan_out {EVAL_FAN_OUT} --eval_every 0")
     if storage:
@@ -83,7 +79,7 @@ def run(kube: Kube, m: dict[str, Any], lose_worker_after: int | None) -> dict[st
     deadline = time.monotonic() + 600  # the previous job's pods hold their memory
     while kube.json("get", "pods", "-n", NS)["items"] and time.monotonic() < deadline:
         time.sleep(2)
-    kube.run("apply", "-f", "-", input=json.dumps(m))
+    kube.apply(m)
     lost = False
     status: dict[str, Any] = {}
     logs: list[str] = []
@@ -137,14 +133,13 @@ def main(argv: list[str] | None = None) -> int:
         CACHE / "bench" / "restart" / key,
         ["--binary", "--num-nodes", str(a.nodes), "--avg-degree", str(a.avg_degree),
          "--feat-dim", str(a.feat_dim), "--train-frac", "0.1", "--val-frac", "0.05"],
+        say,
     )  # fmt: skip
-    for path in [data, *data.rglob("*")]:  # the pods run as 65532 (ogb writes processed/)
-        os.chown(path, 65532, 65532)
+    give_to_pods(data)  # (ogb writes processed/ beside the raw files)
     kube = cluster()
     if kube is None:
         return 1
-    kubeconfig = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
-    run_kubectl = volumes.kubectl_for(k8s_binaries("kubectl") / "kubectl", kubeconfig)
+    run_kubectl = volumes.kubectl_for(kube.binary, KUBECONFIG)
     volumes.ensure(run_kubectl, DEFAULT_DIR / "volumes")
     half = max(1, a.epochs // 2)
     lost_after = f"worker lost after {half} epochs"

@@ -3,7 +3,7 @@
 The target is judged on the queue the operator runs: rate-limited, with its Prometheus metrics
 (controller/prom_workqueue.py), with one worker and with the operator's default four.
 
-Run: ``python bench/workqueue_bench.py``. Prints figures only; never fails on timing.
+Run: ``python -m bench.workqueue_bench``. Prints figures only; never fails on timing.
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from prometheus_client import CollectorRegistry
 

@@ -306,7 +306,7 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
         EntryPoint(
             "demo-large",
             (*_NODE, *_IMAGES, "helm", "mpi"),
-            (*_CLUSTER_CODE, *_IMAGE_CODE, "bench/demo_large.py", "bench/partition_bench.py"),
+            (*_CLUSTER_CODE, *_IMAGE_CODE, "bench/demo_large.py", "bench/support"),
             "make demo-large (and make bench LARGE=1)",
         ),
         EntryPoint("demo-local", (*_VENV, "ip", "mpi"), ("hack/demo.sh",), "make demo-local"),

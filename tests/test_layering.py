@@ -18,7 +18,8 @@ Development code: localcluster (this machine's single-node Kubernetes) imports n
 package but podcontract.quantity (Kubernetes' quantities) and nothing of tests, e2e or bench;
 tests never import e2e or bench, and the test areas (tests/<area>/) share helpers only through
 tests.support and tests.fakekube; e2e imports localcluster, tests.support and product packages;
-bench imports localcluster and product packages. No module anywhere imports a conftest.py or a
+bench (a package: its benchmarks and bench.support's helpers) imports localcluster, product
+packages and its own modules. No module anywhere imports a conftest.py or a
 test_*.py module.
 """
 
@@ -118,7 +119,8 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     ),
     # the operator on a real cluster: localcluster's node, and the helpers shared with tests/
     "e2e": (PRODUCT | {"localcluster", "tests.support"}, {"pytest", "pytest_kubernetes", "yaml"}),
-    # benchmarks: localcluster's control plane and node, the operator's own packages
+    # benchmarks: localcluster's control plane and node, the operator's own packages, and their
+    # shared helpers as bench.support (the package's own: a benchmark imports no other one)
     "bench": (PRODUCT | {"localcluster"}, {"prometheus_client", "yaml"}),
     # the GraphSAGE example's scripts (run in the DGL image); checkpoints through launcher
     # (and the notebook-style script: the users' client)
@@ -272,8 +274,9 @@ def launcher_part(name: str) -> str:
 
 
 # Folders of scripts run with their own folder on sys.path: a bare ``import common`` is
-# examples/graphsage/common.py, i.e. the layer that folder belongs to.
-SCRIPT_DIRS = {"examples/graphsage": "examples", "bench": "bench", "hack": "hack"}
+# examples/graphsage/common.py, i.e. the layer that folder belongs to. (bench/ is a package:
+# a bare ``import partition_bench`` is no project module, and is refused.)
+SCRIPT_DIRS = {"examples/graphsage": "examples", "hack": "hack"}
 SCRIPT_MODULES = {
     (f.parent.name if f.name == "__init__.py" else f.stem): layer
     for folder, layer in SCRIPT_DIRS.items()
@@ -435,6 +438,7 @@ def test_the_rules_catch_what_they_forbid() -> None:
     assert within("tests.support.paths.REPO", {"tests.support"})
     assert not within("tests.supporting", {"tests.support"})
     assert layer_of("common") == "examples" and layer_of("os.path") is None
+    assert layer_of("bench.support.kube") == "bench" and layer_of("partition_bench") is None
     tests = REPO / "tests"
     assert allowed_test_imports(tests / "controller" / "test_crd.py") == {
         "tests.controller",

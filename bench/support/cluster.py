@@ -1,0 +1,31 @@
+"""This machine's cluster (localcluster's nodes under ~/.cache/dgl-operator/node) with this
+tree's operator, as the benchmarks use it: the one that runs, brought up if it is down
+(:func:`cluster`), or one of their own shape, brought up and taken down by the benchmark
+(``localcluster.node``'s ``main(["up", ...])`` and ``main(["down"])``; :func:`install`)."""
+
+from __future__ import annotations
+
+from bench.support.kube import Kube
+from bench.support.manifests import NS
+from localcluster.helm import install_operator
+from localcluster.node import DEFAULT_DIR, refresh_images, running
+from localcluster.node import main as node_main
+
+KUBECONFIG = DEFAULT_DIR / "control-plane" / "admin.kubeconfig"
+
+
+def install(values: dict[str, str] | None = None) -> None:
+    """This tree's operator (its images refreshed on the nodes) installed by Helm into the
+    running cluster, with the chart's ``values``."""
+    install_operator(KUBECONFIG, refresh_images().get("dgl-operator", ""), values)
+
+
+def cluster(namespace: str = NS) -> Kube | None:
+    """The single-node cluster (brought up if down) with this tree's operator and images,
+    and ``namespace``; None if the cluster cannot come up."""
+    if not (running(DEFAULT_DIR) and KUBECONFIG.exists()) and node_main(["up"]) != 0:
+        return None
+    install()
+    kube = Kube(KUBECONFIG)
+    kube.run("create", "namespace", namespace, check=False)
+    return kube

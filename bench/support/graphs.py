@@ -1,0 +1,55 @@
+"""The benchmarks' synthetic graphs (examples/graphsage/make_dataset.py, then chunked by
+``distpart.convert``), generated once per shape under the cache, and the environment the DGL
+interpreter runs them with."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from bench.support.console import Say
+from bench.support.paths import EXAMPLE, REPO
+
+NONROOT = 65532  # the uid and gid the example image's pods run as
+
+
+def dgl_env(**extra: str) -> dict[str, str]:
+    """This process's environment for the DGL interpreter (PyTorch backend, no version check),
+    with ``extra``."""
+    return {**os.environ, "OUTDATED_IGNORE": "1", "DGLBACKEND": "pytorch", **extra}
+
+
+def prepare_graph(py: str, root: Path, dataset_args: list[str], say: Say) -> Path:
+    """``root``/raw_data (make_dataset.py with ``dataset_args``, run by ``py``) and
+    ``root``/chunked (dgl-chunk-graph, 4 chunks), written once: a ``root``/ready left by an
+    earlier run is reused. What it did goes to ``say``."""
+    if (root / "ready").is_file():
+        say(f"reusing the graph in {root}")
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    started = time.monotonic()
+    subprocess.run(
+        [py, str(EXAMPLE / "make_dataset.py"), "--root", str(root / "raw_data"), *dataset_args],
+        check=True, env=dgl_env(),
+    )  # fmt: skip
+    generated = time.monotonic() - started
+    subprocess.run(
+        [py, "-m", "distpart.convert", "ogb", "--dataset", "ogbn-synth", "--root",
+         str(root / "raw_data"), "--out", str(root / "chunked"), "--num-chunks", "4",
+         "--graph-name", "graphsage"],
+        check=True, env=dgl_env(PYTHONPATH=str(REPO)),
+    )  # fmt: skip
+    say(f"graph generated in {generated:.0f}s, chunked in {time.monotonic() - started:.0f}s")
+    (root / "ready").write_text("")
+    return root
+
+
+def give_to_pods(data: Path) -> None:
+    """``data`` and everything in it owned by the pods' user (ogb writes its processed cache
+    beside the raw files, as root here)."""
+    for path in [data, *data.rglob("*")]:
+        os.chown(path, NONROOT, NONROOT)
