@@ -138,7 +138,7 @@ def whole(cluster: Any, ns: str, tmp_path_factory: pytest.TempPathFactory) -> di
     for line in run.stdout.splitlines():
         figure(f"notebook.py: {line}")
     jobs = DGLJobClient(ns, kubeconfig=str(cluster.kubeconfig))
-    done = jobs.get("whole")
+    done = jobs.get("whole").raw  # (the server's object: the helpers read dicts)
     assert succeeded(done), conditions(done)
     metrics = json.loads((where / "results" / "metrics.json").read_text())
     jobs.delete("whole")
