@@ -1,7 +1,7 @@
 """Throughput of workqueue add/get/done cycles, against stdlib ``queue.SimpleQueue``.
 
 The target is judged on the queue the operator runs: rate-limited, with its Prometheus metrics
-(controller/prom_workqueue.py), with one worker and with the operator's default four.
+(controller/machinery/prom_workqueue.py), with one worker and with the operator's default four.
 
 Run: ``python -m bench.workqueue_bench``. Prints figures only; never fails on timing.
 """
@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
-from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
+from controller.machinery.prom_workqueue import PrometheusWorkqueueMetricsProvider
 from workqueue import Queue, RateLimitingQueue
 
 N = 200_000  # distinct keys per run

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from controller.builders import JOB_NAME_LABEL, BuildOptions
-from controller.slim import slim_metadata, slim_pod
+from controller.machinery.slim import slim_metadata, slim_pod
 from informers.lister import Lister
 from kubeclient import (
     CONFIGMAPS,
@@ -46,7 +46,7 @@ class ChildKind:
     label_selector: str = JOB_NAME_LABEL
     # in use only with the settings this accepts (None: always)
     enabled: Callable[[BuildOptions], bool] | None = None
-    # what the informer keeps of each object (controller/slim.py; None: all of it)
+    # what the informer keeps of each object (controller/machinery/slim.py; None: all of it)
     transform: Callable[[Obj], Obj] | None = None
 
     def in_use(self, options: BuildOptions) -> bool:

@@ -22,16 +22,16 @@ import uuid
 import structlog
 
 from clock import Clock, RealClock
-from controller import objects as ob
 from controller.api import API_VERSION, DGLJOBS, KIND
-from controller.apply import ForeignObjectError
 from controller.builders import BuildOptions
 from controller.children import Listers, active
-from controller.events import EventRecorder
-from controller.expectations import ADD, DELETE, Expectations
-from controller.metrics import CONTROLLER, Metrics
-from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
-from controller.slim import slim_node
+from controller.machinery import objects as ob
+from controller.machinery.apply import ForeignObjectError
+from controller.machinery.events import EventRecorder
+from controller.machinery.expectations import ADD, DELETE, Expectations
+from controller.machinery.metrics import CONTROLLER, Metrics
+from controller.machinery.prom_workqueue import PrometheusWorkqueueMetricsProvider
+from controller.machinery.slim import slim_node
 from controller.status.node_loss import node_lost
 from controller.status.pod_state import is_terminating
 from controller.sync import JobSync

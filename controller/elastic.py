@@ -31,8 +31,8 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from controller import objects as ob
 from controller.api import DGLJob, ElasticPolicy
+from controller.machinery import objects as ob
 from controller.status.conditions import now_rfc3339, parse_time
 from controller.status.pod_state import is_terminating, pod_ip, pod_phase
 from kubeclient import Obj

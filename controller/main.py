@@ -22,9 +22,9 @@ from prometheus_client import start_http_server
 from controller.api import DGLJOBS
 from controller.builders import GANG_SCHEDULERS, BuildOptions
 from controller.controller import Controller
-from controller.events import EventRecorder
-from controller.leader import LeaderConfig, LeaderElector
-from controller.metrics import Metrics
+from controller.machinery.events import EventRecorder
+from controller.machinery.leader import LeaderConfig, LeaderElector
+from controller.machinery.metrics import Metrics
 from informers.factory import SharedInformerFactory
 from kubeclient import PODGROUPS, WORKLOADS, Forbidden, KubeClient, KubeError, NotFound, RestClient
 from podprogram.argtypes import positive_int, seconds

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.api import Placement
-from controller.mutation_cache import OwnWrite
+from controller.machinery.mutation_cache import OwnWrite
 
 
 @dataclass

@@ -19,17 +19,17 @@ from dataclasses import dataclass
 import structlog
 
 from clock import Clock, RealClock
-from controller import objects as ob
 from controller.api import DGLJOBS
-from controller.apply import Applier
 from controller.builders import BuildOptions
 from controller.children import Listers
-from controller.events import EventRecorder
-from controller.expectations import Expectations
 from controller.lifecycle import Actions, Context, Next, steps
+from controller.machinery import objects as ob
+from controller.machinery.apply import Applier
+from controller.machinery.events import EventRecorder
+from controller.machinery.expectations import Expectations
+from controller.machinery.metrics import Metrics
+from controller.machinery.plan import Plan
 from controller.memo import JobMemos
-from controller.metrics import Metrics
-from controller.plan import Plan
 from controller.status import observation, rebase
 from informers.lister import Lister
 from informers.store import split_key

@@ -27,7 +27,7 @@ def product() -> list[str]:
 KNOWN: dict[str, set[str]] = {
     "Config": {"watcher_loop/config.py", "kubectl_download/config.py"},
     "Handler": {"controller/main.py", "launcher/delivery/server.py"},
-    "JobRef": {"controller/objects.py", "launcher/report/progress.py"},
+    "JobRef": {"controller/machinery/objects.py", "launcher/report/progress.py"},
     "Log": {"podprogram/log.py", "watcher_loop/loop.py", "kubectl_download/install.py"},
     "Settings": {"podprogram/options.py", "controller/main.py"},
     "TransportError": {"kubeclient/errors.py", "launcher/workers/transport.py"},

@@ -8,7 +8,9 @@ rescale <- options <- phases <- runs <- cli; each part's row in LAUNCHER_IMPORTS
 podprogram, podcontract and chunkedgraph; kubectl_download only it, podprogram and
 podcontract; distpart chunkedgraph and outofcore's .npy layout, never launcher; outofcore
 (out-of-core workers' DGL patch) no project package; kubeclient (the only HTTP code) knows
-nothing of caches; informers know nothing of the controller; nothing imports the controller;
+nothing of caches; informers know nothing of the controller; nothing imports the controller
+(whose parts stand on floors, CONTROLLER_FLOORS: machinery <- job logic <- the lifecycle's
+steps <- the sync handler, the wiring and main);
 dgljob (the DGLJob API: typed model, parser, names) only podcontract; the controller and
 dgl_operator (the users' client and dglctl) share it, and dgl_operator imports only it and
 kubeclient;
@@ -404,6 +406,81 @@ def test_launcher_parts_import_only_what_their_row_allows() -> None:
     assert not bad, "\n".join(bad)
 
 
+# Inside controller/ (the operator): its parts on floors, the ground first. A module imports
+# controller modules of its own floor or the floors below, never above: the machinery knows
+# nothing of DGLJobs, the job logic nothing of the lifecycle's steps, the steps nothing of the
+# sync handler that runs them (CONTROLLER_FLOORS; a part is a sub-package or a module).
+CONTROLLER_FLOORS: list[tuple[str, set[str]]] = [
+    # informer-fed caches' companions, the API's objects and Events, the status write's plan,
+    # metrics, leader election, RBAC: what any controller needs, nothing of a DGLJob
+    ("machinery", {"controller.machinery"}),
+    # the DGLJob: its API (the typed model's names), what its mode means, its children and
+    # how they are built, Kueue's and elastic jobs' pure rules, what its pods show (status/),
+    # what the process remembers of it
+    (
+        "job logic",
+        {
+            "controller.api",
+            "controller.modes",
+            "controller.builders",
+            "controller.children",
+            "controller.kueue",
+            "controller.elastic",
+            "controller.memo",
+            "controller.status",
+        },
+    ),
+    # the lifecycle's steps (controller/lifecycle/): one module a step
+    ("steps", {"controller.lifecycle"}),
+    # the sync handler (the steps' loop and the status write), the controller's wiring, main
+    ("drivers", {"controller.sync", "controller.controller", "controller.main"}),
+]
+
+
+def controller_floor(name: str) -> int:
+    """The floor of a controller module (an index into CONTROLLER_FLOORS)."""
+    for i, (_, parts) in enumerate(CONTROLLER_FLOORS):
+        if within(name, parts):
+            return i
+    raise AssertionError(f"{name} is on no floor of CONTROLLER_FLOORS")
+
+
+def test_every_controller_module_is_on_one_floor() -> None:
+    modules = [module_name(f) for f in python_files(REPO / "controller")]
+    for module in modules:
+        if module == "controller":
+            continue
+        on = [name for name, parts in CONTROLLER_FLOORS if within(module, parts)]
+        assert len(on) == 1, f"{module} is on floors {on} (one, exactly)"
+
+
+def test_controller_modules_import_only_their_floor_and_below() -> None:
+    """Machinery below, job logic above it, the steps above both, the drivers on top."""
+    bad = []
+    for f in python_files(REPO / "controller"):
+        me = module_name(f)
+        if me == "controller":
+            continue
+        for name in imported(f):
+            if not within(name, {"controller"}) or name == "controller":
+                continue
+            if controller_floor(_controller_module(name)) > controller_floor(me):
+                bad.append(f"{f.relative_to(REPO)} imports {name}: a floor above its own")
+    assert not bad, "\n".join(bad)
+
+
+_CONTROLLER_MODULES = {module_name(f) for f in python_files(REPO / "controller")}
+
+
+def _controller_module(name: str) -> str:
+    """The controller module an imported name is in (``controller.lifecycle.steps`` ->
+    ``controller.lifecycle``; ``controller.status.conditions.now`` ->
+    ``controller.status.conditions``)."""
+    while name not in _CONTROLLER_MODULES and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name
+
+
 def test_no_module_imports_a_conftest_or_a_test_module() -> None:
     """Fixtures come from conftest.py by pytest's lookup, helpers from modules of their own."""
     bad = []
@@ -470,3 +547,12 @@ def test_the_rules_catch_what_they_forbid() -> None:
     # localcluster may use the one quantity parser, not the rest of the pod contract
     assert within("podcontract.quantity.parse_quantity", LAYERS["localcluster"][0])
     assert not within("podcontract.DGL_API", LAYERS["localcluster"][0])
+    # the controller's floors: the machinery below the job logic, the steps above both, the
+    # sync on top; an import of a module by its dotted name finds the module's floor
+    floor = {name: i for i, (name, _) in enumerate(CONTROLLER_FLOORS)}
+    assert controller_floor("controller.machinery.apply") == floor["machinery"]
+    assert controller_floor(_controller_module("controller.status.conditions.now")) == 1
+    assert controller_floor("controller.lifecycle.elastic") == floor["steps"]
+    assert controller_floor("controller.sync") == floor["drivers"]
+    assert controller_floor("controller.elastic") < controller_floor("controller.lifecycle")
+    assert _controller_module("controller.lifecycle.steps") == "controller.lifecycle"

@@ -14,18 +14,18 @@ from dataclasses import dataclass, field
 import structlog
 
 from controller import elastic
-from controller import objects as ob
 from controller.api import CLEAN_ALL, CLEAN_NONE, CLEAN_RUNNING, DGLJOBS, PROBE
-from controller.apply import Applier
 from controller.builders import BuildOptions
 from controller.children import Listers
-from controller.events import WARNING
-from controller.expectations import Expectations
 from controller.lifecycle.context import Context
+from controller.machinery import objects as ob
+from controller.machinery.apply import Applier
+from controller.machinery.events import WARNING
+from controller.machinery.expectations import Expectations
+from controller.machinery.metrics import Metrics
+from controller.machinery.objects import JobIdentity
+from controller.machinery.plan import Plan
 from controller.memo import JobMemos
-from controller.metrics import Metrics
-from controller.objects import JobIdentity
-from controller.plan import Plan
 from controller.status import conditions, node_loss, pod_state
 from informers.lister import Lister
 from kubeclient import (

@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass, field
 
 from controller.api import DGLJob
-from controller.plan import Plan
+from controller.machinery.plan import Plan
 from controller.status import conditions
 from controller.status.observation import Observation
 from kubeclient import Obj

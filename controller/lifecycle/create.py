@@ -10,13 +10,13 @@ from __future__ import annotations
 import structlog
 
 from controller import elastic
-from controller import objects as ob
 from controller.api import WAIT_FOR_WORKERS_READY, DGLJob
 from controller.builders import JOB_NAME_LABEL, Desired, desired, results_location, storage_claim
 from controller.children import ONCE_BY_KIND
-from controller.events import NORMAL, WARNING
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
+from controller.machinery import objects as ob
+from controller.machinery.events import NORMAL, WARNING
 from controller.status import conditions, observation
 from kubeclient import (
     CONFIGMAPS,

@@ -3,9 +3,9 @@ read, and those stuck Terminating on a lost node are forced (no kubelet will con
 
 from __future__ import annotations
 
-from controller.events import NORMAL
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
+from controller.machinery.events import NORMAL
 from controller.status import conditions
 from kubeclient import PODS
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import podcontract as pc
 from controller import elastic as policies
-from controller import objects as ob
 from controller.builders import probe_pod
-from controller.events import NORMAL, WARNING
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.lifecycle.create import make_children
+from controller.machinery import objects as ob
+from controller.machinery.events import NORMAL, WARNING
 from controller.status import conditions, failures, observation, pod_state, waiting
 from kubeclient import PODS, Obj
 from podcontract import DGLRUN_STATUS_FIELDS

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from controller import elastic
 from controller.api import WORKER
-from controller.events import WARNING
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
+from controller.machinery.events import WARNING
 from controller.status import conditions, failures, pod_state
 from podcontract import DGLRUN_STATUS_FIELDS
 

@@ -10,7 +10,7 @@ from controller import kueue
 from controller.api import finishing
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
-from controller.objects import JobRef
+from controller.machinery.objects import JobRef
 from controller.status import conditions
 from kubeclient import WORKLOADS
 

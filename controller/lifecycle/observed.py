@@ -11,9 +11,9 @@ pods sorted out (controller/status/observation.py).
 from __future__ import annotations
 
 from controller import elastic
-from controller.events import NORMAL, WARNING
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
+from controller.machinery.events import NORMAL, WARNING
 from controller.status import conditions, node_loss, observation, pod_state
 from kubeclient import Obj
 from podcontract import STATUS_PARTITION_SECONDS

@@ -22,9 +22,9 @@ import structlog
 
 from controller import elastic, kueue
 from controller.api import DGLJob, Placement
-from controller.events import NORMAL, WARNING
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
+from controller.machinery.events import NORMAL, WARNING
 from controller.status import conditions, observation, pod_state
 from kubeclient import (
     PRIORITYCLASSES,

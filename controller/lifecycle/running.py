@@ -6,9 +6,9 @@ a partitioner that serves its parts); an elastic rescale's seconds counted once 
 from __future__ import annotations
 
 from controller import elastic
-from controller.events import NORMAL
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
+from controller.machinery.events import NORMAL
 from controller.status import conditions, observation
 from podcontract import STATUS_PARTITION_SECONDS, STATUS_PARTITIONS, STATUS_PROGRESS
 

@@ -3,9 +3,9 @@ the status is written, then the TTL."""
 
 from __future__ import annotations
 
-from controller.events import NORMAL
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
+from controller.machinery.events import NORMAL
 from controller.status import conditions, pod_state
 
 

@@ -4,9 +4,9 @@ start time counts again from now."""
 from __future__ import annotations
 
 from controller import elastic
-from controller.events import NORMAL
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
+from controller.machinery.events import NORMAL
 from controller.status import conditions, observation
 
 

@@ -4,11 +4,11 @@ Past schedulingPolicy.scheduleTimeoutSeconds: Failed with that reason."""
 
 from __future__ import annotations
 
-from controller import objects as ob
 from controller.api import CLEAN_NONE, DGLJob
-from controller.events import WARNING
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
+from controller.machinery import objects as ob
+from controller.machinery.events import WARNING
 from controller.status import conditions, observation, pod_state, waiting
 from kubeclient import PODS, Obj
 

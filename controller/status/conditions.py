@@ -3,9 +3,8 @@ how a condition is read and set."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
-
+from controller.machinery.objects import now_rfc3339 as now_rfc3339
+from controller.machinery.objects import parse_time as parse_time
 from kubeclient import Obj
 
 # Condition types (Kubeflow's) and reasons.
@@ -55,22 +54,6 @@ PHASE_FAILED = "Failed"
 PHASE_RESTARTING = "Restarting"
 PHASE_SUSPENDED = "Suspended"
 PHASE_QUEUED = "Queued"
-
-
-def now_rfc3339(now: float) -> str:
-    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-    except ValueError:
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
 
 
 def get_condition(status: Obj, ctype: str) -> Obj | None:

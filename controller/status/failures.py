@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller import objects as ob
+from controller.machinery import objects as ob
 from controller.status.conditions import REASON_MEMORY_PLAN, REASON_NODE_LOST, REASON_OOM_KILLED
 from controller.status.pod_state import pod_phase, replica_type, terminated_state
 from kubeclient import Obj

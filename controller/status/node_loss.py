@@ -3,8 +3,8 @@ failure a pod bound to one of them is."""
 
 from __future__ import annotations
 
-from controller import objects as ob
 from controller.api import DGLJob
+from controller.machinery import objects as ob
 from controller.status.conditions import REASON_NODE_LOST
 from controller.status.failures import PodFailure
 from controller.status.observation import Observation, replica_order

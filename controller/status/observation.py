@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from controller import objects as ob
 from controller.api import LAUNCHER, PARTITIONER, PROBE, WORKER, DGLJob
+from controller.machinery import objects as ob
 from controller.status.conditions import PARTITIONED, PARTITIONING, PENDING, TRAINING
 from controller.status.failures import PodFailure, pod_failure
 from controller.status.pod_state import (

@@ -1,11 +1,12 @@
 """What one pod says: its phase, whether it is active, ready or started, its containers'
-states, its node; pure functions of the pod's JSON (read through controller/objects.py)."""
+states, its node; pure functions of the pod's JSON (read through
+controller/machinery/objects.py)."""
 
 from __future__ import annotations
 
-from controller import objects as ob
 from controller.builders import ATTEMPT_ANNOTATION, REPLICA_TYPE_LABEL
-from controller.objects import ContainerStatus, StateTerminated
+from controller.machinery import objects as ob
+from controller.machinery.objects import ContainerStatus, StateTerminated
 from controller.status.conditions import parse_time
 from kubeclient import Obj
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from controller import objects as ob
 from controller.api import DGLJob
+from controller.machinery import objects as ob
 from controller.status.conditions import REASON_UNSCHEDULABLE
 from controller.status.observation import Observation, replica_order
 from controller.status.pod_state import is_terminating, pod_phase, pod_started

@@ -1,6 +1,7 @@
 """Gang scheduling against the real API server: the ``dgl-operator`` process with
 ``--gang-scheduling scheduler-plugins``, under exactly the RBAC the chart grants with
-``gangScheduling`` (controller/rbac.py), with scheduler-plugins' own PodGroup CRD installed.
+``gangScheduling`` (controller/machinery/rbac.py), with scheduler-plugins' own PodGroup CRD
+installed.
 
 What the API server stores is checked: the PodGroup (its CRD's schema prunes any field it does
 not know), and the pods' label, schedulerName and priority. No scheduler runs here (there are
@@ -18,7 +19,7 @@ import pytest
 
 from controller.api import DGLJOBS
 from controller.builders import DEFAULT_GANG_SCHEDULER_NAME, POD_GROUP_LABEL
-from controller.rbac import cluster_role
+from controller.machinery.rbac import cluster_role
 from kubeclient import PODGROUPS, PODS, AlreadyExists, NotFound, Obj, Resource, RestClient
 from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess

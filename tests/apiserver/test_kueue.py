@@ -1,6 +1,6 @@
 """DGLJobs under the real Kueue, against the real API server: Kueue's manager (hack/kueue.sh,
 DGLJob in its externalFrameworks) admits and preempts, the ``dgl-operator`` process runs with
-``--kueue`` under exactly the RBAC the chart grants with ``kueue`` (controller/rbac.py).
+``--kueue`` under exactly the RBAC the chart grants with ``kueue`` (controller/machinery/rbac.py).
 
 No node runs here: the test plays the kubelet (its pods run and end as the test says), so what
 is checked is the contract between the operator and Kueue: Workloads, admission, the waiting
@@ -21,7 +21,7 @@ import pytest
 
 from controller import kueue as kq
 from controller.api import DGLJOBS
-from controller.rbac import cluster_role
+from controller.machinery.rbac import cluster_role
 from kubeclient import PODS, PRIORITYCLASSES, WORKLOADS, AlreadyExists, Obj, RestClient
 from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess

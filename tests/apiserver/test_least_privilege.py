@@ -1,5 +1,6 @@
-"""The operator with only its own RBAC (controller/rbac.py, what the chart grants), through a
-ServiceAccount token from the TokenRequest API; and what the job's own ServiceAccounts may do."""
+"""The operator with only its own RBAC (controller/machinery/rbac.py, what the chart grants),
+through a ServiceAccount token from the TokenRequest API; and what the job's own
+ServiceAccounts may do."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from controller.api import DGLJOBS
-from controller.rbac import cluster_role
+from controller.machinery.rbac import cluster_role
 from kubeclient import EVENTS, PODS, SERVICEACCOUNTS, Forbidden, Resource, RestClient
 from localcluster.cluster import ControlPlane, k8s_binaries, kubeconfig
 from tests.support.apiserver import operator_identity

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller.rbac import LEADER_ELECTION_RULES, NODE_RULES, RULES
+from controller.machinery.rbac import LEADER_ELECTION_RULES, NODE_RULES, RULES
 from kubeclient import (
     CONFIGMAPS,
     NAMESPACES,

@@ -1,6 +1,7 @@
 """The Helm chart rendered by the real ``helm``: lint, schema validation of every object for the
-cluster's Kubernetes version, RBAC equal to controller/rbac.py, the operator's flags (parsed by
-the operator's own argument parser), security settings, and the values' failure messages."""
+cluster's Kubernetes version, RBAC equal to controller/machinery/rbac.py, the operator's flags
+(parsed by the operator's own argument parser), security settings, and the values' failure
+messages."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ import pytest
 import yaml
 
 from controller.builders import DEFAULT_GANG_SCHEDULER_NAME
+from controller.machinery.rbac import LEADER_ELECTION_RULES, cluster_rules, operator_rules, triples
 from controller.main import VERSION, parse_settings
-from controller.rbac import LEADER_ELECTION_RULES, cluster_rules, operator_rules, triples
 from tests.chart.helpers import KUBE_VERSION, Helm, find, kinds
 from tests.support.paths import CHART, REPO
 

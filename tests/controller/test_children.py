@@ -10,7 +10,7 @@ from controller import kueue
 from controller.api import parse_job
 from controller.builders import GANG_SCHEDULER_PLUGINS, JOB_NAME_LABEL, BuildOptions, desired
 from controller.children import CHILDREN, ONCE_BY_KIND, Listers, active
-from controller.slim import CHILD_METADATA, slim_metadata
+from controller.machinery.slim import CHILD_METADATA, slim_metadata
 from informers.lister import Lister
 from informers.store import ThreadSafeStore
 from tests.controller.harness import NS, PART, W0, W1, Harness, poke

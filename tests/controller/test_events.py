@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from controller.api import DGLJob, parse_job
-from controller.apply import Applier, summarize_names
-from controller.events import NORMAL, WARNING, EventRecorder
-from controller.expectations import Expectations
+from controller.machinery.apply import Applier, summarize_names
+from controller.machinery.events import NORMAL, WARNING, EventRecorder
+from controller.machinery.expectations import Expectations
 from kubeclient import CONFIGMAPS, EVENTS, PODS, SERVICES, ServerError
 from tests.controller.harness import fake_clock
 from tests.fakekube import FakeKube
@@ -81,7 +81,7 @@ def test_a_full_queue_drops_instead_of_blocking_and_counts() -> None:
     assert rec.dropped == 3 and len(drops) == 3
 
 
-# -- children's Events, one per job and happening per sync (controller/apply.py) ---------------
+# -- children's Events, one per job and happening per sync (controller/machinery/apply.py) ---
 
 
 def test_names_are_summarized_by_numbered_runs() -> None:

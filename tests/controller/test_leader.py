@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clock import FakeClock
-from controller.leader import LeaderConfig, LeaderElector
+from controller.machinery.leader import LeaderConfig, LeaderElector
 from kubeclient import LEASES, ServerError
 from tests.controller.harness import fake_clock
 from tests.fakekube import FakeKube

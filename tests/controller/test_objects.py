@@ -1,4 +1,4 @@
-"""controller/objects.py: typed views of the raw JSON objects the sync reads."""
+"""controller/machinery/objects.py: typed views of the raw JSON objects the sync reads."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from controller import objects as ob
 from controller.api import parse_job
+from controller.machinery import objects as ob
 from tests.support.dgljobs import load_fixture
 from tests.support.prerequisites import require
 
@@ -77,7 +77,7 @@ def test_mypy_catches_a_mistyped_key(tmp_path: Path) -> None:
     require(importlib.util.find_spec("mypy") is not None, "mypy is not installed")
     snippet = tmp_path / "snippet.py"
     snippet.write_text(
-        "from controller import objects as ob\n"
+        "from controller.machinery import objects as ob\n"
         "from kubeclient import Obj\n"
         "\n"
         "\n"

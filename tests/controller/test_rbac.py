@@ -1,4 +1,4 @@
-"""controller/rbac.py against the API calls the controller really makes.
+"""controller/machinery/rbac.py against the API calls the controller really makes.
 
 Every request the operator sends during full lifecycles (success, failure + restart, suspend,
 TTL, leader election, events) must be allowed by RULES; and every rule must be used, so the
@@ -15,8 +15,8 @@ import pytest
 
 from controller.api import DGLJOBS, parse_job
 from controller.builders import GANG_SCHEDULER_PLUGINS, BuildOptions, rbac
-from controller.leader import LeaderConfig, LeaderElector
-from controller.rbac import (
+from controller.machinery.leader import LeaderConfig, LeaderElector
+from controller.machinery.rbac import (
     LEADER_ELECTION_RULES,
     RULES,
     allows,

@@ -11,11 +11,11 @@ import pytest
 from controller.api import DGLJOBS
 from controller.builders import BuildOptions
 from controller.children import CHILDREN, Listers
-from controller.events import EventRecorder
-from controller.expectations import Expectations
-from controller.metrics import Metrics
-from controller.mutation_cache import OwnWrite
-from controller.slim import slim_pod
+from controller.machinery.events import EventRecorder
+from controller.machinery.expectations import Expectations
+from controller.machinery.metrics import Metrics
+from controller.machinery.mutation_cache import OwnWrite
+from controller.machinery.slim import slim_pod
 from controller.sync import JobSync
 from informers.lister import Lister
 from informers.store import (
@@ -327,7 +327,7 @@ def test_a_deleted_job_leaves_nothing_behind_in_the_sync() -> None:
     assert KEY not in repr(vars(rig.sync))
 
 
-# -- the pod cache keeps only what the sync reads (controller/slim.py) -------------------------
+# -- the pod cache keeps only what the sync reads (controller/machinery/slim.py) -------------
 
 _SCHEDULED = {"type": "PodScheduled", "status": "True"}
 _POD_STATES: dict[str, Callable[[str], Obj]] = {

@@ -12,8 +12,8 @@ import time
 from datetime import UTC, datetime
 
 from controller.controller import Controller
-from controller.events import EventRecorder
-from controller.metrics import Metrics
+from controller.machinery.events import EventRecorder
+from controller.machinery.metrics import Metrics
 from informers.factory import SharedInformerFactory
 from kubeclient import PODS, Conflict, Invalid, NotFound, Obj, RestClient
 

@@ -6,7 +6,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from clock import FakeClock
-from controller.prom_workqueue import PrometheusWorkqueueMetricsProvider
+from controller.machinery.prom_workqueue import PrometheusWorkqueueMetricsProvider
 from tests.support.waiting import wait_for
 from tests.workqueue.helpers import take
 from workqueue import ItemExponentialFailureRateLimiter, Queue, RateLimitingQueue

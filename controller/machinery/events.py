@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import structlog
 
 from clock import Clock, RealClock
-from controller.status.conditions import now_rfc3339
+from controller.machinery.objects import now_rfc3339
 from kubeclient import EVENTS, KubeClient, KubeError, NotFound, Obj
 
 log = structlog.get_logger("controller.events")

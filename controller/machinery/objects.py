@@ -17,6 +17,7 @@ them writes the cached object (the sync never does: it writes copies).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypedDict, cast
 
 from kubeclient import Obj
@@ -235,6 +236,27 @@ def node_spec(node: Obj) -> NodeSpec:
 
 def node_status(node: Obj) -> NodeStatus:
     return cast(NodeStatus, _dict(node.get("status")))
+
+
+# -- timestamps (RFC 3339, as the API writes them) ------------------------------------------
+
+
+def now_rfc3339(now: float) -> str:
+    """``now`` (seconds since the epoch) as the API's timestamps read."""
+    return datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: Any) -> float | None:
+    """An API timestamp as seconds since the epoch (None: none, or not a timestamp)."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
 
 
 # -- DGLJobs --------------------------------------------------------------------------------

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from controller import objects as ob
-from controller.events import NORMAL, WARNING, EventRecorder
-from controller.expectations import ADD, DELETE, Expectations
-from controller.objects import JobIdentity
+from controller.machinery import objects as ob
+from controller.machinery.events import NORMAL, WARNING, EventRecorder
+from controller.machinery.expectations import ADD, DELETE, Expectations
+from controller.machinery.objects import JobIdentity
 from informers.store import controller_ref
 from kubeclient import AlreadyExists, Conflict, KubeClient, KubeError, NotFound, Obj, Resource
 

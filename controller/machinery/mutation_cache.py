@@ -10,7 +10,7 @@ never hands to two workers at once.
 
 from __future__ import annotations
 
-from controller import objects as ob
+from controller.machinery import objects as ob
 from kubeclient import Obj
 
 
