@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from launcher.memplan import GraphSize, PlanError, parse_bytes, parse_graph_size
-from launcher.report.progress import JobRef
+from launcher.report.progress import ProgressTarget
 from launcher.storage.layout import Storage, check_run_name, claim_mount
 from podcontract import (
     CHUNKED_GRAPH_ENV,
@@ -127,7 +127,8 @@ class Options:
     leadfile: str = LEADFILE_PATH
     partfile: str = PARTFILE_PATH
     kubectl: str = KUBECTL_PATH
-    job: JobRef = field(default_factory=JobRef)  # the DGLJob progress and Events go to
+    # the DGLJob progress and Events go to
+    job: ProgressTarget = field(default_factory=ProgressTarget)
     # an elastic DGLJob's attempt: --batch-size as given, the global batch of a step, which
     # batch_size (each trainer's) divides among the attempt's trainers; None: not elastic
     global_batch: int | None = None
@@ -500,7 +501,7 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         leadfile=env.get(LEADFILE_PATH_ENV, LEADFILE_PATH),
         partfile=env.get(PARTFILE_PATH_ENV, PARTFILE_PATH),
         kubectl=env.get(KUBECTL_PATH_ENV, KUBECTL_PATH),
-        job=JobRef(
+        job=ProgressTarget(
             env.get(JOB_NAME_ENV, ""), env.get(JOB_UID_ENV, ""), env.get(JOB_NAMESPACE_ENV, "")
         ),
         global_batch=a.global_batch,

@@ -26,11 +26,8 @@ def product() -> list[str]:
 # until it is deleted, and a new homonym is not allowed.
 KNOWN: dict[str, set[str]] = {
     "Config": {"watcher_loop/config.py", "kubectl_download/config.py"},
-    "Handler": {"controller/main.py", "launcher/delivery/server.py"},
-    "JobRef": {"controller/machinery/objects.py", "launcher/report/progress.py"},
     "Log": {"podprogram/log.py", "watcher_loop/loop.py", "kubectl_download/install.py"},
     "Settings": {"podprogram/options.py", "controller/main.py"},
-    "TransportError": {"kubeclient/errors.py", "launcher/workers/transport.py"},
 }
 
 

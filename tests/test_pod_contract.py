@@ -27,7 +27,7 @@ from kubectl_download.config import load_config as kubectl_download_config
 from launcher import memplan
 from launcher.options import Options, parse
 from launcher.partition import mpirun
-from launcher.report.progress import JobRef
+from launcher.report.progress import ProgressTarget
 from launcher.workers import oom
 from launcher.workers.hostfile import parse_hostfile
 from podcontract import (
@@ -228,7 +228,7 @@ def test_the_launchers_dglrun_reads_what_the_operator_meant(name: str) -> None:
     job, d, seen, opts = _dglrun_in(name, "launcher")
     spec = job.spec
     assert opts.phase == ""
-    assert opts.job == JobRef(job.name, job.uid, job.namespace)
+    assert opts.job == ProgressTarget(job.name, job.uid, job.namespace)
     assert seen.env[OPERATOR_ENV] == OPERATOR_ENV_ON
     assert opts.partition_mode == spec.partition_mode
     if spec.chunked_graph is not None:
@@ -318,7 +318,7 @@ def test_skip_mode_trains_in_the_launcher_alone() -> None:
         d = _build(j)
         seen = _seen(d.launcher, d)
         opts = _dglrun(seen)
-        assert opts.phase == PHASE_LAUNCHER_WORKLOAD and opts.job == JobRef()
+        assert opts.phase == PHASE_LAUNCHER_WORKLOAD and opts.job == ProgressTarget()
         if j.spec.storage is not None:
             assert opts.storage is not None and opts.storage.run == j.run_name
             assert _folder(seen, opts.storage.root)[0] == STORAGE_DIR
@@ -333,7 +333,7 @@ def test_skip_mode_trains_in_the_launcher_alone() -> None:
 def test_the_partitioners_dglrun_reads_what_the_operator_meant(name: str) -> None:
     job, _, seen, opts = _dglrun_in(name, "partitioner")
     assert opts.phase == PHASE_PARTITIONER
-    assert opts.job == JobRef(job.name, job.uid, job.namespace)
+    assert opts.job == ProgressTarget(job.name, job.uid, job.namespace)
     assert opts.partition_mode == job.spec.partition_mode
     assert opts.partition_transfer == DGLRUN_TRANSFER[job.spec.partition_transfer]
     assert opts.worker_memory_limit == _worker_memory_limit(job)

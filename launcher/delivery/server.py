@@ -110,7 +110,7 @@ class PartitionServer:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class PartitionRequestHandler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
             def log_message(self, format: str, *args: Any) -> None:
@@ -197,7 +197,7 @@ class PartitionServer:
                         self.connection.sendfile(f, start, count)
                 server.stats.add(self.client_address[0], rel, sent, start + sent == size)
 
-        return Handler
+        return PartitionRequestHandler
 
 
 def _paced(conn: Any, f: Any, start: int, count: int, rate: float) -> None:

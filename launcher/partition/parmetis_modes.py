@@ -45,7 +45,7 @@ from launcher.workers.transport import (
     PopenProc,
     Proc,
     Transport,
-    TransportError,
+    WorkerTransportError,
     in_parallel,
     run_everywhere,
 )
@@ -200,7 +200,7 @@ def check_on_workers(
     size = None
     hashes: dict[str, str] = {}
     for i, (host, result) in enumerate(zip(hosts, results, strict=True)):
-        if isinstance(result, TransportError):
+        if isinstance(result, WorkerTransportError):
             raise PhaseError(f"{host.name}: cannot check the chunked graph: {result}")
         code, out = result
         last = (out.strip().splitlines() or ["no output"])[-1]

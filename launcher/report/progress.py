@@ -296,7 +296,7 @@ class StatusProgress:
 
 
 @dataclass(frozen=True)
-class JobRef:
+class ProgressTarget:
     """The DGLJob a dglrun in a pod reports to (from the operator's env; no name outside one).
     Without a namespace, the pod's own is taken."""
 
@@ -305,7 +305,9 @@ class JobRef:
     namespace: str = ""
 
 
-def for_job(job: JobRef, kubectl: str, num_epochs: int, warn: Callable[[str], None]) -> Progress:
+def for_job(
+    job: ProgressTarget, kubectl: str, num_epochs: int, warn: Callable[[str], None]
+) -> Progress:
     """The job's progress reporter; :class:`NoProgress` without a job or a kubectl."""
     if not job.name or not Path(kubectl).is_file():
         return NoProgress()

@@ -32,7 +32,7 @@ from launcher.partition.request import PartitionRequest
 from launcher.storage.cache import Cache, CacheError, inputs, key_of
 from launcher.storage.layout import Storage
 from launcher.workers.hostfile import Host
-from launcher.workers.transport import Transport, TransportError, run_everywhere
+from launcher.workers.transport import Transport, WorkerTransportError, run_everywhere
 from podcontract import DGL_API, STATUS_PARTITIONS, STATUS_RESUME
 
 INDEX_NAME = "dglrun.json"
@@ -163,7 +163,7 @@ class DistCache:
         for host, result in zip(
             hosts, run_everywhere(transport, hosts, argv_of, timeout), strict=True
         ):
-            if isinstance(result, TransportError):
+            if isinstance(result, WorkerTransportError):
                 out.append((host, 1, str(result)))
                 continue
             code, text = result

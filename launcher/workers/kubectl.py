@@ -22,7 +22,7 @@ from launcher.workers.transport import (
     LineSink,
     PopenProc,
     Proc,
-    TransportError,
+    WorkerTransportError,
     default_sink,
     stop_all,
     time_limit,
@@ -70,20 +70,20 @@ class KubectlTransport:
         if bounded and self._deadline is not None:
             timeout = min(timeout, self._deadline - time.monotonic())
             if timeout <= 0:
-                raise TransportError(f"{what}: no time left in the phase")
+                raise WorkerTransportError(f"{what}: no time left in the phase")
         try:
             return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as e:
-            raise TransportError(f"{what} timed out after {e.timeout:.0f}s") from e
+            raise WorkerTransportError(f"{what} timed out after {e.timeout:.0f}s") from e
         except OSError as e:
-            raise TransportError(f"cannot run {argv[0]}: {e.strerror}") from e
+            raise WorkerTransportError(f"cannot run {argv[0]}: {e.strerror}") from e
 
     def _run(
         self, argv: list[str], what: str, timeout: float | None, *, bounded: bool = True
     ) -> str:
         out = self._call(argv, what, timeout, bounded=bounded)
         if out.returncode != 0:
-            raise TransportError(
+            raise WorkerTransportError(
                 f"{what} exited with code {out.returncode}: {out.stderr.strip()[-500:]}"
             )
         return out.stdout
@@ -105,7 +105,7 @@ class KubectlTransport:
         try:
             data = json.loads(raw)
         except ValueError as e:
-            raise TransportError(
+            raise WorkerTransportError(
                 f"{target}: unreadable manifest of {remote_dir}: {raw[:200]}"
             ) from e
         return {k: (int(v[0]), str(v[1])) for k, v in data.items()}
@@ -142,7 +142,7 @@ class KubectlTransport:
     def fetch(self, worker: Host, remote: str, local: Path) -> bool:
         try:
             self._exec(worker.name, f"test -e {shlex.quote(remote)}")
-        except TransportError:
+        except WorkerTransportError:
             return False
         local.parent.mkdir(parents=True, exist_ok=True)
         self._kubectl("cp", f"{worker.name}:{remote}", str(local))
@@ -151,7 +151,7 @@ class KubectlTransport:
     def exists(self, worker: Host, path: str) -> bool:
         try:
             self._exec(worker.name, f"test -f {shlex.quote(path)}", timeout=60)
-        except TransportError:
+        except WorkerTransportError:
             return False
         return True
 
@@ -207,7 +207,7 @@ class KubectlTransport:
                 timeout=30,
                 bounded=False,
             )
-        except TransportError as e:
+        except WorkerTransportError as e:
             self.sink("dglrun", f"warning: could not stop processes on {worker.name}: {e}")
 
     def close(self) -> None:
@@ -233,7 +233,7 @@ def wait_for_container(
     while True:
         try:
             raw = transport._kubectl("get", "pod", pod, "-o", "json", timeout=60)
-        except TransportError as e:
+        except WorkerTransportError as e:
             last = str(e)[-200:]
         else:
             try:
@@ -247,7 +247,7 @@ def wait_for_container(
                         return
                     last = next(iter(state), "unknown")
         if time.monotonic() + delay > deadline:
-            raise TransportError(
+            raise WorkerTransportError(
                 f"container {container} of pod {pod} is not running after {timeout:.0f}s "
                 f"(last state: {last})"
             )
@@ -284,13 +284,13 @@ def deliver(
                 missing = {k: v for k, v in expected.items() if got.get(k) != v}
                 if not missing:
                     return
-                raise TransportError(
+                raise WorkerTransportError(
                     f"{len(missing)} file(s) did not arrive intact in {pod}:{remote_dir}, e.g. "
                     f"{next(iter(missing))}"
                 )
-            except TransportError as e:
+            except WorkerTransportError as e:
                 if attempt == attempts:
-                    raise TransportError(
+                    raise WorkerTransportError(
                         f"delivery to {pod} failed after {attempts} attempts: {e}"
                     ) from e
                 transport.sink("dglrun", f"delivery attempt {attempt} failed ({e}); retrying")

@@ -32,7 +32,7 @@ from pathlib import Path
 from launcher import programs
 from launcher.checksums import manifest
 from launcher.workers.hostfile import Host
-from launcher.workers.transport import LineSink, PopenProc, Proc, TransportError, default_sink
+from launcher.workers.transport import LineSink, PopenProc, Proc, WorkerTransportError, default_sink
 from podcontract import DGL_PORT
 
 NETNS_PREFIX = "dglrun-"
@@ -43,9 +43,9 @@ def _sh(*argv: str) -> str:
     try:
         out = subprocess.run(list(argv), capture_output=True, text=True, timeout=30)
     except OSError as e:
-        raise TransportError(f"local transport: cannot run {argv[0]}: {e.strerror}") from e
+        raise WorkerTransportError(f"local transport: cannot run {argv[0]}: {e.strerror}") from e
     if out.returncode != 0:
-        raise TransportError(
+        raise WorkerTransportError(
             f"local transport: `{' '.join(argv)}` failed ({out.returncode}): "
             f"{(out.stderr or out.stdout).strip()}"
         )
@@ -63,12 +63,12 @@ NO_ROOT = (
 def check_prerequisites() -> None:
     missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
     if missing:
-        raise TransportError(
+        raise WorkerTransportError(
             f"the local transport needs {', '.join(missing)} (Debian: iproute2, util-linux, mount)"
         )
     if os.geteuid() != 0:
         why = user_namespaces_work() or "available, but dglrun was not started through its CLI"
-        raise TransportError(
+        raise WorkerTransportError(
             f"{NO_ROOT} (user namespaces here: {why}). Run as root (e.g. in CI or a VM), allow "
             "user namespaces (sysctl user.max_user_namespaces), or run the job in a cluster "
             "with the kubectl transport."
@@ -131,7 +131,7 @@ class LocalTransport:
         keep: bool = False,
     ) -> None:
         if num_workers < 1:
-            raise TransportError("the local transport needs at least one worker")
+            raise WorkerTransportError("the local transport needs at least one worker")
         self.num_workers = num_workers
         self.root = root
         self.sink = sink
@@ -229,14 +229,16 @@ class LocalTransport:
         while time.monotonic() < deadline:
             if holder.poll() is not None:
                 err = holder.stderr.read().decode() if holder.stderr else ""
-                raise TransportError(f"local transport: worker namespace {ns} failed: {err}")
+                raise WorkerTransportError(f"local transport: worker namespace {ns} failed: {err}")
             with contextlib.suppress(OSError):
                 comm = Path(f"/proc/{holder.pid}/comm").read_text().strip()
                 if comm == "sleep" and os.readlink(f"/proc/{holder.pid}/ns/mnt") != host_mnt:
                     return holder
             time.sleep(0.01)
         holder.kill()
-        raise TransportError(f"local transport: worker namespace {ns} did not come up in 10 s")
+        raise WorkerTransportError(
+            f"local transport: worker namespace {ns} did not come up in 10 s"
+        )
 
     def close(self) -> None:
         for proc in self._procs:
@@ -272,7 +274,9 @@ class LocalTransport:
         path = Path(remote)
         base = self.root / worker.name
         if not path.resolve().is_relative_to(base.resolve()):
-            raise TransportError(f"{worker.name}: {remote} is outside the worker's filesystem")
+            raise WorkerTransportError(
+                f"{worker.name}: {remote} is outside the worker's filesystem"
+            )
         return path
 
     def copy_to(self, worker: Host, local: Path, remote: str) -> None:
@@ -331,9 +335,11 @@ class LocalTransport:
                 cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
             )
         except subprocess.TimeoutExpired as e:
-            raise TransportError(f"{worker.name}: {argv[0]} timed out after {timeout:.0f}s") from e
+            raise WorkerTransportError(
+                f"{worker.name}: {argv[0]} timed out after {timeout:.0f}s"
+            ) from e
         except OSError as e:
-            raise TransportError(f"{worker.name}: cannot run {argv[0]}: {e.strerror}") from e
+            raise WorkerTransportError(f"{worker.name}: cannot run {argv[0]}: {e.strerror}") from e
         return out.returncode, out.stdout
 
     def kill(self, worker: Host, pidfiles: list[str]) -> None:
@@ -362,7 +368,7 @@ class LocalTransport:
         self, argv: list[str], env: dict[str, str], label: str, sink: LineSink
     ) -> Proc:
         if self._coordinator is None:
-            raise TransportError("local transport: not set up")
+            raise WorkerTransportError("local transport: not set up")
         proc = PopenProc(
             label, [*self._enter(self._coordinator), *argv], sink, env={**os.environ, **env}
         )

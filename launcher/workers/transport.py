@@ -26,7 +26,7 @@ from launcher.workers.remote import peak_mb
 LineSink = Callable[[str, str], None]
 
 
-class TransportError(LauncherError, RuntimeError):
+class WorkerTransportError(LauncherError, RuntimeError):
     """A transport operation failed; the message names the worker and what was tried."""
 
 
@@ -105,7 +105,7 @@ class Transport(Protocol):
 
     def until(self, deadline: float | None) -> None:
         """Every call from now on must end by ``deadline`` (``time.monotonic()``), or raise
-        TransportError; None lifts the limit. A phase's timeout bounds its calls this way."""
+        WorkerTransportError; None lifts the limit. A phase's timeout bounds its calls this way."""
         ...
 
 
@@ -157,7 +157,7 @@ class PopenProc:
                 start_new_session=True,
             )
         except OSError as e:
-            raise TransportError(f"{label}: cannot start {argv[0]}: {e.strerror}") from e
+            raise WorkerTransportError(f"{label}: cannot start {argv[0]}: {e.strerror}") from e
         assert self.popen.stdout is not None
         self._reader = pump(self.popen.stdout, label, keep)
 
@@ -213,15 +213,17 @@ def run_everywhere(
     hosts: list[Host],
     argv_of: Callable[[int, Host], list[str]],
     timeout: float,
-) -> list[tuple[int, str] | TransportError]:
+) -> list[tuple[int, str] | WorkerTransportError]:
     """``argv_of(i, host)`` run on every worker at once: each one's (exit code, output), or
-    the TransportError that kept it from running."""
-    results: list[tuple[int, str] | TransportError] = [TransportError("not run")] * len(hosts)
+    the WorkerTransportError that kept it from running."""
+    results: list[tuple[int, str] | WorkerTransportError] = [WorkerTransportError("not run")] * len(
+        hosts
+    )
 
     def one(i: int, host: Host) -> None:
         try:
             results[i] = transport.run(host, argv_of(i, host), timeout)
-        except TransportError as e:
+        except WorkerTransportError as e:
             results[i] = e
 
     in_parallel([functools.partial(one, i, h) for i, h in enumerate(hosts)])

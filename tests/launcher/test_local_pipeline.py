@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from launcher.workers import local as local_transport
-from launcher.workers.transport import TransportError
+from launcher.workers.transport import WorkerTransportError
 from tests.launcher.helpers import FIXTURES, dglrun
 from tests.support.paths import REPO
 from tests.support.prerequisites import require
@@ -152,7 +152,7 @@ def test_skip_mode_runs_the_training_entry_point_alone(tmp_path: Path) -> None:
 
 def test_without_root_the_local_transport_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    with pytest.raises(TransportError, match="the local transport needs root"):
+    with pytest.raises(WorkerTransportError, match="the local transport needs root"):
         local_transport.check_prerequisites()
 
 

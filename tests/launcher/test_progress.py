@@ -12,7 +12,7 @@ from pathlib import Path
 from launcher.console import NoProgress
 from launcher.report.progress import (
     MAX_FAILURES,
-    JobRef,
+    ProgressTarget,
     StatusProgress,
     Tracker,
     for_job,
@@ -136,9 +136,9 @@ def test_a_missing_kubectl_is_a_warning(tmp_path: Path) -> None:
 
 def test_for_job(tmp_path: Path) -> None:
     kubectl = tmp_path / "kubectl"
-    assert isinstance(for_job(JobRef("j"), str(kubectl), 1, print), NoProgress)
+    assert isinstance(for_job(ProgressTarget("j"), str(kubectl), 1, print), NoProgress)
     kubectl.write_text("#!/bin/sh\n")
-    assert isinstance(for_job(JobRef(), str(kubectl), 1, print), NoProgress)
-    p = for_job(JobRef("j", "u", "ns"), str(kubectl), 1, print)
+    assert isinstance(for_job(ProgressTarget(), str(kubectl), 1, print), NoProgress)
+    p = for_job(ProgressTarget("j", "u", "ns"), str(kubectl), 1, print)
     assert isinstance(p, StatusProgress) and (p.job, p.uid, p.namespace) == ("j", "u", "ns")
     p.finish(None)
