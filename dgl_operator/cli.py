@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from dgl_operator.client import DGLJobClient, DGLJobError, JobProgress
+from dgl_operator.client import DGLJobClient, DGLJobError, InvalidJob, JobProgress
 from dgljob.names import GROUP
 from kubeclient import KubeError
 
@@ -190,10 +190,13 @@ def run(a: argparse.Namespace, client: DGLJobClient) -> int:
         else:
             print(f"{RESOURCE}/{job.name} created" + (" (server dry run)" if a.dry_run else ""))
     elif a.verb == "get":
-        job = client.get(a.name)
-        dump(job.raw) if out == "json" else print(jobs_table([job.raw], out == "wide", False))
+        try:
+            raw = client.get(a.name).raw
+        except InvalidJob as e:  # (shown as stored: the operator failed it InvalidSpec)
+            raw = e.raw
+        dump(raw) if out == "json" else print(jobs_table([raw], out == "wide", False))
     elif a.verb == "list":
-        jobs = [j.raw for j in client.list(all_namespaces=a.all_namespaces, selector=a.selector)]
+        jobs = client.list_raw(all_namespaces=a.all_namespaces, selector=a.selector)
         if out == "json":
             dump({"apiVersion": "v1", "kind": "List", "items": jobs})
         elif out == "name":

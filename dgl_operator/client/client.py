@@ -37,6 +37,7 @@ from dgl_operator.client import results as results_mod
 from dgl_operator.client.errors import (
     ApiRefused,
     DGLJobError,
+    InvalidJob,
     JobFailed,
     JobNotFound,
     ManifestError,
@@ -140,10 +141,22 @@ class DGLJobClient:
             )
         ns = meta.get("namespace") or given or self.namespace
         meta["namespace"] = ns
-        out: dict[str, Any] = self._call(
-            lambda: self.api.create(DGLJOBS, ns, obj, field_validation="Strict", dry_run=dry_run)
-        )
-        return typed(out)
+
+        def send(dry: bool) -> dict[str, Any]:
+            out: dict[str, Any] = self._call(
+                lambda: self.api.create(DGLJOBS, ns, obj, field_validation="Strict", dry_run=dry)
+            )
+            return out
+
+        try:
+            typed(obj)
+        except InvalidJob:
+            # What the API server refuses reads as kubectl's error; what only the operator's
+            # parser refuses (a quantity's suffix, fields that exclude each other) is named
+            # before anything is stored: the operator would fail the job InvalidSpec.
+            send(True)
+            raise
+        return typed(send(dry_run))
 
     def get(self, name: str, *, namespace: str | None = None) -> DGLJob:
         return typed(self._get(name, self._ns(namespace)))
@@ -160,14 +173,40 @@ class DGLJobClient:
         selector: str | None = None,
     ) -> builtins.list[DGLJob]:
         """The jobs by namespace and name, as kubectl lists them (``all_namespaces``: every
-        namespace's)."""
+        namespace's). A stored job whose spec the parser refuses (one admitted before the
+        CRD's rules; the operator has failed it InvalidSpec) is left out: :meth:`get` raises
+        :class:`InvalidJob` naming its field, and :meth:`list_raw` lists it."""
+        out = []
+        for item in self.list_raw(
+            namespace=namespace, all_namespaces=all_namespaces, selector=selector
+        ):
+            try:
+                out.append(typed(item))
+            except InvalidJob:
+                continue
+        return out
+
+    def list_raw(
+        self,
+        *,
+        namespace: str | None = None,
+        all_namespaces: bool = False,
+        selector: str | None = None,
+    ) -> builtins.list[dict[str, Any]]:
+        """The stored objects, as the API server returns them, by namespace and name (what
+        dglctl prints: every job, whether its spec parses or not)."""
         ns = None if all_namespaces else self._ns(namespace)
         out = self._call(lambda: self.api.list(DGLJOBS, ns, label_selector=selector))
         items = list(out.get("items") or [])
         for item in items:  # (a list's items carry no kind)
             item.setdefault("apiVersion", API_VERSION)
             item.setdefault("kind", KIND)
-        return sorted((typed(item) for item in items), key=lambda j: (j.namespace, j.name))
+        meta = [item.get("metadata") or {} for item in items]
+        order = sorted(
+            range(len(items)),
+            key=lambda i: (meta[i].get("namespace") or "", meta[i].get("name") or ""),
+        )
+        return [items[i] for i in order]
 
     def delete(
         self, name: str, *, namespace: str | None = None, wait: bool = False, timeout: float = 120

@@ -5,7 +5,9 @@
 
 Nothing of a YAML path or a dict is validated here but the shape: the API server checks the
 rest (the CRD's schema and rules, ``fieldValidation=Strict``), so its errors are the same
-whichever way a job arrives. A typed job was checked by the operator's own parser when it was
+whichever way a job arrives. What only the operator's parser refuses (a quantity's suffix,
+fields that exclude each other) :meth:`DGLJobClient.create` names as :class:`InvalidJob`
+before anything is stored. A typed job was checked by the operator's own parser when it was
 built.
 """
 

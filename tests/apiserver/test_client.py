@@ -24,6 +24,7 @@ from dgl_operator.client import (
     ApiRefused,
     DGLJob,
     DGLJobClient,
+    InvalidJob,
     JobFailed,
     JobNotFound,
     MainContainer,
@@ -178,6 +179,46 @@ def test_dry_run_stores_nothing_and_errors_read_as_kubectls(
     cli = dglctl(control_plane, namespace, "submit", str(good), "--dry-run")
     assert cli.returncode == 0 and cli.stdout == "dgljob.qihoo.net/good created (server dry run)\n"
     assert dglctl(control_plane, namespace, "list").stderr.startswith("No resources found")
+
+
+def test_what_only_the_parser_refuses_is_named_before_anything_is_stored(
+    jobs: DGLJobClient,
+    namespace: str,
+    tmp_path: Path,
+    control_plane: ControlPlane,
+    api: RestClient,
+) -> None:
+    """The CRD admits a memory limit of 6K (a pod's admission would refuse it); the client
+    names the field and why before it stores the job. A job stored anyway (through the raw
+    API) is left out of list() but not of dglctl's, and get() names its field."""
+    bad = seed("six-k")
+    worker = bad["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker.setdefault("resources", {}).setdefault("limits", {})["memory"] = "6K"
+    field = "spec.dglReplicaSpecs.Worker.template.spec.containers[0].resources.limits.memory"
+    for dry_run in (True, False):
+        with pytest.raises(InvalidJob) as e:
+            jobs.create(bad, dry_run=dry_run)
+        assert field in str(e.value) and "'6K'" in str(e.value), str(e.value)
+    with pytest.raises(JobNotFound):
+        jobs.get("six-k")
+    path = tmp_path / "six-k.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    cli = dglctl(control_plane, namespace, "submit", str(path))
+    assert cli.returncode == 1 and "Traceback" not in cli.stderr, cli.stderr
+    assert field in cli.stderr and len(cli.stderr.strip().splitlines()) == 1, cli.stderr
+
+    api.create(DGLJOBS, namespace, {**bad, "metadata": {"name": "six-k", "namespace": namespace}})
+    jobs.create(seed("fine"))
+    assert [j.name for j in jobs.list()] == ["fine"]
+    assert [j["metadata"]["name"] for j in jobs.list_raw()] == ["fine", "six-k"]
+    with pytest.raises(InvalidJob, match=r"six-k has an invalid spec: .*limits\.memory") as got:
+        jobs.get("six-k")
+    assert got.value.raw["metadata"]["name"] == "six-k"
+    listed = dglctl(control_plane, namespace, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert [ln.split()[0] for ln in listed.stdout.splitlines()[1:]] == ["fine", "six-k"]
+    shown = dglctl(control_plane, namespace, "get", "six-k", "-o", "json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["metadata"]["name"] == "six-k"
 
 
 def test_wait_returns_once_succeeded_and_progress_follows_the_epochs(
