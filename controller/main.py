@@ -38,7 +38,10 @@ default grace period is 30 s); what still runs then is abandoned (syncs are idem
 
 
 @dataclass(frozen=True)
-class Settings:
+class OperatorSettings:
+    """The operator's command line, checked: what to watch, how many workers, leader election,
+    the metrics and health addresses, what the builders put in a job's pods, and the logs."""
+
     kubeconfig: str | None
     context: str | None
     namespace: str | None
@@ -147,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_settings(argv: Sequence[str] | None = None) -> Settings:
+def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
     parser = build_parser()
     a = parser.parse_args(argv)
     try:
@@ -161,7 +164,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> Settings:
         parser.error("--gang-scheduler-name must not be empty")
     if a.leader_elect_renew_deadline >= a.leader_elect_lease_duration:
         parser.error("--leader-elect-renew-deadline must be shorter than the lease duration")
-    return Settings(
+    return OperatorSettings(
         kubeconfig=a.kubeconfig,
         context=a.context,
         namespace=a.namespace or None,
@@ -216,7 +219,7 @@ class HealthServer:
     def __init__(self, addr: tuple[str, int], ready: Any) -> None:
         ready_fn = ready
 
-        class Handler(BaseHTTPRequestHandler):
+        class HealthHandler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 if self.path == "/healthz":
                     self._answer(200, "ok")
@@ -237,7 +240,7 @@ class HealthServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(addr, Handler)
+        self.server = ThreadingHTTPServer(addr, HealthHandler)
         self.server.daemon_threads = True
         self.port = int(self.server.server_address[1])
         self.thread = threading.Thread(target=self.server.serve_forever, name="health", daemon=True)
@@ -328,7 +331,7 @@ class Stop(threading.Event):
             log.info("signal received", signal=self.reason)
 
 
-def run(settings: Settings, stop: Stop) -> int:
+def run(settings: OperatorSettings, stop: Stop) -> int:
     """Run the operator until ``stop`` is set or leadership is lost; returns the exit code."""
     metrics = Metrics()
     client = RestClient.from_config(

@@ -10,9 +10,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from kubectl_download.config import Config, load_config
-from kubectl_download.install import InstallError, Log, install
+from kubectl_download.config import PROG, DownloadConfig, load_config
+from kubectl_download.install import InstallError, install
 from podprogram.entrypoint import run_program
+from podprogram.log import Log
 from podprogram.signals import on_stop_signals
 from podprogram.termination import TERMINATION_LOG
 
@@ -32,7 +33,7 @@ def _interrupt(signum: int) -> None:
     raise Interrupted(signum)
 
 
-def _install(config: Config, log: Log) -> int:
+def _install(config: DownloadConfig, log: Log) -> int:
     if config.url is not None and os.environ.get("KUBECTL_SOURCE"):
         log.info("KUBECTL_URL is set: ignoring KUBECTL_SOURCE")
     try:
@@ -44,13 +45,18 @@ def _install(config: Config, log: Log) -> int:
     except Interrupted as e:
         log.info(f"interrupted by signal {e.signum}; nothing installed")
         return 128 + e.signum
-    print(f"kubectl-download: installed {config.target} (kubectl {version})", flush=True)
+    print(f"{PROG}: installed {config.target} (kubectl {version})", flush=True)
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     return run_program(
-        Log(), argv, load_config, _install, config_exit=EXIT_CONFIG, termination_log=TERMINATION_LOG
+        Log(PROG),
+        argv,
+        load_config,
+        _install,
+        config_exit=EXIT_CONFIG,
+        termination_log=TERMINATION_LOG,
     )
 
 

@@ -19,10 +19,14 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_BACKOFF = 1.0
 VERSION_TIMEOUT = 30.0
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+PROG = "kubectl-download"  # the program's name: its console script, its log lines' prefix
 
 
 @dataclass(frozen=True)
-class Config:
+class DownloadConfig:
+    """What kubectl-download installs at ``target``: ``url``'s download (verified against
+    ``sha256``), or, without a url, a copy of ``source``."""
+
     target_dir: Path = DEFAULT_TARGET_DIR
     url: str | None = None  # download mode when set (then sha256 is set too)
     sha256: str | None = None  # lowercase hex; required with url, optional for a copy
@@ -39,7 +43,7 @@ class Config:
 
 def _parser() -> OptionParser:
     p = OptionParser(
-        "kubectl-download",
+        PROG,
         "Install a verified kubectl binary into a directory (an init container).",
     )
     p.option("--target-dir", KUBECTL_TARGET_DIR_ENV, "directory to install into")
@@ -59,7 +63,7 @@ def parse_sha256(value: str, name: str) -> str:
     return digest
 
 
-def load_config(env: Mapping[str, str], argv: Sequence[str] = ()) -> Config:
+def load_config(env: Mapping[str, str], argv: Sequence[str] = ()) -> DownloadConfig:
     """Build the configuration; raises :class:`ConfigError` naming the bad variable or flag."""
     settings = _parser().read(env, argv)
 
@@ -97,7 +101,7 @@ def load_config(env: Mapping[str, str], argv: Sequence[str] = ()) -> Config:
     timeout = settings.seconds("--timeout", DEFAULT_TIMEOUT, positive=True)
     backoff = settings.seconds("--backoff", DEFAULT_BACKOFF, positive=False)
 
-    return Config(
+    return DownloadConfig(
         target_dir=target_dir,
         url=url or None,
         sha256=sha256,

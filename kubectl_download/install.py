@@ -20,12 +20,12 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import BinaryIO
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
-import podprogram.log
-from kubectl_download.config import Config
+from kubectl_download.config import DownloadConfig
+from podprogram.log import Log
 
 CHUNK = 64 * 1024
 MAX_BACKOFF = 30.0  # cap of the exponential part of the retry delay
@@ -47,11 +47,6 @@ class _Retryable(Exception):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
-
-
-class Log(podprogram.log.Log):
-    def __init__(self, stream: TextIO | None = None) -> None:
-        super().__init__("kubectl-download", stream)
 
 
 def _err(e: BaseException) -> str:
@@ -148,7 +143,7 @@ def fetch_once(url: str, out: BinaryIO, timeout: float) -> str:
 
 
 def download(
-    config: Config, out: BinaryIO, log: Log, sleep: Callable[[float], None] = time.sleep
+    config: DownloadConfig, out: BinaryIO, log: Log, sleep: Callable[[float], None] = time.sleep
 ) -> str:
     """Download with retries and backoff into ``out``; returns the SHA-256 (hex)."""
     assert config.url is not None
@@ -256,7 +251,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def install(config: Config, log: Log) -> str:
+def install(config: DownloadConfig, log: Log) -> str:
     """Install kubectl at ``config.target``; returns its gitVersion. Raises InstallError."""
     target_dir, target = config.target_dir, config.target
     try:

@@ -16,17 +16,18 @@ import structlog
 
 from kubeclient import RestClient
 from podprogram.entrypoint import run_program
+from podprogram.log import Log
 from podprogram.signals import on_stop_signals
 from podprogram.termination import TERMINATION_LOG
-from watcher_loop.config import Config, load_config
-from watcher_loop.loop import EXIT_ERROR, EXIT_STOPPED, Log, run
+from watcher_loop.config import PROG, WatcherConfig, load_config
+from watcher_loop.loop import EXIT_ERROR, EXIT_STOPPED, run
 
 
 def _render(_logger: Any, level: str, event: MutableMapping[str, Any]) -> str:
     """The informers' structured logs as one short line like ours."""
     message = event.pop("event", "")
     fields = " ".join(f"{k}={v}" for k, v in event.items() if k != "exc_info")
-    return f"watcher-loop: {level}: {message}" + (f" ({fields})" if fields else "")
+    return f"{PROG}: {level}: {message}" + (f" ({fields})" if fields else "")
 
 
 def configure_logging() -> None:
@@ -46,7 +47,7 @@ def _client_source() -> str:
     return "in-cluster service account"
 
 
-def _wait(config: Config, log: Log) -> int:
+def _wait(config: WatcherConfig, log: Log) -> int:
     try:
         client = RestClient.from_config(user_agent="dgl-operator/watcher-loop")
     except Exception as e:  # kubeconfig/in-cluster config problems, whatever their type
@@ -70,7 +71,7 @@ def _wait(config: Config, log: Log) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     return run_program(
-        Log(), argv, load_config, _wait, config_exit=EXIT_ERROR, termination_log=TERMINATION_LOG
+        Log(PROG), argv, load_config, _wait, config_exit=EXIT_ERROR, termination_log=TERMINATION_LOG
     )
 
 

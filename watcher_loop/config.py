@@ -21,10 +21,14 @@ from watcher_loop.state import Mode
 NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 DEFAULT_NAMESPACE = "default"
 DEFAULT_POLL_INTERVAL = 2.0
+PROG = "watcher-loop"  # the program's name: its console script, its log lines' prefix
 
 
 @dataclass(frozen=True)
-class Config:
+class WatcherConfig:
+    """What watcher-loop waits for: the pods listed in ``file``, in ``namespace``, to reach
+    ``mode``, within ``timeout`` (0: no limit)."""
+
     file: Path
     mode: Mode
     namespace: str = DEFAULT_NAMESPACE
@@ -35,7 +39,7 @@ class Config:
 
 def _parser() -> OptionParser:
     p = OptionParser(
-        "watcher-loop",
+        PROG,
         "Wait until the pods listed in a hostfile/partfile are ready or finished.",
     )
     p.option("--file", WATCHER_FILE_ENV, "pod file to read")
@@ -61,7 +65,7 @@ def load_config(
     argv: Sequence[str] = (),
     *,
     namespace_file: Path = NAMESPACE_FILE,
-) -> Config:
+) -> WatcherConfig:
     """Build the configuration; raises :class:`ConfigError` naming the bad variable or flag."""
     settings = _parser().read(env, argv)
 
@@ -93,7 +97,7 @@ def load_config(
     timeout = settings.seconds("--timeout", 0.0, positive=False)
     poll = settings.seconds("--poll-interval", DEFAULT_POLL_INTERVAL, positive=True)
 
-    return Config(
+    return WatcherConfig(
         file=Path(file),
         mode=mode,
         namespace=namespace,

@@ -10,13 +10,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any, TextIO
+from typing import Any
 
-import podprogram.log
 from informers.listwatch import ListWatch
 from informers.shared import EventHandler, SharedInformer
 from kubeclient import PODS, KubeClient, Obj
-from watcher_loop.config import Config
+from podprogram.log import Log
+from watcher_loop.config import PROG, WatcherConfig
 from watcher_loop.podfile import PodFileError, read_pod_file
 from watcher_loop.state import Mode, describe, evaluate
 
@@ -33,11 +33,6 @@ MAX_SELECTOR_LENGTH = 4096
 # How often the wait loop looks at the stop event while nothing changes.
 _TICK = 0.25
 _MAX_NAMES_SHOWN = 10
-
-
-class Log(podprogram.log.Log):
-    def __init__(self, stream: TextIO | None = None) -> None:
-        super().__init__("watcher-loop", stream)
 
 
 def label_selector(names: Sequence[str]) -> str:
@@ -61,7 +56,7 @@ def _goal(mode: Mode) -> str:
 
 
 def wait_for_file(
-    config: Config, stop: threading.Event, log: Log, deadline: float | None
+    config: WatcherConfig, stop: threading.Event, log: Log, deadline: float | None
 ) -> list[str] | int:
     """Re-read the file until it is complete: the pod names, or an exit code."""
     last_why = ""
@@ -104,7 +99,7 @@ def _pods_by_name(objs: Iterable[Obj], namespace: str, names: set[str]) -> dict[
 
 
 def wait_for_pods(
-    config: Config,
+    config: WatcherConfig,
     client: KubeClient,
     names: list[str],
     stop: threading.Event,
@@ -113,7 +108,7 @@ def wait_for_pods(
 ) -> int:
     """Watch the pods until every one reached the mode, one failed, or the deadline."""
     lw = ListWatch(client, PODS, namespace=config.namespace, label_selector=label_selector(names))
-    informer = SharedInformer(lw, name=f"watcher-loop pods in {config.namespace}")
+    informer = SharedInformer(lw, name=f"{PROG} pods in {config.namespace}")
     changed = threading.Event()
 
     def poke(*_: Any) -> None:
@@ -170,14 +165,14 @@ def wait_for_pods(
 
 
 def run(
-    config: Config,
+    config: WatcherConfig,
     client: KubeClient,
     stop_event: threading.Event,
     *,
     log: Log | None = None,
 ) -> int:
     """Wait as ``config`` says; returns the exit code (see the ``EXIT_*`` constants)."""
-    log = log or Log()
+    log = log or Log(PROG)
     deadline = None if config.timeout <= 0 else time.monotonic() + config.timeout
     names = wait_for_file(config, stop_event, log, deadline)
     if isinstance(names, int):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kubectl_download.config import Config, load_config
+from kubectl_download.config import DownloadConfig, load_config
 from podprogram.options import ConfigError
 
 SHA = "ab" * 32
@@ -14,7 +14,7 @@ SHA = "ab" * 32
 
 def test_defaults_copy_the_image_kubectl_into_opt_kube() -> None:
     c = load_config({})
-    assert c == Config()
+    assert c == DownloadConfig()
     assert (c.target, c.url, c.sha256, c.source) == (
         Path("/opt/kube/kubectl"),
         None,
@@ -44,7 +44,7 @@ def test_all_variables() -> None:
         "KUBECTL_TIMEOUT": "2.5",
         "KUBECTL_BACKOFF": "0",
     }
-    assert load_config(env) == Config(
+    assert load_config(env) == DownloadConfig(
         target_dir=Path("/t"),
         sha256=SHA,
         source=Path("/bin/kc"),

@@ -7,7 +7,7 @@ import pytest
 from kubeclient import KubeClient
 from tests.fakekube import FakeKube
 from tests.watcher_loop.helpers import Running
-from watcher_loop.config import Config
+from watcher_loop.config import WatcherConfig
 
 
 @pytest.fixture
@@ -16,11 +16,11 @@ def kube() -> FakeKube:
 
 
 @pytest.fixture
-def start() -> Iterator[Callable[[Config, KubeClient], Running]]:
+def start() -> Iterator[Callable[[WatcherConfig, KubeClient], Running]]:
     """Start run() on a thread; every started one is stopped and joined on teardown."""
     started: list[Running] = []
 
-    def go(config: Config, client: KubeClient) -> Running:
+    def go(config: WatcherConfig, client: KubeClient) -> Running:
         r = Running(config, client)
         started.append(r)
         return r

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from kubeclient import KubeClient, Obj
+from podprogram.log import Log
 from tests.support.waiting import wait_for
-from watcher_loop.config import Config
-from watcher_loop.loop import Log, run
+from watcher_loop.config import PROG, WatcherConfig
+from watcher_loop.loop import run
 
 NS = "team"
 
@@ -63,10 +64,10 @@ def write_atomically(path: Path, text: str) -> None:
 class Running:
     """``run(config, client, stop)`` on a background thread."""
 
-    def __init__(self, config: Config, client: KubeClient) -> None:
+    def __init__(self, config: WatcherConfig, client: KubeClient) -> None:
         self.config = config
         self.stream = io.StringIO()
-        self.log = Log(self.stream)
+        self.log = Log(PROG, self.stream)
         self.stop = threading.Event()
         self.result: int | None = None
         self.finished = threading.Event()

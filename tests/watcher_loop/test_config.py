@@ -7,13 +7,15 @@ from pathlib import Path
 import pytest
 
 from podprogram.options import ConfigError
-from watcher_loop.config import Config, default_namespace, load_config
+from watcher_loop.config import WatcherConfig, default_namespace, load_config
 from watcher_loop.state import Mode
 
 BASE = {"WATCHERFILE": "/etc/dgl/hostfile", "WATCHERMODE": "ready"}
 
 
-def load(env: dict[str, str], argv: list[str] | None = None, ns_file: Path | None = None) -> Config:
+def load(
+    env: dict[str, str], argv: list[str] | None = None, ns_file: Path | None = None
+) -> WatcherConfig:
     return load_config(env, argv or [], namespace_file=ns_file or Path("/nonexistent/namespace"))
 
 
@@ -24,7 +26,7 @@ def test_operator_env_as_the_builder_sets_it() -> None:
         "NAMESPACE": "team",
         "WATCHER_EXPECTED_PODS": "12",
     }
-    assert load(env) == Config(
+    assert load(env) == WatcherConfig(
         file=Path("/etc/dgl/hostfile"),
         mode=Mode.READY,
         namespace="team",
@@ -66,7 +68,7 @@ def test_flags_override_the_environment() -> None:
         "--poll-interval=0.5",
     ]
     c = load({**BASE, "NAMESPACE": "n1", "WATCHER_EXPECTED_PODS": "4"}, argv)
-    assert c == Config(Path("/x/partfile"), Mode.FINISHED, "n2", 1, 3.0, 0.5)
+    assert c == WatcherConfig(Path("/x/partfile"), Mode.FINISHED, "n2", 1, 3.0, 0.5)
 
 
 def test_flags_alone_are_enough() -> None:

@@ -12,18 +12,18 @@ from kubeclient import PODS, KubeClient, TransportError
 from tests.fakekube import FakeKube
 from tests.watcher_loop.helpers import NS, Running, hostfile, pod, status, write_atomically
 from watcher_loop import loop
-from watcher_loop.config import Config
+from watcher_loop.config import WatcherConfig
 from watcher_loop.loop import EXIT_ERROR, EXIT_OK, EXIT_POD_FAILED, EXIT_STOPPED, label_selector
 from watcher_loop.state import Mode
 
-Start = Callable[[Config, KubeClient], Running]
+Start = Callable[[WatcherConfig, KubeClient], Running]
 WORKERS = ["job-worker-0", "job-worker-1"]
 
 
 def config(
     file: Path, mode: Mode = Mode.READY, *, expected_pods: int | None = None, timeout: float = 0.0
-) -> Config:
-    return Config(
+) -> WatcherConfig:
+    return WatcherConfig(
         file=file,
         mode=mode,
         namespace=NS,
