@@ -39,6 +39,8 @@ INSTALLED = (
     "kubeclient",
     "informers",
     "outofcore",
+    "dgljob",
+    "dgl_operator",
 )
 MARKER = "shadowed.txt"
 SHADOW = (
