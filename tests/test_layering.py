@@ -421,7 +421,6 @@ CONTROLLER_FLOORS: list[tuple[str, set[str]]] = [
         "job logic",
         {
             "controller.api",
-            "controller.modes",
             "controller.builders",
             "controller.children",
             "controller.kueue",

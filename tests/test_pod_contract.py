@@ -20,7 +20,7 @@ import yaml
 
 from controller.api import DGLJob, parse_job
 from controller.builders import DGLRUN_TRANSFER, BuildOptions, Desired, desired, results_location
-from controller.modes import MODES, SKIP
+from dgljob.modes import MODES, SKIP
 from controller.status.conditions import REASON_MEMORY_PLAN, REASON_OOM_KILLED
 from controller.status.failures import PodFailure
 from kubectl_download.config import load_config as kubectl_download_config
