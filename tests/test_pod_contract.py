@@ -20,9 +20,9 @@ import yaml
 
 from controller.api import DGLJob, parse_job
 from controller.builders import DGLRUN_TRANSFER, BuildOptions, Desired, desired, results_location
-from dgljob.modes import MODES, SKIP
 from controller.status.conditions import REASON_MEMORY_PLAN, REASON_OOM_KILLED
 from controller.status.failures import PodFailure
+from dgljob.modes import MODES, SKIP
 from kubectl_download.config import load_config as kubectl_download_config
 from launcher import memplan
 from launcher.options import Options, parse
