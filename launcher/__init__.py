@@ -1,8 +1,10 @@
 """``dglrun``: distributed DGL training on the operator's pods, in five phases.
 
 partition -> deliver -> dispatch -> configure -> train. ``cli.py`` is the entry point,
-``options.py`` its flags and environment, ``runs.py`` which phases run on which pod, and
-``phases.py`` the phases themselves; each phase's work lives in the sub-package of its step:
+``options.py`` its flags and environment, ``runs.py`` which phases run on which pod,
+``phases.py`` the phases themselves and each one's input, built once per run from the options,
+and ``training.py`` [5/5] (the DGL servers and trainers); each other phase's work lives in the
+sub-package of its step:
 
 * ``partition/``: [1/5] the graph into parts (the partition entry point, or the ParMETIS
   modes' MPI ranks), and the partition set DGL wrote;

@@ -389,6 +389,25 @@ def chunked_graph_size(path: str | Path) -> GraphSize:
     return graph_size(graph)
 
 
+@dataclass(frozen=True)
+class PlanInput:
+    """What dglrun makes its memory plan from, built once from its flags: the job's shape,
+    the worker pods' limit, and where the graph's sizes come from (a chunked graph's files,
+    or the sizes as given)."""
+
+    shape: Shape
+    limit: int | None  # bytes; None: no limit known
+    chunked_graph: str | None = None  # the ParMETIS modes: the sizes are read from it
+    graph_size: GraphSize | None = None  # DGL-API: --graph-size, if given
+
+    def size(self) -> GraphSize | None:
+        """The graph's sizes as this dglrun sees them (None: unknown; PlanError: a bad
+        chunked graph)."""
+        if self.chunked_graph:
+            return chunked_graph_size(self.chunked_graph)
+        return self.graph_size
+
+
 def graph_size(graph: ChunkedGraph) -> GraphSize:
     """The sizes of a loaded chunked graph (its data's row sizes from the first chunks)."""
     try:

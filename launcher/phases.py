@@ -8,8 +8,10 @@ them run where is launcher/runs.py's.
    pod (KubectlCp), or locally;
 3. dispatch: part i to worker i (pulled, or copied by dglrun), every file's checksum verified;
 4. configure: DGL's ip_config on every worker;
-5. train: the DGL servers, then the trainers, on every worker; the first failure stops all
-   and is named, unless it died of a peer's (launcher/workers/blame.py).
+5. train: the DGL servers, then the trainers, on every worker (launcher/training.py).
+
+Each phase takes its own value (:class:`PhaseInputs`), built once per run from dglrun's
+options by :func:`phase_inputs`: below the drivers, no step reads the options.
 
 A phase's failure is a :class:`~launcher.console.PhaseError`, one line naming the phase, the
 worker and the exit code.
@@ -37,12 +39,10 @@ from launcher.options import Options
 from launcher.partition import mpirun, parmetis_modes
 from launcher.partition import output as parts
 from launcher.partition.request import EntryPoint, PartitionRequest, Ranks
-from launcher.report.outcome import read_metrics
-from launcher.rescale import GrowWatch, RescaleStop
 from launcher.storage import keeping
 from launcher.storage.layout import Storage
-from launcher.workers import blame, oom
-from launcher.workers.dgl_env import Topology, server_env, trainer_env
+from launcher.training import OUTPUT, WORKLOAD, TrainingRequest
+from launcher.workers import oom
 from launcher.workers.hostfile import Host, HostfileError, ip_config, parse_hostfile
 from launcher.workers.transport import PopenProc, Proc, Transport, stop_all, time_limit
 from podcontract import (
@@ -55,11 +55,6 @@ from podcontract import (
     STATUS_PARTITION_SECONDS,
     WATCHER_PARTITIONER,
 )
-
-WORKLOAD = "workload"
-OUTPUT = "output"
-SERVER_GRACE = 60.0  # seconds servers get to exit after the last trainer finished
-
 
 # -- phase 1: partition -------------------------------------------------------------------
 
@@ -129,15 +124,88 @@ def partition_request(opts: Options) -> PartitionRequest:
 
 @dataclass(frozen=True)
 class PartitionStep:
-    """Phase 1's input, built once (:func:`partition_step`): the request, and the storage
-    whose partition cache keeps what it makes (None: no cache)."""
+    """Phase 1's input: the request, and the storage whose partition cache keeps what it
+    makes (None: no cache)."""
 
     request: PartitionRequest
     storage: Storage | None
 
 
-def partition_step(opts: Options) -> PartitionStep:
-    return PartitionStep(partition_request(opts), opts.storage)
+@dataclass(frozen=True)
+class TransferSettings:
+    """``--partition-transfer http``: the partition server's port, the job's token, each
+    worker connection's rate cap, how long a server serves, the partfile that names the
+    partitioner pod's server, and the interpreter that runs the server and the pulls."""
+
+    port: int
+    token_file: str
+    max_rate: float  # MB/s per worker connection; 0: unlimited
+    timeout: float  # seconds a server serves (--deliver-timeout); 0: no limit
+    partfile: str
+    python: str
+
+
+@dataclass(frozen=True)
+class PhaseInputs:
+    """Every phase's input, built once per run from dglrun's options (:func:`phase_inputs`):
+    only the drivers (this module and launcher/runs.py) read the options, and each step
+    takes its own value from here."""
+
+    plan: memplan.PlanInput  # the memory plan, before phase 1
+    partition: PartitionStep  # phase 1
+    transfer: TransferSettings  # phases 2 and 3 over HTTP
+    dispatch_timeout: float  # phase 3
+    configure_timeout: float  # phase 4
+    training: TrainingRequest  # phase 5 (Skip mode's one process)
+
+
+def phase_inputs(opts: Options) -> PhaseInputs:
+    """Each phase's value, from dglrun's flags (as this attempt counts its partitions)."""
+    mode = opts.partition_mode
+    ranks = opts.num_ranks or (mpirun.default_ranks() if mode == PARMETIS else 1)
+    shape = memplan.Shape(
+        mode,
+        workers=opts.num_partitions,
+        parts=opts.num_partitions,
+        ranks=ranks,
+        servers=opts.num_servers,
+        trainers=opts.num_trainers,
+        out_of_core=opts.out_of_core,
+        page_cache=opts.page_cache_fraction,
+        batch_size=opts.batch_size,
+    )
+    chunked = opts.chunked_graph if mode != DGL_API else None
+    return PhaseInputs(
+        plan=memplan.PlanInput(shape, opts.worker_memory_limit, chunked, opts.graph_size),
+        partition=PartitionStep(partition_request(opts), opts.storage),
+        transfer=TransferSettings(
+            port=opts.transfer_port,
+            token_file=opts.transfer_token_file,
+            max_rate=opts.transfer_max_rate,
+            timeout=opts.deliver_timeout,
+            partfile=opts.partfile,
+            python=opts.python,
+        ),
+        dispatch_timeout=opts.dispatch_timeout,
+        configure_timeout=opts.configure_timeout,
+        training=TrainingRequest(
+            script=opts.train_entry_point,
+            args=tuple(opts.train_args),
+            graph_name=opts.graph_name,
+            python=opts.python,
+            num_epochs=opts.num_epochs,
+            batch_size=opts.batch_size,
+            num_servers=opts.num_servers,
+            num_trainers=opts.num_trainers,
+            num_samplers=opts.num_samplers,
+            master_port=opts.master_port,
+            timeout=opts.train_timeout,
+            out_of_core=opts.out_of_core,
+            elastic=opts.global_batch is not None,
+            storage=opts.storage,
+            output=opts.workspace / OUTPUT,
+        ),
+    )
 
 
 def partition(step: PartitionStep, console: Console, report: Report) -> parts.PartitionSet:
@@ -253,14 +321,8 @@ def _empty(folder: Path) -> None:
 # -- the memory plan (before phase 1) ------------------------------------------------------
 
 
-def _graph_size(opts: Options) -> memplan.GraphSize | None:
-    if opts.partition_mode != DGL_API and opts.chunked_graph:
-        return memplan.chunked_graph_size(opts.chunked_graph)
-    return opts.graph_size
-
-
 def plan_memory(
-    opts: Options,
+    what: memplan.PlanInput,
     console: Console,
     report: Report,
     *,
@@ -272,7 +334,7 @@ def plan_memory(
     pods' limit. Where the graph cannot be seen (the launcher of a job the partitioner pod
     partitioned) this says so and plans nothing."""
     try:
-        size = size or _graph_size(opts)
+        size = size or what.size()
     except memplan.PlanError as e:
         # (a bad chunked graph: the partition phase checks every file and says which)
         if check:
@@ -285,19 +347,8 @@ def plan_memory(
                 "--graph-size nodes=N,edges=E,node_bytes=B, or use a ParMETIS mode)"
             )
         return
-    ranks = opts.num_ranks or (mpirun.default_ranks() if opts.partition_mode == PARMETIS else 1)
-    shape = memplan.Shape(
-        opts.partition_mode,
-        workers=opts.num_partitions,
-        parts=opts.num_partitions,
-        ranks=ranks,
-        servers=opts.num_servers,
-        trainers=opts.num_trainers,
-        out_of_core=opts.out_of_core,
-        page_cache=opts.page_cache_fraction,
-        batch_size=opts.batch_size,
-    )
-    limit = opts.worker_memory_limit
+    shape = what.shape
+    limit = what.limit
     report.memory = memplan.plan(size, shape, limit)
     where = "no memory limit set" if limit is None else f"limit {memplan.gib(limit)} per pod"
     console.say(f"memory plan for {size.describe()} ({where}):")
@@ -376,7 +427,9 @@ def deliver_locally(src: Path, dst: Path, console: Console, report: Report) -> N
         console.say(f"  {mb(checksums.total_bytes(expected))} verified in {dst}")
 
 
-def serve(opts: Options, pset: parts.PartitionSet, console: Console, report: Report) -> None:
+def serve(
+    transfer: TransferSettings, pset: parts.PartitionSet, console: Console, report: Report
+) -> None:
     """Phase 2 over HTTP: serve the parts until the launcher says every worker has its own."""
     from launcher.delivery.server import PartitionServer, serve_and_wait
 
@@ -385,7 +438,7 @@ def serve(opts: Options, pset: parts.PartitionSet, console: Console, report: Rep
         STATUS_PARTITION_SECONDS, round(report.seconds.get("partition", 0.0), 1)
     )
     with phase(console, report, 2, "deliver"):
-        token = read_token(opts.transfer_token_file)
+        token = read_token(transfer.token_file)
         manifest = build_manifest(pset, report.partition_files or None)
         if report.partition.get("reused"):  # the launcher says so in its log
             manifest["reused"] = report.partition["reused"]
@@ -401,15 +454,15 @@ def serve(opts: Options, pset: parts.PartitionSet, console: Console, report: Rep
             pset.root,
             manifest,
             token,
-            port=opts.transfer_port,
-            timeout=opts.deliver_timeout or None,
-            max_rate=opts.transfer_max_rate * 1e6,
+            port=transfer.port,
+            timeout=transfer.timeout or None,
+            max_rate=transfer.max_rate * 1e6,
             on_start=started,
         )
         if not stats.told_done:
             console.say(
                 f"  warning: no launcher said the workers have their parts within "
-                f"{opts.deliver_timeout:.0f}s; every file was served to its end: stopping"
+                f"{transfer.timeout:.0f}s; every file was served to its end: stopping"
             )
         console.say(f"  {mb(stats.bytes_sent)} served to {len(stats.peers)} pods")
 
@@ -434,16 +487,17 @@ class Source:
         )
 
 
-def partition_server(opts: Options, console: Console) -> Source:
+def partition_server(transfer: TransferSettings, console: Console) -> Source:
     """The partitioner pod's server, from the partfile the operator keeps up to date."""
+    partfile = transfer.partfile
     try:
-        hosts = parse_hostfile(Path(opts.partfile).read_text(), opts.partfile)
+        hosts = parse_hostfile(Path(partfile).read_text(), partfile)
     except OSError as e:
-        raise PhaseError(f"cannot read the partfile {opts.partfile}: {e.strerror}") from e
+        raise PhaseError(f"cannot read the partfile {partfile}: {e.strerror}") from e
     if not hosts:
-        raise PhaseError(f"the partfile {opts.partfile} names no partitioner pod with an IP")
-    url = f"http://{hosts[0].ip}:{opts.transfer_port}"
-    token_file = opts.transfer_token_file
+        raise PhaseError(f"the partfile {partfile} names no partitioner pod with an IP")
+    url = f"http://{hosts[0].ip}:{transfer.port}"
+    token_file = transfer.token_file
 
     def done() -> None:
         Puller(url, read_token(token_file), on_retry=_say_to(console)).done()
@@ -523,24 +577,26 @@ def _check_workers(
 
 
 def dispatch_pull(
-    opts: Options,
     pset: parts.PartitionSet,
     source: Source,
     transport: Transport,
     console: Console,
     report: Report,
+    timeout: float,
+    train_script: str,
+    python: str,
 ) -> list[Host]:
-    """Phase 3 over HTTP: every worker pulls its own part from ``source`` at once; dglrun
-    only starts the pulls and shows their progress (nothing passes through this pod)."""
+    """Phase 3 over HTTP: every worker pulls its own part from ``source`` at once, with
+    ``python`` (dglrun only starts the pulls and shows their progress: nothing passes
+    through this pod)."""
     hosts = transport.workers()
-    timeout = opts.dispatch_timeout
     with phase(console, report, 3, "dispatch"), time_limit(transport, timeout) as deadline:
-        _check_workers(pset, hosts, transport, str(opts.train_entry_point))
+        _check_workers(pset, hosts, transport, train_script)
         started = time.monotonic()
         pulls: list[tuple[Host, Proc]] = []
         try:
             for i, host in enumerate(hosts):
-                argv = [*programs.argv(opts.python, programs.PULL), "--url", source.url, "--part",
+                argv = [*programs.argv(python, programs.PULL), "--url", source.url, "--part",
                         str(i), "--dest", f"{transport.workspace(host)}/{WORKLOAD}",
                         "--token-file", source.token_file]  # fmt: skip
                 pulls.append((host, transport.start(host, argv, {}, f"{host.name}/pull")))
@@ -598,145 +654,3 @@ def configure(
                 host, f"{transport.workspace(host)}/{WORKLOAD}/ip_config.txt", text
             )
         console.say(f"  ip_config: {', '.join(f'{h.ip}:{h.port}' for h in hosts)}")
-
-
-# -- phase 5: train -----------------------------------------------------------------------
-
-
-@dataclass
-class _Running:
-    host: Host
-    role: str  # "server" or "trainer"
-    index: int
-    proc: Proc
-
-
-def train(
-    opts: Options,
-    pset: parts.PartitionSet,
-    hosts: list[Host],
-    transport: Transport,
-    console: Console,
-    report: Report,
-) -> None:
-    topo = Topology(len(hosts), opts.num_servers, opts.num_trainers, opts.num_samplers)
-    script = opts.train_entry_point
-    assert script is not None
-    running: list[_Running] = []
-    with phase(console, report, 5, "train"):
-        # checkpoints, resume, results on storage
-        kept = keeping.trainer_env(opts.storage, opts.num_epochs, console)
-        try:
-            # each worker's workload folder, its (ip_config, partition config) and argv
-            where = []
-            for host in hosts:
-                ws = f"{transport.workspace(host)}/{WORKLOAD}"
-                configs = (f"{ws}/ip_config.txt", f"{ws}/{pset.config.name}")
-                where.append((ws, configs, train_argv(opts, script, configs)))
-            for i, host in enumerate(hosts):
-                _, configs, args = where[i]
-                for k in range(topo.num_servers):
-                    env = server_env(topo, i, k, *configs)
-                    proc = transport.start(host, args, env, f"{host.name}/server-{k}")
-                    running.append(_Running(host, "server", k, proc))
-            for i, host in enumerate(hosts):
-                ws, configs, args = where[i]
-                for t in range(topo.num_trainers):
-                    env = trainer_env(topo, i, t, *configs, hosts[0].ip, opts.master_port)
-                    env.update({"DGLRUN_OUTPUT_DIR": f"{ws}/{OUTPUT}", **kept})
-                    proc = transport.start(host, args, env, f"{host.name}/trainer-{t}")
-                    running.append(_Running(host, "trainer", t, proc))
-            _supervise(running, opts.train_timeout, console, _grow_watch(opts, console))
-        except BaseException:
-            stop_all(r.proc for r in running)
-            raise
-    out = keeping.results(opts.storage)
-    if out is not None:
-        read_metrics(out, console, report)
-        console.say(f"  results are on the job's storage: {out}")
-        return
-    out = opts.workspace / OUTPUT
-    if transport.fetch(hosts[0], f"{transport.workspace(hosts[0])}/{WORKLOAD}/{OUTPUT}", out):
-        read_metrics(out, console, report)
-        console.say(f"  results of {hosts[0].name} copied to {out}")
-
-
-def _the_cause(running: list[_Running]) -> tuple[_Running, int, str]:
-    """The failed process to name, its exit code and last line: failures are collected in the
-    order seen, for up to blame.CAUSE_WINDOW seconds while only consequences have failed."""
-    deadline = time.monotonic() + blame.CAUSE_WINDOW
-    seen: dict[int, tuple[_Running, int, str]] = {}
-    while True:
-        for i, r in enumerate(running):
-            code = r.proc.poll()
-            if i not in seen and code:
-                r.proc.wait(5)  # its last lines are read
-                seen[i] = (r, code, r.proc.last_line())
-        found = blame.cause(list(seen.values()), lambda f: f[2])
-        if not blame.is_consequence(found[2]) or time.monotonic() >= deadline:
-            return found
-        time.sleep(0.05)
-
-
-def train_argv(opts: Options, script: str, configs: tuple[str, str] | None = None) -> list[str]:
-    """The training entry point's command line: with ``configs`` (ip_config, partition config)
-    a DGL server's or trainer's on a worker, without (Skip mode) the one process in the pod."""
-    argv = [opts.python, script, "--graph_name", opts.graph_name]
-    if configs is not None and opts.out_of_core:
-        argv[1:1] = programs.argv("", programs.OUT_OF_CORE, "run")[1:]
-    if configs is not None:
-        ip_conf, part_conf = configs
-        argv += ["--ip_config", ip_conf, "--part_config", part_conf]
-    return [
-        *argv,
-        "--num_epochs",
-        str(opts.num_epochs),
-        "--batch_size",
-        str(opts.batch_size),
-        *opts.train_args,
-    ]
-
-
-def _grow_watch(opts: Options, console: Console) -> GrowWatch | None:
-    """An elastic attempt with storage, in a DGLJob: the operator's grow requests."""
-    ask = getattr(console.progress, "grow_to", None)
-    if opts.global_batch is None or opts.storage is None or ask is None:
-        return None
-    return GrowWatch(ask, opts.storage.checkpoints, last_epoch=opts.num_epochs)
-
-
-def _supervise(
-    running: list[_Running], timeout: float, console: Console, grow: GrowWatch | None = None
-) -> None:
-    """Wait for every trainer; the first failure stops everything and is named, unless it
-    died of a peer's (launcher/workers/blame.py)."""
-    started = time.monotonic()
-    trainers_done_at: float | None = None
-    while True:
-        codes = [r.proc.poll() for r in running]
-        if any(codes):
-            r, code, last = _the_cause(running)
-            stop_all(other.proc for other in running)
-            raise PhaseError(
-                f"{r.role} {r.index} on {r.host.name} ({r.host.ip}) exited with "
-                f"code {code}{f' ({last[-200:]})' if last else ''}; "
-                "stopped every DGL process on every worker"
-            )
-        pending = [r for r, code in zip(running, codes, strict=True) if code is None]
-        if not pending:
-            return
-        why = grow.check() if grow is not None else None
-        if why:
-            stop_all(r.proc for r in running)
-            raise RescaleStop(why)
-        now = time.monotonic()
-        if all(r.role == "server" for r in pending):
-            trainers_done_at = trainers_done_at or now
-            if now - trainers_done_at > SERVER_GRACE:
-                console.say("  warning: DGL servers did not exit after training; stopping them")
-                stop_all(r.proc for r in pending)
-                return
-        if timeout and now - started > timeout:
-            stop_all(r.proc for r in running)
-            raise PhaseError(f"timed out after {timeout:.0f}s; stopped every DGL process")
-        time.sleep(0.05)

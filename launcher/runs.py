@@ -29,9 +29,9 @@ from launcher.options import Options
 from launcher.partition import output as parts
 from launcher.partition import parmetis_modes
 from launcher.phases import (
-    OUTPUT,
-    PartitionStep,
+    PhaseInputs,
     Source,
+    TransferSettings,
     check_entry_point,
     configure,
     deliver_locally,
@@ -42,17 +42,16 @@ from launcher.phases import (
     partition,
     partition_on_workers,
     partition_server,
-    partition_step,
+    phase_inputs,
     plan_memory,
     run_local_process,
     serve,
-    train,
-    train_argv,
 )
 from launcher.report import outcome
 from launcher.report.progress import FAILED, for_job
 from launcher.rescale import RescaleStop, wait_for_count
 from launcher.storage import keeping
+from launcher.training import TrainingRequest, train, train_argv
 from launcher.workers.hostfile import Host, parse_hostfile
 from launcher.workers.transport import Proc, Transport
 from podcontract import (
@@ -76,17 +75,12 @@ class Terminated(BaseException):
         self.signum = signum
 
 
-def run_partitioner(opts: Options, step: PartitionStep, console: Console, report: Report) -> None:
+def run_partitioner(opts: Options, inputs: PhaseInputs, console: Console, report: Report) -> None:
     """The partitioner pod's part: phases 1 and 2."""
-    if opts.count_from_job:
-        count = wait_for_count(getattr(console.progress, "members", None), console.say)
-        opts = dataclasses.replace(opts, num_partitions=count)
-        job = dataclasses.replace(step.request.job, num_parts=count)
-        step = dataclasses.replace(step, request=dataclasses.replace(step.request, job=job))
-    plan_memory(opts, console, report)
-    pset = partition(step, console, report)
+    plan_memory(inputs.plan, console, report)
+    pset = partition(inputs.partition, console, report)
     if opts.partition_transfer == TRANSFER_HTTP:
-        serve(opts, pset, console, report)
+        serve(inputs.transfer, pset, console, report)
     else:
         deliver_to_launcher(opts, pset, console, report)
 
@@ -99,7 +93,7 @@ def _hosts_from_hostfile(opts: Options) -> list[Host]:
     return parse_hostfile(text, opts.hostfile)
 
 
-def run_launcher(opts: Options, step: PartitionStep, console: Console, report: Report) -> None:
+def run_launcher(opts: Options, inputs: PhaseInputs, console: Console, report: Report) -> None:
     """The launcher pod's part: phases 3-5 on the hostfile's workers (1-5 in DistParMETIS)."""
     from launcher.workers.kubectl import KubectlTransport
 
@@ -108,11 +102,11 @@ def run_launcher(opts: Options, step: PartitionStep, console: Console, report: R
     # (in the other modes the partitioner pod checked the plan; this reports its estimates;
     # in DistParMETIS the plan is made once the workers have checked the graph they see)
     if opts.partition_mode != DIST_PARMETIS:
-        plan_memory(opts, console, report, check=False)
+        plan_memory(inputs.plan, console, report, check=False)
     if opts.partition_mode != DIST_PARMETIS and opts.partition_transfer == TRANSFER_HTTP:
-        source = partition_server(opts, console)
+        source = partition_server(inputs.transfer, console)
         try:
-            pset = fetch_partition_config(step.request, source, console)
+            pset = fetch_partition_config(inputs.partition.request, source, console)
         except (TransferError, parts.PartitionError) as e:
             raise PhaseError(f"dispatch failed: {source.server}: {e}") from e
         reused = source.manifest.get("reused")
@@ -127,12 +121,12 @@ def run_launcher(opts: Options, step: PartitionStep, console: Console, report: R
     elif opts.partition_mode != DIST_PARMETIS:
         console.say(f"[1/{TOTAL}] partition: done by the partitioner pod")
         console.say(f"[2/{TOTAL}] deliver: done by the partitioner pod")
-        dataset = opts.workspace / DATASET
+        what = inputs.partition.request
         try:
             config = parts.find_config(
-                dataset, step.request.job.graph_name, step.request.config_path
+                what.workspace / DATASET, what.job.graph_name, what.config_path
             )
-            pset = parts.load(config, step.request.job.num_parts)
+            pset = parts.load(config, what.job.num_parts)
         except parts.PartitionError as e:
             raise PhaseError(f"dispatch failed: {e}") from e
     transport = KubectlTransport(
@@ -143,12 +137,11 @@ def run_launcher(opts: Options, step: PartitionStep, console: Console, report: R
         python=opts.python,
         sink=console.line,
     )
-    run_on_workers(opts, step, pset, transport, console, report, source=source)
+    run_on_workers(inputs, pset, transport, console, report, source=source)
 
 
 def run_on_workers(
-    opts: Options,
-    step: PartitionStep,
+    inputs: PhaseInputs,
     pset: parts.PartitionSet | None,
     transport: Transport,
     console: Console,
@@ -161,25 +154,26 @@ def run_on_workers(
     parts from it, else dglrun copies them."""
     try:
         setup()
+        script = str(inputs.training.script)
         if pset is None:
-            _entry_point_on(transport, str(opts.train_entry_point))
+            _entry_point_on(transport, script)
 
             def plan(size: memplan.GraphSize) -> None:
                 if not report.memory:  # (the local transport planned before: same graph)
-                    plan_memory(opts, console, report, size=size)
+                    plan_memory(inputs.plan, console, report, size=size)
 
+            step = inputs.partition
             hosts = partition_on_workers(step, transport, console, report, plan)
             pset = parmetis_modes.verify_on_workers(
                 step.request.job.graph_name, transport, hosts, console, report
             )
         elif source is not None:
-            hosts = dispatch_pull(opts, pset, source, transport, console, report)
+            timeout, python = inputs.dispatch_timeout, inputs.transfer.python
+            hosts = dispatch_pull(pset, source, transport, console, report, timeout, script, python)
         else:
-            hosts = dispatch(
-                pset, transport, console, report, opts.dispatch_timeout, str(opts.train_entry_point)
-            )
-        configure(hosts, transport, console, report, opts.configure_timeout)
-        train(opts, pset, hosts, transport, console, report)
+            hosts = dispatch(pset, transport, console, report, inputs.dispatch_timeout, script)
+        configure(hosts, transport, console, report, inputs.configure_timeout)
+        train(inputs.training, pset, hosts, transport, console, report)
     finally:
         transport.close()
 
@@ -202,14 +196,14 @@ def _local_workers(opts: Options, n: int, root: Path, console: Console) -> Local
     )
 
 
-def run_local(opts: Options, step: PartitionStep, console: Console, report: Report) -> None:
+def run_local(opts: Options, inputs: PhaseInputs, console: Console, report: Report) -> None:
     """``--transport local``: every phase on this machine."""
     from launcher.workers.local import check_prerequisites
 
     # what can fail without partitioning fails before it
-    check_entry_point(opts.train_entry_point, "--train-entry-point")
+    check_entry_point(inputs.training.script, "--train-entry-point")
     check_prerequisites()
-    plan_memory(opts, console, report)
+    plan_memory(inputs.plan, console, report)
     n = opts.local_workers or opts.num_partitions
     root = opts.local_root or opts.workspace / "workers"
     if opts.partition_mode == DIST_PARMETIS:
@@ -219,17 +213,17 @@ def run_local(opts: Options, step: PartitionStep, console: Console, report: Repo
             hosts = dist.setup()
             console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
 
-        run_on_workers(opts, step, None, dist, console, report, dist_setup)
+        run_on_workers(inputs, None, dist, console, report, dist_setup)
         return
-    pset = partition(step, console, report)
+    pset = partition(inputs.partition, console, report)
     if opts.partition_transfer == TRANSFER_HTTP:
-        _run_local_http(opts, step, pset, n, root, console, report)
+        transport = _local_workers(opts, n, root, console)
+        _run_local_http(inputs, pset, transport, root, console, report)
         return
     launcher_ws = opts.workspace / "launcher"
     deliver_locally(pset.root, launcher_ws / DATASET, console, report)
-    config = parts.find_config(
-        launcher_ws / DATASET, step.request.job.graph_name, step.request.config_path
-    )
+    what = inputs.partition.request
+    config = parts.find_config(launcher_ws / DATASET, what.job.graph_name, what.config_path)
     pset = parts.load(config, pset.num_parts)
     transport = _local_workers(opts, n, root, console)
 
@@ -237,30 +231,30 @@ def run_local(opts: Options, step: PartitionStep, console: Console, report: Repo
         hosts = transport.setup()
         console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
 
-    run_on_workers(opts, step, pset, transport, console, report, setup)
+    run_on_workers(inputs, pset, transport, console, report, setup)
 
 
 def _run_local_http(
-    opts: Options,
-    step: PartitionStep,
+    inputs: PhaseInputs,
     pset: parts.PartitionSet,
-    n: int,
+    transport: LocalTransport,
     root: Path,
     console: Console,
     report: Report,
 ) -> None:
-    """Phases 2-5 locally over HTTP: the server runs in the launcher's network namespace
-    (as the partitioner pod's would), the workers pull from it."""
-    transport = _local_workers(opts, n, root, console)
+    """Phases 2-5 locally over HTTP, on ``transport``'s workers (whose folders are under
+    ``root``): the server runs in the launcher's network namespace (as the partitioner pod's
+    would), the workers pull from it."""
+    transfer = inputs.transfer
     root.mkdir(parents=True, exist_ok=True)
     token_file = root / "transfer-token"
     token_file.write_text(secrets.token_hex(16))
     token_file.chmod(0o600)
-    url = f"http://{transport.coordinator_ip}:{opts.transfer_port}"
+    url = f"http://{transport.coordinator_ip}:{transfer.port}"
     server: list[Proc] = []
 
     def done() -> None:
-        argv = [*programs.argv(opts.python, programs.PULL), "--url", url, "--done",
+        argv = [*programs.argv(transfer.python, programs.PULL), "--url", url, "--done",
                 "--token-file", str(token_file)]  # fmt: skip
         if transport.start_coordinator(argv, {}, "pull", console.line).wait(60) != 0:
             raise PhaseError(f"cannot stop the partition server: {console.last_line('pull')}")
@@ -273,13 +267,13 @@ def _run_local_http(
         hosts = transport.setup()
         console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
         with phase(console, report, 2, "deliver"):
-            server.append(_start_local_server(opts, pset, transport, str(token_file), console))
+            server.append(_start_local_server(transfer, pset, transport, str(token_file), console))
 
-    run_on_workers(opts, step, pset, transport, console, report, setup, source=source)
+    run_on_workers(inputs, pset, transport, console, report, setup, source=source)
 
 
 def _start_local_server(
-    opts: Options,
+    transfer: TransferSettings,
     pset: parts.PartitionSet,
     transport: Transport,
     token_file: str,
@@ -292,10 +286,10 @@ def _start_local_server(
         if line.startswith("serving "):
             ready.set()
 
-    argv = [*programs.argv(opts.python, programs.SERVE), "--config", str(pset.config),
-            "--port", str(opts.transfer_port), "--token-file", token_file,
-            "--timeout", str(opts.deliver_timeout),
-            "--max-rate", str(opts.transfer_max_rate)]  # fmt: skip
+    argv = [*programs.argv(transfer.python, programs.SERVE), "--config", str(pset.config),
+            "--port", str(transfer.port), "--token-file", token_file,
+            "--timeout", str(transfer.timeout),
+            "--max-rate", str(transfer.max_rate)]  # fmt: skip
     proc = transport.start_coordinator(argv, {}, "partition-server", sink)
     deadline = time.monotonic() + 300
     while not ready.wait(0.1):
@@ -310,20 +304,20 @@ def _start_local_server(
     return proc
 
 
-def run_workload(opts: Options, console: Console, report: Report) -> None:
+def run_workload(what: TrainingRequest, console: Console, report: Report) -> None:
     """Skip mode: the training entry point alone, in this pod."""
-    script = check_entry_point(opts.train_entry_point, "--train-entry-point")
+    script = check_entry_point(what.script, "--train-entry-point")
     with phase(console, report, 5, "train"):
-        argv = train_argv(opts, script)
+        argv = train_argv(what, script)
         env = {
             "OUTDATED_IGNORE": "1",
-            "DGLRUN_OUTPUT_DIR": str(opts.workspace / OUTPUT),
-            **keeping.trainer_env(opts.storage, opts.num_epochs, console),
+            "DGLRUN_OUTPUT_DIR": str(what.output),
+            **keeping.trainer_env(what.storage, what.num_epochs, console),
         }
         run_local_process(
-            console, "train", argv, env, opts.train_timeout, f"the training entry point {script}"
+            console, "train", argv, env, what.timeout, f"the training entry point {script}"
         )
-    out = keeping.results(opts.storage)
+    out = keeping.results(what.storage)
     if out is not None:
         outcome.read_metrics(out, console, report)
 
@@ -356,15 +350,15 @@ def _run(opts: Options, console: Console, report: Report) -> int:
                 f"elastic: this attempt has {opts.num_partitions} workers (partitions); global "
                 f"batch {opts.global_batch} = {opts.batch_size} per trainer x {trainers} trainers"
             )
-        step = partition_step(opts)
+        inputs = phase_inputs(_counted(opts, console))
         if opts.transport == "local":
-            run_local(opts, step, console, report)
+            run_local(opts, inputs, console, report)
         elif opts.phase == PHASE_PARTITIONER:
-            run_partitioner(opts, step, console, report)
+            run_partitioner(opts, inputs, console, report)
         elif opts.phase == PHASE_LAUNCHER_WORKLOAD:
-            run_workload(opts, console, report)
+            run_workload(inputs.training, console, report)
         else:
-            run_launcher(opts, step, console, report)
+            run_launcher(opts, inputs, console, report)
     except RescaleStop as e:
         return outcome.rescaling(_ending(opts), console, report, str(e))
     except USER_ERRORS as e:
@@ -374,6 +368,16 @@ def _run(opts: Options, console: Console, report: Report) -> int:
     except Terminated as e:
         return outcome.terminated(_ending(opts), console, report, e.signum)
     return outcome.succeeded(_ending(opts), console, report)
+
+
+def _counted(opts: Options, console: Console) -> Options:
+    """``opts`` with the attempt's partition count in an elastic DGLJob's partitioner (read
+    from the job's status: the partitioner is made before the attempt's workers are chosen),
+    before any phase's input is built from them."""
+    if opts.transport == "local" or opts.phase != PHASE_PARTITIONER or not opts.count_from_job:
+        return opts
+    count = wait_for_count(getattr(console.progress, "members", None), console.say)
+    return dataclasses.replace(opts, num_partitions=count)
 
 
 def _ending(opts: Options) -> outcome.Ending:

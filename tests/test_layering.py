@@ -4,8 +4,8 @@ Product packages (installed, in the images): clock, podprogram and podcontract u
 standard library; workqueue only it and clock; chunkedgraph only it and podcontract; launcher
 (whose parts import each other in one direction, LAUNCHER_ORDER: errors, programs, checksums,
 checkpoints, memplan <- workers <- console <- partition <- storage <- delivery <- report <-
-rescale <- options <- phases <- runs <- cli; each part's row in LAUNCHER_IMPORTS) only it,
-podprogram, podcontract and chunkedgraph; kubectl_download only it, podprogram and
+rescale <- training <- options <- phases <- runs <- cli; each part's row in LAUNCHER_IMPORTS)
+only it, podprogram, podcontract and chunkedgraph; kubectl_download only it, podprogram and
 podcontract; distpart chunkedgraph and outofcore's .npy layout, never launcher; outofcore
 (out-of-core workers' DGL patch) no project package; kubeclient (the only HTTP code) knows
 nothing of caches; informers know nothing of the controller; nothing imports the controller
@@ -164,6 +164,7 @@ LAUNCHER_ORDER = [
     "launcher.delivery",
     "launcher.report",
     "launcher.rescale",
+    "launcher.training",
     "launcher.options",
     "launcher.phases",
     "launcher.runs",
@@ -220,10 +221,22 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.storage",
         "launcher.delivery",
     },
-    # dglrun's flags and environment, parsed (sizes by memplan's parsers, the claim's layout,
-    # the job to report progress on)
     # an elastic attempt's stop for a grow: the checkpoints it watches, a phase error
     "launcher.rescale": {"launcher.errors", "launcher.checkpoints", "launcher.console"},
+    # phase 5 from its request: the DGL processes on the workers, the results (the report's
+    # metrics, storage's), an elastic attempt's stop for a grow; of the partition step, only
+    # the partition set's format
+    "launcher.training": {
+        "launcher.programs",
+        "launcher.workers",
+        "launcher.console",
+        "launcher.partition.output",
+        "launcher.storage",
+        "launcher.report",
+        "launcher.rescale",
+    },
+    # dglrun's flags and environment, parsed (sizes by memplan's parsers, the claim's layout,
+    # the job to report progress on)
     "launcher.options": {
         "launcher.memplan",
         "launcher.storage.layout",
@@ -241,7 +254,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.storage",
         "launcher.delivery",
         "launcher.report",
-        "launcher.rescale",
+        "launcher.training",
         "launcher.options",
     },
     "launcher.runs": {
@@ -254,6 +267,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.delivery",
         "launcher.report",
         "launcher.rescale",
+        "launcher.training",
         "launcher.options",
         "launcher.phases",
     },

@@ -1,6 +1,6 @@
 """An elastic attempt's side in dglrun: the operator's count and batch rule (launcher.options),
 the grow request read from the job (launcher.report.progress), the stop at the next whole
-checkpoint (launcher.rescale) with every DGL process stopped (launcher.phases._supervise), and
+checkpoint (launcher.rescale) with every DGL process stopped (launcher.training._supervise), and
 the exit code the operator reads as a rescale (launcher.report.outcome)."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 from launcher import options
 from launcher.checkpoints import newest_finished, saving
 from launcher.console import Console, PhaseError, Report
-from launcher.phases import _supervise
 from launcher.report import outcome
 from launcher.report.progress import StatusProgress
 from launcher.rescale import GrowWatch, RescaleStop, wait_for_count
+from launcher.training import _supervise
 from podcontract import (
     ELASTIC_ENV,
     ELASTIC_ON,

@@ -1,0 +1,199 @@
+"""Phase 5, train: the DGL servers, then the trainers, on every worker, from one
+:class:`TrainingRequest`; the first failure stops all and is named, unless it died of a
+peer's (launcher/workers/blame.py). An elastic attempt stops at an epoch boundary when the
+operator asks it to grow (launcher/rescale.py).
+
+The request is built once per run from dglrun's options (``launcher.phases.phase_inputs``); Skip
+mode (launcher/runs.py) runs the same command line, :func:`train_argv`, as one process.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher import programs
+from launcher.console import Console, PhaseError, Report, phase
+from launcher.partition import output as parts
+from launcher.report.outcome import read_metrics
+from launcher.rescale import GrowWatch, RescaleStop
+from launcher.storage import keeping
+from launcher.storage.layout import Storage
+from launcher.workers import blame
+from launcher.workers.dgl_env import Topology, server_env, trainer_env
+from launcher.workers.hostfile import Host
+from launcher.workers.transport import Proc, Transport, stop_all
+
+WORKLOAD = "workload"  # each worker's folder under its workspace: its part, ip_config, output
+OUTPUT = "output"  # the results' folder, under a workload folder and this pod's workspace
+SERVER_GRACE = 60.0  # seconds servers get to exit after the last trainer finished
+
+
+@dataclass(frozen=True)
+class TrainingRequest:
+    """What phase 5 (and Skip mode) runs: the training entry point and the values of its
+    command line, the DGL processes on each worker, the time they get, and where the
+    results go. Built once from dglrun's flags (``launcher.phases.phase_inputs``)."""
+
+    script: str | None  # the training entry point (None: this pod does not train)
+    args: tuple[str, ...]  # --train-args, after the ones dglrun passes
+    graph_name: str
+    python: str
+    num_epochs: int
+    batch_size: int  # each trainer's (an elastic attempt's share of the global batch)
+    num_servers: int  # DGL servers per worker
+    num_trainers: int  # trainers per worker
+    num_samplers: int  # sampler processes per trainer
+    master_port: int  # torch's rendezvous, on the first worker
+    timeout: float  # seconds; 0: none
+    out_of_core: bool  # the servers and trainers run under python -m outofcore
+    elastic: bool  # an elastic DGLJob's attempt: the operator may ask it to grow
+    storage: Storage | None  # checkpoints, resume and results (None: results copied back)
+    output: Path  # where this pod keeps the results without storage
+
+    def topology(self, num_workers: int) -> Topology:
+        """DGL's process counts over ``num_workers`` workers."""
+        return Topology(num_workers, self.num_servers, self.num_trainers, self.num_samplers)
+
+
+@dataclass
+class _Running:
+    host: Host
+    role: str  # "server" or "trainer"
+    index: int
+    proc: Proc
+
+
+def train(
+    what: TrainingRequest,
+    pset: parts.PartitionSet,
+    hosts: list[Host],
+    transport: Transport,
+    console: Console,
+    report: Report,
+) -> None:
+    """Phase 5 on ``hosts``, each holding its part of ``pset`` in its workload folder; then
+    the results are read from the storage, or copied from the first worker."""
+    topo = what.topology(len(hosts))
+    assert what.script is not None
+    running: list[_Running] = []
+    with phase(console, report, 5, "train"):
+        # checkpoints, resume, results on storage
+        kept = keeping.trainer_env(what.storage, what.num_epochs, console)
+        try:
+            # each worker's workload folder, its (ip_config, partition config) and argv
+            where = []
+            for host in hosts:
+                ws = f"{transport.workspace(host)}/{WORKLOAD}"
+                configs = (f"{ws}/ip_config.txt", f"{ws}/{pset.config.name}")
+                where.append((ws, configs, train_argv(what, what.script, configs)))
+            for i, host in enumerate(hosts):
+                _, configs, args = where[i]
+                for k in range(topo.num_servers):
+                    env = server_env(topo, i, k, *configs)
+                    proc = transport.start(host, args, env, f"{host.name}/server-{k}")
+                    running.append(_Running(host, "server", k, proc))
+            for i, host in enumerate(hosts):
+                ws, configs, args = where[i]
+                for t in range(topo.num_trainers):
+                    env = trainer_env(topo, i, t, *configs, hosts[0].ip, what.master_port)
+                    env.update({"DGLRUN_OUTPUT_DIR": f"{ws}/{OUTPUT}", **kept})
+                    proc = transport.start(host, args, env, f"{host.name}/trainer-{t}")
+                    running.append(_Running(host, "trainer", t, proc))
+            _supervise(running, what.timeout, console, _grow_watch(what, console))
+        except BaseException:
+            stop_all(r.proc for r in running)
+            raise
+    out = keeping.results(what.storage)
+    if out is not None:
+        read_metrics(out, console, report)
+        console.say(f"  results are on the job's storage: {out}")
+        return
+    out = what.output
+    if transport.fetch(hosts[0], f"{transport.workspace(hosts[0])}/{WORKLOAD}/{OUTPUT}", out):
+        read_metrics(out, console, report)
+        console.say(f"  results of {hosts[0].name} copied to {out}")
+
+
+def _the_cause(running: list[_Running]) -> tuple[_Running, int, str]:
+    """The failed process to name, its exit code and last line: failures are collected in the
+    order seen, for up to blame.CAUSE_WINDOW seconds while only consequences have failed."""
+    deadline = time.monotonic() + blame.CAUSE_WINDOW
+    seen: dict[int, tuple[_Running, int, str]] = {}
+    while True:
+        for i, r in enumerate(running):
+            code = r.proc.poll()
+            if i not in seen and code:
+                r.proc.wait(5)  # its last lines are read
+                seen[i] = (r, code, r.proc.last_line())
+        found = blame.cause(list(seen.values()), lambda f: f[2])
+        if not blame.is_consequence(found[2]) or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)
+
+
+def train_argv(
+    what: TrainingRequest, script: str, configs: tuple[str, str] | None = None
+) -> list[str]:
+    """The training entry point's command line: with ``configs`` (ip_config, partition config)
+    a DGL server's or trainer's on a worker, without (Skip mode) the one process in the pod."""
+    argv = [what.python, script, "--graph_name", what.graph_name]
+    if configs is not None and what.out_of_core:
+        argv[1:1] = programs.argv("", programs.OUT_OF_CORE, "run")[1:]
+    if configs is not None:
+        ip_conf, part_conf = configs
+        argv += ["--ip_config", ip_conf, "--part_config", part_conf]
+    return [
+        *argv,
+        "--num_epochs",
+        str(what.num_epochs),
+        "--batch_size",
+        str(what.batch_size),
+        *what.args,
+    ]
+
+
+def _grow_watch(what: TrainingRequest, console: Console) -> GrowWatch | None:
+    """An elastic attempt with storage, in a DGLJob: the operator's grow requests."""
+    ask = getattr(console.progress, "grow_to", None)
+    if not what.elastic or what.storage is None or ask is None:
+        return None
+    return GrowWatch(ask, what.storage.checkpoints, last_epoch=what.num_epochs)
+
+
+def _supervise(
+    running: list[_Running], timeout: float, console: Console, grow: GrowWatch | None = None
+) -> None:
+    """Wait for every trainer; the first failure stops everything and is named, unless it
+    died of a peer's (launcher/workers/blame.py)."""
+    started = time.monotonic()
+    trainers_done_at: float | None = None
+    while True:
+        codes = [r.proc.poll() for r in running]
+        if any(codes):
+            r, code, last = _the_cause(running)
+            stop_all(other.proc for other in running)
+            raise PhaseError(
+                f"{r.role} {r.index} on {r.host.name} ({r.host.ip}) exited with "
+                f"code {code}{f' ({last[-200:]})' if last else ''}; "
+                "stopped every DGL process on every worker"
+            )
+        pending = [r for r, code in zip(running, codes, strict=True) if code is None]
+        if not pending:
+            return
+        why = grow.check() if grow is not None else None
+        if why:
+            stop_all(r.proc for r in running)
+            raise RescaleStop(why)
+        now = time.monotonic()
+        if all(r.role == "server" for r in pending):
+            trainers_done_at = trainers_done_at or now
+            if now - trainers_done_at > SERVER_GRACE:
+                console.say("  warning: DGL servers did not exit after training; stopping them")
+                stop_all(r.proc for r in pending)
+                return
+        if timeout and now - started > timeout:
+            stop_all(r.proc for r in running)
+            raise PhaseError(f"timed out after {timeout:.0f}s; stopped every DGL process")
+        time.sleep(0.05)
