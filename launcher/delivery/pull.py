@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher import programs
+from launcher import checksums, programs
 from launcher.checksums import file_sha256
 from launcher.delivery.wire import TransferError, read_token
 from podcontract import TRANSFER_TOKEN_PATH
@@ -221,8 +221,7 @@ class Puller:
 
 
 def _safe(rel: str) -> None:
-    p = Path(rel)
-    if p.is_absolute() or ".." in p.parts:
+    if checksums.outside(rel) is not None:
         raise TransferError(f"the manifest names {rel!r}, outside the destination")
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher import checksums
 from launcher.errors import LauncherError
 
 
@@ -77,7 +77,7 @@ def load(
             raise PartitionError(f"{config}: no entry part-{i}")
         paths = [str(v) for v in entry.values() if isinstance(v, str)]
         for rel in paths:
-            if os.path.isabs(rel) or ".." in Path(rel).parts:
+            if checksums.outside(rel) is not None:
                 raise PartitionError(f"{config}: part-{i} path {rel!r} must be relative and inside")
             if check_files and not (config.parent / rel).exists():
                 raise PartitionError(f"{config}: part-{i} file {rel} is missing")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from launcher import checksums, programs
 from launcher.errors import LauncherError
@@ -49,6 +51,24 @@ STAGING = ".staging-"
 
 class CacheError(LauncherError, RuntimeError):
     """The cache cannot be read or written; ``str()`` names the path."""
+
+
+class UnsafeIndex(CacheError, ValueError):
+    """An entry's index names a file outside the entry (absolute, ``..``): whoever wrote it
+    is not dglrun, and nothing it names is read or written."""
+
+
+def _files(doc: object, index: Path) -> dict[str, tuple[int, str]]:
+    """An index's files (relative path -> size, sha256), every name checked to stay inside
+    its entry (:class:`UnsafeIndex` names the first that does not)."""
+    if not isinstance(doc, dict):
+        raise TypeError("not an object")
+    files = {str(k): (int(v[0]), str(v[1])) for k, v in doc["files"].items()}
+    for rel in files:
+        why = checksums.outside(rel)
+        if why is not None:
+            raise UnsafeIndex(f"{index} names {rel!r}, {why}: refused (nothing copied)")
+    return files
 
 
 def _tree_hash(path: Path) -> str:
@@ -136,10 +156,15 @@ class Cache:
         if not index.is_file():
             return Lookup()
         try:
-            doc = json.loads(index.read_text())
-            want = {str(k): (int(v[0]), str(v[1])) for k, v in doc["files"].items()}
+            want = _files(json.loads(index.read_text()), index)
+        except UnsafeIndex as e:
+            return Lookup(problem=self._drop(entry, str(e)))
         except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
             return Lookup(problem=self._drop(entry, f"{index} is unreadable ({e})"))
+        linked = checksums.links(entry)
+        if linked:
+            why = f"{entry}/{linked[0]} is a symbolic link (a cache entry holds files only)"
+            return Lookup(problem=self._drop(entry, why))
         got = checksums.manifest(entry)
         got.pop(INDEX, None)
         for rel, (size, digest) in sorted(want.items()):
@@ -171,10 +196,13 @@ class Cache:
         return path
 
     def index(self, key: str) -> dict[str, tuple[int, str]] | None:
-        """The files of a committed entry as its index lists them (not checked), or None."""
+        """The files of a committed entry as its index lists them (their contents not
+        checked), or None; :class:`UnsafeIndex` for an index naming a file outside it."""
+        path = self.entry(key) / INDEX
         try:
-            doc = json.loads((self.entry(key) / INDEX).read_text())
-            return {str(k): (int(v[0]), str(v[1])) for k, v in doc["files"].items()}
+            return _files(json.loads(path.read_text()), path)
+        except UnsafeIndex:
+            raise
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
 
@@ -259,12 +287,15 @@ class Cache:
 # -- on the workers (DistParMETIS: each worker's part lives on its own disk) ----------------
 
 
-def _copy_hashed(src: Path, dst: Path) -> tuple[int, str]:
-    """Copy a file, hashing it on the way: its (size, sha256)."""
+def _copy_hashed(src: Path | BinaryIO, dst: Path) -> tuple[int, str]:
+    """Copy a file (a path, or one already open), hashing it on the way: its (size,
+    sha256)."""
     h = hashlib.sha256()
     size = 0
     dst.parent.mkdir(parents=True, exist_ok=True)
-    with src.open("rb") as fin, dst.open("wb") as fout:
+    with contextlib.ExitStack() as stack:
+        fin = stack.enter_context(src.open("rb")) if isinstance(src, Path) else src
+        fout = stack.enter_context(dst.open("wb"))
         for chunk in iter(lambda: fin.read(1 << 20), b""):
             h.update(chunk)
             fout.write(chunk)
@@ -292,8 +323,12 @@ def place(entry: Path, config_name: str, part: int, dest: Path) -> dict[str, obj
         if want is None:
             raise CacheError(f"{entry}/{rel} is not in {INDEX}")
         try:
-            got = _copy_hashed(entry / rel, dest / rel)
+            with checksums.open_inside(entry, rel) as src:
+                got = _copy_hashed(src, dest / rel)
         except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                why = "a symbolic link on the way (a cache entry holds files only)"
+                raise CacheError(f"cannot copy {entry}/{rel}: {why}") from e
             raise CacheError(f"cannot copy {entry}/{rel}: {e.strerror}") from e
         if got != want:
             (dest / rel).unlink(missing_ok=True)

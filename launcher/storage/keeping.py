@@ -29,7 +29,7 @@ from launcher import checkpoints, programs
 from launcher.console import NORMAL, WARNING, Console, PhaseError, Report
 from launcher.partition import output as parts
 from launcher.partition.request import PartitionRequest
-from launcher.storage.cache import Cache, CacheError, inputs, key_of
+from launcher.storage.cache import Cache, CacheError, UnsafeIndex, inputs, key_of
 from launcher.storage.layout import Storage
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import Transport, WorkerTransportError, run_everywhere
@@ -92,9 +92,7 @@ def partition_cached(
         _evict(cache, key, doc, console)
         return Partitioned(found.pset, found.files)
     if found.problem:
-        text = f"the cached partitions are damaged: {found.problem}; partitioning again"
-        console.say(f"  warning: {text}")
-        console.progress.event(WARNING, "PartitionCacheDamaged", text[0].upper() + text[1:])
+        _damaged(console, found.problem)
     else:
         console.say(f"  no cached partitions for these inputs (key {key}): partitioning")
     try:
@@ -110,6 +108,13 @@ def partition_cached(
     _evict(cache, key, doc, console)
     console.progress.record(STATUS_PARTITIONS, {"key": key, "path": where, "reused": False})
     return Partitioned(made.pset, made.files)
+
+
+def _damaged(console: Console, why: str) -> None:
+    """An entry that could not be used (it has been removed): a warning and an Event."""
+    text = f"the cached partitions are damaged: {why}; partitioning again"
+    console.say(f"  warning: {text}")
+    console.progress.event(WARNING, "PartitionCacheDamaged", text[0].upper() + text[1:])
 
 
 def _evict(cache: Cache, key: str, doc: dict[str, object], console: Console) -> None:
@@ -179,7 +184,12 @@ class DistCache:
     ) -> bool:
         """Give every worker its cached part; False (partition then) when there is none,
         or a file that does not match (the entry is then removed, and an Event says so)."""
-        if self.cache.index(self.key) is None:
+        try:
+            listed = self.cache.index(self.key)
+        except UnsafeIndex as e:
+            _damaged(console, self.cache.drop(self.key, str(e)))
+            return False
+        if listed is None:
             console.say(f"  no cached partitions for these inputs (key {self.key}): partitioning")
             return False
         entry = str(self.cache.entry(self.key))
@@ -192,12 +202,8 @@ class DistCache:
         bad = [(h, line) for h, code, line in self._run(transport, hosts, argv) if code]
         if bad:
             host, line = bad[0]
-            why = self.cache.drop(
-                self.key, f"{host.name}: {line.removeprefix('partition_cache: ')}"
-            )
-            text = f"the cached partitions are damaged: {why}; partitioning again"
-            console.say(f"  warning: {text}")
-            console.progress.event(WARNING, "PartitionCacheDamaged", text[0].upper() + text[1:])
+            why = f"{host.name}: {line.removeprefix('partition_cache: ')}"
+            _damaged(console, self.cache.drop(self.key, why))
             return False
         text = (
             f"reused the partitions cached at {self.where} (same inputs: key {self.key}; every "

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import stat
 from pathlib import Path
 
@@ -477,3 +479,82 @@ def test_the_cache_keeps_the_most_recently_used_counts_of_a_graph(tmp_path: Path
     keys[5] = entry(5, 5000.0)
     gone = c.evict(keys[5], {**base, "num_partitions": 5})
     assert gone == [f"{keys[3]} (3 partitions): the least recently used"]
+
+
+# -- a planted cache entry: nothing it names is read or written outside it ---------------------
+
+
+def planted_entry(root: Path, files: dict[str, str]) -> Path:
+    """A committed-looking entry of a one-part set; its index also lists ``files`` (name ->
+    content, with a made-up digest)."""
+    entry = root / "partitions" / "k"
+    (entry / "part0").mkdir(parents=True)
+    config = {"graph_name": "g", "num_parts": 1, "part-0": {"part_graph": "part0/graph.dgl"}}
+    (entry / "g.json").write_text(json.dumps(config))
+    (entry / "part0" / "graph.dgl").write_text("graph")
+    listed = {"g.json": (entry / "g.json"), "part0/graph.dgl": entry / "part0" / "graph.dgl"}
+    index = {rel: [p.stat().st_size, file_sha256(p)] for rel, p in listed.items()}
+    for rel, text in files.items():
+        index[rel] = [len(text), "0" * 64]
+    (entry / cache.INDEX).write_text(json.dumps({"key": "k", "inputs": {}, "files": index}))
+    return entry
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [("part0/../../escaped.txt", "a name with '..'"), ("/absolute.txt", "an absolute name")],
+)
+def test_an_index_naming_a_file_outside_its_entry_is_refused(
+    tmp_path: Path, name: str, why: str
+) -> None:
+    """The name resolves to a planted file beside the entry (or anywhere, absolute), and
+    copied as named it would land outside the worker's folder: refused, nothing written."""
+    entry = planted_entry(tmp_path, {})
+    if name.startswith("/"):
+        name = str(tmp_path / "absolute.txt")
+        planted = Path(name)
+    else:
+        planted = entry / name
+    planted.write_text("planted")
+    index = json.loads((entry / cache.INDEX).read_text())
+    index["files"][name] = [len("planted"), file_sha256(planted)]
+    (entry / cache.INDEX).write_text(json.dumps(index))
+    dest = tmp_path / "worker" / "workload"
+    with pytest.raises(cache.UnsafeIndex, match=f"names '{re.escape(name)}', {why}: refused"):
+        cache.place(entry, "g.json", 0, dest)
+    assert cache.main(["place", str(entry), str(dest), "--config", "g.json", "--part", "0"]) == 1
+    # nothing was written: not in the worker's folder, not where the name points from it
+    assert not dest.exists()
+    assert not (tmp_path / "worker" / "escaped.txt").exists()
+    assert planted.read_text() == "planted"
+    # lookup (the launcher's side) drops the entry and says why
+    found = cache.Cache(entry.parent).lookup("k", "g", 1)
+    assert found.pset is None and f"names '{name}', {why}" in found.problem
+    assert not entry.exists()
+
+
+@pytest.mark.parametrize("where", ["file", "folder"])
+def test_a_symbolic_link_in_an_entry_is_refused(tmp_path: Path, where: str) -> None:
+    secret = tmp_path / "elsewhere"
+    secret.mkdir()
+    (secret / "graph.dgl").write_text("another tenant's partition")
+    entry = planted_entry(tmp_path, {})
+    if where == "file":  # the part's file is a link to a file outside the entry
+        (entry / "part0" / "graph.dgl").unlink()
+        (entry / "part0" / "graph.dgl").symlink_to(secret / "graph.dgl")
+    else:  # the part's folder is a link to a folder outside the entry
+        shutil.rmtree(entry / "part0")
+        (entry / "part0").symlink_to(secret, target_is_directory=True)
+    index = json.loads((entry / cache.INDEX).read_text())
+    index["files"]["part0/graph.dgl"] = [
+        len("another tenant's partition"),
+        file_sha256(secret / "graph.dgl"),
+    ]  # the index agrees with what the link shows: only the link gives it away
+    (entry / cache.INDEX).write_text(json.dumps(index))
+    dest = tmp_path / "worker" / "workload"
+    with pytest.raises(cache.CacheError, match="a symbolic link on the way"):
+        cache.place(entry, "g.json", 0, dest)
+    assert not (dest / "part0" / "graph.dgl").exists()
+    found = cache.Cache(entry.parent).lookup("k", "g", 1)
+    assert found.pset is None and "is a symbolic link" in found.problem
+    assert (secret / "graph.dgl").read_text() == "another tenant's partition"  # untouched
