@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pickle
 import random
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -32,6 +33,25 @@ from dgl.nn import SAGEConv
 from torch import nn
 
 META_FILE = "meta.json"  # written by make_dataset.py next to RELEASE_v1.txt
+
+
+class WeightsRefused(RuntimeError):
+    """A checkpoint or model file that holds more than tensors and plain values: loading it
+    could run code (a pickle's objects), so it is not loaded. ``str()`` names the file."""
+
+
+def load_weights(path: str | os.PathLike[str]) -> Any:
+    """``torch.load`` that runs no code: tensors, dicts, lists and plain values only
+    (``weights_only=True``: the checkpoints and the model on a claim others may write);
+    :class:`WeightsRefused` for a file that holds anything else."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        why = (str(e).strip().splitlines() or ["not a weights-only file"])[-1]
+        raise WeightsRefused(
+            f"{path} is refused: it holds more than tensors and plain values, and loading it "
+            f"could run code ({why})"
+        ) from e
 
 
 class DatasetError(RuntimeError):

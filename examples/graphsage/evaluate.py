@@ -49,7 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = Path(a.results)
     try:
         metrics = json.loads((results / "metrics.json").read_text())
-        state = torch.load(results / "model.pt", map_location="cpu")
+        state = common.load_weights(results / "model.pt")
+    except common.WeightsRefused as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
     except (OSError, ValueError, RuntimeError) as e:
         print(f"{PROG}: error: cannot read the results in {results}: {e}", file=sys.stderr)
         return 2

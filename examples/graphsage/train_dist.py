@@ -156,7 +156,13 @@ def _save_checkpoint(
 
 
 def _load_checkpoint(path: str, tag: str) -> dict[str, Any]:
-    state: dict[str, Any] = torch.load(path, map_location="cpu")
+    """The checkpoint to resume from, loaded weights-only (no code runs); a file that holds
+    anything else stops the trainer with one line naming it (exit 2)."""
+    try:
+        state: dict[str, Any] = common.load_weights(path)
+    except common.WeightsRefused as e:
+        print(f"{PROG}: error: {tag} checkpoint {e}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
     print(f"{tag} resumed from {path}: {state['epochs_done']} epoch(s) were done", flush=True)
     return state
 

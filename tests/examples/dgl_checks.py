@@ -61,7 +61,7 @@ def _orig_nids(config: Path, meta: dict[str, Any]) -> torch.Tensor:
     ParMETIS modes' part<k>/orig_nids.dgl (one per part, its inner nodes in id order)."""
     whole = config.parent / "orig_nids.pt"
     if whole.is_file():
-        ids: torch.Tensor = torch.load(whole)
+        ids: torch.Tensor = torch.load(whole, weights_only=True)
         return ids
     ntype = next(iter(meta["ntypes"]))
     return torch.cat(
@@ -210,7 +210,7 @@ def check_chunked(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def check_model(a: argparse.Namespace) -> dict[str, Any]:
-    state = torch.load(a.path)
+    state = common.load_weights(a.path)
     weights = [k for k in state if k.endswith("weight")]
     in_feats = int(state["layers.0.fc_neigh.weight"].shape[1])
     layers = sorted({k.split(".")[1] for k in state if k.startswith("layers.")})
