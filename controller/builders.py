@@ -114,10 +114,12 @@ def owner_reference(job: DGLJob) -> Obj:
 
 
 def _meta(job: DGLJob, name: str, labels: Mapping[str, str] | None = None) -> Obj:
+    """A child's metadata: ``labels`` (a template's), with the operator's own winning (a
+    template that names another job cannot put its pods in that job's Service)."""
     return {
         "name": name,
         "namespace": job.namespace,
-        "labels": {JOB_NAME_LABEL: job.name, **(labels or {})},
+        "labels": {**(labels or {}), JOB_NAME_LABEL: job.name},
         "ownerReferences": [owner_reference(job)],
     }
 

@@ -395,6 +395,31 @@ def test_kubectl_cp_transfer_is_the_originals(seed_job_raw: dict[str, Any]) -> N
     assert _mounts(want.launcher)["/dgl_workspace/dataset"] == "dataset-volume"
 
 
+def test_the_operators_labels_win_over_a_templates(seed_job_raw: dict[str, Any]) -> None:
+    """A template that names another job (or another replica) cannot put its pods in that
+    job's Service or among its replicas: the operator's labels are set last."""
+    raw = copy.deepcopy(seed_job_raw)
+    for rtype in ("Worker", "Launcher"):
+        tpl = raw["spec"]["dglReplicaSpecs"][rtype]["template"]
+        tpl["metadata"] = {
+            "labels": {
+                JOB_NAME_LABEL: "someone-elses-job",
+                "dgl-replica-type": "Worker",
+                "dgl-replica-name": "someone-elses-job-worker-0",
+                "team": "gnn",
+            }
+        }
+    job = parse_job(raw)
+    want = desired(job, BuildOptions())
+    assert want.partitioner is not None
+    for pod in (*want.workers, want.partitioner, want.launcher):
+        labels = pod["metadata"]["labels"]
+        assert labels[JOB_NAME_LABEL] == "dgl-graphsage", labels
+        assert labels["dgl-replica-name"] == pod["metadata"]["name"], labels
+        assert labels["team"] == "gnn"
+    assert want.launcher["metadata"]["labels"]["dgl-replica-type"] == "Launcher"
+
+
 def test_one_headless_service_names_every_worker(seed_job_raw: dict[str, Any]) -> None:
     job = parse_job(seed_job_raw)
     want = desired(job, BuildOptions())
