@@ -197,6 +197,35 @@ def _main(pod: Obj) -> Obj:
     return container
 
 
+# The operator's own containers (its init containers, the elastic probe's) run in the users'
+# namespaces whatever their templates say: Pod Security "restricted" admits them (non-root as
+# the images' nonroot user, no privilege escalation, no capabilities, RuntimeDefault seccomp),
+# and so does a ResourceQuota that requires requests and limits (a Python program that
+# watches a few pods or copies kubectl: tens of MiB).
+NONROOT_UID = 65532  # the images' user (images/Dockerfile)
+OWN_SECURITY_CONTEXT: Obj = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "runAsUser": NONROOT_UID,
+    "runAsGroup": NONROOT_UID,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+OWN_RESOURCES: Obj = {
+    "requests": {"cpu": "50m", "memory": "64Mi"},
+    "limits": {"cpu": "1", "memory": "256Mi"},
+}
+
+
+def _own(container: Obj) -> Obj:
+    """One of the operator's own containers, with its restricted context and resources."""
+    return {
+        **container,
+        "securityContext": copy.deepcopy(OWN_SECURITY_CONTEXT),
+        "resources": copy.deepcopy(OWN_RESOURCES),
+    }
+
+
 def _kubectl_download(opts: BuildOptions) -> Obj:
     c: Obj = {
         "name": "kubectl-download",
@@ -210,7 +239,7 @@ def _kubectl_download(opts: BuildOptions) -> Obj:
     if opts.kubectl_download_sha256:
         env.append((pc.KUBECTL_SHA256_ENV, opts.kubectl_download_sha256))
     c["env"] = [_env(k, v) for k, v in env]
-    return c
+    return _own(c)
 
 
 def _watcher_loop(
@@ -222,18 +251,20 @@ def _watcher_loop(
     expected: int,
     mounts: list[Obj],
 ) -> Obj:
-    return {
-        "name": name,
-        "image": opts.watcher_loop_image,
-        "imagePullPolicy": opts.init_image_pull_policy,
-        "env": [
-            _env(pc.WATCHER_FILE_ENV, file),
-            _env(pc.WATCHER_MODE_ENV, mode),
-            _env(pc.WATCHER_NAMESPACE_ENV, job.namespace),
-            _env(pc.WATCHER_EXPECTED_PODS_ENV, str(expected)),
-        ],
-        "volumeMounts": mounts,
-    }
+    return _own(
+        {
+            "name": name,
+            "image": opts.watcher_loop_image,
+            "imagePullPolicy": opts.init_image_pull_policy,
+            "env": [
+                _env(pc.WATCHER_FILE_ENV, file),
+                _env(pc.WATCHER_MODE_ENV, mode),
+                _env(pc.WATCHER_NAMESPACE_ENV, job.namespace),
+                _env(pc.WATCHER_EXPECTED_PODS_ENV, str(expected)),
+            ],
+            "volumeMounts": mounts,
+        }
+    )
 
 
 def memory_limit(container: Obj) -> int | None:
@@ -714,11 +745,19 @@ def probe_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     meta["labels"].update({REPLICA_NAME_LABEL: job.probe_name, REPLICA_TYPE_LABEL: PROBE})
     meta["annotations"][REPLICA_ANNOTATION] = PROBE
     main = _main(pod)
-    keep = ("name", "image", "imagePullPolicy", "resources", "volumeMounts", "securityContext")
+    keep = ("name", "image", "imagePullPolicy", "resources", "volumeMounts")
     spec = pod["spec"]
-    spec["containers"] = [
-        {**{k: main[k] for k in keep if k in main}, "command": ["sleep", "infinity"]}
-    ]
+    # (the partitioner's requests and limits, as the scheduler must see them; the operator's
+    # own restricted context: sleep needs no more, whatever the template's says)
+    probe = {k: main[k] for k in keep if k in main}
+    probe["command"] = ["sleep", "infinity"]
+    probe["securityContext"] = copy.deepcopy(OWN_SECURITY_CONTEXT)
+    spec["containers"] = [probe]
+    spec["securityContext"] = {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+        **{k: v for k, v in (spec.get("securityContext") or {}).items() if k == "fsGroup"},
+    }
     spec.pop("initContainers", None)
     spec["terminationGracePeriodSeconds"] = 0
     return pod

@@ -67,7 +67,9 @@ NODE_CONTROLLERS = (
     "endpointslice-controller,"
     # spec.storage: claims bind to the node's volumes (localcluster/volumes.py)
     "persistentvolume-binder-controller,persistentvolume-protection-controller,"
-    "persistentvolumeclaim-protection-controller"
+    "persistentvolumeclaim-protection-controller,"
+    # a namespace's ResourceQuota (a platform team's; e2e's restricted namespace has one)
+    "resourcequota"
 )
 # The base containerd root outlives a cluster: a 5 GB image is imported and unpacked once, not
 # on every `make demo`. Only a short-lived containerd of :func:`ensure_base_images` uses it;

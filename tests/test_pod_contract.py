@@ -99,6 +99,7 @@ JOBS = {
     "parmetis": lambda: _example("dgljob-parmetis.yaml"),
     "parmetis-kubectlcp": lambda: _with(_example("dgljob-parmetis.yaml"), "KubectlCp"),
     "distparmetis": lambda: _limited(_example("dgljob-distparmetis.yaml")),
+    "restricted": lambda: _example("dgljob-restricted.yaml"),
     "skip": _skip,
 }
 WITH_WORKERS = [name for name in JOBS if name != "skip"]

@@ -24,6 +24,7 @@ from kubeclient import (
     SECRETS,
     SERVICES,
     BadRequest,
+    Forbidden,
     Invalid,
     NotFound,
     Obj,
@@ -57,6 +58,32 @@ def make_children(ctx: Context, act: Actions, *, sizing: bool = False) -> list[O
         message = f"invalid spec: the API server refused a child object: {e.message}"
         act.fail(ctx, conditions.REASON_INVALID_SPEC, message)
         return None
+    except Forbidden as e:
+        if any(words in e.message for words in _REFUSED_FOR_GOOD):
+            message = f"invalid spec: the API server refused a child object: {e.message}"
+            act.fail(ctx, conditions.REASON_INVALID_SPEC, message)
+        else:
+            _refused_for_now(ctx, e.message)
+        return None
+
+
+# A 403 that no retry mends: the namespace's Pod Security level refuses what the templates
+# make, or a ResourceQuota requires requests or limits that they lack. Any other (a quota
+# used up, which frees; the operator's RBAC, which its installer mends) is retried, and said.
+_REFUSED_FOR_GOOD = ("violates PodSecurity", "must specify")
+REASON_CREATE_REFUSED = "FailedCreate"  # PodsReady False: a child refused for now
+RETRY_REFUSED_SECONDS = 15.0
+
+
+def _refused_for_now(ctx: Context, message: str) -> None:
+    """PodsReady False quoting the API server (a Warning once per message); looked at again
+    soon."""
+    text = f"the API server refused a child object (retried): {message}"
+    old = conditions.get_condition(ctx.status, conditions.PODS_READY) or {}
+    if old.get("message") != text:
+        ctx.plan.announce(WARNING, REASON_CREATE_REFUSED, text)
+    ctx.set_condition(conditions.PODS_READY, False, REASON_CREATE_REFUSED, text)
+    ctx.plan.requeue(RETRY_REFUSED_SECONDS)
 
 
 def _create_missing(ctx: Context, act: Actions, *, sizing: bool) -> list[Obj]:
