@@ -63,6 +63,54 @@ def test_graphsage_succeeds_close_to_the_baseline(
     assert "DGLJobSucceeded" in {e["reason"] for e in events}
 
 
+def test_the_restricted_example_succeeds_in_a_locked_down_namespace(
+    cluster: Any, namespace: str, baseline: float
+) -> None:
+    """Pod Security ``restricted`` enforced and a ResourceQuota that requires requests and
+    limits, as platform teams lock a tenant's namespace (issue 42): the restricted example
+    (examples/graphsage/dgljob-restricted.yaml) runs to Succeeded there, the operator's own
+    init containers admitted beside the user's."""
+    cluster.kubectl(
+        ["label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted",
+         "pod-security.kubernetes.io/enforce-version=latest"],
+        as_dict=False,
+    )  # fmt: skip
+    hard = {
+        "requests.cpu": "4",
+        "requests.memory": "12Gi",
+        "limits.cpu": "8",
+        "limits.memory": "16Gi",
+    }
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "team", "namespace": namespace},
+        "spec": {"hard": hard},
+    }
+    apply(cluster, quota)
+    wait_for(
+        lambda: (
+            (
+                cluster.kubectl(["get", "resourcequota", "team", "-n", namespace]).get("status")
+                or {}
+            ).get("hard")
+            == hard
+        ),
+        what="the quota's status",
+        timeout=60,
+    )
+    job = yaml.safe_load((EXAMPLE / "dgljob-restricted.yaml").read_text())
+    job["metadata"]["namespace"] = namespace
+    name = job["metadata"]["name"]
+    apply(cluster, job)
+    done = wait_finished(cluster, namespace, name)
+    assert succeeded(done), conditions(done)
+    acc = accuracy(cluster.logs(f"{name}-launcher", "dgl-graphsage", namespace))
+    assert abs(acc - baseline) <= 0.02, f"in-cluster {acc:.4f} vs single-process {baseline:.4f}"
+    used = cluster.kubectl(["get", "resourcequota", "team", "-n", namespace])["status"]["used"]
+    assert set(used) == set(hard)  # (every pod of the job was counted: each stated its own)
+
+
 def test_skip_mode_runs_the_launcher_alone(cluster: Any, namespace: str) -> None:
     job = example_job(namespace, "skip")
     spec = job["spec"]
