@@ -3,6 +3,10 @@
 Files go out with ``sendfile`` (no copy through Python); only files named in the manifest are
 served, so a request cannot reach anything else on the pod. The server stops when a client
 posts ``/v1/done`` or when :meth:`PartitionServer.wait_done` times out.
+
+Anybody who reaches the port can open connections: at most ``max_connections`` are served at
+once (each has a thread; the others are closed at once), and one that sends or reads nothing
+for ``idle_timeout`` seconds is closed, so that nobody can hold the server's threads.
 """
 
 from __future__ import annotations
@@ -26,6 +30,37 @@ from podcontract import TRANSFER_PORT, TRANSFER_READY_PATH, TRANSFER_TOKEN_PATH
 
 _RANGE = re.compile(r"^bytes=(\d+)-$")
 Tamper = Callable[[str, bytes], bytes]  # (rel, data) -> data sent instead (tests only)
+# Each worker's puller holds one connection at a time (and the kubelet's readiness probe one):
+# a few hundred workers at most
+MAX_CONNECTIONS = 256
+IDLE_TIMEOUT = 60.0  # seconds a connection may send or read nothing
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A threading HTTP server that serves at most ``slots`` connections at once: one more is
+    closed as soon as it is accepted (no thread, no reply)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: Any, slots: int) -> None:
+        self._slots = threading.BoundedSemaphore(slots)
+        super().__init__(address, handler)
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        return self._slots.acquire(blocking=False)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()  # (no thread took the slot)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 @dataclass
@@ -54,6 +89,8 @@ class PartitionServer:
         host: str = "0.0.0.0",
         port: int = 0,
         max_rate: float = 0.0,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_timeout: float = IDLE_TIMEOUT,
         tamper: Tamper | None = None,
     ) -> None:
         self.root = root
@@ -64,11 +101,11 @@ class PartitionServer:
         self._tamper = tamper
         self.max_rate = max_rate  # bytes/s per connection; 0: as fast as the network goes
         self._body = json.dumps(manifest).encode()
+        self.idle_timeout = idle_timeout
         try:
-            self._httpd = ThreadingHTTPServer((host, port), self._handler())
+            self._httpd = _BoundedServer((host, port), self._handler(), max_connections)
         except OSError as e:
             raise TransferError(f"cannot listen on {host}:{port}: {e.strerror}") from e
-        self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
     @property
@@ -112,6 +149,7 @@ class PartitionServer:
 
         class PartitionRequestHandler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            timeout = server.idle_timeout  # (the socket's: a silent peer is dropped)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # quiet: the launcher reports progress

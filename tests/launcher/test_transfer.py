@@ -17,6 +17,7 @@ from launcher.delivery.pull import Puller, main, parse_progress
 from launcher.delivery.server import PartitionServer
 from launcher.delivery.wire import TransferError, build_manifest
 from launcher.partition import output as parts
+from tests.support.waiting import wait_for
 
 TOKEN = "s3cret-token"
 
@@ -77,6 +78,9 @@ def test_a_worker_pulls_exactly_its_part_intact(served: Served, tmp_path: Path) 
     want = sum(manifest["files"][r]["size"] for r in manifest["parts"]["1"])
     assert result.bytes_total == result.bytes_fetched == want
     assert seen[-1] == (want, want)
+    # (the server counts a file once its send returned, in its own thread: the puller may
+    # have read the last byte before that)
+    wait_for(lambda: server.stats.bytes_sent >= want, what="the server's count", timeout=30)
     assert server.stats.bytes_sent == want
     assert "unrelated.log" not in manifest["files"]
 
@@ -164,6 +168,9 @@ def test_a_dropped_connection_resumes_where_it_stopped(tmp_path: Path) -> None:
     with PartitionServer(pset.root, manifest, TOKEN, host="127.0.0.1", tamper=drop_halfway) as s:
         puller = Puller(url(s), TOKEN, sleep=no_sleep)
         result = puller.pull_files(manifest, manifest["parts"]["1"], tmp_path / "w1")
+        wait_for(  # (counted in the server's thread once each send returned)
+            lambda: s.stats.bytes_sent >= result.bytes_total, what="the server's count", timeout=30
+        )
         sent = s.stats.bytes_sent
     size = manifest["files"]["part1/graph.dgl"]["size"]
     assert drops == [size]
@@ -266,3 +273,43 @@ def test_a_destination_that_cannot_be_written_is_named_without_retries(
     with pytest.raises(TransferError, match=r"cannot write .*graph\.dgl\.partial: Is a directory"):
         puller.pull_files(manifest, manifest["parts"]["0"], dest)
     assert notes == [], "a local write error was retried as a network one"
+
+
+def test_connections_are_capped_and_idle_ones_dropped(tmp_path: Path) -> None:
+    """Anybody who reaches the port could hold the server's threads with connections that
+    say nothing: beyond the cap a connection is closed at once, and an idle one is dropped
+    after the idle timeout, which frees its slot for a worker's pull."""
+    import socket
+
+    pset = make_set(tmp_path / "src")
+    manifest = build_manifest(pset)
+    with PartitionServer(
+        pset.root, manifest, TOKEN, host="127.0.0.1", max_connections=2, idle_timeout=1.0
+    ) as server:
+        idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(2)]
+        try:
+            # (the two idle ones hold both slots: a third is accepted and closed unanswered)
+            extra = socket.create_connection(("127.0.0.1", server.port))
+            extra.settimeout(30)
+            assert extra.recv(1) == b"", "a connection beyond the cap was served"
+            extra.close()
+            # the idle ones are dropped by the server (EOF), without a request
+            for s in idle:
+                s.settimeout(30)
+                assert s.recv(1) == b""
+        finally:
+            for s in idle:
+                s.close()
+        # their slots are free again: a worker's request is served
+        req = urllib.request.Request(
+            f"{url(server)}/v1/manifest", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+
+        def served() -> bool:
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    return bool(resp.status == 200)
+            except (urllib.error.URLError, ConnectionError):
+                return False
+
+        assert wait_for(served, what="the manifest served again", timeout=30)
