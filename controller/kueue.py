@@ -23,12 +23,18 @@ that act on them are in controller/lifecycle/queued.py. Kueue's Go job reconcile
   queues the Workload again.
 - **pods ready** (:func:`pods_ready`) and **finished** (:func:`finished`): conditions the job's
   side sets on the Workload.
+- **no way around the queue** (:func:`queue_of`, :func:`changed`): the Workload is the job's by
+  owner UID, never by name or label; a job that has a Workload (or had one: ``status.queue``)
+  stays queued, label or not; a Workload no longer equivalent to the job (another queue, or
+  podSets whose quota-relevant parts changed: :func:`pod_sets_hash`, kept on the Workload) is
+  replaced, the running attempt stopped first, as Kueue's own integrations do.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -39,6 +45,10 @@ from kubeclient import WORKLOADS, Obj
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+# what the Workload's podSets were made of (pod_sets_hash): a job whose hash moved on changed
+POD_SETS_HASH_ANNOTATION = "dgl.qihoo.net/pod-sets-hash"
+STATUS_QUEUE = "queue"  # status.queue: {localQueue, workload}, once the job was ever queued
+REASON_WORKLOAD_CHANGED = "WorkloadChanged"  # Queued True: the Workload is made again
 # the kind as Kueue's integrations.externalFrameworks names it
 EXTERNAL_FRAMEWORK = "DGLJob.v1alpha1.qihoo.net"
 
@@ -111,11 +121,70 @@ def pod_sets(job: DGLJob, opts: BuildOptions) -> list[Obj]:
     return sets
 
 
-def workload(job: DGLJob, opts: BuildOptions, priority: int | None = None) -> Obj:
-    """The Workload of a queued job (``priority``: the value of the job's priority class)."""
+def pod_sets_hash(sets: list[Obj]) -> str:
+    """What Kueue's quota and placement see of podSets: each one's count and minCount, and
+    its pods' containers' resources, node selector, tolerations, affinity and priority class
+    (not what the operator adds that counts for nothing there, so an upgraded operator
+    changes no job's hash). A short SHA-256."""
+    seen = []
+    for ps in sets:
+        spec = ps["template"]["spec"]
+        containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+        seen.append(
+            {
+                "name": ps["name"],
+                "count": ps["count"],
+                "minCount": ps.get("minCount"),
+                "resources": [[c.get("name"), c.get("resources")] for c in containers],
+                **{k: spec.get(k) for k in PLACEMENT_FIELDS},
+            }
+        )
+    return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()[:16]
+
+
+PLACEMENT_FIELDS = ("nodeSelector", "tolerations", "affinity", "priorityClassName")
+
+
+def queue_of(job: DGLJob, owned: list[Obj]) -> tuple[str | None, Obj | None]:
+    """The LocalQueue a job is under and its Workload (``owned``: the Workloads it controls,
+    by owner UID). Its label names the queue; without one, the queue of the Workload it has,
+    else the one ``status.queue`` recorded: once queued, a job stays queued until it finishes.
+    (None, None): never queued."""
+    workload = owned[0] if owned else None
+    for wl in owned:
+        if (wl.get("metadata") or {}).get("name") == workload_name(job):
+            workload = wl
     queue = queue_name(job.raw)
+    if queue is None and workload is not None:
+        queue = str((workload.get("spec") or {}).get("queueName") or "") or None
+    if queue is None:
+        recorded = (job.status.get(STATUS_QUEUE) or {}).get("localQueue")
+        queue = recorded if isinstance(recorded, str) and recorded else None
+    return queue, workload
+
+
+def changed(wl: Obj, job: DGLJob, opts: BuildOptions, queue: str) -> str | None:
+    """Why the Workload no longer stands for the job (None: it does): another queue, or
+    podSets that changed since it was made (a Workload without the hash, an older operator's,
+    is taken as it is)."""
+    spec = wl.get("spec") or {}
+    if spec.get("queueName") != queue:
+        return f"the job moved from LocalQueue {spec.get('queueName')} to {queue}"
+    made = ((wl.get("metadata") or {}).get("annotations") or {}).get(POD_SETS_HASH_ANNOTATION)
+    if made and made != pod_sets_hash(pod_sets(job, opts)):
+        return "the job's pod templates changed since its Workload was made"
+    return None
+
+
+def workload(
+    job: DGLJob, opts: BuildOptions, priority: int | None = None, queue: str | None = None
+) -> Obj:
+    """The Workload of a job queued in ``queue`` (None: its label's; ``priority``: the value
+    of the job's priority class), with the hash of the podSets it was made of."""
+    queue = queue or queue_name(job.raw)
     assert queue is not None, "only a queued job has a Workload"
-    spec: Obj = {"queueName": queue, "podSets": pod_sets(job, opts), "active": True}
+    sets = pod_sets(job, opts)
+    spec: Obj = {"queueName": queue, "podSets": sets, "active": True}
     priority_class = job.spec.run_policy.scheduling_policy.priority_class
     if priority_class:
         spec["priorityClassRef"] = {
@@ -132,6 +201,7 @@ def workload(job: DGLJob, opts: BuildOptions, priority: int | None = None) -> Ob
             "name": workload_name(job),
             "namespace": job.namespace,
             "labels": {JOB_NAME_LABEL: job.name, JOB_UID_LABEL: job.uid},
+            "annotations": {POD_SETS_HASH_ANNOTATION: pod_sets_hash(sets)},
             "ownerReferences": [owner_reference(job)],
         },
         "spec": spec,

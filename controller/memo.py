@@ -30,6 +30,8 @@ class JobMemo:
     claim_missing_told: str = ""
     # (namespace, reason) counted in the jobs-waiting gauge for the job
     waiting: tuple[str, str] | None = None
+    # --kueue: the uid of the job told (a Warning) that its queue label was removed
+    queue_label_removed_told: str = ""
     # --kueue: the placement of the job's admission (its ResourceFlavors read once), and the
     # admission it was made of (the Workload's status.admission and admissionChecks, as JSON)
     placement: Mapping[str, Placement] | None = None

@@ -28,9 +28,9 @@ def clean_up(ctx: Context, act: Actions) -> Next:
 
 def _finish_workload(ctx: Context, act: Actions, ref: JobRef) -> None:
     """A finished queued job: its Workload Finished (Kueue releases the quota)."""
-    if not act.options.kueue or kueue.queue_name(ref.raw) is None:
+    if not act.options.kueue:
         return
-    for wl in act.listers[WORKLOADS].controlled_by(ref.uid):
+    for wl in act.listers[WORKLOADS].controlled_by(ref.uid):  # (its label removed or not)
         succeeded = conditions.is_true(ctx.status, conditions.SUCCEEDED)
         cond = conditions.get_condition(
             ctx.status, conditions.SUCCEEDED if succeeded else conditions.FAILED

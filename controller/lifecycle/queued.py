@@ -11,6 +11,11 @@
                           elastic job no more workers than admitted); the Workload's PodsReady
                           follows the job's
     finished           -> (the finished step) the Workload is Finished
+
+The Workload is the job's by owner UID. A job that was ever queued stays queued until it
+finishes, its label removed or not (the queue then comes from its Workload, or
+``status.queue``); a Workload that no longer stands for the job (another queue, changed
+podSets) is replaced, the attempt stopped first.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from controller import elastic, kueue
 from controller.api import DGLJob, Placement
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
+from controller.machinery import objects as ob
 from controller.machinery.events import NORMAL, WARNING
 from controller.status import conditions, observation, pod_state
 from kubeclient import (
@@ -43,22 +49,34 @@ log = structlog.get_logger("controller.kueue")
 # last epoch's checkpoint). The workers' default `sleep 365d` ignores SIGTERM: with their own
 # grace period (30 s unless the template says otherwise) the quota would wait that long.
 EVICTION_GRACE_SECONDS = 5
+REASON_QUEUE_LABEL_REMOVED = "QueueLabelRemoved"
 
 
 def wait_for_admission(ctx: Context, act: Actions) -> Next:
     """The job as its admission runs it (unchanged when it is not queued), or done: it waits
     for Kueue, without pods (none counted)."""
     job = ctx.job
-    queue = kueue.queue_name(job.raw)
-    if not act.options.kueue or queue is None:
+    if not act.options.kueue:
         return Next.GO_ON
-    name = kueue.workload_name(job)
-    wl = act.listers[WORKLOADS].get(job.namespace, name)
+    queue, wl = kueue.queue_of(job, act.listers[WORKLOADS].controlled_by(job.uid))
+    if queue is None:
+        return Next.GO_ON
+    if kueue.queue_name(job.raw) is None:
+        _label_removed(ctx, act, queue)
     if wl is None:
-        if _create_workload(ctx, act):
+        name = kueue.workload_name(job)
+        if _create_workload(ctx, act, queue):
+            ctx.status[kueue.STATUS_QUEUE] = {"localQueue": queue, "workload": name}
             message = f"Workload {name} is queued in LocalQueue {queue}"
             _hold_for_admission(ctx, act, kueue.REASON_PENDING, message)
         return _waits(ctx)
+    if ob.being_deleted(wl):  # (replaced: the new one is made once this one is gone)
+        message = f"Workload {ob.name(wl)} is being replaced"
+        _hold_for_admission(ctx, act, kueue.REASON_WORKLOAD_CHANGED, message)
+        return _waits(ctx)
+    why = kueue.changed(wl, job, act.options, queue)
+    if why is not None:
+        return _replace(ctx, act, wl, why)
     st = kueue.state(wl)
     if not st.admitted:
         _hold_for_admission(ctx, act, st.reason, st.message)
@@ -72,16 +90,42 @@ def wait_for_admission(ctx: Context, act: Actions) -> Next:
     return ctx.go_on_with(kueue.admitted(job, placed))
 
 
+def _replace(ctx: Context, act: Actions, wl: Obj, why: str) -> Next:
+    """The Workload no longer stands for the job: the attempt stops (no pods run outside what
+    was admitted), the Workload goes, and a new one is queued once it is gone."""
+    message = f"{why}: Workload {ob.name(wl)} is replaced and the job queued again"
+    ctx.plan.announce(WARNING, kueue.REASON_WORKLOAD_CHANGED, message)
+    _hold_for_admission(ctx, act, kueue.REASON_WORKLOAD_CHANGED, message)
+    act.apply.delete(ctx.job, WORKLOADS, wl, why)
+    return _waits(ctx)
+
+
+def _label_removed(ctx: Context, act: Actions, queue: str) -> None:
+    """Said once per job and process: the queue label went, the job stays in its queue."""
+    memo = act.memos[ctx.job.key]
+    if memo.queue_label_removed_told == ctx.job.uid:
+        return
+    plan = ctx.plan
+    plan.on_written.append(lambda: setattr(memo, "queue_label_removed_told", ctx.job.uid))
+    plan.announce(
+        WARNING,
+        REASON_QUEUE_LABEL_REMOVED,
+        f"the label {kueue.QUEUE_LABEL} was removed: the job stays under Kueue in LocalQueue "
+        f"{queue} until it finishes",
+    )
+
+
 def _waits(ctx: Context) -> Next:
     ctx.counted = observation.observe(ctx.job, [], elastic.attempt(ctx.status))
     return Next.DONE
 
 
-def _create_workload(ctx: Context, act: Actions) -> bool:
+def _create_workload(ctx: Context, act: Actions, queue: str) -> bool:
     """False: the API server refused the Workload (the job failed)."""
     job = ctx.job
+    wl = kueue.workload(job, act.options, _priority(act, job), queue)
     try:
-        act.apply.create(job, WORKLOADS, kueue.workload(job, act.options, _priority(act, job)))
+        act.apply.create(job, WORKLOADS, wl)
     except NotFound:
         message = (
             "the Workload CRD (workloads.kueue.x-k8s.io, v1beta2) is not installed: "

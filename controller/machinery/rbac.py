@@ -80,7 +80,8 @@ KUEUE_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["kueue.x-k8s.io"],
         "resources": ["workloads"],
-        "verbs": ["get", "list", "watch", "create"],
+        # (delete: a Workload that no longer stands for its job is replaced)
+        "verbs": ["get", "list", "watch", "create", "delete"],
     },
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]},
 ]

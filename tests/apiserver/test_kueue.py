@@ -22,7 +22,7 @@ import pytest
 from controller import kueue as kq
 from controller.api import DGLJOBS
 from controller.machinery.rbac import cluster_role
-from kubeclient import PODS, PRIORITYCLASSES, WORKLOADS, AlreadyExists, Obj, RestClient
+from kubeclient import EVENTS, PODS, PRIORITYCLASSES, WORKLOADS, AlreadyExists, Obj, RestClient
 from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess
 from tests.support.apiserver import operator_identity
@@ -290,3 +290,77 @@ def test_an_elastic_job_is_admitted_partially_and_starts_with_the_count_admitted
     time.sleep(2)  # what else would come, comes now
     made = sorted(p for p in pods(api, namespace, "elastic") if "-worker-" in p)
     assert made == ["elastic-worker-0"], made
+
+
+def events_of(api: RestClient, namespace: str, name: str, reason: str) -> list[str]:
+    return [
+        str(e.get("message"))
+        for e in api.list(EVENTS, namespace)["items"]
+        if e["reason"] == reason and e["involvedObject"]["name"] == name
+    ]
+
+
+def test_no_way_around_the_queue(
+    api: RestClient, namespace: str, operator: OperatorProcess
+) -> None:
+    """Issue 42, under the real Kueue: a waiting job whose queue label is removed stays
+    queued (it does not run beside the job that holds the quota); an admitted job whose pod
+    templates grow is stopped and queued again with a Workload that asks for the new size,
+    which Kueue admits only once there is room for it."""
+    queue_objects(api, namespace, cluster_queue("cq", "4"))
+    api.create(DGLJOBS, namespace, job(namespace, "holder"))
+    wait_for(lambda: admitted(workload_of(api, namespace, "holder")), what="holder admitted")
+    api.create(DGLJOBS, namespace, job(namespace, "waiter"))
+    wait_for(
+        lambda: condition(api, namespace, "waiter", "Queued").get("status") == "True",
+        what="waiter queued",
+        timeout=30,
+    )
+    api.patch(DGLJOBS, namespace, "waiter", {"metadata": {"labels": None}})
+    wait_for(
+        lambda: events_of(api, namespace, "waiter", "QueueLabelRemoved"),
+        what="the QueueLabelRemoved Warning",
+        timeout=30,
+    )
+    # (the operator has acted on the label's removal: still no pod, still queued)
+    assert pods(api, namespace, "waiter") == {}
+    assert condition(api, namespace, "waiter", "Queued").get("status") == "True"
+    assert not admitted(workload_of(api, namespace, "waiter"))
+    # the holder grows while admitted: 2 CPUs a worker, 6 in all, more than the queue has
+    first = workload_of(api, namespace, "holder")
+    assert first is not None
+    wait_for(lambda: len(pods(api, namespace, "holder")) == 3, what="holder's first pods")
+    raw = api.get(DGLJOBS, namespace, "holder")
+    main = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    main["resources"] = {"requests": {"cpu": "2", "memory": "64Mi"}}
+    api.replace(DGLJOBS, namespace, "holder", raw)
+    wait_for(
+        lambda: (
+            (w := workload_of(api, namespace, "holder")) is not None
+            and w["metadata"]["uid"] != first["metadata"]["uid"]
+        ),
+        what="holder's new Workload",
+        timeout=60,
+    )
+    assert events_of(api, namespace, "holder", "WorkloadChanged")
+    new = workload_of(api, namespace, "holder")
+    assert new is not None
+    worker = next(ps for ps in new["spec"]["podSets"] if ps["name"] == "worker")
+    assert worker["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "2"
+    # the old attempt's pods are stopped (the kubelet here is the test: it ends them)
+    wait_for(
+        lambda: all(
+            p["metadata"].get("deletionTimestamp") for p in pods(api, namespace, "holder").values()
+        ),
+        what="holder's pods stopped",
+        timeout=30,
+    )
+    for name in pods(api, namespace, "holder"):
+        with contextlib.suppress(Exception):
+            api.delete(PODS, namespace, name, grace_period_seconds=0)
+    # 6 CPUs do not fit the queue's 4: the waiter (4) is admitted instead, the holder waits
+    wait_for(
+        lambda: admitted(workload_of(api, namespace, "waiter")), what="waiter admitted", timeout=60
+    )
+    assert not admitted(workload_of(api, namespace, "holder"))
+    assert condition(api, namespace, "holder", "Queued").get("status") == "True"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from controller import kueue
-from controller.api import LAUNCHER, PARTITIONER, WORKER, Placement
+from controller.api import DGLJOBS, LAUNCHER, PARTITIONER, WORKER, Placement
 from controller.builders import BuildOptions, desired
 from kubeclient import PODS, RESOURCEFLAVORS, WORKLOADS, Obj
 from tests.controller.harness import LAUNCH, MAIN, NS, PART, W0, W1, Harness, bring_up, seed
@@ -342,3 +342,101 @@ def test_a_job_without_the_label_runs_as_ever_and_has_no_workload(h: Harness) ->
     h.settle()
     assert h.kube.objects(WORKLOADS, NS) == []
     assert h.condition("Queued") is None
+
+
+# -- no way around the queue (issue 42) ---------------------------------------------------------
+
+
+def test_a_queued_job_whose_label_is_removed_stays_queued(h: Harness) -> None:
+    """Removing the queue label does not let a waiting job run beside the quota: it stays in
+    its LocalQueue (said once, a Warning) and runs only once admitted; its Workload is
+    Finished at the end as ever."""
+    h.create_job(queued())
+    wait_for(lambda: h.kube.objects(WORKLOADS, NS), what="the Workload")
+    h.settle()
+    assert h.status()["queue"] == {
+        "localQueue": "team-a",
+        "workload": workload(h)["metadata"]["name"],
+    }
+    h.kube.patch(DGLJOBS, NS, "dgl-graphsage", {"metadata": {"labels": None}})
+    wait_for(lambda: "QueueLabelRemoved" in h.event_reasons(), what="the Warning")
+    h.settle()
+    assert h.pods() == {}, "the job ran without its admission"
+    assert h.status()["phase"] == "Queued"
+    assert h.condition("Queued")["status"] == "True"  # type: ignore[index]
+    assert len(h.kube.objects(WORKLOADS, NS)) == 1
+    kueue_writes(h, admitted_status())
+    h.wait_pods(W0, W1, PART)
+    bring_up(h)
+    h.run_pod(LAUNCH, "10.0.0.4")
+    h.finish_pod(LAUNCH)
+    h.wait_phase("Completed")
+    wait_for(
+        lambda: "Finished" in conditions_of({"status": workload(h)["status"]}),
+        what="the Workload Finished, the label gone",
+    )
+    assert h.event_reasons().count("QueueLabelRemoved") == 1
+
+
+def test_templates_changed_while_admitted_stop_the_attempt_and_queue_a_new_workload(
+    h: Harness,
+) -> None:
+    """An admitted job whose templates ask for more than was admitted does not run so: its
+    pods go, its Workload is replaced by one that asks for what the job now wants, and the
+    job waits for that one's admission."""
+    h.create_job(queued())
+    wait_for(lambda: h.kube.objects(WORKLOADS, NS), what="the Workload")
+    kueue_writes(h, admitted_status())
+    h.wait_pods(W0, W1, PART)
+    first = workload(h)
+    raw = h.job()
+    main = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    main["resources"] = {"requests": {"cpu": "8", "memory": "64Gi"}}
+    h.kube.replace(DGLJOBS, NS, "dgl-graphsage", raw)
+    wait_for(
+        lambda: (
+            [w["metadata"]["uid"] for w in h.kube.objects(WORKLOADS, NS)]
+            not in ([], [first["metadata"]["uid"]])
+        ),
+        what="a new Workload",
+    )
+    wait_for(lambda: "WorkloadChanged" in h.event_reasons(), what="the WorkloadChanged Warning")
+    h.wait_condition_status("Queued", "True", reason="Pending")  # (in the new Workload)
+    for name in list(h.pods()):  # (the kubelet ends the stopped attempt's pods)
+        assert h.pods()[name]["metadata"].get("deletionTimestamp"), name
+        h.kube.delete(PODS, NS, name, grace_period_seconds=0)
+    h.settle()
+    assert h.pods() == {}, "pods ran without the new Workload's admission"
+    (new,) = h.kube.objects(WORKLOADS, NS)
+    worker = next(ps for ps in new["spec"]["podSets"] if ps["name"] == "worker")
+    resources = worker["template"]["spec"]["containers"][0]["resources"]
+    assert resources["requests"] == {"cpu": "8", "memory": "64Gi"}
+    assert (
+        new["metadata"]["annotations"][kueue.POD_SETS_HASH_ANNOTATION]
+        != (first["metadata"]["annotations"][kueue.POD_SETS_HASH_ANNOTATION])
+    )
+    kueue_writes(h, admitted_status())
+    h.wait_pods(W0, W1, PART)
+
+
+def test_a_workload_of_the_jobs_name_that_it_does_not_own_is_never_used() -> None:
+    """A Workload planted under the name the job's would have (owned by someone else, its
+    labels naming the job) is not the job's: its admission runs nothing."""
+    harness = Harness(options=BuildOptions(kueue=True))
+    harness.kube.create(RESOURCEFLAVORS, None, copy.deepcopy(FLAVOR))
+    try:
+        created = harness.create_job(queued())
+        job = parsed(created)
+        planted = kueue.workload(job, BuildOptions())
+        planted["metadata"]["ownerReferences"] = []
+        harness.kube.create(WORKLOADS, NS, planted)
+        kueue_writes(harness, admitted_status())  # "admitted"
+        harness.start()
+        wait_for(
+            lambda: "ErrResourceExists" in harness.event_reasons(),
+            what="the Workload's name found taken",
+        )
+        harness.settle()
+        assert harness.pods() == {}, "the job ran on a Workload it does not own"
+    finally:
+        harness.close()

@@ -162,6 +162,20 @@ def _run_kueue_scenario(h: Harness) -> None:
     wait_for(lambda: workload(h)["status"].get("admission") is None, what="the reservation cleared")
     kueue_writes(h, admitted_status())
     wait_for(lambda: "queued-worker-0" in h.pods(), what="the pods again")
+    # its templates changed while admitted: the attempt stops, the Workload is replaced
+    raw = h.kube.get(DGLJOBS, NS, "queued")
+    main = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    main["resources"] = {"requests": {"cpu": "2"}}
+    old = workload(h)["metadata"]["uid"]
+    h.kube.replace(DGLJOBS, NS, "queued", raw)
+    wait_for(
+        lambda: [w["metadata"]["uid"] for w in h.kube.objects(WORKLOADS, NS)] not in ([], [old]),
+        what="the Workload replaced",
+    )
+    for name in list(h.pods()):
+        h.kube.delete(PODS, NS, name, grace_period_seconds=0)
+    kueue_writes(h, admitted_status())
+    wait_for(lambda: "queued-worker-0" in h.pods(), what="the pods of the new admission")
     h.finish_pod("queued-worker-0", exit_code=1)
     wait_for(lambda: "Finished" in str(workload(h)["status"]), what="the Workload Finished")
     wait_for(lambda: not h.kube.objects(DGLJOBS, NS), what="TTL deletion")
