@@ -259,6 +259,17 @@ def h() -> Any:
     harness.close()
 
 
+def complete_once_admitted(h: Harness, what: str) -> None:
+    """Kueue admits the job; its pods run, the launcher succeeds, the Workload is Finished."""
+    kueue_writes(h, admitted_status())
+    h.wait_pods(W0, W1, PART)
+    bring_up(h)
+    h.run_pod(LAUNCH, "10.0.0.4")
+    h.finish_pod(LAUNCH)
+    h.wait_phase("Completed")
+    wait_for(lambda: "Finished" in conditions_of({"status": workload(h)["status"]}), what=what)
+
+
 def test_a_queued_job_runs_only_while_admitted_and_its_workload_follows_it(h: Harness) -> None:
     h.create_job(queued())
     wait_for(lambda: h.kube.objects(WORKLOADS, NS), what="the Workload")
@@ -322,16 +333,7 @@ def test_a_queued_job_runs_only_while_admitted_and_its_workload_follows_it(h: Ha
     assert wl_conds["Requeued"]["status"] == "True"
     assert h.status()["phase"] == "Queued" and "startTime" not in h.status()
     # admitted again (Kueue drops Evicted when it admits): a new attempt's pods; then done
-    kueue_writes(h, admitted_status())
-    h.wait_pods(W0, W1, PART)
-    bring_up(h)
-    h.run_pod(LAUNCH, "10.0.0.4")
-    h.finish_pod(LAUNCH)
-    h.wait_phase("Completed")
-    wait_for(
-        lambda: "Finished" in conditions_of({"status": workload(h)["status"]}),
-        what="the Workload Finished",
-    )
+    complete_once_admitted(h, "the Workload Finished")
     finished = conditions_of({"status": workload(h)["status"]})["Finished"]
     assert (finished["status"], finished["reason"]) == ("True", "Succeeded")
 
@@ -365,16 +367,7 @@ def test_a_queued_job_whose_label_is_removed_stays_queued(h: Harness) -> None:
     assert h.status()["phase"] == "Queued"
     assert h.condition("Queued")["status"] == "True"  # type: ignore[index]
     assert len(h.kube.objects(WORKLOADS, NS)) == 1
-    kueue_writes(h, admitted_status())
-    h.wait_pods(W0, W1, PART)
-    bring_up(h)
-    h.run_pod(LAUNCH, "10.0.0.4")
-    h.finish_pod(LAUNCH)
-    h.wait_phase("Completed")
-    wait_for(
-        lambda: "Finished" in conditions_of({"status": workload(h)["status"]}),
-        what="the Workload Finished, the label gone",
-    )
+    complete_once_admitted(h, "the Workload Finished, the label gone")
     assert h.event_reasons().count("QueueLabelRemoved") == 1
 
 
