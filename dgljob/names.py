@@ -18,7 +18,7 @@ WORKER = "Worker"
 PARTITIONER = "Partitioner"
 REPLICA_TYPES = (LAUNCHER, PARTITIONER, WORKER)
 # not a replica type of the spec: an elastic job's room-finder for its next partitioner
-# (controller/elastic_sync.py), labelled as the replicas are
+# (controller/lifecycle/elastic.py), labelled as the replicas are
 PROBE = "Probe"
 
 # spec.partitionTransfer: how the parts reach the workers (the modes with a Partitioner pod)
