@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from controller.api import LAUNCHER, PARTITIONER, WORKER, DGLJob, Placement
@@ -163,15 +163,16 @@ def queue_of(job: DGLJob, owned: list[Obj]) -> tuple[str | None, Obj | None]:
     return queue, workload
 
 
-def changed(wl: Obj, job: DGLJob, opts: BuildOptions, queue: str) -> str | None:
+def changed(wl: Obj, queue: str, want: Callable[[], str]) -> str | None:
     """Why the Workload no longer stands for the job (None: it does): another queue, or
-    podSets that changed since it was made (a Workload without the hash, an older operator's,
-    is taken as it is)."""
+    podSets whose hash (``want()``: the job's :func:`pod_sets_hash` now, asked only when the
+    Workload carries one) moved on since it was made (a Workload without the hash, an older
+    operator's, is taken as it is)."""
     spec = wl.get("spec") or {}
     if spec.get("queueName") != queue:
         return f"the job moved from LocalQueue {spec.get('queueName')} to {queue}"
     made = ((wl.get("metadata") or {}).get("annotations") or {}).get(POD_SETS_HASH_ANNOTATION)
-    if made and made != pod_sets_hash(pod_sets(job, opts)):
+    if made and made != want():
         return "the job's pod templates changed since its Workload was made"
     return None
 

@@ -32,6 +32,8 @@ class JobMemo:
     waiting: tuple[str, str] | None = None
     # --kueue: the uid of the job told (a Warning) that its queue label was removed
     queue_label_removed_told: str = ""
+    # --kueue: ((uid, generation), the podSets hash of that spec): computed once per generation
+    pod_sets_hash: tuple[tuple[str, int], str] | None = None
     # --kueue: the placement of the job's admission (its ResourceFlavors read once), and the
     # admission it was made of (the Workload's status.admission and admissionChecks, as JSON)
     placement: Mapping[str, Placement] | None = None

@@ -74,7 +74,7 @@ def wait_for_admission(ctx: Context, act: Actions) -> Next:
         message = f"Workload {ob.name(wl)} is being replaced"
         _hold_for_admission(ctx, act, kueue.REASON_WORKLOAD_CHANGED, message)
         return _waits(ctx)
-    why = kueue.changed(wl, job, act.options, queue)
+    why = kueue.changed(wl, queue, lambda: _pod_sets_hash(act, job))
     if why is not None:
         return _replace(ctx, act, wl, why)
     st = kueue.state(wl)
@@ -113,6 +113,16 @@ def _label_removed(ctx: Context, act: Actions, queue: str) -> None:
         f"the label {kueue.QUEUE_LABEL} was removed: the job stays under Kueue in LocalQueue "
         f"{queue} until it finishes",
     )
+
+
+def _pod_sets_hash(act: Actions, job: DGLJob) -> str:
+    """The job's podSets hash, computed once per spec generation (every pod event syncs an
+    admitted job; building its pods each time to hash them would be wasted)."""
+    memo = act.memos[job.key]
+    of = (job.uid, job.generation)
+    if memo.pod_sets_hash is None or memo.pod_sets_hash[0] != of:
+        memo.pod_sets_hash = (of, kueue.pod_sets_hash(kueue.pod_sets(job, act.options)))
+    return memo.pod_sets_hash[1]
 
 
 def _waits(ctx: Context) -> Next:
