@@ -26,9 +26,13 @@ class InProcessOperator:
     """The real controller (informers, workqueue, workers), in this process."""
 
     def __init__(self, kubeconfig: str, namespace: str | None = None, workers: int = 2) -> None:
-        self.client = RestClient.from_config(kubeconfig, pool_size=32)
-        self.factory = SharedInformerFactory(self.client, namespace=namespace)
+        # the client reports each request to the metrics, as main.py wires it: tests read
+        # rest_client_requests_total (the 409s of a status write that collided)
         self.metrics = Metrics()
+        self.client = RestClient.from_config(
+            kubeconfig, pool_size=32, observer=self.metrics.observe_request
+        )
+        self.factory = SharedInformerFactory(self.client, namespace=namespace)
         self.ctrl = Controller(
             self.client, self.factory, metrics=self.metrics, recorder=EventRecorder(self.client)
         )
