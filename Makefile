@@ -20,7 +20,7 @@ export DGL_OPERATOR_CACHE := $(CACHE)
 export DGL_PYTHON := $(DGL_VENV)/bin/python
 export OPERATOR_PYTHON := $(BIN)/python
 
-.PHONY: help venv dgl-venv k8s-binaries scheduler-plugins kueue images lint typecheck unit test bench demo demo-large demo-local \
+.PHONY: help venv dgl-venv k8s-binaries scheduler-plugins kueue network-policies images lint typecheck unit test bench demo demo-large demo-local \
         cluster-up cluster-down control-plane-up control-plane-down clean-venvs check check-tests
 # The preflight of each entry point comes first among its prerequisites, and make (never run
 # with -j here) takes them in order: nothing is built or started before it has passed.
@@ -87,6 +87,11 @@ scheduler-plugins:
 kueue:
 	hack/kueue.sh >/dev/null
 
+# The local cluster's NetworkPolicy engine, sigs.k8s.io/kube-network-policies, built the same
+# way with three changes this machine needs (hack/network-policies.sh says which and why)
+network-policies:
+	hack/network-policies.sh >/dev/null
+
 lint: venv
 	$(BIN)/ruff check $(PKGS) localcluster e2e tests bench examples hack
 	$(BIN)/ruff format --check $(PKGS) localcluster e2e tests bench examples hack
@@ -105,7 +110,7 @@ check-tests: venv
 
 check: preflight-check lint typecheck check-tests
 
-unit: preflight-test venv dgl-venv k8s-binaries scheduler-plugins kueue
+unit: preflight-test venv dgl-venv k8s-binaries scheduler-plugins kueue network-policies
 	@hack/free-space.sh 14 "$${TMPDIR:-/tmp}" "the image tests unpack the graphsage image \
 		(about 11 GiB) into a private containerd there; free space or point TMPDIR elsewhere"
 	$(BIN)/python -m pytest -q --durations=25 tests e2e --ignore=e2e/multinode
@@ -113,7 +118,7 @@ unit: preflight-test venv dgl-venv k8s-binaries scheduler-plugins kueue
 
 test: preflight-test lint typecheck unit
 
-bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins kueue images
+bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins kueue network-policies images
 	$(BIN)/python -m bench.workqueue_bench
 	$(BIN)/python -m bench.pipeline_bench
 	$(BIN)/python -m bench.controller_bench
@@ -135,13 +140,13 @@ images: venv dgl-venv
 
 # JOB: the DGLJob manifest to run (e.g. examples/graphsage/dgljob-parmetis.yaml)
 JOB ?= examples/graphsage/dgljob.yaml
-demo: preflight-demo venv dgl-venv k8s-binaries images
+demo: preflight-demo venv dgl-venv k8s-binaries network-policies images
 	$(BIN)/python -m localcluster.demo $(JOB)
 
 # a products-scale graph on 3 nodes, a node lost mid-training (bench/demo_large.py; ~23 min;
 # DEMO_LARGE_ARGS="--scale 0.25" for a quicker look). It takes the local cluster down first.
 DEMO_LARGE_ARGS ?=
-demo-large: preflight-demo-large venv dgl-venv k8s-binaries images
+demo-large: preflight-demo-large venv dgl-venv k8s-binaries network-policies images
 	$(BIN)/python -m bench.demo_large $(DEMO_LARGE_ARGS)
 
 demo-local: preflight-demo-local venv dgl-venv
@@ -154,7 +159,7 @@ demo-local: preflight-demo-local venv dgl-venv
 NODES ?= 1
 SCHEDULER_PLUGINS ?=
 KUEUE ?=
-cluster-up: preflight-cluster-up$(if $(SCHEDULER_PLUGINS),+scheduler-plugins)$(if $(KUEUE),+kueue) venv k8s-binaries images
+cluster-up: preflight-cluster-up$(if $(SCHEDULER_PLUGINS),+scheduler-plugins)$(if $(KUEUE),+kueue) venv k8s-binaries network-policies images
 	$(BIN)/python -m localcluster.node up --nodes $(NODES) $(if $(SCHEDULER_PLUGINS),--scheduler-plugins) $(if $(KUEUE),--kueue)
 
 cluster-down: venv

@@ -12,7 +12,7 @@ import base64
 import copy
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import podcontract as pc
 from controller.api import (
@@ -50,6 +50,8 @@ CONFIG_VOLUME = "config-volume"
 DATASET_VOLUME = "dataset-volume"
 SHM_VOLUME = "shm-volume"
 TRANSFER_VOLUME = "transfer-token"
+# on every pod that mounts the transfer token: its Secret's name (controller/transfer.py)
+TRANSFER_SECRET_ANNOTATION = "dgl.qihoo.net/transfer-secret"
 
 # Gang scheduling (--gang-scheduling): the scheduler that places a job's pods all or none
 GANG_NONE = "none"
@@ -86,6 +88,8 @@ class BuildOptions:
     # --kueue: a job labelled kueue.x-k8s.io/queue-name runs only once Kueue admits its
     # Workload (controller/kueue.py)
     kueue: bool = False
+    # --network-policy (the chart's networkPolicy.enabled): each job gets network_policy()
+    network_policy: bool = True
 
     def __post_init__(self) -> None:
         if self.gang_scheduling not in GANG_SCHEDULERS:
@@ -378,7 +382,8 @@ def rbac(job: DGLJob) -> list[Obj]:
     """ServiceAccount, Role and RoleBinding for the launcher (exec into this job's workers:
     dglrun's commands, and in DistParMETIS mpirun's daemons through kubexec.sh) and, in the
     modes that have one, the partitioner (exec into this job's launcher with KubectlCp)."""
-    accounts = [(job.launcher_name, job.worker_names())]
+    # made once for the job's life: every worker any attempt may have, not this one's
+    accounts = [(job.launcher_name, job.every_worker_name())]
     if job.spec.mode.partitioner:
         # over HTTP the partitioner only serves: it execs into nothing
         targets = [] if job.spec.pulls_partitions else [job.launcher_name]
@@ -393,11 +398,13 @@ def rbac(job: DGLJob) -> list[Obj]:
 
 
 def transfer_secret_name(job: DGLJob) -> str:
-    return f"{job.name}-transfer"
+    """The token Secret's name: the one controller/transfer.py chose for the job, or the
+    name of the operators before it (``<job>-transfer``) for a job they made."""
+    return job.transfer_secret or f"{job.name}-transfer"
 
 
 def transfer_secret(job: DGLJob, token: str) -> Obj:
-    """``<job>-transfer``: the token the partitioner's server asks of every request."""
+    """The token the partitioner's server asks of every request."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -407,24 +414,30 @@ def transfer_secret(job: DGLJob, token: str) -> Obj:
     }
 
 
-def partitions_network_policy(job: DGLJob) -> Obj:
-    """``<job>-partitions``: only this job's pods reach the partitioner's server (where the
-    network plugin enforces NetworkPolicy; the token protects it everywhere)."""
+def network_policy(job: DGLJob) -> Obj:
+    """``<job>-pods``: every pod of the job (partitioner, workers, launcher, the elastic
+    probe) takes connections from this job's own pods only, in its namespace; none from any
+    other pod or namespace (where the network plugin enforces NetworkPolicy: the chart's
+    ``networkPolicy.enabled``, docs/operations.md). Any port of the job's own: DGL's clients,
+    torch's gloo pairs and Open MPI's daemons listen on ports the kernel picks, beside the
+    fixed ones (DGL servers pc.DGL_PORT.., the partition server pc.TRANSFER_PORT). What is
+    not a pod is not named: the kubelet's probes and the API server's exec come from the
+    node, which NetworkPolicy implementations admit."""
+    own = {"podSelector": {"matchLabels": {JOB_NAME_LABEL: job.name}}}
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": _meta(job, f"{job.name}-partitions"),
+        "metadata": _meta(job, network_policy_name(job)),
         "spec": {
-            "podSelector": {"matchLabels": {REPLICA_NAME_LABEL: job.partitioner_name}},
+            "podSelector": {"matchLabels": {JOB_NAME_LABEL: job.name}},
             "policyTypes": ["Ingress"],
-            "ingress": [
-                {
-                    "from": [{"podSelector": {"matchLabels": {JOB_NAME_LABEL: job.name}}}],
-                    "ports": [{"protocol": "TCP", "port": pc.TRANSFER_PORT}],
-                }
-            ],
+            "ingress": [{"from": [own]}],
         },
     }
+
+
+def network_policy_name(job: DGLJob) -> str:
+    return f"{job.name}-pods"
 
 
 def _transfer_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
@@ -443,6 +456,8 @@ def _mount_token(job: DGLJob, pod: Obj) -> None:
     """The job's transfer token at pc.TRANSFER_DIR/token (HTTP only)."""
     if not job.spec.pulls_partitions:
         return
+    annotations = pod["metadata"].setdefault("annotations", {})
+    annotations[TRANSFER_SECRET_ANNOTATION] = transfer_secret_name(job)
     _add_mounts(_main(pod), (TRANSFER_VOLUME, pc.TRANSFER_DIR))
     volume = {
         "name": TRANSFER_VOLUME,
@@ -694,11 +709,11 @@ def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     pod = _base_pod(job, job.spec.worker.template, name, PARTITIONER, attempt)
     main = _main(pod)
     launcher_main = job.spec.launcher.template["spec"]["containers"][0]
-    for field in ("command", "args"):
-        if launcher_main.get(field) is not None:
-            main[field] = copy.deepcopy(launcher_main[field])
+    for key in ("command", "args"):
+        if launcher_main.get(key) is not None:
+            main[key] = copy.deepcopy(launcher_main[key])
         else:
-            main.pop(field, None)
+            main.pop(key, None)
     _set_env(
         main,
         *_operator_env(
@@ -859,17 +874,19 @@ class Desired:
     claim: Obj | None  # spec.storage.claimTemplate's
     config_map: Obj | None
     rbac: list[Obj]
-    transfer: list[Obj]  # HTTP: the token Secret and the NetworkPolicy
+    transfer: list[Obj]  # HTTP: the token Secret
     services: list[Obj]
     workers: list[Obj]
     partitioner: Obj | None
     launcher: Obj
     pod_group: Obj | None = None  # gang scheduling: created before any pod
+    network: list[Obj] = field(default_factory=list)  # the NetworkPolicy: before any pod
 
     @property
     def once(self) -> list[Obj]:
         """The children created once and left alone, in creation order."""
-        return [*([self.pod_group] if self.pod_group else []), *self.rbac, *self.transfer]
+        group = [self.pod_group] if self.pod_group else []
+        return [*group, *self.network, *self.rbac, *self.transfer]
 
 
 def desired(
@@ -888,14 +905,16 @@ def desired(
     def pod(built: Obj) -> Obj:
         return _join_gang(opts, job, built) if gang else built
 
+    network = [network_policy(job)] if opts.network_policy else []
     if not mode.workers:
         launcher = pod(launcher_pod(job, opts, attempt))
-        return Desired(storage_claim(job), None, [], [], [], [], None, launcher, group)
+        return Desired(
+            storage_claim(job), None, [], [], [], [], None, launcher, group, network=network
+        )
     n = job.spec.workers
     transfer = []
     if job.spec.pulls_partitions:
-        secret = transfer_secret(job, token or secrets.token_hex(32))
-        transfer = [secret, partitions_network_policy(job)]
+        transfer = [transfer_secret(job, token or secrets.token_hex(32))]
     return Desired(
         claim=storage_claim(job),
         config_map=config_map(job, pods or {}),
@@ -906,4 +925,5 @@ def desired(
         partitioner=pod(partitioner_pod(job, opts, attempt)) if mode.partitioner else None,
         launcher=pod(launcher_pod(job, opts, attempt)),
         pod_group=group,
+        network=network,
     )

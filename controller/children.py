@@ -61,6 +61,10 @@ def _kueue(options: BuildOptions) -> bool:
     return options.kueue
 
 
+def _network_policy(options: BuildOptions) -> bool:
+    return options.network_policy
+
+
 CHILDREN: tuple[ChildKind, ...] = (
     ChildKind(PODGROUPS, once=True, enabled=_gang, transform=slim_metadata),
     # a queued job's Workload: created once (its podSets are immutable); its status is read
@@ -72,7 +76,8 @@ CHILDREN: tuple[ChildKind, ...] = (
     ChildKind(SERVICEACCOUNTS, once=True, transform=slim_metadata),
     ChildKind(ROLES, once=True, transform=slim_metadata),
     ChildKind(ROLEBINDINGS, once=True, transform=slim_metadata),
-    ChildKind(NETWORKPOLICIES, once=True, transform=slim_metadata),
+    # the job's pods' NetworkPolicy (builders.network_policy)
+    ChildKind(NETWORKPOLICIES, once=True, enabled=_network_policy, transform=slim_metadata),
 )
 
 

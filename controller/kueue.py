@@ -428,5 +428,6 @@ def admitted(job: DGLJob, placed: Mapping[str, Placement]) -> DGLJob:
     policy = spec.elastic
     if policy is not None and worker is not None and worker.count is not None:
         top = max(policy.min_replicas, min(worker.count, policy.max_replicas))
-        spec = dataclasses.replace(spec, elastic=dataclasses.replace(policy, max_replicas=top))
+        lowered = dataclasses.replace(policy, max_replicas=top, declared_max=policy.ceiling)
+        spec = dataclasses.replace(spec, elastic=lowered)
     return dataclasses.replace(job, spec=spec)

@@ -145,6 +145,14 @@ def build_parser() -> argparse.ArgumentParser:
         "Workload and runs only once Kueue admits it (Kueue v0.17+ with DGLJob.v1alpha1.qihoo.net "
         "in integrations.externalFrameworks; docs/operations.md, Running under Kueue)",
     )
+    p.add_argument(
+        "--network-policy",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.network_policy,
+        help="give each job a NetworkPolicy: its pods take connections from its own pods only "
+        "(--no-network-policy: the cluster's administrators manage policy themselves; "
+        "docs/operations.md, Network isolation)",
+    )
     p.add_argument("--log-format", choices=["json", "console"], default="json")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     return p
@@ -187,6 +195,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
             gang_scheduling=a.gang_scheduling,
             kueue=a.kueue,
             gang_scheduler_name=a.gang_scheduler_name,
+            network_policy=a.network_policy,
         ),
         log_format=a.log_format,
         log_level=a.log_level,

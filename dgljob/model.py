@@ -153,6 +153,15 @@ class ElasticPolicy:
     max_replicas: int
     settle_seconds: int = DEFAULT_SETTLE_SECONDS
     cooldown_seconds: int = DEFAULT_COOLDOWN_SECONDS
+    # the maxReplicas the user declared, when a queue's admission lowered max_replicas for
+    # this attempt (controller/kueue.py admitted; 0: not lowered). What is made once for the
+    # job's whole life (the launcher's Role) covers this many workers.
+    declared_max: int = 0
+
+    @property
+    def ceiling(self) -> int:
+        """The most workers any attempt of the job may have."""
+        return self.declared_max or self.max_replicas
 
     def to_dict(self) -> dict[str, Any]:
         return _set(
@@ -271,6 +280,9 @@ class DGLJob:
     generation: int
     spec: JobSpec
     raw: dict[str, Any]
+    # partitionTransfer HTTP: the name of the job's token Secret (controller/transfer.py
+    # chooses it, at random, and status.transferSecret keeps it; "": <name>-transfer)
+    transfer_secret: str = ""
 
     def __getitem__(self, key: str) -> Any:
         return self.raw[key]
@@ -321,6 +333,12 @@ class DGLJob:
 
     def worker_names(self) -> list[str]:
         return [self.worker_name(i) for i in range(self.spec.workers)]
+
+    def every_worker_name(self) -> list[str]:
+        """The workers of any attempt: up to the declared maxReplicas of an elastic job whose
+        admission gave this attempt fewer."""
+        ceiling = self.spec.elastic.ceiling if self.spec.elastic else self.spec.workers
+        return [self.worker_name(i) for i in range(ceiling)]
 
     def training_worker_names(self) -> list[str]:
         """The workers of this attempt's hostfile (all of them unless elastic)."""

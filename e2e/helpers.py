@@ -199,3 +199,100 @@ def event_messages(cluster: Any, ns: str, reason: str) -> list[str]:
     items = cluster.kubectl(["get", "events", "-n", ns])["items"]
     items.sort(key=lambda e: e["metadata"]["creationTimestamp"])
     return [e["message"] for e in items if e["reason"] == reason]
+
+
+# -- reaching pods over the network (NetworkPolicy) -----------------------------------------
+
+# Run in a pod: connects to every host:port of argv[2:] at once, each with argv[1] seconds, and
+# prints {target: "connected" | "timeout" (dropped: what a NetworkPolicy does) | "refused" (no
+# listener, but the packet arrived) | "error <errno>"}.
+PROBE = r"""
+import json, socket, sys, threading
+out = {}
+def one(target):
+    host, port = target.rsplit(":", 1)
+    s = socket.socket()
+    s.settimeout(float(sys.argv[1]))
+    try:
+        s.connect((host, int(port)))
+        out[target] = "connected"
+    except socket.timeout:
+        out[target] = "timeout"
+    except ConnectionRefusedError:
+        out[target] = "refused"
+    except OSError as e:
+        out[target] = f"error {e.errno}"
+    finally:
+        s.close()
+threads = [threading.Thread(target=one, args=(t,)) for t in sys.argv[2:]]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps(out))
+"""
+
+
+def kubectl_run(cluster: Any, argv: list[str], timeout: float = 60) -> str:
+    """stdout of our kubectl on the cluster (a list argv: no shell quoting to break)."""
+    from localcluster.cluster import k8s_binaries
+
+    kubectl = str(k8s_binaries("kubectl") / "kubectl")
+    out = subprocess.run(
+        [kubectl, "--kubeconfig", str(cluster.kubeconfig), *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert out.returncode == 0, f"kubectl {' '.join(argv[:6])}: {out.stderr.strip()}"
+    return out.stdout
+
+
+def connect(
+    cluster: Any, ns: str, pod: str, targets: list[str], timeout: float = 3.0
+) -> dict[str, str]:
+    """What pod ``ns/pod`` gets connecting to each ``host:port`` (see :data:`PROBE`)."""
+    argv = ["exec", "-n", ns, pod, "--", "python3", "-c", PROBE, str(timeout), *targets]
+    found: dict[str, str] = json.loads(kubectl_run(cluster, argv, timeout=timeout + 60))
+    return found
+
+
+def start_prober(
+    cluster: Any, ns: str, name: str, image: str, labels: dict[str, str] | None = None
+) -> str:
+    """A pod that only sleeps, in ``ns`` (with ``labels``): where connections are tried from.
+    Returns its IP once it is Ready."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "probe",
+                    "image": image,
+                    "command": ["sleep", "3600"],
+                    "resources": {"limits": {"cpu": "100m", "memory": "128Mi"}},
+                }
+            ],
+        },
+    }
+    apply(cluster, pod)
+    kubectl_run(
+        cluster, ["wait", "-n", ns, "--for=condition=Ready", f"pod/{name}", "--timeout=180s"], 200
+    )
+    return str(cluster.kubectl(["get", "pod", name, "-n", ns])["status"]["podIP"])
+
+
+def listening(cluster: Any, ns: str, pod: str, port: int) -> bool:
+    """Whether something in ``ns/pod`` listens on TCP ``port`` (read from /proc/net/tcp*, no
+    connection made: DGL's servers take every connection for one of their clients)."""
+    script = (
+        "import sys\n"
+        "p = '%04X' % int(sys.argv[1])\n"
+        "rows = [l.split() for f in ('/proc/net/tcp', '/proc/net/tcp6') for l in open(f)][1:]\n"
+        "print(any(r[1].endswith(':' + p) and r[3] == '0A' for r in rows if len(r) > 3))\n"
+    )
+    argv = ["exec", "-n", ns, pod, "--", "python3", "-c", script, str(port)]
+    return kubectl_run(cluster, argv).strip() == "True"

@@ -245,6 +245,13 @@ TOOLS: dict[str, Tool] = {
             ("kueue",),
             why="Kueue's manager (quotas, admission of queued DGLJobs)",
         ),
+        Tool(
+            "kube-network-policies",
+            BUILT,
+            (Need("kube-network-policies", "make network-policies"),),
+            ("kube-network-policies",),
+            why="the local cluster's NetworkPolicy engine (localcluster/netpol.py)",
+        ),
     )
 }
 
@@ -262,9 +269,15 @@ class EntryPoint:
 
 _VENV = ("python3", "make", "base")
 _CONTROL_PLANE = (*_VENV, "go", "kubernetes", "etcd", "openssl")
-_NODE = (*_CONTROL_PLANE, "containerd", "ctr", "runc", "cni", "ip", "pgrep", "umount")
+_NODE = (
+    *_CONTROL_PLANE, "containerd", "ctr", "runc", "cni", "ip", "pgrep", "umount",
+    "kube-network-policies",
+)  # fmt: skip
 _IMAGES = (*_VENV, "debootstrap", "gcc", "umount", "go", "kubernetes", "mpi")
-_CLUSTER_CODE = ("localcluster", "hack/k8s-binaries.sh")
+_CLUSTER_CODE = (
+    "localcluster", "hack/k8s-binaries.sh", "hack/network-policies.sh",
+    "hack/network_policies_patch.py",
+)  # fmt: skip
 _IMAGE_CODE = ("hack/build_images.py", "hack/imagebuild", "hack/k8s-binaries.sh")
 
 ENTRY_POINTS: dict[str, EntryPoint] = {

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from localcluster import kueue, volumes
+from localcluster import kueue, netpol, volumes
 from localcluster.cluster import (
     CACHE,
     REPO,
@@ -895,6 +895,8 @@ def start(
         _ip_forward("1")  # pods of one node reach another's through the host
         ensure_base_images(dir / "base-containerd", images)
         cp.start()
+        # NetworkPolicy enforced before any pod runs (localcluster/netpol.py)
+        cluster.components[netpol.NAME] = netpol.start(dir, cp.kubeconfig)
         sched_kc = kubeconfig(dir / "scheduler.kubeconfig", cp.server, pki, "scheduler")
         logs = dir / "logs"
         cluster.components["kube-scheduler"] = Component(

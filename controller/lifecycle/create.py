@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import structlog
 
-from controller import elastic
+from controller import elastic, transfer
 from controller.api import WAIT_FOR_WORKERS_READY, DGLJob
 from controller.builders import JOB_NAME_LABEL, Desired, desired, results_location, storage_claim
 from controller.children import ONCE_BY_KIND
@@ -89,7 +89,10 @@ def _refused_for_now(ctx: Context, message: str) -> None:
 def _create_missing(ctx: Context, act: Actions, *, sizing: bool) -> list[Obj]:
     """Create the children that do not exist; returns the pods created, as their metadata and
     the phase the API server gives every new pod (Pending)."""
+    ctx.go_on_with(transfer.chosen(ctx.job))  # (a new job's Secret name: random)
     job, obs = ctx.job, ctx.obs
+    if job.transfer_secret:
+        ctx.status[transfer.STATUS] = job.transfer_secret
     want = desired(job, act.options, obs.pods, ctx.attempt)
     # Refuse to touch anything if one name is taken by someone else's object.
     _check_ownership(act, job, want)
@@ -222,8 +225,9 @@ def _tell_ignored(act: Actions, job: DGLJob, want: Desired) -> None:
 
 
 def _create_secret_once(act: Actions, job: DGLJob, secret: Obj) -> None:
-    """The transfer token: created blind once per job and process (a Secret of that name
-    that exists already, ours from before a restart of the operator, is used as is)."""
+    """The transfer token: created blind once per job and process. A Secret of that name
+    that exists already is ours from before a restart of the operator: its name is random and
+    was recorded only once it existed (controller/transfer.py)."""
     memo = act.memos[job.key]
     if memo.secret_made_for == job.uid:
         return

@@ -1,5 +1,6 @@
-"""What the attempt's pods show: which attempt runs, its members (an elastic job's), and its
-pods sorted out (controller/status/observation.py).
+"""What the attempt's pods show: which attempt runs, its members (an elastic job's), the
+name of its transfer Secret (controller/transfer.py), and its pods sorted out
+(controller/status/observation.py).
 
     a restart under way? -> the old attempt's pods go first (their names are reused); a node
                             found lost since the restart says so (reason NodeLost)
@@ -10,7 +11,7 @@ pods sorted out (controller/status/observation.py).
 
 from __future__ import annotations
 
-from controller import elastic
+from controller import elastic, transfer
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery.events import NORMAL, WARNING
@@ -21,7 +22,7 @@ from podcontract import STATUS_PARTITION_SECONDS
 
 def observe_attempt(ctx: Context, act: Actions) -> Next:
     ctx.attempt = elastic.attempt(ctx.status)
-    job = elastic.for_attempt(ctx.job, ctx.status)
+    job = transfer.known(elastic.for_attempt(ctx.job, ctx.status), ctx.pods)
     obs = observation.observe(job, ctx.pods, ctx.attempt)
     ctx.go_on_with(job, obs)
     if obs.stale:

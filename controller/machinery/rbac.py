@@ -43,10 +43,11 @@ RULES: list[dict[str, Any]] = [
         "verbs": ["get", "list", "watch", "create"],
     },
     # partitionTransfer HTTP: the job's token Secret (created, never read: the operator
-    # cannot read any Secret) and the NetworkPolicy around the partitioner
+    # cannot read any Secret)
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
     # spec.storage: the claim made from claimTemplate; whether the user's claimName exists
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["get", "create"]},
+    # each job's NetworkPolicy (its pods take connections from its own only)
     {
         "apiGroups": ["networking.k8s.io"],
         "resources": ["networkpolicies"],

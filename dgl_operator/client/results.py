@@ -7,11 +7,17 @@ image (it has Python: dglrun runs in it) with the launcher's pod and container s
 contexts (so the namespace's Pod Security level admits it), the claim mounted read-only, and
 :data:`SERVER`, a few lines of standard-library Python that answer on one port:
 
-* ``GET /manifest``: every file to copy, with its size and SHA-256;
-* ``GET /archive``: the same files as one uncompressed tar stream, after which it exits.
+* ``GET /<token>/manifest``: every file to copy, with its size and SHA-256;
+* ``GET /<token>/archive``: the same files as one uncompressed tar stream, after which it
+  exits;
+* ``GET /ready``: "ok" (the kubelet's readiness probe; nothing of the claim).
 
 Both are read through the API server's pod proxy (``pods/<pod>:<port>/proxy/...``: the same
-credentials as every other call, no port-forward, no kubectl). The archive is unpacked into a
+credentials as every other call, no port-forward, no kubectl). The reader is kept to the one
+copy that started it: ``<token>`` is random per call (:data:`TOKEN_ENV`; anything else is a
+404), it listens on the pod's own IP only (what the proxy and the kubelet connect to), and a
+NetworkPolicy made with it (:func:`reader_policy`) admits no pod at all: the API server's proxy
+comes from the node, not from a pod. The archive is unpacked into a
 hidden folder next to the destination, every file is checked against the manifest, and only
 then is the folder renamed into place: a copy that breaks leaves nothing half-written. The
 reader pod is deleted whatever happens (and it exits by itself after :data:`DEADLINE`).
@@ -32,9 +38,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dgl_operator.client.errors import NoResults, ResultsCopyFailed
-from kubeclient import PODS, ApiError, NotFound, RestClient, TransportError
+from kubeclient import NETWORKPOLICIES, PODS, ApiError, NotFound, RestClient, TransportError
 
 PORT = 8470
+TOKEN_ENV = "DGLCTL_READER_TOKEN"
+POD_IP_ENV = "POD_IP"
+READER_LABEL = "dgl.qihoo.net/results-reader"
 DEADLINE = 900  # seconds the reader pod may live (activeDeadlineSeconds)
 START_TIMEOUT = 180.0
 MOUNT = "/results"
@@ -44,8 +53,9 @@ STARTING = ("ContainerCreating", "PodInitializing")
 PARTS = ("output", "logs")  # the run folder's parts copied (output's files go to the top)
 
 SERVER = r"""
-import hashlib, http.server, json, os, sys, tarfile, threading
+import hashlib, hmac, http.server, json, os, sys, tarfile, threading
 root, port, parts = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
+token = os.environ.pop("DGLCTL_READER_TOKEN")
 deadline = threading.Timer(float(sys.argv[4]), lambda: os._exit(3))
 deadline.daemon = True
 deadline.start()
@@ -66,7 +76,10 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/ready":
             self.send_response(200); self.end_headers(); self.wfile.write(b"ok"); return
-        if self.path == "/manifest":
+        given, _, what = self.path.lstrip("/").partition("/")
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            self.send_error(404); return
+        if what == "manifest":
             listing = []
             for path, name in files():
                 h = hashlib.sha256()
@@ -79,7 +92,7 @@ class H(http.server.BaseHTTPRequestHandler):
             self.send_response(200); self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body))); self.end_headers()
             self.wfile.write(body); return
-        if self.path == "/archive":
+        if what == "archive":
             self.send_response(200); self.send_header("Content-Type", "application/x-tar")
             self.end_headers()
             with tarfile.open(fileobj=self.wfile, mode="w|") as tar:
@@ -90,7 +103,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_error(404)
 if not os.path.isdir(os.path.join(root, parts[0])):
     print(f"no folder {os.path.join(root, parts[0])} on the claim", file=sys.stderr); sys.exit(4)
-http.server.HTTPServer(("", port), H).serve_forever()
+http.server.HTTPServer((os.environ.get("POD_IP", "127.0.0.1"), port), H).serve_forever()
 """
 
 
@@ -164,24 +177,49 @@ def source_of(job: dict[str, Any]) -> ResultsSource:
     return ResultsSource(ns, claim, run, name, str(meta.get("uid") or ""), image, keep, context)
 
 
-def reader_pod(src: ResultsSource, name: str, parts: tuple[str, ...]) -> dict[str, Any]:
-    root = f"{MOUNT}{src.run}" if src.run.startswith("/") else f"{MOUNT}/{src.run}"
+def _reader_meta(src: ResultsSource, name: str) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "name": name,
         "namespace": src.namespace,
         "labels": {
             "app.kubernetes.io/created-by": "dglctl",
             "dgl.qihoo.net/results-of": src.job or src.claim,
+            READER_LABEL: name,
         },
     }
     if src.uid:
         meta["ownerReferences"] = [
             {"apiVersion": "qihoo.net/v1alpha1", "kind": "DGLJob", "name": src.job, "uid": src.uid}
         ]
+    return meta
+
+
+def reader_policy(src: ResultsSource, name: str) -> dict[str, Any]:
+    """The reader pod's NetworkPolicy: ingress from no pod, of any namespace (the API server's
+    proxy and the kubelet's probe come from the node, which NetworkPolicy implementations
+    admit)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _reader_meta(src, name),
+        "spec": {
+            "podSelector": {"matchLabels": {READER_LABEL: name}},
+            "policyTypes": ["Ingress"],
+            "ingress": [],
+        },
+    }
+
+
+def reader_pod(src: ResultsSource, name: str, parts: tuple[str, ...], token: str) -> dict[str, Any]:
+    root = f"{MOUNT}{src.run}" if src.run.startswith("/") else f"{MOUNT}/{src.run}"
     container = {
         "name": "reader",
         "image": src.image,
         "command": ["python3", "-c", SERVER, root, str(PORT), ",".join(parts), str(DEADLINE)],
+        "env": [
+            {"name": TOKEN_ENV, "value": token},
+            {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        ],
         "ports": [{"containerPort": PORT, "name": "results"}],
         "readinessProbe": {"httpGet": {"path": "/ready", "port": PORT}, "periodSeconds": 1},
         "volumeMounts": [{"name": "results", "mountPath": MOUNT, "readOnly": True}],
@@ -191,7 +229,7 @@ def reader_pod(src: ResultsSource, name: str, parts: tuple[str, ...]) -> dict[st
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": meta,
+        "metadata": _reader_meta(src, name),
         "spec": {
             **src.pod_spec,
             "restartPolicy": "Never",
@@ -304,9 +342,18 @@ def copy(
         raise NoResults("no image to read the claim with: pass image= (dglctl results --image)")
     parts = PARTS + (("checkpoints",) if checkpoints else ())
     name = f"{(src.job or src.claim)[:45]}-results-{secrets.token_hex(2)}"
-    api.create(PODS, src.namespace, reader_pod(src, name, parts))
+    token = secrets.token_urlsafe(24)
+    try:
+        api.create(NETWORKPOLICIES, src.namespace, reader_policy(src, name))
+    except ApiError as e:
+        raise ResultsCopyFailed(
+            f"cannot create the NetworkPolicy {src.namespace}/{name} that keeps other pods "
+            f"from the reader pod ({e}): copying results needs create and delete on "
+            f"networkpolicies (networking.k8s.io) and pods in {src.namespace}"
+        ) from e
     staging = dest.parent / f".{dest.name}.partial-{secrets.token_hex(3)}"
     try:
+        api.create(PODS, src.namespace, reader_pod(src, name, parts, token))
         deadline = time.monotonic() + start_timeout
         while True:
             try:
@@ -329,10 +376,11 @@ def copy(
             time.sleep(0.5)
         target = f"{name}:{PORT}"
         try:
-            with api.stream(PODS, src.namespace, target, "proxy/manifest") as s:
+            with api.stream(PODS, src.namespace, target, f"proxy/{token}/manifest") as s:
                 manifest = json.loads(s.read())["files"]
             staging.mkdir(parents=True)
-            with api.stream(PODS, src.namespace, target, "proxy/archive", read_timeout=120) as s:
+            archive = f"proxy/{token}/archive"
+            with api.stream(PODS, src.namespace, target, archive, read_timeout=120) as s:
                 total = _unpack(s, staging, manifest)
         except (ApiError, TransportError, tarfile.TarError, ValueError, KeyError) as e:
             raise ResultsCopyFailed(
@@ -354,6 +402,8 @@ def copy(
     finally:
         with contextlib.suppress(ApiError, TransportError):
             api.delete(PODS, src.namespace, name, grace_period_seconds=0)
+        with contextlib.suppress(ApiError, TransportError):
+            api.delete(NETWORKPOLICIES, src.namespace, name)
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
 

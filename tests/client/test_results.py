@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,8 @@ def test_the_reader_server_serves_a_manifest_and_an_archive_that_unpack_checked(
     run = run_folder(tmp_path / "claim")
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-c", r.SERVER, str(run), str(port), "output,logs", "60"]
+        [sys.executable, "-c", r.SERVER, str(run), str(port), "output,logs", "60"],
+        env={r.TOKEN_ENV: "s3cret", r.POD_IP_ENV: "127.0.0.1"},
     )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -55,6 +57,11 @@ def test_the_reader_server_serves_a_manifest_and_an_archive_that_unpack_checked(
                 break
             except OSError:
                 time.sleep(0.05)
+        # without this call's token nothing of the claim is served
+        for path in ("/manifest", "/archive", "/wrong/manifest", "/s3cre/archive", "/s3cret"):
+            with pytest.raises(urllib.error.HTTPError, match="404"):
+                urllib.request.urlopen(f"{base}{path}", timeout=5)
+        base += "/s3cret"
         listing = json.loads(urllib.request.urlopen(f"{base}/manifest", timeout=5).read())["files"]
         names = [f["name"] for f in listing]
         assert names == ["metrics.json", "model.pt", "logs/attempt-0/launcher.log"]
@@ -130,8 +137,20 @@ def test_the_reader_pod_mounts_the_claim_read_only_and_is_owned_by_the_job() -> 
         job(spec={"storage": {"claimName": "c"}}, status={"results": "c:/team/runs/j-1/output"})
     )
     assert (src.claim, src.run, src.image) == ("c", "/team/runs/j-1", "img:1")
-    pod = r.reader_pod(src, "j-results-ab12", ("output", "logs"))
+    pod = r.reader_pod(src, "j-results-ab12", ("output", "logs"), "t0k")
     spec = pod["spec"]
+    env = {e["name"]: e for e in spec["containers"][0]["env"]}
+    assert env[r.TOKEN_ENV]["value"] == "t0k"
+    assert env[r.POD_IP_ENV]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    # its NetworkPolicy selects it alone and admits no pod
+    policy = r.reader_policy(src, "j-results-ab12")
+    assert pod["metadata"]["labels"][r.READER_LABEL] == "j-results-ab12"
+    assert policy["spec"] == {
+        "podSelector": {"matchLabels": {r.READER_LABEL: "j-results-ab12"}},
+        "policyTypes": ["Ingress"],
+        "ingress": [],
+    }
+    assert policy["metadata"]["ownerReferences"] == pod["metadata"]["ownerReferences"]
     assert spec["volumes"] == [
         {"name": "results", "persistentVolumeClaim": {"claimName": "c", "readOnly": True}}
     ]

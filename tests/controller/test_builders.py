@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -337,27 +338,39 @@ def _mounts(pod: dict[str, Any]) -> dict[str, str]:
     return {m["mountPath"]: m["name"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
 
 
+def test_every_pod_of_a_job_takes_connections_from_its_own_pods_only(
+    seed_job_raw: dict[str, Any],
+) -> None:
+    """One NetworkPolicy selects all the job's pods, by the label the operator sets (a
+    template's cannot override it), and admits only pods of that label, in the namespace."""
+    job = parse_job(seed_job_raw)
+    want = desired(job, SEED_OPTS)
+    (policy,) = want.network
+    assert policy["metadata"]["name"] == "dgl-graphsage-pods"
+    assert policy["metadata"]["ownerReferences"][0]["uid"] == job.uid
+    own = {"matchLabels": {JOB_NAME_LABEL: "dgl-graphsage"}}
+    assert policy["spec"] == {
+        "podSelector": own,
+        "policyTypes": ["Ingress"],
+        "ingress": [{"from": [{"podSelector": own}]}],
+    }
+    assert want.partitioner is not None
+    pods = [*want.workers, want.partitioner, want.launcher]
+    assert all(p["metadata"]["labels"][JOB_NAME_LABEL] == "dgl-graphsage" for p in pods)
+    assert want.once.index(policy) < len(want.once)  # created once, before any pod
+    assert desired(job, replace(SEED_OPTS, network_policy=False)).network == []
+
+
 def test_http_transfer_children(seed_job_raw: dict[str, Any]) -> None:
-    """The default: a token Secret, a NetworkPolicy, the partitioner serving on 30070 and
-    Ready once it serves, the launcher waiting for that, every pod with the token."""
+    """The default: a token Secret, the partitioner serving on 30070 and Ready once it
+    serves, the launcher waiting for that, every pod with the token."""
     job = parse_job(seed_job_raw)
     want = desired(job, SEED_OPTS, token="t0ken")
-    secret, policy = want.transfer
+    (secret,) = want.transfer
     assert secret["kind"] == "Secret" and secret["metadata"]["name"] == "dgl-graphsage-transfer"
     assert base64.b64decode(secret["data"]["token"]) == b"t0ken"
     assert secret["metadata"]["ownerReferences"][0]["uid"] == job.uid
     assert len(desired(job, SEED_OPTS).transfer[0]["data"]["token"]) == 88  # 64 hex, base64
-    assert policy["kind"] == "NetworkPolicy"
-    assert policy["spec"] == {
-        "podSelector": {"matchLabels": {"dgl-replica-name": "dgl-graphsage-partitioner"}},
-        "policyTypes": ["Ingress"],
-        "ingress": [
-            {
-                "from": [{"podSelector": {"matchLabels": {JOB_NAME_LABEL: "dgl-graphsage"}}}],
-                "ports": [{"protocol": "TCP", "port": 30070}],
-            }
-        ],
-    }
     part = want.partitioner
     assert part is not None
     main = part["spec"]["containers"][0]

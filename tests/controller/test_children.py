@@ -21,7 +21,8 @@ UNWATCHED = {"Secret", "PersistentVolumeClaim"}
 GANG = BuildOptions(gang_scheduling=GANG_SCHEDULER_PLUGINS)
 KUEUE = BuildOptions(kueue=True)
 EVERYTHING = BuildOptions(gang_scheduling=GANG_SCHEDULER_PLUGINS, kueue=True)
-SETTINGS = {"default": BuildOptions(), "gang": GANG, "kueue": KUEUE}
+OPEN = BuildOptions(network_policy=False)
+SETTINGS = {"default": BuildOptions(), "gang": GANG, "kueue": KUEUE, "no-network-policy": OPEN}
 RECONCILES = "controller_runtime_reconcile_total"
 
 
@@ -41,6 +42,7 @@ def test_every_kind_the_builders_make_is_registered(
         *([want.config_map] if want.config_map else []),
         *want.rbac,
         *want.transfer,
+        *want.network,
         *([want.pod_group] if want.pod_group else []),
         *want.services,
         *want.workers,
@@ -51,7 +53,7 @@ def test_every_kind_the_builders_make_is_registered(
     kinds = {o["kind"] for o in built}
     registered = {c.resource.kind for c in active(options)}
     assert kinds - UNWATCHED == registered
-    # what is created once and left alone: the PodGroup, the RBAC objects and the transfer's
+    # what is created once and left alone: the PodGroup, the RBAC objects and the
     # NetworkPolicy
     once = {o["kind"] for o in [*want.once, *queue]} - UNWATCHED
     assert {k for k in ONCE_BY_KIND if k in registered} == once
@@ -63,6 +65,8 @@ def test_the_podgroup_and_the_workload_are_in_use_only_with_their_settings() -> 
     assert "PodGroup" in {c.resource.kind for c in active(GANG)}
     assert "Workload" not in {c.resource.kind for c in active(GANG)}
     assert "Workload" in {c.resource.kind for c in active(KUEUE)}
+    assert "NetworkPolicy" in {c.resource.kind for c in active(BuildOptions())}
+    assert "NetworkPolicy" not in {c.resource.kind for c in active(OPEN)}
     assert set(CHILDREN) == set(active(EVERYTHING))  # every entry is in use with some settings
 
 

@@ -193,7 +193,7 @@ def test_gang_off_changes_nothing(seed_job_raw: dict[str, Any]) -> None:
     job = parse_job(seed_job_raw)
     off = desired(job, BuildOptions(), token="t")
     on = desired(job, GANG, token="t")
-    assert off.pod_group is None and off.once == [*off.rbac, *off.transfer]
+    assert off.pod_group is None and off.once == [*off.network, *off.rbac, *off.transfer]
     for pod in _pods(off):
         assert POD_GROUP_LABEL not in pod["metadata"]["labels"]
         assert "schedulerName" not in pod["spec"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import threading
 import time
 from typing import Any
@@ -319,12 +320,25 @@ def test_happy_path_over_http(h: Harness) -> None:
     """The default delivery: the partitioner serves (Running, Ready), dglrun reports the
     partition time and then the delivery, the launcher trains; nothing finishes the
     partitioner before the launcher runs."""
+    # someone who may create Secrets in the namespace plants one of the name the operators
+    # before used, with a token they know: it is never used
+    planted = {"metadata": {"name": f"{J}-transfer"}, "data": {"token": "a25vd24="}}
+    h.kube.create(SECRETS, NS, planted)
     h.create_job(seed())
     h.wait_pods(W0, W1, PART)
-    assert h.names(NETWORKPOLICIES) == [f"{J}-partitions"]
-    secret = h.kube.get(SECRETS, NS, f"{J}-transfer")
+    assert h.names(NETWORKPOLICIES) == [f"{J}-pods"]
+    name = wait_for(
+        lambda: h.kube.get(DGLJOBS, NS, J).get("status", {}).get("transferSecret"),
+        what="status.transferSecret",
+    )
+    assert re.fullmatch(rf"{J}-transfer-[0-9a-f]{{8}}", name), name
+    secret = h.kube.get(SECRETS, NS, name)
     assert secret["metadata"]["ownerReferences"][0]["name"] == J
     assert len(secret["data"]["token"]) == 88
+    for pod in (W0, W1, PART):
+        volumes = h.kube.get(PODS, NS, pod)["spec"]["volumes"]
+        mounted = [v["secret"]["secretName"] for v in volumes if "secret" in v]
+        assert mounted == [name], (pod, mounted)
     bring_up(h)
     h.wait_phase("Partitioning")
     # dglrun in the partitioner: partitioned in 42 s, now serving

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -393,6 +394,8 @@ def _sync_over(transform: Callable[[Obj], Obj] | None, state: str) -> tuple[Any,
     status = rig.kube.get(DGLJOBS, NS, "dgl-graphsage")["status"]
     for cond in status.get("conditions") or []:
         cond.pop("lastTransitionTime", None), cond.pop("lastUpdateTime", None)
+    # random per job (controller/transfer.py): the same shape, another value
+    assert re.fullmatch(r"dgl-graphsage-transfer-[0-9a-f]{8}", status.pop("transferSecret"))
     return writes, status
 
 
