@@ -14,10 +14,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import structlog
-from prometheus_client import start_http_server
 
 from controller.api import DGLJOBS
 from controller.builders import GANG_SCHEDULERS, BuildOptions
@@ -25,6 +25,7 @@ from controller.controller import Controller
 from controller.machinery.events import EventRecorder
 from controller.machinery.leader import LeaderConfig, LeaderElector
 from controller.machinery.metrics import Metrics
+from controller.machinery.metrics_server import MetricsServer, Reviewer, cert_files
 from informers.factory import SharedInformerFactory
 from kubeclient import PODGROUPS, WORKLOADS, Forbidden, KubeClient, KubeError, NotFound, RestClient
 from podprogram.argtypes import positive_int, seconds
@@ -58,6 +59,9 @@ class OperatorSettings:
     options: BuildOptions
     log_format: str
     log_level: str
+    # --metrics-secure: /metrics over TLS with this folder's certificate, for callers the API
+    # server authenticates and authorizes (controller/machinery/metrics_server.py); None: open
+    metrics_cert_dir: Path | None = None
 
 
 def parse_addr(value: str, flag: str) -> tuple[str, int] | None:
@@ -111,6 +115,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--leader-elect-renew-deadline", type=seconds, default=10.0)
     p.add_argument("--leader-elect-retry-period", type=seconds, default=2.0)
     p.add_argument("--metrics-addr", default=":8080", help="Prometheus metrics address ('0': off)")
+    p.add_argument(
+        "--metrics-secure",
+        action="store_true",
+        help="serve /metrics over HTTPS only to callers with a bearer token the API server "
+        "authenticates (TokenReview) and authorizes for get on /metrics (SubjectAccessReview)",
+    )
+    p.add_argument(
+        "--metrics-cert-dir",
+        default="",
+        help="with --metrics-secure: the folder of the serving certificate (tls.crt, tls.key)",
+    )
     p.add_argument("--health-addr", default=":8081", help="/healthz and /readyz address ('0': off)")
     defaults = BuildOptions()
     p.add_argument("--kubectl-download-image", default=defaults.kubectl_download_image)
@@ -172,6 +187,11 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
         parser.error("--gang-scheduler-name must not be empty")
     if a.leader_elect_renew_deadline >= a.leader_elect_lease_duration:
         parser.error("--leader-elect-renew-deadline must be shorter than the lease duration")
+    cert_dir = Path(a.metrics_cert_dir) if a.metrics_cert_dir else None
+    if a.metrics_secure and cert_dir is None:
+        parser.error("--metrics-secure needs --metrics-cert-dir (tls.crt, tls.key)")
+    if cert_dir is not None and not a.metrics_secure:
+        parser.error("--metrics-cert-dir goes with --metrics-secure")
     return OperatorSettings(
         kubeconfig=a.kubeconfig,
         context=a.context,
@@ -199,6 +219,7 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
         ),
         log_format=a.log_format,
         log_level=a.log_level,
+        metrics_cert_dir=cert_dir,
     )
 
 
@@ -368,8 +389,17 @@ def run(settings: OperatorSettings, stop: Stop) -> int:
         log.info("health server listening", port=hs.port)
     metrics_addr = parse_addr(settings.metrics_addr, "--metrics-addr")
     if metrics_addr:
-        start_http_server(metrics_addr[1], metrics_addr[0], registry=metrics.registry)
-        log.info("metrics server listening", port=metrics_addr[1])
+        secure = settings.metrics_cert_dir is not None
+        if settings.metrics_cert_dir is not None and (why := cert_files(settings.metrics_cert_dir)):
+            log.error("cannot serve metrics", error=why)
+            return 2
+        MetricsServer(
+            metrics_addr,
+            metrics.registry,
+            Reviewer(client) if secure else None,
+            settings.metrics_cert_dir,
+        ).start()
+        log.info("metrics server listening", port=metrics_addr[1], secure=secure)
 
     check_api(client, settings.namespace, settings.options.gang, settings.options.kueue)
     factory.start(stop)

@@ -441,6 +441,7 @@ CONTROLLER_FLOORS: list[tuple[str, set[str]]] = [
             "controller.elastic",
             "controller.memo",
             "controller.status",
+            "controller.transfer",
         },
     ),
     # the lifecycle's steps (controller/lifecycle/): one module a step

@@ -100,6 +100,20 @@ NODE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
 ]
 
+# --metrics-secure: who asks for /metrics is reviewed by the API server
+# (controller/machinery/metrics_server.py); cluster-scoped, the chart's <release>-nodes
+METRICS_AUTH_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["subjectaccessreviews"],
+        "verbs": ["create"],
+    },
+]
+
+# What a scraper of a secure /metrics needs (the chart's <release>-metrics-reader ClusterRole)
+METRICS_READER_RULES: list[dict[str, Any]] = [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
 LEADER_ELECTION_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["coordination.k8s.io"],
@@ -131,9 +145,13 @@ def operator_rules(gang: bool = False, kueue: bool = False) -> list[dict[str, An
     return RULES + (GANG_SCHEDULING_RULES if gang else []) + (KUEUE_RULES if kueue else [])
 
 
-def cluster_rules(kueue: bool = False) -> list[dict[str, Any]]:
+def cluster_rules(kueue: bool = False, secure_metrics: bool = False) -> list[dict[str, Any]]:
     """The rules on cluster-scoped resources (a ClusterRole whatever the watched namespace)."""
-    return NODE_RULES + (KUEUE_CLUSTER_RULES if kueue else [])
+    return (
+        NODE_RULES
+        + (KUEUE_CLUSTER_RULES if kueue else [])
+        + (METRICS_AUTH_RULES if secure_metrics else [])
+    )
 
 
 def cluster_role(

@@ -5,6 +5,7 @@ messages."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
@@ -19,7 +20,13 @@ import pytest
 import yaml
 
 from controller.builders import DEFAULT_GANG_SCHEDULER_NAME
-from controller.machinery.rbac import LEADER_ELECTION_RULES, cluster_rules, operator_rules, triples
+from controller.machinery.rbac import (
+    LEADER_ELECTION_RULES,
+    METRICS_READER_RULES,
+    cluster_rules,
+    operator_rules,
+    triples,
+)
 from controller.main import VERSION, parse_settings
 from tests.chart.helpers import KUBE_VERSION, Helm, find, kinds
 from tests.support.paths import CHART, REPO
@@ -122,6 +129,19 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "kueue": {"kueue": True},
     "kueue-in-namespace": {"kueue": True, "watchNamespace": "team-a"},
     "no-service": {"metrics": {"service": {"enabled": False}, "podMonitor": {"enabled": True}}},
+    "secure-metrics": {"metrics": {"secure": True, "serviceMonitor": {"enabled": True}}},
+    "secure-metrics-own-cert": {
+        "metrics": {
+            "secure": True,
+            "certSecret": "ops-metrics-tls",
+            "service": {"enabled": False},
+            "podMonitor": {
+                "enabled": True,
+                "bearerTokenSecret": {"name": "prometheus-token", "key": "token"},
+            },
+        },
+        "watchNamespace": "team-a",
+    },
     "everything": {
         **SCHEDULING,
         **MONITORS,
@@ -212,7 +232,7 @@ _RELABEL = {
     },
 }
 _STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
-_ENDPOINT = {
+_ENDPOINT: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "required": ["port"],
@@ -224,7 +244,30 @@ _ENDPOINT = {
         "scrapeTimeout": _DURATION,
         "relabelings": {"type": "array", "items": _RELABEL},
         "metricRelabelings": {"type": "array", "items": _RELABEL},
+        # metrics.secure
+        "scheme": {"enum": ["http", "https"]},
+        "tlsConfig": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"insecureSkipVerify": {"type": "boolean"}},
+        },
+        "bearerTokenSecret": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["key"],
+            "properties": {
+                "name": {"type": "string"},
+                "key": {"type": "string"},
+                "optional": {"type": "boolean"},
+            },
+        },
     },
+}
+# a ServiceMonitor's endpoint may also read a token file of Prometheus's pod (a PodMonitor's
+# may not)
+_SERVICE_ENDPOINT: dict[str, Any] = {
+    **_ENDPOINT,
+    "properties": {**_ENDPOINT["properties"], "bearerTokenFile": {"type": "string"}},
 }
 
 
@@ -270,7 +313,11 @@ def _monitor_schema(kind: str, endpoints_key: str) -> dict[str, Any]:
                             "matchExpressions": {"type": "array"},
                         },
                     },
-                    endpoints_key: {"type": "array", "minItems": 1, "items": _ENDPOINT},
+                    endpoints_key: {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": _SERVICE_ENDPOINT if kind == "ServiceMonitor" else _ENDPOINT,
+                    },
                 },
             },
         },
@@ -367,7 +414,7 @@ def effective_permissions(
     by_name = {
         (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d
         for d in docs
-        if d["kind"] in ("Role", "ClusterRole")
+        if d["kind"] in ("Role", "ClusterRole") and not _metrics_reader(d)
     }
     grants: dict[str, set[Triple]] = {}
     bound: set[tuple[str, str | None, str]] = set()
@@ -405,20 +452,33 @@ def test_rbac_is_exactly_what_the_controller_uses(rendered: dict[str, Any], name
     expected: dict[str, set[Triple]] = {}
     watch = values.get("watchNamespace")
     kueue = bool(values.get("kueue"))
+    secure = bool(values.get("metrics", {}).get("secure"))
     expected[watch or "*"] = triples(operator_rules(bool(values.get("gangScheduling")), kueue))
-    # nodes (and Kueue's flavors, priority classes) are cluster-scoped: a ClusterRole of their
-    # own, whatever the watched namespace
-    expected.setdefault("*", set()).update(triples(cluster_rules(kueue)))
+    # nodes (and Kueue's flavors, priority classes, the metrics' reviews) are cluster-scoped:
+    # a ClusterRole of their own, whatever the watched namespace
+    expected.setdefault("*", set()).update(triples(cluster_rules(kueue, secure)))
     if leader_on(values):
         expected.setdefault(NS, set()).update(triples(LEADER_ELECTION_RULES))
     assert grants == expected
-    cluster = [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    cluster = [
+        d
+        for d in docs
+        if d["kind"] in ("ClusterRole", "ClusterRoleBinding") and not _metrics_reader(d)
+    ]
     assert all("namespace" not in d["metadata"] for d in cluster)
+    readers = [d for d in docs if _metrics_reader(d)]
+    assert [d["rules"] for d in readers] == ([METRICS_READER_RULES] if secure else [])
     if not watch:
         assert "Role" not in kinds(docs) or leader_on(values)
         assert len(cluster) == 4
     else:
-        assert [d["rules"] for d in cluster if d["kind"] == "ClusterRole"] == [cluster_rules(kueue)]
+        rules = [d["rules"] for d in cluster if d["kind"] == "ClusterRole"]
+        assert rules == [cluster_rules(kueue, secure)]
+
+
+def _metrics_reader(doc: dict[str, Any]) -> bool:
+    """The ClusterRole a scraper of the secure /metrics is bound to (not the operator)."""
+    return doc["kind"] == "ClusterRole" and str(doc["metadata"]["name"]).endswith("-metrics-reader")
 
 
 def test_service_account(rendered: dict[str, Any]) -> None:
@@ -464,6 +524,9 @@ def test_args_are_the_operators_flags(rendered: dict[str, Any], name: str) -> No
     assert settings.workers == values.get("workers", 4)
     assert settings.resync_period == values.get("resyncPeriod", 600)
     assert settings.metrics_addr == ":8080" and settings.health_addr == ":8081"
+    secure = bool(values.get("metrics", {}).get("secure"))
+    certs = Path("/etc/dgl-operator/metrics-certs")
+    assert settings.metrics_cert_dir == (certs if secure else None)
     assert settings.log_format == values.get("logFormat", "json")
     assert settings.log_level == values.get("logLevel", "info")
     leader = leader_on(values)
@@ -498,6 +561,36 @@ def test_args_are_the_operators_flags(rendered: dict[str, Any], name: str) -> No
     assert c["image"] == _image(values, None, "dgloperator/dgl-operator")
     for extra in values.get("extraArgs", []):
         assert args[-len(values["extraArgs"]) :].count(extra) == 1
+
+
+def test_secure_metrics_serve_a_certificate_and_monitors_send_a_token(
+    rendered: dict[str, Any],
+) -> None:
+    docs = rendered["secure-metrics"]
+    secret = next(d for d in docs if d["kind"] == "Secret")
+    assert secret["metadata"]["name"] == "dgl-operator-metrics-cert"
+    assert secret["type"] == "kubernetes.io/tls"
+    cert = base64.b64decode(secret["data"]["tls.crt"]).decode()
+    assert cert.startswith("-----BEGIN CERTIFICATE-----")
+    pod = deployment(docs)["spec"]["template"]["spec"]
+    assert {"name": "metrics-certs", "secret": {"secretName": "dgl-operator-metrics-cert"}} in pod[
+        "volumes"
+    ]
+    mounts = pod["containers"][0]["volumeMounts"]
+    assert {"name": "metrics-certs", "mountPath": "/etc/dgl-operator/metrics-certs",
+            "readOnly": True} in mounts  # fmt: skip
+    (endpoint,) = find(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == {"insecureSkipVerify": True}
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    own = rendered["secure-metrics-own-cert"]
+    assert "Secret" not in kinds(own)  # (the user's, e.g. cert-manager's)
+    volumes = deployment(own)["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "metrics-certs", "secret": {"secretName": "ops-metrics-tls"}} in volumes
+    (pod_endpoint,) = find(own, "PodMonitor")["spec"]["podMetricsEndpoints"]
+    assert pod_endpoint["bearerTokenSecret"] == {"name": "prometheus-token", "key": "token"}
+    assert pod_endpoint["scheme"] == "https"
+    plain = find(rendered["monitors"], "ServiceMonitor")["spec"]["endpoints"][0]
+    assert "scheme" not in plain and "bearerTokenFile" not in plain
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,14 @@ SCRAPE_JOB = "dgl-operator"
 class PrometheusServer:
     """A Prometheus on 127.0.0.1 scraping the operator and evaluating the chart's rules."""
 
-    def __init__(self, binary: Path, workdir: Path, target: str) -> None:
+    def __init__(
+        self,
+        binary: Path,
+        workdir: Path,
+        target: str,
+        scrape_configs: list[Obj] | None = None,
+    ) -> None:
+        """``scrape_configs`` replace the one plain job scraping ``target``."""
         self.binary = binary
         self.workdir = workdir
         self.port = free_port()
@@ -39,7 +46,8 @@ class PrometheusServer:
                 "evaluation_interval": "1s",
             },
             "rule_files": [str(RULES)],
-            "scrape_configs": [
+            "scrape_configs": scrape_configs
+            or [
                 {
                     "job_name": SCRAPE_JOB,
                     # Keep the job metrics' own namespace label (ServiceMonitor honorLabels).

@@ -77,6 +77,10 @@ booleans). */}}
 {{- end }}
 
 {{/* Name of the metrics Service (a DNS-1035 label: at most 63 characters). */}}
+{{- define "dgl-operator.metricsCertSecret" -}}
+{{- .Values.metrics.certSecret | default (printf "%s-metrics-cert" (include "dgl-operator.fullname" . | trunc 50 | trimSuffix "-")) }}
+{{- end }}
+
 {{- define "dgl-operator.metricsServiceName" -}}
 {{- printf "%s-metrics" (include "dgl-operator.fullname" . | trunc 55 | trimSuffix "-") }}
 {{- end }}
