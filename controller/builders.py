@@ -518,10 +518,15 @@ def _storage_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
     st = job.spec.storage
     if st is None:
         return ()
-    env = ((pc.STORAGE_ENV, storage_folder(job)), (pc.RUN_NAME_ENV, job.run_name))
-    return env + (
-        ((pc.SHARE_PARTITIONS_ENV, pc.SHARE_PARTITIONS_ON),) if st.share_partitions else ()
+    env: tuple[tuple[str, str], ...] = (
+        (pc.STORAGE_ENV, storage_folder(job)),
+        (pc.RUN_NAME_ENV, job.run_name),
     )
+    if st.share_partitions:
+        env += ((pc.SHARE_PARTITIONS_ENV, pc.SHARE_PARTITIONS_ON),)
+    if st.cache_limit is not None:
+        env += ((pc.CACHE_LIMIT_ENV, st.cache_limit),)
+    return env
 
 
 def _mount_storage(job: DGLJob, pod: Obj) -> None:

@@ -103,13 +103,16 @@ class StorageSpec:
     """``spec.storage``: the claim whose folder ``path`` holds what outlives the pods
     (results, checkpoints, cached partitions; launcher/storage/layout.py has the layout).
     Exactly one of ``claim_name`` and ``claim_template``; ``claim_policy`` (Retain, Delete)
-    applies to the second only."""
+    applies to the second only. ``cache_limit``: the bytes the partition cache may hold over
+    every graph, a quantity as written (``20Gi``; None: dglrun's default, half the size of the
+    filesystem the cache is on)."""
 
     claim_name: str | None = None  # the user's claim: never modified or deleted
     claim_template: dict[str, Any] | None = None  # a claim the operator makes (<job>-results)
     claim_policy: str = CLAIM_RETAIN
     path: str = ""
     share_partitions: bool = False
+    cache_limit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _set(
@@ -119,6 +122,7 @@ class StorageSpec:
                 "claimPolicy": self.claim_policy,
                 "path": self.path,
                 "sharePartitions": self.share_partitions,
+                "cacheLimit": self.cache_limit,
             },
             {"claimPolicy": CLAIM_RETAIN, "path": "", "sharePartitions": False},
         )

@@ -50,7 +50,14 @@ from dgljob.names import (
 from podcontract import CHUNKED_LAYOUTS, DEFAULT_PAGE_CACHE_FRACTION, DGL_API, SHARED
 from podcontract.quantity import parse_quantity
 
-STORAGE_KEYS = ("claimName", "claimTemplate", "claimPolicy", "path", "sharePartitions")
+STORAGE_KEYS = (
+    "claimName",
+    "claimTemplate",
+    "claimPolicy",
+    "path",
+    "sharePartitions",
+    "cacheLimit",
+)
 ELASTIC_KEYS = ("minReplicas", "maxReplicas", "settleSeconds", "cooldownSeconds")
 OUT_OF_CORE_KEYS = ("enabled", "pageCacheFraction")
 
@@ -59,6 +66,10 @@ _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
 _STORAGE_PATH = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+# spec.storage.cacheLimit: a quantity of bytes (the CRD's pattern; at most 32 characters): a
+# whole or decimal number, then one of Kubernetes' byte suffixes or none (no sign, exponent
+# nor m)
+CACHE_LIMIT = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 
 
 class SpecError(ValueError):
@@ -303,12 +314,23 @@ def _storage(value: Any) -> StorageSpec | None:
     share = st.get("sharePartitions", False)
     if not isinstance(share, bool):
         raise SpecError(f"{field}.sharePartitions", f"must be true or false, got {share!r}")
+    limit = st.get("cacheLimit")
+    if limit is not None and not (
+        isinstance(limit, str) and len(limit) <= 32 and CACHE_LIMIT.match(limit)
+    ):
+        raise SpecError(
+            f"{field}.cacheLimit",
+            f"{limit!r} is not a quantity of bytes such as 20Gi or 500G (a number, then Ki, Mi, "
+            "Gi, Ti, Pi, Ei for powers of 1024 or k, M, G, T, P, E for powers of 1000; quoted "
+            "in YAML)",
+        )
     return StorageSpec(
         claim_name=name,
         claim_template=template,
         claim_policy=_choice(policy or CLAIM_RETAIN, f"{field}.claimPolicy", CLAIM_POLICIES),
         path=path.strip("/"),
         share_partitions=share,
+        cache_limit=limit,
     )
 
 

@@ -25,6 +25,7 @@ from launcher.memplan import GraphSize, PlanError, parse_bytes, parse_graph_size
 from launcher.report.progress import ProgressTarget
 from launcher.storage.layout import Storage, check_run_name, claim_mount
 from podcontract import (
+    CACHE_LIMIT_ENV,
     CHUNKED_GRAPH_ENV,
     CHUNKED_LAYOUT_ENV,
     CHUNKED_LAYOUTS,
@@ -74,6 +75,7 @@ from podcontract import (
     WORKER_MEMORY_LIMIT_ENV,
     WORKSPACE,
 )
+from podcontract.quantity import parse_quantity
 from podprogram.argtypes import non_negative_int, number_type, positive_int, seconds
 
 
@@ -151,6 +153,17 @@ def _fraction(value: str) -> float:
     if not 0.0 <= x <= 1.0:  # (nan fails too)
         raise argparse.ArgumentTypeError(f"{value!r} is not a fraction between 0 and 1")
     return x
+
+
+def _cache_limit(value: str) -> int:
+    """A quantity of bytes (``20Gi``, ``500G``, ``0``: only the partitions in use stay)."""
+    try:
+        n = parse_quantity(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{value!r}: a size cannot be negative")
+    return int(n)
 
 
 def _run_name(value: str) -> str:
@@ -320,6 +333,16 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         f"${SHARE_PARTITIONS_ENV}; without it only this run's restarts reuse them)",
     )
     w.add_argument(
+        "--cache-limit",
+        type=_cache_limit,
+        default=env.get(CACHE_LIMIT_ENV) or None,
+        metavar="QUANTITY",
+        help="the bytes the partition cache on --storage may hold over every graph (e.g. 20Gi): "
+        "beyond it the least recently used partition sets go, never the one in use (default: "
+        f"${CACHE_LIMIT_ENV}, set by the operator from spec.storage.cacheLimit, else half the "
+        "size of the filesystem the cache is on)",
+    )
+    w.add_argument(
         "--python",
         default=os.environ.get("DGLRUN_PYTHON"),
         help="interpreter for the entry points (default: $DGLRUN_PYTHON, else this "
@@ -451,7 +474,11 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
     storage = None
     if a.storage:
         root = Path(a.storage)
-        storage = Storage(root, a.run_name, a.share_partitions, claim_mount(root))
+        storage = Storage(
+            root, a.run_name, a.share_partitions, claim_mount(root), cache_limit=a.cache_limit
+        )
+    elif a.cache_limit is not None:
+        parser.error("--cache-limit: the partition cache is on --storage, which is not given")
     return Options(
         graph_name=a.graph_name,
         num_partitions=a.num_partitions,

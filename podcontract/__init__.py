@@ -95,11 +95,14 @@ PAGE_CACHE_FRACTION_ENV = "DGL_OPERATOR_PAGE_CACHE_FRACTION"
 DEFAULT_PAGE_CACHE_FRACTION = 0.5
 
 # spec.storage: the folder dglrun keeps things in (under STORAGE_DIR), the run's name in it
-# (``<job name>-<first 8 characters of its uid>``), and whether other jobs' partitions count
+# (``<job name>-<first 8 characters of its uid>``), whether other jobs' partitions count, and
+# the partition cache's limit over every graph (spec.storage.cacheLimit as written, a quantity
+# of bytes: dglrun's --cache-limit)
 STORAGE_ENV = "DGL_OPERATOR_STORAGE"
 RUN_NAME_ENV = "DGL_OPERATOR_RUN_NAME"
 SHARE_PARTITIONS_ENV = "DGL_OPERATOR_SHARE_PARTITIONS"
 SHARE_PARTITIONS_ON = "true"
+CACHE_LIMIT_ENV = "DGL_OPERATOR_CACHE_LIMIT"
 
 # spec.elasticPolicy: ELASTIC_ENV on every pod dglrun runs in: --batch-size is the global
 # batch of a step, shared by every trainer of the attempt, and the partition count is the

@@ -48,6 +48,7 @@ from podcontract import (
     WATCHER_PARTITIONER,
     WATCHER_WORKERS,
 )
+from podcontract.quantity import parse_quantity
 from tests.support.dgljobs import load_fixture
 from watcher_loop.config import load_config as watcher_loop_config
 
@@ -94,7 +95,12 @@ JOBS = {
     "seed-limited": lambda: _limited(_seed()),
     "storage": lambda: _example("dgljob-storage.yaml"),
     "storage-shared": lambda: _seed(
-        storage={"claimName": "results", "path": "team/g", "sharePartitions": True}
+        storage={
+            "claimName": "results",
+            "path": "team/g",
+            "sharePartitions": True,
+            "cacheLimit": "20Gi",
+        }
     ),
     "parmetis": lambda: _example("dgljob-parmetis.yaml"),
     "parmetis-kubectlcp": lambda: _with(_example("dgljob-parmetis.yaml"), "KubectlCp"),
@@ -301,6 +307,10 @@ def test_every_dglrun_keeps_the_job_s_files_where_status_results_says(name: str)
         assert volume["persistentVolumeClaim"]["claimName"] == job.claim_name
         assert opts.storage.run == job.run_name
         assert opts.storage.share_partitions is st.share_partitions
+        # spec.storage.cacheLimit as dglrun reads it, in bytes (None: dglrun's own default)
+        want = int(parse_quantity(st.cache_limit)) if st.cache_limit else None
+        assert opts.storage.cache_limit == want
+        assert (want is not None) is (name == "storage-shared")
         inside = opts.storage.output.relative_to(STORAGE_DIR).as_posix()
         assert results_location(job) == f"{job.claim_name}:/{inside}"
         roots.add(opts.storage.root)

@@ -17,6 +17,15 @@ half-written entry is never taken. :meth:`Cache.lookup` checks every file's size
 against the index first; a mismatch removes the entry and says which file, and the graph is
 partitioned again.
 
+Eviction, each time an entry is used or made (:meth:`Cache.evict`, then :meth:`Cache.bound`):
+an entry's index's mtime is when a job last used it. Of one graph (the same inputs but for the
+number of partitions) the :data:`KEEP_COUNTS` most recently used stay. Over every graph, the
+entries together stay within the cache's limit (``--cache-limit``, ``spec.storage.cacheLimit``;
+by default :data:`DEFAULT_LIMIT_SHARE` of the filesystem the cache is on): the least recently
+used go first, never the entry in use. Sizes are the indexes' (a walk of the entry only where
+its index does not list them); ``.staging-`` folders (entries another job is writing) are
+neither counted nor touched, nor is an entry whose index cannot be read.
+
 Standard library only (dglrun's layer).
 """
 
@@ -31,6 +40,8 @@ import os
 import secrets
 import shutil
 import sys
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -45,6 +56,10 @@ FORMAT = 1  # bump when what an entry holds changes: older entries then miss
 # partition sets kept of one graph (the same inputs but for the number of partitions: an
 # elastic job's counts); beyond it the least recently used go (see Cache.evict)
 KEEP_COUNTS = 3
+# without a limit given (--cache-limit, spec.storage.cacheLimit), the share of the filesystem
+# the cache is on that every graph's entries together may fill: the claim also holds the runs'
+# checkpoints, models and logs (and, on a block volume, the filesystem is the claim)
+DEFAULT_LIMIT_SHARE = 0.5
 INDEX = ".dglrun-cache.json"  # (a dot file: no graph name can collide with it)
 STAGING = ".staging-"
 
@@ -134,6 +149,108 @@ def family_of(doc: dict[str, object]) -> str:
     return key_of({k: v for k, v in doc.items() if k != "num_partitions"})
 
 
+def amount(n: float) -> str:
+    """Bytes for a person: ``512 B``, ``3.0 KiB``, ``12.5 GiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def filesystem_size(path: Path) -> int | None:
+    """The size in bytes of the filesystem ``path`` is on (on a block volume: the claim's;
+    on a share without per-claim quotas, e.g. NFS: the whole export's), or None when it cannot
+    be read."""
+    try:
+        fs = os.statvfs(path)
+    except OSError:
+        return None
+    return fs.f_blocks * fs.f_frsize
+
+
+@dataclass(frozen=True)
+class Held:
+    """A committed entry as the eviction across graphs sees it."""
+
+    key: str  # its folder's name
+    used: float  # its index's mtime: when a job last used it
+    size: int  # bytes: its files' as its index lists them, with the index
+    graph: str  # the graph's name and partition count, for the log (``?``: unknown)
+    count: int | str
+
+    def describe(self) -> str:
+        stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.used))
+        return (
+            f"{self.key} (graph {self.graph}, {self.count} partitions, {amount(self.size)}, "
+            f"last used {stamp})"
+        )
+
+
+def _walk_size(entry: Path) -> int:
+    """The bytes of the files under ``entry`` (links not followed; unreadable ones skipped)."""
+    total = 0
+    for top, _, names in os.walk(entry, followlinks=False):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(top, name)).st_size
+    return total
+
+
+def _held(entry: Path) -> Held | None:
+    """``entry`` as :class:`Held`, or None when its index cannot be read (missing, not a JSON
+    object): such an entry is neither counted nor removed here (:meth:`Cache.lookup` removes
+    it when a job looks it up). The size comes from the index's ``files``; from a walk of the
+    entry where those are not sizes."""
+    index = entry / INDEX
+    try:
+        doc = json.loads(index.read_text())
+        stat = index.stat()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    try:
+        sizes = [size for size, _ in _files(doc, index).values()]
+        if any(size < 0 for size in sizes):
+            raise ValueError("a negative size")
+        size = sum(sizes) + stat.st_size
+    except (UnsafeIndex, KeyError, TypeError, ValueError, IndexError, AttributeError):
+        size = _walk_size(entry)
+    inputs = doc.get("inputs")
+    inputs = inputs if isinstance(inputs, dict) else {}
+    graph = inputs.get("graph_name")
+    count = inputs.get("num_partitions")
+    graph = graph if isinstance(graph, str) else "?"
+    return Held(entry.name, stat.st_mtime, size, graph, count if isinstance(count, int) else "?")
+
+
+def held(root: Path) -> list[Held]:
+    """Every committed entry under ``root`` whose index can be read, by name: not the
+    folders whose name starts with a dot (``.staging-``: being written by a job; ``.bad-``:
+    being removed)."""
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    found = (_held(root / name) for name in names if not name.startswith("."))
+    return [h for h in found if h is not None]
+
+
+def over_limit(entries: Sequence[Held], key: str, limit: int) -> list[Held]:
+    """The entries to remove for ``entries`` to add up to at most ``limit`` bytes: the least
+    recently used first (the older ``used``; ties by key), never ``key`` (the entry in use);
+    none when they are within it. When ``key`` alone is over, every other entry."""
+    total = sum(e.size for e in entries)
+    out = []
+    for e in sorted((e for e in entries if e.key != key), key=lambda e: (e.used, e.key)):
+        if total <= limit:
+            break
+        out.append(e)
+        total -= e.size
+    return out
+
+
 @dataclass
 class Lookup:
     """An entry found whole (``pset`` and its files' ``(size, sha256)``), or why not."""
@@ -144,17 +261,26 @@ class Lookup:
 
 
 class Cache:
-    def __init__(self, root: Path) -> None:
+    """The entries under ``root``; ``limit``: the bytes every graph's entries together may
+    hold (None: :data:`DEFAULT_LIMIT_SHARE` of the filesystem ``root`` is on)."""
+
+    def __init__(self, root: Path, limit: int | None = None) -> None:
         self.root = root
+        self.limit = limit
 
     def entry(self, key: str) -> Path:
         return self.root / key
 
     def lookup(self, key: str, graph_name: str, num_parts: int) -> Lookup:
+        """The entry ``key`` when whole (every file checked against its index), else why not
+        (a damaged entry is removed). It is marked used first (its index's mtime): another
+        job's eviction (:meth:`bound`) meanwhile takes it last."""
         entry = self.entry(key)
         index = entry / INDEX
         if not index.is_file():
             return Lookup()
+        with contextlib.suppress(OSError):
+            os.utime(index)
         try:
             want = _files(json.loads(index.read_text()), index)
         except UnsafeIndex as e:
@@ -242,6 +368,46 @@ class Cache:
             )
         return gone
 
+    def bound(self, key: str) -> list[str]:
+        """Keep every graph's entries together within the cache's limit: the least recently
+        used go first (:func:`over_limit`), until the total is within it; ``key``, the entry
+        in use, never goes, and when it alone is over the limit it stays and one line says so.
+        Call after :meth:`evict` (which marks ``key`` used). Returns what went and why, one
+        line each, for the job's log. Best effort: an entry whose index cannot be read is
+        neither counted nor removed; one that cannot be removed stays (a line says so)."""
+        limit, whence = self.limit, "--cache-limit, spec.storage.cacheLimit"
+        if limit is None:
+            size = filesystem_size(self.root)
+            if size is None:
+                return [
+                    f"warning: the partition cache {self.root} is not bounded across graphs: "
+                    "the size of its filesystem cannot be read (set spec.storage.cacheLimit, "
+                    "--cache-limit)"
+                ]
+            limit = int(size * DEFAULT_LIMIT_SHARE)
+            whence = f"{DEFAULT_LIMIT_SHARE:.0%} of its filesystem's {amount(size)}"
+        found = held(self.root)
+        total = sum(h.size for h in found)
+        lines = []
+        for h in over_limit(found, key, limit):
+            why = self._remove(self.entry(h.key))
+            if why:
+                lines.append(f"warning: cannot remove cached partitions {h.key}: {why}")
+                continue
+            lines.append(
+                f"removed cached partitions {h.describe()}: the least recently used of every "
+                f"graph's, the cache holding {amount(total)}, over its limit of {amount(limit)} "
+                f"({whence})"
+            )
+            total -= h.size
+        mine = next((h for h in found if h.key == key), None)
+        if mine is not None and mine.size > limit:
+            lines.append(
+                f"warning: the partitions in use, {mine.describe()}, alone exceed the "
+                f"partition cache's limit of {amount(limit)} ({whence}): kept"
+            )
+        return lines
+
     def commit(
         self,
         staging: Path,
@@ -276,12 +442,22 @@ class Cache:
         return Lookup(moved, files)
 
     def _drop(self, entry: Path, why: str) -> str:
-        """Remove a damaged entry (renamed away first: no reader takes it meanwhile)."""
-        gone = self.root / f".bad-{entry.name}-{secrets.token_hex(4)}"
-        with contextlib.suppress(OSError):
-            os.rename(entry, gone)
-            shutil.rmtree(gone, ignore_errors=True)
+        """Remove a damaged entry (:meth:`_remove`, best effort); returns ``why``."""
+        self._remove(entry)
         return why
+
+    def _remove(self, entry: Path) -> str:
+        """Remove an entry, renamed away first (no reader takes it meanwhile): "" when it is
+        gone (another job's removal of it included), else why not."""
+        gone = self.root / f".bad-{entry.name}-{secrets.token_hex(4)}"
+        try:
+            os.rename(entry, gone)
+        except FileNotFoundError:
+            return ""
+        except OSError as e:
+            return e.strerror or str(e)
+        shutil.rmtree(gone, ignore_errors=True)
+        return ""
 
 
 # -- on the workers (DistParMETIS: each worker's part lives on its own disk) ----------------

@@ -5,7 +5,10 @@
   ``status.partitions`` and an Event ``PartitionsReused`` say so); a damaged one is removed
   (an Event ``PartitionCacheDamaged`` names the file) and the graph partitioned again; new
   partitions are written straight into the cache (DistParMETIS: :class:`DistCache`, each
-  worker copying its own part in and out).
+  worker copying its own part in and out). Then the cache is trimmed: the same graph's
+  other partition counts beyond the newest few, and every graph's least recently used
+  entries while all of them together exceed the cache's limit (``--cache-limit``), each
+  removal a line of the log.
 * phase 5: every trainer gets ``$DGLRUN_CHECKPOINT_DIR`` and, when a whole checkpoint is there
   (launcher/checkpoints.py), ``$DGLRUN_RESUME_FROM`` and ``$DGLRUN_RESUME_EPOCH``
   (``status.resume``, an Event ``Resuming``); checkpoints that are not whole are reported
@@ -72,7 +75,7 @@ def partition_cached(
     except CacheError as e:
         raise PhaseError(str(e)) from e
     key = key_of(doc)
-    cache = Cache(storage.partitions)
+    cache = Cache(storage.partitions, storage.cache_limit)
     where = _where(storage, cache.entry(key))
     if storage.share_partitions and "run" in doc:
         console.say(
@@ -119,9 +122,12 @@ def _damaged(console: Console, why: str) -> None:
 
 def _evict(cache: Cache, key: str, doc: dict[str, object], console: Console) -> None:
     """The same graph's partition sets of other counts beyond the newest few (cache.py's
-    KEEP_COUNTS), removed: said, never an error."""
+    KEEP_COUNTS), then the least recently used of every graph's while the cache is over its
+    limit (:meth:`Cache.bound`), removed: said, never an error."""
     for line in cache.evict(key, doc):
         console.say(f"  removed cached partitions {line}")
+    for line in cache.bound(key):
+        console.say(f"  {line}")
 
 
 @dataclass
@@ -151,7 +157,7 @@ class DistCache:
             return None
         doc = inputs(what, storage.run, storage.share_partitions, content=hashes)
         key = key_of(doc)
-        cache = Cache(storage.partitions)
+        cache = Cache(storage.partitions, storage.cache_limit)
         where = _where(storage, cache.entry(key))
         config = f"{what.job.graph_name}.json"
         return DistCache(cache, key, doc, where, config, what.python, what.timeout)

@@ -68,12 +68,14 @@ class Storage:
     """``root``: the folder this run keeps things in. ``mount``: the folder that must exist
     already, ``root`` itself or a folder above it (in a DGLJob the claim's mount point; the
     folders from it down to ``root`` are made when missing). None: ``root`` must exist (a
-    folder given with ``--storage``)."""
+    folder given with ``--storage``). ``cache_limit``: the bytes the partition cache may hold
+    over every graph (None: its default, launcher/storage/cache.py)."""
 
     root: Path
     run: str
     share_partitions: bool = False
     mount: Path | None = None
+    cache_limit: int | None = None
 
     def __post_init__(self) -> None:
         if self.mount is not None and not _within(self.mount, self.root):

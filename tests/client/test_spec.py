@@ -124,3 +124,20 @@ def test_a_typed_job_is_checked_by_the_operators_parser_naming_the_field() -> No
         "spec.dglReplicaSpecs.Worker.template.spec.containers[0].resources.limits.memory"
     )
     assert "K is not a suffix: k is 1000, Ki is 1024" in str(e.value)
+
+
+def test_a_cache_limit_round_trips_and_a_bad_one_is_refused_naming_the_field() -> None:
+    kept = StorageSpec(claim_name="results", share_partitions=True, cache_limit="20Gi")
+    typed = new_job("c", launcher=MainContainer(image="img"), workers=2, storage=kept)
+    assert typed.raw["spec"]["storage"] == {
+        "claimName": "results",
+        "sharePartitions": True,
+        "cacheLimit": "20Gi",
+    }
+    assert typed.spec.storage == kept
+    for bad in ("20GB", "20 Gi", "1e9", "100m"):
+        with pytest.raises(SpecError) as e:
+            new_job("c", launcher=MainContainer(image="img"), workers=2,
+                    storage=StorageSpec(claim_name="results", cache_limit=bad))  # fmt: skip
+        assert e.value.field == "spec.storage.cacheLimit"
+        assert f"{bad!r} is not a quantity of bytes such as 20Gi or 500G" in str(e.value)

@@ -573,6 +573,7 @@ def test_every_pod_mounts_the_storage_and_dglrun_knows_where(
         assert env["DGL_OPERATOR_STORAGE"] == "/dgl_storage/team/g"
         assert env["DGL_OPERATOR_RUN_NAME"] == "dgl-graphsage-0123abcd"
         assert env["DGL_OPERATOR_SHARE_PARTITIONS"] == "true"
+        assert "DGL_OPERATOR_CACHE_LIMIT" not in env  # (dglrun's default then)
     from controller.builders import results_location
 
     assert results_location(job) == "results:/team/g/runs/dgl-graphsage-0123abcd/output"
@@ -580,6 +581,18 @@ def test_every_pod_mounts_the_storage_and_dglrun_knows_where(
     assert plain.claim is None and "DGL_OPERATOR_STORAGE" not in _env(
         plain.launcher["spec"]["containers"][0]
     )
+
+
+def test_the_cache_limit_reaches_dglrun_as_written(seed_job_raw: dict[str, Any]) -> None:
+    job = _with_storage(seed_job_raw, claimName="results", cacheLimit="20Gi")
+    want = desired(job, SEED_OPTS)
+    assert want.partitioner is not None
+    for pod in (want.launcher, want.partitioner):
+        env = _env(pod["spec"]["containers"][0])
+        assert env["DGL_OPERATOR_CACHE_LIMIT"] == "20Gi"
+        assert "DGL_OPERATOR_SHARE_PARTITIONS" not in env
+    for pod in want.workers:  # (dglrun runs in the launcher and the partitioner only)
+        assert "DGL_OPERATOR_CACHE_LIMIT" not in _env(pod["spec"]["containers"][0])
 
 
 def test_skip_mode_keeps_its_results_on_the_storage_too(seed_job_raw: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ from controller.api import (
 )
 from controller.elastic import STATUS_FIELDS
 from dgljob import parse
+from podcontract.quantity import parse_quantity
 from tests.controller.crd_validate import Validator, apply_defaults, load_crd, version_schema
 from tests.support.dgljobs import load_fixture
 from tests.support.malformed import CASES, CRD_CASES, Case, apply_case
@@ -333,6 +334,24 @@ def test_elastic_example_is_accepted(validator: Validator) -> None:
     parsed = parse_job(example).spec
     assert parsed.elastic == ElasticPolicy(1, 3, 30, 60)
     assert parsed.storage is not None and parsed.workers == 3
+
+
+@pytest.mark.parametrize("limit", ["20Gi", "500G", "1.5Ti", "1000000", "0"])
+def test_a_cache_limit_is_accepted_by_both_and_is_a_size_for_dglrun(
+    crd: dict[str, Any], validator: Validator, limit: str
+) -> None:
+    """spec.storage.cacheLimit: the CRD's pattern is the parser's, and what both accept is
+    a quantity dglrun reads (podcontract.quantity)."""
+    storage = version_schema(crd)["properties"]["spec"]["properties"]["storage"]["properties"]
+    assert storage["cacheLimit"]["pattern"] == parse.CACHE_LIMIT.pattern
+    assert "default" not in storage["cacheLimit"]  # (dglrun's: half the filesystem)
+    job = load_fixture("seed_dgljob.yaml")
+    job["spec"]["storage"] = {"claimName": "results", "cacheLimit": limit}
+    assert validator.validate(job) == []
+    st = parse_job({**job, "metadata": {**job["metadata"], "uid": "u"}}).spec.storage
+    assert st is not None and st.cache_limit == limit
+    assert st.to_dict() == {"claimName": "results", "cacheLimit": limit}
+    assert parse_quantity(limit) >= 0
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.crd], ids=lambda c: c.id)

@@ -285,6 +285,21 @@ CASES: list[Case] = [
         lambda o: _spec(o).update(storage={"claimName": "r", "sharePartitions": "yes"}),
         "sharePartitions",
     ),
+    Case(
+        "storage-cache-limit-not-a-quantity",
+        lambda o: _spec(o).update(storage={"claimName": "r", "cacheLimit": "20GB"}),
+        "spec.storage.cacheLimit",
+    ),
+    Case(
+        "storage-cache-limit-negative",
+        lambda o: _spec(o).update(storage={"claimName": "r", "cacheLimit": "-1Gi"}),
+        "spec.storage.cacheLimit",
+    ),
+    Case(
+        "storage-cache-limit-unquoted-number",
+        lambda o: _spec(o).update(storage={"claimName": "r", "cacheLimit": 1000}),
+        "spec.storage.cacheLimit",
+    ),
     # spec.elasticPolicy (the seed has 2 Worker replicas: maxReplicas' default)
     Case(
         "elastic-not-an-object",
