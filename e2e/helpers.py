@@ -279,10 +279,26 @@ def start_prober(
         },
     }
     apply(cluster, pod)
-    kubectl_run(
-        cluster, ["wait", "-n", ns, "--for=condition=Ready", f"pod/{name}", "--timeout=180s"], 200
+    return str(wait_ready(cluster, ns, name, 180)["status"]["podIP"])
+
+
+def wait_ready(cluster: Any, ns: str, name: str, timeout: float) -> dict[str, Any]:
+    """The pod ``ns/name`` once it is Ready (it may not exist yet: `kubectl wait` fails at
+    once on a pod the operator has not made so far)."""
+
+    def ready() -> dict[str, Any] | None:
+        selector = f"metadata.name={name}"
+        found = cluster.kubectl(["get", "pods", "-n", ns, "--field-selector", selector])
+        for pod in found["items"]:
+            conds = (pod.get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in conds):
+                return dict(pod)
+        return None
+
+    pod: dict[str, Any] = wait_for(
+        ready, what=f"pod {ns}/{name} Ready", timeout=timeout, interval=0.5
     )
-    return str(cluster.kubectl(["get", "pod", name, "-n", ns])["status"]["podIP"])
+    return pod
 
 
 def listening(cluster: Any, ns: str, pod: str, port: int) -> bool:

@@ -31,6 +31,7 @@ from e2e.helpers import (
     succeeded,
     wait_finished,
     wait_job,
+    wait_ready,
 )
 from tests.support.waiting import wait_for
 
@@ -83,11 +84,7 @@ def test_no_pod_outside_the_job_reaches_its_pods_while_it_runs(
     assert policy["spec"]["podSelector"] == {"matchLabels": {"dgl.qihoo.net/job-name": NAME}}
 
     # 1. the partitioner serves the partitions; the workers wait at the gate
-    kubectl_run(
-        cluster,
-        ["wait", "-n", namespace, "--for=condition=Ready", f"pod/{part}", "--timeout=600s"],
-        620,
-    )
+    wait_ready(cluster, namespace, part, 600)
     part_ip, w0_ip, w1_ip = (ip_of(cluster, namespace, p) for p in (part, w0, w1))
     transfer = f"{part_ip}:{pc.TRANSFER_PORT}"
     by_ip = [f"{w0_ip}:{pc.DGL_PORT}", f"{w1_ip}:{pc.DGL_PORT}"]

@@ -12,12 +12,15 @@ localcluster/volumes.py's static volumes; elsewhere to the default StorageClass.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,23 +28,27 @@ from typing import Any
 import pytest
 import yaml
 
-from dgl_operator.client import DGLJobClient
+from dgl_operator.client import DGLJobClient, results
 from e2e.helpers import (
     EXAMPLE,
     accuracy,
     apply,
     claims_namespace,
     conditions,
+    connect,
     dgl_python,
     epochs_done,
     event_messages,
     figure,
     get_job,
     launcher_args,
+    start_prober,
     succeeded,
     wait_finished,
     wait_job,
+    wait_ready,
 )
+from kubeclient import NETWORKPOLICIES, PODS, NotFound, RestClient
 from tests.support.waiting import wait_for
 
 EPOCHS = 8
@@ -263,6 +270,48 @@ def test_results_outlive_the_job_and_dglctl_copies_them_from_where_its_status_sa
         f"results on the claim after the job was deleted: dglctl results --from {where}: "
         f"{len(copied['files'])} files, {copied['bytes']} bytes, the same as the notebook's copy"
     )
+
+
+def test_the_results_reader_serves_its_copy_alone(
+    cluster: Any, ns: str, whole: dict[str, Any]
+) -> None:
+    """A reader pod as ``dglctl results`` makes it, held up while it serves: a pod of another
+    namespace and a pod of its own reach none of its port (its NetworkPolicy admits no pod),
+    and through the API server's proxy, the only way in, nothing is served without the call's
+    token; with it, the manifest of the run's files."""
+    where = whole["job"]["status"]["results"]
+    claim, _, folder = where.partition(":")
+    src = results.ResultsSource(ns, claim, folder.rsplit("/output", 1)[0], image=IMAGE)
+    name, token = f"held-results-{uuid.uuid4().hex[:4]}", secrets.token_urlsafe(24)
+    api = RestClient.from_config(str(cluster.kubeconfig))
+    foe_ns = f"e2e-foe-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl(["create", "namespace", foe_ns], as_dict=False)
+    try:
+        api.create(NETWORKPOLICIES, ns, results.reader_policy(src, name))
+        api.create(PODS, ns, results.reader_pod(src, name, ("output",), token))
+        start_prober(cluster, foe_ns, "foe", IMAGE)
+        start_prober(cluster, ns, "neighbour", IMAGE)
+        reader_pod = wait_ready(cluster, ns, name, 180)
+        reader = f"{reader_pod['status']['podIP']}:{results.PORT}"
+        for where_from, pod in ((foe_ns, "foe"), (ns, "neighbour")):
+            got = connect(cluster, where_from, pod, [reader])
+            assert got == {reader: "timeout"}, f"{where_from}/{pod} reached the reader: {got}"
+        target = f"{name}:{results.PORT}"
+        for path in ("proxy/manifest", "proxy/archive", f"proxy/{token[:-1]}/manifest"):
+            with pytest.raises(NotFound), api.stream(PODS, ns, target, path) as s:
+                s.read()
+        with api.stream(PODS, ns, target, f"proxy/{token}/manifest") as s:
+            names = [f["name"] for f in json.loads(s.read())["files"]]
+        assert "model.pt" in names, names
+    finally:
+        with contextlib.suppress(NotFound):
+            api.delete(PODS, ns, name, grace_period_seconds=0)
+        with contextlib.suppress(NotFound):
+            api.delete(NETWORKPOLICIES, ns, name)
+        with contextlib.suppress(NotFound):
+            api.delete(PODS, ns, "neighbour", grace_period_seconds=0)
+        cluster.kubectl(["delete", "namespace", foe_ns, "--wait=false"], as_dict=False)
+    figure("results reader: unreachable from another namespace and its own, 404 without its token")
 
 
 def test_a_damaged_checkpoint_and_damaged_partitions_are_detected(cluster: Any, ns: str) -> None:
