@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from chunkedgraph import ChunkedError, FileSpec
 from distpart import memory, mpi, parmetis
+from distpart.read import read_rows
 
 
 def test_each_step_reports_its_own_peak_not_the_largest_so_far() -> None:
@@ -149,3 +151,19 @@ def test_group_parts_reassembles_communities_split_into_fine_parts() -> None:
         assert len(set(group[community == c])) == 1
     load = np.bincount(group, weights=weights)
     assert (np.abs(load / (weights.sum() / k) - 1) <= 0.03).all()
+
+
+def test_a_chunk_that_holds_pickled_objects_is_refused_naming_it(tmp_path: Path) -> None:
+    """A chunk file from shared storage that holds Python objects (numpy pickles them) is
+    refused, naming the file: reading it would run what the pickle says."""
+
+    class Payload:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return (os.system, (f"touch {tmp_path / 'ran'}",))
+
+    path = tmp_path / "feat-0.npy"
+    np.save(path, np.array([Payload(), Payload()], dtype=object), allow_pickle=True)
+    spec = FileSpec("node_data _N/feat", "node", False, "numpy", ",", (path,), (2,))
+    with pytest.raises(ChunkedError, match=r"feat-0\.npy: node_data _N/feat chunk 0: cannot"):
+        read_rows(spec, 0, 2)
+    assert not (tmp_path / "ran").exists()
