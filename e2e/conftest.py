@@ -11,14 +11,13 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e.helpers import NODE_KUBECONFIG, figures
+from e2e.helpers import NODE_KUBECONFIG, figures, fresh_namespace
 from localcluster.cluster import ClusterError, k8s_binaries
 from localcluster.helm import install_operator
 from localcluster.node import DEFAULT_DIR, running
@@ -108,7 +107,10 @@ def operator(cluster: Any, kubeconfig: Path) -> Iterator[str]:
 
 @pytest.fixture
 def namespace(cluster: Any, operator: str) -> Iterator[str]:
-    name = f"e2e-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl(["create", "namespace", name], as_dict=False)
-    yield name
-    cluster.kubectl(["delete", "namespace", name, "--wait=false"], as_dict=False)
+    yield from fresh_namespace(cluster)
+
+
+@pytest.fixture
+def other_namespace(cluster: Any, operator: str) -> Iterator[str]:
+    """Another tenant's namespace (where attacks on a job come from)."""
+    yield from fresh_namespace(cluster, "e2e-foe")

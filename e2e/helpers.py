@@ -171,6 +171,14 @@ def single_process_accuracy(batch_size: int, epochs: int = 2) -> float:
         return float(json.loads(out.read_text())["test_accuracy"])
 
 
+def fresh_namespace(cluster: Any, prefix: str = "e2e") -> Iterator[str]:
+    """A new namespace ``<prefix>-<6 hex>`` (the generator under a fixture), deleted after."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    cluster.kubectl(["create", "namespace", name], as_dict=False)
+    yield name
+    cluster.kubectl(["delete", "namespace", name, "--wait=false"], as_dict=False)
+
+
 def claims_namespace(cluster: Any, kubeconfig: Path, prefix: str) -> Iterator[str]:
     """A namespace for jobs with spec.storage (the generator under a fixture): on this
     machine's node, its static volumes are made ready first (released ones recycled)."""
@@ -180,10 +188,7 @@ def claims_namespace(cluster: Any, kubeconfig: Path, prefix: str) -> Iterator[st
 
         run = volumes.kubectl_for(k8s_binaries("kubectl") / "kubectl", NODE_KUBECONFIG)
         volumes.ensure(run, DEFAULT_DIR / "volumes")
-    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl(["create", "namespace", name], as_dict=False)
-    yield name
-    cluster.kubectl(["delete", "namespace", name, "--wait=false"], as_dict=False)
+    yield from fresh_namespace(cluster, prefix)
 
 
 def epochs_done(job: dict[str, Any]) -> int:

@@ -9,11 +9,7 @@ lookup would return."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 import podcontract as pc
 from e2e.helpers import (
@@ -40,14 +36,6 @@ IMAGE = "dgloperator/graphsage:v0.1.0"
 GATE = "/tmp/go"  # the workers are Ready once it exists: the test holds the job before training
 
 
-@pytest.fixture
-def foe_ns(cluster: Any, operator: str) -> Iterator[str]:
-    name = f"e2e-foe-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl(["create", "namespace", name], as_dict=False)
-    yield name
-    cluster.kubectl(["delete", "namespace", name, "--wait=false"], as_dict=False)
-
-
 def gated_job(ns: str) -> dict[str, Any]:
     """The example, its workers Ready only once GATE exists (the launcher waits for them), and
     trained long enough to be caught training."""
@@ -71,8 +59,9 @@ def service_addresses(cluster: Any, ns: str, service: str) -> list[str]:
 
 
 def test_no_pod_outside_the_job_reaches_its_pods_while_it_runs(
-    cluster: Any, namespace: str, foe_ns: str
+    cluster: Any, namespace: str, other_namespace: str
 ) -> None:
+    foe_ns = other_namespace
     job_label = {"dgl.qihoo.net/job-name": NAME, "dgl-replica-type": "worker"}
     # a pod of another tenant, even one wearing the job's labels, and a pod of the job's own
     # namespace that is not the job's

@@ -273,7 +273,7 @@ def test_results_outlive_the_job_and_dglctl_copies_them_from_where_its_status_sa
 
 
 def test_the_results_reader_serves_its_copy_alone(
-    cluster: Any, ns: str, whole: dict[str, Any]
+    cluster: Any, ns: str, whole: dict[str, Any], other_namespace: str
 ) -> None:
     """A reader pod as ``dglctl results`` makes it, held up while it serves: a pod of another
     namespace and a pod of its own reach none of its port (its NetworkPolicy admits no pod),
@@ -283,9 +283,8 @@ def test_the_results_reader_serves_its_copy_alone(
     claim, _, folder = where.partition(":")
     src = results.ResultsSource(ns, claim, folder.rsplit("/output", 1)[0], image=IMAGE)
     name, token = f"held-results-{uuid.uuid4().hex[:4]}", secrets.token_urlsafe(24)
+    foe_ns = other_namespace
     api = RestClient.from_config(str(cluster.kubeconfig))
-    foe_ns = f"e2e-foe-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl(["create", "namespace", foe_ns], as_dict=False)
     try:
         api.create(NETWORKPOLICIES, ns, results.reader_policy(src, name))
         api.create(PODS, ns, results.reader_pod(src, name, ("output",), token))
@@ -310,7 +309,6 @@ def test_the_results_reader_serves_its_copy_alone(
             api.delete(NETWORKPOLICIES, ns, name)
         with contextlib.suppress(NotFound):
             api.delete(PODS, ns, "neighbour", grace_period_seconds=0)
-        cluster.kubectl(["delete", "namespace", foe_ns, "--wait=false"], as_dict=False)
     figure("results reader: unreachable from another namespace and its own, 404 without its token")
 
 

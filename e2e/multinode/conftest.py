@@ -18,13 +18,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from e2e.helpers import fresh_namespace
 from e2e.multinode.helpers import NODES, MultiNode
 from localcluster.cluster import ClusterError, k8s_binaries
 from localcluster.helm import install_operator
@@ -181,7 +181,4 @@ def operator_node(cluster: Any, operator: str) -> str:
 
 @pytest.fixture
 def namespace(cluster: Any, operator: str) -> Iterator[str]:
-    name = f"e2e-{uuid.uuid4().hex[:6]}"
-    cluster.kubectl(["create", "namespace", name], as_dict=False)
-    yield name
-    cluster.kubectl(["delete", "namespace", name, "--wait=false"], as_dict=False)
+    yield from fresh_namespace(cluster)
