@@ -199,11 +199,23 @@ def epochs_done(job: dict[str, Any]) -> int:
     return int(progress.split("epoch ")[1].split("/")[0])
 
 
-def event_messages(cluster: Any, ns: str, reason: str) -> list[str]:
-    """The messages of the namespace's Events of ``reason``, oldest first."""
-    items = cluster.kubectl(["get", "events", "-n", ns])["items"]
-    items.sort(key=lambda e: e["metadata"]["creationTimestamp"])
-    return [e["message"] for e in items if e["reason"] == reason]
+def event_messages(cluster: Any, ns: str, reason: str, within: float = 60.0) -> list[str]:
+    """The messages of the namespace's Events of ``reason``, oldest first.
+
+    The operator's recorder sends Events from a thread of its own, after the status write they
+    tell of: one can trail the status a test has just seen (CI failed so once). So this waits up
+    to ``within`` seconds for the first one, and returns [] only when none came.
+    """
+
+    def messages() -> list[str]:
+        items = cluster.kubectl(["get", "events", "-n", ns])["items"]
+        items.sort(key=lambda e: e["metadata"]["creationTimestamp"])
+        return [e["message"] for e in items if e["reason"] == reason]
+
+    try:
+        return wait_for(messages, what=f"an Event {reason} in {ns}", timeout=within, interval=1.0)
+    except AssertionError:
+        return []
 
 
 # -- reaching pods over the network (NetworkPolicy) -----------------------------------------

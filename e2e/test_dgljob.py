@@ -16,6 +16,7 @@ from e2e.helpers import (
     accuracy,
     apply,
     conditions,
+    event_messages,
     example_job,
     get_job,
     launcher_args,
@@ -59,8 +60,7 @@ def test_graphsage_succeeds_close_to_the_baseline(
         and not p["metadata"].get("deletionTimestamp")
     ]
     assert running == []
-    events = cluster.kubectl(["get", "events", "-n", namespace])["items"]
-    assert "DGLJobSucceeded" in {e["reason"] for e in events}
+    assert event_messages(cluster, namespace, "DGLJobSucceeded")
 
 
 def test_the_restricted_example_succeeds_in_a_locked_down_namespace(

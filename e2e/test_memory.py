@@ -9,6 +9,7 @@ from typing import Any
 from e2e.helpers import (
     apply,
     conditions,
+    event_messages,
     example_job,
     get_job,
     launcher_args,
@@ -44,8 +45,7 @@ def test_a_trainer_killed_for_memory_fails_the_job_oomkilled_naming_its_pod(
     log = cluster.logs("hog-launcher", "dgl-graphsage", namespace)
     assert "launcher.remote: killed for memory in pod hog-worker-" in log, log[-3000:]
     assert "Traceback" not in log.split("[5/5] train")[0]  # (a trainer's own output may have one)
-    events = cluster.kubectl(["get", "events", "-n", namespace])["items"]
-    assert "OOMKilled" in {e["reason"] for e in events}
+    assert event_messages(cluster, namespace, "OOMKilled")
     left = [
         n
         for n, p in pods(cluster, namespace).items()

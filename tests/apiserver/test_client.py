@@ -259,8 +259,12 @@ def test_wait_returns_once_succeeded_and_progress_follows_the_epochs(
     epochs = [(r.epoch, r.epochs) for r in readings if r.epochs]
     assert epochs[:2] == [(1, 2), (2, 2)], readings
     assert readings[0].phase in ("Pending", "Partitioning", "")
-    reasons = [e["reason"] for e in jobs.events("ok")]
-    assert reasons[0] == "DGLJobCreated" and "DGLJobSucceeded" in reasons
+    # (the operator's Events come from a thread of their own, after the status they tell of)
+    reasons = wait_for(
+        lambda: (r := [e["reason"] for e in jobs.events("ok")]) and "DGLJobSucceeded" in r and r,
+        what="the DGLJobSucceeded Event", timeout=LIVE_TIMEOUT,
+    )  # fmt: skip
+    assert reasons[0] == "DGLJobCreated"
 
     with pytest.raises(NoResults, match=r"dgljob ok has no spec\.storage"):
         jobs.results("ok", "unused")
@@ -307,7 +311,10 @@ def test_suspend_resume_and_delete(
         lambda: "held-worker-0" in pods(api, namespace), what="pods again", timeout=LIVE_TIMEOUT
     )
     assert jobs.get("held")["spec"]["runPolicy"]["suspend"] is False
-    assert "DGLJobResumed" in [e["reason"] for e in jobs.events("held")]
+    wait_for(
+        lambda: "DGLJobResumed" in [e["reason"] for e in jobs.events("held")],
+        what="the DGLJobResumed Event", timeout=LIVE_TIMEOUT,
+    )  # fmt: skip
     assert list(jobs.logs("held")) == []  # (no launcher yet: nothing, at once)
     cli = dglctl(control_plane, namespace, "logs", "held")
     assert cli.returncode == 0 and cli.stdout == ""

@@ -342,7 +342,10 @@ def test_no_way_around_the_queue(
         what="holder's new Workload",
         timeout=60,
     )
-    assert events_of(api, namespace, "holder", "WorkloadChanged")
+    wait_for(  # (Events come from the recorder's own thread)
+        lambda: events_of(api, namespace, "holder", "WorkloadChanged"),
+        what="the WorkloadChanged Event", timeout=60,
+    )  # fmt: skip
     new = workload_of(api, namespace, "holder")
     assert new is not None
     worker = next(ps for ps in new["spec"]["podSets"] if ps["name"] == "worker")

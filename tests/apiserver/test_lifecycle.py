@@ -140,14 +140,17 @@ def test_happy_path_with_kubectl(
         what="the workers' Service cleaned up",
         timeout=LIVE_TIMEOUT,
     )
-    reasons = {e["reason"] for e in api.list(EVENTS, ns)["items"]}
-    assert {
+    lifecycle = {
         "DGLJobCreated",
         "SuccessfulCreate",
         "DGLJobPartitioning",
         "DGLJobTraining",
         "DGLJobSucceeded",
-    } <= reasons
+    }
+    wait_for(  # (Events come from the recorder's own thread, after the status they tell of)
+        lambda: lifecycle <= {e["reason"] for e in api.list(EVENTS, ns)["items"]},
+        what=f"the Events {sorted(lifecycle)}", timeout=LIVE_TIMEOUT,
+    )  # fmt: skip
     described = subprocess.run([*kc, "describe", "dglj", J], capture_output=True, text=True)
     assert "DGLJobSucceeded" in described.stdout
 
