@@ -23,7 +23,11 @@ class PartitionJob:
     .npy too (``feature_files``, out-of-core workers). The ParMETIS modes read the chunked
     graph ``chunked`` (a folder or its metadata.json, as the ranks see it; None in DGL-API,
     whose entry point reads the graph itself) in ``layout``, and write into ``outs``: one
-    folder for every rank, or one per rank (set when the ranks are placed)."""
+    folder for every rank, or one per rank (set when the ranks are placed).
+
+    ``counts``: other numbers of parts written by the same run (an elastic job's counts in
+    ``[minReplicas, maxReplicas]``): the graph is partitioned once, into fine parts that are
+    grouped into each count, and count ``c``'s parts go to :func:`count_dir` of each folder."""
 
     graph_name: str
     num_parts: int
@@ -34,10 +38,16 @@ class PartitionJob:
     balance_edges: bool = False
     feature_files: bool = False
     seed: int = 0  # ParMETIS' seed (dglrun leaves it at 0)
+    counts: tuple[int, ...] = ()  # other counts written too (each into count_dir)
 
-    def out_dir(self, rank: int) -> Path:
-        """Where rank ``rank`` writes."""
-        return Path(self.outs[rank] if len(self.outs) > 1 else self.outs[0])
+    def out_dir(self, rank: int, count: int | None = None) -> Path:
+        """Where rank ``rank`` writes (the parts of ``count``, one of ``counts``: beside)."""
+        out = Path(self.outs[rank] if len(self.outs) > 1 else self.outs[0])
+        return out if count is None or count == self.num_parts else count_dir(out, count)
+
+    def every_count(self) -> tuple[int, ...]:
+        """``num_parts``, then the other counts (each once)."""
+        return (self.num_parts, *sorted(set(self.counts) - {self.num_parts}))
 
     def argv(self) -> list[str]:
         """The ranks' arguments (after ``python -m distpart partition``); ``chunked`` and
@@ -58,6 +68,9 @@ class PartitionJob:
             argv.append("--feature-files")
         if self.seed:
             argv += ["--seed", str(self.seed)]
+        others = self.every_count()[1:]
+        if others:
+            argv += ["--counts", *map(str, others)]
         return argv
 
     @classmethod
@@ -73,6 +86,7 @@ class PartitionJob:
             balance_edges=a.balance_edges,
             feature_files=a.feature_files,
             seed=a.seed,
+            counts=tuple(a.counts),
         )
 
 
@@ -91,3 +105,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="also write each part's node features as .npy (out-of-core workers)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--counts",
+        type=int,
+        nargs="+",
+        default=[],
+        help="other numbers of parts to write from the same partitioning (each into <out>@<n>)",
+    )
+
+
+def count_dir(out: Path, count: int) -> Path:
+    """Where the parts of another ``count`` go, beside the folder ``out``: ``<out>@<count>``
+    (a cache's staging folder keeps its prefix: nobody takes it for an entry)."""
+    return out.with_name(f"{out.name}@{count}")

@@ -2,10 +2,12 @@
 
     mpirun -np P python -m distpart partition --chunked DIR --graph-name G --num-parts K \\
         --out OUT [OUT ...] [--layout Shared|PerWorker] [--balance-train] [--balance-edges]
-        [--feature-files]
+        [--feature-files] [--counts N [N ...]]
 
 ``--out``: one folder that every rank writes into, or one per rank (rank ``i`` writes into the
 ``i``-th: DistParMETIS on the local transport, where every worker's disk is a folder here).
+``--counts``: other numbers of parts written from the same partitioning (an elastic job's),
+each beside its folder, ``OUT@N``.
 
 A user error (a bad chunk, a ParMETIS failure, a graph too small for K parts) is one line
 naming the rank, its host and the cause, then ``MPI_Abort``: no rank waits forever in a
@@ -33,6 +35,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.num_parts < 1:
         p.error("--num-parts must be at least 1")
+    if any(c < 1 for c in a.counts):
+        p.error("--counts: every count must be at least 1")
     return a
 
 

@@ -9,7 +9,9 @@ With ``P`` ranks and ``K`` parts, rank ``r``:
    one vertex weight per node: 1, plus the in-degree with ``balance_edges``, and training
    nodes count twice with ``balance_train`` (PT-Scotch balances one constraint);
 3. **assigns parts** with ``ParMETIS_V3_PartKway`` across all ranks (for a ``K`` that is not a
-   power of two, PT-Scotch's fine parts grouped into ``K``: :func:`distpart.parmetis.group_parts`);
+   power of two, PT-Scotch's fine parts grouped into ``K``: :func:`distpart.parmetis.group_parts`;
+   for the other counts of ``job.counts`` too, one partitioning into fine parts grouped into
+   each count);
 4. **renumbers** as ``partition_graph`` does: part ``k``'s nodes get the contiguous ids
    ``node_map[k]`` (ordered by owning rank, then original id), and an edge belongs to its
    destination's part, whose edges get the ids ``edge_map[k]`` the same way;
@@ -17,6 +19,10 @@ With ``P`` ranks and ``K`` parts, rank ``r``:
    original ids, its edges (with their features), and, as DGL's one-hop halo has them, the
    out-edges of its nodes that belong to other parts;
 6. **writes** each part it owns (:mod:`distpart.write`) and the partition JSON.
+
+Steps 4 to 6 run once per count, the job's first (the other counts' into ``<out>@<count>``,
+each reading its share of the edges again rather than keeping it: a rank holds one count's
+work at a time).
 
 Nothing is ever gathered on one rank: each rank holds its share, then one part at a time.
 Steps 5 and 6 go in rounds (round ``r``: rank ``w`` receives and writes part ``r * P + w``),
@@ -30,6 +36,7 @@ DGL imported, and one part).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -45,7 +52,7 @@ from chunkedgraph import ChunkedError, ChunkedGraph, shares
 from chunkedgraph.job import PartitionJob
 from distpart import mpi
 from distpart.memory import Profile
-from distpart.parmetis import fine_parts, group_parts, part_kway
+from distpart.parmetis import common_fine_parts, fine_parts, group_parts, part_kway
 from distpart.read import read_rows
 from distpart.types import Array
 from distpart.write import PartRows, write_part
@@ -84,6 +91,9 @@ class Stats:
     per_step: bool = True
     # step -> every rank's bytes sent to the other ranks within that step
     step_sent_bytes: dict[str, list[int]] = field(default_factory=dict)
+    fine_parts: int | None = None  # the fine parts every count was grouped from (several)
+    # every count written (the job's first): its edge cut and parts' nodes and edges
+    counts: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def as_json(self, job: PartitionJob, graph: ChunkedGraph, ranks: int) -> dict[str, Any]:
         edges = max(graph.num_edges, 1)
@@ -108,6 +118,11 @@ class Stats:
             },
             "hosts": self.hosts,
             "sent_bytes_per_step": self.step_sent_bytes,
+            "fine_parts": self.fine_parts,
+            "counts": {
+                str(c): {**d, "edge_cut_fraction": round(d["edge_cut"] / edges, 6)}
+                for c, d in self.counts.items()
+            },
         }
 
 
@@ -169,8 +184,8 @@ class Rank:
         out: Array = parts % self.size
         return out
 
-    def my_parts(self) -> list[int]:
-        return [k for k in range(self.job.num_parts) if k % self.size == self.rank]
+    def my_parts(self, count: int) -> list[int]:
+        return [k for k in range(count) if k % self.size == self.rank]
 
     def _timed(self, name: str, started: float) -> float:
         """End step ``name``: its time, every rank's peak memory and bytes sent within it."""
@@ -246,10 +261,11 @@ class Rank:
         dtypes = self.comm.allgather(rows.dtype.str)
         return rows.astype(np.result_type(*[np.dtype(d) for d in dtypes]), copy=False)
 
-    def group(self, part: Array, fine: int, xadj: Array, adjncy: Array, vwgt: Array) -> Array:
-        """PT-Scotch's ``fine`` parts grouped into the job's parts (:func:`group_parts`), from
-        the fine parts' weights and the edges between them (neighbours' parts asked of their
-        owners a block at a time)."""
+    def quotient(
+        self, part: Array, fine: int, xadj: Array, adjncy: Array, vwgt: Array
+    ) -> tuple[Array, Array]:
+        """The fine parts' total weights and the edges between each two of them (neighbours'
+        parts asked of their owners a block at a time): what :func:`group_parts` groups."""
         comm = self.comm
         weights = comm.allreduce(np.bincount(part, weights=vwgt, minlength=fine))
         cross = np.zeros(fine * fine, dtype=np.int64)
@@ -257,9 +273,41 @@ class Rank:
             theirs = self.lookup(adjncy[a:b], part)
             row = np.searchsorted(xadj, np.arange(a, b), side="right") - 1
             cross += np.bincount(part[row] * fine + theirs, minlength=fine * fine)
-        cross = comm.allreduce(cross).reshape(fine, fine)
-        grouped: Array = group_parts(weights, cross, self.job.num_parts)[part]
-        return grouped
+        return weights, comm.allreduce(cross).reshape(fine, fine)
+
+    def assign(
+        self, counts: tuple[int, ...], xadj: Array, adjncy: Array, vwgt: Array
+    ) -> dict[int, Array]:
+        """Each count's part of every node of this rank. Several counts: one partitioning into
+        fine parts, grouped into each (:func:`common_fine_parts`); one count, or a graph too
+        small for fine parts: each count on its own (PT-Scotch's fine parts grouped for a
+        count that is not a power of two, :func:`fine_parts`)."""
+        comm, n, seed = self.comm, self.graph.num_nodes, self.job.seed
+        if len(counts) > 1:
+            fine = comm.bcast(common_fine_parts(counts, n), root=0)  # rank 0's env decides
+            if fine is not None:
+                self.say(
+                    f"one partitioning for the counts {', '.join(map(str, counts))}: {fine} "
+                    "fine parts, grouped into each"
+                )
+                self.stats.fine_parts = fine
+                part = part_kway(comm, self.vtxdist, xadj, adjncy, vwgt, fine, seed)
+                weights, cross = self.quotient(part, fine, xadj, adjncy, vwgt)
+                return {c: group_parts(weights, cross, c)[part] for c in counts}
+        out: dict[int, Array] = {}
+        for k in counts:
+            fine = comm.bcast(fine_parts(k, n), root=0)
+            if fine != k:
+                self.say(
+                    f"PT-Scotch: {fine} parts, grouped into {k} (it is slow for a number of "
+                    "parts that is not a power of two)"
+                )
+            part = part_kway(comm, self.vtxdist, xadj, adjncy, vwgt, fine, seed)
+            if fine != k:
+                weights, cross = self.quotient(part, fine, xadj, adjncy, vwgt)
+                part = group_parts(weights, cross, k)[part]
+            out[k] = part
+        return out
 
     def lookup(self, ids: Array, table: Array) -> Array:
         """``table`` (this rank's rows, indexed by node id - lo) at the owners of ``ids``."""
@@ -279,12 +327,12 @@ class Rank:
             nids[a:b] = got[:, 1]
         return parts, nids
 
-    def renumber(self, src: Array, dst: Array, part: Array, new_nid: Array) -> Edges:
+    def renumber(self, src: Array, dst: Array, part: Array, new_nid: Array, k: int) -> Edges:
         spart, nsrc = self.locate(src, part, new_nid)
         del src
         dpart, ndst = self.locate(dst, part, new_nid)
         del dst
-        edge_start, eid = _contiguous_ids(self.comm, dpart, self.job.num_parts)
+        edge_start, eid = _contiguous_ids(self.comm, dpart, k)
         return Edges(nsrc, ndst, eid, spart, dpart, spart != dpart, edge_start)
 
     def ship(
@@ -294,7 +342,7 @@ class Rank:
         such a part), in the part's order; the other ranks' parts are other rounds."""
         comm, P = self.comm, self.size
         p = r * P + self.rank
-        mine = p < self.job.num_parts
+        mine = p < len(node_start) - 1
         start, end = (int(node_start[p]), int(node_start[p + 1])) if mine else (0, 0)
         lo, hi = (int(e.start[p]), int(e.start[p + 1])) if mine else (0, 0)
         elo, ehi = self.shares[self.rank].edges
@@ -374,34 +422,53 @@ class Rank:
 
     def run(self) -> Stats:
         job, graph, comm = self.job, self.graph, self.comm
-        k = job.num_parts
+        counts = job.every_count()
         self.stats.hosts = comm.allgather(socket.gethostname())
         self.stats.start_mb = [round(x, 1) for x in comm.allgather(self.memory.start_mib)]
         self.memory.begin()
         started = t = time.perf_counter()
         self.say(
             f"{graph.num_nodes} nodes, {graph.num_edges} edges from "
-            f"{graph.metadata} ({job.layout} layout) into {k} parts on {self.size} ranks "
+            f"{graph.metadata} ({job.layout} layout) into "
+            f"{' and '.join(map(str, counts))} parts on {self.size} ranks "
             f"({', '.join(self.stats.hosts)})"
         )
-        fine = comm.bcast(fine_parts(k, graph.num_nodes), root=0)  # rank 0's env decides
-        if fine != k:
-            self.say(
-                f"PT-Scotch: {fine} parts, grouped into {k} (it is slow for a number of parts "
-                "that is not a power of two)"
-            )
         src, dst = self.read_edges()
         t = self._timed("read", t)
 
         xadj, adjncy = self.adjacency(src, dst)
         vwgt = self.weights(dst)
         t = self._timed("adjacency", t)
-        part = part_kway(comm, self.vtxdist, xadj, adjncy, vwgt, fine, job.seed)
-        if fine != k:
-            part = self.group(part, fine, xadj, adjncy, vwgt)
+        assigned = self.assign(counts, xadj, adjncy, vwgt)
         del xadj, adjncy, vwgt
         t = self._timed("parmetis", t)
 
+        read: list[tuple[Array, Array]] = [(src, dst)]
+        del src, dst
+        for k in counts:  # (the job's count first: the others read the edges again)
+            if not read:
+                read.append(self.read_edges())
+                t = self._timed("read", t)
+            t = self.write_count(k, assigned.pop(k), read, t)
+        first = self.stats.counts[job.num_parts]
+        self.stats.nodes_per_part = first["nodes_per_part"]
+        self.stats.edges_per_part = first["edges_per_part"]
+        self.stats.edge_cut = first["edge_cut"]
+        self.stats.seconds["total"] = time.perf_counter() - started
+        self.stats.peak_rss_mb = [round(x, 1) for x in comm.allgather(self.memory.peak_mib)]
+        self.stats.per_step = all(comm.allgather(self.memory.per_step))
+        if self.rank == 0:
+            doc = self.stats.as_json(job, graph, self.size)
+            (job.out_dir(0) / STATS_FILE).write_text(json.dumps(doc, indent=2) + "\n")
+            self._say(f"distpart-stats {json.dumps(doc, separators=(',', ':'))}")
+        return self.stats
+
+    def write_count(
+        self, k: int, part: Array, read: list[tuple[Array, Array]], t: float
+    ) -> float:
+        """Steps 4-6 for ``k`` parts (``part``: each node's), into ``job.out_dir(rank, k)``;
+        the edges ``read`` holds are taken from it (freed as soon as they are renumbered)."""
+        job, graph, comm = self.job, self.graph, self.comm
         node_start, new_nid = _contiguous_ids(comm, part, k)
         sizes = np.diff(node_start).tolist()
         if min(sizes) == 0:
@@ -409,16 +476,19 @@ class Rank:
                 f"ParMETIS left part {sizes.index(0)} of {k} empty (parts' nodes: {sizes}); "
                 "the graph is too small or too disconnected for this many partitions"
             )
-        self.stats.nodes_per_part = [int(x) for x in sizes]
-        edges = self.renumber(src, dst, part, new_nid)
+        src, dst = read.pop()
+        edges = self.renumber(src, dst, part, new_nid, k)
         del src, dst
-        self.stats.edges_per_part = [int(x) for x in np.diff(edges.start)]
-        cut = int(edges.cut.sum())
-        self.stats.edge_cut = int(mpi.allreduce_sum(comm, np.array([cut]))[0])
+        cut = int(mpi.allreduce_sum(comm, np.array([int(edges.cut.sum())]))[0])
+        self.stats.counts[k] = {
+            "edge_cut": cut,
+            "nodes_per_part": [int(x) for x in sizes],
+            "edges_per_part": [int(x) for x in np.diff(edges.start)],
+        }
         edge_start = edges.start
         t = self._timed("renumber", t)
 
-        out = job.out_dir(self.rank)
+        out = job.out_dir(self.rank, k)
         rounds = -(-k // self.size)
         for r in range(rounds):
             rows = self.ship(r, part, new_nid, edges, node_start)
@@ -429,16 +499,9 @@ class Rank:
                 write_part(out, graph, node_start, rows, job.feature_files)
                 del rows
             t = self._timed("write", t)
-        if self.rank == 0 or self.my_parts():
-            write_config(out, job, graph, node_start, edge_start)
-        self.stats.seconds["total"] = time.perf_counter() - started
-        self.stats.peak_rss_mb = [round(x, 1) for x in comm.allgather(self.memory.peak_mib)]
-        self.stats.per_step = all(comm.allgather(self.memory.per_step))
-        if self.rank == 0:
-            doc = self.stats.as_json(job, graph, self.size)
-            (out / STATS_FILE).write_text(json.dumps(doc, indent=2) + "\n")
-            self._say(f"distpart-stats {json.dumps(doc, separators=(',', ':'))}")
-        return self.stats
+        if self.rank == 0 or self.my_parts(k):
+            write_config(out, dataclasses.replace(job, num_parts=k), graph, node_start, edge_start)
+        return t
 
 
 class _Placed:

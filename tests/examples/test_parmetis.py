@@ -221,6 +221,53 @@ def test_parmetis_partitions_hold_exactly_the_source_graph(
     assert info["edge_cut_fraction"] < 0.25
 
 
+@pytest.mark.parametrize("layout", ["Shared", "PerWorker"])
+def test_one_partitioning_serves_every_count_of_an_elastic_job(
+    dgl: Dgl, mpi: str, dataset_root: Path, chunked: Path, tmp_path: Path, layout: str
+) -> None:
+    """--counts: the ranks partition once, into 64 fine parts grouped into 3 and into 2, and
+    write both sets (the other count beside its folder, OUT@2), each exactly the source graph,
+    balanced, and cutting close to what a direct partition into that count cuts."""
+    shared = layout == "Shared"
+    outs = [tmp_path / "p"] if shared else [tmp_path / f"worker-{r}" for r in range(3)]
+    small = {parmetis.MIN_VERTICES_ENV: "10"}  # (the test graph: 20k nodes, 312 per fine part)
+    proc = mpirun_distpart(
+        dgl, mpi, 3, chunked, outs, "--num-parts", "3", "--counts", "2", "--layout", layout,
+        "--balance-train", "--balance-edges", env=small,
+    )  # fmt: skip
+    assert "one partitioning for the counts 3, 2: 64 fine parts, grouped into each" in proc.stdout
+    stats = stats_of(proc.stdout)
+    assert stats["fine_parts"] == 64 and sorted(stats["counts"]) == ["2", "3"]
+    assert stats["edge_cut"] == stats["counts"]["3"]["edge_cut"]
+    direct = {}
+    for k in (2, 3):
+        one = tmp_path / f"direct-{k}"
+        direct[k] = stats_of(
+            mpirun_distpart(dgl, mpi, 3, chunked, [one], "--num-parts", str(k),
+                            "--balance-train", "--balance-edges").stdout
+        )["edge_cut"]  # fmt: skip  (PT-Scotch's k parts: no fine parts on 20k nodes)
+    for k in (3, 2):
+        merged = tmp_path / f"merged-{k}"
+        for r, out in enumerate(outs):  # rank r wrote the parts p with p % 3 == r
+            where = out if k == 3 else out.with_name(f"{out.name}@{k}")
+            for part in where.glob("part[0-9]*"):
+                assert shared or int(part.name[4:]) % 3 == r, (r, part)
+                shutil.copytree(part, merged / part.name)
+            if r == 0:
+                shutil.copy(where / f"{GRAPH}.json", merged)
+        info = partitions_check(dgl, merged / f"{GRAPH}.json", dataset_root)
+        assert info["num_parts"] == k and info["edge_cut"] == stats["counts"][str(k)]["edge_cut"]
+        sizes = [p["inner_nodes"] for p in info["parts"]]
+        balance = max(sizes) / (sum(sizes) / k)
+        print(
+            f"{layout}, {k} parts grouped from 64: edge cut {info['edge_cut']} "
+            f"({100 * info['edge_cut_fraction']:.2f}%), direct {direct[k]} "
+            f"({info['edge_cut'] / direct[k]:.3f}x); balance {balance:.3f}"
+        )
+        assert balance <= 1.1, sizes
+        assert info["edge_cut"] <= 1.25 * direct[k], (k, info["edge_cut"], direct[k])
+
+
 # -- through dglrun, with training ----------------------------------------------------------
 
 
