@@ -463,9 +463,7 @@ class Rank:
             self._say(f"distpart-stats {json.dumps(doc, separators=(',', ':'))}")
         return self.stats
 
-    def write_count(
-        self, k: int, part: Array, read: list[tuple[Array, Array]], t: float
-    ) -> float:
+    def write_count(self, k: int, part: Array, read: list[tuple[Array, Array]], t: float) -> float:
         """Steps 4-6 for ``k`` parts (``part``: each node's), into ``job.out_dir(rank, k)``;
         the edges ``read`` holds are taken from it (freed as soon as they are renumbered)."""
         job, graph, comm = self.job, self.graph, self.comm

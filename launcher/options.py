@@ -55,6 +55,7 @@ from podcontract import (
     PARMETIS,
     PARTFILE_PATH,
     PARTFILE_PATH_ENV,
+    PARTITION_COUNTS_ENV,
     PARTITION_MODE_ENV,
     PARTITION_MODES,
     PARTITION_TRANSFER_ENV,
@@ -140,6 +141,9 @@ class Options:
     # the memory plan counts as page cache
     out_of_core: bool = False
     page_cache_fraction: float = DEFAULT_PAGE_CACHE_FRACTION
+    # an elastic job's worker counts (--partition-counts): the ParMETIS modes partition for
+    # all of them at once; () when not elastic
+    partition_counts: tuple[int, ...] = ()
 
 
 _rate = number_type(float, "a number of MB/s", 0.0)
@@ -164,6 +168,20 @@ def _cache_limit(value: str) -> int:
     if n < 0:
         raise argparse.ArgumentTypeError(f"{value!r}: a size cannot be negative")
     return int(n)
+
+
+def _counts(value: str) -> tuple[int, ...]:
+    """``MIN-MAX`` (or one count): every count of the range, in order."""
+    low, sep, high = value.partition("-")
+    try:
+        lo, hi = int(low), int(high if sep else low)
+    except ValueError:
+        lo = hi = 0
+    if not 1 <= lo <= hi:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: expected MIN-MAX, two whole numbers with 1 <= MIN <= MAX"
+        )
+    return tuple(range(lo, hi + 1))
 
 
 def _run_name(value: str) -> str:
@@ -343,6 +361,17 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         "size of the filesystem the cache is on)",
     )
     w.add_argument(
+        "--partition-counts",
+        type=_counts,
+        default=env.get(PARTITION_COUNTS_ENV) or None,
+        metavar="MIN-MAX",
+        help="an elastic job's worker counts: in the ParMETIS modes the first partitioning "
+        "writes the partitions of every count in the range (one partitioning, grouped into "
+        "each) and caches them on --storage, so that an attempt with another count partitions "
+        f"nothing (default: ${PARTITION_COUNTS_ENV}, set by the operator from "
+        "spec.elasticPolicy)",
+    )
+    w.add_argument(
         "--python",
         default=os.environ.get("DGLRUN_PYTHON"),
         help="interpreter for the entry points (default: $DGLRUN_PYTHON, else this "
@@ -479,6 +508,11 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         )
     elif a.cache_limit is not None:
         parser.error("--cache-limit: the partition cache is on --storage, which is not given")
+    if a.partition_counts and storage is None:
+        parser.error(
+            "--partition-counts: the other counts' partitions are kept in the partition cache "
+            "on --storage, which is not given"
+        )
     return Options(
         graph_name=a.graph_name,
         num_partitions=a.num_partitions,
@@ -535,6 +569,7 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         count_from_job=a.count_from_job,
         out_of_core=a.out_of_core,
         page_cache_fraction=float(a.page_cache_fraction),
+        partition_counts=tuple(a.partition_counts or ()),
     )
 
 

@@ -19,6 +19,7 @@ worker and the exit code.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 import shutil
@@ -38,16 +39,18 @@ from launcher.delivery.wire import TransferError, build_manifest, read_token
 from launcher.options import Options
 from launcher.partition import mpirun, parmetis_modes
 from launcher.partition import output as parts
+from launcher.partition.output import WORKLOAD
 from launcher.partition.request import EntryPoint, PartitionRequest, Ranks
 from launcher.storage import keeping
 from launcher.storage.layout import Storage
-from launcher.training import OUTPUT, WORKLOAD, TrainingRequest
+from launcher.training import OUTPUT, TrainingRequest
 from launcher.workers import oom
 from launcher.workers.hostfile import Host, HostfileError, ip_config, parse_hostfile
 from launcher.workers.transport import PopenProc, Proc, Transport, stop_all, time_limit
 from podcontract import (
     DATASET,
     DGL_API,
+    DIST_PARMETIS,
     PARMETIS,
     STATUS_DELIVERY_BYTES,
     STATUS_DELIVERY_SECONDS,
@@ -94,6 +97,12 @@ def run_local_process(
         raise PhaseError(f"{what} exited with code {code}")
 
 
+def mode_partitions_counts(opts: Options) -> bool:
+    """Whether this run partitions for every count of an elastic job at once: the ParMETIS
+    modes (distpart groups one partitioning into each count) with the cache to keep them."""
+    return opts.partition_mode in (PARMETIS, DIST_PARMETIS) and opts.storage is not None
+
+
 def partition_request(opts: Options) -> PartitionRequest:
     """The partition phase's one input, built once from dglrun's flags: what the partition
     step, the partition cache and distpart's ranks take (launcher.partition.request)."""
@@ -107,6 +116,7 @@ def partition_request(opts: Options) -> PartitionRequest:
             balance_train=opts.balance_train,
             balance_edges=opts.balance_edges,
             feature_files=opts.out_of_core,
+            counts=opts.partition_counts if mode_partitions_counts(opts) else (),
         ),
         python=opts.python,
         workspace=opts.workspace,
@@ -124,11 +134,13 @@ def partition_request(opts: Options) -> PartitionRequest:
 
 @dataclass(frozen=True)
 class PartitionStep:
-    """Phase 1's input: the request, and the storage whose partition cache keeps what it
-    makes (None: no cache)."""
+    """Phase 1's input: the request, the storage whose partition cache keeps what it makes
+    (None: no cache), and the memory plan's input (which of an elastic job's other counts
+    fit: :func:`fitting_counts`)."""
 
     request: PartitionRequest
     storage: Storage | None
+    plan: memplan.PlanInput | None = None
 
 
 @dataclass(frozen=True)
@@ -175,9 +187,10 @@ def phase_inputs(opts: Options) -> PhaseInputs:
         batch_size=opts.batch_size,
     )
     chunked = opts.chunked_graph if mode != DGL_API else None
+    plan = memplan.PlanInput(shape, opts.worker_memory_limit, chunked, opts.graph_size)
     return PhaseInputs(
-        plan=memplan.PlanInput(shape, opts.worker_memory_limit, chunked, opts.graph_size),
-        partition=PartitionStep(partition_request(opts), opts.storage),
+        plan=plan,
+        partition=PartitionStep(partition_request(opts), opts.storage, plan),
         transfer=TransferSettings(
             port=opts.transfer_port,
             token_file=opts.transfer_token_file,
@@ -211,8 +224,8 @@ def phase_inputs(opts: Options) -> PhaseInputs:
 def partition(step: PartitionStep, console: Console, report: Report) -> parts.PartitionSet:
     """Phase 1 in this pod: the partitions, from the storage's cache when their inputs did
     not change (their files' checksums then in ``report.partition_files``)."""
-    what = step.request
     with phase(console, report, 1, "partition"):
+        what = fitting_counts(step, _size_or_none(step), console)
         done = keeping.partition_cached(
             step.storage,
             what,
@@ -223,6 +236,16 @@ def partition(step: PartitionStep, console: Console, report: Report) -> parts.Pa
         report.partition_files = done.files
         console.say(f"  {done.pset.num_parts} partitions in {done.pset.config}")
     return done.pset
+
+
+def _size_or_none(step: PartitionStep) -> memplan.GraphSize | None:
+    """The graph's sizes as this pod sees them (None when it cannot tell)."""
+    if step.plan is None or not step.request.job.counts:
+        return None
+    try:
+        return step.plan.size()
+    except memplan.PlanError:
+        return None
 
 
 def _partition_into(
@@ -286,30 +309,88 @@ def partition_on_workers(
     transport: Transport,
     console: Console,
     report: Report,
-    plan: Callable[[memplan.GraphSize], None] | None = None,
+    plan: Callable[[memplan.GraphSize, bool], None] | None = None,
 ) -> list[Host]:
     """Phases 1 and 2 of DistParMETIS: partition on the workers (nothing to deliver). The
-    workers check their chunks; ``plan`` then gets the graph's sizes as they see them (the
-    memory plan, which may refuse: before any rank starts); the partition cache places a
-    partition set it holds, else the ranks run and the cache keeps what they wrote."""
+    partitions the run recorded for this count are placed without reading the chunks (the
+    memory plan takes the sizes recorded with them). Else the workers check their chunks;
+    ``plan`` then gets the graph's sizes as they see them (the memory plan, which may refuse:
+    before any rank starts); the partition cache places a partition set it holds, else the
+    ranks run (for every count of an elastic job) and the cache keeps what they wrote."""
     hosts = transport.workers()
     with phase(console, report, 1, "partition"):
         what = step.request
-        hashed = step.storage is not None
-        size, hashes = parmetis_modes.check_workers(what, transport, hosts, console, hashed)
-        if plan is not None and size is not None:
-            plan(size)
-        cached = keeping.DistCache.open(step.storage, what, hashes)
-        if cached is None or not cached.place(transport, hosts, console, report):
-            parmetis_modes.partition_with_mpi(what, transport, hosts, console, report)
-            if cached is not None:
-                cached.store(transport, hosts, console)
+        if not _place_recorded(step, transport, hosts, console, report, plan):
+            hashed = step.storage is not None
+            size, hashes = parmetis_modes.check_workers(what, transport, hosts, console, hashed)
+            if plan is not None and size is not None:
+                plan(size, True)
+            what = fitting_counts(step, size, console)
+            cached = keeping.DistCache.open(step.storage, what, hashes)
+            if cached is None or not cached.place(transport, hosts, console, report):
+                parmetis_modes.partition_with_mpi(what, transport, hosts, console, report)
+                if cached is not None:
+                    recorded = dataclasses.asdict(size) if size is not None else None
+                    cached.store(transport, hosts, console, recorded)
     console.progress.record(
         STATUS_PARTITION_SECONDS, round(report.seconds.get("partition", 0.0), 1)
     )
     with phase(console, report, 2, "deliver"):
         console.say("  nothing to deliver: every worker wrote its own partition")
     return hosts
+
+
+def _place_recorded(
+    step: PartitionStep,
+    transport: Transport,
+    hosts: list[Host],
+    console: Console,
+    report: Report,
+    plan: Callable[[memplan.GraphSize, bool], None] | None,
+) -> bool:
+    """The run's own partitions for this count, placed on the workers (the memory plan first,
+    from the sizes recorded with them): False when the run recorded none, or they are gone."""
+    found = keeping.DistCache.recorded(step.storage, step.request)
+    if found is None:
+        return False
+    cached, size = found
+    if plan is not None and size:
+        plan(memplan.GraphSize(**size, source="the run's first partitioning"), False)
+    console.say(
+        f"  this run partitioned the graph for {len(hosts)} workers before: the workers' "
+        "chunks are not read"
+    )
+    return cached.place(transport, hosts, console, report)
+
+
+def fitting_counts(
+    step: PartitionStep, size: memplan.GraphSize | None, console: Console
+) -> PartitionRequest:
+    """The request with the other counts (an elastic job's) whose memory plan fits the
+    Worker's limit: a count that does not fit is not partitioned for (its attempt would be
+    refused: the job waits for more workers, as today), and a line says so."""
+    what = step.request
+    others = what.job.every_count()[1:]
+    if not others or size is None or step.plan is None:
+        return what
+    keep = []
+    shape, limit = step.plan.shape, step.plan.limit
+    for count in others:
+        # this attempt's ranks write the count's parts; its own attempt only trains on them
+        steps = (
+            memplan.partition_step(size, dataclasses.replace(shape, parts=count), limit),
+            memplan.train_step(size, dataclasses.replace(shape, workers=count, parts=count), limit),
+        )
+        worst = next((s for s in steps if not s.fits), None)
+        if worst is None:
+            keep.append(count)
+            continue
+        console.say(
+            f"  {count} workers would not fit the Worker's memory limit ({worst.name} step: "
+            f"{memplan.gib(worst.need)} of {memplan.gib(limit or 0)}): no partitions "
+            "made for that count"
+        )
+    return dataclasses.replace(what, job=dataclasses.replace(what.job, counts=tuple(keep)))
 
 
 def _empty(folder: Path) -> None:
@@ -328,6 +409,7 @@ def plan_memory(
     *,
     check: bool = True,
     size: memplan.GraphSize | None = None,
+    partitioning: bool = True,
 ) -> None:
     """Estimate every step's peak memory (for the graph ``size``, or as this dglrun sees the
     graph); with ``check``, fail at once (:class:`PlanError`) when one will not fit the worker
@@ -350,10 +432,14 @@ def plan_memory(
     shape = what.shape
     limit = what.limit
     report.memory = memplan.plan(size, shape, limit)
+    if not partitioning:  # (the run's cached partitions are placed: nothing is partitioned)
+        report.memory = [s for s in report.memory if s.name != "partition"]
     where = "no memory limit set" if limit is None else f"limit {memplan.gib(limit)} per pod"
     console.say(f"memory plan for {size.describe()} ({where}):")
     console.say(memplan.table(report.memory, {}))
-    needed = memplan.workers_line(size, shape, limit)
+    if not partitioning:
+        console.say("  (no partition step: the partitions are cached)")
+    needed = memplan.workers_line(size, shape, limit) if partitioning else None
     if needed:
         console.say(needed)
     for step in report.memory:

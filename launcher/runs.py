@@ -158,9 +158,9 @@ def run_on_workers(
         if pset is None:
             _entry_point_on(transport, script)
 
-            def plan(size: memplan.GraphSize) -> None:
+            def plan(size: memplan.GraphSize, partitioning: bool) -> None:
                 if not report.memory:  # (the local transport planned before: same graph)
-                    plan_memory(inputs.plan, console, report, size=size)
+                    plan_memory(inputs.plan, console, report, size=size, partitioning=partitioning)
 
             step = inputs.partition
             hosts = partition_on_workers(step, transport, console, report, plan)

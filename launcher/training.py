@@ -16,6 +16,7 @@ from pathlib import Path
 from launcher import programs
 from launcher.console import Console, PhaseError, Report, phase
 from launcher.partition import output as parts
+from launcher.partition.output import WORKLOAD
 from launcher.report.outcome import read_metrics
 from launcher.rescale import GrowWatch, RescaleStop
 from launcher.storage import keeping
@@ -25,7 +26,6 @@ from launcher.workers.dgl_env import Topology, server_env, trainer_env
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import Proc, Transport, stop_all
 
-WORKLOAD = "workload"  # each worker's folder under its workspace: its part, ip_config, output
 OUTPUT = "output"  # the results' folder, under a workload folder and this pod's workspace
 SERVER_GRACE = 60.0  # seconds servers get to exit after the last trainer finished
 

@@ -112,6 +112,10 @@ CACHE_LIMIT_ENV = "DGL_OPERATOR_CACHE_LIMIT"
 ELASTIC_ENV = "DGL_OPERATOR_ELASTIC"
 ELASTIC_ON = "true"
 NUM_PARTITIONS_ENV = "DGL_OPERATOR_NUM_PARTITIONS"
+# an elastic job's counts, "minReplicas-maxReplicas" (dglrun's --partition-counts): in the
+# ParMETIS modes the first partitioning writes every one of them, and the run's later attempts
+# take theirs from the partition cache (no partitioner runs again)
+PARTITION_COUNTS_ENV = "DGL_OPERATOR_PARTITION_COUNTS"
 STATUS_MEMBERS = "members"
 # an elastic job's grow: the operator asks for it in status.elastic.growTo (the workers the
 # next attempt may have); dglrun stops the trainers at the next epoch boundary (the next whole

@@ -9,6 +9,10 @@ from pathlib import Path
 from launcher import checksums
 from launcher.errors import LauncherError
 
+# a worker's folder under its workspace: its part (DistParMETIS writes it there; the other
+# counts of an elastic job beside it, workload@<count>), ip_config, output
+WORKLOAD = "workload"
+
 
 class PartitionError(LauncherError, ValueError):
     pass

@@ -38,6 +38,7 @@ from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.memplan import GraphSize
 from launcher.partition import mpirun
 from launcher.partition import output as parts
+from launcher.partition.output import WORKLOAD
 from launcher.partition.request import PartitionRequest
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import (
@@ -60,7 +61,6 @@ CHECK_TIMEOUT = 600.0  # seconds to verify one worker's chunk files
 RANK_ENV = {"OUTDATED_IGNORE": "1", "DGLBACKEND": "pytorch", "PYTHONUNBUFFERED": "1"}
 # mpirun's own environment: pods have no SHELL, and mpirun warns when it cannot tell its shell
 MPIRUN_ENV = {**RANK_ENV, "SHELL": "/bin/sh"}
-WORKLOAD = "workload"
 
 
 def _describe(graph: chunkedgraph.ChunkedGraph) -> str:

@@ -332,6 +332,15 @@ class Cache:
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             return None
 
+    def inputs_of(self, key: str) -> dict[str, object] | None:
+        """What a committed entry was made from (its index's ``inputs``), or None."""
+        try:
+            doc = json.loads((self.entry(key) / INDEX).read_text())
+        except (OSError, ValueError):
+            return None
+        inputs = doc.get("inputs") if isinstance(doc, dict) else None
+        return inputs if isinstance(inputs, dict) else None
+
     def drop(self, key: str, why: str) -> str:
         return self._drop(self.entry(key), why)
 
@@ -513,17 +522,20 @@ def place(entry: Path, config_name: str, part: int, dest: Path) -> dict[str, obj
     return {"bytes": total}
 
 
-def put(src: Path, config_name: str, part: int, staging: Path) -> dict[str, object]:
-    """Copy part ``part`` (and the partition config) from ``src`` into ``staging``; the
+def put(src: Path, config_name: str, parts_: Sequence[int], staging: Path) -> dict[str, object]:
+    """Copy the parts ``parts_`` (and the partition config) from ``src`` into ``staging``; the
     files copied, by relative path, with their (size, sha256)."""
-    folder = _part_dir(src / config_name, part)
-    inside = sorted(f.relative_to(src).as_posix() for f in (src / folder).rglob("*") if f.is_file())
     files = {}
-    for rel in [config_name, *inside]:
-        try:
-            files[rel] = _copy_hashed(src / rel, staging / rel)
-        except OSError as e:
-            raise CacheError(f"cannot copy {src}/{rel} into {staging}: {e.strerror}") from e
+    for part in parts_:
+        folder = _part_dir(src / config_name, part)
+        inside = sorted(
+            f.relative_to(src).as_posix() for f in (src / folder).rglob("*") if f.is_file()
+        )
+        for rel in [config_name, *inside]:
+            try:
+                files[rel] = _copy_hashed(src / rel, staging / rel)
+            except OSError as e:
+                raise CacheError(f"cannot copy {src}/{rel} into {staging}: {e.strerror}") from e
     return {"files": files}
 
 
@@ -537,11 +549,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         c.add_argument("dest", type=Path, help="the worker's folder (place) or staging (put)")
         c.add_argument("--config", required=True, help="the partition config's file name")
-        c.add_argument("--part", type=int, required=True)
+        c.add_argument(
+            "--part", type=int, nargs="+", required=True, help="the part (put: or parts)"
+        )
     a = p.parse_args(argv)
     try:
         if a.cmd == "place":
-            doc = place(a.src, a.config, a.part, a.dest)
+            if len(a.part) != 1:
+                p.error("place: one --part")
+            doc = place(a.src, a.config, a.part[0], a.dest)
         else:
             doc = put(a.src, a.config, a.part, a.dest)
     except (CacheError, parts.PartitionError) as e:

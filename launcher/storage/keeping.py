@@ -28,11 +28,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from chunkedgraph.job import PartitionJob, count_dir
 from launcher import checkpoints, programs
 from launcher.console import NORMAL, WARNING, Console, PhaseError, Report
 from launcher.partition import output as parts
+from launcher.partition.output import WORKLOAD
 from launcher.partition.request import PartitionRequest
-from launcher.storage.cache import Cache, CacheError, UnsafeIndex, inputs, key_of
+from launcher.storage import record
+from launcher.storage.cache import (
+    KEEP_COUNTS,
+    Cache,
+    CacheError,
+    Lookup,
+    UnsafeIndex,
+    inputs,
+    key_of,
+)
 from launcher.storage.layout import Storage
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import Transport, WorkerTransportError, run_everywhere
@@ -65,34 +76,41 @@ def partition_cached(
     report: Report,
     partition_into: Callable[[Path], parts.PartitionSet],
 ) -> Partitioned:
-    """Phase 1's work with the cache around it (call inside the phase): the cached
-    partitions when whole, else ``partition_into(folder)``, the new set then cached
-    (without storage: into the request's ``<workspace>/dataset``)."""
+    """Phase 1's work with the cache around it (call inside the phase): the run's recorded
+    partitions for this count, else the cached partitions of the same inputs when whole, else
+    ``partition_into(folder)``, the new set (and the other counts distpart wrote beside it,
+    ``job.counts``) then cached and recorded (without storage: into the request's
+    ``<workspace>/dataset``)."""
     if storage is None or (what.mode == DGL_API and not what.entry.script):
         return Partitioned(partition_into(what.workspace / "dataset"), {})
+    cache = Cache(storage.partitions, storage.cache_limit)
+    job = what.job
+    mine = _recorded(storage, cache, job, console)
+    if mine is not None:
+        key, found = mine
+        where = _where(storage, cache.entry(key))
+        how = f"this run's {job.num_parts} partitions, key {key}; every file's SHA-256 verified"
+        _reused(console, report, key, where, how)
+        _evict(cache, key, cache.inputs_of(key) or {}, console, job)
+        assert found.pset is not None
+        return Partitioned(found.pset, found.files)
     try:
         doc = inputs(what, storage.run, storage.share_partitions)
     except CacheError as e:
         raise PhaseError(str(e)) from e
     key = key_of(doc)
-    cache = Cache(storage.partitions, storage.cache_limit)
     where = _where(storage, cache.entry(key))
     if storage.share_partitions and "run" in doc:
         console.say(
             "  warning: --share-partitions: name the graph the partition entry point reads with "
             "--partition-inputs, or only this run's restarts reuse its partitions"
         )
-    found = cache.lookup(key, what.job.graph_name, what.job.num_parts)
+    found = cache.lookup(key, job.graph_name, job.num_parts)
     if found.pset is not None:
-        text = (
-            f"reused the partitions cached at {where} (same inputs: key {key}; every file's "
-            "SHA-256 verified): the graph was not partitioned again"
-        )
-        console.say(f"  {text}")
-        console.progress.record(STATUS_PARTITIONS, {"key": key, "path": where, "reused": True})
-        console.progress.event(NORMAL, "PartitionsReused", text[0].upper() + text[1:])
-        report.partition["reused"] = where
-        _evict(cache, key, doc, console)
+        how = f"same inputs: key {key}; every file's SHA-256 verified"
+        _reused(console, report, key, where, how)
+        _record(storage, {job.num_parts: key}, None, console)
+        _evict(cache, key, doc, console, job)
         return Partitioned(found.pset, found.files)
     if found.problem:
         _damaged(console, found.problem)
@@ -108,9 +126,85 @@ def partition_cached(
         f"  cached at {where} for the restarts of this job"
         + (" and any job with the same inputs" if "run" not in doc else "")
     )
-    _evict(cache, key, doc, console)
+    keys = {job.num_parts: key}
+    for count in job.every_count()[1:]:
+        made_c = _commit_count(cache, count_dir(staging, count), doc, job, count, console)
+        if made_c:
+            keys[count] = made_c
+    _said_counts(keys, job, console)
+    _record(storage, keys, None, console)
+    _evict(cache, key, doc, console, job)
     console.progress.record(STATUS_PARTITIONS, {"key": key, "path": where, "reused": False})
     return Partitioned(made.pset, made.files)
+
+
+def _recorded(
+    storage: Storage, cache: Cache, job: PartitionJob, console: Console
+) -> tuple[str, Lookup] | None:
+    """The entry the run recorded for ``job.num_parts`` when it is whole: (key, its lookup);
+    None when there is none (a damaged one is removed, said and forgotten)."""
+    key = record.read(storage).keys.get(job.num_parts)
+    if key is None:
+        return None
+    found = cache.lookup(key, job.graph_name, job.num_parts)
+    if found.pset is None:
+        record.forget(storage, job.num_parts)
+        if found.problem:
+            _damaged(console, found.problem)
+        return None
+    return key, found
+
+
+def _commit_count(
+    cache: Cache,
+    folder: Path,
+    doc: dict[str, object],
+    job: PartitionJob,
+    count: int,
+    console: Console,
+    files: dict[str, tuple[int, str]] | None = None,
+) -> str:
+    """Cache the partitions of another ``count`` written in ``folder`` (distpart's
+    ``job.counts``), under the key of the same inputs for that count: the key, or "" (a
+    warning says why: the attempt with that count will partition)."""
+    doc_c = {**doc, "num_partitions": count}
+    key = key_of(doc_c)
+    try:
+        pset = parts.load(parts.find_config(folder, job.graph_name), count)
+        cache.commit(folder, key, doc_c, pset, files)
+    except (CacheError, parts.PartitionError) as e:
+        console.say(f"  warning: the partitions for {count} workers were not cached: {e}")
+        shutil.rmtree(folder, ignore_errors=True)
+        return ""
+    return key
+
+
+def _said_counts(keys: dict[int, str], job: PartitionJob, console: Console) -> None:
+    others = sorted(c for c in keys if c != job.num_parts)
+    if others:
+        console.say(
+            f"  cached the partitions for {', '.join(map(str, others))} workers too (the same "
+            "partitioning, grouped into each count): an attempt with that many workers "
+            "partitions nothing"
+        )
+
+
+def _record(
+    storage: Storage, keys: dict[int, str], size: dict[str, int] | None, console: Console
+) -> None:
+    """The run's record of its partitions (launcher/storage/record.py): best effort."""
+    problem = record.write(storage, keys, size)
+    if problem:
+        console.say(f"  warning: {problem}: a later attempt looks its partitions up as usual")
+
+
+def _reused(console: Console, report: Report, key: str, where: str, how: str) -> None:
+    """A cached set used as is: said, in the status and as an Event ``PartitionsReused``."""
+    text = f"reused the partitions cached at {where} ({how}): the graph was not partitioned again"
+    console.say(f"  {text}")
+    console.progress.record(STATUS_PARTITIONS, {"key": key, "path": where, "reused": True})
+    console.progress.event(NORMAL, "PartitionsReused", text[0].upper() + text[1:])
+    report.partition["reused"] = where
 
 
 def _damaged(console: Console, why: str) -> None:
@@ -120,11 +214,14 @@ def _damaged(console: Console, why: str) -> None:
     console.progress.event(WARNING, "PartitionCacheDamaged", text[0].upper() + text[1:])
 
 
-def _evict(cache: Cache, key: str, doc: dict[str, object], console: Console) -> None:
+def _evict(
+    cache: Cache, key: str, doc: dict[str, object], console: Console, job: PartitionJob
+) -> None:
     """The same graph's partition sets of other counts beyond the newest few (cache.py's
-    KEEP_COUNTS), then the least recently used of every graph's while the cache is over its
-    limit (:meth:`Cache.bound`), removed: said, never an error."""
-    for line in cache.evict(key, doc):
+    KEEP_COUNTS, or every count of an elastic job's range), then the least recently used of
+    every graph's while the cache is over its limit (:meth:`Cache.bound`), removed: said,
+    never an error."""
+    for line in cache.evict(key, doc, keep=max(KEEP_COUNTS, len(job.every_count()))):
         console.say(f"  removed cached partitions {line}")
     for line in cache.bound(key):
         console.say(f"  {line}")
@@ -135,16 +232,25 @@ class DistCache:
     """The cache in DistParMETIS, where each worker holds its own part on its own disk: the
     key covers the chunks every rank reads (each worker hashed its own); a hit copies part i
     from the entry into worker i (each file checked on the way: ``launcher.storage.cache
-    place``), a miss partitions and then each worker copies its part into a staging entry
-    (``put``) which the launcher indexes and moves into place."""
+    place``), a miss partitions and then each worker copies its parts into a staging entry
+    (``put``; the other counts' too, from ``workload@<count>``) which the launcher indexes and
+    moves into place. :meth:`recorded`: the entry the run recorded for this count, found
+    without the chunks."""
 
     cache: Cache
     key: str
     doc: dict[str, object]
     where: str
-    config: str  # the partition JSON's name (<graph name>.json)
+    job: PartitionJob
+    storage: Storage
     python: str  # the workers' interpreter
     timeout: float  # seconds per worker's copy (0: an hour)
+    mine: bool = False  # the run's recorded entry (record.py), not one found by its inputs
+
+    @property
+    def config(self) -> str:
+        """The partition JSON's name."""
+        return f"{self.job.graph_name}.json"
 
     @staticmethod
     def open(
@@ -156,11 +262,39 @@ class DistCache:
         if storage is None:
             return None
         doc = inputs(what, storage.run, storage.share_partitions, content=hashes)
-        key = key_of(doc)
+        return DistCache._of(storage, what, key_of(doc), doc)
+
+    @staticmethod
+    def recorded(
+        storage: Storage | None, what: PartitionRequest
+    ) -> tuple[DistCache, dict[str, int]] | None:
+        """The entry the run recorded for this count, and the graph's sizes recorded with it
+        (launcher/storage/record.py); None without one, or when its index is gone (the record
+        then forgets it)."""
+        if storage is None:
+            return None
+        had = record.read(storage)
+        key = had.keys.get(what.job.num_parts)
+        if key is None:
+            return None
+        cache = Cache(storage.partitions, storage.cache_limit)
+        doc = cache.inputs_of(key)
+        if doc is None:
+            record.forget(storage, what.job.num_parts)
+            return None
+        return DistCache._of(storage, what, key, doc, mine=True), had.size
+
+    @staticmethod
+    def _of(
+        storage: Storage,
+        what: PartitionRequest,
+        key: str,
+        doc: dict[str, object],
+        mine: bool = False,
+    ) -> DistCache:
         cache = Cache(storage.partitions, storage.cache_limit)
         where = _where(storage, cache.entry(key))
-        config = f"{what.job.graph_name}.json"
-        return DistCache(cache, key, doc, where, config, what.python, what.timeout)
+        return DistCache(cache, key, doc, where, what.job, storage, what.python, what.timeout, mine)
 
     def _run(
         self,
@@ -181,6 +315,13 @@ class DistCache:
             out.append((host, code, (text.strip().splitlines() or [""])[-1]))
         return out
 
+    def _dropped(self, console: Console, why: str) -> bool:
+        """The entry is unusable: removed, said (an Event), forgotten by the run's record."""
+        _damaged(console, self.cache.drop(self.key, why))
+        if self.mine:
+            record.forget(self.storage, self.job.num_parts)
+        return False
+
     def place(
         self,
         transport: Transport,
@@ -193,78 +334,111 @@ class DistCache:
         try:
             listed = self.cache.index(self.key)
         except UnsafeIndex as e:
-            _damaged(console, self.cache.drop(self.key, str(e)))
-            return False
+            return self._dropped(console, str(e))
         if listed is None:
             console.say(f"  no cached partitions for these inputs (key {self.key}): partitioning")
             return False
         entry = str(self.cache.entry(self.key))
 
         def argv(i: int, host: Host) -> list[str]:
-            dest = f"{transport.workspace(host)}/workload"
+            dest = f"{transport.workspace(host)}/{WORKLOAD}"
             return [*programs.argv(self.python, programs.CACHE), "place", entry, dest,
                     "--config", self.config, "--part", str(i)]  # fmt: skip
 
         bad = [(h, line) for h, code, line in self._run(transport, hosts, argv) if code]
         if bad:
             host, line = bad[0]
-            why = f"{host.name}: {line.removeprefix('partition_cache: ')}"
-            _damaged(console, self.cache.drop(self.key, why))
-            return False
-        text = (
-            f"reused the partitions cached at {self.where} (same inputs: key {self.key}; every "
-            "worker copied its own part, every file's SHA-256 verified): the graph was not "
-            "partitioned again"
+            return self._dropped(console, f"{host.name}: {line.removeprefix('partition_cache: ')}")
+        whose = f"this run's {self.job.num_parts} partitions" if self.mine else "same inputs"
+        how = (
+            f"{whose}: key {self.key}; every worker copied its own part, every file's SHA-256 "
+            "verified"
         )
-        console.say(f"  {text}")
-        console.progress.record(
-            STATUS_PARTITIONS, {"key": self.key, "path": self.where, "reused": True}
-        )
-        console.progress.event(NORMAL, "PartitionsReused", text[0].upper() + text[1:])
-        report.partition["reused"] = self.where
-        _evict(self.cache, self.key, self.doc, console)
+        _reused(console, report, self.key, self.where, how)
+        _record(self.storage, {self.job.num_parts: self.key}, None, console)
+        _evict(self.cache, self.key, self.doc, console, self.job)
         return True
 
-    def store(self, transport: Transport, hosts: list[Host], console: Console) -> None:
-        """Each worker's new part into the cache (best effort: training does not depend on
-        it; a failure is a warning and the next restart partitions again)."""
-        try:
-            staging = self.cache.staging(self.key)
-        except CacheError as e:
-            console.say(f"  warning: the partitions were not cached: {e}")
-            return
-
-        def argv(i: int, host: Host) -> list[str]:
-            src = f"{transport.workspace(host)}/workload"
-            return [*programs.argv(self.python, programs.CACHE), "put", src, str(staging),
-                    "--config", self.config, "--part", str(i)]  # fmt: skip
-
-        files: dict[str, tuple[int, str]] = {}
-        for host, code, line in self._run(transport, hosts, argv):
-            try:
-                doc = json.loads(line) if code == 0 else None
-            except ValueError:
-                doc = None
-            if doc is None:
-                console.say(f"  warning: the partitions were not cached: {host.name}: {line}")
-                shutil.rmtree(staging, ignore_errors=True)
-                return
-            files.update({str(k): (int(v[0]), str(v[1])) for k, v in doc["files"].items()})
-        try:
-            pset = parts.load(staging / self.config, len(hosts))
-            self.cache.commit(staging, self.key, self.doc, pset, files)
-        except (CacheError, parts.PartitionError) as e:
-            console.say(f"  warning: the partitions were not cached: {e}")
-            shutil.rmtree(staging, ignore_errors=True)
+    def store(
+        self,
+        transport: Transport,
+        hosts: list[Host],
+        console: Console,
+        size: dict[str, int] | None = None,
+    ) -> None:
+        """Each worker's new parts into the cache, of every count distpart wrote (best
+        effort: training does not depend on it; a failure is a warning and the attempt with
+        that count partitions again), and the run's record of them with the graph's ``size``."""
+        key = self._store(transport, hosts, self.job.num_parts, self.key, self.doc, console)
+        if not key:
             return
         console.say(
             f"  cached at {self.where} for the restarts of this job"
             + (" and any job with the same inputs" if "run" not in self.doc else "")
         )
-        _evict(self.cache, self.key, self.doc, console)
+        keys = {self.job.num_parts: key}
+        for count in self.job.every_count()[1:]:
+            doc = {**self.doc, "num_partitions": count}
+            made = self._store(transport, hosts, count, key_of(doc), doc, console)
+            if made:
+                keys[count] = made
+        _said_counts(keys, self.job, console)
+        _record(self.storage, keys, size, console)
+        _evict(self.cache, self.key, self.doc, console, self.job)
         console.progress.record(
             STATUS_PARTITIONS, {"key": self.key, "path": self.where, "reused": False}
         )
+
+    def _store(
+        self,
+        transport: Transport,
+        hosts: list[Host],
+        count: int,
+        key: str,
+        doc: dict[str, object],
+        console: Console,
+    ) -> str:
+        """The ``count`` parts the workers hold (worker i: parts p with p % workers == i, in
+        ``workload``, or ``workload@<count>`` for another count) into a new entry ``key``:
+        the key, or "" (said)."""
+        what = "the partitions" if count == self.job.num_parts else f"the {count} partitions"
+        try:
+            staging = self.cache.staging(key)
+        except CacheError as e:
+            console.say(f"  warning: {what} were not cached: {e}")
+            return ""
+        n = len(hosts)
+        holders = [(i, h) for i, h in enumerate(hosts) if i < count]
+        folder = Path(WORKLOAD)
+        if count != self.job.num_parts:
+            folder = count_dir(folder, count)
+
+        def argv(j: int, host: Host) -> list[str]:
+            i = holders[j][0]
+            src = f"{transport.workspace(host)}/{folder}"
+            mine = [str(p) for p in range(i, count, n)]
+            return [*programs.argv(self.python, programs.CACHE), "put", src, str(staging),
+                    "--config", self.config, "--part", *mine]  # fmt: skip
+
+        files: dict[str, tuple[int, str]] = {}
+        for host, code, line in self._run(transport, [h for _, h in holders], argv):
+            try:
+                got = json.loads(line) if code == 0 else None
+            except ValueError:
+                got = None
+            if got is None:
+                console.say(f"  warning: {what} were not cached: {host.name}: {line}")
+                shutil.rmtree(staging, ignore_errors=True)
+                return ""
+            files.update({str(k): (int(v[0]), str(v[1])) for k, v in got["files"].items()})
+        try:
+            pset = parts.load(staging / self.config, count)
+            self.cache.commit(staging, key, doc, pset, files)
+        except (CacheError, parts.PartitionError) as e:
+            console.say(f"  warning: {what} were not cached: {e}")
+            shutil.rmtree(staging, ignore_errors=True)
+            return ""
+        return key
 
 
 # -- phase 5 ------------------------------------------------------------------------------

@@ -243,8 +243,17 @@ def test_one_partitioning_serves_every_count_of_an_elastic_job(
     for k in (2, 3):
         one = tmp_path / f"direct-{k}"
         direct[k] = stats_of(
-            mpirun_distpart(dgl, mpi, 3, chunked, [one], "--num-parts", str(k),
-                            "--balance-train", "--balance-edges").stdout
+            mpirun_distpart(
+                dgl,
+                mpi,
+                3,
+                chunked,
+                [one],
+                "--num-parts",
+                str(k),
+                "--balance-train",
+                "--balance-edges",
+            ).stdout
         )["edge_cut"]  # fmt: skip  (PT-Scotch's k parts: no fine parts on 20k nodes)
     for k in (3, 2):
         merged = tmp_path / f"merged-{k}"
@@ -388,6 +397,67 @@ def test_distparmetis_restarts_reuse_the_parts_each_worker_cached(
         in third
     ), third[-3000:]
     assert "mpirun: one rank of distpart on each of" in third
+    assert leftovers() == ""
+
+
+def test_an_elastic_run_partitions_once_for_every_count(
+    dgl: Dgl,
+    mpi: str,
+    dataset_root: Path,
+    chunked: Path,
+    single_sage: dict[str, Any],
+    tmp_path: Path,
+    as_root: None,
+) -> None:
+    """An elastic job's run (--partition-counts 2-3) on 3 workers, then on 2 (a worker lost):
+    the first attempt partitions once and caches the partitions of both counts; the second
+    trains on the 2 cached parts without starting MPI and without reading the chunks (they are
+    gone), to the single-process accuracy."""
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    run_name = "elastic-1234abcd"
+    graph = tmp_path / "chunked"
+    shutil.copytree(chunked, graph)
+
+    def run(ws: str, workers: int) -> str:
+        argv = dglrun_argv(dgl, tmp_path / ws, "DistParMETIS", graph, "--storage",
+                           str(storage), "--run-name", run_name, "--partition-counts",
+                           "2-3")  # fmt: skip
+        argv[argv.index("--num-partitions") + 1] = str(workers)
+        argv[argv.index("--num-epochs") + 1] = "1"
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=300, cwd=REPO,
+            env=clean_env(PYTHONPATH=str(REPO), **{parmetis.MIN_VERTICES_ENV: "10"}),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+        return proc.stdout
+
+    first = run("a", 3)
+    assert "one partitioning for the counts 3, 2: 64 fine parts, grouped into each" in first
+    assert first.count("mpirun: one rank of distpart on each of") == 1
+    assert "cached the partitions for 2 workers too (the same partitioning" in first
+    record = json.loads((storage / "runs" / run_name / "partitions.json").read_text())
+    assert sorted(record["keys"]) == ["2", "3"] and record["size"]["nodes"] == 20000
+    entries = {p.name: p for p in (storage / "partitions").iterdir() if not p.name.startswith(".")}
+    assert set(entries) == set(record["keys"].values())
+    two = entries[record["keys"]["2"]]
+    assert sorted(p.name for p in two.glob("part*")) == ["part0", "part1"]
+    partitions_check(dgl, two / f"{GRAPH}.json", dataset_root)
+
+    shutil.rmtree(graph)  # (a lost worker's chunks: the next attempt does not need them)
+    second = run("b", 2)
+    assert (
+        "this run partitioned the graph for 2 workers before: the workers' chunks are not read"
+        in second
+    )
+    assert "reused the partitions cached at partitions/" in second
+    assert "this run's 2 partitions" in second and "mpirun:" not in second
+    metrics = json.loads((storage / "runs" / run_name / "output" / "metrics.json").read_text())
+    acc, base = metrics["test_accuracy"], single_sage["test_accuracy"]
+    assert metrics["world_size"] == 2 and metrics["num_parts"] == 2
+    print(f"elastic: 3 workers, then 2 from the same partitioning: test accuracy {acc:.4f} "
+          f"(single process {base:.4f})")  # fmt: skip
+    assert abs(acc - base) <= 0.03
     assert leftovers() == ""
 
 

@@ -347,3 +347,27 @@ def test_dglrun_plans_out_of_core_and_refuses_samplers_it_cannot_patch(
     assert "[1/5] partition" not in out
     assert "(1 DGL server(s) and 1 trainer(s), out of core, each worker pod)" in out, out[-3000:]
     assert "  out of core: structure " in out and "page cache 0.25 x " in out
+
+
+def test_an_elastic_jobs_counts_are_partitioned_for_only_where_they_fit() -> None:
+    """The first attempt partitions for every count of [min, max] (launcher.phases
+    fitting_counts): a count whose training would not fit the limit is left out, said; the
+    partition step is planned with this attempt's ranks writing that count's bigger parts."""
+    from chunkedgraph.job import PartitionJob
+    from launcher.console import Console
+    from launcher.partition.request import PartitionRequest
+    from launcher.phases import PartitionStep, fitting_counts
+
+    g = PRODUCTS
+    limit = int(6.75 * GiB)
+    job = PartitionJob("g", 3, counts=(1, 2, 3))
+    said: list[str] = []
+    console = Console(said.append)
+    plan = memplan.PlanInput(shape("DistParMETIS", workers=3, ranks=3), limit, None, None)
+    step = PartitionStep(PartitionRequest("DistParMETIS", job, "python3", Path("/w")), None, plan)
+    kept = fitting_counts(step, g, console)
+    assert kept.job.every_count() == (3, 2)  # (2 workers train in 6.5 GiB; 1 needs more)
+    (line,) = said
+    assert line.startswith("  1 workers would not fit the Worker's memory limit (partition step:")
+    assert line.endswith("no partitions made for that count")
+    assert fitting_counts(step, None, console).job.every_count() == (3, 1, 2)  # sizes unknown

@@ -5,6 +5,7 @@ points; the GraphSAGE example's own checkpoints are tested in tests/examples).""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -18,7 +19,7 @@ from launcher import checkpoints
 from launcher.checksums import file_sha256
 from launcher.options import Options, parse
 from launcher.phases import partition_request
-from launcher.storage import cache
+from launcher.storage import cache, record
 from launcher.storage.layout import Storage, StorageError
 from podcontract import STORAGE_DIR
 from tests.launcher.chunked_graph import write_graph
@@ -138,6 +139,45 @@ def test_a_chunked_graphs_files_are_in_its_key(tmp_path: Path) -> None:
     chunk = next((tmp_path / "g").rglob("*.npy"))
     chunk.write_bytes(chunk.read_bytes()[:-1] + b"\x01")
     assert cache.key_of(cache.inputs(what, "r", share=True)) != key
+
+
+def test_an_elastic_runs_counts_are_asked_of_the_parmetis_modes_with_storage(
+    tmp_path: Path,
+) -> None:
+    path = str(write_graph(tmp_path / "g"))
+    storage = ("--storage", str(tmp_path), "--partition-counts", "2-4")
+    for mode in ("ParMETIS", "DistParMETIS"):
+        what = partition_request(opts_for(tmp_path, "--chunked-graph", path, *storage, mode=mode))
+        assert what.job.every_count() == (2, 3, 4)  # (--num-partitions 2 first)
+        assert dataclasses.replace(what.job, outs=("o",)).argv()[-3:] == ["--counts", "3", "4"]
+    # DGL-API's entry point partitions into one count: the others are its attempts' own
+    assert partition_request(opts_for(tmp_path, *storage)).job.counts == ()
+    with pytest.raises(SystemExit):  # (argparse: the error names the flag)
+        opts_for(tmp_path, "--partition-counts", "2-3", mode="ParMETIS")
+    for bad in ("3-2", "0-2", "two", "2-"):
+        with pytest.raises(SystemExit):
+            opts_for(tmp_path, *storage[:2], "--partition-counts", bad, mode="ParMETIS")
+
+
+def test_a_runs_record_names_cache_entries_only(tmp_path: Path) -> None:
+    """runs/<run>/partitions.json: keys of 32 hex digits by count, and whole sizes; anything
+    else in it is ignored (a key is a folder of the cache: nothing can name another path)."""
+    st = Storage(tmp_path, "job-1234abcd")
+    st.prepare()
+    assert record.read(st) == record.RunPartitions()
+    size = {"nodes": 10, "edges": 20, "node_bytes": 4, "edge_bytes": 0}
+    assert record.write(st, {3: "a" * 32}, size) == ""
+    assert record.write(st, {2: "b" * 32}, None) == ""
+    got = record.read(st)
+    assert got.keys == {2: "b" * 32, 3: "a" * 32} and got.size == size
+    record.forget(st, 3)
+    assert record.read(st).keys == {2: "b" * 32}
+    doc = {"keys": {"2": "../../etc", "3": "A" * 32, "x": "c" * 32, "4": "d" * 32},
+           "size": {"nodes": -1, "edges": "2"}}  # fmt: skip
+    (st.run_dir / record.RECORD).write_text(json.dumps(doc))
+    assert record.read(st) == record.RunPartitions({4: "d" * 32}, {})
+    (st.run_dir / record.RECORD).write_text("[1, 2")
+    assert record.read(st) == record.RunPartitions()
 
 
 # -- dglrun on the local transport ----------------------------------------------------------
