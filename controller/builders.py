@@ -530,10 +530,14 @@ def _storage_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
 
 
 def _mount_storage(job: DGLJob, pod: Obj) -> None:
-    """The storage's claim at pc.STORAGE_DIR in the pod's first container."""
+    """The storage's claim at pc.STORAGE_DIR in the pod's first container, and in the
+    template's own init containers (e.g. one that generates a worker's chunks once onto the
+    claim, and finds them there at the next attempt; call before the operator adds its own,
+    which never get it)."""
     if job.claim_name is None:
         return
-    _add_mounts(_main(pod), (STORAGE_VOLUME, pc.STORAGE_DIR))
+    for container in [_main(pod), *(pod["spec"].get("initContainers") or [])]:
+        _add_mounts(container, (STORAGE_VOLUME, pc.STORAGE_DIR))
     claim = {"name": STORAGE_VOLUME, "persistentVolumeClaim": {"claimName": job.claim_name}}
     _add_volumes(pod["spec"], claim)
 
@@ -662,11 +666,16 @@ def _out_of_core_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
 def _elastic_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
     """An elastic job's rule, and its attempt's count once the members are chosen (the
     partitioner, made before, reads it from the job's status)."""
-    if job.spec.elastic is None:
+    policy = job.spec.elastic
+    if policy is None:
         return ()
+    rule = (
+        (pc.ELASTIC_ENV, pc.ELASTIC_ON),
+        (pc.PARTITION_COUNTS_ENV, f"{policy.min_replicas}-{policy.ceiling}"),
+    )
     if job.spec.members is None:
-        return ((pc.ELASTIC_ENV, pc.ELASTIC_ON),)
-    return ((pc.ELASTIC_ENV, pc.ELASTIC_ON), (pc.NUM_PARTITIONS_ENV, str(len(job.spec.members))))
+        return rule
+    return (*rule, (pc.NUM_PARTITIONS_ENV, str(len(job.spec.members))))
 
 
 def _memory_env(job: DGLJob) -> tuple[tuple[str, str], ...]:

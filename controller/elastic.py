@@ -36,7 +36,14 @@ from controller.machinery import objects as ob
 from controller.status.conditions import now_rfc3339, parse_time
 from controller.status.pod_state import is_terminating, pod_ip, pod_phase
 from kubeclient import Obj
-from podcontract import STATUS_ELASTIC, STATUS_GROW_TO, STATUS_MEMBERS
+from podcontract import (
+    DIST_PARMETIS,
+    PER_WORKER,
+    STATUS_ELASTIC,
+    STATUS_GROW_TO,
+    STATUS_MEMBERS,
+    STATUS_PARTITIONS,
+)
 
 STATUS = STATUS_ELASTIC  # status.elastic
 MEMBERS = STATUS_MEMBERS  # status.elastic.members: dglrun's partitioner reads the count there
@@ -74,7 +81,9 @@ STATUS_FIELDS = (
     "attemptStarted",
     STATUS_GROW_TO,
     "minWorkers",
+    "partitioned",
 )
+PARTITIONED = "partitioned"  # status.elastic.partitioned: an attempt partitioned the graph
 
 
 def record(status: Obj) -> Obj:
@@ -168,26 +177,47 @@ class Sizing:
     look_again: float | None = None
 
 
-def fewest(policy: ElasticPolicy, st: Obj) -> int:
+def whole_first(job: DGLJob) -> bool:
+    """Whether the job's first partitioning needs every worker: DistParMETIS with the chunks
+    ``PerWorker`` (worker i holds the chunks of rank i). Later attempts, of any count, take
+    their partitions from the cache (dglrun partitions for every count at once)."""
+    cg = job.spec.chunked_graph
+    return job.spec.partition_mode == DIST_PARMETIS and cg is not None and cg.layout == PER_WORKER
+
+
+def partitioned(status: Obj) -> None:
+    """Remember that an attempt partitioned the graph (dglrun reported ``status.partitions``,
+    which the next attempt clears): ``status.elastic.partitioned``, for :func:`fewest`."""
+    if status.get(STATUS_PARTITIONS):
+        record(status)[PARTITIONED] = True
+
+
+def fewest(policy: ElasticPolicy, st: Obj, whole: bool = False) -> int:
     """The fewest workers an attempt may have: minReplicas, or more where dglrun's memory plan
-    found that fewer cannot hold the partitions (``status.elastic.minWorkers``)."""
-    return max(policy.min_replicas, int(st.get("minWorkers") or 0))
+    found that fewer cannot hold the partitions (``status.elastic.minWorkers``); every one
+    (maxReplicas) with ``whole`` (:func:`whole_first`) until the graph is partitioned."""
+    low = max(policy.min_replicas, int(st.get("minWorkers") or 0))
+    return max(low, policy.max_replicas) if whole and not st.get(PARTITIONED) else low
 
 
-def size(policy: ElasticPolicy, up: list[int], st: Obj, now: float) -> Sizing:
+def size(policy: ElasticPolicy, up: list[int], st: Obj, now: float, whole: bool = False) -> Sizing:
     """Choose the attempt's members from the worker indices that run (``up``); ``st`` is
     ``status.elastic``, whose ``settleSince`` (set here) starts the settling window."""
-    low = fewest(policy, st)
+    low = fewest(policy, st, whole)
     if len(up) >= policy.max_replicas:
         st.pop("settleSince", None)
         return Sizing(members=tuple(up[: policy.max_replicas]))
     if len(up) < low:
         st.pop("settleSince", None)
-        floor = (
-            f"minReplicas {low}"
-            if low == policy.min_replicas
-            else f"the {low} the memory plan needs (minReplicas {policy.min_replicas})"
-        )
+        if low == policy.min_replicas:
+            floor = f"minReplicas {low}"
+        elif whole and not st.get(PARTITIONED):
+            floor = (
+                f"all {low} (chunkedGraph.layout PerWorker: each worker holds its own chunks, "
+                "and the first partitioning reads them all)"
+            )
+        else:
+            floor = f"the {low} the memory plan needs (minReplicas {policy.min_replicas})"
         return Sizing(
             waiting=f"{len(up)} of {floor} worker pods run; the job waits for room to start"
         )

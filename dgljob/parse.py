@@ -417,13 +417,6 @@ def validate_elastic(spec: JobSpec) -> None:
             "must not be set with spec.elasticPolicy: an elastic job starts with the workers "
             "that fit and never joins a gang (minReplicas is the fewest it trains with)",
         )
-    cg = spec.chunked_graph
-    if cg is not None and cg.layout != SHARED:
-        raise SpecError(
-            "spec.elasticPolicy",
-            f"cannot scale spec.chunkedGraph.layout {cg.layout}: each worker holds the chunks "
-            "of one rank of a fixed count; use Shared",
-        )
 
 
 def validate_name(name: str, spec: JobSpec) -> None:

@@ -36,6 +36,7 @@ def choose_members(ctx: Context, act: Actions) -> Next:
     policy = job.spec.elastic
     if policy is None:
         return Next.GO_ON
+    policies.partitioned(ctx.status)  # (before a rescale clears what dglrun reported)
     st = policies.record(ctx.status)
     st["desiredWorkers"] = policy.max_replicas
     st.setdefault("workers", 0)
@@ -155,7 +156,8 @@ def _size(ctx: Context, act: Actions, current: dict[str, Obj]) -> Next:
             act.delete_pod(job, pod, "taken away while the job chose its workers")
         if not gone:
             up[name] = pod
-    sizing = policies.size(policy, policies.running(job, up), st, ctx.now)
+    whole = policies.whole_first(job)
+    sizing = policies.size(policy, policies.running(job, up), st, ctx.now, whole)
     if sizing.members is None:
         if obs.failure is not None:  # (a worker's program failed: a failure, as ever)
             return Next.GO_ON

@@ -583,6 +583,25 @@ def test_every_pod_mounts_the_storage_and_dglrun_knows_where(
     )
 
 
+def test_the_templates_own_init_containers_see_the_storage_the_operators_do_not(
+    seed_job_raw: dict[str, Any],
+) -> None:
+    """A Worker's init container that generates its chunks once onto the claim (and finds them
+    there at the next attempt) mounts it; the operator's own init containers never do."""
+    raw = copy.deepcopy(seed_job_raw)
+    init = {"name": "generate", "image": "g", "command": ["true"]}
+    for replica in ("Worker", "Launcher"):
+        raw["spec"]["dglReplicaSpecs"][replica]["template"]["spec"]["initContainers"] = [
+            copy.deepcopy(init)
+        ]
+    want = desired(_with_storage(raw, claimName="results"), SEED_OPTS)
+    mount = {"name": "dgl-storage", "mountPath": "/dgl_storage"}
+    assert want.partitioner is not None
+    for pod in [want.launcher, want.partitioner, *want.workers]:
+        for c in pod["spec"]["initContainers"]:
+            assert (mount in (c.get("volumeMounts") or [])) == (c["name"] == "generate"), c["name"]
+
+
 def test_the_cache_limit_reaches_dglrun_as_written(seed_job_raw: dict[str, Any]) -> None:
     job = _with_storage(seed_job_raw, claimName="results", cacheLimit="20Gi")
     want = desired(job, SEED_OPTS)

@@ -120,6 +120,7 @@ def test_it_starts_with_the_workers_that_run_after_the_settling_window(h: Harnes
     part = h.pods()[PART]
     assert env_of(part, pc.ELASTIC_ENV) == pc.ELASTIC_ON
     assert env_of(part, pc.NUM_PARTITIONS_ENV) is None, "it reads the count from the status"
+    assert env_of(part, pc.PARTITION_COUNTS_ENV) == "1-3"  # (it partitions for each at once)
     room_for_one(h)
     cond = h.wait_condition_status("PodsReady", "False", reason="Settling")
     assert "1 of 3 worker pods run (minReplicas 1)" in cond["message"]
@@ -133,6 +134,7 @@ def test_it_starts_with_the_workers_that_run_after_the_settling_window(h: Harnes
     launcher = h.pods()[LAUNCH]
     assert env_of(launcher, pc.NUM_PARTITIONS_ENV) == "1"
     assert env_of(launcher, pc.ELASTIC_ENV) == pc.ELASTIC_ON
+    assert env_of(launcher, pc.PARTITION_COUNTS_ENV) == "1-3"
     assert hostfile(h) == f"10.0.1.1 30050 {W[0]} slots=1\n"
     watcher = next(c for c in launcher["spec"]["initContainers"] if c["name"] == pc.WATCHER_WORKERS)
     assert env_of({"spec": {"containers": [watcher]}}, pc.WATCHER_EXPECTED_PODS_ENV) == "1"

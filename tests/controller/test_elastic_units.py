@@ -49,6 +49,33 @@ def test_falling_below_min_restarts_the_window() -> None:
     assert elastic.size(POLICY, [0, 1], st, NOW + 40).look_again == 30
 
 
+def test_per_worker_chunks_need_every_worker_until_the_graph_is_partitioned() -> None:
+    """DistParMETIS, chunks PerWorker: the first partitioning reads every worker's chunks, so
+    the first attempt waits for all; once dglrun reported partitions (cached for every count),
+    any count in [min, max] trains, as with Shared chunks."""
+    job = parse_job(load_fixture("seed_dgljob.yaml"))
+    assert not elastic.whole_first(job)
+    spec = {"partitionMode": "DistParMETIS", "chunkedGraph": {"path": "/g", "layout": "PerWorker"}}
+    raw = load_fixture("seed_dgljob.yaml")
+    raw["spec"].update(spec)
+    assert elastic.whole_first(parse_job(raw))
+    raw["spec"]["chunkedGraph"]["layout"] = "Shared"
+    assert not elastic.whole_first(parse_job(raw))
+    status: Obj = {}
+    sizing = elastic.size(POLICY, [0, 1, 2], status.setdefault("elastic", {}), NOW, whole=True)
+    assert sizing.members is None and sizing.look_again is None
+    assert "3 of all 4 (chunkedGraph.layout PerWorker: each worker holds its own" in sizing.waiting
+    assert elastic.size(POLICY, [0, 1, 2, 3], status["elastic"], NOW, whole=True).members
+    elastic.partitioned(status)  # (nothing reported yet: nothing changes)
+    assert "partitioned" not in status["elastic"]
+    status["partitions"] = {"key": "k", "path": "partitions/k", "reused": False}
+    elastic.partitioned(status)
+    assert status["elastic"]["partitioned"] is True
+    later = elastic.size(POLICY, [0, 2], status["elastic"], NOW, whole=True)
+    assert later.members is None and later.look_again == 30  # (settling, as without it)
+    assert elastic.size(POLICY, [0, 2], status["elastic"], NOW + 30, whole=True).members == (0, 2)
+
+
 def test_the_memory_plans_floor_raises_min() -> None:
     st: Obj = {"minWorkers": 3}
     sizing = elastic.size(POLICY, [0, 1], st, NOW)

@@ -63,13 +63,6 @@ def _default_worker_replicas(o: Obj) -> Obj:
     return o
 
 
-def _elastic_per_worker(o: Obj) -> None:
-    _elastic(o, minReplicas=1)
-    _spec(o).update(
-        partitionMode="DistParMETIS", chunkedGraph={"path": "/g", "layout": "PerWorker"}
-    )
-
-
 def _elastic_skip(o: Obj) -> None:
     _elastic(_skip(o), minReplicas=1)
 
@@ -392,7 +385,6 @@ CASES: list[Case] = [
         lambda o: _run_policy(_elastic(o)).update(schedulingPolicy={"minAvailable": 2}),
         "spec.runPolicy.schedulingPolicy.minAvailable",
     ),
-    Case("elastic-with-per-worker-chunks", _elastic_per_worker, "layout PerWorker"),
     # what only the parser checks: a pod template's resource quantities
     Case(
         "worker-memory-limit-6K",
