@@ -15,8 +15,15 @@ spec.storage (checkpoints), 3 workers at most.
    worker count over time, its rescales and restarts, its accuracy.
 3. **convergence**: the same elastic job (2x the epochs) with 0, 1 and 3 rescales (the room
    changed at epoch boundaries' pace): accuracy of each.
+4. **rescale** (issue 43): examples/graphsage/dgljob-elastic-distparmetis.yaml (DistParMETIS,
+   chunks PerWorker, min 2, max 3), 1 slot per node: a node powered off after epoch 2 (the job
+   shrinks to 2), then on again (it grows to 3); the same job rigid, a node powered off after
+   epoch 2 and on again once the restart is decided. Printed side by side: decision -> training
+   again for the shrink, the grow and the rigid restart, their ratio to the restart, and the
+   partition work each attempt did.
 
-    python -m bench.elastic_bench [--experiments squeeze,preemption,convergence] [--epochs 10]
+    python -m bench.elastic_bench [--experiments squeeze,preemption,convergence,rescale]
+                                  [--epochs 10]
 
 Needs root and no cluster already running from ~/.cache/dgl-operator/node (``make
 cluster-down`` first). Figures are printed, never asserted.
@@ -38,7 +45,7 @@ from bench.support.console import sayer
 from bench.support.kube import Kube
 from bench.support.manifests import example_job, launcher_args, main_container, set_flag
 from localcluster import volumes
-from localcluster.node import DEFAULT_DIR, IMAGE_TAG, running
+from localcluster.node import DEFAULT_DIR, IMAGE_TAG, running, start_node, stop_node
 from localcluster.node import main as node_main
 
 SLOT = "dgl.bench/slot"
@@ -375,9 +382,131 @@ def converge_one(planned: int, epochs: int) -> float | None:
     return acc
 
 
+# -- 4. rescale cost ------------------------------------------------------------------------
+
+
+def dist_job(ns: str, name: str, epochs: int, elastic: bool) -> dict[str, Any]:
+    """examples/graphsage/dgljob-elastic-distparmetis.yaml (DistParMETIS, chunks PerWorker,
+    min 2, max 3), each worker one slot; ``elastic`` False: the same job rigid (3 workers,
+    backoffLimit 2, the same batch per trainer)."""
+    doc = example_job("dgljob-elastic-distparmetis.yaml", name, ns)
+    spec = doc["spec"]
+    args = launcher_args(doc)
+    set_flag(args, "--num-epochs", str(epochs))
+    if not elastic:
+        del spec["elasticPolicy"]
+        spec["runPolicy"] = {"backoffLimit": 2}
+        set_flag(args, "--batch-size", "128")  # (the elastic job's global 384 over 3 trainers)
+    want = {SLOT: "1"}
+    main_container(doc, "Worker")["resources"] = {"requests": dict(want), "limits": dict(want)}
+    return doc
+
+
+@dataclass
+class Rescale:
+    """One way back to training: when it was decided, when training ran again, and the
+    partition work the new attempt did."""
+
+    what: str
+    decided: float = 0.0
+    training: float = 0.0
+    partitions: dict[str, Any] = field(default_factory=dict)
+    partition_seconds: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        return self.training - self.decided
+
+    def work(self) -> str:
+        if self.partitions.get("reused"):
+            return f"none: placed the cached partitions ({self.partition_seconds}s in phase 1)"
+        return f"partitioned ({self.partition_seconds}s in phase 1)"
+
+
+def attempt_of(st: dict[str, Any]) -> int:
+    return int(st.get("restartCount") or 0) + int((st.get("elastic") or {}).get("rescales") or 0)
+
+
+def trains(st: dict[str, Any]) -> bool:
+    return str(st.get("progress") or "").startswith("5/5 train")
+
+
+def operator_nodes() -> set[str]:
+    items = KUBE.json("-n", "dgl-system", "get", "pods").get("items") or []
+    return {p["spec"].get("nodeName", "") for p in items}
+
+
+def worker_node(ns: str, name: str) -> str:
+    """The node of a worker that is not the operator's (the one powered off)."""
+    spared = operator_nodes()
+    items = KUBE.json("-n", ns, "get", "pods", "-l", f"dgl.qihoo.net/job-name={name}")["items"]
+    nodes = sorted(
+        p["spec"].get("nodeName", "") for p in items if "-worker-" in p["metadata"]["name"]
+    )
+    return str(next(n for n in reversed(nodes) if n and n not in spared))
+
+
+def back_to_training(ns: str, name: str, what: str, attempt: int) -> Rescale:
+    """Poll the job (every second) from now: the decision (its attempt becomes ``attempt``),
+    then the new attempt's trainers running."""
+    r = Rescale(what)
+    wait(f"{what}: decided", lambda: attempt_of(status(ns, name)) >= attempt, 600)
+    r.decided = time.monotonic()
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        st = status(ns, name)
+        if trains(st) and attempt_of(st) >= attempt:
+            r.training = time.monotonic()
+            r.partitions = dict(st.get("partitions") or {})
+            r.partition_seconds = st.get("partitionSeconds")
+            return r
+        if finished(st):
+            raise RuntimeError(f"{what}: the job ended before training again: {st}")
+        time.sleep(1)
+    raise RuntimeError(f"{what}: not training again within 900s")
+
+
+def rescale_cost(epochs: int) -> dict[str, Any]:
+    """The elastic job loses a node after epoch 2 (a shrink to 2 workers), gets it back (a grow
+    to 3); the same job rigid loses a node after epoch 2 (a restart, which waits for it: the
+    node is powered on as soon as the restart is decided, the rigid job's best case)."""
+    set_slots([1, 1, 1])
+    out: dict[str, Any] = {}
+    ns = namespace("rescale")
+    try:
+        KUBE.apply(dist_job(ns, "el", 2 * epochs, elastic=True))
+        wait("el: 2 epochs on 3 workers", lambda: epoch(status(ns, "el")) >= 2, 1200)
+        first = status(ns, "el")
+        out["first"] = (first.get("partitions"), first.get("partitionSeconds"))
+        victim = worker_node(ns, "el")
+        stop_node(DEFAULT_DIR, victim)
+        out["shrink"] = back_to_training(ns, "el", "elastic shrink (3 -> 2, NodeLost)", 1)
+        start_node(DEFAULT_DIR, victim)
+        out["grow"] = back_to_training(ns, "el", "elastic grow (2 -> 3)", 2)
+        wait("el: done", lambda: finished(status(ns, "el")) is not None, 1800)
+        out["elastic"] = (status(ns, "el").get("elastic"), accuracy(ns, "el"))
+        KUBE.apply(dist_job(ns, "rigid", 2 * epochs, elastic=False))
+        wait("rigid: 2 epochs", lambda: epoch(status(ns, "rigid")) >= 2, 1200)
+        victim = worker_node(ns, "rigid")
+        stop_node(DEFAULT_DIR, victim)
+        wait("rigid: restart decided", lambda: attempt_of(status(ns, "rigid")) >= 1, 600)
+        start_node(DEFAULT_DIR, victim)
+        out["rigid"] = back_to_training(ns, "rigid", "rigid restart (3 -> 3)", 1)
+        wait("rigid: done", lambda: finished(status(ns, "rigid")) is not None, 1800)
+        out["rigid_accuracy"] = accuracy(ns, "rigid")
+    finally:
+        drop(ns)
+    for key in ("shrink", "grow", "rigid"):
+        r = out[key]
+        say(f"rescale: {r.what}: decision -> training again {r.seconds:.0f}s; partition "
+            f"work: {r.work()}")  # fmt: skip
+    say(f"rescale: the first attempt's partitioning: {out['first']}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench/elastic_bench.py")
-    p.add_argument("--experiments", default="squeeze,preemption,convergence")
+    p.add_argument("--experiments", default="squeeze,preemption,convergence,rescale")
     p.add_argument("--epochs", type=int, default=10)
     a = p.parse_args(argv)
     if running(DEFAULT_DIR):
@@ -396,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
             results["preemption"] = preemption(a.epochs)
         if "convergence" in chosen:
             results["convergence"] = convergence(a.epochs)
+        if "rescale" in chosen:
+            results["rescale"] = rescale_cost(a.epochs)
         summary(results)
     finally:
         node_main(["down"])
@@ -415,6 +546,14 @@ def summary(results: dict[str, Any]) -> None:
             say(f"| {mode} | {fmt(b.training, b.submitted)} | {r['makespan']:.0f}s | "
                 f"{r['share']:.0%} | {accs} |")  # fmt: skip
         say(f"makespan elastic / rigid: {elastic['makespan'] / rigid['makespan']:.2f}")
+    rc = results.get("rescale")
+    if rc:
+        rigid = rc["rigid"].seconds
+        say("| back to training | decision -> training again | / rigid restart | partition work |")
+        say("| --- | --- | --- | --- |")
+        for key in ("shrink", "grow", "rigid"):
+            r = rc[key]
+            say(f"| {r.what} | {r.seconds:.0f}s | {r.seconds / rigid:.2f} | {r.work()} |")
     conv = results.get("convergence")
     if conv:
         say("convergence: " + ", ".join(f"{k} rescales: {v}" for k, v in conv.items()))

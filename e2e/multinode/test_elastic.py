@@ -1,0 +1,136 @@
+"""An elastic DistParMETIS job on the 3-node cluster (issue 43): a node powered off mid-training
+shrinks it to the 2 workers left, and powered on again grows it back to 3; the graph is
+partitioned once, by the first attempt, for both counts.
+
+The job: examples/graphsage/dgljob-elastic-distparmetis.yaml, with its chunks ``PerWorker``
+(each worker's init container copies its own slice of the image's chunked graph),
+``elasticPolicy`` min 2, max 3, and a ReadWriteMany claim (the partition cache and the
+checkpoints). Marked: it powers a node
+off (conftest.py runs such tests last).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.helpers import (
+    EXAMPLE,
+    accuracy,
+    apply,
+    claims_namespace,
+    conditions,
+    epochs_done,
+    event_messages,
+    figure,
+    launcher_args,
+    pods,
+    single_process_accuracy,
+    succeeded,
+    wait_finished,
+    wait_job,
+)
+
+NAME = "elastic-dist"
+WORKERS = 3
+EPOCHS = 8
+GLOBAL_BATCH = 384  # (the example's: each of the 3 trainers takes 128)
+
+
+@pytest.fixture
+def ns(cluster: Any, operator: str, kubeconfig: Any) -> Iterator[str]:
+    yield from claims_namespace(cluster, kubeconfig, "e2e-mel")
+
+
+def elastic_dist_job(ns: str) -> dict[str, Any]:
+    """examples/graphsage/dgljob-elastic-distparmetis.yaml, as it is."""
+    job: dict[str, Any] = yaml.safe_load((EXAMPLE / "dgljob-elastic-distparmetis.yaml").read_text())
+    job["metadata"].update(name=NAME, namespace=ns)
+    args = launcher_args(job)
+    assert args[args.index("--num-epochs") + 1] == str(EPOCHS)
+    assert args[args.index("--batch-size") + 1] == str(GLOBAL_BATCH)
+    return job
+
+
+def elastic(job: dict[str, Any]) -> dict[str, Any]:
+    st: dict[str, Any] = (job.get("status") or {}).get("elastic") or {}
+    return st
+
+
+def node_of(pod: dict[str, Any]) -> str:
+    return str(pod["spec"].get("nodeName") or "")
+
+
+@pytest.mark.powers_off_a_node
+def test_a_lost_node_shrinks_an_elastic_job_and_its_return_grows_it_without_partitioning(
+    cluster: Any,
+    ns: str,
+    stop_node: Callable[[str], None],
+    start_node: Callable[[str], None],
+    operator_node: str,
+) -> None:
+    apply(cluster, elastic_dist_job(ns))
+    job = wait_job(cluster, ns, NAME, lambda j: epochs_done(j) >= 2, 900, "2 epochs on 3 workers")
+    assert len(elastic(job)["members"]) == WORKERS, elastic(job)
+    first = (job.get("status") or {}).get("partitions") or {}
+    assert first.get("reused") is False, first  # (the first attempt partitioned)
+    placed = {n: node_of(p) for n, p in pods(cluster, ns).items() if "-worker-" in n}
+    victim = next(n for n in sorted(set(placed.values()), reverse=True) if n != operator_node)
+    lost_worker = next(w for w, n in placed.items() if n == victim)
+    powered_off = time.monotonic()
+    stop_node(victim)
+    try:
+        job = wait_job(
+            cluster, ns, NAME,
+            lambda j: elastic(j).get("rescales", 0) >= 1 and epochs_done(j) >= 1
+            and len(elastic(j).get("members") or []) == WORKERS - 1,
+            600, "training again on the 2 workers left",
+        )  # fmt: skip
+        shrink = elastic(job)["lastRescale"]
+        assert shrink["reason"] == "NodeLost" and shrink["from"] == WORKERS, shrink
+        training_again = time.monotonic()
+        shrink_cost = float(elastic(job).get("rescaleSeconds") or 0)
+        assert (job.get("status") or {}).get("partitions", {}).get("reused") is True
+        assert job["status"].get("restartCount", 0) == 0  # (a rescale, not a restart)
+        figure(
+            f"elastic DistParMETIS: node {victim} ({lost_worker}) powered off: training again "
+            f"on 2 workers {training_again - powered_off:.0f}s later (the shrink: "
+            f"{shrink_cost:.0f}s from the loss seen to training), no partitioning"
+        )
+    finally:
+        powered_on = time.monotonic()
+        start_node(victim)
+    job = wait_job(
+        cluster, ns, NAME,
+        lambda j: elastic(j).get("rescales", 0) >= 2
+        and len(elastic(j).get("members") or []) == WORKERS and epochs_done(j) >= 1,
+        900, "grown back to 3 workers",
+    )  # fmt: skip
+    grow = elastic(job)["lastRescale"]
+    assert grow["reason"] == "Grew" and grow["from"] == WORKERS - 1, grow
+    grow_cost = float(elastic(job).get("rescaleSeconds") or 0) - shrink_cost
+    figure(
+        f"elastic DistParMETIS: node {victim} powered on: training on 3 workers again "
+        f"{time.monotonic() - powered_on:.0f}s later (the grow: {grow_cost:.0f}s from the "
+        "epoch boundary to training), no partitioning"
+    )
+    done = wait_finished(cluster, ns, NAME, timeout=900)
+    assert succeeded(done), conditions(done)
+    assert done["status"].get("restartCount", 0) == 0
+    # the graph was partitioned once: every later attempt (2 workers, then 3) placed the
+    # partitions the first one cached for its count, without reading a chunk
+    reused = event_messages(cluster, ns, "PartitionsReused")
+    for count in (WORKERS - 1, WORKERS):
+        assert any(f"this run's {count} partitions" in m for m in reused), reused
+    assert len(reused) == 2, reused
+    acc = accuracy(cluster.logs(f"{NAME}-launcher", "dgl-graphsage", ns))
+    base = single_process_accuracy(GLOBAL_BATCH, EPOCHS)
+    figure(
+        f"elastic DistParMETIS: 3 -> 2 (NodeLost) -> 3 workers, partitioned once; test "
+        f"accuracy {acc:.4f} (single process {base:.4f})"
+    )
+    assert abs(acc - base) <= 0.02, f"{acc:.4f} vs {base:.4f}"
