@@ -437,9 +437,13 @@ def operator_nodes() -> set[str]:
 
 
 def worker_node(ns: str, name: str) -> str:
-    """The node of a worker that is not the operator's (the one powered off)."""
+    """The node of a worker that is neither the operator's nor the launcher's (the one powered
+    off: a member's node alone)."""
     spared = operator_nodes()
     items = KUBE.json("-n", ns, "get", "pods", "-l", f"dgl.qihoo.net/job-name={name}")["items"]
+    spared |= {
+        p["spec"].get("nodeName", "") for p in items if p["metadata"]["name"].endswith("-launcher")
+    }
     nodes = sorted(
         p["spec"].get("nodeName", "") for p in items if "-worker-" in p["metadata"]["name"]
     )
