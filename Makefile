@@ -126,6 +126,7 @@ bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins kueue networ
 	$(BIN)/python -m bench.large_graph_bench
 	$(BIN)/python -m bench.large_graph_bench --proof-at-limit --nodes 500000 --feat-dim 64
 	$(BIN)/python -m bench.distpart_bench
+	$(BIN)/python -m bench.elastic_partition_bench
 	$(BIN)/python -m bench.out_of_core_bench
 	$(BIN)/python -m bench.restart_bench
 	$(BIN)/python -m bench.nodes_bench

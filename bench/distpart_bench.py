@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.support.console import sayer
-from bench.support.graphs import dgl_env, prepare_graph
+from bench.support.graphs import dgl_env, prepare_graph, rank_argv
 from bench.support.measure import (
     CGROUP_ROOT,
     MiB,
@@ -47,8 +47,6 @@ from bench.support.measure import (
     run_measured,
 )
 from bench.support.paths import EXAMPLE, REPO
-from launcher import programs
-from launcher.partition.mpirun import Launch, mpirun_argv
 from localcluster.cluster import CACHE
 
 GRAPH = "graphsage"
@@ -105,17 +103,6 @@ def single_process(py: str, data: Path, parts: int, work: Path) -> dict[str, Any
     parts_check = check_parts(py, work / "parts" / f"{GRAPH}.json")
     shutil.rmtree(work, ignore_errors=True)
     return {"peak_mib": peak, "seconds": seconds, **parts_check}
-
-
-def rank_argv(py: str, ranks: int, wrap: list[str], *args: str) -> list[str]:
-    """dglrun's own mpirun command line (launcher.partition.mpirun: TCP between the ranks,
-    ``--oversubscribe`` on one host) around ``python -P -m distpart partition``."""
-    mpirun = shutil.which("mpirun")
-    if mpirun is None:
-        raise SystemExit("distpart_bench: needs mpirun (make bench installs Open MPI)")
-    env = {"PYTHONPATH": str(REPO), "DGLBACKEND": "pytorch", "OUTDATED_IGNORE": "1"}
-    command = [*wrap, *programs.argv(py, programs.PARTITION_RANK, "partition"), *args]
-    return mpirun_argv(Launch(mpirun, ranks, env=env), command)
 
 
 def distributed(

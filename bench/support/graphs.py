@@ -12,6 +12,8 @@ from pathlib import Path
 
 from bench.support.console import Say
 from bench.support.paths import EXAMPLE, REPO
+from launcher import programs
+from launcher.partition.mpirun import Launch, mpirun_argv
 
 NONROOT = 65532  # the uid and gid the example image's pods run as
 
@@ -53,3 +55,14 @@ def give_to_pods(data: Path) -> None:
     beside the raw files, as root here)."""
     for path in [data, *data.rglob("*")]:
         os.chown(path, NONROOT, NONROOT)
+
+
+def rank_argv(py: str, ranks: int, wrap: list[str], *args: str) -> list[str]:
+    """dglrun's own mpirun command line (launcher.partition.mpirun: TCP between the ranks,
+    ``--oversubscribe`` on one host) around ``python -P -m distpart partition``."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        raise SystemExit("distpart_bench: needs mpirun (make bench installs Open MPI)")
+    env = {"PYTHONPATH": str(REPO), "DGLBACKEND": "pytorch", "OUTDATED_IGNORE": "1"}
+    command = [*wrap, *programs.argv(py, programs.PARTITION_RANK, "partition"), *args]
+    return mpirun_argv(Launch(mpirun, ranks, env=env), command)
