@@ -83,11 +83,15 @@ def queue_name(raw: Obj) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
-def workload_name(job: DGLJob) -> str:
-    """``dgljob-<name>-<5 hex of the uid>``, at most 253 characters (as Kueue names the
-    Workloads of the kinds it knows: one per job object, a new one for a new job)."""
+def workload_name(job: DGLJob, sets_hash: str) -> str:
+    """``dgljob-<name>-<5 hex of the uid>-<5 hex of the podSets' hash>``, at most 253
+    characters: one per job object (as Kueue names the Workloads of the kinds it knows), and a
+    new name when the job's pod templates change. A replacement must not reuse the name of the
+    Workload it replaces: Kueue 0.17's scheduler skips a Workload whose name it still holds as
+    admitted in its cache ("already accounted in cache"), and one created within milliseconds
+    of the old one's deletion was never admitted (tests/apiserver/test_kueue.py saw it)."""
     digest = hashlib.sha256(job.uid.encode()).hexdigest()[:5]
-    return f"dgljob-{job.name[: 253 - 13]}-{digest}"
+    return f"dgljob-{job.name[: 253 - 19]}-{digest}-{sets_hash[:5]}"
 
 
 def _template(pod: Obj) -> Obj:
@@ -151,8 +155,8 @@ def queue_of(job: DGLJob, owned: list[Obj]) -> tuple[str | None, Obj | None]:
     else the one ``status.queue`` recorded: once queued, a job stays queued until it finishes.
     (None, None): never queued."""
     workload = owned[0] if owned else None
-    for wl in owned:
-        if (wl.get("metadata") or {}).get("name") == workload_name(job):
+    for wl in owned:  # (one being replaced, until it is gone, else the one that stands)
+        if not (wl.get("metadata") or {}).get("deletionTimestamp"):
             workload = wl
     queue = queue_name(job.raw)
     if queue is None and workload is not None:
@@ -185,6 +189,7 @@ def workload(
     queue = queue or queue_name(job.raw)
     assert queue is not None, "only a queued job has a Workload"
     sets = pod_sets(job, opts)
+    sets_hash = pod_sets_hash(sets)
     spec: Obj = {"queueName": queue, "podSets": sets, "active": True}
     priority_class = job.spec.run_policy.scheduling_policy.priority_class
     if priority_class:
@@ -199,10 +204,10 @@ def workload(
         "apiVersion": WORKLOADS.api_version,
         "kind": WORKLOADS.kind,
         "metadata": {
-            "name": workload_name(job),
+            "name": workload_name(job, sets_hash),
             "namespace": job.namespace,
             "labels": {JOB_NAME_LABEL: job.name, JOB_UID_LABEL: job.uid},
-            "annotations": {POD_SETS_HASH_ANNOTATION: pod_sets_hash(sets)},
+            "annotations": {POD_SETS_HASH_ANNOTATION: sets_hash},
             "ownerReferences": [owner_reference(job)],
         },
         "spec": spec,

@@ -64,8 +64,8 @@ def wait_for_admission(ctx: Context, act: Actions) -> Next:
     if kueue.queue_name(job.raw) is None:
         _label_removed(ctx, act, queue)
     if wl is None:
-        name = kueue.workload_name(job)
-        if _create_workload(ctx, act, queue):
+        name = _create_workload(ctx, act, queue)
+        if name:
             ctx.status[kueue.STATUS_QUEUE] = {"localQueue": queue, "workload": name}
             message = f"Workload {name} is queued in LocalQueue {queue}"
             _hold_for_admission(ctx, act, kueue.REASON_PENDING, message)
@@ -130,8 +130,8 @@ def _waits(ctx: Context) -> Next:
     return Next.DONE
 
 
-def _create_workload(ctx: Context, act: Actions, queue: str) -> bool:
-    """False: the API server refused the Workload (the job failed)."""
+def _create_workload(ctx: Context, act: Actions, queue: str) -> str:
+    """The Workload's name; "": the API server refused it (the job failed)."""
     job = ctx.job
     wl = kueue.workload(job, act.options, _priority(act, job), queue)
     try:
@@ -142,12 +142,12 @@ def _create_workload(ctx: Context, act: Actions, queue: str) -> bool:
             "install Kueue v0.17 or later, or run the operator without --kueue"
         )
         act.fail(ctx, conditions.REASON_INVALID_SPEC, message)
-        return False
+        return ""
     except (BadRequest, Invalid) as e:
         message = f"invalid spec: the API server refused the job's Workload: {e.message}"
         act.fail(ctx, conditions.REASON_INVALID_SPEC, message)
-        return False
-    return True
+        return ""
+    return str(wl["metadata"]["name"])
 
 
 def _priority(act: Actions, job: DGLJob) -> int | None:

@@ -333,7 +333,10 @@ def test_no_way_around_the_queue(
     raw = api.get(DGLJOBS, namespace, "holder")
     main = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     main["resources"] = {"requests": {"cpu": "2", "memory": "64Mi"}}
-    api.replace(DGLJOBS, namespace, "holder", raw)
+    # a merge patch, as kubectl's: a replace of what was read conflicts with the operator's
+    # status writes meanwhile (each bumps the resourceVersion; CI failed so once)
+    grown = {"template": {"spec": {"containers": [main]}}}
+    api.patch(DGLJOBS, namespace, "holder", {"spec": {"dglReplicaSpecs": {"Worker": grown}}})
     wait_for(
         lambda: (
             (w := workload_of(api, namespace, "holder")) is not None

@@ -36,8 +36,16 @@ def test_the_workload_asks_for_the_jobs_pods_in_its_queue_with_its_priority() ->
     job = parsed(raw)
     wl = kueue.workload(job, BuildOptions(), priority=1000)
     meta = wl["metadata"]
-    assert meta["name"] == kueue.workload_name(job)
-    assert meta["name"].startswith(f"dgljob-{MAIN}-") and len(meta["name"]) == len(MAIN) + 13
+    sets_hash = meta["annotations"][kueue.POD_SETS_HASH_ANNOTATION]
+    assert meta["name"] == kueue.workload_name(job, sets_hash)
+    assert meta["name"].startswith(f"dgljob-{MAIN}-") and len(meta["name"]) == len(MAIN) + 19
+    # a job whose pod templates changed gets a Workload of another name (Kueue's cache may
+    # still hold the old name as admitted: a replacement of the same name was never admitted)
+    grown = copy.deepcopy(raw)
+    main = grown["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    main["resources"] = {"requests": {"cpu": "2"}}
+    other = kueue.workload(parsed(grown), BuildOptions(), priority=1000)["metadata"]["name"]
+    assert other != meta["name"] and other[: len(MAIN) + 13] == meta["name"][: len(MAIN) + 13]
     assert meta["labels"] == {"dgl.qihoo.net/job-name": MAIN, kueue.JOB_UID_LABEL: job.uid}
     (owner,) = meta["ownerReferences"]
     assert (owner["kind"], owner["uid"], owner["controller"]) == ("DGLJob", job.uid, True)
