@@ -7,7 +7,7 @@ streaming: no step ever holds the edge list or the feature matrix.
 The defaults are ogbn-products' shape: 2,449,029 nodes, 61,859,140 undirected edges (each written
 in both directions, 123,718,280 rows, as DGL's copy of products holds them), 100 float32
 features, 47 classes. With ``--worker i --workers N`` only the chunks of worker ``i`` under the
-``PerWorker`` layout are written (chunk ``j`` of ``C`` when ``j * N // C == i``), with the whole
+``PerWorker`` layout are written (chunks ``C * i // N`` up to ``C * (i + 1) // N`` of ``C``), with the whole
 ``metadata.json``: every worker generates its own slice and no byte of the graph is copied.
 Each chunk is drawn from its own seed (``--seed``, the chunk's index, the column), so the same
 arguments write the same files whichever worker writes them.
@@ -117,10 +117,12 @@ def even_counts(total: int, chunks: int) -> list[int]:
 
 
 def owned(chunks: int, worker: int | None, workers: int) -> list[int]:
-    """The chunks a worker holds under the PerWorker layout (all of them for None)."""
+    """The chunks a worker holds under the PerWorker layout (all of them for None): the
+    contiguous run ``chunks * worker // workers`` up to ``chunks * (worker + 1) // workers``, as
+    the partitioner's ranks read them (chunkedgraph.shares)."""
     if worker is None:
         return list(range(chunks))
-    return [j for j in range(chunks) if j * workers // chunks == worker]
+    return list(range(chunks * worker // workers, chunks * (worker + 1) // workers))
 
 
 def rng(shape: Shape, *key: int) -> np.random.Generator:

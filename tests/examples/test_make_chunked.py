@@ -47,7 +47,7 @@ def test_each_worker_writes_exactly_its_slice_of_the_same_graph(tmp_path: Path) 
         out = tmp_path / f"w{i}"
         generate(out, "--worker", str(i), "--workers", "3")
         mine = files(out)
-        # chunks j with j * 3 // 6 == i: 2i and 2i + 1
+        # chunks 6 * i // 3 up to 6 * (i + 1) // 3: 2i and 2i + 1
         assert {k.split("-")[-1] for k in mine} == {f"{2 * i}.npy", f"{2 * i + 1}.npy"}
         assert not set(mine) & set(union)
         union.update(mine)
@@ -55,6 +55,15 @@ def test_each_worker_writes_exactly_its_slice_of_the_same_graph(tmp_path: Path) 
         share = chunkedgraph.shares(graph, 3, "PerWorker")[i]
         assert chunkedgraph.verify(graph, share) > 0  # every file of its share, checked
     assert union == whole  # byte for byte: no worker needs another's files
+
+
+@pytest.mark.parametrize(("chunks", "workers"), [(4, 3), (6, 3), (4, 2), (7, 3), (5, 5)])
+def test_a_workers_chunks_are_the_ones_its_rank_reads(chunks: int, workers: int) -> None:
+    """make_chunked.py's owned() (numpy only: it runs in the worker's init container) deals the
+    chunks as chunkedgraph.shares' ranks read them, whether or not the counts divide."""
+    # (one row per chunk: a rank's rows are the indices of its chunks)
+    for i, (lo, hi) in enumerate(chunkedgraph._groups([1] * chunks, workers, "edges")):
+        assert mc.owned(chunks, i, workers) == list(range(lo, hi)), (chunks, workers, i)
 
 
 def test_the_graph_has_products_shape(tmp_path: Path) -> None:
