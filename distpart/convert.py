@@ -22,7 +22,8 @@ every ``ndata``/``edata`` tensor (it needs the graph in memory: it is one).
 Edges go to numpy ``(n, 2)`` int64 files (``--edge-format csv`` writes DGL's space-separated
 text instead), data to ``.npy`` files; every column is split into ``--num-chunks`` chunks of
 near-equal size. A DistParMETIS job with the ``PerWorker`` layout needs at least one chunk per
-worker, and worker ``i`` holds the chunks ``j`` with ``j * workers // chunks == i``.
+worker, and worker ``i`` holds the chunks ``chunks * i // workers`` up to, not including,
+``chunks * (i + 1) // workers`` (chunkedgraph.shares).
 """
 
 from __future__ import annotations
