@@ -52,6 +52,7 @@ import argparse
 import json
 import os
 import resource
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -331,7 +332,9 @@ class Generator:
     def write_metadata(self) -> None:
         self.out.mkdir(parents=True, exist_ok=True)
         path = self.out / METADATA
-        tmp = path.with_suffix(".tmp")
+        # (every worker writes the same metadata.json, maybe into one folder on a claim at
+        # once: a temporary name of its own each)
+        tmp = path.with_name(f".{METADATA}.{socket.gethostname()}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(self.metadata(), indent=2) + "\n")
         tmp.replace(path)
 
