@@ -84,6 +84,12 @@ STATUS_FIELDS = (
     "partitioned",
 )
 PARTITIONED = "partitioned"  # status.elastic.partitioned: an attempt partitioned the graph
+# A launcher that failed is not taken as a failure for this long after it ended: when a node
+# dies, the trainers on the workers left lose their connections and fail first, and the node
+# is seen lost only after the kubelet's silence outlasts the node monitor's grace period (40 s
+# by default; 17 to 24 s on the local cluster, tests/e2e/multinode saw the launcher fail 17 s
+# before). A member's node lost within it makes the failure a rescale (NodeLost).
+FAILURE_HOLD_SECONDS = 60.0
 
 
 def record(status: Obj) -> Obj:
@@ -190,6 +196,13 @@ def partitioned(status: Obj) -> None:
     which the next attempt clears): ``status.elastic.partitioned``, for :func:`fewest`."""
     if status.get(STATUS_PARTITIONS):
         record(status)[PARTITIONED] = True
+
+
+def failure_held(finished: float | None, now: float) -> float:
+    """Seconds left to hold a failed launcher's failure (0: it is one), from when it ended."""
+    if finished is None:
+        return 0.0
+    return max(0.0, finished + FAILURE_HOLD_SECONDS - now)
 
 
 def fewest(policy: ElasticPolicy, st: Obj, whole: bool = False) -> int:

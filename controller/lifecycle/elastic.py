@@ -60,7 +60,7 @@ def choose_members(ctx: Context, act: Actions) -> Next:
     if taken:
         what = ", ".join(f"{n} {why}" for n, why in taken)
         return _rescale(ctx, act, policies.PREEMPTED, f"worker pod {what}")
-    if _too_few_to_fit(ctx, act):
+    if _too_few_to_fit(ctx, act) or _held(ctx, launcher):
         return Next.DONE
     for name, pod in list(obs.standby.items()):  # one that ended is made again
         lost_node = act.node_lost(pod_state.node_name(pod)) is not None
@@ -74,6 +74,19 @@ def choose_members(ctx: Context, act: Actions) -> Next:
         return _rescale(ctx, act, policies.GREW, message)
     _ask_to_grow(ctx, act)
     return Next.GO_ON
+
+
+def _held(ctx: Context, launcher: Obj | None) -> bool:
+    """The launcher failed (not to grow): not a failure yet while a member's node may still be
+    seen lost (controller/elastic.py FAILURE_HOLD_SECONDS); True: held, looked at again."""
+    stopped = failures.pod_failure(launcher) if launcher is not None else None
+    if stopped is None or stopped.exit_code == pc.RESCALE_EXIT_CODE:
+        return False
+    left = policies.failure_held(pod_state.finished_at(launcher), ctx.now)
+    if left <= 0:
+        return False
+    ctx.plan.requeue(left)
+    return True
 
 
 def _too_few_to_fit(ctx: Context, act: Actions) -> bool:

@@ -84,6 +84,14 @@ def main_run_seconds(pod: Obj | None) -> float | None:
     return max(0.0, end - start)
 
 
+def finished_at(pod: Obj | None) -> float | None:
+    """When the main container terminated (None: it has not)."""
+    if not pod:
+        return None
+    t = terminated_state(container_status(pod, main_container_name(pod)))
+    return parse_time(t.get("finishedAt")) if t else None
+
+
 def creation_time(obj: Obj) -> float | None:
     return parse_time(ob.meta(obj).get("creationTimestamp"))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import podcontract as pc
+from controller import elastic as elastic_policies
 from controller.builders import ATTEMPT_ANNOTATION
 from controller.elastic import STATUS_FIELDS
 from kubeclient import CONFIGMAPS, PODS, Obj
@@ -223,6 +224,45 @@ def test_a_crash_of_the_training_code_is_still_a_failure(h: Harness) -> None:
     h.finish_pod(W[1], exit_code=1)
     cond = h.wait_condition("Failed")
     assert cond["reason"] == "WorkerFailed" and W[1] in cond["message"]
+    assert elastic(h)["rescales"] == 0
+
+
+def test_a_launcher_failing_before_a_members_node_is_seen_lost_makes_a_rescale(
+    h: Harness,
+) -> None:
+    """A dead node's trainers' peers fail first (the e2e saw the launcher fail 17 s before the
+    node was seen lost): the failure is held (FAILURE_HOLD_SECONDS) and the lost node makes it
+    a rescale, not a restart."""
+    from tests.controller.test_lifecycle_waiting import add_nodes, bind, node_unknown
+
+    start(h)
+    add_nodes(h, "n1", "n2", "n3")
+    for i, name in enumerate(W):
+        h.run_pod(name, f"10.0.1.{i + 1}")
+    bind(h, dict(zip(W, ["n1", "n2", "n3"], strict=True)))
+    train_with(h, W)
+    h.finish_pod(LAUNCH, exit_code=1, message="train failed: trainer 0 on worker-1 exited 1")
+    h.settle()
+    assert h.condition("Failed") is None and h.status()["restartCount"] == 0  # (held)
+    node_unknown(h, "n3")
+    wait_for(lambda: elastic(h).get("rescales") == 1, what="the rescale")
+    st = h.status()
+    assert st["elastic"]["lastRescale"]["reason"] == "NodeLost" and st["restartCount"] == 0
+
+
+def test_a_launcher_failure_no_node_loss_explains_is_one_after_the_hold(h: Harness) -> None:
+    start(h)
+    for i, name in enumerate(W):
+        h.run_pod(name, f"10.0.1.{i + 1}")
+    train_with(h, W)
+    h.finish_pod(LAUNCH, exit_code=1, message="train failed: trainer 0 on worker-1 exited 1")
+    h.settle()
+    assert h.status()["restartCount"] == 0 and h.condition("Failed") is None
+    h.step(elastic_policies.FAILURE_HOLD_SECONDS)
+    wait_for(
+        lambda: h.status().get("restartCount") == 1 or h.condition("Failed"),
+        what="the failure counted",
+    )
     assert elastic(h)["rescales"] == 0
 
 
