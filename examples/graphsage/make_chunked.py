@@ -7,8 +7,9 @@ streaming: no step ever holds the edge list or the feature matrix.
 The defaults are ogbn-products' shape: 2,449,029 nodes, 61,859,140 undirected edges (each written
 in both directions, 123,718,280 rows, as DGL's copy of products holds them), 100 float32
 features, 47 classes. With ``--worker i --workers N`` only the chunks of worker ``i`` under the
-``PerWorker`` layout are written (chunks ``C * i // N`` up to ``C * (i + 1) // N`` of ``C``), with the whole
-``metadata.json``: every worker generates its own slice and no byte of the graph is copied.
+``PerWorker`` layout are written (of ``C`` chunks, ``C * i // N`` up to ``C * (i + 1) // N``),
+with the whole ``metadata.json``: every worker generates its own slice and no byte of the
+graph is copied.
 Each chunk is drawn from its own seed (``--seed``, the chunk's index, the column), so the same
 arguments write the same files whichever worker writes them.
 
