@@ -162,7 +162,6 @@ def _commit_count(
     job: PartitionJob,
     count: int,
     console: Console,
-    files: dict[str, tuple[int, str]] | None = None,
 ) -> str:
     """Cache the partitions of another ``count`` written in ``folder`` (distpart's
     ``job.counts``), under the key of the same inputs for that count: the key, or "" (a
@@ -171,7 +170,7 @@ def _commit_count(
     key = key_of(doc_c)
     try:
         pset = parts.load(parts.find_config(folder, job.graph_name), count)
-        cache.commit(folder, key, doc_c, pset, files)
+        cache.commit(folder, key, doc_c, pset)
     except (CacheError, parts.PartitionError) as e:
         console.say(f"  warning: the partitions for {count} workers were not cached: {e}")
         shutil.rmtree(folder, ignore_errors=True)
@@ -282,7 +281,7 @@ class DistCache:
         if doc is None:
             record.forget(storage, what.job.num_parts)
             return None
-        return DistCache._of(storage, what, key, doc, mine=True), had.size
+        return DistCache._of(storage, what, key, doc, cache, mine=True), had.size
 
     @staticmethod
     def _of(
@@ -290,9 +289,10 @@ class DistCache:
         what: PartitionRequest,
         key: str,
         doc: dict[str, object],
+        cache: Cache | None = None,
         mine: bool = False,
     ) -> DistCache:
-        cache = Cache(storage.partitions, storage.cache_limit)
+        cache = cache or Cache(storage.partitions, storage.cache_limit)
         where = _where(storage, cache.entry(key))
         return DistCache(cache, key, doc, where, what.job, storage, what.python, what.timeout, mine)
 

@@ -131,6 +131,7 @@ def test_an_elastic_job_is_accepted_and_defaulted(api: RestClient, namespace: st
         "attemptStarted": "2024-01-01T00:00:00Z",
         "growTo": 3,
         "minWorkers": 2,
+        "partitioned": True,
     }
     assert set(report) == set(STATUS_FIELDS), "every field the controller writes"
     patched = api.patch(
