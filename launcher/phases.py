@@ -360,7 +360,10 @@ def _place_recorded(
         f"  this run partitioned the graph for {len(hosts)} workers before: the workers' "
         "chunks are not read"
     )
-    return cached.place(transport, hosts, console, report)
+    if cached.place(transport, hosts, console, report):
+        return True
+    report.memory = []  # (the graph is partitioned after all: planned again, with that step)
+    return False
 
 
 def fitting_counts(
