@@ -26,7 +26,7 @@ from controller.machinery.metrics import Metrics
 from controller.status.conditions import now_rfc3339
 from controller.status.pod_state import is_terminating as terminating
 from informers.factory import SharedInformerFactory
-from kubeclient import EVENTS, PODS, Obj, Resource
+from kubeclient import EVENTS, NODES, PODS, Obj, Resource
 from tests.fakekube import FakeKube
 from tests.support.dgljobs import load_fixture
 from tests.support.waiting import wait_for
@@ -336,3 +336,32 @@ def train(h: Harness) -> None:
 def poke(h: Harness, name: str = MAIN) -> None:
     """Touch the job so that it is synced again."""
     h.kube.patch(DGLJOBS, NS, name, {"metadata": {"annotations": {"poke": str(h.clock.wall())}}})
+
+
+# -- nodes (the node lifecycle controller's part, as a test plays it) ------------------------
+
+STOPPED = "Kubelet stopped posting node status."
+
+
+def add_nodes(h: Harness, *names: str) -> None:
+    for name in names:
+        h.kube.create(
+            NODES,
+            None,
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+            },
+        )
+
+
+def bind(h: Harness, placement: dict[str, str]) -> None:
+    for pod, node in placement.items():
+        h.kube.patch(PODS, NS, pod, {"spec": {"nodeName": node}})
+
+
+def node_unknown(h: Harness, name: str) -> None:
+    ready = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}
+    h.kube.patch(NODES, None, name, {"status": {"conditions": [{**ready, "message": STOPPED}]}})

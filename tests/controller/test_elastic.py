@@ -12,7 +12,17 @@ from controller.builders import ATTEMPT_ANNOTATION
 from controller.elastic import STATUS_FIELDS
 from kubeclient import CONFIGMAPS, PODS, Obj
 from kubeclient import PERSISTENTVOLUMECLAIMS as PVCS
-from tests.controller.harness import LAUNCH, MAIN, NS, PART, Harness, seed
+from tests.controller.harness import (
+    LAUNCH,
+    MAIN,
+    NS,
+    PART,
+    Harness,
+    add_nodes,
+    bind,
+    node_unknown,
+    seed,
+)
 from tests.support.waiting import wait_for
 
 W = [f"{MAIN}-worker-{i}" for i in range(3)]
@@ -233,8 +243,6 @@ def test_a_launcher_failing_before_a_members_node_is_seen_lost_makes_a_rescale(
     """A dead node's trainers' peers fail first (the e2e saw the launcher fail 17 s before the
     node was seen lost): the failure is held (FAILURE_HOLD_SECONDS) and the lost node makes it
     a rescale, not a restart."""
-    from tests.controller.test_lifecycle_waiting import add_nodes, bind, node_unknown
-
     start(h)
     add_nodes(h, "n1", "n2", "n3")
     for i, name in enumerate(W):

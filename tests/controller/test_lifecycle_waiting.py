@@ -12,10 +12,14 @@ from tests.controller.harness import (
     LAUNCH,
     NS,
     PART,
+    STOPPED,
     W0,
     W1,
     Harness,
+    add_nodes,
+    bind,
     bring_up,
+    node_unknown,
     poke,
     seed,
     train,
@@ -24,7 +28,6 @@ from tests.controller.harness import (
 from tests.support.waiting import wait_for
 
 UNSCHEDULABLE = "0/3 nodes are available: 3 Insufficient memory."
-STOPPED = "Kubelet stopped posting node status."
 
 
 def unschedulable(h: Harness, name: str, message: str = UNSCHEDULABLE) -> None:
@@ -195,30 +198,6 @@ def test_without_a_timeout_the_job_waits_and_says_why(h: Harness) -> None:
 
 
 # -- lost nodes -------------------------------------------------------------------------------
-
-
-def add_nodes(h: Harness, *names: str) -> None:
-    for name in names:
-        h.kube.create(
-            NODES,
-            None,
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": name},
-                "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-            },
-        )
-
-
-def bind(h: Harness, placement: dict[str, str]) -> None:
-    for pod, node in placement.items():
-        h.kube.patch(PODS, NS, pod, {"spec": {"nodeName": node}})
-
-
-def node_unknown(h: Harness, name: str) -> None:
-    ready = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}
-    h.kube.patch(NODES, None, name, {"status": {"conditions": [{**ready, "message": STOPPED}]}})
 
 
 def terminating(h: Harness, *names: str) -> None:
