@@ -221,7 +221,7 @@ def test_parmetis_partitions_hold_exactly_the_source_graph(
     assert info["edge_cut_fraction"] < 0.25
 
 
-@pytest.mark.parametrize("layout", ["Shared", "PerWorker"])
+@pytest.mark.parametrize("layout", ["PerWorker"])  # (Shared: the same code; ~35 s more)
 def test_one_partitioning_serves_every_count_of_an_elastic_job(
     dgl: Dgl, mpi: str, dataset_root: Path, chunked: Path, tmp_path: Path, layout: str
 ) -> None:
