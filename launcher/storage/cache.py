@@ -144,6 +144,12 @@ def key_of(doc: dict[str, object]) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
 
 
+def for_count(doc: dict[str, object], count: int) -> dict[str, object]:
+    """The inputs ``doc`` for another number of partitions (an elastic job's other counts,
+    made by the same partitioning)."""
+    return {**doc, "num_partitions": count}
+
+
 def family_of(doc: dict[str, object]) -> str:
     """The key of everything but the number of partitions: one graph, any count."""
     return key_of({k: v for k, v in doc.items() if k != "num_partitions"})

@@ -41,6 +41,7 @@ from launcher.storage.cache import (
     CacheError,
     Lookup,
     UnsafeIndex,
+    for_count,
     inputs,
     key_of,
 )
@@ -128,7 +129,10 @@ def partition_cached(
     )
     keys = {job.num_parts: key}
     for count in job.every_count()[1:]:
-        made_c = _commit_count(cache, count_dir(staging, count), doc, job, count, console)
+        folder = count_dir(staging, count)
+        doc_c = for_count(doc, count)
+        config = folder / f"{job.graph_name}.json"
+        made_c = _commit(cache, folder, config, key_of(doc_c), doc_c, count, console)
         if made_c:
             keys[count] = made_c
     _said_counts(keys, job, console)
@@ -155,22 +159,22 @@ def _recorded(
     return key, found
 
 
-def _commit_count(
+def _commit(
     cache: Cache,
     folder: Path,
+    config: Path,
+    key: str,
     doc: dict[str, object],
-    job: PartitionJob,
     count: int,
     console: Console,
+    files: dict[str, tuple[int, str]] | None = None,
 ) -> str:
-    """Cache the partitions of another ``count`` written in ``folder`` (distpart's
-    ``job.counts``), under the key of the same inputs for that count: the key, or "" (a
-    warning says why: the attempt with that count will partition)."""
-    doc_c = {**doc, "num_partitions": count}
-    key = key_of(doc_c)
+    """Index the ``count`` partitions written in ``folder`` (``config``: their partition JSON;
+    ``files``: their sizes and SHA-256 when known) and move them into place as the entry
+    ``key``: the key, or "" (a warning says why and the folder goes: the attempt with that
+    count partitions)."""
     try:
-        pset = parts.load(parts.find_config(folder, job.graph_name), count)
-        cache.commit(folder, key, doc_c, pset)
+        cache.commit(folder, key, doc, parts.load(config, count), files)
     except (CacheError, parts.PartitionError) as e:
         console.say(f"  warning: the partitions for {count} workers were not cached: {e}")
         shutil.rmtree(folder, ignore_errors=True)
@@ -378,7 +382,7 @@ class DistCache:
         )
         keys = {self.job.num_parts: key}
         for count in self.job.every_count()[1:]:
-            doc = {**self.doc, "num_partitions": count}
+            doc = for_count(self.doc, count)
             made = self._store(transport, hosts, count, key_of(doc), doc, console)
             if made:
                 keys[count] = made
@@ -401,7 +405,7 @@ class DistCache:
         """The ``count`` parts the workers hold (worker i: parts p with p % workers == i, in
         ``workload``, or ``workload@<count>`` for another count) into a new entry ``key``:
         the key, or "" (said)."""
-        what = "the partitions" if count == self.job.num_parts else f"the {count} partitions"
+        what = f"the partitions for {count} workers"
         try:
             staging = self.cache.staging(key)
         except CacheError as e:
@@ -431,14 +435,7 @@ class DistCache:
                 shutil.rmtree(staging, ignore_errors=True)
                 return ""
             files.update({str(k): (int(v[0]), str(v[1])) for k, v in got["files"].items()})
-        try:
-            pset = parts.load(staging / self.config, count)
-            self.cache.commit(staging, key, doc, pset, files)
-        except (CacheError, parts.PartitionError) as e:
-            console.say(f"  warning: {what} were not cached: {e}")
-            shutil.rmtree(staging, ignore_errors=True)
-            return ""
-        return key
+        return _commit(self.cache, staging, staging / self.config, key, doc, count, console, files)
 
 
 # -- phase 5 ------------------------------------------------------------------------------
