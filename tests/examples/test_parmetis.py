@@ -463,6 +463,34 @@ def test_an_elastic_run_partitions_once_for_every_count(
     assert leftovers() == ""
 
 
+def test_an_elastic_run_in_the_partitioner_pod_partitions_once_for_every_count(
+    dgl: Dgl, mpi: str, chunked: Path, tmp_path: Path, as_root: None
+) -> None:
+    """ParMETIS mode (the partitioner pod's ranks): the first attempt caches both counts; the
+    next attempt, with 2 workers, takes the run's 2-part set without starting MPI."""
+    storage = tmp_path / "storage"
+    storage.mkdir()
+
+    def run(ws: str, workers: int) -> str:
+        argv = dglrun_argv(dgl, tmp_path / ws, "ParMETIS", chunked, "--storage", str(storage),
+                           "--run-name", "pm-1234abcd", "--partition-counts", "2-3")  # fmt: skip
+        argv[argv.index("--num-partitions") + 1] = str(workers)
+        argv[argv.index("--num-epochs") + 1] = "1"
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=300, cwd=REPO,
+            env=clean_env(PYTHONPATH=str(REPO), **{parmetis.MIN_VERTICES_ENV: "10"}),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+        return proc.stdout
+
+    first = run("a", 3)
+    assert "mpirun: 2 ranks of distpart in this pod" in first
+    assert "cached the partitions for 2 workers too (the same partitioning" in first
+    second = run("b", 2)
+    assert "this run's 2 partitions" in second and "mpirun:" not in second
+    assert leftovers() == ""
+
+
 # -- failures -------------------------------------------------------------------------------
 
 
