@@ -33,7 +33,7 @@ help:
 	@echo "make test          - install everything needed, then lint, type-check and run all tests"
 	@echo "make demo-local    - the data plane alone: dglrun with 2 local workers (namespaces)"
 	@echo "make demo-large    - a products-scale graph on 3 nodes, one lost mid-training (~23 min;"
-	@echo "                     writes demo-large.html)"
+	@echo "                     writes demo-large.html; KUEUE=1: the jobs go through Kueue)"
 	@echo "make bench         - run the benchmarks under bench/ and print their figures"
 	@echo "                     (LARGE=1: demo-large's too)"
 	@echo "make cluster-up    - start the single-node Kubernetes (make cluster-down stops it)"
@@ -147,8 +147,9 @@ demo: preflight-demo venv dgl-venv k8s-binaries network-policies images
 # a products-scale graph on 3 nodes, a node lost mid-training (bench/demo_large.py; ~23 min;
 # DEMO_LARGE_ARGS="--scale 0.25" for a quicker look). It takes the local cluster down first.
 DEMO_LARGE_ARGS ?=
-demo-large: preflight-demo-large venv dgl-venv k8s-binaries network-policies images
-	$(BIN)/python -m bench.demo_large $(DEMO_LARGE_ARGS)
+# KUEUE=1: the jobs go through Kueue (its manager with the cluster, the operator's kueue=true)
+demo-large: preflight-demo-large$(if $(KUEUE),+kueue) venv dgl-venv k8s-binaries network-policies images $(if $(KUEUE),kueue)
+	$(BIN)/python -m bench.demo_large $(DEMO_LARGE_ARGS) $(if $(KUEUE),--kueue)
 
 demo-local: preflight-demo-local venv dgl-venv
 	hack/demo.sh

@@ -3,6 +3,7 @@ training, nothing lost.
 
     python -m bench.demo_large [--scale 1.0] [--epochs 4] [--lose-after 2] [--node-memory 7Gi]
                                [--report demo-large.html] [--no-baseline] [--keep-cluster]
+                               [--kueue]
 
 What it does, on this machine's 3-node Kubernetes (``localcluster``, one CPU and
 ``--node-memory`` allocatable per node):
@@ -37,6 +38,13 @@ generators wrote, what the MPI ranks sent each other per step (``distpart-stats`
 partition cache and checkpoints hold on the claim, and what each node's pods sent out of it per
 step (its bridge's ``rx_bytes``: to the other nodes and the API server).
 
+``--kueue`` (``make demo-large KUEUE=1``) runs Kueue's manager with the cluster (its
+waitForPodsReady recovery timeout on) and the operator with ``kueue=true``; the jobs go through
+the LocalQueue ``demo-large``. The elastic job's shrink and grow happen inside its one
+admission: the summary names its Workloads (one), counts their evictions (0) and lists the
+PodsReady conditions the operator wrote on it (``WaitForRecovery`` while it rescales,
+``Recovered`` once it trains again).
+
 ``--scale`` shrinks the graph (nodes and edges, same degree shape) for a quick look; 1.0 is
 products' size. Needs root and ``$DGL_PYTHON`` (``make demo-large`` provides both). The figures
 are printed, not asserted.
@@ -68,6 +76,7 @@ from podcontract.quantity import parse_quantity
 
 NS = "demo-large"
 CLAIM = "demo-large"
+QUEUE = "demo-large"  # (--kueue: its ClusterQueue and LocalQueue)
 MANIFEST = "dgljob-large.yaml"  # (examples/graphsage/)
 NODES = 3
 PRODUCTS_NODES = 2_449_029
@@ -180,6 +189,9 @@ class Run:
     # every attempt's partition phase as dglrun reported it: True (placed from the cache) or
     # False (partitioned), in attempt order
     partitioned: list[bool] = field(default_factory=list)
+    # --kueue: the job's Workloads by name, and each one's conditions as last seen
+    workloads: dict[str, dict[str, str]] = field(default_factory=dict)
+    evictions: int = 0
 
     def now(self) -> float:
         return time.monotonic() - self.started
@@ -203,9 +215,9 @@ class Observer(threading.Thread):
     """Polls the job and its pods every 2 s, samples every pod's memory twice a second, and
     records what changed as events of ``run``."""
 
-    def __init__(self, kube: Kube, run: Run, ns: str = NS) -> None:
+    def __init__(self, kube: Kube, run: Run, ns: str = NS, kueue: bool = False) -> None:
         super().__init__(daemon=True)
-        self.kube, self.rec, self.ns = kube, run, ns
+        self.kube, self.rec, self.ns, self.kueue = kube, run, ns, kueue
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self._seen: dict[str, str] = {}
@@ -227,6 +239,30 @@ class Observer(threading.Thread):
                 self._seen[f"job/{key}"] = value
                 self.rec.add("job", f"{key} {value}")
         self._elastic(status)
+
+    def _workloads(self) -> None:
+        """The job's Kueue Workloads: each change of their Admitted, PodsReady and Evicted
+        conditions as an event, evictions counted."""
+        doc = self.kube.json(
+            "-n", self.ns, "get", "workloads.kueue.x-k8s.io", "-l",
+            f"dgl.qihoo.net/job-name={self.rec.name}",
+        )  # fmt: skip
+        for wl in doc.get("items") or []:
+            name = wl["metadata"]["name"]
+            seen = self.rec.workloads.setdefault(name, {})
+            if not seen:
+                self.rec.add(f"workload/{name}", "created")
+            for cond in (wl.get("status") or {}).get("conditions") or []:
+                kind = cond.get("type", "")
+                if kind not in ("Admitted", "PodsReady", "Evicted"):
+                    continue
+                value = f"{cond.get('status')} {cond.get('reason', '')}"
+                if seen.get(kind) == value:
+                    continue
+                seen[kind] = value
+                if kind == "Evicted" and cond.get("status") == "True":
+                    self.rec.evictions += 1
+                self.rec.add(f"workload/{name}", f"{kind} {value}")
 
     def _elastic(self, status: dict[str, Any]) -> None:
         """Rescales (decided, then training again) and each attempt's partition work."""
@@ -312,13 +348,15 @@ class Observer(threading.Thread):
                 with contextlib.suppress(RuntimeError, ValueError):
                     self._job()
                     self._pods()
+                    if self.kueue:
+                        self._workloads()
             self.stop.wait(0.5)
 
 
 # -- the cluster --------------------------------------------------------------------------------
 
 
-def cluster_up(node_memory: str, reuse: bool) -> Kube:
+def cluster_up(node_memory: str, reuse: bool, kueue: bool) -> Kube:
     if reuse and running(DEFAULT_DIR) and len(node_names(DEFAULT_DIR)) == NODES:
         say("reusing the running 3-node cluster (--reuse-cluster)")
     else:
@@ -327,11 +365,13 @@ def cluster_up(node_memory: str, reuse: bool) -> Kube:
             node_main(["down"])
         say(f"bringing up {NODES} nodes, 1 CPU and {node_memory} allocatable each")
         argv = ["up", "--nodes", str(NODES), "--node-cpu", "1", "--node-memory", node_memory]
-        if node_main(argv):
+        if node_main([*argv, *(["--kueue"] if kueue else [])]):
             raise SystemExit("demo-large: the cluster did not come up (see above)")
-    install()
+    install({"kueue": "true"} if kueue else None)
     kube = Kube(KUBECONFIG)
     kube.run("create", "namespace", NS, check=False)
+    if kueue:
+        queues(kube)
     claim = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
@@ -340,6 +380,22 @@ def cluster_up(node_memory: str, reuse: bool) -> Kube:
     }
     kube.apply(claim)
     return kube
+
+
+def queues(kube: Kube) -> None:
+    """The ResourceFlavor ``default-flavor``, a ClusterQueue ``demo-large`` whose quota fits
+    one job (the cluster's 3 CPUs and its memory) and the LocalQueue ``demo-large`` in NS."""
+    flavor = "default-flavor"
+    api = "kueue.x-k8s.io/v1beta2"
+    kube.apply({"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": flavor}})
+    quota = [{"name": "cpu", "nominalQuota": "3"}, {"name": "memory", "nominalQuota": "64Gi"}]
+    group = {"coveredResources": ["cpu", "memory"],
+             "flavors": [{"name": flavor, "resources": quota}]}  # fmt: skip
+    kube.apply({"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": QUEUE},
+                "spec": {"namespaceSelector": {}, "resourceGroups": [group]}})  # fmt: skip
+    local = {"name": QUEUE, "namespace": NS}
+    kube.apply({"apiVersion": api, "kind": "LocalQueue", "metadata": local,
+                "spec": {"clusterQueue": QUEUE}})  # fmt: skip
 
 
 def claim_dir(kube: Kube) -> Path | None:
@@ -370,8 +426,12 @@ def node_of(run: Run, pod_prefix: str) -> str:
     return run.pod_node[keys[-1]] if keys else ""
 
 
-def run_job(kube: Kube, job: dict[str, Any], lose_after: int | None, timeout: float) -> Run:
+def run_job(
+    kube: Kube, job: dict[str, Any], lose_after: int | None, timeout: float, kueue: bool
+) -> Run:
     name = job["metadata"]["name"]
+    if kueue:
+        job["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = QUEUE
     kube.run("-n", NS, "delete", "dgljob", name, "--ignore-not-found", "--wait=true")
     selector = f"dgl.qihoo.net/job-name={name}"
     for _ in range(120):  # an earlier run's pods go with it (the garbage collector)
@@ -379,7 +439,7 @@ def run_job(kube: Kube, job: dict[str, Any], lose_after: int | None, timeout: fl
             break
         time.sleep(1)
     run = Run(name, time.monotonic())
-    obs = Observer(kube, run)
+    obs = Observer(kube, run, kueue=kueue)
     kube.apply(job)
     run.add("job", "applied")
     obs.start()
@@ -434,6 +494,20 @@ def lose_a_node(kube: Kube, run: Run) -> str:
 
 
 # -- what the runs say ------------------------------------------------------------------------
+
+
+def kueue_summary(run: Run) -> str:
+    """The job's Workloads, their evictions, and the PodsReady reasons written on them in
+    order."""
+    ready = [
+        e.what.removeprefix("PodsReady ")
+        for e in run.events
+        if e.who.startswith("workload/") and e.what.startswith("PodsReady ")
+    ]
+    return (
+        f"{run.name} under Kueue: Workloads {', '.join(run.workloads) or '-'}; evictions "
+        f"{run.evictions}; PodsReady {' -> '.join(ready) or '-'}"
+    )
 
 
 def accuracy(run: Run) -> float | None:
@@ -806,6 +880,7 @@ def main(argv: list[str] | None = None) -> int:
         "--reuse-cluster", action="store_true", help="use a running 3-node cluster as it is"
     )
     p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--kueue", action="store_true", help="run the jobs under Kueue")
     a = p.parse_args(argv)
     if not 0 < a.scale <= 1.0:
         p.error("--scale: above 0, at most 1")
@@ -818,7 +893,7 @@ def main(argv: list[str] | None = None) -> int:
     worker_memory = node_bytes - 256 * MiB
     started = time.monotonic()
     try:
-        kube = cluster_up(a.node_memory, a.reuse_cluster)
+        kube = cluster_up(a.node_memory, a.reuse_cluster, a.kueue)
     except ClusterError as e:
         say(f"the cluster did not come up: {e}")
         return 1
@@ -831,6 +906,7 @@ def main(argv: list[str] | None = None) -> int:
             job_manifest("graphsage-large", a.scale, a.epochs, worker_memory),
             a.lose_after,
             a.timeout,
+            a.kueue,
         )
         claim = claim_dir(kube)
         runs = [lost]
@@ -842,6 +918,7 @@ def main(argv: list[str] | None = None) -> int:
                     job_manifest("graphsage-large-baseline", a.scale, a.epochs, worker_memory),
                     None,
                     a.timeout,
+                    a.kueue,
                 )
             )
         logs = run_logs(claim, lost)
@@ -872,6 +949,8 @@ def main(argv: list[str] | None = None) -> int:
             summary.append(
                 f"accuracy with the node loss minus without: {diff:+.4f} ({within} 1 point)"
             )
+        if a.kueue:
+            summary.append(kueue_summary(lost))
         summary.append(f"whole demo: {time.monotonic() - started:.0f}s")
         print(figures)
         for line in summary:

@@ -308,7 +308,7 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
             "kueue",
             ("go", "base", "python3", "openssl", "kueue"),
             ("hack/kueue.sh",),
-            "make cluster-up KUEUE=1 (added to cluster-up)",
+            "make cluster-up KUEUE=1 and make demo-large KUEUE=1 (added to theirs)",
         ),
         EntryPoint(
             "demo",

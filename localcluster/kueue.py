@@ -37,6 +37,10 @@ EXTERNAL_FRAMEWORK = "DGLJob.v1alpha1.qihoo.net"
 # Kueue's waitForPodsReady: a job whose pods are not all ready this long after its admission
 # is evicted and requeued (the DGLJob reports PodsReady on its Workload)
 PODS_READY_TIMEOUT = "5m"
+# ... and one running whose PodsReady turned False (WaitForRecovery: a node lost, an elastic
+# job rescaling) and not True again this long after (an elastic shrink takes the node
+# monitor's 40 s grace and the new pods' start)
+PODS_RECOVERY_TIMEOUT = "3m"
 
 
 def folder() -> Path:
@@ -60,7 +64,11 @@ def configuration(certs: Path) -> dict[str, object]:
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
         "manageJobsWithoutQueueName": False,
-        "waitForPodsReady": {"timeout": PODS_READY_TIMEOUT, "blockAdmission": False},
+        "waitForPodsReady": {
+            "timeout": PODS_READY_TIMEOUT,
+            "recoveryTimeout": PODS_RECOVERY_TIMEOUT,
+            "blockAdmission": False,
+        },
         "integrations": {
             "frameworks": ["batch/job"],
             "externalFrameworks": [EXTERNAL_FRAMEWORK],

@@ -219,3 +219,23 @@ def test_the_manifest_is_sized_to_the_nodes_and_the_scale() -> None:
             "args"
         ][0]
     )
+
+
+def test_the_kueue_summary_names_the_workloads_evictions_and_pods_ready_in_order() -> None:
+    """--kueue: the Workload conditions the observer saw, in the order it saw them."""
+    run = dl.Run("big", started=0.0)
+    run.workloads = {"dgljob-big-1a2b3-4c5d6": {"PodsReady": "True Recovered"}}
+    for t, what in [
+        (10, "Admitted True Admitted"),
+        (90, "PodsReady True Started"),
+        (300, "PodsReady False WaitForRecovery"),
+        (330, "PodsReady True Recovered"),
+        (400, "PodsReady False WaitForRecovery"),
+        (420, "PodsReady True Recovered"),
+    ]:
+        run.events.append(dl.Event(float(t), "workload/dgljob-big-1a2b3-4c5d6", what))
+    run.events.append(dl.Event(301.0, "job", "rescale decided: NodeLost, from 3 workers"))
+    assert dl.kueue_summary(run) == (
+        "big under Kueue: Workloads dgljob-big-1a2b3-4c5d6; evictions 0; PodsReady True Started "
+        "-> False WaitForRecovery -> True Recovered -> False WaitForRecovery -> True Recovered"
+    )

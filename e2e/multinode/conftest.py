@@ -1,6 +1,6 @@
 """Fixtures of the multi-node e2e session: this machine's cluster of 3 nodes with the
-Coscheduling scheduler (localcluster/node.py ``up --nodes 3 --scheduler-plugins``), the
-operator installed by Helm.
+Coscheduling scheduler and Kueue's manager (localcluster/node.py ``up --nodes 3
+--scheduler-plugins --kueue``), the operator installed by Helm with ``kueue=true``.
 
 It runs as a pytest session of its own (``pytest e2e/multinode``; ``make test`` runs it after
 ``pytest tests e2e --ignore=e2e/multinode``): the single-node session and this one both own
@@ -92,7 +92,7 @@ def multinode() -> Iterator[MultiNode]:
     from localcluster.node import main as node_main
 
     try:
-        if node_main(["up", "--nodes", str(NODES), "--scheduler-plugins"]) != 0:
+        if node_main(["up", "--nodes", str(NODES), "--scheduler-plugins", "--kueue"]) != 0:
             unavailable("the local multi-node cluster did not come up (see above)")
     except ClusterError as e:
         unavailable(f"the local multi-node cluster did not come up: {e}")
@@ -132,27 +132,44 @@ def operator_values() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def operator(cluster: Any, operator_values: dict[str, str]) -> Iterator[str]:
+def operator(cluster: Any, operator_values: dict[str, str], multinode: MultiNode) -> Iterator[str]:
     """The operator installed from charts/dgl-operator (namespace dgl-system) with this
-    checkout's images."""
+    checkout's images and ``kueue=true``, Kueue's manager running (started with the cluster,
+    or now for one left running without it): only a job with the queue label goes through
+    Kueue (test_elastic.py's)."""
+    from localcluster import kueue
     from localcluster.node import refresh_images
+    from localcluster.volumes import kubectl_for
 
     digest = refresh_images().get("dgl-operator", "")
-    install_operator(Path(cluster.kubeconfig), digest, operator_values)
-    _installed["digest"] = digest
-    yield "dgl-system"
+    started = None
+    if not kueue.running():
+        kubectl = kubectl_for(k8s_binaries("kubectl") / "kubectl", multinode.kubeconfig)
+        try:
+            started = kueue.start(DEFAULT_DIR, multinode.kubeconfig, kubectl)
+        except ClusterError as e:
+            unavailable(f"Kueue's manager did not start: {e}")
+    values = {"kueue": "true", **operator_values}
+    install_operator(Path(cluster.kubeconfig), digest, values)
+    _installed.update(digest=digest, values=values)
+    try:
+        yield "dgl-system"
+    finally:
+        if started is not None:
+            kueue.stop(started)
 
 
-_installed: dict[str, str] = {}
+_installed: dict[str, Any] = {}
 
 
 @pytest.fixture
 def install(cluster: Any, operator: str) -> Callable[[dict[str, str]], None]:
-    """helm upgrade of the operator with other values (the same image), e.g. gang scheduling
-    on; a test that changes them puts ``{}`` back when it is done."""
+    """helm upgrade of the operator with other values than the session's (the same image),
+    e.g. gang scheduling on; a test that changes them puts ``{}`` back when it is done."""
 
     def upgrade(values: dict[str, str]) -> None:
-        install_operator(Path(cluster.kubeconfig), _installed.get("digest", ""), values)
+        merged = {**_installed.get("values", {}), **values}
+        install_operator(Path(cluster.kubeconfig), _installed.get("digest", ""), merged)
 
     return upgrade
 

@@ -7,6 +7,11 @@ The job: examples/graphsage/dgljob-elastic-distparmetis.yaml, with its chunks ``
 ``elasticPolicy`` min 2, max 3, and a ReadWriteMany claim (the partition cache and the
 checkpoints). Marked: it powers a node
 off (conftest.py runs such tests last).
+
+The job goes through Kueue (issue 43, item 6): its LocalQueue's ClusterQueue admits it whole,
+and the shrink and the grow happen inside that one admission. Its one Workload is never
+evicted (Kueue's recovery timeout, 3 min here, runs while the job reports PodsReady False
+``WaitForRecovery``), and reads ``PodsReady`` True ``Recovered`` once the 2 workers left train.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller import kueue as kq
 from e2e.helpers import (
     EXAMPLE,
     accuracy,
@@ -34,6 +40,8 @@ from e2e.helpers import (
     wait_finished,
     wait_job,
 )
+from tests.support.kueue import FLAVOR, cluster_queue, local_queue
+from tests.support.waiting import wait_for
 
 NAME = "elastic-dist"
 WORKERS = 3
@@ -43,13 +51,34 @@ GLOBAL_BATCH = 384  # (the example's: each of the 3 trainers takes 128)
 
 @pytest.fixture
 def ns(cluster: Any, operator: str, kubeconfig: Any) -> Iterator[str]:
-    yield from claims_namespace(cluster, kubeconfig, "e2e-mel")
+    """A namespace (its static volumes ready) with the LocalQueue ``lq`` of a ClusterQueue that
+    fits the job (gone after the test)."""
+    for name in claims_namespace(cluster, kubeconfig, "e2e-mel"):
+        apply(cluster, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                        "metadata": {"name": FLAVOR}, "spec": {}})  # fmt: skip
+        apply(cluster, cluster_queue(f"cq-{name}", "8"))
+        apply(cluster, local_queue("lq", name, f"cq-{name}"))
+        yield name
+        cluster.kubectl(["delete", "clusterqueue", f"cq-{name}", "--wait=false"], as_dict=False)
+
+
+def workload(cluster: Any, ns: str) -> dict[str, Any]:
+    """The job's one Workload."""
+    items = cluster.kubectl(["get", "workloads.kueue.x-k8s.io", "-n", ns])["items"]
+    owned = [
+        wl
+        for wl in items
+        if any(o.get("name") == NAME for o in wl["metadata"].get("ownerReferences") or [])
+    ]
+    assert len(owned) == 1, [wl["metadata"]["name"] for wl in owned]
+    return dict(owned[0])
 
 
 def elastic_dist_job(ns: str) -> dict[str, Any]:
     """examples/graphsage/dgljob-elastic-distparmetis.yaml, with more epochs."""
     job: dict[str, Any] = yaml.safe_load((EXAMPLE / "dgljob-elastic-distparmetis.yaml").read_text())
     job["metadata"].update(name=NAME, namespace=ns)
+    job["metadata"].setdefault("labels", {})[kq.QUEUE_LABEL] = "lq"
     args = launcher_args(job)
     args[args.index("--num-epochs") + 1] = str(EPOCHS)
     assert args[args.index("--batch-size") + 1] == str(GLOBAL_BATCH)
@@ -78,6 +107,10 @@ def test_a_lost_node_shrinks_an_elastic_job_and_its_return_grows_it_without_part
     assert len(elastic(job)["members"]) == WORKERS, elastic(job)
     first = (job.get("status") or {}).get("partitions") or {}
     assert first.get("reused") is False, first  # (the first attempt partitioned)
+    admitted = workload(cluster, ns)
+    assert kq.state(admitted).admitted, kq.state(admitted)
+    queued = conditions(job)["Queued"]
+    assert queued["status"] == "False", queued  # (admitted: training)
     now = pods(cluster, ns)
     placed = {n: node_of(p) for n, p in now.items() if "-worker-" in n}
     spared = {operator_node, node_of(now[f"{NAME}-launcher"])}  # (a member's node alone)
@@ -98,6 +131,18 @@ def test_a_lost_node_shrinks_an_elastic_job_and_its_return_grows_it_without_part
         shrink_cost = float(elastic(job).get("rescaleSeconds") or 0)
         assert (job.get("status") or {}).get("partitions", {}).get("reused") is True
         assert job["status"].get("restartCount", 0) == 0  # (a rescale, not a restart)
+        # inside its one admission: the Workload's PodsReady back to True in Kueue's recovery
+        # terms (Recovered follows the WaitForRecovery written while the job rescaled)
+        recovered = wait_for(
+            lambda: (
+                kq.condition(workload(cluster, ns), kq.PODS_READY).get("reason")
+                == kq.REASON_RECOVERED
+            ),
+            timeout=60,
+            interval=1.0,
+            what="the Workload's PodsReady True Recovered",
+        )
+        assert recovered
         figure(
             f"elastic DistParMETIS: node {victim} ({lost_worker}) powered off: training again "
             f"on 2 workers {training_again - powered_off:.0f}s later (the shrink: "
@@ -123,6 +168,12 @@ def test_a_lost_node_shrinks_an_elastic_job_and_its_return_grows_it_without_part
     done = wait_finished(cluster, ns, NAME, timeout=900)
     assert succeeded(done), conditions(done)
     assert done["status"].get("restartCount", 0) == 0
+    # one admission throughout: the same Workload, never evicted, the job never queued again
+    wl = workload(cluster, ns)
+    assert wl["metadata"]["uid"] == admitted["metadata"]["uid"], wl["metadata"]
+    assert kq.condition(wl, kq.EVICTED).get("status") != "True", kq.condition(wl, kq.EVICTED)
+    assert kq.state(wl).finished, kq.state(wl)
+    assert conditions(done)["Queued"] == queued, conditions(done)["Queued"]
     # the graph was partitioned once: every later attempt (2 workers, then 3) placed the
     # partitions the first one cached for its count, without reading a chunk
     reused = event_messages(cluster, ns, "PartitionsReused")
