@@ -55,7 +55,7 @@ from distpart.memory import Profile
 from distpart.parmetis import common_fine_parts, fine_parts, group_parts, part_kway
 from distpart.read import read_rows
 from distpart.types import Array
-from distpart.write import PartRows, write_part
+from distpart.write import PartRows, import_dgl, write_part
 
 PART_METHOD = "parmetis"
 LOOKUP_BLOCK = 1 << 21  # edges' endpoints looked up at their owners per exchange
@@ -494,6 +494,7 @@ class Rank:
                 del part, new_nid, edges
             t = self._timed("shuffle", t)
             if rows is not None:
+                import_dgl()  # (from this frame, whose locals at its return hold no data)
                 write_part(out, graph, node_start, rows, job.feature_files)
                 del rows
             t = self._timed("write", t)

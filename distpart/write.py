@@ -54,6 +54,22 @@ class PartRows:
         return self.edge_range[1] - self.edge_range[0]
 
 
+def import_dgl() -> None:
+    """Import DGL (and torch) now, before any data is held.
+
+    DGL 2.1's import keeps a frame of it alive for good, and with it every frame it was
+    imported from: the first function to import DGL keeps its locals until the process
+    ends. Imported lazily by :func:`write_part`, the first part's rows stayed resident through
+    every later round and count (1.3 GiB a rank at products scale: an elastic job's second
+    count ran out of memory). Call this first from a function whose locals at its return hold
+    no data (distpart.pipeline's write_count, just before its first part is written, so that
+    the steps before it do not carry DGL's 400 MiB); :func:`write_part` then finds DGL
+    imported.
+    """
+    import dgl  # noqa: F401
+    import torch  # noqa: F401
+
+
 def _tensor_dict(prefix: str, columns: dict[str, Array]) -> dict[str, object]:
     import torch
 
