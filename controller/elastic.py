@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 from controller.api import DGLJob, ElasticPolicy
 from controller.machinery import objects as ob
-from controller.status.conditions import now_rfc3339, parse_time
+from controller.status.conditions import REASON_UNSCHEDULABLE, now_rfc3339, parse_time
 from controller.status.pod_state import is_terminating, pod_ip, pod_phase
+from controller.status.waiting import pod_waiting_problem
 from kubeclient import Obj
 from podcontract import (
     DIST_PARMETIS,
@@ -173,6 +174,21 @@ def running(job: DGLJob, pods: dict[str, Obj]) -> list[int]:
     return found
 
 
+def coming(job: DGLJob, pods: dict[str, Obj]) -> int:
+    """The worker pods that do not run yet but may (``pods``: the attempt's, by name): not
+    made yet, or not placed or started yet; not those the scheduler found no room for
+    (PodScheduled False, Unschedulable: after a node is lost, the one that cannot go
+    elsewhere)."""
+    up = set(running(job, pods))
+    count = 0
+    for i in range(job.spec.workers):
+        pod = pods.get(job.worker_name(i))
+        problem = pod_waiting_problem(pod) if pod is not None else None
+        if i not in up and (problem is None or problem.reason != REASON_UNSCHEDULABLE):
+            count += 1
+    return count
+
+
 @dataclass(frozen=True)
 class Sizing:
     """What sizing decided: the members (None: not yet), else why it waits and when to look
@@ -213,11 +229,20 @@ def fewest(policy: ElasticPolicy, st: Obj, whole: bool = False) -> int:
     return max(low, policy.max_replicas) if whole and not st.get(PARTITIONED) else low
 
 
-def size(policy: ElasticPolicy, up: list[int], st: Obj, now: float, whole: bool = False) -> Sizing:
+def size(
+    policy: ElasticPolicy,
+    up: list[int],
+    st: Obj,
+    now: float,
+    whole: bool = False,
+    coming: int | None = None,
+) -> Sizing:
     """Choose the attempt's members from the worker indices that run (``up``); ``st`` is
-    ``status.elastic``, whose ``settleSince`` (set here) starts the settling window."""
+    ``status.elastic``, whose ``settleSince`` (set here) starts the settling window.
+    ``coming``: the worker pods that may still run (:func:`coming`; None: unknown); with none
+    the window is not waited out (nothing more can come in it)."""
     low = fewest(policy, st, whole)
-    if len(up) >= policy.max_replicas:
+    if len(up) >= policy.max_replicas or (coming == 0 and len(up) >= low):
         st.pop("settleSince", None)
         return Sizing(members=tuple(up[: policy.max_replicas]))
     if len(up) < low:

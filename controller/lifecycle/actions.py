@@ -43,6 +43,14 @@ from podcontract import DGLRUN_STATUS_FIELDS, STATUS_DELIVERY_BYTES, STATUS_DELI
 
 log = structlog.get_logger("controller.lifecycle")
 
+# The pods of an attempt that is over (evicted by Kueue, restarted, rescaled) go with at most
+# this grace period: their quota and their nodes are given to the next attempt or job once
+# they are gone, and nothing is lost by not waiting longer (training resumes from the last
+# epoch's checkpoint). The workers' default `sleep 365d` ignores SIGTERM: with their own grace
+# period (30 s unless the template says otherwise) every rescale and restart would wait that
+# long (demo-large's shrink did: 30 of its 82 s).
+STOPPED_GRACE_SECONDS = 5
+
 
 @dataclass
 class Actions:
@@ -94,6 +102,9 @@ class Actions:
         lost = self.node_lost(pod_state.node_name(pod))
         if lost is not None:
             why = f"{why}; forced: node {pod_state.node_name(pod)} is lost ({lost})"
+        if grace is not None:
+            own = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+            grace = min(grace, own) if isinstance(own, int) else grace
         self.apply.delete(job, PODS, pod, why, force=lost is not None, grace=grace)
 
     def force_stuck(self, job: JobIdentity, pods: list[Obj]) -> None:

@@ -170,7 +170,10 @@ def _size(ctx: Context, act: Actions, current: dict[str, Obj]) -> Next:
         if not gone:
             up[name] = pod
     whole = policies.whole_first(job)
-    sizing = policies.size(policy, policies.running(job, up), st, ctx.now, whole)
+    # a rescale does not wait out the window for workers the scheduler has no room for (the
+    # job was training; a grow brings them back when room frees); a first attempt does
+    coming = policies.coming(job, up) if st.get("rescalingSince") else None
+    sizing = policies.size(policy, policies.running(job, up), st, ctx.now, whole, coming)
     if sizing.members is None:
         if obs.failure is not None:  # (a worker's program failed: a failure, as ever)
             return Next.GO_ON

@@ -12,7 +12,7 @@ name of its transfer Secret (controller/transfer.py), and its pods sorted out
 from __future__ import annotations
 
 from controller import elastic, transfer
-from controller.lifecycle.actions import Actions
+from controller.lifecycle.actions import STOPPED_GRACE_SECONDS, Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery.events import NORMAL, WARNING
 from controller.status import conditions, node_loss, observation, pod_state
@@ -28,7 +28,7 @@ def observe_attempt(ctx: Context, act: Actions) -> Next:
     if obs.stale:
         for pod in obs.stale:
             if not pod_state.is_terminating(pod):
-                act.delete_pod(job, pod, "restarting the job")
+                act.delete_pod(job, pod, "restarting the job", STOPPED_GRACE_SECONDS)
         _node_lost_while_restarting(ctx, act, obs.stale)
         return Next.DONE
     _record_partition_time(ctx, act)

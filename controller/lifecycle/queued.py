@@ -27,7 +27,7 @@ import structlog
 
 from controller import elastic, kueue
 from controller.api import DGLJob, Placement
-from controller.lifecycle.actions import Actions
+from controller.lifecycle.actions import STOPPED_GRACE_SECONDS, Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery import objects as ob
 from controller.machinery.events import NORMAL, WARNING
@@ -44,11 +44,6 @@ from kubeclient import (
 
 log = structlog.get_logger("controller.kueue")
 
-# An evicted job's pods go with at most this grace period: Kueue gives their quota to another
-# job once they are gone, and nothing is lost by not waiting longer (training resumes from the
-# last epoch's checkpoint). The workers' default `sleep 365d` ignores SIGTERM: with their own
-# grace period (30 s unless the template says otherwise) the quota would wait that long.
-EVICTION_GRACE_SECONDS = 5
 REASON_QUEUE_LABEL_REMOVED = "QueueLabelRemoved"
 
 
@@ -189,7 +184,7 @@ def _hold_for_admission(ctx: Context, act: Actions, reason: str, message: str) -
     if old.get("message") != message or old.get("reason") != reason:
         ctx.set_condition(conditions.QUEUED, True, reason, message)
     why = "the job waits for admission by Kueue"
-    act.hold(ctx, why, conditions.REASON_QUEUED, f"queued: {message}", EVICTION_GRACE_SECONDS)
+    act.hold(ctx, why, conditions.REASON_QUEUED, f"queued: {message}", STOPPED_GRACE_SECONDS)
     ctx.status["phase"] = conditions.PHASE_QUEUED
 
 

@@ -203,19 +203,28 @@ def test_a_preempted_member_rescales_to_the_workers_left_without_a_restart(h: Ha
     assert st["elastic"]["lastRescale"]["from"] == 3
     assert "members" not in st["elastic"]
 
-    # the old attempt's pods go; the new attempt sizes again with fresh worker pods
+    # the old attempt's pods go (at most 5 s of grace: the attempt is over), and the new
+    # attempt sizes again with fresh worker pods
     place_partitioner(h, "1")
+    graces = {
+        a.name: a.grace_period_seconds
+        for a in h.kube.actions
+        if a.verb == "delete" and a.resource == "pods" and a.name != W[2]
+    }
+    assert graces == {W[0]: 5, W[1]: 5, LAUNCH: 5, PART: 5}, graces
     wait_for(lambda: attempt_pods(h, "1"), what="attempt 1's partitioner and workers, no launcher")
     h.run_pod(W[0], "10.0.1.4")
     h.run_pod(W[1], "10.0.1.5")
-    unschedulable(h, W[2])  # its room went to the preemptor
+    # while worker-2 may still come (made, not placed yet), the settling window runs
     h.wait_condition_status("PodsReady", "False", reason="Settling")
-    h.step(30)
+    h.step(10)
+    # its room went to the preemptor: nothing more can come, the window is not waited out
+    unschedulable(h, W[2])
     wait_for(lambda: elastic(h).get("members") == W[:2], what="rescaled to two")
     assert elastic(h)["lastRescale"]["to"] == 2
     train_with(h, W[:2])
     st = h.status()
-    assert st["elastic"]["rescaleSeconds"] >= 30
+    assert 10 <= st["elastic"]["rescaleSeconds"] < 30
     assert "rescalingSince" not in st["elastic"]
     assert hostfile(h) == f"10.0.1.4 30050 {W[0]} slots=1\n10.0.1.5 30050 {W[1]} slots=1\n"
     assert env_of(h.pods()[LAUNCH], pc.NUM_PARTITIONS_ENV) == "2"

@@ -41,6 +41,45 @@ def test_the_settling_window_starts_at_min_and_ends_with_those_running() -> None
     assert "settleSince" not in st
 
 
+def test_the_window_is_not_waited_out_when_no_other_worker_can_come() -> None:
+    """After a lost node, the worker that cannot go elsewhere is Unschedulable: the ones
+    running are the members at once; while one may still come, the window is waited."""
+    st: Obj = {}
+    assert elastic.size(POLICY, [0, 2], st, NOW, coming=1).look_again == 30
+    assert elastic.size(POLICY, [0, 2], st, NOW + 1, coming=0).members == (0, 2)
+    assert "settleSince" not in st
+    # below min, nothing coming still waits (for room, not for the window)
+    assert elastic.size(POLICY, [0], {}, NOW, coming=0).members is None
+
+
+def test_coming_counts_the_workers_that_may_still_run() -> None:
+    raw = load_fixture("seed_dgljob.yaml")
+    raw["metadata"]["uid"] = "u"
+    raw["spec"].update(storage={"claimName": "r"}, elasticPolicy={"maxReplicas": 4})
+    j = parse_job(raw)
+    running: Obj = {"status": {"phase": "Running", "podIP": "10.0.0.1"}}
+    unschedulable: Obj = {
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/3 nodes are available"}
+            ],
+        }
+    }  # fmt: skip
+    pending: Obj = {"status": {"phase": "Pending"}}
+    pods: dict[str, Obj] = {
+        j.worker_name(0): {"metadata": {"name": j.worker_name(0)}, **running},
+        j.worker_name(1): {"metadata": {"name": j.worker_name(1)}, **unschedulable},
+        j.worker_name(2): {"metadata": {"name": j.worker_name(2)}, **running},
+    }
+    assert elastic.coming(j, pods) == 1  # worker 3: not made yet
+    pods[j.worker_name(3)] = {"metadata": {"name": j.worker_name(3)}, **pending}
+    assert elastic.coming(j, pods) == 1  # worker 3: not placed yet
+    pods[j.worker_name(3)] = {"metadata": {"name": j.worker_name(3)}, **unschedulable}
+    assert elastic.coming(j, pods) == 0
+
+
 def test_falling_below_min_restarts_the_window() -> None:
     st: Obj = {}
     elastic.size(POLICY, [0, 1], st, NOW)
