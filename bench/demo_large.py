@@ -572,10 +572,11 @@ def job_windows(run: Run) -> list[tuple[str, float, float]]:
         for e in events
         if e.who == "job" and e.what.startswith("progress ")
     ]
-    # a restart clears the progress: the wait until the new attempt reports is a step too
+    # a restart or a rescale clears the progress: the wait until the new attempt reports is a
+    # step too
     first = progress[0][0] if progress else end
     progress += [
-        (e.t, f"restart ({e.what[len('phase ') :]})")
+        (e.t, f"new attempt ({e.what[len('phase ') :]})")
         for e in events
         if e.who == "job"
         and e.t > first
@@ -628,7 +629,7 @@ def phase_bars(run: Run) -> list[tuple[str, str, float, float]]:
         for what, w0, w1 in windows:
             lo, hi = max(m0, w0), min(m1, w1)
             if hi > lo:  # (a pod of the new attempt waits for it: it is starting)
-                bars.append((row, "starting" if what.startswith("restart") else what, lo, hi))
+                bars.append((row, "starting" if what.startswith("new attempt") else what, lo, hi))
     bars += [("job", what, t0, t1) for what, t0, t1 in windows]
     off = [e.t for e in events if e.what.startswith("powered off")]
     on = [e.t for e in events if e.what.startswith("powered on")]
@@ -673,7 +674,7 @@ def tag(name: str, text: str | None = None, **attrs: object) -> str:
 
 
 def _color(what: str) -> str:
-    if what.startswith("restart"):
+    if what.startswith("new attempt"):
         return "#d46a6a"
     if what.startswith("train"):
         m = re.search(r"epoch (\d+)", what)

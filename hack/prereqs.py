@@ -373,9 +373,9 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
         ),
         EntryPoint(
             "test-multinode",
-            (*_NODE, *_IMAGES, "helm", "coscheduling"),
-            (*_CLUSTER_CODE, *_IMAGE_CODE, "hack/scheduler-plugins.sh"),
-            "e2e/multinode: three nodes, the Coscheduling scheduler",
+            (*_NODE, *_IMAGES, "helm", "coscheduling", "kueue"),
+            (*_CLUSTER_CODE, *_IMAGE_CODE, "hack/scheduler-plugins.sh", "hack/kueue.sh"),
+            "e2e/multinode: three nodes, the Coscheduling scheduler, Kueue's manager",
         ),
         EntryPoint(
             "bench",

@@ -107,7 +107,7 @@ def test_each_pod_attempt_gets_its_own_row_with_the_steps_it_lived_through() -> 
     ]
     assert bars_of(run, "node n3") == [("powered off", 310.0, 340.0)]
     job = bars_of(run, "job")
-    assert ("restart (Restarting)", 335.0, 390.0) in job  # the wait between the attempts
+    assert ("new attempt (Restarting)", 335.0, 390.0) in job  # the wait between the attempts
 
 
 def test_where_the_time_went_adds_up_to_the_run() -> None:
@@ -120,7 +120,7 @@ def test_where_the_time_went_adds_up_to_the_run() -> None:
     assert seconds["1/5 partition"] == 150 + 10
     assert seconds["train (every epoch)"] == 90 + 35 + 70
     assert seconds["evaluate"] == 10
-    assert seconds["restart (Restarting)"] == 55
+    assert seconds["new attempt (Restarting)"] == 55
     assert sum(seconds.values()) == 482
     assert took["1/5 partition"][1] == (200 - 100 + 400 - 390) * MiB
     assert took["until the first step (pods made, chunks generated, ranks started)"][1] == 0
