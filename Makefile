@@ -32,7 +32,7 @@ help:
 	@echo "                     (JOB=examples/graphsage/dgljob-parmetis.yaml: another DGLJob)"
 	@echo "make test          - install everything needed, then lint, type-check and run all tests"
 	@echo "make demo-local    - the data plane alone: dglrun with 2 local workers (namespaces)"
-	@echo "make demo-large    - a products-scale graph on 3 nodes, one lost mid-training (~23 min;"
+	@echo "make demo-large    - a products-scale graph on 3 nodes, one lost mid-training (~14 min;"
 	@echo "                     writes demo-large.html; KUEUE=1: the jobs go through Kueue)"
 	@echo "make bench         - run the benchmarks under bench/ and print their figures"
 	@echo "                     (LARGE=1: demo-large's too)"
@@ -144,7 +144,7 @@ JOB ?= examples/graphsage/dgljob.yaml
 demo: preflight-demo venv dgl-venv k8s-binaries network-policies images
 	$(BIN)/python -m localcluster.demo $(JOB)
 
-# a products-scale graph on 3 nodes, a node lost mid-training (bench/demo_large.py; ~23 min;
+# a products-scale graph on 3 nodes, a node lost mid-training (bench/demo_large.py; ~14 min;
 # DEMO_LARGE_ARGS="--scale 0.25" for a quicker look). It takes the local cluster down first.
 DEMO_LARGE_ARGS ?=
 # KUEUE=1: the jobs go through Kueue (its manager with the cluster, the operator's kueue=true)
