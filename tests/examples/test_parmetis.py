@@ -400,6 +400,30 @@ def test_distparmetis_restarts_reuse_the_parts_each_worker_cached(
     assert leftovers() == ""
 
 
+def elastic_run(
+    dgl: Dgl,
+    ws: Path,
+    mode: str,
+    graph: Path,
+    storage: Path,
+    run_name: str,
+    workers: int,
+    epochs: int,
+) -> str:
+    """One attempt of an elastic run (``--partition-counts 2-3``) with ``workers`` local
+    workers and ``epochs`` epochs: dglrun's output (it must succeed)."""
+    argv = dglrun_argv(dgl, ws, mode, graph, "--storage", str(storage), "--run-name", run_name,
+                       "--partition-counts", "2-3")  # fmt: skip
+    argv[argv.index("--num-partitions") + 1] = str(workers)
+    argv[argv.index("--num-epochs") + 1] = str(epochs)
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=300, cwd=REPO,
+        env=clean_env(PYTHONPATH=str(REPO), **{parmetis.MIN_VERTICES_ENV: "10"}),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
 def test_an_elastic_run_partitions_once_for_every_count(
     dgl: Dgl,
     mpi: str,
@@ -421,17 +445,8 @@ def test_an_elastic_run_partitions_once_for_every_count(
     shutil.copytree(chunked, graph)
 
     def run(ws: str, workers: int, epochs: int) -> str:
-        argv = dglrun_argv(dgl, tmp_path / ws, "DistParMETIS", graph, "--storage",
-                           str(storage), "--run-name", run_name, "--partition-counts",
-                           "2-3")  # fmt: skip
-        argv[argv.index("--num-partitions") + 1] = str(workers)
-        argv[argv.index("--num-epochs") + 1] = str(epochs)
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=300, cwd=REPO,
-            env=clean_env(PYTHONPATH=str(REPO), **{parmetis.MIN_VERTICES_ENV: "10"}),
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-        return proc.stdout
+        return elastic_run(dgl, tmp_path / ws, "DistParMETIS", graph, storage, run_name,
+                           workers, epochs)  # fmt: skip
 
     first = run("a", 3, 1)  # (epoch 1 on 3 workers, then a worker is lost)
     assert "one partitioning for the counts 3, 2: 64 fine parts, grouped into each" in first
@@ -472,16 +487,8 @@ def test_an_elastic_run_in_the_partitioner_pod_partitions_once_for_every_count(
     storage.mkdir()
 
     def run(ws: str, workers: int) -> str:
-        argv = dglrun_argv(dgl, tmp_path / ws, "ParMETIS", chunked, "--storage", str(storage),
-                           "--run-name", "pm-1234abcd", "--partition-counts", "2-3")  # fmt: skip
-        argv[argv.index("--num-partitions") + 1] = str(workers)
-        argv[argv.index("--num-epochs") + 1] = "1"
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=300, cwd=REPO,
-            env=clean_env(PYTHONPATH=str(REPO), **{parmetis.MIN_VERTICES_ENV: "10"}),
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-        return proc.stdout
+        return elastic_run(dgl, tmp_path / ws, "ParMETIS", chunked, storage, "pm-1234abcd",
+                           workers, 1)  # fmt: skip
 
     first = run("a", 3)
     assert "mpirun: 2 ranks of distpart in this pod" in first
