@@ -67,7 +67,13 @@ from typing import Any
 from bench.support.cluster import KUBECONFIG, install
 from bench.support.console import sayer
 from bench.support.kube import Kube
-from bench.support.manifests import example_job, launcher_args, main_container, set_flag
+from bench.support.manifests import (
+    example_job,
+    kueue_queues,
+    launcher_args,
+    main_container,
+    set_flag,
+)
 from bench.support.measure import CGROUP_ROOT, MiB
 from localcluster.cluster import ClusterError
 from localcluster.node import DEFAULT_DIR, node_names, running, start_node, stop_node
@@ -383,19 +389,10 @@ def cluster_up(node_memory: str, reuse: bool, kueue: bool) -> Kube:
 
 
 def queues(kube: Kube) -> None:
-    """The ResourceFlavor ``default-flavor``, a ClusterQueue ``demo-large`` whose quota fits
-    one job (the cluster's 3 CPUs and its memory) and the LocalQueue ``demo-large`` in NS."""
-    flavor = "default-flavor"
-    api = "kueue.x-k8s.io/v1beta2"
-    kube.apply({"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": flavor}})
-    quota = [{"name": "cpu", "nominalQuota": "3"}, {"name": "memory", "nominalQuota": "64Gi"}]
-    group = {"coveredResources": ["cpu", "memory"],
-             "flavors": [{"name": flavor, "resources": quota}]}  # fmt: skip
-    kube.apply({"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": QUEUE},
-                "spec": {"namespaceSelector": {}, "resourceGroups": [group]}})  # fmt: skip
-    local = {"name": QUEUE, "namespace": NS}
-    kube.apply({"apiVersion": api, "kind": "LocalQueue", "metadata": local,
-                "spec": {"clusterQueue": QUEUE}})  # fmt: skip
+    """A ClusterQueue ``demo-large`` whose quota fits one job (the cluster's 3 CPUs and its
+    memory) and the LocalQueue ``demo-large`` in NS."""
+    for obj in kueue_queues(NS, QUEUE, QUEUE, {"cpu": "3", "memory": "64Gi"}):
+        kube.apply(obj)
 
 
 def claim_dir(kube: Kube) -> Path | None:

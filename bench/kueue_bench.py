@@ -26,7 +26,7 @@ from typing import Any
 from bench.support.cluster import KUBECONFIG, install
 from bench.support.console import sayer
 from bench.support.kube import Kube
-from bench.support.manifests import example_job
+from bench.support.manifests import example_job, kueue_queues
 from controller import kueue as kq
 from localcluster.node import DEFAULT_DIR, running
 from localcluster.node import main as node_main
@@ -50,22 +50,8 @@ def job(name: str, queued: bool) -> dict[str, Any]:
 
 def queues() -> None:
     KUBE.run("create", "namespace", NS)
-    KUBE.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-                "metadata": {"name": "default-flavor"}, "spec": {}})  # fmt: skip
-    quota = {"name": "cpu", "nominalQuota": "4"}
-    KUBE.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-                "metadata": {"name": "bench"},
-                "spec": {"namespaceSelector": {}, "resourceGroups": [{
-                    "coveredResources": ["cpu"],
-                    "flavors": [{"name": "default-flavor", "resources": [quota]}]}]}})  # fmt: skip
-    KUBE.apply(
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "LocalQueue",
-            "metadata": {"name": "lq", "namespace": NS},
-            "spec": {"clusterQueue": "bench"},
-        }
-    )
+    for obj in kueue_queues(NS, "bench", "lq", {"cpu": "4"}):
+        KUBE.apply(obj)
 
 
 def all_running(name: str) -> bool:

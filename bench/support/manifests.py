@@ -89,3 +89,26 @@ def launcher_args(job: dict[str, Any]) -> list[str]:
 def set_flag(args: list[str], flag: str, value: str) -> None:
     """The value after ``flag`` in ``args``, replaced by ``value``."""
     args[args.index(flag) + 1] = value
+
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+FLAVOR = "default-flavor"
+
+
+def kueue_queues(
+    namespace: str, cluster_queue: str, local_queue: str, quota: dict[str, str]
+) -> list[dict[str, Any]]:
+    """What a benchmark queues its jobs in: the ResourceFlavor ``default-flavor`` (any node),
+    the ClusterQueue ``cluster_queue`` of ``quota`` (resource -> nominal quota, the resources
+    it covers), open to every namespace, and the LocalQueue ``local_queue`` in ``namespace``."""
+    resources = [{"name": name, "nominalQuota": value} for name, value in quota.items()]
+    group = {"coveredResources": list(quota), "flavors": [{"name": FLAVOR, "resources": resources}]}
+    return [
+        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": FLAVOR},
+         "spec": {}},
+        {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": cluster_queue},
+         "spec": {"namespaceSelector": {}, "resourceGroups": [group]}},
+        {"apiVersion": KUEUE_API, "kind": "LocalQueue",
+         "metadata": {"name": local_queue, "namespace": namespace},
+         "spec": {"clusterQueue": cluster_queue}},
+    ]  # fmt: skip
