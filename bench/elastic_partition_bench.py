@@ -4,8 +4,9 @@
 
 On a graph shaped like ogbn-products (examples/graphsage/make_chunked.py, ``--scale`` of its
 nodes and edges; generated once under ~/.cache/dgl-operator/bench/elastic-partition/), with
-demo-large's balance flags, ``--ranks`` MPI ranks of distpart on this machine (each standing
-for a worker pod):
+demo-large's balance flags and PT-Scotch (``--partitioner ptscotch``: KaMinPar, the default,
+partitions each count directly), ``--ranks`` MPI ranks of distpart on this machine (each
+standing for a worker pod):
 
 * **elastic**: one run for every count (``--num-parts <largest> --counts <the others>``): one
   PT-Scotch partitioning into fine parts, grouped into each count, every count's parts written;
@@ -24,42 +25,20 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from bench.support.console import sayer
-from bench.support.graphs import dgl_env, rank_argv
+from bench.support.graphs import dgl_env, products_graph, rank_argv
 from bench.support.measure import run_measured
-from bench.support.paths import EXAMPLE, REPO
+from bench.support.paths import REPO
+from chunkedgraph.job import PTSCOTCH
 from localcluster.cluster import CACHE
 
-PRODUCTS_NODES = 2_449_029
-PRODUCTS_EDGES = 61_859_140  # undirected (make_chunked writes both directions)
-FLAGS = ("--balance-train", "--balance-edges")
+FLAGS = ("--balance-train", "--balance-edges", "--partitioner", PTSCOTCH)
 
 say = sayer("elastic_partition_bench")
-
-
-def chunked(py: str, scale: float) -> Path:
-    """The products-shaped chunked graph at ``scale``, made once."""
-    root = CACHE / "bench" / "elastic-partition" / f"products-{scale:g}"
-    if (root / "ready").is_file():
-        say(f"reusing the graph in {root}")
-        return root / "chunked"
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    argv = [py, str(EXAMPLE / "make_chunked.py"), "--out", str(root / "chunked")]
-    if scale != 1.0:
-        argv += ["--nodes", str(round(PRODUCTS_NODES * scale))]
-        argv += ["--edges", str(round(PRODUCTS_EDGES * scale))]
-    started = time.monotonic()
-    subprocess.run(argv, check=True, env=dgl_env())
-    (root / "ready").write_text("")
-    say(f"generated {root / 'chunked'} in {time.monotonic() - started:.0f}s")
-    return root / "chunked"
 
 
 def partition(py: str, graph: Path, ranks: int, work: Path, *args: str) -> dict[str, Any]:
@@ -89,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     counts = sorted({int(c) for c in a.counts.split(",")}, reverse=True)
     py = os.environ.get("DGL_PYTHON", sys.executable)
-    graph = chunked(py, a.scale)
+    graph = products_graph(py, a.scale, say)
     work = CACHE / "bench" / "elastic-partition-work" / "out"
     say(f"elastic: one run of {a.ranks} ranks for the counts {counts} ...")
     rest = [str(c) for c in counts[1:]]

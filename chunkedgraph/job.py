@@ -15,6 +15,10 @@ from pathlib import Path
 
 from podcontract import CHUNKED_LAYOUTS, SHARED
 
+KAMINPAR = "kaminpar"  # PyPI's KaMinPar, on rank 0 (distpart.kaminpar): the default
+PTSCOTCH = "ptscotch"  # PT-Scotch's distributed partitioner, across the ranks
+PARTITIONERS = (KAMINPAR, PTSCOTCH)
+
 
 @dataclass(frozen=True)
 class PartitionJob:
@@ -39,6 +43,7 @@ class PartitionJob:
     feature_files: bool = False
     seed: int = 0  # ParMETIS' seed (dglrun leaves it at 0)
     counts: tuple[int, ...] = ()  # other counts written too (each into count_dir)
+    partitioner: str = KAMINPAR  # one of PARTITIONERS ($DGL_PARMETIS_LIB overrides it)
 
     def out_dir(self, rank: int, count: int | None = None) -> Path:
         """Where rank ``rank`` writes (the parts of ``count``, one of ``counts``: beside)."""
@@ -68,6 +73,7 @@ class PartitionJob:
             argv.append("--feature-files")
         if self.seed:
             argv += ["--seed", str(self.seed)]
+        argv += ["--partitioner", self.partitioner]
         others = self.every_count()[1:]
         if others:
             argv += ["--counts", *map(str, others)]
@@ -87,6 +93,7 @@ class PartitionJob:
             feature_files=a.feature_files,
             seed=a.seed,
             counts=tuple(a.counts),
+            partitioner=a.partitioner,
         )
 
 
@@ -105,6 +112,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="also write each part's node features as .npy (out-of-core workers)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--partitioner",
+        choices=PARTITIONERS,
+        default=KAMINPAR,
+        help="KaMinPar on rank 0 (the default), or PT-Scotch across the ranks "
+        "($DGL_PARMETIS_LIB, when set, names a ParMETIS that is used instead)",
+    )
     p.add_argument(
         "--counts",
         type=int,

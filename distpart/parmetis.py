@@ -59,6 +59,7 @@ import numpy as np
 
 from distpart.types import Array
 
+PARMETIS = "parmetis"  # the ParMETIS $DGL_PARMETIS_LIB names
 LIB_ENV = "DGL_PARMETIS_LIB"
 SCOTCH_GLOB = "/usr/lib/*/scotch-int{bits}"  # Debian's PT-Scotch, 32- or 64-bit SCOTCH_Num
 SCOTCH_LIBS = ("libptscotcherr-7.0.so", "libptscotch-7.0.so")  # loaded in this order
@@ -102,17 +103,28 @@ def _cpu_quota() -> float | None:
     return None
 
 
-def scotch_threads() -> int:
-    """PT-Scotch's threads for this rank: its share of the CPUs it may use, at least 1."""
+def usable_cpus() -> int:
+    """The CPUs this process may use: its cgroup's quota, else its affinity (at least 1)."""
     cpus: float = len(os.sched_getaffinity(0))
     quota = _cpu_quota()
     if quota is not None:
         cpus = min(cpus, quota)
+    return max(1, int(cpus))
+
+
+def scotch_threads() -> int:
+    """PT-Scotch's threads for this rank: its share of the CPUs it may use, at least 1."""
     try:
         local = max(1, int(os.environ.get(LOCAL_RANKS_ENV, "1")))
     except ValueError:
         local = 1
-    return max(1, int(cpus // local))
+    return max(1, usable_cpus() // local)
+
+
+def partitioner_used(asked: str) -> str:
+    """What partitions: the ParMETIS ``$DGL_PARMETIS_LIB`` names when it is set, else
+    ``asked`` (:data:`chunkedgraph.job.KAMINPAR` or :data:`chunkedgraph.job.PTSCOTCH`)."""
+    return PARMETIS if os.environ.get(LIB_ENV) else asked
 
 
 def library() -> Any:

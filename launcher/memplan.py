@@ -40,6 +40,7 @@ from pathlib import Path
 
 import chunkedgraph
 from chunkedgraph import ChunkedError, ChunkedGraph
+from chunkedgraph.job import KAMINPAR, PTSCOTCH
 from launcher.errors import LauncherError
 from podcontract import DGL_API, DIST_PARMETIS, MEMORY_PLAN_PREFIX, PARMETIS
 from podcontract.quantity import parse_quantity
@@ -92,9 +93,15 @@ COSTS: dict[str, Cost] = {
     "dgl-partition": Cost(base_mib=650, per_edge=190.0, per_node=0.0, data_copies=3.0),
     # a distpart rank (DistParMETIS: one per worker pod; ParMETIS: ranks in the partitioner
     # pod) peaks in one of two steps (its log and partition_stats.json profile every step):
-    # ParMETIS itself, for the rank's share of the edges (PT-Scotch's 32-bit build, ~90-130 B
+    # ParMETIS itself, for the rank's share of the edges (PT-Scotch's 32-bit build, ~90-150 B
     # per edge of the share, and the distributed adjacency and edge list; no node data yet) ...
-    "parmetis-rank": Cost(base_mib=60, per_edge=155.0, per_node=0.0, data_copies=0.0),
+    "parmetis-rank": Cost(base_mib=60, per_edge=118.0, per_node=0.0, data_copies=0.0),
+    # ... or, with KaMinPar (the default), in the steps every rank does on its share (the
+    # adjacency, renumbering, shipping), or, rank 0, in KaMinPar: the edges it read (16 B
+    # each) and KaMinPar's own copy of the whole structure
+    "kaminpar-rank": Cost(base_mib=60, per_edge=90.0, per_node=0.0, data_copies=0.0),
+    "kaminpar-first": Cost(base_mib=150, per_edge=16.0, per_node=0.0, data_copies=0.0),
+    "kaminpar-graph": Cost(base_mib=0, per_edge=20.0, per_node=0.0, data_copies=0.0),
     # ... or writing one part: torch + DGL imported (~460 MiB), the part's edges (int64 ids,
     # local ids made in place) and its nodes' data, received once and saved
     "distpart-write": Cost(base_mib=470, per_edge=45.0, per_node=0.0, data_copies=1.75),
@@ -123,6 +130,7 @@ class Shape:
     out_of_core: bool = False  # node data memory-mapped from the workers' disk
     page_cache: float = 0.5  # out of core: the share of the node data counted as page cache
     batch_size: int = 1000  # seeds per minibatch (out of core: the sampling working set)
+    partitioner: str = KAMINPAR  # the ParMETIS modes' (chunkedgraph.job.PARTITIONERS)
 
 
 # Out of core, the nodes a minibatch gathers per seed: GraphSAGE's 2 layers with the example's
@@ -167,15 +175,24 @@ def partition_step(g: GraphSize, shape: Shape, limit: int | None) -> Step:
         return Step("partition", "the partitioner pod", what, int(est), limit)
     ranks = max(1, shape.ranks if shape.mode == PARMETIS else shape.workers)
     parts = max(1, shape.parts)
-    one = max(
-        COSTS["parmetis-rank"].bytes(g.nodes / ranks, g.edges / ranks, 0, 0),
-        # a rank writes one part at a time (ranks < parts: in rounds)
-        COSTS["distpart-write"].bytes(g.nodes / parts, g.edges / parts, g.node_bytes, g.edge_bytes),
+    # a rank writes one part at a time (ranks < parts: in rounds)
+    write = COSTS["distpart-write"].bytes(
+        g.nodes / parts, g.edges / parts, g.node_bytes, g.edge_bytes
     )
+    if shape.partitioner == KAMINPAR:
+        share = COSTS["kaminpar-rank"].bytes(g.nodes / ranks, g.edges / ranks, 0, 0)
+        first = COSTS["kaminpar-first"].bytes(g.nodes / ranks, g.edges / ranks, 0, 0)
+        first += COSTS["kaminpar-graph"].bytes(g.nodes, g.edges, 0, 0)
+        one = max(first, share, write)
+        every = (ranks - 1) * max(share, write) + one
+    else:
+        one = max(COSTS["parmetis-rank"].bytes(g.nodes / ranks, g.edges / ranks, 0, 0), write)
+        every = one * ranks
     if shape.mode == PARMETIS:
         return Step(
-            "partition", "the partitioner pod", f"{ranks} ParMETIS ranks", int(one * ranks), limit
+            "partition", "the partitioner pod", f"{ranks} ParMETIS ranks", int(every), limit
         )
+    # (KaMinPar: rank 0's pod, the largest; every worker has the same limit)
     return Step("partition", "each worker pod", "one DistParMETIS rank", int(one), limit)
 
 
@@ -299,6 +316,25 @@ def advice(g: GraphSize, shape: Shape, step: Step) -> str:
         )
         return f"use {alt}, or {raise_to}"
     more = _workers_needed(g, shape, step.limit, step.name)
+    if step.name == "partition" and shape.partitioner == KAMINPAR:
+        # KaMinPar holds the whole structure on the first rank: more workers may not help
+        spread = replace(shape, partitioner=PTSCOTCH)
+        scotch = partition_step(g, spread, step.limit)
+        needs = _workers_needed(g, spread, step.limit, "partition")
+        alt = (
+            f"--partitioner ptscotch (spread over the ranks: {gib(scotch.estimate)} each"
+            + (
+                ""
+                if scotch.fits
+                else f", which fits with {needs} workers"
+                if needs
+                else ", too much"
+            )
+            + ")"
+        )
+        if more is not None:
+            return f"use {more} or more workers, or {alt}, or {raise_to}"
+        return f"use {alt}, or {raise_to}"
     if step.smallest is not None:
         raise_to = f"raise the Worker memory limit to at least {gib(step.smallest * 1.1)}"
     elif step.name == "train":

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chunkedgraph.job import KAMINPAR, PARTITIONERS
 from launcher.memplan import GraphSize, PlanError, parse_bytes, parse_graph_size
 from launcher.report.progress import ProgressTarget
 from launcher.storage.layout import Storage, check_run_name, claim_mount
@@ -114,6 +115,7 @@ class Options:
     chunked_graph: str | None = None
     chunked_layout: str = SHARED
     num_ranks: int | None = None
+    partitioner: str = KAMINPAR
     mpirun: str = "mpirun"
     mpirun_args: list[str] = field(default_factory=list)
     partition_transfer: str = TRANSFER_HTTP
@@ -245,6 +247,13 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         type=positive_int,
         help="ParMETIS: MPI ranks in the partitioner pod (default: its CPU limit, at least 2); "
         "DistParMETIS always runs one per worker",
+    )
+    g.add_argument(
+        "--partitioner",
+        choices=PARTITIONERS,
+        default=KAMINPAR,
+        help="the ParMETIS modes' partitioner: KaMinPar on the first rank (default), or "
+        "PT-Scotch across the ranks ($DGL_PARMETIS_LIB, when set, names a ParMETIS used instead)",
     )
     g.add_argument("--mpirun", default="mpirun", help="Open MPI's mpirun (the ParMETIS modes)")
     g.add_argument(
@@ -546,6 +555,7 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         chunked_graph=a.chunked_graph,
         chunked_layout=a.chunked_layout,
         num_ranks=a.num_ranks,
+        partitioner=a.partitioner,
         mpirun=a.mpirun,
         mpirun_args=_split(a.mpirun_args, "--mpirun-args", parser),
         partition_transfer=a.partition_transfer,

@@ -117,6 +117,7 @@ def partition_request(opts: Options) -> PartitionRequest:
             balance_edges=opts.balance_edges,
             feature_files=opts.out_of_core,
             counts=opts.partition_counts if mode_partitions_counts(opts) else (),
+            partitioner=opts.partitioner,
         ),
         python=opts.python,
         workspace=opts.workspace,
@@ -185,6 +186,7 @@ def phase_inputs(opts: Options) -> PhaseInputs:
         out_of_core=opts.out_of_core,
         page_cache=opts.page_cache_fraction,
         batch_size=opts.batch_size,
+        partitioner=opts.partitioner,
     )
     chunked = opts.chunked_graph if mode != DGL_API else None
     plan = memplan.PlanInput(shape, opts.worker_memory_limit, chunked, opts.graph_size)

@@ -90,7 +90,7 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     # the MPI ranks of the ParMETIS modes (the chunked format: chunkedgraph; never launcher)
     "distpart": (
         {"chunkedgraph", "podcontract", "outofcore.layout"},
-        {"numpy", "mpi4py", "pandas", "torch", "dgl", "ogb"},
+        {"numpy", "mpi4py", "kaminpar", "pandas", "torch", "dgl", "ogb"},
     ),
     # the users' client and dglctl: the API client and nothing of the operator's side (it
     # speaks to the API server as kubectl does); tqdm draws its progress bar when installed

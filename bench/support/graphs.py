@@ -14,8 +14,11 @@ from bench.support.console import Say
 from bench.support.paths import EXAMPLE, REPO
 from launcher import programs
 from launcher.partition.mpirun import Launch, mpirun_argv
+from localcluster.cluster import CACHE
 
 NONROOT = 65532  # the uid and gid the example image's pods run as
+PRODUCTS_NODES = 2_449_029
+PRODUCTS_EDGES = 61_859_140  # undirected (make_chunked writes both directions)
 
 
 def dgl_env(**extra: str) -> dict[str, str]:
@@ -48,6 +51,26 @@ def prepare_graph(py: str, root: Path, dataset_args: list[str], say: Say) -> Pat
     say(f"graph generated in {generated:.0f}s, chunked in {time.monotonic() - started:.0f}s")
     (root / "ready").write_text("")
     return root
+
+
+def products_graph(py: str, scale: float, say: Say) -> Path:
+    """A chunked graph shaped like ogbn-products (examples/graphsage/make_chunked.py, ``scale``
+    of its nodes and edges), made once under the cache: its folder."""
+    root = CACHE / "bench" / "elastic-partition" / f"products-{scale:g}"
+    if (root / "ready").is_file():
+        say(f"reusing the graph in {root}")
+        return root / "chunked"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    argv = [py, str(EXAMPLE / "make_chunked.py"), "--out", str(root / "chunked")]
+    if scale != 1.0:
+        argv += ["--nodes", str(round(PRODUCTS_NODES * scale))]
+        argv += ["--edges", str(round(PRODUCTS_EDGES * scale))]
+    started = time.monotonic()
+    subprocess.run(argv, check=True, env=dgl_env())
+    (root / "ready").write_text("")
+    say(f"generated {root / 'chunked'} in {time.monotonic() - started:.0f}s")
+    return root / "chunked"
 
 
 def give_to_pods(data: Path) -> None:

@@ -113,6 +113,7 @@ def inputs(
         "num_partitions": job.num_parts,
         "balance_train": job.balance_train,
         "balance_edges": job.balance_edges,
+        "partitioner": job.partitioner if what.mode != DGL_API else None,
         "partition_args": list(entry.args),
         "dataset_url": entry.dataset_url,
     }

@@ -18,7 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from chunkedgraph.job import KAMINPAR, PARTITIONERS, PTSCOTCH
 from distpart import parmetis
+from distpart.kaminpar import SCRATCH_ENV
+from distpart.pipeline import REPLICATE_ENV
 from tests.examples.helpers import (
     DATASET,
     EXAMPLE,
@@ -81,19 +84,28 @@ def mpirun_distpart(
     out: list[Path],
     *extra: str,
     env: dict[str, str] | None = None,
+    check: bool = True,
 ) -> subprocess.CompletedProcess[str]:
+    proc = mpirun_python(
+        dgl, mpirun, ranks, "-m", "distpart", "partition", "--chunked", str(chunked),
+        "--graph-name", GRAPH, "--out", *map(str, out), *extra, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0 or not check, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return proc
+
+
+def mpirun_python(
+    dgl: Dgl, mpirun: str, ranks: int, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``ranks`` ranks of the DGL interpreter with ``args``, as dglrun starts them (TCP)."""
     argv = [mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none",
             "--mca", "btl", "tcp,self"]  # fmt: skip
     if os.geteuid() == 0:
         argv.append("--allow-run-as-root")
-    argv += [dgl.python, "-m", "distpart", "partition", "--chunked", str(chunked),
-             "--graph-name", GRAPH, "--out", *map(str, out), *extra]  # fmt: skip
-    proc = subprocess.run(
-        argv, capture_output=True, text=True, timeout=300, cwd=REPO,
-        env=clean_env(PYTHONPATH=str(REPO), **(env or {})),
+    return subprocess.run(
+        [*argv, dgl.python, *args], capture_output=True, text=True, timeout=300, cwd=REPO,
+        env=clean_env(**{"PYTHONPATH": str(REPO), **(env or {})}),
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    return proc
 
 
 def stats_of(out: str) -> dict[str, Any]:
@@ -170,10 +182,11 @@ def test_the_converter_refuses_bad_input_in_one_line(dgl: Dgl, tmp_path: Path) -
 # -- partitions -------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("partitioner", PARTITIONERS)
 @pytest.mark.parametrize(
     ("ranks", "parts", "layout"),
     [(2, 2, "Shared"), (3, 4, "Shared"), (3, 3, "Shared"), (2, 2, "PerWorker")],
-    ids=["2-ranks-2-parts", "3-ranks-4-parts", "3-parts-grouped", "per-worker-slices"],
+    ids=["2-ranks-2-parts", "3-ranks-4-parts", "3-parts", "per-worker-slices"],
 )
 def test_parmetis_partitions_hold_exactly_the_source_graph(
     dgl: Dgl,
@@ -185,19 +198,27 @@ def test_parmetis_partitions_hold_exactly_the_source_graph(
     ranks: int,
     parts: int,
     layout: str,
+    partitioner: str,
 ) -> None:
     """Every node in exactly one part, the parts' own edges are the source's edge set, every
-    feature row equals the source's, and each part's halo is DGL's one-hop halo. 3 parts (not a
-    power of two): PT-Scotch's 64 fine parts grouped into 3, as on a large graph."""
+    feature row equals the source's, and each part's halo is DGL's one-hop halo, whichever
+    partitioner assigned the parts. 3 parts (not a power of two) with PT-Scotch: its 64 fine
+    parts grouped into 3, as on a large graph; KaMinPar partitions into 3 directly. The
+    per-worker slices look every endpoint up at its owner, as on a graph too large for every
+    rank to hold a value a node (DISTPART_REPLICATE_MAX_MIB=0); the others gather them."""
     outs = [tmp_path / f"worker-{r}" for r in range(ranks)] if layout != "Shared" else [tmp_path]
-    grouped = parts & (parts - 1) != 0
+    grouped = partitioner == PTSCOTCH and parts & (parts - 1) != 0
+    env = {parmetis.MIN_VERTICES_ENV: "10"} if grouped else {}
+    if layout != "Shared":
+        env[REPLICATE_ENV] = "0"
     proc = mpirun_distpart(
         dgl, mpi, ranks, chunked, outs, "--num-parts", str(parts), "--layout", layout,
-        "--balance-train", "--balance-edges",
-        env={parmetis.MIN_VERTICES_ENV: "10"} if grouped else {},
+        "--balance-train", "--balance-edges", "--partitioner", partitioner, env=env,
     )  # fmt: skip
     assert ("grouped into 3" in proc.stdout) == grouped
+    assert ("KaMinPar: 3 parts in" in proc.stdout) == (partitioner == KAMINPAR and parts == 3)
     stats = stats_of(proc.stdout)
+    assert stats["partitioner"] == partitioner
     if layout != "Shared":  # each rank wrote only its own part, into its own folder
         for r, out in enumerate(outs):
             assert sorted(p.name for p in out.glob("part[0-9]*")) == [f"part{r}"]
@@ -213,7 +234,7 @@ def test_parmetis_partitions_hold_exactly_the_source_graph(
     # the cut is METIS-like (a random split would cut half of the edges)
     metis = partitions_check(dgl, two_parts / f"{METIS_GRAPH}.json", dataset_root)
     print(
-        f"edge cut, {parts} parts: ParMETIS ({ranks} ranks, {layout}) {info['edge_cut']} "
+        f"edge cut, {parts} parts: {partitioner} ({ranks} ranks, {layout}) {info['edge_cut']} "
         f"({100 * info['edge_cut_fraction']:.2f}%); METIS (DGL-API, 2 parts) "
         f"{metis['edge_cut']} ({100 * metis['edge_cut_fraction']:.2f}%)"
     )
@@ -221,19 +242,38 @@ def test_parmetis_partitions_hold_exactly_the_source_graph(
     assert info["edge_cut_fraction"] < 0.25
 
 
+def count_check(
+    dgl: Dgl, dataset_root: Path, outs: list[Path], k: int, stats: dict[str, Any], merged: Path
+) -> tuple[dict[str, Any], float]:
+    """Count ``k``'s parts of a --counts run (3 ranks), gathered into ``merged`` from the
+    folders the ranks wrote, checked against the source graph: (the check, the balance)."""
+    for r, out in enumerate(outs):  # rank r wrote the parts p with p % 3 == r
+        where = out if k == 3 else out.with_name(f"{out.name}@{k}")
+        for part in where.glob("part[0-9]*"):
+            assert len(outs) == 1 or int(part.name[4:]) % 3 == r, (r, part)
+            shutil.copytree(part, merged / part.name)
+        if r == 0:
+            shutil.copy(where / f"{GRAPH}.json", merged)
+    info = partitions_check(dgl, merged / f"{GRAPH}.json", dataset_root)
+    assert info["num_parts"] == k and info["edge_cut"] == stats["counts"][str(k)]["edge_cut"]
+    sizes = [p["inner_nodes"] for p in info["parts"]]
+    return info, max(sizes) / (sum(sizes) / k)
+
+
 @pytest.mark.parametrize("layout", ["PerWorker"])  # (Shared: the same code; ~35 s more)
 def test_one_partitioning_serves_every_count_of_an_elastic_job(
     dgl: Dgl, mpi: str, dataset_root: Path, chunked: Path, tmp_path: Path, layout: str
 ) -> None:
-    """--counts: the ranks partition once, into 64 fine parts grouped into 3 and into 2, and
-    write both sets (the other count beside its folder, OUT@2), each exactly the source graph,
-    balanced, and cutting close to what a direct partition into that count cuts."""
+    """--counts with PT-Scotch: the ranks partition once, into 64 fine parts grouped into 3
+    and into 2, and write both sets (the other count beside its folder, OUT@2), each exactly
+    the source graph, balanced, and cutting close to what a direct partition into that count
+    cuts. (KaMinPar partitions each count directly: test_kaminpar_writes_every_count.)"""
     shared = layout == "Shared"
     outs = [tmp_path / "p"] if shared else [tmp_path / f"worker-{r}" for r in range(3)]
     small = {parmetis.MIN_VERTICES_ENV: "10"}  # (the test graph: 20k nodes, 312 per fine part)
     proc = mpirun_distpart(
         dgl, mpi, 3, chunked, outs, "--num-parts", "3", "--counts", "2", "--layout", layout,
-        "--balance-train", "--balance-edges", env=small,
+        "--balance-train", "--balance-edges", "--partitioner", PTSCOTCH, env=small,
     )  # fmt: skip
     assert "one partitioning for the counts 3, 2: 64 fine parts, grouped into each" in proc.stdout
     stats = stats_of(proc.stdout)
@@ -253,28 +293,131 @@ def test_one_partitioning_serves_every_count_of_an_elastic_job(
                 str(k),
                 "--balance-train",
                 "--balance-edges",
+                "--partitioner",
+                PTSCOTCH,
             ).stdout
         )["edge_cut"]  # fmt: skip  (PT-Scotch's k parts: no fine parts on 20k nodes)
     for k in (3, 2):
-        merged = tmp_path / f"merged-{k}"
-        for r, out in enumerate(outs):  # rank r wrote the parts p with p % 3 == r
-            where = out if k == 3 else out.with_name(f"{out.name}@{k}")
-            for part in where.glob("part[0-9]*"):
-                assert shared or int(part.name[4:]) % 3 == r, (r, part)
-                shutil.copytree(part, merged / part.name)
-            if r == 0:
-                shutil.copy(where / f"{GRAPH}.json", merged)
-        info = partitions_check(dgl, merged / f"{GRAPH}.json", dataset_root)
-        assert info["num_parts"] == k and info["edge_cut"] == stats["counts"][str(k)]["edge_cut"]
-        sizes = [p["inner_nodes"] for p in info["parts"]]
-        balance = max(sizes) / (sum(sizes) / k)
+        info, balance = count_check(dgl, dataset_root, outs, k, stats, tmp_path / f"merged-{k}")
         print(
             f"{layout}, {k} parts grouped from 64: edge cut {info['edge_cut']} "
             f"({100 * info['edge_cut_fraction']:.2f}%), direct {direct[k]} "
             f"({info['edge_cut'] / direct[k]:.3f}x); balance {balance:.3f}"
         )
-        assert balance <= 1.1, sizes
+        assert balance <= 1.1, balance
         assert info["edge_cut"] <= 1.25 * direct[k], (k, info["edge_cut"], direct[k])
+
+
+def test_kaminpar_writes_every_count_from_one_load_of_the_graph(
+    dgl: Dgl, mpi: str, dataset_root: Path, chunked: Path, two_parts: Path, tmp_path: Path
+) -> None:
+    """--counts with KaMinPar (the default): rank 0 loads the graph once and partitions it
+    into each count directly; both sets are exactly the source graph, balanced, and cut
+    no more than DGL's METIS does."""
+    outs = [tmp_path / f"worker-{r}" for r in range(3)]
+    proc = mpirun_distpart(
+        dgl, mpi, 3, chunked, outs, "--num-parts", "3", "--counts", "2", "--layout", "PerWorker",
+        "--balance-train", "--balance-edges",
+    )  # fmt: skip
+    assert "KaMinPar: the counts 3, 2, each from one load of the graph" in proc.stdout
+    assert proc.stdout.count(" directed edges loaded in ") == 1
+    stats = stats_of(proc.stdout)
+    assert stats["partitioner"] == KAMINPAR and stats["fine_parts"] is None
+    assert sorted(stats["counts"]) == ["2", "3"]
+    metis = partitions_check(dgl, two_parts / f"{METIS_GRAPH}.json", dataset_root)
+    for k in (3, 2):
+        info, balance = count_check(dgl, dataset_root, outs, k, stats, tmp_path / f"merged-{k}")
+        print(
+            f"KaMinPar, {k} parts: edge cut {info['edge_cut']} "
+            f"({100 * info['edge_cut_fraction']:.2f}%); balance {balance:.3f}; METIS 2 parts "
+            f"{100 * metis['edge_cut_fraction']:.2f}%"
+        )
+        assert balance <= 1.1, balance
+        if k == 2:  # (the same count as DGL's METIS: a cut as good, within 5 %)
+            assert info["edge_cut"] <= 1.05 * metis["edge_cut"], (info, metis["edge_cut"])
+
+
+# What KaMinPar reads: a graph whose rows are spread over 2 ranks (rank 0: nodes 0-2, rank 1:
+# nodes 3-4; a node without neighbours on each), written by rank 0 as a ParHIP file and loaded
+# back by KaMinPar's own reader: every degree, neighbour and weight as the ranks held them.
+PARHIP_SCRIPT = r"""
+import json, sys, numpy as np, kaminpar
+from mpi4py import MPI
+from distpart.kaminpar import write_parhip
+comm = MPI.COMM_WORLD
+rows = {0: {0: [1, 3], 1: [0, 4], 2: []}, 1: {3: [0, 4], 4: [1, 3]}}[comm.Get_rank()]
+weights = {0: 7, 1: 1, 2: 5, 3: 2, 4: 3_000_000_000}
+xadj = np.cumsum([0] + [len(v) for v in rows.values()]).astype(np.int64)
+adjncy = np.array([u for v in rows.values() for u in v], dtype=np.int64)
+vwgt = np.array([weights[n] for n in rows], dtype=np.int64)
+out = open(sys.argv[1], "wb") if comm.Get_rank() == 0 else None
+write_parhip(comm, out, 5, xadj, adjncy, vwgt)
+if out is not None:
+    out.close()
+    g = kaminpar.load_graph(sys.argv[1], kaminpar.GraphFileFormat.PARHIP)
+    print(json.dumps({
+        "n": g.n(), "m": g.m(),
+        "neighbours": [sorted(v for v, _ in g.neighbors(u)) for u in range(g.n())],
+        "weights": [g.node_weight(u) for u in range(g.n())],
+    }))
+"""
+
+
+def test_kaminpar_reads_the_graph_the_ranks_held(dgl: Dgl, mpi: str, tmp_path: Path) -> None:
+    proc = mpirun_python(dgl, mpi, 2, "-c", PARHIP_SCRIPT, str(tmp_path / "g.parhip"))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got == {
+        "n": 5,
+        "m": 8,
+        "neighbours": [[1, 3], [0, 4], [], [0, 4], [1, 3]],
+        "weights": [7, 1, 5, 2, 3_000_000_000],
+    }
+
+
+def test_without_kaminpar_in_the_image_the_error_says_what_to_do(
+    dgl: Dgl, mpi: str, chunked: Path, tmp_path: Path
+) -> None:
+    """An image built without KaMinPar (its import fails): one line naming it and the way out
+    (--partitioner ptscotch); every rank stops; nothing is written."""
+    shadow = tmp_path / "site" / "kaminpar"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError(\"No module named 'kaminpar'\")\n")
+    proc = mpirun_distpart(
+        dgl, mpi, 2, chunked, [tmp_path / "out"], "--num-parts", "2", check=False,
+        env={"PYTHONPATH": f"{REPO}:{shadow.parent}"},
+    )  # fmt: skip
+    assert proc.returncode != 0
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("distpart: rank "))
+    assert "error: KaMinPar is not installed in this image" in line, line
+    assert "--partitioner ptscotch" in line, line
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not list((tmp_path / "out").glob("part*"))
+
+
+def test_a_full_scratch_folder_is_one_line_naming_it(
+    dgl: Dgl, mpi: str, chunked: Path, tmp_path: Path
+) -> None:
+    """Rank 0 writes the graph for KaMinPar under $DISTPART_SCRATCH: when it does not fit (a
+    1 MiB tmpfs; the graph is 1.1 MiB), the error names the folder, both sizes and the
+    variable to set, before anything is written."""
+    require(os.geteuid() == 0, "mounting a small tmpfs needs root")
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], check=True)
+    try:
+        proc = mpirun_distpart(
+            dgl, mpi, 2, chunked, [tmp_path / "out"], "--num-parts", "2", check=False,
+            env={SCRATCH_ENV: str(small)},
+        )  # fmt: skip
+        assert list(small.iterdir()) == []  # (nothing was written)
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+    assert proc.returncode != 0
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("distpart: rank 0 "))
+    assert f"error: {small}: no room for the graph KaMinPar reads: it takes 1.1 MiB" in line, line
+    assert f"MiB are free; set ${SCRATCH_ENV} to a folder with room" in line, line
+    assert "Traceback" not in proc.stdout + proc.stderr
 
 
 # -- through dglrun, with training ----------------------------------------------------------
@@ -449,7 +592,7 @@ def test_an_elastic_run_partitions_once_for_every_count(
                            workers, epochs)  # fmt: skip
 
     first = run("a", 3, 1)  # (epoch 1 on 3 workers, then a worker is lost)
-    assert "one partitioning for the counts 3, 2: 64 fine parts, grouped into each" in first
+    assert "KaMinPar: the counts 3, 2, each from one load of the graph" in first
     assert first.count("mpirun: one rank of distpart on each of") == 1
     assert "cached the partitions for 2 workers too (the same partitioning" in first
     record = json.loads((storage / "runs" / run_name / "partitions.json").read_text())
