@@ -15,8 +15,8 @@ What it does, on this machine's 3-node Kubernetes (``localcluster``, one CPU and
    its own chunks of the graph onto the claim (``make_chunked.py --worker i``, layout
    ``PerWorker``; kept there for later attempts), the three workers partition it with
    DistParMETIS (one MPI rank each), once for 3 workers and for 2 (the job is elastic, min 2,
-   max 3: 64 fine parts grouped into each count, both sets cached on the claim), then train
-   GraphSAGE with a checkpoint per epoch on the claim;
+   max 3: KaMinPar partitions each count from one load of the graph, both sets cached on the
+   claim), then train GraphSAGE with a checkpoint per epoch on the claim;
 3. once ``--lose-after`` epochs are checkpointed, powers off the node of one worker
    (``localcluster`` stop-node: its kubelet, containerd and containers killed): the operator
    sees it lost and the job shrinks to the 2 workers left (a rescale, ``NodeLost``), which

@@ -30,7 +30,12 @@ def test_parmetis_runs_every_rank_here_and_oversubscribes() -> None:
         "/tmp/dglrun/x-rank-{rank}.pid", "--",
     ]  # fmt: skip
     assert rank[8:13] == ["python3", "-P", "-m", "distpart", "partition"]
-    assert rank[rank.index("--out") + 1 :] == ["/w/dataset", "--balance-train"]
+    assert rank[rank.index("--out") + 1 :] == [
+        "/w/dataset",
+        "--balance-train",
+        "--partitioner",
+        "kaminpar",
+    ]
     assert rank[rank.index("--num-parts") + 1] == "2"
 
 
