@@ -7,9 +7,9 @@ loads it, partitions it into each count and sends every rank the parts of its no
 ranks other than 0 wait without spinning (Open MPI's blocking calls poll a core).
 
 Why one rank: at ogbn-products scale (2.4M nodes, 124M directed edges) the structure is 0.5 GB
-as 32-bit ids, and KaMinPar partitions it into 3 parts in seconds with about 16 bytes a
-directed edge (its 64-bit build), where PT-Scotch takes minutes with about 220 bytes a
-directed edge of every rank's share (see :mod:`distpart.parmetis` and bench/distpart_bench.py).
+as 32-bit ids, and KaMinPar partitions it into 3 parts in seconds with about 16 to 20 bytes
+a directed edge (its 64-bit build), where PT-Scotch takes minutes with about 90 to 150 bytes
+a directed edge of every rank's share (see :mod:`distpart.parmetis` and bench/distpart_bench.py).
 Nothing is ever gathered on a rank but the structure and one weight per node.
 
 The file (header: version flags, nodes, directed edges; then each node's first edge as a byte
@@ -70,6 +70,11 @@ def version_word(node_id_bits: int) -> int:
     return flags | (NODE_ID_32 if node_id_bits == 32 else 0)
 
 
+def node_ids(num_nodes: int) -> type[np.unsignedinteger[Any]]:
+    """The file's node id type: 32-bit when every id fits."""
+    return np.uint32 if num_nodes < UINT32_LIMIT else np.uint64
+
+
 def write_parhip(
     comm: Any, out: BinaryIO | None, num_nodes: int, xadj: Array, adjncy: Array, vwgt: Array
 ) -> None:
@@ -80,7 +85,7 @@ def write_parhip(
 
     rank, size = comm.Get_rank(), comm.Get_size()
     edges = int(comm.allreduce(len(adjncy), op=MPI.SUM))
-    ids = np.uint32 if num_nodes < UINT32_LIMIT else np.uint64
+    ids = node_ids(num_nodes)
     degrees = _gather(comm, np.diff(xadj).astype(np.int64))
     weights = _gather(comm, np.asarray(vwgt, dtype=np.int64))
     if rank == 0:
@@ -122,8 +127,11 @@ def write_parhip(
 
 def parhip_bytes(num_nodes: int, edges: int) -> int:
     """The size of the ParHIP file :func:`write_parhip` writes."""
-    ids = 4 if num_nodes < UINT32_LIMIT else 8
-    return (HEADER + num_nodes + 1) * 8 + edges * ids + num_nodes * 8
+    return (
+        (HEADER + num_nodes + 1) * 8
+        + edges * np.dtype(node_ids(num_nodes)).itemsize
+        + num_nodes * 8
+    )
 
 
 def _scratch_file(size: int) -> tuple[Path | None, BinaryIO | None, str | None]:
