@@ -3,7 +3,8 @@ the DGL interpreter, it puts itself into the memory cgroup of its worker (the be
 ``$OOC_BENCH_CGROUPS/<host name>``), drops its partition's pages from the page cache (a DGL
 server, before it starts: what dispatch copied must not count as already read), runs
 ``python ARGS...`` as a child and, when it ends, records the child's bytes read from disk
-and peak RSS (``wait4``) in ``$OOC_BENCH_RECORDS/<host>-<pid>.json``."""
+and peak RSS (``wait4``) in ``$OOC_BENCH_RECORDS/<host>-<pid>.json``. The child runs under
+bench/ooc_profile.py, which records where its time went."""
 
 from __future__ import annotations
 
@@ -32,9 +33,15 @@ def main() -> int:
     config = os.environ.get("DGL_CONF_PATH")
     if os.environ.get("DGL_ROLE") == "server" and config:
         evict(Path(config).parent)
+    script = next((a for a in sys.argv[1:] if a.endswith(".py")), None)
+    if script and "-m" not in sys.argv[1:]:  # what `python SCRIPT` puts first on the path
+        folder = str(Path(script).resolve().parent)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (folder, os.environ.get("PYTHONPATH")) if p
+        )
     pid = os.fork()
     if pid == 0:
-        os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+        os.execv(sys.executable, [sys.executable, "-m", "bench.ooc_profile", *sys.argv[1:]])
     _, status, usage = os.wait4(pid, 0)
     records = os.environ.get("OOC_BENCH_RECORDS")
     if records and os.environ.get("DGL_ROLE"):

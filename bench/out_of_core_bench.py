@@ -1,38 +1,49 @@
 """Out-of-core workers against in-memory ones, on one graph whose node features are about
-2 GiB per worker, under shrinking worker memory limits.
+2 GiB per worker, under shrinking worker memory limits: the issue's three ratios, where each
+epoch's time goes, and what each of outofcore's reading-ahead techniques earns.
 
-    python -m bench.out_of_core_bench [--nodes 1000000] [--feat-dim 512] [--avg-degree 10]
-                                      [--epochs 2] [--fractions 0.75,0.5,0.25]
+    python -m bench.out_of_core_bench [--nodes 1000000] [--feat-dim 1024] [--avg-degree 10]
+                                      [--epochs 3] [--fractions 0.5,0.25] [--no-techniques]
+                                      [--readahead]
 
 One graph (make_dataset.py --binary, chunked once under ~/.cache/dgl-operator/bench/ooc/), 2
 workers (dglrun's local transport: one network + mount namespace each, as pods), partitioned
-with ParMETIS once per kind (in memory; out of core: with the .npy feature files) and reused
-from the storage's partition cache after that. Each worker's DGL server and trainer run in a
-memory cgroup of the worker's own (v1, as a pod's: page cache counts), through
-bench/ooc_worker.py, which also drops the worker's partition from the page cache before the
-server starts and records each process's bytes read from disk (``wait4``'s ru_inblock).
+with ParMETIS's PT-Scotch (whose parts are the same run after run, so that both kinds train
+on the same parts; KaMinPar's threads make its parts differ) once per kind (in memory; out of
+core: with the .npy feature files) and reused from the storage's partition cache after that.
+Each worker's DGL server and trainer run in a memory cgroup of the worker's own (v1, as a
+pod's: page cache counts), through bench/ooc_worker.py, which also drops the worker's
+partition from the page cache before the server starts (and the bench drops the whole page
+cache before each run, so that one run's reads do not press on the next's memory), records
+each process's bytes read from disk (``wait4``'s ru_inblock) and runs it under
+bench/ooc_profile.py (where its time goes, and the rows each epoch pulled).
 
-Runs, all on the same graph and seed:
+Runs, all on the same graph and seed (the example samples ``--sample_ahead 2`` in all):
 
 * ``in memory``: no out-of-core, a limit large enough for everything (the baseline);
 * ``out of core, no limit``: the same large limit; every 0.2 s the bench samples each
   worker's cgroup: the peak of its anonymous and shared memory (``rss + shmem``: the graph's
   structure, the processes, the minibatches) plus :data:`FILE_PAGES` for the code and graph
   files' pages is the floor, what a worker needs besides its features' page cache (the peak
-  of its usage less its feature files' cached pages, ``mincore``, is printed too: prefetches
-  in flight make it an overestimate);
+  of its usage less its feature files' cached pages, ``mincore``, is printed too: reads in
+  flight make it an overestimate);
 * ``out of core, f x``: for each fraction f, the limit is that floor plus f x the worker's
-  node features: room for only that share of them as page cache; page faults read their own
-  page (``MADV_RANDOM``, outofcore's default), and once more at 0.5 x with the kernel's
-  read-around (``readahead``), to show what the advice saves.
+  node features: room for only that share of them as page cache;
+* each technique's share, the run without it (``--no-techniques`` skips them): no limit
+  without the servers' warming (``DGL_OUT_OF_CORE_WARM=0``), and each fraction without
+  sampling ahead (``--sample_ahead 0``: each minibatch's rows are then asked for as it is
+  sampled, just before its pull; the samples differ from the baseline's, see
+  outofcore.patch);
+* with ``--readahead``, once more at 0.5 x with the kernel's read-around for page faults.
 
-Printed per run: the limit, epoch time (the mean over epochs, the first's cold reads
+Printed: per run the limit, epoch time (the mean over epochs, the first's cold reads
 included) and the slowdown against the in-memory run, each epoch's time, each worker's cgroup
 peak (page cache included) and anonymous peak, bytes read from disk per epoch (both workers'
-servers and trainers, start-up included), and test accuracy. The memory plan's out-of-core
-estimate is printed next to the measured floor.
-Figures are printed, not asserted. Needs root (namespaces, cgroups), mpirun and $DGL_PYTHON
-(``make bench`` sets them).
+servers and trainers, start-up included) and against the features an epoch touched (the
+rows it pulled, the union over trainers), test accuracy; the servers' warming lines; where an
+epoch's time goes, per run; the memory plan's estimate against each run's peak; the issue's
+targets, met or not. Figures are printed, not asserted. Needs root (namespaces, cgroups),
+mpirun and $DGL_PYTHON (``make bench`` sets them).
 """
 
 from __future__ import annotations
@@ -57,7 +68,7 @@ from bench.support.measure import CGROUP_ROOT, MiB, group_peak, memory_cgroups
 from bench.support.paths import EXAMPLE, REPO
 from launcher import memplan
 from localcluster.cluster import CACHE
-from outofcore.patch import DEFAULT_READS, READS, READS_ENV
+from outofcore.patch import DEFAULT_READS, READS, READS_ENV, WARM_ENV
 
 GRAPH = "graphsage"
 WORKERS = 2
@@ -133,7 +144,8 @@ def run(
     ooc: bool,
     limit: int,
     label: str,
-    reads: str = "",
+    extra: dict[str, str] | None = None,
+    train_args: str = "",
 ) -> dict[str, Any]:
     """One dglrun, each worker in a memory cgroup of ``limit`` bytes."""
     tag = f"ooc-bench-{os.getpid()}-{len(list(work.glob('records-*')))}"
@@ -143,14 +155,18 @@ def run(
     python.write_text(f'#!/bin/sh\nexec {py} {WORKER} "$@"\n')
     python.chmod(0o755)
     root = CGROUP_ROOT / tag
+    os.sync()  # every run from the same page cache: what the run before read is dropped
+    Path("/proc/sys/vm/drop_caches").write_text("1\n")
     with memory_cgroups(root, [f"worker-{i}" for i in range(WORKERS)], limit) as groups:
         argv = [
             sys.executable, "-m", "launcher.cli", "-g", GRAPH,
             "--num-partitions", str(WORKERS), "--partition-mode", "ParMETIS",
             "--chunked-graph", str(data / "chunked"), "--balance-train", "--balance-edges",
+            "--partitioner", "ptscotch",
             "--train-entry-point", str(EXAMPLE / "train_dist.py"),
             "--num-epochs", str(a.epochs), "--batch-size", str(a.batch_size),
-            "--train-args", f"--fan_out {a.fan_out} --eval_fan_out {a.fan_out} --eval_every 0",
+            "--train-args",
+            f"--fan_out {a.fan_out} --eval_fan_out {a.fan_out} --eval_every 0 {train_args}",
             "--transport", "local", "--workspace", str(ws), "--python", str(python),
             "--storage", str(work / "storage"), "--share-partitions", "--run-name", tag,
             "--local-shm-size", str(a.shm_bytes),
@@ -160,8 +176,7 @@ def run(
         env = dgl_env(
             PYTHONPATH=str(REPO), OOC_BENCH_CGROUPS=str(root), OOC_BENCH_RECORDS=str(records)
         )
-        if reads:
-            env[READS_ENV] = reads
+        env.update(extra or {})
         started = time.monotonic()
         worker_dirs = [ws / "workers" / f"worker-{i}" / "dgl_workspace" / "workload"
                        for i in range(WORKERS)]  # fmt: skip
@@ -195,11 +210,18 @@ def run(
         return out
     metrics = json.loads((work / "storage" / "runs" / tag / "output" / "metrics.json").read_text())
     out["epochs_s"] = metrics["epoch_seconds"]
+    out["epochs"] = len(metrics["epoch_seconds"])
     out["epoch_s"] = sum(metrics["epoch_seconds"]) / len(metrics["epoch_seconds"])
     out["accuracy"] = metrics["test_accuracy"]
-    docs = [json.loads(p.read_text()) for p in records.glob("*.json")]
+    docs = [json.loads(p.read_text()) for p in records.glob("*.json") if p.name[:8] != "profile-"]
+    profiles = [json.loads(p.read_text()) for p in records.glob("profile-*.json")]
+    out["profile"] = breakdown(profiles)
+    out["touched_bytes"] = touched(records, profiles)
     out["read_bytes"] = sum(d["read_bytes"] for d in docs)
     out["rss_mib"] = {f"{d['host']}/{d['role']}": round(d["peak_rss_mib"]) for d in docs}
+    for line in stdout.splitlines():
+        if "out-of-core: warming" in line or "out-of-core: not warming" in line:
+            say(f"{label}: {line.strip()}")
     say(
         f"{label}: epoch {out['epoch_s']:.1f}s, peaks {[round(p) for p in out['peaks_mib']]} "
         f"MiB, read {out['read_bytes'] / MiB:.0f} MiB, accuracy {out['accuracy']:.4f}, "
@@ -207,6 +229,106 @@ def run(
     )
     shutil.rmtree(ws, ignore_errors=True)
     return out
+
+
+def breakdown(profiles: list[dict[str, Any]]) -> dict[str, float]:
+    """Seconds per epoch, the mean over the trainers (bench/ooc_profile.py's records): the
+    epoch and its parts, and the servers' time answering the other machines' requests."""
+    trainers = [p for p in profiles if p["role"] == "client" and p["epochs"]]
+    servers = [p for p in profiles if p["role"] == "server"]
+    out: dict[str, float] = {}
+    if not trainers:
+        return out
+    epochs = len(trainers[0]["epochs"])
+    for p in trainers:
+        for e in p["epochs"]:
+            for k, v in e.items():
+                out[k] = out.get(k, 0.0) + v / (len(trainers) * epochs)
+    for p in servers:
+        for kind, s in p["served"].items():
+            for k in ("seconds", "faults"):
+                key = f"served.{kind}.{k}"
+                out[key] = out.get(key, 0.0) + s[k] / (len(servers) * epochs)
+    return out
+
+
+def touched(records: Path, profiles: list[dict[str, Any]]) -> float:
+    """The bytes of rows an epoch pulled, the mean over epochs: the union over the trainers
+    of each epoch's rows (bench/ooc_profile.py's masks), times each data name's row size."""
+    import numpy as np
+
+    row_bytes: dict[str, int] = {}
+    for p in profiles:
+        row_bytes.update(p.get("row_bytes", {}))
+    union: dict[str, Any] = {}
+    for path in records.glob("touched-*.npz"):
+        with np.load(path) as masks:
+            for key in masks.files:
+                union[key] = masks[key] if key not in union else union[key] | masks[key]
+    epochs = {key.split("/", 1)[0] for key in union}
+    total = sum(
+        int(np.unpackbits(m).sum()) * row_bytes[key.split("/", 1)[1]] for key, m in union.items()
+    )
+    return total / max(len(epochs), 1)
+
+
+BREAKDOWN = (  # (heading, the profile's key): seconds (faults: a count) per epoch
+    ("sampling", "sampling"),
+    ("  ahead", "patch.ahead_seconds"),
+    ("pulls", "features"),
+    ("pull faults", "faults"),
+    ("compute", "compute"),
+    ("srv pulls", "served.PullRequest.seconds"),
+    ("srv faults", "served.PullRequest.faults"),
+    ("srv sampling", "served.SamplingRequest.seconds"),
+)
+
+
+def print_breakdown(rows: list[dict[str, Any]]) -> None:
+    say("")
+    say(
+        "where an epoch's time goes (seconds per epoch, the mean over trainers and epochs; "
+        "faults: major page faults per epoch; srv: a server answering the other machine)"
+    )
+    say(f"{'run':<28} {'epoch':>6} " + " ".join(f"{h:>12}" for h, _ in BREAKDOWN))
+    for r in rows:
+        prof = r.get("profile") or {}
+        if not prof:
+            continue
+        cells = []
+        for _, key in BREAKDOWN:
+            v = prof.get(key)
+            cells.append("-" if v is None else f"{v:.0f}" if "faults" in key else f"{v:.2f}")
+        say(f"{r['label']:<28} {prof['wall']:>6.2f} " + " ".join(f"{c:>12}" for c in cells))
+
+
+TARGETS = (  # (run label, the most its epoch may take, as a multiple of the in-memory epoch)
+    ("out of core, no limit", 1.2),
+    ("out of core, 0.5 x features", 1.5),
+    ("out of core, 0.25 x features", 2.0),
+)
+READ_TARGET = 1.5  # bytes read per epoch, at most, as a multiple of the features touched
+
+
+def print_targets(rows: list[dict[str, Any]]) -> None:
+    base = rows[0]
+    say("")
+    say(f"targets (against the in-memory epoch of this run, {base.get('epoch_s', 0):.2f} s):")
+    for label, most in TARGETS:
+        r = next((r for r in rows if r["label"] == label), None)
+        if r is None or "error" in r or "epoch_s" not in base:
+            say(f"  {label}: not measured")
+            continue
+        ratio = r["epoch_s"] / base["epoch_s"]
+        read = r["read_bytes"] / r["epochs"] / max(r["touched_bytes"], 1)
+        same = r["accuracy"] == base["accuracy"]
+        say(
+            f"  {label}: {ratio:.2f}x the in-memory epoch (target <= {most}x: "
+            f"{'met' if ratio <= most else 'NOT met'}); read {read:.2f}x the features an "
+            f"epoch touched (target <= {READ_TARGET}x: "
+            f"{'met' if read <= READ_TARGET else 'NOT met'}); accuracy {r['accuracy']:.4f} "
+            f"({'the same' if same else 'NOT the same'})"
+        )
 
 
 def main() -> int:
@@ -219,7 +341,19 @@ def main() -> int:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--fan-out", default="10,5")
-    p.add_argument("--fractions", default="0.75,0.5,0.25")
+    p.add_argument("--fractions", default="0.5,0.25")
+    p.add_argument(
+        "--no-techniques",
+        dest="techniques",
+        action="store_false",
+        help="skip the runs without each technique (no limit without warming; each fraction "
+        "without sampling ahead)",
+    )
+    p.add_argument(
+        "--readahead",
+        action="store_true",
+        help="once more at 0.5 x with the kernel's read-around for page faults",
+    )
     p.add_argument("--plan-fraction", type=float, default=0.5, help="--page-cache-fraction")
     p.add_argument("--run-timeout", type=float, default=600, help="seconds per dglrun")
     a = p.parse_args()
@@ -267,17 +401,28 @@ def main() -> int:
         f"{max(rows[-1]['rest_mib']) / 1024:.2f} GiB); the plan's smallest limit: "
         f"{step.smallest / 2**30:.2f} GiB"
     )
-    for f in (float(x) for x in a.fractions.split(",")):
+    for f in (float(x) for x in a.fractions.split(",") if x):
         limit = int(floor + f * features)
         rows.append(run(py, a, data, work, True, limit, f"out of core, {f:g} x features"))
-    # the page-fault reads' other mode, at the issue's 0.5 x (outofcore.patch.READS_ENV)
-    other = next(r for r in READS if r != DEFAULT_READS)
-    label = f"out of core, 0.5 x, {other}"
-    rows.append(run(py, a, data, work, True, int(floor + 0.5 * features), label, other))
+    if a.readahead:  # the page-fault reads' other mode (outofcore.patch.READS_ENV)
+        other = next(r for r in READS if r != DEFAULT_READS)
+        label = f"out of core, 0.5 x, {other}"
+        limit = int(floor + 0.5 * features)
+        rows.append(run(py, a, data, work, True, limit, label, {READS_ENV: other}))
+    if a.techniques:  # each technique's share: the run without it
+        label = "out of core, no limit, no warm"
+        rows.append(run(py, a, data, work, True, big, label, {WARM_ENV: "0"}))
+        for f in (float(x) for x in a.fractions.split(",") if x):
+            label = f"out of core, {f:g} x, no ahead"
+            limit = int(floor + f * features)
+            rows.append(run(py, a, data, work, True, limit, label, None, "--sample_ahead 0"))
     base = rows[0].get("epoch_s")
     say("")
     head = f"{'run':<28} {'limit GiB':>9} {'epoch s':>8} {'slowdown':>8} {'each epoch s':>16} "
-    say(head + f"{'peak GiB (w0, w1)':>18} {'anon GiB':>9} {'read/epoch GiB':>14} {'test acc':>8}")
+    say(
+        head + f"{'peak GiB (w0, w1)':>18} {'anon GiB':>9} {'read/epoch GiB':>14} "
+        f"{'read/touched':>12} {'test acc':>8}"
+    )
     for r in rows:
         if "error" in r:
             say(f"{r['label']:<28} {r['limit_mib'] / 1024:>9.2f}  failed: {r['error'][:80]}")
@@ -289,8 +434,30 @@ def main() -> int:
             f"{r['label']:<28} {r['limit_mib'] / 1024:>9.2f} {r['epoch_s']:>8.2f} {slow:>8} "
             f"{' '.join(f'{x:.1f}' for x in r['epochs_s']):>16} "
             f"{peaks:>18} {anon:>9.2f} {r['read_bytes'] / a.epochs / 2**30:>14.2f} "
+            f"{r['read_bytes'] / a.epochs / max(r['touched_bytes'], 1):>11.2f}x "
             f"{r['accuracy']:>8.4f}"
         )
+    print_breakdown(rows)
+    say("")
+    say("memory plan against the measured peak per worker (the estimate at the run's page cache")
+    say("share: 1 with no limit, where the server warms every feature; the fraction's else):")
+    for r in rows:
+        if "error" in r:
+            continue
+        if r["label"] == "in memory":
+            plan = in_memory.estimate
+        else:
+            share = 1.0 if "no limit" in r["label"] else float(r["label"].split(", ")[1].split()[0])
+            ooc_shape = memplan.Shape(
+                "ParMETIS", WORKERS, WORKERS, 2, 1, 1, True, share, a.batch_size
+            )
+            plan = memplan.train_step(size, ooc_shape, None).estimate
+        peak = max(r["peaks_mib"]) * MiB
+        say(
+            f"  {r['label']:<28} plan {plan / 2**30:.2f} GiB, measured {peak / 2**30:.2f} GiB "
+            f"({plan / peak:.2f}x)"
+        )
+    print_targets(rows)
     return 0
 
 

@@ -136,10 +136,15 @@ class Shape:
 # Out of core, the nodes a minibatch gathers per seed: GraphSAGE's 2 layers with the example's
 # fan-out 10,10 (1 + 10 + 100), and the copies of their rows a trainer holds at once (the
 # gathered input, the rows pulled from other machines). Checked by bench/out_of_core_bench.py:
-# on 1M nodes x 1024 features, 2 workers, the plan's smallest limit is 2.6 GiB per worker
-# where the measured need besides the features' page cache was 2.2 GiB
+# on 1M nodes x 1024 features, 2 workers (its fan-out 10,5), the plan's smallest limit is
+# 3.0 GiB per worker where the processes' own memory peaked at 1.3 GiB: the plan is 1.4-1.7x
+# the measured peaks out of core (it counts a trainer's touched structure pages again)
 NODES_PER_SEED = 111
 WORKING_COPIES = 2.0
+# minibatches whose rows are read ahead of the one a trainer gathers, when the worker's
+# memory cannot hold its features (outofcore.patch: one; with room for them all, the pod's
+# page cache holds every feature anyway): their pages must stay in the page cache until used
+READ_AHEAD = 1
 
 
 @dataclass(frozen=True)
@@ -217,8 +222,10 @@ def train_step(g: GraphSize, shape: Shape, limit: int | None) -> Step:
 
 
 def working_set(g: GraphSize, shape: Shape, nodes: float) -> float:
-    """Out of core: a trainer's minibatch rows in memory at once (at most its partition's)."""
-    return min(nodes, shape.batch_size * NODES_PER_SEED) * g.node_bytes * WORKING_COPIES
+    """Out of core: a trainer's minibatch rows in memory at once (at most its partition's):
+    the copies of the one it trains on, and the pages of the one read ahead."""
+    rows = min(nodes, shape.batch_size * NODES_PER_SEED) * g.node_bytes
+    return rows * WORKING_COPIES + min(nodes * g.node_bytes, rows * READ_AHEAD)
 
 
 def _out_of_core_step(

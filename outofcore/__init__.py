@@ -12,8 +12,14 @@ them into shared memory (``KVServer.init_data``), and the trainers map that shar
   files memory-mapped instead of copying them, and the trainers map the same files. The kernel
   pages features in on demand and drops them under memory pressure, so a pod needs memory for
   the graph's structure, the minibatches and a share of the features as page cache, not for
-  all of its features.
+  all of its features;
+* the pages are read before they are needed, off the training thread (:mod:`outofcore.reader`):
+  a server whose pod has room for all its features reads them in their on-disk order at
+  start, and each minibatch's rows are asked for as the loader samples it (a training loop
+  that samples a few minibatches ahead, as the example's does, then trains while they are
+  read), on this machine and, by a word to their server, on the others.
 
-:mod:`outofcore.layout` is numpy-only (distpart writes with it); :mod:`outofcore.patch` and
-:mod:`outofcore.__main__` need DGL and torch: they run where DGL runs (partitioner, workers).
+:mod:`outofcore.layout` and :mod:`outofcore.reader` are numpy-only (distpart writes with the
+layout); :mod:`outofcore.patch` and :mod:`outofcore.__main__` need DGL and torch: they run
+where DGL runs (partitioner, workers).
 """

@@ -18,6 +18,7 @@ numpy and the standard library only.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import mmap
 import os
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from outofcore import reader
 
 FOLDER = "node_feat_npy"
 INDEX = "index.json"
@@ -133,13 +136,42 @@ def open_rows(path: str | os.PathLike[str], random: bool = False) -> np.ndarray[
     return rows
 
 
+def mapping(rows: np.ndarray[Any, Any]) -> tuple[int, int] | None:
+    """(address, length) of the whole mapping under ``rows`` (from :func:`open_rows`)."""
+    mapping = getattr(rows, "_mmap", None)
+    if mapping is None:
+        return None
+    start = rows.ctypes.data - int(getattr(rows, "offset", 0)) % mmap.ALLOCATIONGRANULARITY
+    return start, len(mapping)
+
+
+_libc: Any = None
+
+
+def resident_pages(rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any] | None:
+    """One byte per page of ``rows``'s mapping, whose low bit is set when the page is in
+    memory (``mincore(2)``); None when it cannot be asked."""
+    global _libc
+    where = mapping(rows)
+    if where is None:
+        return None
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    vec = np.empty((where[1] + mmap.PAGESIZE - 1) // mmap.PAGESIZE, np.uint8)
+    if _libc.mincore(ctypes.c_void_p(where[0]), where[1], vec.ctypes.data) != 0:
+        return None
+    return vec
+
+
 def prefetch(rows: np.ndarray[Any, Any], ids: np.ndarray[Any, Any]) -> int:
     """Ask the kernel to start reading the pages of ``rows[ids]`` (a mapping from
-    :func:`open_rows`) now, all at once (``MADV_WILLNEED``: asynchronous reads of the sorted,
-    merged page ranges), so that the gather that follows waits for a disk busy with all of
-    them rather than for one page fault after another. Returns the page ranges asked for."""
-    mapping = getattr(rows, "_mmap", None)
-    if mapping is None or not len(ids) or rows.ndim == 0:
+    :func:`open_rows`), all at once (``MADV_WILLNEED`` on the sorted, merged page ranges,
+    :func:`outofcore.reader.willneed`), so that the gather that follows waits for a disk
+    busy with all of them rather than for one page fault after another; pages in memory
+    cost the kernel a lookup. Returns the page ranges asked for."""
+    where = mapping(rows)
+    if where is None or not len(ids) or rows.ndim == 0:
         return 0
     row = rows.strides[0]
     base = int(getattr(rows, "offset", 0)) % mmap.ALLOCATIONGRANULARITY  # rows' start in it
@@ -148,11 +180,8 @@ def prefetch(rows: np.ndarray[Any, Any], ids: np.ndarray[Any, Any]) -> int:
     last = (base + ids * row + row - 1) // mmap.PAGESIZE
     cut = np.flatnonzero(first[1:] > last[:-1] + 1) + 1
     starts = first[np.concatenate(([0], cut))]
-    ends = last[np.concatenate((cut - 1, [len(ids) - 1]))]
-    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-        mapping.madvise(
-            mmap.MADV_WILLNEED, start * mmap.PAGESIZE, (end - start + 1) * mmap.PAGESIZE
-        )
+    ends = last[np.concatenate((cut - 1, [len(first) - 1]))]
+    reader.willneed(where[0] + starts * mmap.PAGESIZE, (ends - starts + 1) * mmap.PAGESIZE)
     return len(starts)
 
 

@@ -14,11 +14,12 @@ single-process baseline and the distributed trainer run the same code.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import pickle
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -231,6 +232,21 @@ def set_seed(seed: int) -> None:
     dgl.seed(seed)
 
 
+def ahead(batches: Iterable[Batch], k: int) -> Iterator[Batch]:
+    """``batches``, drawn ``k`` ahead of the one handed out: the loader samples minibatch
+    i + k before minibatch i is trained on. An out-of-core worker's loader asks for a
+    minibatch's feature rows as it samples it (outofcore.patch), so they are read while the
+    minibatches before it train. The same in memory, so that a seed samples the same there:
+    DGL's feature pulls draw from the random engine that sampling draws from."""
+    queued: collections.deque[Batch] = collections.deque()
+    for batch in batches:  # (one iter(): a DGL loader's __iter__ shuffles)
+        queued.append(batch)
+        if len(queued) > k:
+            yield queued.popleft()
+    while queued:
+        yield queued.popleft()
+
+
 def train_epoch(
     model: nn.Module,
     batches: Iterable[Batch],
@@ -299,6 +315,13 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--eval_batch_size", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--sample_ahead",
+        type=int,
+        default=2,
+        help="minibatches sampled ahead of the one trained on (out-of-core workers read their "
+        "features meanwhile; 0: none)",
+    )
 
 
 def check_model_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
@@ -319,3 +342,5 @@ def check_model_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
         p.error("--num_epochs, --batch_size, --eval_batch_size and --num_hidden must be >= 1")
     if a.eval_every < 0:
         p.error("--eval_every must not be negative")
+    if a.sample_ahead < 0:
+        p.error("--sample_ahead must not be negative")

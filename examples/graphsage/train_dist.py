@@ -252,8 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
 
     def evaluate() -> tuple[float, float, int, int]:
-        vc, vt = common.count_correct(model, val_loader, feat, label)  # no DDP hooks
-        tc, tt = common.count_correct(model, test_loader, feat, label)
+        k = a.sample_ahead
+        vc, vt = common.count_correct(model, common.ahead(val_loader, k), feat, label)  # no DDP
+        tc, tt = common.count_correct(model, common.ahead(test_loader, k), feat, label)
         vc, vt, tc, tt = _allreduce([vc, vt, tc, tt])
         return vc / max(vt, 1), tc / max(tt, 1), int(vt), int(tt)
 
@@ -264,7 +265,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         tic = time.perf_counter()
         # join(): trainers whose share has one batch more than another's do not hang DDP.
         with ddp.join():
-            loss, seen = common.train_epoch(ddp, train_loader, feat, label, opt)
+            batches = common.ahead(train_loader, a.sample_ahead)
+            loss, seen = common.train_epoch(ddp, batches, feat, label, opt)
         took = time.perf_counter() - tic
         loss_sum, seen_all, slowest = (
             *_allreduce([loss * seen, seen]),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -64,7 +65,13 @@ def main() -> None:
     rpc.copy_data_to_shared_memory(served, feat)  # skipped: the same memory
     # a server answering a pull: the rows' pages prefetched (sorted, merged), then DGL's gather
     ids = torch.tensor([7, 3, 3, 4, 900, 5])
-    rows = layout.open_rows(files["_N/feat"])
+    copy = Path(registry).with_name("feat-copy.npy")  # (a file no mapping has touched)
+    shutil.copyfile(files["_N/feat"], copy)
+    rows = layout.open_rows(copy, random=True)
+    fd = os.open(copy, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # out of the page cache
+    os.close(fd)
     seen["ranges"] = layout.prefetch(rows, ids.numpy())
     pulled = kvstore.default_pull_handler({"f": served}, "f", ids)
     seen["pull_equal"] = torch.equal(pulled, in_memory["_N/feat"][ids])

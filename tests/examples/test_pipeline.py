@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -186,6 +187,35 @@ def test_out_of_core_workers_train_the_same_losses_from_memory_mapped_features(
         mem["val_accuracy"],
     )
     assert "memory plan: skipped" in out or "out of core: structure" in out
+    assert dgl_processes() == ""
+
+
+def test_out_of_core_workers_reading_ahead_train_the_same_losses(
+    dgl: Dgl,
+    dataset_root: Path,
+    in_memory: tuple[Path, subprocess.CompletedProcess[str]],
+    tmp_path: Path,
+) -> None:
+    """Out of core with the servers not warming their files (``DGL_OUT_OF_CORE_WARM=0``):
+    each minibatch's rows are read ahead as it is sampled, this machine's by the trainer and
+    the other's by a WillNeedRequest to its server, and the loss curve is still the
+    in-memory one. (With warming on, this graph's features are all in memory at once, and
+    the previous test's run reads nothing ahead.)"""
+    proc = dglrun(dgl, tmp_path, dataset_root, "--out-of-core", env={"DGL_OUT_OF_CORE_WARM": "0"})
+    out = proc.stdout
+    assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
+    assert "out-of-core: warming" not in out
+    for i in (0, 1):
+        said = re.search(
+            rf"\[worker-{i}/trainer-0\] out-of-core: read ahead (\d+) rows of this machine "
+            r"for the minibatches sampled, and asked the other machines' servers for theirs "
+            r"(\d+) times",
+            out,
+        )
+        assert said and int(said[1]) > 0 and int(said[2]) > 0, out[-4000:]
+    mem = json.loads((in_memory[0] / "output" / "metrics.json").read_text())
+    ooc = json.loads((tmp_path / "output" / "metrics.json").read_text())
+    assert ooc["losses"] == mem["losses"], (ooc["losses"], mem["losses"])
     assert dgl_processes() == ""
 
 

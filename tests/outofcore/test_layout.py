@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import mmap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from outofcore import layout
+from tests.outofcore.pages import evict
 
 
 def test_written_files_load_as_npy_with_rows_on_a_page(tmp_path: Path) -> None:
@@ -57,8 +59,18 @@ def test_prefetch_asks_for_the_rows_pages_sorted_and_merged(tmp_path: Path) -> N
     page = mmap.PAGESIZE
     wide = np.zeros((100, page // 4), np.float32)  # one page per row
     layout.write(tmp_path, {"_N/feat": wide})
-    rows = layout.open_rows(layout.read_index(tmp_path)["_N/feat"])
+    path = layout.read_index(tmp_path)["_N/feat"]
+    rows = layout.open_rows(path, random=True)  # (a fault reads its own page, no more)
+    evict(path)  # (after the header's read, which read ahead)
+    pages = layout.resident_pages(rows)
+    assert pages is not None and len(pages) == 100 and not (pages & 1).any()
     # rows 3, 4, 5 are one run of pages; 7 and 50 are runs of their own; duplicates count once
     assert layout.prefetch(rows, np.array([50, 5, 3, 4, 7, 3])) == 3
     assert layout.prefetch(rows, np.array([], np.int64)) == 0
     assert layout.prefetch(rows, np.arange(100)) == 1
+    deadline = time.monotonic() + 20  # (the reads are asynchronous)
+    resident = layout.resident_pages(rows)
+    while time.monotonic() < deadline and not (resident is not None and (resident & 1).all()):
+        time.sleep(0.05)
+        resident = layout.resident_pages(rows)
+    assert resident is not None and (resident & 1).all()

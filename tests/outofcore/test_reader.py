@@ -1,0 +1,145 @@
+"""outofcore.reader without DGL: the page ranges of rows, the kernel asked for them (one
+process_madvise call per 1024 ranges), the reading thread, and warming a file in its order
+while the memory has room."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from outofcore import layout, reader
+from tests.outofcore.pages import evict
+
+PAGE = mmap.PAGESIZE
+
+
+def feature_file(tmp_path: Path, rows: int = 3000) -> tuple[Path, np.ndarray[Any, Any]]:
+    """A part's feature file of one page per row, out of the page cache, and its mapping."""
+    layout.write(
+        tmp_path, {"_N/feat": np.arange(rows * PAGE // 4, dtype=np.float32).reshape(rows, -1)}
+    )
+    path = layout.read_index(tmp_path)["_N/feat"]
+    mapped = layout.open_rows(path, random=True)
+    evict(path)  # (after the header's read, which read ahead)
+    return path, mapped
+
+
+def in_memory(mapped: np.ndarray[Any, Any], ids: Any, wait: float = 20.0) -> bool:
+    """Whether every page of rows ``ids`` comes into memory within ``wait`` seconds (the
+    reads asked for are asynchronous)."""
+    where = layout.mapping(mapped)
+    assert where is not None
+    pages = (mapped.ctypes.data - where[0]) // PAGE + np.asarray(ids)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        resident = layout.resident_pages(mapped)
+        assert resident is not None
+        if (resident[pages] & 1).all():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_ranges_are_the_rows_pages_sorted_and_merged() -> None:
+    # one page per row: rows 3, 4, 5 are one range; 7 and 50 their own; duplicates once
+    starts, lengths = reader.ranges(np.array([50, 5, 3, 4, 7, 3]), PAGE, 0)
+    assert starts.tolist() == [3 * PAGE, 7 * PAGE, 50 * PAGE]
+    assert lengths.tolist() == [3 * PAGE, PAGE, PAGE]
+    # rows of 100 bytes from byte 4000: row 0 spans pages 0-1, rows 1-40 fit pages 1-4
+    starts, lengths = reader.ranges(np.array([0, 40]), 100, 4000)
+    assert (starts.tolist(), lengths.tolist()) == ([0], [2 * PAGE])
+    empty = reader.ranges(np.array([], np.int64), PAGE, 0)
+    assert [len(x) for x in empty] == [0, 0]
+
+
+def test_willneed_reads_every_range_asked_for_in_one_call_per_1024(tmp_path: Path) -> None:
+    _, mapped = feature_file(tmp_path)
+    ids = np.arange(0, 3000, 2)  # 1500 ranges of one page: two process_madvise calls
+    where = layout.mapping(mapped)
+    assert where is not None
+    starts, lengths = reader.ranges(ids, PAGE, mapped.ctypes.data - where[0])
+    assert len(starts) == 1500
+    assert reader.willneed(where[0] + starts, lengths) == 1500 * PAGE
+    assert in_memory(mapped, ids)
+    assert not in_memory(mapped, [1, 2999], wait=0.2)  # (the rows between: not asked for)
+    assert reader.willneed(where[0] + starts, lengths) == 1500 * PAGE  # in memory: accepted
+    assert float(mapped[ids[-1]][0]) == ids[-1] * PAGE // 4
+
+
+def test_the_reader_thread_reads_rows_first_and_warms_a_file_in_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, mapped = feature_file(tmp_path)
+    where = layout.mapping(mapped)
+    assert where is not None
+    r = reader.Reader()
+    starts, lengths = reader.ranges(np.array([10, 20]), PAGE, mapped.ctypes.data - where[0])
+    r.rows(where[0], starts, lengths)
+    assert in_memory(mapped, [10, 20])
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        r.warm(fd, layout.DATA_OFFSET, layout.DATA_OFFSET + mapped.nbytes)
+        assert in_memory(mapped, np.arange(3000))
+        deadline = time.monotonic() + 20
+        while "warming done" not in capsys.readouterr().out and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert r.warmed == mapped.nbytes
+    finally:
+        os.close(fd)
+
+
+def test_warming_stops_where_the_room_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, mapped = feature_file(tmp_path, rows=20000)  # 78 MiB: three warming steps
+    room = iter([reader.WARM_CHUNK * 2, reader.WARM_CHUNK, 0])
+    monkeypatch.setattr(reader, "room", lambda: next(room, 0))
+    r = reader.Reader()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        r.warm(fd, layout.DATA_OFFSET, layout.DATA_OFFSET + mapped.nbytes)
+        deadline = time.monotonic() + 20
+        out = ""
+        while "warming stopped" not in out and time.monotonic() < deadline:
+            out += capsys.readouterr().out
+            time.sleep(0.05)
+        assert "out-of-core: warming stopped: no more room in the pod's memory: read 64 of " in out
+        assert r.warmed == 2 * reader.WARM_CHUNK
+    finally:
+        os.close(fd)
+
+
+def test_room_leaves_the_reserve_under_the_hosts_available_memory() -> None:
+    room = reader.room()
+    available = next(
+        int(line.split()[1]) * 1024
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemAvailable:")
+    )
+    assert 0 <= room <= max(0, available - reader.WARM_RESERVE) + 64 * 2**20  # (it moves)
+
+
+def test_resident_share_and_a_job_on_the_reading_thread(tmp_path: Path) -> None:
+    _, mapped = feature_file(tmp_path, rows=256)
+    where = layout.mapping(mapped)
+    assert where is not None
+    assert reader.resident_share(*where) < 0.1  # (evicted)
+    assert float(mapped[:].sum()) > 0  # every page read
+    assert reader.resident_share(*where) == 1.0
+    seen: list[float] = []
+    done = threading.Event()
+    r = reader.Reader()
+
+    def job() -> None:
+        seen.append(reader.resident_share(*where))
+        done.set()
+
+    r.call(job)
+    assert done.wait(20) and seen == [1.0]
