@@ -18,7 +18,6 @@ numpy and the standard library only.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import mmap
 import os
@@ -145,43 +144,24 @@ def mapping(rows: np.ndarray[Any, Any]) -> tuple[int, int] | None:
     return start, len(mapping)
 
 
-_libc: Any = None
-
-
 def resident_pages(rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any] | None:
     """One byte per page of ``rows``'s mapping, whose low bit is set when the page is in
-    memory (``mincore(2)``); None when it cannot be asked."""
-    global _libc
+    memory (:func:`outofcore.reader.resident_pages`); None when it cannot be asked."""
     where = mapping(rows)
-    if where is None:
-        return None
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    vec = np.empty((where[1] + mmap.PAGESIZE - 1) // mmap.PAGESIZE, np.uint8)
-    if _libc.mincore(ctypes.c_void_p(where[0]), where[1], vec.ctypes.data) != 0:
-        return None
-    return vec
+    return None if where is None else reader.resident_pages(*where)
 
 
 def prefetch(rows: np.ndarray[Any, Any], ids: np.ndarray[Any, Any]) -> int:
     """Ask the kernel to start reading the pages of ``rows[ids]`` (a mapping from
-    :func:`open_rows`), all at once (``MADV_WILLNEED`` on the sorted, merged page ranges,
-    :func:`outofcore.reader.willneed`), so that the gather that follows waits for a disk
-    busy with all of them rather than for one page fault after another; pages in memory
-    cost the kernel a lookup. Returns the page ranges asked for."""
+    :func:`open_rows`), all at once (``MADV_WILLNEED`` on the sorted, merged page ranges of
+    :func:`outofcore.reader.ranges`), so that the gather that follows waits for a disk busy
+    with all of them rather than for one page fault after another; pages in memory cost the
+    kernel a lookup. Returns the page ranges asked for."""
     where = mapping(rows)
     if where is None or not len(ids) or rows.ndim == 0:
         return 0
-    row = rows.strides[0]
-    base = int(getattr(rows, "offset", 0)) % mmap.ALLOCATIONGRANULARITY  # rows' start in it
-    ids = np.unique(ids.astype(np.int64, copy=False))
-    first = (base + ids * row) // mmap.PAGESIZE
-    last = (base + ids * row + row - 1) // mmap.PAGESIZE
-    cut = np.flatnonzero(first[1:] > last[:-1] + 1) + 1
-    starts = first[np.concatenate(([0], cut))]
-    ends = last[np.concatenate((cut - 1, [len(first) - 1]))]
-    reader.willneed(where[0] + starts * mmap.PAGESIZE, (ends - starts + 1) * mmap.PAGESIZE)
+    starts, lengths = reader.ranges(ids, rows.strides[0], rows.ctypes.data - where[0])
+    reader.willneed(where[0] + starts, lengths)
     return len(starts)
 
 

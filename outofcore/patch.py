@@ -407,24 +407,24 @@ def _ask(nodes: dict[str, Any]) -> None:
     here = not all_in_memory()  # (this pod's rows; the others' servers decide for theirs)
     per_machine = max(rpc.get_num_server_per_machine(), 1)
     for ntype, ids in nodes.items():
-        told = False
-        for name, data in client._data_store.items():
-            policy = client._part_policy.get(name)
-            if data.data_ptr() not in _arrays or policy is None:
-                continue
-            if policy.policy_str != f"node~{ntype}":
-                continue
-            parts = policy.to_partid(ids)
-            mine = parts == policy.part_id
-            asked = read_ahead(data, policy.to_local(ids[mine])) if here else 0
-            if told:
-                continue  # (one word per machine names the rows of every tensor of the type)
-            told = True
-            STATS["ahead_rows"] += asked
-            for machine in parts[~mine].unique().tolist():
-                request = WillNeedRequest(ntype, ids[parts == machine])
-                rpc.send_request(machine * per_machine, request)
-                STATS["ahead_words"] += 1
+        tensors = [
+            (data, client._part_policy[name])
+            for name, data in client._data_store.items()
+            if data.data_ptr() in _arrays
+            and name in client._part_policy
+            and client._part_policy[name].policy_str == f"node~{ntype}"
+        ]
+        if not tensors:
+            continue
+        policy = tensors[0][1]  # (every tensor of a node type is split alike)
+        parts = policy.to_partid(ids)
+        mine = parts == policy.part_id
+        if here:
+            local = policy.to_local(ids[mine])
+            STATS["ahead_rows"] += max(read_ahead(data, local) for data, _ in tensors)
+        for machine in parts[~mine].unique().tolist():  # one word names every tensor's rows
+            rpc.send_request(machine * per_machine, WillNeedRequest(ntype, ids[parts == machine]))
+            STATS["ahead_words"] += 1
     STATS["ahead_seconds"] += time.perf_counter() - started
 
 

@@ -74,6 +74,7 @@ def _libc() -> Any:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.syscall.restype = ctypes.c_long
         libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
         _native["libc"] = libc
         try:
             _native["pidfd"] = os.pidfd_open(os.getpid())
@@ -111,17 +112,20 @@ def willneed(addresses: Any, lengths: Any) -> int:
     return int(np.asarray(lengths).sum())
 
 
-def resident_share(address: int, length: int) -> float:
-    """The share of the pages of the mapping range [address, address + length) that are in
-    memory (``mincore(2)``: ~45 ms for 2 GiB); 1.0 when it cannot be asked."""
-    libc = _libc()
-    if "mincore" not in _native:
-        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-        _native["mincore"] = True
+def resident_pages(address: int, length: int) -> np.ndarray[Any, Any] | None:
+    """One byte per page of the mapping range [address, address + length), whose low bit
+    is set when the page is in memory (``mincore(2)``: ~45 ms for 2 GiB); None when it
+    cannot be asked."""
     vec = np.empty((length + PAGE - 1) // PAGE, np.uint8)
-    if not len(vec) or libc.mincore(ctypes.c_void_p(address), length, vec.ctypes.data) != 0:
-        return 1.0
-    return float((vec & 1).mean())
+    if not len(vec) or _libc().mincore(ctypes.c_void_p(address), length, vec.ctypes.data) != 0:
+        return None
+    return vec
+
+
+def resident_share(address: int, length: int) -> float:
+    """The share of that range's pages in memory; 1.0 when it cannot be asked."""
+    vec = resident_pages(address, length)
+    return 1.0 if vec is None else float((vec & 1).mean())
 
 
 def _cgroup_memory() -> tuple[int, int] | None:
