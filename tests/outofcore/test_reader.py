@@ -116,14 +116,21 @@ def test_warming_stops_where_the_room_ends(
         os.close(fd)
 
 
-def test_room_leaves_the_reserve_under_the_hosts_available_memory() -> None:
-    room = reader.room()
-    available = next(
-        int(line.split()[1]) * 1024
-        for line in Path("/proc/meminfo").read_text().splitlines()
-        if line.startswith("MemAvailable:")
-    )
-    assert 0 <= room <= max(0, available - reader.WARM_RESERVE) + 64 * 2**20  # (it moves)
+def test_room_is_the_smaller_of_the_cgroups_and_the_hosts_less_the_reserve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gib = 2**30
+    monkeypatch.setattr(reader, "_available", lambda: 10 * gib)
+    monkeypatch.setattr(reader, "_cgroup_memory", lambda: (4 * gib, 1 * gib))  # limit, usage
+    assert reader.room() == 3 * gib - reader.WARM_RESERVE
+    monkeypatch.setattr(reader, "_cgroup_memory", lambda: None)  # no limit: the host's
+    assert reader.room() == 10 * gib - reader.WARM_RESERVE
+    monkeypatch.setattr(reader, "_available", lambda: reader.WARM_RESERVE // 2)
+    assert reader.room() == 0
+    # this process's own cgroup, as the kernel tells it: a number (or no limit)
+    monkeypatch.undo()
+    found = reader._cgroup_memory()
+    assert found is None or (found[0] > 0 and found[1] > 0)
 
 
 def test_resident_share_and_a_job_on_the_reading_thread(tmp_path: Path) -> None:
