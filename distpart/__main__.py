@@ -40,6 +40,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return a
 
 
+def say(line: str) -> None:
+    """``line`` and its newline in one write: every rank of an MPI job shares mpirun's
+    output, and with PYTHONUNBUFFERED ``print`` writes the text and the newline apart, so
+    two ranks reporting at once ran their lines together."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     job = PartitionJob.from_args(parse_args(argv))
     os.environ.setdefault("OUTDATED_IGNORE", "1")
@@ -62,12 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"layout {job.layout}: every worker writes its own part, so --num-parts "
                 f"({job.num_parts}) must equal the number of ranks ({comm.Get_size()})"
             )
-        Rank(comm, job, graph, lambda s: print(s, flush=True)).run()
+        Rank(comm, job, graph, say).run()
     except (ChunkedError, ParmetisError, ValueError, OSError) as e:
-        print(f"distpart: {where}: error: {e}", flush=True)
+        say(f"distpart: {where}: error: {e}")
         comm.Abort(1)
     except BaseException:
-        print(f"distpart: {where}: unexpected error:", flush=True)
+        say(f"distpart: {where}: unexpected error:")
         traceback.print_exc()
         sys.stdout.flush()
         comm.Abort(1)
