@@ -151,17 +151,29 @@ def resident_pages(rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any] | None:
     return None if where is None else reader.resident_pages(*where)
 
 
-def prefetch(rows: np.ndarray[Any, Any], ids: np.ndarray[Any, Any]) -> int:
-    """Ask the kernel to start reading the pages of ``rows[ids]`` (a mapping from
-    :func:`open_rows`), all at once (``MADV_WILLNEED`` on the sorted, merged page ranges of
-    :func:`outofcore.reader.ranges`), so that the gather that follows waits for a disk busy
-    with all of them rather than for one page fault after another; pages in memory cost the
-    kernel a lookup. Returns the page ranges asked for."""
+def page_ranges(
+    rows: np.ndarray[Any, Any], ids: np.ndarray[Any, Any]
+) -> tuple[int, Any, Any] | None:
+    """The pages of ``rows[ids]`` (a mapping from :func:`open_rows`) as the mapping's address
+    and the sorted, merged ranges in it (:func:`outofcore.reader.ranges`); None when there
+    is no mapping or no row."""
     where = mapping(rows)
     if where is None or not len(ids) or rows.ndim == 0:
-        return 0
+        return None
     starts, lengths = reader.ranges(ids, rows.strides[0], rows.ctypes.data - where[0])
-    reader.willneed(where[0] + starts, lengths)
+    return where[0], starts, lengths
+
+
+def prefetch(rows: np.ndarray[Any, Any], ids: np.ndarray[Any, Any]) -> int:
+    """Ask the kernel to start reading the pages of ``rows[ids]``, all at once
+    (``MADV_WILLNEED`` on :func:`page_ranges`), so that the gather that follows waits for a
+    disk busy with all of them rather than for one page fault after another; pages in memory
+    cost the kernel a lookup. Returns the page ranges asked for."""
+    found = page_ranges(rows, ids)
+    if found is None:
+        return 0
+    address, starts, lengths = found
+    reader.willneed(address + starts, lengths)
     return len(starts)
 
 

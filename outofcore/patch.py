@@ -315,11 +315,10 @@ def read_ahead(tensor: Any, local_ids: Any) -> int:
     if asked is None:
         asked = _asked[tensor.data_ptr()] = np.zeros(len(rows), dtype=np.int32)
     asked[ids] += 1
-    where = layout.mapping(rows)
-    if where is None:
+    found = layout.page_ranges(rows, ids)
+    if found is None:
         return 0
-    starts, lengths = reader.ranges(ids, rows.strides[0], rows.ctypes.data - where[0])
-    _reader.rows(where[0], starts, lengths)
+    _reader.rows(*found)
     return len(ids)
 
 

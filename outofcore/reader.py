@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import mmap
 import os
 import queue
 import threading
@@ -38,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+PAGE = mmap.PAGESIZE
 WARM_CHUNK = 32 << 20  # bytes a warming step asks for at once
 # what a warming worker leaves free under its cgroup's limit: the minibatches, the rows read
 # ahead and DGL's buffers grow into it (the memory plan's sampling working set is larger)
@@ -65,7 +66,7 @@ def ranges(ids: np.ndarray[Any, Any], row_bytes: int, offset: int) -> tuple[Any,
 
 IOV_MAX = 1024  # ranges per process_madvise call (the kernel's UIO_MAXIOV)
 SYS_PROCESS_MADVISE = 440  # x86_64 and aarch64 (the generic syscall table)
-MADV_WILLNEED = 3
+MADV_WILLNEED = mmap.MADV_WILLNEED
 _native: dict[str, Any] = {}
 
 
@@ -187,7 +188,6 @@ class Reader:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self.asked = 0  # bytes asked for, rows and warming
         self.warmed = 0  # bytes warming asked for
         self._warm_started = 0.0
         self._null: int | None = None
@@ -242,7 +242,6 @@ class Reader:
                 start += sent
         except OSError:
             return  # (a file closed under us: nothing to warm)
-        self.asked += length
 
     def _run(self) -> None:
         while True:
@@ -262,7 +261,7 @@ class Reader:
         if starts is None:  # (a job of call())
             lengths()
         else:
-            self.asked += willneed(address + starts, lengths)
+            willneed(address + starts, lengths)
 
     def _warm_step(self) -> bool:
         """One chunk of the first file still warming; False when there is none (or no room:
