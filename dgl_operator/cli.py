@@ -71,6 +71,7 @@ def job_row(job: dict[str, Any], wide: bool, with_ns: bool) -> list[str]:
         workers,
         str(st.get("restartCount") or 0),
         st.get("progress") or "",
+        JobProgress.of(job).eta,
         age(meta.get("creationTimestamp")),
     ]
     if wide:
@@ -79,7 +80,7 @@ def job_row(job: dict[str, Any], wide: bool, with_ns: bool) -> list[str]:
 
 
 def jobs_table(jobs: list[dict[str, Any]], wide: bool, with_ns: bool) -> str:
-    head = ["NAME", "PHASE", "WORKERS", "RESTARTS", "PROGRESS", "AGE"] + (
+    head = ["NAME", "PHASE", "WORKERS", "RESTARTS", "PROGRESS", "ETA", "AGE"] + (
         ["RESULTS"] if wide else []
     )
     return table(

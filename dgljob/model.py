@@ -22,6 +22,7 @@ from dgljob.names import (
     WAIT_FOR_WORKERS_READY,
 )
 from podcontract import DEFAULT_PAGE_CACHE_FRACTION, SHARED
+from podcontract.progress import ProgressDetail as ProgressDetail  # (the client's, through here)
 
 
 def _set(pairs: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
@@ -299,6 +300,11 @@ class DGLJob:
     def status(self) -> dict[str, Any]:
         st = self.raw.get("status")
         return st if isinstance(st, dict) else {}
+
+    @property
+    def progress_detail(self) -> ProgressDetail | None:
+        """dglrun's ``status.progressDetail`` (step, percentage, ETAs, metrics), if any."""
+        return ProgressDetail.parse(self.status)
 
     # Derived child names (the original operator's naming, kept for compatibility).
     @property

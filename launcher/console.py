@@ -45,6 +45,10 @@ class Progress(Protocol):
         """An Event on the DGLJob (``type_`` Normal or Warning)."""
         ...
 
+    def expect(self, name: str, seconds: float, partitioner: str) -> None:
+        """The time plan's estimate of step ``name`` (the partition), its first ETA."""
+        ...
+
     def finish(self, outcome: str | None) -> None: ...
 
 
@@ -59,6 +63,9 @@ class NoProgress:
         pass
 
     def event(self, type_: str, reason: str, message: str) -> None:
+        pass
+
+    def expect(self, name: str, seconds: float, partitioner: str) -> None:
         pass
 
     def finish(self, outcome: str | None) -> None:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkedgraph.job import PartitionJob
-from launcher import checksums, memplan, programs
+from launcher import checksums, memplan, programs, timeplan
 from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.delivery.pull import Puller
 from launcher.delivery.wire import TransferError, build_manifest, read_token
@@ -447,6 +447,10 @@ def plan_memory(
     needed = memplan.workers_line(size, shape, limit) if partitioning else None
     if needed:
         console.say(needed)
+    if partitioning:
+        took = timeplan.estimate(size, shape)
+        console.say(took.line())
+        console.progress.expect("partition", took.seconds, took.partitioner)
     for step in report.memory:
         if step.smallest is not None:
             console.say(memplan.out_of_core_line(step, shape))

@@ -154,8 +154,10 @@ STATUS_DELIVERY_SECONDS = "deliverySeconds"
 STATUS_MEMORY = "memory"  # the memory plan and the peaks measured
 STATUS_PARTITIONS = "partitions"  # the storage's cached partitions used
 STATUS_RESUME = "resume"  # the checkpoint training resumed from
+STATUS_PROGRESS_DETAIL = "progressDetail"  # step, percentage, ETAs, metrics (.progress module)
 DGLRUN_STATUS_FIELDS = (
     STATUS_PROGRESS,
+    STATUS_PROGRESS_DETAIL,
     STATUS_PARTITION_SECONDS,
     STATUS_DELIVERY_BYTES,
     STATUS_DELIVERY_SECONDS,

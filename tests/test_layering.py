@@ -3,11 +3,11 @@
 Product packages (installed, in the images): clock, podprogram and podcontract use only the
 standard library; workqueue only it and clock; chunkedgraph only it and podcontract; launcher
 (whose parts import each other in one direction, LAUNCHER_ORDER: errors, programs, checksums,
-checkpoints, memplan <- workers <- console <- partition <- storage <- delivery <- report <-
-rescale <- training <- options <- phases <- runs <- cli; each part's row in LAUNCHER_IMPORTS)
-only it, podprogram, podcontract and chunkedgraph; kubectl_download only it, podprogram and
-podcontract; distpart chunkedgraph and outofcore's .npy layout, never launcher; outofcore
-(out-of-core workers' DGL patch) no project package; kubeclient (the only HTTP code) knows
+checkpoints, memplan <- timeplan <- workers <- console <- partition <- storage <- delivery <-
+report <- rescale <- training <- options <- phases <- runs <- cli; each part's row in
+LAUNCHER_IMPORTS) only it, podprogram, podcontract and chunkedgraph; kubectl_download only it,
+podprogram and podcontract; distpart chunkedgraph and outofcore's .npy layout, never launcher;
+outofcore (out-of-core workers' DGL patch) no project package; kubeclient (the only HTTP code) knows
 nothing of caches; informers know nothing of the controller; nothing imports the controller
 (whose parts stand on floors, CONTROLLER_FLOORS: machinery <- job logic <- the lifecycle's
 steps <- the sync handler, the wiring and main);
@@ -159,6 +159,7 @@ LAUNCHER_ORDER = [
     "launcher.checksums",
     "launcher.checkpoints",
     "launcher.memplan",
+    "launcher.timeplan",
     "launcher.workers",
     "launcher.console",
     "launcher.partition",
@@ -180,6 +181,8 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
     "launcher.checkpoints": {"launcher.checksums"},  # the training scripts' API
     # the memory plan (every step's): its refusal is a PlanError
     "launcher.memplan": {"launcher.errors"},
+    # the partition's time plan (the memory plan's graph sizes and job shape)
+    "launcher.timeplan": {"launcher.memplan"},
     # reaching the workers, and what runs there: nothing of the steps that use them
     "launcher.workers": {"launcher.errors", "launcher.programs", "launcher.checksums"},
     # phase lines, one-line errors, the summary's figures and the Progress interface: what
@@ -216,9 +219,11 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.partition.output",
     },
     # how a run ends (the plan against the peaks, the summary kept on storage) and its
-    # progress on the DGLJob (the pull's progress lines: delivery)
+    # progress on the DGLJob (the pull's progress lines: delivery; the partition's pace:
+    # the time plan)
     "launcher.report": {
         "launcher.memplan",
+        "launcher.timeplan",
         "launcher.console",
         "launcher.storage",
         "launcher.delivery",
@@ -250,6 +255,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.programs",
         "launcher.checksums",
         "launcher.memplan",
+        "launcher.timeplan",
         "launcher.workers",
         "launcher.console",
         "launcher.partition",

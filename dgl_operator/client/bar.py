@@ -1,5 +1,6 @@
 """A job's progress drawn as a bar over its epochs: tqdm's when tqdm is installed
-(``tqdm.auto``: a widget in a notebook, text in a terminal), else one plain line per change."""
+(``tqdm.auto``: a widget in a notebook, text in a terminal), else one plain line per change;
+with the ETA and the last epoch's metrics once dglrun reports them."""
 
 from __future__ import annotations
 
@@ -37,9 +38,13 @@ class EpochBar:
             desc += f" {p.step}/{p.steps} {p.step_name}"
         if p.restarts:
             desc += f" (restarts {p.restarts})"
+        if p.eta and not p.ended:
+            desc += f" ETA {p.eta}"
         if self._tqdm is None:
             done = f" epoch {p.epoch}/{p.epochs}" if p.epochs else ""
-            print(f"{desc}{done}" + (f": {p.ended}" if p.ended else ""), file=self.out, flush=True)
+            shown = "".join(f" {k} {v:g}" for k, v in p.metrics.items() if k != "epoch")
+            print(f"{desc}{done}{shown}" + (f": {p.ended}" if p.ended else ""), file=self.out,
+                  flush=True)  # fmt: skip
             return
         if self._bar is None:
             self._bar = self._tqdm(total=p.epochs, unit="epoch", desc=desc, file=self.out)
@@ -50,4 +55,7 @@ class EpochBar:
         if p.ended == "Succeeded" and self._bar.total:
             self._bar.n = self._bar.total
         self._bar.set_description(desc + (f": {p.ended}" if p.ended else ""), refresh=False)
+        if p.metrics:
+            self._bar.set_postfix({k: v for k, v in p.metrics.items() if k != "epoch"},
+                                  refresh=False)  # fmt: skip
         self._bar.refresh()

@@ -316,13 +316,14 @@ class DGLJobClient:
     def progress(
         self, name: str, *, namespace: str | None = None, timeout: float | None = None
     ) -> Iterator[JobProgress]:
-        """The job's :class:`JobProgress` now and at each change of its phase, progress or
-        restarts, until it ends (the last one has ``ended`` set) or ``timeout``."""
+        """The job's :class:`JobProgress` now and at each change of its phase, progress,
+        ETA, metrics or restarts, until it ends (the last one has ``ended`` set) or
+        ``timeout``."""
         ns = self._ns(namespace)
         seen = None
         for job in self._watch(name, ns, timeout):
             p = JobProgress.of(job)
-            key = (p.phase, p.text, p.restarts, p.ended)
+            key = (p.phase, p.text, p.restarts, p.ended, p.eta, sorted(p.metrics.items()))
             if key != seen:
                 seen = key
                 yield p

@@ -1,14 +1,15 @@
 """Reading a DGLJob's status (raw JSON in, typed values out): its phase, whether it ended and
 how, and dglrun's progress (``status.progress``: ``1/5 partition`` ... ``5/5 train: epoch
-3/10``, then ``done`` or ``failed in <phase>``)."""
+3/10``, then ``done`` or ``failed in <phase>``; and ``status.progressDetail``: the percentage,
+the ETAs and the last epoch's metrics)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from dgljob.model import DGLJob
+from dgljob.model import DGLJob, ProgressDetail
 
 ENDED = ("Succeeded", "Failed")  # the condition types a job ends with
 
@@ -55,7 +56,9 @@ def failure(job: dict[str, Any]) -> tuple[str, str]:
 @dataclass(frozen=True)
 class JobProgress:
     """One reading of a job: its phase and dglrun's progress, parsed. ``epoch``/``epochs``
-    once training reports them (``epoch`` as dglrun shows it)."""
+    once training reports them (``epoch`` as dglrun shows it); ``percentage``, ``eta`` (the
+    ETA column's text), ``remaining`` (the job's seconds, None until known) and ``metrics``
+    (the last epoch's) from ``status.progressDetail``."""
 
     phase: str
     text: str
@@ -66,6 +69,10 @@ class JobProgress:
     epochs: int | None = None
     restarts: int = 0
     ended: str | None = None
+    percentage: int | None = None
+    eta: str = ""
+    remaining: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, job: dict[str, Any] | DGLJob) -> JobProgress:
@@ -73,6 +80,7 @@ class JobProgress:
         if isinstance(job, DGLJob):
             job = job.raw
         st = job.get("status") or {}
+        detail = ProgressDetail.parse(st) or ProgressDetail()
         text = str(st.get("progress") or "")
         step = steps = epoch = epochs = None
         name = ""
@@ -90,12 +98,20 @@ class JobProgress:
             epochs=epochs,
             restarts=int(st.get("restartCount") or 0),
             ended=ended(job),
+            percentage=detail.percentage if detail.steps else None,
+            eta=detail.eta,
+            remaining=detail.remaining,
+            metrics=dict(detail.metrics),
         )
 
     def __str__(self) -> str:
         parts = [self.phase or "Pending"]
         if self.text:
             parts.append(self.text)
+        if self.percentage is not None and not self.ended:
+            parts.append(f"{self.percentage}%")
+        if self.eta:
+            parts.append(f"ETA {self.eta}")
         if self.restarts:
             parts.append(f"restarts {self.restarts}")
         return ", ".join(parts)

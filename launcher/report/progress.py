@@ -34,7 +34,16 @@ from pathlib import Path
 
 from launcher.console import NoProgress, Progress
 from launcher.delivery.pull import parse_progress
-from podcontract import STATUS_ELASTIC, STATUS_GROW_TO, STATUS_MEMBERS, STATUS_PROGRESS
+from launcher.report.eta import Eta
+from podcontract import (
+    PROGRESS_DONE,
+    STATUS_ELASTIC,
+    STATUS_GROW_TO,
+    STATUS_MEMBERS,
+    STATUS_PROGRESS,
+    STATUS_PROGRESS_DETAIL,
+)
+from podcontract.progress import ProgressDetail
 
 SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 FAILED = "failed"
@@ -42,6 +51,8 @@ FAILED = "failed"
 # and clears the progress itself): publish nothing more, not even what is pending.
 ABANDONED = "abandoned"
 PATCH_TIMEOUT = 10.0  # seconds per `kubectl patch`
+# seconds between patches that only move the estimates (the ETA counts down between events)
+REFRESH = 15.0
 EPOCH = re.compile(r"\bepoch\s+(\d+)\b", re.IGNORECASE)
 MAX_FAILURES = 3  # consecutive refused patches before giving up
 
@@ -52,11 +63,14 @@ def is_trainer(label: str) -> bool:
 
 
 class Tracker:
-    """The current progress text, from phases and trainer output (no I/O)."""
+    """The current progress text, from phases and trainer output, and the detail beside it
+    (:class:`~launcher.report.eta.Eta`; no I/O)."""
 
-    def __init__(self, num_epochs: int) -> None:
+    def __init__(self, num_epochs: int, now: Callable[[], float] = time.monotonic) -> None:
         self.num_epochs = num_epochs
         self.text = ""
+        self.eta = Eta(num_epochs, now)
+        self.detail_changed = False  # metrics or a pace learnt since the last detail taken
         self._phase = ""
         self._epochs = 0
         self._bytes: dict[int, tuple[int, int]] = {}  # part -> (done, total)
@@ -70,18 +84,23 @@ class Tracker:
         self._epochs = 0
         self._bytes = {}
         self.text = self._phase
+        self.eta.step(k, total, name)
         return self.text
 
     def output(self, label: str, text: str) -> str | None:
         """The new text if this line advanced the epoch count or the bytes delivered."""
         if self._phase and label.endswith("/pull"):
             return self._pulled(text)
+        if self.eta.partition_line(text):
+            self.detail_changed = True
+            return None
         if not self._phase or not is_trainer(label):
             return None
         m = EPOCH.search(text)
         if not m:
             return None
         done = min(int(m.group(1)) + 1, self.num_epochs)
+        self.detail_changed |= self.eta.epoch(max(done, self._epochs), label, text)
         if done <= self._epochs:
             return None
         self._epochs = done
@@ -96,8 +115,16 @@ class Tracker:
         self._bytes[part] = (done, total)
         done_all = sum(d for d, _ in self._bytes.values())
         total_all = sum(t for _, t in self._bytes.values())
+        self.eta.pulled(done_all, total_all)
         self.text = f"{self._phase}: {done_all / 1e6:.0f}/{total_all / 1e6:.0f} MB"
         return self.text
+
+    def detail(self, outcome: str | None = None) -> ProgressDetail:
+        """The detail now; with an outcome, the last one (``done``: 100%, nothing left)."""
+        self.detail_changed = False
+        if outcome is None:
+            return self.eta.detail()
+        return self.eta.finished(outcome == PROGRESS_DONE)
 
 
 Runner = Callable[[list[str]], subprocess.CompletedProcess[str]]
@@ -120,6 +147,7 @@ class StatusProgress:
         uid: str = "",
         namespace: str = "",
         interval: float = 2.0,
+        refresh: float = REFRESH,
         run: Runner = _run,
     ) -> None:
         self.kubectl = kubectl
@@ -129,6 +157,7 @@ class StatusProgress:
         self.tracker = Tracker(num_epochs)
         self._warn = warn
         self._interval = interval
+        self._refresh = refresh
         self._run = run
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -137,6 +166,8 @@ class StatusProgress:
         self._fields: dict[str, object] = {}
         self._fields_sent = True  # every recorded field went out with a patch
         self._last_text = ""
+        self._last_detail: dict[str, object] | None = None  # as last published
+        self._final: ProgressDetail | None = None  # the outcome's, once finished
         self._closed = False
         self.published: list[str] = []
         self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
@@ -194,7 +225,14 @@ class StatusProgress:
 
     def output(self, label: str, text: str) -> None:
         with self._lock:
-            self._offer(self.tracker.output(label, text))
+            new = self.tracker.output(label, text)
+            if new is None and self.tracker.detail_changed and self._last_text:
+                new = self._last_text  # (new metrics or a pace: the same text, a new detail)
+            self._offer(new)
+
+    def expect(self, name: str, seconds: float, partitioner: str) -> None:
+        with self._lock:
+            self.tracker.eta.expect(name, seconds, partitioner)
 
     def record(self, field: str, value: object) -> None:
         with self._lock:
@@ -260,15 +298,27 @@ class StatusProgress:
         if self._failures == MAX_FAILURES:
             self._warn("  warning: progress reporting stopped (the job itself is unaffected)")
 
+    def _detail(self) -> dict[str, object]:
+        # (under the lock)
+        detail = self._final if self._final is not None else self.tracker.detail()
+        return detail.as_status()
+
     def _loop(self) -> None:
         while True:
             with self._lock:
-                while self._pending is None and not self._closed:
-                    self._wake.wait()
+                if self._pending is None and not self._closed:
+                    self._wake.wait(self._refresh)
+                # (no news: publish again only if the estimates moved)
+                idle = self._pending is None and not self._closed and self._last_text
+                if idle and self._detail() != self._last_detail:
+                    self._pending = self._last_text
                 if self._pending is None:
-                    return
+                    if self._closed:
+                        return
+                    continue
                 text, self._pending = self._pending, None
                 fields = dict(self._fields)
+                fields[STATUS_PROGRESS_DETAIL] = self._last_detail = self._detail()
                 self._fields_sent = True
             self._publish(text, fields)
             deadline = time.monotonic() + self._interval  # at most one patch per interval
@@ -281,6 +331,8 @@ class StatusProgress:
         None what is pending, or with ``abandoned`` nothing; then wait for the sender to stop
         (at most about one patch: dglrun's exit never waits long for the API server)."""
         with self._lock:
+            if outcome in (FAILED, PROGRESS_DONE):
+                self._final = self.tracker.detail(outcome)
             if outcome == FAILED and self.tracker.current_phase:
                 outcome = f"failed in {self.tracker.current_phase}"
             if outcome == ABANDONED:

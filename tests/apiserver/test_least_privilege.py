@@ -207,6 +207,34 @@ def test_launcher_may_exec_only_into_its_own_workers(
     assert other.returncode != 0 and "forbidden" in other.stderr.lower(), other.stderr
     spec = kubectl("patch", "dgljob", "a", "--type=merge", "-p", '{"spec":{"slotsPerWorker":2}}')
     assert spec.returncode != 0 and "forbidden" in spec.stderr.lower(), spec.stderr
+    # the detail beside it, as dglrun's publisher sends it: the schema takes it, `kubectl get`
+    # shows the ETA column, and the last word ends the estimates (null removes them)
+    from launcher.report.progress import StatusProgress
+
+    sender = StatusProgress(
+        "kubectl", "a", 4, print, interval=0, run=lambda argv: kubectl(*argv[1:])
+    )
+    sender.phase(5, 5, "train")
+    sender.output("a-worker-0/trainer-0", "epoch 0 loss 1.25 nodes 500 time 100.00s")
+
+    def detail() -> dict[str, Any]:
+        return dict(api.get(DGLJOBS, namespace, "a")["status"].get("progressDetail") or {})
+
+    wait_for(lambda: "loss" in (detail().get("metrics") or {}), what="the detail", timeout=30)
+    got = detail()
+    assert got["stepName"] == "train" and got["percentage"] == 85, got
+    assert 280 <= got["estimatedRemainingSeconds"] <= 300, got  # 3 epochs of 100 s
+    assert got["metrics"] == {"epoch": 1, "loss": 1.25, "samplesPerSecond": 5}, got
+    admin = [str(k8s_binaries("kubectl") / "kubectl"), f"--kubeconfig={control_plane.kubeconfig}"]
+    table = subprocess.run([*admin, "-n", namespace, "get", "dgljob", "a"], capture_output=True,
+                           text=True, timeout=60, check=True)  # fmt: skip
+    header, row = table.stdout.splitlines()[:2]
+    column = header.index("ETA")
+    assert "ETA" in header.split() and row[column:].startswith(got["eta"]), (header, row)
+    sender.finish("done")
+    final = api.get(DGLJOBS, namespace, "a")["status"]
+    assert final["progress"] == "done" and final["progressDetail"]["percentage"] == 100
+    assert "eta" not in final["progressDetail"], final["progressDetail"]
     # dglrun's own Events (partitions reused, a checkpoint resumed from), exactly as it sends
     # them: an Event on the job, made with the launcher's token
     from launcher.console import NORMAL

@@ -35,14 +35,16 @@ def test_the_jobs_table() -> None:
             "phase": "Training", "restartCount": 1, "progress": "5/5 train: epoch 2/6",
             "replicaStatuses": {"Worker": {"ready": "2/2"}},
             "results": "gnn-results:/runs/x/output",
+            "progressDetail": {"step": 5, "steps": 5, "stepName": "train", "percentage": 86,
+                               "stepRemainingSeconds": 250, "estimatedRemainingSeconds": 250},
         },
     }  # fmt: skip
     lines = cli.jobs_table([job], wide=True, with_ns=True).splitlines()
     assert lines[0].split() == [
-        "NAMESPACE", "NAME", "PHASE", "WORKERS", "RESTARTS", "PROGRESS", "AGE", "RESULTS",
+        "NAMESPACE", "NAME", "PHASE", "WORKERS", "RESTARTS", "PROGRESS", "ETA", "AGE", "RESULTS",
     ]  # fmt: skip
     assert re.split(r"\s{3,}", lines[1]) == [
-        "a", "gnn", "Training", "2/2", "1", "5/5 train: epoch 2/6", "<unknown>",
+        "a", "gnn", "Training", "2/2", "1", "5/5 train: epoch 2/6", "4m10s", "<unknown>",
         "gnn-results:/runs/x/output",
     ]  # fmt: skip
     assert lines[1].index("Training") == lines[0].index("PHASE")  # (aligned)

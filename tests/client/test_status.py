@@ -28,6 +28,20 @@ def test_progress_parses_dglruns_steps_and_epochs() -> None:
     assert done.ended == "Succeeded" and done.step is None
 
 
+def test_progress_reads_the_detail_beside_the_text() -> None:
+    detail = {"step": 1, "steps": 5, "stepName": "partition", "percentage": 12,
+              "stepRemainingSeconds": 170, "metrics": {"loss": 0.5, "junk": "x"}}  # fmt: skip
+    p = JobProgress.of(job(phase="Partitioning", progress="1/5 partition", progressDetail=detail))
+    assert (p.percentage, p.eta, p.remaining) == (12, "partition ~2m50s", None)
+    assert p.metrics == {"loss": 0.5}, "only numbers are kept"
+    assert str(p) == "Partitioning, 1/5 partition, 12%, ETA partition ~2m50s"
+    train = dict(detail, step=5, stepName="train", percentage=90, estimatedRemainingSeconds=45)
+    t = JobProgress.of(job(phase="Training", progressDetail=train))
+    assert (t.eta, t.remaining) == ("45s", 45)
+    none = JobProgress.of(job(phase="Training", progressDetail="not an object"))
+    assert (none.percentage, none.eta, none.metrics) == (None, "", {})
+
+
 def test_reached_takes_conditions_and_phases_and_ended_says_how() -> None:
     running = job(phase="Training", conditions=[cond("Running"), cond("Succeeded", "False")])
     assert reached(running, ("Succeeded",)) is None

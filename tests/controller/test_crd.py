@@ -23,6 +23,8 @@ from controller.api import (
 )
 from controller.elastic import STATUS_FIELDS
 from dgljob import parse
+from podcontract import STATUS_PROGRESS_DETAIL
+from podcontract.progress import ETA, MAX_METRICS, METRICS, ProgressDetail
 from podcontract.quantity import parse_quantity
 from tests.controller.crd_validate import Validator, apply_defaults, load_crd, version_schema
 from tests.support.dgljobs import load_fixture
@@ -65,6 +67,17 @@ def test_printer_columns(crd: dict[str, Any]) -> None:
     (scale,) = (c for c in columns if c["name"] == "Scale")
     assert scale["type"] == "string" and scale.get("priority", 0) == 0
     assert scale["description"] == "elastic jobs: workers training / desired"
+    assert cols["ETA"] == f".status.{STATUS_PROGRESS_DETAIL}.{ETA}"
+    assert names[names.index("Progress") + 1] == "ETA"
+
+
+def test_progress_detail_schema_holds_what_dglrun_writes(crd: dict[str, Any]) -> None:
+    """The CRD's status.progressDetail names exactly the fields podcontract.progress writes
+    (one spelling for the writer and the schema)."""
+    status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    props = status["properties"][STATUS_PROGRESS_DETAIL]["properties"]
+    assert set(props) == set(ProgressDetail().as_status())
+    assert props[METRICS]["maxProperties"] == MAX_METRICS
 
 
 def _walk(schema: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:

@@ -68,9 +68,13 @@ def test_patch_command() -> None:
         "--subresource=status",
         "--type=merge",
         "-p",
-        '{"status":{"progress":"3/5 dispatch"}}',
+        '{"status":{"progress":"3/5 dispatch","progressDetail":{"step":3,"steps":5,'
+        '"stepName":"dispatch","percentage":40,"stepRemainingSeconds":null,'
+        '"estimatedRemainingSeconds":null,"eta":null,"metrics":null}}}',
     ]
     assert run.texts() == ["3/5 dispatch", "done"] == p.published
+    done = json.loads(run.calls[-1][-1])["status"]["progressDetail"]
+    assert (done["percentage"], done["estimatedRemainingSeconds"], done["eta"]) == (100, 0, None)
 
 
 def test_updates_are_throttled_and_the_last_one_wins() -> None:
@@ -142,3 +146,29 @@ def test_for_job(tmp_path: Path) -> None:
     p = for_job(ProgressTarget("j", "u", "ns"), str(kubectl), 1, print)
     assert isinstance(p, StatusProgress) and (p.job, p.uid, p.namespace) == ("j", "u", "ns")
     p.finish(None)
+
+
+def test_the_estimates_are_published_again_as_they_move() -> None:
+    """Between events a step's ETA counts down: with nothing new to say, the detail alone goes
+    out again once per refresh, and not at all when it did not move (a step with no estimate)."""
+    run = Runner()
+    p = StatusProgress("kubectl", "job", 4, print, interval=0, refresh=0.05, run=run)
+    p.phase(5, 5, "train")
+    p.output("w/trainer-0", "epoch 0 loss 1.0 nodes 100 time 30.00s")
+    deadline = time.monotonic() + 10
+    while len(run.calls) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    p.finish("failed")
+    details = [json.loads(a[-1])["status"]["progressDetail"] for a in run.calls]
+    left = [d["estimatedRemainingSeconds"] for d in details if d["stepRemainingSeconds"]]
+    assert len(left) >= 2 and left[0] == 90, left  # 3 epochs left of 30 s each
+    assert run.texts()[-1] == "failed in 5/5 train"
+    assert details[-1]["eta"] is None and details[-1]["estimatedRemainingSeconds"] is None
+
+    idle = Runner()
+    q = StatusProgress("kubectl", "job", 1, print, interval=0, refresh=0.01, run=idle)
+    q.phase(4, 5, "configure")
+    assert idle.first.wait(10)
+    time.sleep(0.2)  # ~20 refreshes: nothing moved, nothing sent
+    q.finish(None)
+    assert idle.texts() == ["4/5 configure"]

@@ -459,6 +459,8 @@ class Recorded:
     def event(self, type_: str, reason: str, message: str) -> None:
         self.events.append((type_, reason, message))
 
+    def expect(self, name: str, seconds: float, partitioner: str) -> None: ...
+
     def finish(self, outcome: str | None) -> None: ...
 
 

@@ -1,0 +1,200 @@
+"""How far a dglrun is, how long it has left, and the last epoch's metrics: the values of
+``status.progressDetail`` (:mod:`podcontract.progress`), from the same phases and lines as
+the progress text (no I/O; the clock is injected).
+
+Each step's estimate comes from what measures it:
+
+* **partition**: the time plan's model (:mod:`launcher.timeplan`, given with :meth:`expect`),
+  then the pace of distpart's steps as they end; past its estimate, none;
+* **dispatch**: the bytes pulled so far and their rate;
+* **train**: the epochs measured so far: the wall time between the first and the last epoch
+  line, or with one epoch its own ``time <s>s``; the current epoch's elapsed time is taken off;
+* the other steps (deliver, configure): none.
+
+The job's estimate is the current step's when it is the last one (train); before, the steps
+still to come have none yet, and the job's is left out rather than made up. ``percentage``
+counts the steps done, the current one by its own measure (its share of the time estimated,
+of the bytes, of the epochs).
+
+Trainer lines give the metrics: ``epoch <n>``, and after it ``loss <x>``, ``val_acc <x>``,
+``test_acc <x>`` (as the example prints them), and the samples per second from ``nodes <n>
+... time <s>s`` (summed over the trainers) or DGL's ``Speed (samples/sec) <x>``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from launcher import timeplan
+from podcontract.progress import (
+    EPOCH,
+    LOSS,
+    SAMPLES_PER_SECOND,
+    TEST_ACCURACY,
+    VAL_ACCURACY,
+    ProgressDetail,
+)
+
+PARTITION, DISPATCH, TRAIN = "partition", "dispatch", "train"
+_NUM = r"([-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+METRIC_WORDS = {
+    # (the example's "loss 0.41 (all trainers 0.40)": the last number is every trainer's)
+    LOSS: re.compile(rf"\bloss[ =:]+{_NUM}(?:\s*\(all trainers {_NUM}\))?", re.IGNORECASE),
+    VAL_ACCURACY: re.compile(rf"\bval(?:idation)?[_ ]acc(?:uracy)?[ =:]+{_NUM}", re.IGNORECASE),
+    TEST_ACCURACY: re.compile(rf"\btest[_ ]acc(?:uracy)?[ =:]+{_NUM}", re.IGNORECASE),
+}
+NODES_TIME = re.compile(rf"\bnodes {_NUM}\b.*?\btime {_NUM}s\b")
+TRUST_PACE = 0.3
+SPEED = re.compile(rf"samples/sec\)?[ =:|]*{_NUM}", re.IGNORECASE)
+
+
+@dataclass
+class _Step:
+    k: int = 0
+    total: int = 0
+    name: str = ""
+    started: float = 0.0
+
+
+@dataclass
+class Eta:
+    num_epochs: int
+    now: Callable[[], float] = time.monotonic
+    _step: _Step = field(default_factory=_Step)
+    _expected: dict[str, float] = field(default_factory=dict)  # step -> the model's seconds
+    _partitioner: str = ""
+    _ended: set[str] = field(default_factory=set)  # distpart's steps ended
+    _paced: float | None = None  # partition: the total its pace gives
+    _bytes: tuple[int, int] = (0, 0)
+    _bytes_since: float | None = None  # when the first bytes were seen ...
+    _first_done: int = 0  # ... and how many (the rate counts from there)
+    _epochs: list[tuple[int, float]] = field(default_factory=list)  # (epochs done, when)
+    _epoch_seconds: float | None = None  # the first epoch's own time, as its trainer said
+    _metrics: dict[str, float] = field(default_factory=dict)
+    _rates: dict[str, float] = field(default_factory=dict)  # trainer -> samples per second
+    _share: float = 0.0  # the current step's share done, as last shown (never goes back)
+
+    def step(self, k: int, total: int, name: str) -> None:
+        self._step = _Step(k, total, name, self.now())
+        self._share = 0.0
+        self._ended, self._paced = set(), None
+        self._bytes, self._bytes_since, self._first_done = (0, 0), None, 0
+        self._epochs, self._epoch_seconds = [], None
+
+    def expect(self, name: str, seconds: float, partitioner: str = "") -> None:
+        """The model's estimate of step ``name`` (the current one or one to come)."""
+        self._expected[name] = seconds
+        self._partitioner = partitioner
+
+    def partition_line(self, text: str) -> bool:
+        """A partitioner's line; True when it ended one of distpart's steps."""
+        name = timeplan.step_ended(text)
+        if name is None or self._step.name != PARTITION or name in self._ended:
+            return False
+        self._ended.add(name)
+        share = timeplan.share_done(self._partitioner, self._ended)
+        if share > 0:
+            paced = (self.now() - self._step.started) / share
+            model = self._expected.get(PARTITION)
+            # (early steps' pace also carries the start-up: the model keeps a say until
+            # TRUST_PACE of the run is done)
+            w = 1.0 if model is None else min(1.0, share / TRUST_PACE)
+            self._paced = w * paced + (1 - w) * (model or 0.0)
+        return True
+
+    def pulled(self, done: int, total: int) -> None:
+        if self._bytes_since is None and done > 0:
+            self._bytes_since, self._first_done = self.now(), done
+        self._bytes = (done, total)
+
+    def epoch(self, done: int, label: str, text: str) -> bool:
+        """A trainer's epoch line (``done`` epochs so far, as the text counts them); True when
+        it changed the metrics."""
+        if not self._epochs or done > self._epochs[-1][0]:
+            self._epochs.append((done, self.now()))
+        if len(self._epochs) == 1 and self._epoch_seconds is None:
+            m = NODES_TIME.search(text)
+            self._epoch_seconds = float(m.group(2)) if m else None
+        return self._read_metrics(done, label, text)
+
+    def _read_metrics(self, done: int, label: str, text: str) -> bool:
+        before = dict(self._metrics)
+        self._metrics[EPOCH] = float(done)
+        for name, pattern in METRIC_WORDS.items():
+            if m := pattern.search(text):
+                self._metrics[name] = float(m.groups()[-1] or m.group(1))
+        if (m := NODES_TIME.search(text)) and float(m.group(2)) > 0:
+            self._rates[label] = float(m.group(1)) / float(m.group(2))
+        elif m := SPEED.search(text):
+            self._rates[label] = float(m.group(1))
+        if self._rates:
+            self._metrics[SAMPLES_PER_SECOND] = round(sum(self._rates.values()), 1)
+        return self._metrics != before
+
+    # -- the estimates ------------------------------------------------------------------------
+
+    def _partition(self, elapsed: float) -> tuple[float | None, float]:
+        total = self._paced if self._paced is not None else self._expected.get(PARTITION)
+        if total is None or elapsed > total:
+            return None, 0.0
+        return total - elapsed, elapsed / total if total else 0.0
+
+    def _dispatch(self) -> tuple[float | None, float]:
+        done, total = self._bytes
+        if total <= 0:
+            return None, 0.0
+        share = done / total
+        since = self._bytes_since
+        if since is None or done <= self._first_done:
+            return None, share
+        rate = (done - self._first_done) / max(self.now() - since, 1e-6)
+        return (total - done) / rate, share
+
+    def _train(self) -> tuple[float | None, float]:
+        if not self._epochs:
+            return None, 0.0
+        (first, t0), (done, t1) = self._epochs[0], self._epochs[-1]
+        share = done / self.num_epochs if self.num_epochs else 0.0
+        if done > first:
+            per = (t1 - t0) / (done - first)
+        elif self._epoch_seconds is not None:
+            per = self._epoch_seconds
+        else:  # (one epoch line, without its time: since the step began, servers included)
+            per = (t1 - self._step.started) / done
+        left = max(self.num_epochs - done, 0)
+        return max(left * per - (self.now() - t1), 0.0), share
+
+    def detail(self) -> ProgressDetail:
+        s = self._step
+        if not s.name:
+            return ProgressDetail(metrics=dict(self._metrics))
+        elapsed = self.now() - s.started
+        if s.name == PARTITION:
+            remaining, share = self._partition(elapsed)
+        elif s.name == DISPATCH:
+            remaining, share = self._dispatch()
+        elif s.name == TRAIN:
+            remaining, share = self._train()
+        else:
+            remaining, share = None, 0.0
+        self._share = share = max(self._share, min(share, 1.0))
+        step_left = None if remaining is None else round(remaining)
+        return ProgressDetail(
+            step=s.k,
+            steps=s.total,
+            step_name=s.name,
+            percentage=int(100 * (s.k - 1 + share) / s.total) if s.total else 0,
+            step_remaining=step_left,
+            remaining=step_left if s.k == s.total else None,
+            metrics=dict(self._metrics),
+        )
+
+    def finished(self, done: bool) -> ProgressDetail:
+        """The detail once dglrun is over: done (100%, nothing left) or not (no estimates)."""
+        d = self.detail()
+        if done:
+            return ProgressDetail(d.steps, d.steps, d.step_name, 100, 0, 0, d.metrics)
+        return ProgressDetail(d.step, d.steps, d.step_name, d.percentage, None, None, d.metrics)
