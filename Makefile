@@ -123,6 +123,7 @@ bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins kueue networ
 	$(BIN)/python -m bench.pipeline_bench
 	$(BIN)/python -m bench.controller_bench
 	$(BIN)/python -m bench.partition_bench
+	$(BIN)/python -m bench.eta_bench
 	$(BIN)/python -m bench.large_graph_bench
 	$(BIN)/python -m bench.large_graph_bench --proof-at-limit --nodes 500000 --feat-dim 64
 	$(BIN)/python -m bench.distpart_bench

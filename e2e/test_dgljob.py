@@ -51,6 +51,14 @@ def test_graphsage_succeeds_close_to_the_baseline(
     assert any(text.startswith("5/5 train") for text in seen), seen
     acc = accuracy(cluster.logs(f"{JOB}-launcher", "dgl-graphsage", namespace))
     assert abs(acc - baseline) <= 0.02, f"in-cluster {acc:.4f} vs single-process {baseline:.4f}"
+    # ... and its values beside it: the whole job done, no time left, the last epoch's metrics
+    detail = job["status"]["progressDetail"]
+    assert (detail["stepName"], detail["percentage"], detail["estimatedRemainingSeconds"]) == (
+        "train", 100, 0), detail  # fmt: skip
+    assert "eta" not in detail, "nothing left to wait for"
+    metrics = detail["metrics"]
+    assert metrics["testAccuracy"] == pytest.approx(acc, abs=1e-4), metrics
+    assert metrics["samplesPerSecond"] > 0 and metrics["loss"] > 0, metrics
     # cleanPodPolicy Running: no worker keeps running after the job
     running = [
         n

@@ -50,3 +50,18 @@ def test_reached_takes_conditions_and_phases_and_ended_says_how() -> None:
     assert ended(running) is None
     failed = job(phase="Failed", conditions=[cond("Failed", reason="OOMKilled", message="m")])
     assert ended(failed) == "Failed" and failure(failed) == ("OOMKilled", "m")
+
+
+def test_the_plain_bar_shows_the_eta_and_metrics() -> None:
+    import io
+
+    from dgl_operator.client.bar import EpochBar
+
+    out = io.StringIO()
+    bar = EpochBar("gnn", out=out)
+    bar._tqdm = None  # (the plain lines, tqdm installed or not)
+    detail = {"step": 5, "steps": 5, "stepName": "train", "percentage": 90,
+              "estimatedRemainingSeconds": 75, "metrics": {"epoch": 3, "loss": 0.41}}  # fmt: skip
+    bar.update(JobProgress.of(job(phase="Training", progress="5/5 train: epoch 3/4",
+                                  progressDetail=detail)))  # fmt: skip
+    assert out.getvalue() == "gnn: Training 5/5 train ETA 1m15s epoch 3/4 loss 0.41\n"
