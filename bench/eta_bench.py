@@ -12,7 +12,7 @@ error is that against the real span. It prints, per size and step (partition, tr
 time plan's first estimate (partition), the readings counted, the largest and the median
 error. Goal: within +/-30% once the step is 10% done. Figures are printed, not asserted.
 
-    python -m bench.eta_bench [--sizes 50000,200000,800000] [--avg-degree 20] [--epochs 6]
+    python -m bench.eta_bench [--sizes 200000,800000,2000000] [--avg-degree 20] [--epochs 5]
 
 Needs root (the cluster) and the DGL environment ($DGL_PYTHON, set by ``make bench``).
 """
@@ -134,15 +134,21 @@ def run_size(kube: Kube, py: str, nodes: int, a: argparse.Namespace) -> list[lis
             "yes" if errs and abs(worst) <= TARGET else "no",
         ])  # fmt: skip
         say(f"{nodes:,} nodes: {step} {end - start:.1f}s, {len(errs)} readings, worst {worst:+.0%}")
+        say("  readings (time into the step: remaining predicted / real): " + ", ".join(
+            f"{r.t - start:.0f}s: {r.detail[STEP_REMAINING]}/{end - r.t:.0f}"
+            for r in readings
+            if r.detail.get(STEP_NAME) == step and r.detail.get(STEP_REMAINING) is not None
+            and start <= r.t < end
+        ))  # fmt: skip
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", default="50000,200000,800000", help="nodes of each graph")
+    p.add_argument("--sizes", default="200000,800000,2000000", help="nodes of each graph")
     p.add_argument("--avg-degree", type=float, default=20.0)
     p.add_argument("--feat-dim", type=int, default=64)
-    p.add_argument("--epochs", type=int, default=6)
+    p.add_argument("--epochs", type=int, default=5)
     a = p.parse_args(argv)
     py = os.environ.get("DGL_PYTHON", sys.executable)
     kube = cluster()

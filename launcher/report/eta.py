@@ -8,7 +8,9 @@ Each step's estimate comes from what measures it:
   then the pace of distpart's steps as they end; past its estimate, none;
 * **dispatch**: the bytes pulled so far and their rate;
 * **train**: the epochs measured so far: the wall time between the first and the last epoch
-  line, or with one epoch its own ``time <s>s``; the current epoch's elapsed time is taken off;
+  line; with one epoch line, the time from the trainers' first output to it (the epoch and
+  what the trainer does after it before it prints, such as evaluating), else the epoch's own
+  ``time <s>s``; the current epoch's elapsed time is taken off;
 * the other steps (deliver, configure): none.
 
 The job's estimate is the current step's when it is the last one (train); before, the steps
@@ -73,6 +75,7 @@ class Eta:
     _first_done: int = 0  # ... and how many (the rate counts from there)
     _epochs: list[tuple[int, float]] = field(default_factory=list)  # (epochs done, when)
     _epoch_seconds: float | None = None  # the first epoch's own time, as its trainer said
+    _trainers_since: float | None = None  # the trainers' first line in this step
     _metrics: dict[str, float] = field(default_factory=dict)
     _rates: dict[str, float] = field(default_factory=dict)  # trainer -> samples per second
     _share: float = 0.0  # the current step's share done, as last shown (never goes back)
@@ -82,7 +85,7 @@ class Eta:
         self._share = 0.0
         self._ended, self._paced = set(), None
         self._bytes, self._bytes_since, self._first_done = (0, 0), None, 0
-        self._epochs, self._epoch_seconds = [], None
+        self._epochs, self._epoch_seconds, self._trainers_since = [], None, None
 
     def expect(self, name: str, seconds: float, partitioner: str = "") -> None:
         """The model's estimate of step ``name`` (the current one or one to come)."""
@@ -109,6 +112,12 @@ class Eta:
         if self._bytes_since is None and done > 0:
             self._bytes_since, self._first_done = self.now(), done
         self._bytes = (done, total)
+
+    def trainer_line(self) -> None:
+        """A trainer's line that is not an epoch's (the first one of the step tells when the
+        trainers came up)."""
+        if self._trainers_since is None:
+            self._trainers_since = self.now()
 
     def epoch(self, done: int, label: str, text: str) -> bool:
         """A trainer's epoch line (``done`` epochs so far, as the text counts them); True when
@@ -160,10 +169,12 @@ class Eta:
         share = done / self.num_epochs if self.num_epochs else 0.0
         if done > first:
             per = (t1 - t0) / (done - first)
+        elif self._trainers_since is not None and self._trainers_since < t0:
+            per = t0 - self._trainers_since  # (this attempt's first epoch, evaluation included)
         elif self._epoch_seconds is not None:
             per = self._epoch_seconds
-        else:  # (one epoch line, without its time: since the step began, servers included)
-            per = (t1 - self._step.started) / done
+        else:  # (its time not said either: since the step began, servers included)
+            per = t0 - self._step.started
         left = max(self.num_epochs - done, 0)
         return max(left * per - (self.now() - t1), 0.0), share
 

@@ -98,6 +98,7 @@ class Tracker:
             return None
         m = EPOCH.search(text)
         if not m:
+            self.eta.trainer_line()
             return None
         done = min(int(m.group(1)) + 1, self.num_epochs)
         self.detail_changed |= self.eta.epoch(max(done, self._epochs), label, text)

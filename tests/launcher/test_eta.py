@@ -149,3 +149,16 @@ def test_the_time_model_fits_its_measurements() -> None:
     assert slow.seconds > est.seconds
     one = timeplan.estimate(GraphSize(10_000, 100_000, 100), Shape(DGL_API, 2, 2, 1, 1, 1))
     assert one.seconds == timeplan.FLOOR_SECONDS and "one process" in one.line()
+
+
+def test_one_epoch_line_counts_from_the_trainers_first_output() -> None:
+    """The example evaluates after each epoch, before it prints the epoch's line: the epoch's
+    own time leaves that out, the wall time since the trainers came up does not."""
+    clock = Clock()
+    eta = Eta(5, clock)
+    eta.step(5, 5, "train")
+    clock.t += 30  # the DGL servers load their partitions
+    eta.trainer_line()  # "... up in 3.1s"
+    clock.t += 25  # 15 s of training, 10 s of evaluation
+    eta.epoch(1, "w0/trainer-0", "epoch 0 loss 1 nodes 100 time 15.00s val_acc 0.5 test_acc 0.5")
+    assert eta.detail().step_remaining == 4 * 25
