@@ -85,7 +85,6 @@ EVICTION_MEMORY = "200Mi"
 # The second scheduler (--scheduler-plugins): Coscheduling, for PodGroups.
 COSCHEDULER = "scheduler-plugins-scheduler"
 COSCHEDULING_WAIT_SECONDS = 10
-# the proposal's example DGLJob names its image dgloperator/graphsage:v0.1.0
 # The API server's audit log: every exec/attach/port-forward/proxy request into a pod, with
 # its URI (the command of an exec), so tests can show what did or did not go through it.
 AUDIT_LOG = "audit.log"  # under <dir>/control-plane
@@ -99,6 +98,8 @@ rules:
         resources: ["pods/exec", "pods/attach", "pods/portforward", "pods/proxy", "services/proxy"]
   - level: None
 """
+# The seed's (the original operator's) example DGLJobs name dgloperator/graphsage:v0.1.0; this
+# repository's examples name the tag the build gives (IMAGE_TAG). Both run here.
 IMAGE_ALIASES = {"graphsage": ["docker.io/dgloperator/graphsage:v0.1.0"]}
 CGROUP_FS = Path("/sys/fs/cgroup")
 
