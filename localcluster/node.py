@@ -69,7 +69,9 @@ NODE_CONTROLLERS = (
     "persistentvolume-binder-controller,persistentvolume-protection-controller,"
     "persistentvolumeclaim-protection-controller,"
     # a namespace's ResourceQuota (a platform team's; e2e's restricted namespace has one)
-    "resourcequota"
+    "resourcequota,"
+    # the chart's DGLJob roles aggregated into admin, edit and view (docs/operations.md)
+    "clusterrole-aggregation"
 )
 # The base containerd root outlives a cluster: a 5 GB image is imported and unpacked once, not
 # on every `make demo`. Only a short-lived containerd of :func:`ensure_base_images` uses it;
