@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ SKIPPED_DIRS = {
     ".pytest_cache",
     "node_modules",
 }
+FLAG_WORD = re.compile(r"(?<![\w-])(--[a-z][a-z0-9_-]*)")
 HERE = Path(__file__).resolve().parent
 MODULE_ATTRIBUTES = ("__file__", "__doc__", "__name__", "__path__", "__version__")
 CHART = Path("charts/dgl-operator")
@@ -145,9 +146,7 @@ class Repository:
                 found.update(_parser_flags(path))
                 found.update(_string_flags(path))
             elif path.suffix == ".sh" or path.name == "Makefile":
-                found.update(
-                    re.findall(r"(?<![\w-])(--[a-z][a-z0-9_-]*)", path.read_text(encoding="utf-8"))
-                )
+                found.update(FLAG_WORD.findall(path.read_text(encoding="utf-8")))
         return frozenset(found)
 
     @functools.cached_property
@@ -205,9 +204,8 @@ class Repository:
     @functools.cached_property
     def image_repositories(self) -> frozenset[str]:
         """The repositories of the images the build makes (`ImageSpec(repository=...)`)."""
-        tree = _tree(self.root / IMAGES_MODULE)
         found = set()
-        for node in ast.walk(tree) if tree is not None else ():
+        for node in _nodes(self.root / IMAGES_MODULE):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name)
@@ -258,42 +256,39 @@ def _tree(path: Path) -> ast.Module | None:
         return None
 
 
-def _parser_flags(path: Path) -> set[str]:
+def _nodes(path: Path) -> Iterator[ast.AST]:
     tree = _tree(path)
-    found: set[str] = set()
-    if tree is None:
-        return found
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("add_argument", "option")
-        ):
-            for arg in node.args:
-                if (
-                    isinstance(arg, ast.Constant)
-                    and isinstance(arg.value, str)
-                    and arg.value.startswith("--")
-                ):
-                    found.add(arg.value)
-    return found
+    return ast.walk(tree) if tree is not None else iter(())
+
+
+def _strings(nodes: Iterable[ast.expr]) -> Iterator[str]:
+    for node in nodes:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.value
+
+
+def _parser_flags(path: Path) -> set[str]:
+    """The flags of `p.add_argument("--x", ...)` and `p.option("--x", ...)` calls."""
+    return {
+        arg
+        for node in _nodes(path)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("add_argument", "option")
+        for arg in _strings(node.args)
+        if arg.startswith("--")
+    }
 
 
 def _string_flags(path: Path) -> set[str]:
-    tree = _tree(path)
-    found: set[str] = set()
-    if tree is None:
-        return found
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            found.update(re.findall(r"(?<![\w-])(--[a-z][a-z0-9_-]*)", node.value))
-    return found
+    """Every `--word` in the file's string constants (the flags it passes to programs)."""
+    strings = [n for n in _nodes(path) if isinstance(n, ast.Constant)]
+    return {flag for text in _strings(strings) for flag in FLAG_WORD.findall(text)}
 
 
 def _imported_tops(path: Path) -> set[str]:
-    tree = _tree(path)
     names: set[str] = set()
-    for node in ast.walk(tree) if tree is not None else ():
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             names.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
