@@ -4,7 +4,7 @@ checked only when the author marked it as code.
 
 A span is then read for the kinds of names `truth` can check:
 
-- **commands** (`make demo JOB=...`, `dglctl get --watch`, `python hack/build_images.py
+- **commands** (`make demo JOB=...`, `dglctl logs NAME -f`, `python hack/build_images.py
   --registry R`, `helm install ... --set kueue=true`): the program, then its words up to the
   next `|`, `;`, `&&` or `#`;
 - **paths** (`controller/sync.py`, `delivery/pull.py`, `partition_cache.py`);
@@ -47,20 +47,24 @@ class Span:
 
 
 def spans(doc: str, text: str) -> list[Span]:
-    """Every code span and fenced line of a Markdown document, in order."""
+    """Every code span and fenced line of a Markdown document, in order (a fenced line ending
+    in a backslash continues on the next: one span, at its first line)."""
     found: list[Span] = []
     prose: list[tuple[int, str]] = []  # (line number, line) outside fences
     in_fence = False
+    pending: tuple[int, str] | None = None  # a fenced command continued on the next line
     for number, line in enumerate(text.splitlines(), start=1):
         if FENCE.match(line):
             in_fence = not in_fence
             continue
-        if in_fence:
-            code = line.strip()
-            if code:
-                found.append(Span(doc, number, code, True, False, False))
-        else:
+        if not in_fence:
             prose.append((number, line))
+            continue
+        start, code = pending if pending else (number, "")
+        code = f"{code} {line.strip()}".strip()
+        pending = (start, code[:-1].rstrip()) if code.endswith("\\") else None
+        if pending is None and code:
+            found.append(Span(doc, start, code, True, False, False))
     found.extend(_inline(doc, prose))
     return sorted(found, key=lambda s: s.line)
 

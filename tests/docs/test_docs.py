@@ -84,6 +84,11 @@ def test_each_rule_names_the_document_the_line_and_the_missing_thing(repo: Repos
             "| value | default |",
             "| --- | --- |",
             "| `metrics.secured` | false |",  # 12
+            "",
+            "```sh",
+            "dglctl wait my-gnn \\",  # 15: a command continued on the next line
+            "  --for Succeeded --frobnicate-more",
+            "```",
         ]
     )
     assert sorted(check("docs/architecture.md", text, repo)) == sorted(
@@ -107,6 +112,7 @@ def test_each_rule_names_the_document_the_line_and_the_missing_thing(repo: Repos
             "no parser or command line of the repository has this flag",
             "docs/architecture.md:12: `metrics.secured`: "
             "charts/dgl-operator/values.yaml has no metrics.secured",
+            "docs/architecture.md:15: `--frobnicate-more`: dglctl has no such flag",
         ]
     )
 
