@@ -117,6 +117,18 @@ TOOLS: dict[str, Tool] = {
         _debian("prometheus", "prometheus", "prometheus", why="the live scrape tests"),
         _debian("promtool", "prometheus", "promtool", why="checks the chart's alert rules"),
         _debian("debootstrap", "debootstrap", "debootstrap", why="the images' Debian base"),
+        _debian(
+            "skopeo",
+            "skopeo",
+            "skopeo",
+            why="pushes an image tarball to a registry (docs/operations.md's install path)",
+        ),
+        _debian(
+            "docker-registry",
+            "docker-registry",
+            "docker-registry",
+            why="a registry the image tests push to and containerd pulls from",
+        ),
         Tool(
             "gcc",
             DEBIAN,
@@ -361,7 +373,7 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
         ),
         EntryPoint(
             "test-images",
-            (*_IMAGES, "containerd", "ctr", "runc", "kubectl-wheel"),
+            (*_IMAGES, "containerd", "ctr", "runc", "kubectl-wheel", "skopeo", "docker-registry"),
             _IMAGE_CODE,
             "tests/images: the OCI images built and run in containerd",
         ),

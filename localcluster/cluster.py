@@ -35,8 +35,12 @@ CACHE = Path(os.environ.get("DGL_OPERATOR_CACHE", Path.home() / ".cache" / "dgl-
 K8S_VERSION = os.environ.get("K8S_VERSION", "v1.34.4")
 SERVICE_CIDR = "10.0.0.0/24"
 DEFAULT_DIR = CACHE / "cluster"
-# (resourcequota: a namespace's ResourceQuota is enforced only once its status is filled in)
-CONTROLLERS = "garbagecollector,namespace,serviceaccount,serviceaccount-token,resourcequota"
+# (resourcequota: a namespace's ResourceQuota is enforced only once its status is filled in;
+# clusterrole-aggregation: the chart's user roles aggregated into admin, edit and view)
+CONTROLLERS = (
+    "garbagecollector,namespace,serviceaccount,serviceaccount-token,resourcequota,"
+    "clusterrole-aggregation"
+)
 
 
 class ClusterError(RuntimeError):

@@ -69,7 +69,9 @@ NODE_CONTROLLERS = (
     "persistentvolume-binder-controller,persistentvolume-protection-controller,"
     "persistentvolumeclaim-protection-controller,"
     # a namespace's ResourceQuota (a platform team's; e2e's restricted namespace has one)
-    "resourcequota"
+    "resourcequota,"
+    # the chart's DGLJob roles aggregated into admin, edit and view (docs/operations.md)
+    "clusterrole-aggregation"
 )
 # The base containerd root outlives a cluster: a 5 GB image is imported and unpacked once, not
 # on every `make demo`. Only a short-lived containerd of :func:`ensure_base_images` uses it;
@@ -85,7 +87,6 @@ EVICTION_MEMORY = "200Mi"
 # The second scheduler (--scheduler-plugins): Coscheduling, for PodGroups.
 COSCHEDULER = "scheduler-plugins-scheduler"
 COSCHEDULING_WAIT_SECONDS = 10
-# the proposal's example DGLJob names its image dgloperator/graphsage:v0.1.0
 # The API server's audit log: every exec/attach/port-forward/proxy request into a pod, with
 # its URI (the command of an exec), so tests can show what did or did not go through it.
 AUDIT_LOG = "audit.log"  # under <dir>/control-plane
@@ -99,6 +100,8 @@ rules:
         resources: ["pods/exec", "pods/attach", "pods/portforward", "pods/proxy", "services/proxy"]
   - level: None
 """
+# The seed's (the original operator's) example DGLJobs name dgloperator/graphsage:v0.1.0; this
+# repository's examples name the tag the build gives (IMAGE_TAG). Both run here.
 IMAGE_ALIASES = {"graphsage": ["docker.io/dgloperator/graphsage:v0.1.0"]}
 CGROUP_FS = Path("/sys/fs/cgroup")
 

@@ -123,6 +123,41 @@ LEADER_ELECTION_RULES: list[dict[str, Any]] = [
 ]
 
 
+# What the users who submit DGLJobs need beyond Kubernetes' own `edit` and `view` (the chart's
+# <release>-edit and <release>-view ClusterRoles, aggregated into them: rbac.userRoles). dglctl
+# and the client (dgl_operator/client/) also read the launcher's log (pods/log), list events,
+# and for `results` create, get and delete a reader pod and its NetworkPolicy and read through
+# the pod proxy (pods/proxy): `edit` has those, `view` the reads.
+USER_EDIT_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["qihoo.net"],
+        "resources": ["dgljobs"],
+        "verbs": [
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ],
+    },
+    {
+        "apiGroups": ["qihoo.net"],
+        "resources": ["dgljobs/status"],
+        "verbs": ["get", "list", "watch"],
+    },
+]
+USER_VIEW_RULES: list[dict[str, Any]] = [
+    {
+        "apiGroups": ["qihoo.net"],
+        "resources": ["dgljobs", "dgljobs/status"],
+        "verbs": ["get", "list", "watch"],
+    },
+]
+
+
 def triples(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     """Every (apiGroup, resource, verb) the rules grant."""
     return {

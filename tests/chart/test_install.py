@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.api import DGLJOBS
 from controller.machinery.rbac import LEADER_ELECTION_RULES, NODE_RULES, RULES
 from kubeclient import (
     CONFIGMAPS,
@@ -25,13 +26,15 @@ from kubeclient import (
     ROLES,
     SERVICEACCOUNTS,
     SERVICES,
+    Forbidden,
     NotFound,
     Resource,
     RestClient,
 )
-from localcluster.cluster import ControlPlane
+from localcluster.cluster import ControlPlane, kubeconfig
 from tests.chart.helpers import Helm
 from tests.support.apiserver import CRDS
+from tests.support.dgljobs import load_fixture
 from tests.support.paths import CHART
 from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
@@ -130,9 +133,14 @@ def release(
         for ns in (rel.namespace, *rel.extra_namespaces):
             with contextlib.suppress(NotFound):
                 kube.delete(NAMESPACES, None, ns)
-        for res in (CLUSTERROLES, CLUSTERROLEBINDINGS):  # in case the uninstall failed
+        for res, name in (  # in case the uninstall failed
+            (CLUSTERROLES, rel.fullname),
+            (CLUSTERROLEBINDINGS, rel.fullname),
+            (CLUSTERROLES, f"{rel.fullname}-edit"),
+            (CLUSTERROLES, f"{rel.fullname}-view"),
+        ):
             with contextlib.suppress(NotFound):
-                kube.delete(res, None, rel.fullname)
+                kube.delete(res, None, name)
 
 
 def exists(kube: RestClient, key: Key) -> bool:
@@ -215,6 +223,8 @@ def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
         ("ClusterRoleBinding", None, fullname),
         ("ClusterRole", None, f"{fullname}-nodes"),
         ("ClusterRoleBinding", None, f"{fullname}-nodes"),
+        ("ClusterRole", None, f"{fullname}-edit"),
+        ("ClusterRole", None, f"{fullname}-view"),
         ("Service", ns, f"{fullname}-metrics"),
         ("Deployment", ns, fullname),
     }
@@ -309,6 +319,8 @@ def test_install_watching_one_namespace(release: Release, kube: RestClient) -> N
         ("RoleBinding", watched, fullname),
         ("ClusterRole", None, f"{fullname}-nodes"),
         ("ClusterRoleBinding", None, f"{fullname}-nodes"),
+        ("ClusterRole", None, f"{fullname}-edit"),
+        ("ClusterRole", None, f"{fullname}-view"),
         ("Service", ns, f"{fullname}-metrics"),
         ("Deployment", ns, fullname),
     }
@@ -328,3 +340,102 @@ def test_install_watching_one_namespace(release: Release, kube: RestClient) -> N
     release.run("uninstall", name)
     for key in sorted(objects, key=str):
         wait_for(lambda key=key: not exists(kube, key), what=f"{key} to be deleted", timeout=60)
+
+
+def user(
+    kube: RestClient, cp: ControlPlane, ns: str, name: str, role: str, tmp: Path
+) -> RestClient:
+    """ServiceAccount ``name`` in ``ns``, bound there to Kubernetes' own ClusterRole ``role``
+    (edit, view) by a RoleBinding, as a platform engineer binds a team's users: a client
+    with its token."""
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
+    kube.create(SERVICEACCOUNTS, ns, sa)
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": f"{name}-{role}"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}],
+    }
+    kube.create(ROLEBINDINGS, ns, binding)
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    token = kube.create(SERVICEACCOUNTS, ns, request, name=name, subresource="token")
+    path = kubeconfig(
+        tmp / f"{name}.kubeconfig", cp.server, cp.pki, name, token=token["status"]["token"]
+    )
+    return RestClient.from_config(str(path), pool_size=2)
+
+
+def test_users_bound_to_edit_submit_and_follow_jobs_and_view_only_reads(
+    release: Release, kube: RestClient, control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """The chart's user roles (rbac.userRoles) aggregated into `edit` and `view`: what a team's
+    user bound to one of them in a namespace may do with DGLJobs there, asked of the API server
+    with their own token; what dglctl also calls (the launcher's log, events, the results
+    reader) is the built-in roles' own. Uninstalled, the grant goes with the chart."""
+    release.install({})
+    team = f"dgl-team-{uuid.uuid4().hex[:6]}"
+    release.extra_namespaces.append(team)
+    kube.create(
+        NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": team}}
+    )
+    wait_for(lambda: crd_established(kube), what="the DGLJob CRD", timeout=30)
+    alice = user(kube, control_plane, team, "alice", "edit", tmp_path)
+    bob = user(kube, control_plane, team, "bob", "view", tmp_path)
+    edit, view = (team, "alice"), (team, "bob")
+    wait_for(
+        lambda: (
+            can(kube, edit, "create", "qihoo.net", "dgljobs", team)
+            and can(kube, view, "watch", "qihoo.net", "dgljobs", team)
+        ),
+        what="the aggregation controller to add the chart's rules to edit and view",
+        timeout=LIVE_TIMEOUT,
+    )
+
+    job = load_fixture("seed_dgljob.yaml")
+    job["metadata"].update(name="alice-gnn", namespace=team)
+    alice.create(DGLJOBS, team, job)
+    assert alice.get(DGLJOBS, team, "alice-gnn")["metadata"]["name"] == "alice-gnn"
+    assert [j["metadata"]["name"] for j in bob.list(DGLJOBS, team)["items"]] == ["alice-gnn"]
+    assert (
+        bob.get(DGLJOBS, team, "alice-gnn")["spec"] == alice.get(DGLJOBS, team, "alice-gnn")["spec"]
+    )
+    suspend = {"spec": {"runPolicy": {"suspend": True}}}
+    alice.patch(DGLJOBS, team, "alice-gnn", suspend)  # dglctl suspend
+    with pytest.raises(Forbidden):
+        bob.create(DGLJOBS, team, {**job, "metadata": {"name": "bob-gnn", "namespace": team}})
+    with pytest.raises(Forbidden):
+        bob.delete(DGLJOBS, team, "alice-gnn")
+    with pytest.raises(Forbidden):
+        alice.list(DGLJOBS, "default")  # bound in the team's namespace only
+
+    # follow (the launcher's log, the events) and collect (dglctl results: a reader pod and
+    # its NetworkPolicy, read through the pod proxy): Kubernetes' own edit and view
+    for verb, group, resource in [
+        ("get", "", "pods/log"),
+        ("list", "", "events"),
+        ("watch", "qihoo.net", "dgljobs"),
+        ("get", "qihoo.net", "dgljobs/status"),
+    ]:
+        assert can(kube, edit, verb, group, resource, team), (verb, resource)
+        assert can(kube, view, verb, group, resource, team), (verb, resource)
+    for verb, group, resource in [
+        ("create", "", "pods"),
+        ("delete", "", "pods"),
+        ("get", "", "pods/proxy"),
+        ("create", "networking.k8s.io", "networkpolicies"),
+        ("delete", "networking.k8s.io", "networkpolicies"),
+        ("delete", "qihoo.net", "dgljobs"),
+    ]:
+        assert can(kube, edit, verb, group, resource, team), (verb, resource)
+        assert not can(kube, view, verb, group, resource, team), (verb, resource)
+    # nobody but the operator and the job's own pods writes a job's status
+    assert not can(kube, edit, "update", "qihoo.net", "dgljobs/status", team)
+
+    alice.delete(DGLJOBS, team, "alice-gnn")
+    release.run("uninstall", release.name)
+    wait_for(
+        lambda: not can(kube, edit, "create", "qihoo.net", "dgljobs", team),
+        what="the chart's rules to leave edit",
+        timeout=LIVE_TIMEOUT,
+    )

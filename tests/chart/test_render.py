@@ -23,6 +23,8 @@ from controller.builders import DEFAULT_GANG_SCHEDULER_NAME
 from controller.machinery.rbac import (
     LEADER_ELECTION_RULES,
     METRICS_READER_RULES,
+    USER_EDIT_RULES,
+    USER_VIEW_RULES,
     cluster_rules,
     operator_rules,
     triples,
@@ -120,6 +122,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "scheduling-labels": SCHEDULING,
     "existing-sa": {"serviceAccount": {"create": False, "name": "ops-operator"}},
     "no-rbac": {"rbac": {"create": False}},
+    "no-user-roles": {"rbac": {"userRoles": False}},
     "gang": {"gangScheduling": "scheduler-plugins"},
     "gang-named-in-namespace": {
         "gangScheduling": "scheduler-plugins",
@@ -414,7 +417,7 @@ def effective_permissions(
     by_name = {
         (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d
         for d in docs
-        if d["kind"] in ("Role", "ClusterRole") and not _metrics_reader(d)
+        if d["kind"] in ("Role", "ClusterRole") and not _not_the_operators(d)
     }
     grants: dict[str, set[Triple]] = {}
     bound: set[tuple[str, str | None, str]] = set()
@@ -444,7 +447,10 @@ def test_rbac_is_exactly_what_the_controller_uses(rendered: dict[str, Any], name
     values = VALUE_SETS[name]
     docs = rendered[name]
     if not values.get("rbac", {}).get("create", True):
-        assert not {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"} & set(kinds(docs))
+        operators = [d for d in docs if not _not_the_operators(d)]
+        assert not {"Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"} & set(
+            kinds(operators)
+        )
         return
     pod_spec = deployment(docs)["spec"]["template"]["spec"]
     sa = pod_spec["serviceAccountName"]
@@ -463,7 +469,7 @@ def test_rbac_is_exactly_what_the_controller_uses(rendered: dict[str, Any], name
     cluster = [
         d
         for d in docs
-        if d["kind"] in ("ClusterRole", "ClusterRoleBinding") and not _metrics_reader(d)
+        if d["kind"] in ("ClusterRole", "ClusterRoleBinding") and not _not_the_operators(d)
     ]
     assert all("namespace" not in d["metadata"] for d in cluster)
     readers = [d for d in docs if _metrics_reader(d)]
@@ -479,6 +485,41 @@ def test_rbac_is_exactly_what_the_controller_uses(rendered: dict[str, Any], name
 def _metrics_reader(doc: dict[str, Any]) -> bool:
     """The ClusterRole a scraper of the secure /metrics is bound to (not the operator)."""
     return doc["kind"] == "ClusterRole" and str(doc["metadata"]["name"]).endswith("-metrics-reader")
+
+
+AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
+
+
+def _user_role(doc: dict[str, Any]) -> bool:
+    """A ClusterRole of the users who submit DGLJobs (aggregated into admin, edit, view)."""
+    labels = doc["metadata"].get("labels") or {}
+    return doc["kind"] == "ClusterRole" and any(k.startswith(AGGREGATE) for k in labels)
+
+
+def _not_the_operators(doc: dict[str, Any]) -> bool:
+    return _metrics_reader(doc) or _user_role(doc)
+
+
+@pytest.mark.parametrize("name", sorted(VALUE_SETS))
+def test_user_roles_aggregate_into_admin_edit_and_view(rendered: dict[str, Any], name: str) -> None:
+    values = VALUE_SETS[name]
+    roles = {d["metadata"]["name"]: d for d in rendered[name] if _user_role(d)}
+    if not values.get("rbac", {}).get("userRoles", True):
+        assert roles == {}
+        return
+    full = fullname(values)
+    assert set(roles) == {f"{full}-edit", f"{full}-view"}
+    edit, view = roles[f"{full}-edit"], roles[f"{full}-view"]
+    aggregated = {k: v for k, v in edit["metadata"]["labels"].items() if k.startswith(AGGREGATE)}
+    assert aggregated == {f"{AGGREGATE}admin": "true", f"{AGGREGATE}edit": "true"}
+    aggregated = {k: v for k, v in view["metadata"]["labels"].items() if k.startswith(AGGREGATE)}
+    assert aggregated == {f"{AGGREGATE}view": "true"}
+    assert edit["rules"] == USER_EDIT_RULES
+    assert view["rules"] == USER_VIEW_RULES
+    # a reader never writes; nobody but the operator and the job's own pods write its status
+    reads = {"get", "list", "watch"}
+    assert {v for _, _, v in triples(USER_VIEW_RULES)} == reads
+    assert {v for _, r, v in triples(USER_EDIT_RULES) if r == "dgljobs/status"} == reads
 
 
 def test_service_account(rendered: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ the parser is what refuses at least one case."""
 from __future__ import annotations
 
 import ast
+import re
 import traceback
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ from tests.controller.crd_validate import Validator, apply_defaults, load_crd, v
 from tests.support.dgljobs import load_fixture
 from tests.support.malformed import CASES, CRD_CASES, Case, apply_case
 from tests.support.paths import CRD_PATH
+
+VERSION_LINE = re.compile(r"^version\s*=\s*(\S+)", re.M)  # setup.cfg's: the images' tag
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +141,8 @@ def test_example_manifest_in_repo_is_the_seed_with_training_settings(
     validator: Validator,
 ) -> None:
     """The example is the proposal's, except its launcher's arguments (epochs, batch size and
-    METIS balancing tuned so that `make demo` converges); it validates as well."""
+    METIS balancing tuned so that `make demo` converges) and its image's tag (the one the build
+    gives, setup.cfg's version, not the proposal's v0.1.0); it validates as well."""
     import yaml
 
     from tests.support.paths import REPO
@@ -151,6 +155,12 @@ def test_example_manifest_in_repo_is_the_seed_with_training_settings(
     for key in path:
         ex_c, seed_c = ex_c[key], seed_c[key]
     ex_args, seed_args = ex_c[0].pop("args"), seed_c[0].pop("args")
+    version = VERSION_LINE.search((REPO / "setup.cfg").read_text())
+    assert version
+    for job, tag in ((example, version.group(1)), (seed, "v0.1.0")):
+        for replica in job["spec"]["dglReplicaSpecs"].values():
+            for container in replica["template"]["spec"]["containers"]:
+                assert container.pop("image") == f"dgloperator/graphsage:{tag}"
     assert example == seed
     assert ex_args[ex_args.index("--num-epochs") + 1] == "2"
     assert ex_args[ex_args.index("--batch-size") + 1] == "128"

@@ -9,10 +9,12 @@ the reason.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ import pytest
 
 from tests.images.containerd import PREFIX, Containerd, sweep_stale
 from tests.images.helpers import (
+    REGISTRY_TOOLS,
     SMALL_IMAGES,
     TOOLS,
     LayerScans,
@@ -32,6 +35,7 @@ from tests.images.helpers import (
 from tests.images.ocitar import OciTarball
 from tests.support.paths import REPO
 from tests.support.prerequisites import in_ci, unavailable
+from tests.support.waiting import wait_for
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -121,3 +125,53 @@ def graphsage_ref(containerd: Containerd, built: dict[str, dict[str, Any]]) -> s
     containerd.import_image(item["tarball"], item["reference"])
     report(f"ctr images import graphsage: {time.monotonic() - start:.1f}s")
     return str(item["reference"])
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A registry (Debian's docker-registry: distribution 2.8) on a free loopback port, its
+    storage in a temporary folder: its host:port."""
+    tools = {name: which(name) for name in REGISTRY_TOOLS}
+    if in_ci():
+        subprocess.run([str(REPO / "hack" / "tools.sh"), *REGISTRY_TOOLS], capture_output=True)
+        tools = {name: which(name) for name in REGISTRY_TOOLS}
+    missing = sorted(name for name, path in tools.items() if path is None)
+    if missing:
+        unavailable(f"missing {', '.join(missing)} (hack/tools.sh {' '.join(REGISTRY_TOOLS)})")
+    folder = tmp_path_factory.mktemp("registry")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    config = folder / "config.yml"
+    config.write_text(
+        "version: 0.1\n"
+        "log: {level: warn}\n"
+        f"storage: {{filesystem: {{rootdirectory: {folder / 'data'}}}}}\n"
+        f"http: {{addr: {address}}}\n"
+    )
+    with (folder / "registry.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [str(tools["docker-registry"]), "serve", str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_for(
+            lambda: proc.poll() is not None or _answers(f"http://{address}/v2/"),
+            what=f"the registry at {address}",
+            timeout=30,
+        )
+        assert proc.poll() is None, (folder / "registry.log").read_text()[-3000:]
+        yield address
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False

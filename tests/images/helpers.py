@@ -22,6 +22,8 @@ from tests.support.paths import REPO
 
 BUILD = REPO / "hack" / "build_images.py"
 TOOLS = ("debootstrap", "containerd", "ctr", "runc")
+# the push and pull of docs/operations.md (test_registry.py)
+REGISTRY_TOOLS = ("skopeo", "docker-registry")
 SMALL_IMAGES = ("operator", "watcher-loop", "kubectl-download", "pause")
 ALL_IMAGES = (*SMALL_IMAGES, "graphsage")
 BUILD_TIMEOUT = 3600.0

@@ -1,0 +1,209 @@
+"""What a document names, read from its code: every inline code span (`...`) and every line of a
+fenced code block, each with its line number. Prose outside code is never read, so a word is
+checked only when the author marked it as code.
+
+A span is then read for the kinds of names `truth` can check:
+
+- **commands** (`make demo JOB=...`, `dglctl logs NAME -f`, `python hack/build_images.py
+  --registry R`, `helm install ... --set kueue=true`): the program, then its words up to the
+  next `|`, `;`, `&&` or `#`;
+- **paths** (`controller/sync.py`, `delivery/pull.py`, `partition_cache.py`);
+- **dotted names** (`launcher.workers.remote`, `tests.support.waiting.wait_for`);
+- **flags** standing alone (`--gang-scheduling`);
+- **chart values** in the first column of a table whose header's first cell is `value`, and
+  the span right after the words "chart value".
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+# a word holding one of these is a pattern, not a name: `runs/<job>-<uid>/`, `bench.<name>`
+PLACEHOLDERS = ("<", ">", "*", "{", "}", "...", "…", "$", "~", "[", "]")
+FENCE = re.compile(r"^\s*(```|~~~)")
+SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+SEPARATORS = {"|", ";", "&&", "||", "#", "&", ">", "2>&1"}
+# the punctuation prose puts around a word inside a span
+STRIP = ",.:;()'\""
+
+
+@dataclass(frozen=True)
+class Span:
+    """One piece of code in a document: its text, its line, and where it stands."""
+
+    doc: str  # the document's path in the repository
+    line: int
+    text: str
+    in_block: bool  # a line of a fenced code block
+    value_column: bool  # the first cell of a table row whose header is `value`
+    after_chart_value: bool  # prose just before it ends with "chart value"
+
+    def where(self) -> str:
+        return f"{self.doc}:{self.line}"
+
+
+def spans(doc: str, text: str) -> list[Span]:
+    """Every code span and fenced line of a Markdown document, in order (a fenced line ending
+    in a backslash continues on the next: one span, at its first line)."""
+    found: list[Span] = []
+    prose: list[tuple[int, str]] = []  # (line number, line) outside fences
+    in_fence = False
+    pending: tuple[int, str] | None = None  # a fenced command continued on the next line
+    for number, line in enumerate(text.splitlines(), start=1):
+        if FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if not in_fence:
+            prose.append((number, line))
+            continue
+        start, code = pending if pending else (number, "")
+        code = f"{code} {line.strip()}".strip()
+        pending = (start, code[:-1].rstrip()) if code.endswith("\\") else None
+        if pending is None and code:
+            found.append(Span(doc, start, code, True, False, False))
+    found.extend(_inline(doc, prose))
+    return sorted(found, key=lambda s: s.line)
+
+
+def _inline(doc: str, prose: list[tuple[int, str]]) -> Iterator[Span]:
+    # a paragraph at a time (a span may run over a line break, never over a blank line); a
+    # table row on its own (a span never runs over a cell)
+    paragraph: list[tuple[int, str]] = []
+    value_table = False
+    previous_row = False
+    for number, line in [*prose, (0, "")]:
+        row = line.strip().startswith("|")
+        if row or not line.strip():
+            yield from _paragraph(doc, paragraph)
+            paragraph = []
+        if row:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not previous_row:  # the header
+                value_table = cells[0].lower() == "value"
+            elif not set("".join(cells)) <= set("-: "):  # not the header's rule
+                yield from _row(doc, number, cells, value_table)
+        elif line.strip():
+            paragraph.append((number, line))
+        previous_row = row
+
+
+def _row(doc: str, number: int, cells: list[str], value_table: bool) -> Iterator[Span]:
+    for column, cell in enumerate(cells):
+        for match in SPAN.finditer(cell):
+            text = match.group(2).strip()
+            yield Span(doc, number, text, False, value_table and column == 0, False)
+
+
+def _paragraph(doc: str, paragraph: list[tuple[int, str]]) -> Iterator[Span]:
+    if not paragraph:
+        return
+    text = "\n".join(line for _, line in paragraph)
+    starts = []
+    offset = 0
+    for number, line in paragraph:
+        starts.append((offset, number))
+        offset += len(line) + 1
+    for match in SPAN.finditer(text):
+        number = max(n for o, n in starts if o <= match.start())
+        before = text[: match.start()].rstrip().lower()
+        chart_value = before.endswith(("chart value", "chart values"))
+        yield Span(doc, number, " ".join(match.group(2).split()), False, False, chart_value)
+
+
+def words(text: str) -> list[str]:
+    """A span's words as a shell would split them (quotes kept when they do not parse)."""
+    try:
+        return shlex.split(text, comments=False)
+    except ValueError:
+        return text.split()
+
+
+def clean(word: str) -> str:
+    """A word without the prose punctuation around it."""
+    return word.strip(STRIP)
+
+
+def is_pattern(word: str) -> bool:
+    return any(p in word for p in PLACEHOLDERS)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A program named in a span and the words given to it."""
+
+    span: Span
+    program: str  # "make", "dglctl", "helm", "hack/build_images.py", "bench.nodes_bench", ...
+    args: tuple[str, ...]
+
+
+PREFIXES = ("sudo", "env", "exec", "time")
+PROGRAMS = (
+    "dglctl",
+    "dglrun",
+    "dgl-operator",
+    "watcher-loop",
+    "kubectl-download",
+    "dgl-chunk-graph",
+)
+
+
+def commands(span: Span) -> Iterator[Command]:
+    """The commands of ours that a span runs: make, helm, our console scripts, `python -m M`
+    and `python path.py` (also after `sudo`, `env`, a variable assignment or a path to a
+    virtualenv's python)."""
+    ws = words(span.text)
+    i = 0
+    at_start = True  # a program is named first, or after a separator, `sudo`, `VAR=x`
+    while i < len(ws):
+        word = ws[i]
+        if word in SEPARATORS:
+            at_start, i = True, i + 1
+            continue
+        if at_start and (word in PREFIXES or re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", word)):
+            i += 1
+            continue
+        found = _program_args(ws, i) if at_start else None
+        at_start = False
+        if found is None:
+            i += 1
+            continue
+        program, begin = found
+        end = begin
+        while end < len(ws) and ws[end] not in SEPARATORS and not ws[end].startswith("#"):
+            end += 1
+        yield Command(span, program, tuple(ws[begin:end]))
+        i = end
+
+
+def _program_args(ws: list[str], i: int) -> tuple[str, int] | None:
+    """The program started by the word at ``i`` and where its arguments begin, or None."""
+    word = ws[i]
+    name = word.rsplit("/", 1)[-1]
+    if name in ("make", "helm", *PROGRAMS):
+        return name, i + 1
+    if re.fullmatch(r"python[0-9.]*", name):
+        j = i + 1
+        while j < len(ws) and ws[j] in ("-P", "-u", "-B"):
+            j += 1
+        if j + 1 < len(ws) and ws[j] == "-m":
+            return ws[j + 1], j + 2
+        if j < len(ws) and ws[j].endswith(".py"):
+            return ws[j], j + 1
+        return None
+    if word.endswith(".py") and "/" in word:
+        return word, i + 1  # `hack/build_images.py --registry R`
+    return None
+
+
+def flags(args: tuple[str, ...]) -> list[str]:
+    """The long flags among a command's words (`--set` values are not flags)."""
+    found = [clean(a).split("=", 1)[0] for a in args]
+    return [f for f in found if re.fullmatch(r"--[a-z][a-z0-9_-]*", f)]
+
+
+def read(repo: Path, doc: str) -> list[Span]:
+    return spans(doc, (repo / doc).read_text(encoding="utf-8"))
