@@ -108,17 +108,18 @@ def c_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def stub_source(soname: str, symbols: dict[str, str], exports: dict[str, tuple[str, str, int]],
-                hint: str) -> str:  # fmt: skip
+def stub_source(
+    soname: str, symbols: dict[str, str], exports: dict[str, tuple[str, str, int]], hint: str
+) -> str:
     """C source of the stub for ``soname``: ``symbols`` defined as :mod:`this module <cudastub>`
     describes (``exports``: the real library's nm types and sizes)."""
     lines = [
         f"/* {soname}: a stand-in written by hack/build_images.py (imagebuild.cudastub) */",
-        f'void check_fail(const char *, const char *, unsigned, const char *) __asm__("{CHECK_FAIL}")'
-        " __attribute__((noreturn));",
+        "void check_fail(const char *, const char *, unsigned, const char *)"
+        f' __asm__("{CHECK_FAIL}") __attribute__((noreturn));',
         "static void missing(const char *message) __attribute__((noreturn));",
         "static void missing(const char *message) {",
-        f"    check_fail(\"\", {c_string(soname)}, 0, message);",
+        f'    check_fail("", {c_string(soname)}, 0, message);',
         "}",
         "static void missing_virtual(void) __attribute__((unused));",
         f"static void missing_virtual(void) {{ missing({c_string(f'{soname}: {hint}')}); }}",

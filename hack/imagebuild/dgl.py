@@ -43,15 +43,24 @@ VARIANTS = {
         # kept: nvidia-cuda-runtime-cu12, -cuda-cupti-cu12 and -nvtx-cu12 (49 MB), which
         # libtorch_cpu.so, libc10_cuda.so and libtorch_python.so load (no device without a driver)
         drop_dists=(
-            "nvidia-cublas-cu12", "nvidia-cuda-nvrtc-cu12", "nvidia-cudnn-cu12",
-            "nvidia-cufft-cu12", "nvidia-curand-cu12", "nvidia-cusolver-cu12",
-            "nvidia-cusparse-cu12", "nvidia-nccl-cu12", "nvidia-nvjitlink-cu12", "triton",
+            "nvidia-cublas-cu12",
+            "nvidia-cuda-nvrtc-cu12",
+            "nvidia-cudnn-cu12",
+            "nvidia-cufft-cu12",
+            "nvidia-curand-cu12",
+            "nvidia-cusolver-cu12",
+            "nvidia-cusparse-cu12",
+            "nvidia-nccl-cu12",
+            "nvidia-nvjitlink-cu12",
+            "triton",
         ),
         drop_files=(
-            "torch/lib/libtorch_cuda.so", "torch/lib/libtorch_cuda_linalg.so",
-            "torch/lib/libcaffe2_nvrtc.so", "torch/lib/libcusparseLt-*.so*",
+            "torch/lib/libtorch_cuda.so",
+            "torch/lib/libtorch_cuda_linalg.so",
+            "torch/lib/libcaffe2_nvrtc.so",
+            "torch/lib/libcusparseLt-*.so*",
         ),
-    ),  # fmt: skip
+    ),
     "gpu": Variant(what="torch 2.2.1 with its CUDA 12.1 wheels (nvidia-*, triton)"),
 }
 STUB_HINT = (
@@ -114,7 +123,7 @@ def trim(site: Path, variant: Variant, work: Path) -> None:
     size = sum(p.lstat().st_size for p in dropped)
     stubbed = cudastub.stub_dropped(site, dropped, work, STUB_HINT)
     prune_empty_dirs(site)
-    for name, w in sorted(stubbed.items()):
+    for _, w in sorted(stubbed.items()):
         log(f"layer dgl: stub {w.path.relative_to(site)} ({len(w.symbols)} symbols, for "
             f"{', '.join(sorted(w.users))})")  # fmt: skip
     log(f"layer dgl: left out {len(dropped)} files ({size / 1e6:.0f} MB)")

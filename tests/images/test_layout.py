@@ -406,14 +406,22 @@ def test_graphsage_layers(tarballs: dict[str, OciTarball], layer_scans: LayerSca
     # the CPU variant: no triton, no CUDA math libraries; small stubs where kept torch libraries
     # need libtorch_cuda.so and libcudnn.so.8; cudart, CUPTI and NVTX kept (torch.cuda's
     # device count, the profiler)
-    for gone in ("triton/__init__.py", "nvidia/cublas/lib/libcublas.so.12",
-                 "nvidia/nccl/lib/libnccl.so.2", "torch/lib/libtorch_cuda_linalg.so"):
+    for gone in (
+        "triton/__init__.py",
+        "nvidia/cublas/lib/libcublas.so.12",
+        "nvidia/nccl/lib/libnccl.so.2",
+        "torch/lib/libtorch_cuda_linalg.so",
+    ):
         assert f"{site}/{gone}" not in names, gone
     assert not [n for n in names if re.match(rf"{site}/(triton|nvidia_cudnn)[^/]*\.dist-info/", n)]
     for stub in ("torch/lib/libtorch_cuda.so", "nvidia/cudnn/lib/libcudnn.so.8"):
         assert dgl.member(f"{site}/{stub}").size < 100_000, stub
-    for kept in ("nvidia/cuda_runtime/lib/libcudart.so.12", "nvidia/cuda_cupti/lib/libcupti.so.12",
-                 "torch/lib/libtorch_cpu.so", "torch/lib/libc10_cuda.so"):
+    for kept in (
+        "nvidia/cuda_runtime/lib/libcudart.so.12",
+        "nvidia/cuda_cupti/lib/libcupti.so.12",
+        "torch/lib/libtorch_cpu.so",
+        "torch/lib/libc10_cuda.so",
+    ):
         assert f"{site}/{kept}" in names, kept
     # the project alone, with only the dglrun and dgl-chunk-graph wrappers
     app_names = set(app.names())
