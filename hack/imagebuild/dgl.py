@@ -18,7 +18,7 @@ from typing import Any
 from imagebuild import cudastub, oci
 from imagebuild.context import Context
 from imagebuild.hashing import file_hash
-from imagebuild.host import BuildError, log, run
+from imagebuild.host import BuildError, find_tool, log, run
 from imagebuild.project import REPO
 from imagebuild.pysite import compile_tree, pip_install, tidy_site
 
@@ -205,7 +205,7 @@ def dgl_layer(ctx: Context, variant: str) -> oci.Layer:
     if spec.drop_dists or spec.drop_files:
         key_doc.update(
             stubs=file_hash(Path(cudastub.__file__)),
-            gcc=run([cudastub.find_tool("gcc"), "--version"]).splitlines()[0],
+            gcc=run([find_tool("gcc"), "--version"]).splitlines()[0],
         )
 
     def exclude(path: Path) -> bool:

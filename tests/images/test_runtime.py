@@ -135,7 +135,7 @@ def test_pause_stays_up_until_killed(containerd: Containerd, imported: dict[str,
             proc.wait(timeout=30)
 
 
-# -- graphsage (a ~5 GB image: importing it takes a minute or two) -------------------------------
+# -- graphsage (the CPU variant, 1.4 GB unpacked: importing it takes 20-50 s) --------------------
 
 
 @pytest.mark.slow
