@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,3 +189,26 @@ def stub_dropped(site: Path, dropped: list[Path], work: Path, hint: str) -> dict
             args.append(f"-Wl,--version-script={work / f'{soname}.map'}")
         run(args)
     return wanted
+
+
+def main(argv: list[str]) -> int:
+    """``PYTHONPATH=hack python -m imagebuild.cudastub SITE HINT LIBRARY...``: leave out the
+    libraries (paths under SITE) and stub those kept files need; prints what was stubbed as
+    JSON (soname: users and symbol versions). The build calls :func:`stub_dropped` itself."""
+    import json
+    import tempfile
+
+    site, hint, *libraries = argv
+    with tempfile.TemporaryDirectory(prefix="cudastub-") as work:
+        try:
+            wanted = stub_dropped(Path(site), [Path(p) for p in libraries], Path(work), hint)
+        except BuildError as e:
+            print(f"cudastub: {e}", file=sys.stderr)
+            return 1
+    doc = {n: {"users": sorted(w.users), "symbols": w.symbols} for n, w in wanted.items()}
+    print(json.dumps(doc, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
