@@ -132,9 +132,13 @@ TOOLS: dict[str, Tool] = {
         Tool(
             "gcc",
             DEBIAN,
-            (Need("gcc", "gcc"), Need("/usr/include/stdio.h", "libc6-dev")),
-            ("gcc",),
-            why="builds the static pause image",
+            (
+                Need("gcc", "gcc"),
+                Need("/usr/include/stdio.h", "libc6-dev"),
+                Need("nm", "binutils"),
+            ),
+            ("gcc", "nm", "readelf"),
+            why="builds the static pause image and the CPU graphsage image's CUDA stubs",
         ),
         Tool(
             "mpi",

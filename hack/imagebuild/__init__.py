@@ -10,7 +10,8 @@ image              layers                                    runs
 operator           base, app                                 ``dgl-operator``
 watcher-loop       base, app                                 ``watcher-loop``
 kubectl-download   base, app, kubectl                        ``kubectl-download``
-graphsage          base, mpi, dgl, app-dglrun..., examples   ``dglrun`` (WORKDIR /dgl_workspace)
+graphsage          base, mpi, dgl-cpu, app-dglrun..., ex...  ``dglrun`` (WORKDIR /dgl_workspace)
+graphsage-gpu      base, mpi, dgl-gpu, app-dglrun..., ex...  the same, tagged <tag>-gpu
 pause              pause                                     ``/pause`` (a sandbox image)
 =================  ========================================  =================================
 
@@ -26,7 +27,10 @@ pause              pause                                     ``/pause`` (a sandb
   has byte for byte (so the base stays shared by all images).
 * dgl: the DGL environment of requirements-dgl.txt at /opt/dgl/site-packages, hard-linked from
   the DGL venv that ``make dgl-venv`` built (or, with ``--dgl-source pip``, installed with pip),
-  uncompressed (~5 GB with torch's CUDA wheels: gzip would cost minutes on every change).
+  uncompressed (gzip would cost minutes on every change). Two variants (``dgl.VARIANTS``): cpu
+  (graphsage, 1.2 GB) leaves out torch's CUDA wheels and libraries, with stubs where kept
+  libraries need them (``cudastub``); gpu (graphsage-gpu, built only when asked for, 5.6 GB)
+  keeps everything.
 * kubectl: the kubectl ``hack/k8s-binaries.sh kubectl`` builds, at /usr/local/bin/kubectl.
 * examples: examples/graphsage/*.py at /dgl_workspace/code, the synthetic dataset
   (make_dataset.py, seed 0) at /dgl_workspace/raw_data (the workspace owned by 65532), and
@@ -38,8 +42,9 @@ Layers are deterministic (sorted entries, fixed mtimes, uid/gid 0 or 65532, no o
 normalised modes, gzip without timestamps) and cached under ``~/.cache/dgl-operator/images``
 by a hash of their inputs; an image whose tarball already holds the same manifest is reused.
 Modules: one per layer (base, mpi, dgl, app, kubectl, examples, pause; pause.c is the pause
-program's source), ``images`` (which layers and config each image has, the tarball),
-``context`` (one build's settings and the layer cache), ``oci`` (the OCI writer; its docstring
-says why umoci, buildah and skopeo do not replace it), ``cli`` (the options). Standard library
-only; ``hack/build_images.py`` puts ``hack/`` on ``sys.path``.
+program's source; cudastub writes the CPU variant's stubs), ``images`` (which layers and
+config each image has, the tarball), ``context`` (one build's settings and the layer cache),
+``oci`` (the OCI writer; its docstring says why umoci, buildah and skopeo do not replace it),
+``cli`` (the options). Standard library only; ``hack/build_images.py`` puts ``hack/`` on
+``sys.path``.
 """

@@ -38,10 +38,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=cache / "images" / "out",
         help="directory for the tarballs (default: %(default)s)",
     )
+    defaults = [name for name, spec in IMAGES.items() if spec.default]
     p.add_argument(
         "--only",
-        default=",".join(IMAGES),
-        help=f"comma-separated images (default: all of {','.join(IMAGES)})",
+        default=",".join(defaults),
+        help=f"comma-separated images of {','.join(IMAGES)} (default: {','.join(defaults)}; "
+        "graphsage-gpu is graphsage with torch's CUDA wheels, tagged <tag>-gpu)",
     )
     p.add_argument("--tag", default=None, help="image tag (default: setup.cfg's version)")
     p.add_argument(

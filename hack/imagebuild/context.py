@@ -67,8 +67,9 @@ class Context:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(layer.to_json(), indent=1, sort_keys=True))
         os.replace(tmp, path)
-        if prune:  # drop older layers of this kind (the DGL layer is ~5 GB)
-            for other in (self.cache / "layers").glob(f"{kind}-*.json"):
+        if prune:  # drop older layers of this kind (a DGL layer is 1.2-5.6 GB)
+            # kind-<24 hex>.json: not the records of another kind named kind-something
+            for other in (self.cache / "layers").glob(f"{kind}-{'?' * 24}.json"):
                 if other == path:
                     continue
                 with contextlib.suppress(OSError, ValueError, KeyError, TypeError):

@@ -13,7 +13,7 @@ from imagebuild import oci
 from imagebuild.app import app_layer
 from imagebuild.base import BASE_PACKAGES, SUITE, VARIANT, base_layer
 from imagebuild.context import Context
-from imagebuild.dgl import DGL_SITE, dgl_layer
+from imagebuild.dgl import DGL_SITE, VARIANTS, dgl_layer
 from imagebuild.examples import WORKSPACE, examples_layer
 from imagebuild.kubectl import kubectl_layer
 from imagebuild.layout import APP_SITE, NONROOT_UID
@@ -35,6 +35,8 @@ class ImageSpec:
     env: tuple[str, ...] = ()
     ports: tuple[str, ...] = ()
     python: bool = True
+    tag_suffix: str = ""  # appended to the tag (graphsage-gpu: <tag>-gpu)
+    default: bool = True  # built when --only is not given
 
 
 APP_ENV = (f"PYTHONPATH=/{APP_SITE}", "PYTHONUNBUFFERED=1")
@@ -43,6 +45,35 @@ APP_ENV = (f"PYTHONPATH=/{APP_SITE}", "PYTHONUNBUFFERED=1")
 def app_layers(ctx: Context) -> list[oci.Layer]:
     """The base and the project with its dependencies: the operator's and init containers'."""
     return [base_layer(ctx), app_layer(ctx, deps=True, scripts=None)]
+
+
+def graphsage(variant: str) -> ImageSpec:
+    """The GraphSAGE example: the DGL environment's ``variant`` (imagebuild.dgl.VARIANTS) and
+    dglrun; the gpu one is tagged <tag>-gpu and built only when asked for."""
+    gpu = variant == "gpu"
+    return ImageSpec(
+        repository="graphsage",
+        title="dgl-operator GraphSAGE example" + (" (CUDA)" if gpu else ""),
+        description="Distributed GraphSAGE with DGL 2.1 / torch 2.2 and dglrun "
+        f"(examples/graphsage at /dgl_workspace/code); {VARIANTS[variant].what}",
+        layers=lambda c: [
+            base_layer(c),
+            mpi_layer(c),
+            dgl_layer(c, variant),
+            app_layer(c, deps=False, scripts={"dglrun", "dgl-chunk-graph"}),
+            examples_layer(c),
+        ],
+        cmd=["dglrun", "--help"],
+        workdir=f"/{WORKSPACE}",
+        env=(
+            f"PYTHONPATH=/{APP_SITE}:/{DGL_SITE}",
+            "PYTHONUNBUFFERED=1",
+            "DGLBACKEND=pytorch",
+            "OUTDATED_IGNORE=1",
+        ),
+        tag_suffix="-gpu" if gpu else "",
+        default=not gpu,
+    )
 
 
 IMAGES: dict[str, ImageSpec] = {
@@ -72,27 +103,8 @@ IMAGES: dict[str, ImageSpec] = {
         entrypoint=["/usr/local/bin/kubectl-download"],
         env=(*APP_ENV, "TARGET_DIR=/opt/kube", "KUBECTL_SOURCE=/usr/local/bin/kubectl"),
     ),
-    "graphsage": ImageSpec(
-        repository="graphsage",
-        title="dgl-operator GraphSAGE example",
-        description="Distributed GraphSAGE with DGL 2.1 / torch 2.2 and dglrun "
-        "(examples/graphsage at /dgl_workspace/code)",
-        layers=lambda c: [
-            base_layer(c),
-            mpi_layer(c),
-            dgl_layer(c),
-            app_layer(c, deps=False, scripts={"dglrun", "dgl-chunk-graph"}),
-            examples_layer(c),
-        ],
-        cmd=["dglrun", "--help"],
-        workdir=f"/{WORKSPACE}",
-        env=(
-            f"PYTHONPATH=/{APP_SITE}:/{DGL_SITE}",
-            "PYTHONUNBUFFERED=1",
-            "DGLBACKEND=pytorch",
-            "OUTDATED_IGNORE=1",
-        ),
-    ),
+    "graphsage": graphsage("cpu"),
+    "graphsage-gpu": graphsage("gpu"),
     "pause": ImageSpec(
         repository="pause",
         title="dgl-operator pause",
@@ -154,11 +166,12 @@ def build_image(ctx: Context, name: str) -> Result:
     layers = spec.layers(ctx)
     fresh = [k for k in ctx.built if k not in before and ctx.built[k][1]]
     created = datetime.fromtimestamp(ctx.epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    reference = f"{ctx.registry}/{spec.repository}:{ctx.tag}"
+    tag = ctx.tag + spec.tag_suffix
+    reference = f"{ctx.registry}/{spec.repository}:{tag}"
     image = oci.assemble_image(
         ctx.store,
         name=reference,
-        tag=ctx.tag,
+        tag=tag,
         layers=layers,
         config=image_config(ctx, spec, created),
         created=created,
@@ -168,7 +181,7 @@ def build_image(ctx: Context, name: str) -> Result:
             "org.opencontainers.image.version": ctx.tag,
         },
     )
-    tarball = ctx.out / f"{spec.repository}-{ctx.tag}.tar"
+    tarball = ctx.out / f"{spec.repository}-{tag}.tar"
     wrote = ctx.no_cache or oci.tarball_manifest_digest(tarball) != image.manifest_digest
     if wrote:
         oci.write_layout_tarball(ctx.store, image, tarball, mtime=ctx.epoch)

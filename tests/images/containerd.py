@@ -138,7 +138,7 @@ PREFIX = "dglop-containerd-"
 
 def sweep_stale(tmp: Path) -> list[Path]:
     """Remove the private containerd directories of sessions that were killed before their
-    teardown (the graphsage image unpacks to ~11 GiB): those whose socket no daemon answers
+    teardown (the graphsage image takes ~3 GiB there): those whose socket no daemon answers
     and that hold no mount."""
     with open("/proc/self/mounts") as f:
         mounted = [line.split()[1] for line in f]

@@ -403,6 +403,26 @@ def test_graphsage_layers(tarballs: dict[str, OciTarball], layer_scans: LayerSca
     ):
         assert f"{site}/{module}" in names, module
     assert not [n for n in names if n.startswith((f"{site}/pip/", f"{site}/bin/"))]
+    # the CPU variant: no triton, no CUDA math libraries; small stubs where kept torch libraries
+    # need libtorch_cuda.so and libcudnn.so.8; cudart, CUPTI and NVTX kept (torch.cuda's
+    # device count, the profiler)
+    for gone in (
+        "triton/__init__.py",
+        "nvidia/cublas/lib/libcublas.so.12",
+        "nvidia/nccl/lib/libnccl.so.2",
+        "torch/lib/libtorch_cuda_linalg.so",
+    ):
+        assert f"{site}/{gone}" not in names, gone
+    assert not [n for n in names if re.match(rf"{site}/(triton|nvidia_cudnn)[^/]*\.dist-info/", n)]
+    for stub in ("torch/lib/libtorch_cuda.so", "nvidia/cudnn/lib/libcudnn.so.8"):
+        assert dgl.member(f"{site}/{stub}").size < 100_000, stub
+    for kept in (
+        "nvidia/cuda_runtime/lib/libcudart.so.12",
+        "nvidia/cuda_cupti/lib/libcupti.so.12",
+        "torch/lib/libtorch_cpu.so",
+        "torch/lib/libc10_cuda.so",
+    ):
+        assert f"{site}/{kept}" in names, kept
     # the project alone, with only the dglrun and dgl-chunk-graph wrappers
     app_names = set(app.names())
     for package in project_packages():
@@ -425,6 +445,18 @@ def test_graphsage_layers(tarballs: dict[str, OciTarball], layer_scans: LayerSca
     assert "dgl_workspace/chunked/edges/edges-3.npy" in set(examples.names())
     fs = merged(scans)
     assert "usr/bin/python3" in fs
+
+
+@pytest.mark.slow
+def test_graphsage_is_at_most_1_5_gb(built: dict[str, Any]) -> None:
+    """The CPU example image: at most 1.5 GB (10^9 bytes) unpacked, and so as a tarball."""
+    item = built["graphsage"]
+    report(
+        f"graphsage: {item['size'] / 1e9:.2f} GB tarball, "
+        f"{item['unpacked_size'] / 1e9:.2f} GB unpacked"
+    )
+    assert item["unpacked_size"] <= 1_500_000_000
+    assert item["size"] <= 1_500_000_000
 
 
 def project_packages() -> list[str]:
