@@ -15,7 +15,7 @@ Images come from hack/build_images.py (OCI tarballs, no Docker). They are import
 unpacked once into a *base* containerd root (~/.cache/dgl-operator/containerd-root) by a
 short-lived containerd; every node's containerd gets a root cloned from it with hard links (the
 content blobs and snapshot files are shared, only the bolt databases are copied), so N nodes
-cost no N copies of the 5 GB image. The ``pause`` image is the sandbox image.
+cost no N copies of the 1.4 GB graphsage image. The ``pause`` image is the sandbox image.
 
     python -m localcluster.node up [--nodes N] [--scheduler-plugins] [--dir DIR]
     python -m localcluster.node stop-node NAME [--dir DIR]   # a node "powered off"
@@ -73,7 +73,7 @@ NODE_CONTROLLERS = (
     # the chart's DGLJob roles aggregated into admin, edit and view (docs/operations.md)
     "clusterrole-aggregation"
 )
-# The base containerd root outlives a cluster: a 5 GB image is imported and unpacked once, not
+# The base containerd root outlives a cluster: a 1.4 GB image is imported and unpacked once, not
 # on every `make demo`. Only a short-lived containerd of :func:`ensure_base_images` uses it;
 # nodes run on hard-linked clones (:func:`clone_root`).
 CONTAINERD_ROOT = CACHE / "containerd-root"

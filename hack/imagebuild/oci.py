@@ -19,16 +19,16 @@ Why not Debian bookworm's umoci 0.4.7, buildah 1.28 or skopeo 1.9:
   writes the layer's tar without the end-of-archive blocks (umoci issue 436, fixed in 2024 by
   pull request 534, after 0.4.7): Python's tarfile, and so ``tests/images/ocitar.py``, rejects
   such a layer ("unexpected end of data", checked with Debian's umoci). ``umoci repack`` needs
-  the whole image unpacked as a bundle first (for graphsage: base, mpi and the ~5 GB dgl tree).
+  the whole image unpacked as a bundle first (for graphsage: base, mpi and the dgl tree, 1.2 GB CPU / 5.6 GB GPU).
 * umoci takes a layer's owners, modes and mtimes from the files on disk (checked: ``insert``
   keeps the staged files' and directories' uids and mtimes). Ours are set per path without
   touching the staged files (root's code and 65532's ``/dgl_workspace`` in one layer, modes
   0644/0755, one mtime): the dgl layer's staged files are hard links into the DGL venv, whose
   own files a chown/chmod/touch would change.
 * umoci 0.4.7 gzips every layer (``insert`` and ``repack`` have no compression option); the
-  dgl layer is stored uncompressed on purpose (gzip of ~5 GB costs minutes on every change).
+  dgl layer is stored uncompressed on purpose (gzip of 1.2-5.6 GB costs minutes on every change).
 * buildah builds in working containers kept in containers-storage (as root under
-  ``/var/lib/containers/storage``), where every layer is unpacked besides its blob: ~5 GB more
+  ``/var/lib/containers/storage``), where every layer is unpacked besides its blob: as much again
   disk for each version of the dgl layer, outside the builder's cache folder.
 * skopeo writes no layer, config or manifest: it copies existing images between transports,
   so at most it could replace :func:`write_layout_tarball`.
