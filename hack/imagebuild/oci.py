@@ -19,7 +19,8 @@ Why not Debian bookworm's umoci 0.4.7, buildah 1.28 or skopeo 1.9:
   writes the layer's tar without the end-of-archive blocks (umoci issue 436, fixed in 2024 by
   pull request 534, after 0.4.7): Python's tarfile, and so ``tests/images/ocitar.py``, rejects
   such a layer ("unexpected end of data", checked with Debian's umoci). ``umoci repack`` needs
-  the whole image unpacked as a bundle first (for graphsage: base, mpi and the dgl tree, 1.2 GB CPU / 5.6 GB GPU).
+  the whole image unpacked as a bundle first (for graphsage: base, mpi and the dgl tree,
+  1.2 GB CPU / 5.6 GB GPU).
 * umoci takes a layer's owners, modes and mtimes from the files on disk (checked: ``insert``
   keeps the staged files' and directories' uids and mtimes). Ours are set per path without
   touching the staged files (root's code and 65532's ``/dgl_workspace`` in one layer, modes
