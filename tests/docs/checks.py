@@ -146,8 +146,9 @@ def stale_images(doc: str, text: str, repo: Repository) -> Iterator[str]:
                 continue
             if repository not in repo.image_repositories:
                 yield f"{doc}:{number}: `{match.group(0)}`: the build makes no image {repository}"
-            elif tag != repo.version:
-                why = f"the build tags {repository} {repo.version}"
+            elif tag not in (tags := sorted(repo.version + s for s in
+                                            repo.image_tag_suffixes[repository])):  # fmt: skip
+                why = f"the build tags {repository} {' or '.join(tags)}"
                 yield f"{doc}:{number}: `{match.group(0)}`: {why}"
 
 

@@ -130,3 +130,17 @@ def test_what_is_not_ours_is_not_checked(repo: Repository) -> None:
         ]
     )
     assert check("docs/user-guide.md", text, repo) == []
+
+
+def test_an_image_tag_the_build_does_not_give_is_named(repo: Repository) -> None:
+    version = repo.version
+    doc = (
+        f"`dgloperator/graphsage:v0.1.0` `dgloperator/graphsage:{version}-gpu`\n"
+        f"`dgloperator/dgl-operator:{version}-gpu` `dgloperator/nope:{version}`\n"
+    )
+    assert list(stale_images("d.md", doc, repo)) == [
+        f"d.md:1: `dgloperator/graphsage:v0.1.0`: the build tags graphsage {version} or "
+        f"{version}-gpu",
+        f"d.md:2: `dgloperator/dgl-operator:{version}-gpu`: the build tags dgl-operator {version}",
+        f"d.md:2: `dgloperator/nope:{version}`: the build makes no image nope",
+    ]

@@ -202,19 +202,34 @@ class Repository:
         return match.group(1) if match else ""
 
     @functools.cached_property
-    def image_repositories(self) -> frozenset[str]:
-        """The repositories of the images the build makes (`ImageSpec(repository=...)`)."""
-        found = set()
+    def image_tag_suffixes(self) -> dict[str, frozenset[str]]:
+        """The repositories of the images the build makes (`ImageSpec(repository=...)`), each
+        with the suffixes its tags may carry after the version (`tag_suffix=`: every string
+        in its expression, e.g. `"-gpu" if gpu else ""`)."""
+        found: dict[str, set[str]] = {}
         for node in _nodes(self.root / IMAGES_MODULE):
-            if (
+            if not (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Name)
                 and node.func.id == "ImageSpec"
             ):
-                for keyword in node.keywords:
-                    if keyword.arg == "repository" and isinstance(keyword.value, ast.Constant):
-                        found.add(str(keyword.value.value))
-        return frozenset(found)
+                continue
+            given = {k.arg: k.value for k in node.keywords}
+            name = given.get("repository")
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                continue
+            suffixes = found.setdefault(name.value, set())
+            suffix = given.get("tag_suffix")
+            strings = [] if suffix is None else [
+                n.value for n in ast.walk(suffix)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            ]  # fmt: skip
+            suffixes.update(strings or [""])
+        return {name: frozenset(s) for name, s in found.items()}
+
+    @property
+    def image_repositories(self) -> frozenset[str]:
+        return frozenset(self.image_tag_suffixes)
 
     # -- the chart ---------------------------------------------------------------------------
 
