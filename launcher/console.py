@@ -20,6 +20,7 @@ from typing import IO, Protocol
 
 from launcher.errors import LauncherError
 from launcher.memplan import PlanError, Step
+from launcher.timeplan import Estimate
 from launcher.workers import oom
 from launcher.workers.remote import peak_mb
 
@@ -45,8 +46,8 @@ class Progress(Protocol):
         """An Event on the DGLJob (``type_`` Normal or Warning)."""
         ...
 
-    def expect(self, name: str, seconds: float, partitioner: str) -> None:
-        """The time plan's estimate of step ``name`` (the partition), its first ETA."""
+    def expect(self, plan: Estimate) -> None:
+        """The time plan's estimate of the partition step: its first ETA."""
         ...
 
     def finish(self, outcome: str | None) -> None: ...
@@ -65,7 +66,7 @@ class NoProgress:
     def event(self, type_: str, reason: str, message: str) -> None:
         pass
 
-    def expect(self, name: str, seconds: float, partitioner: str) -> None:
+    def expect(self, plan: Estimate) -> None:
         pass
 
     def finish(self, outcome: str | None) -> None:

@@ -450,7 +450,7 @@ def plan_memory(
     if partitioning:
         took = timeplan.estimate(size, shape)
         console.say(took.line())
-        console.progress.expect("partition", took.seconds, took.partitioner)
+        console.progress.expect(took)
     for step in report.memory:
         if step.smallest is not None:
             console.say(memplan.out_of_core_line(step, shape))

@@ -9,9 +9,10 @@ steps (dglrun's ``[1/5] partition done in``), one fit per partitioner and rank c
 estimate beside the memory plan (``partition: ~2m50s for 2,449,029 nodes / 123,718,280 edges
 on 3 ranks (kaminpar)``) and it is the partition step's first ETA.
 
-**While.** distpart ends each of its steps with a ``[distpart] memory <step>: ...`` line.
-:data:`STEP_SHARES` gives each step's measured share of the run, so the share done when a
-step ends gives the pace: ``total = elapsed / share_done``. That corrects the model for the
+**While.** distpart starts with a ``[distpart] <n> nodes, <m> edges from ...`` line and ends
+each of its steps with a ``[distpart] memory <step>: ...`` line. :data:`STEP_SECONDS` gives each
+step's measured share of the run, so the share done when a step ends gives the pace:
+``total = (distpart's start) + (elapsed since it) / share_done``. That corrects the model for the
 machine the job really runs on (the fits were measured on 2 cores; a cluster's nodes may be
 slower or faster). DGL-API's partition entry point prints nothing comparable: its ETA is the
 model's throughout.
@@ -34,10 +35,18 @@ DGL_METIS = "metis"  # DGL-API's partition entry point: DGL's METIS in one proce
 
 # (partitioner, ranks) -> [(directed edges, seconds of the whole partition step)], measured on
 # this project's synthetic graphs (avg degree 20) and ogbn-products' size, 2 cores:
-# distpart's from issue 44's bench/distpart_bench.py runs, DGL-API's from
-# examples/graphsage/load_and_partition_graph.py (2 parts, imports included).
+# distpart's from issue 44's bench/distpart_bench.py runs, and KaMinPar on 2 ranks also in the
+# partitioner pod of the one-node cluster (bench/eta_bench.py: 4M, 16M and 40M edges);
+# DGL-API's from examples/graphsage/load_and_partition_graph.py (2 parts, imports included).
 MEASURED: dict[tuple[str, int], list[tuple[int, float]]] = {
-    (KAMINPAR, 2): [(10_000_000, 10.0), (40_000_000, 29.0), (123_718_280, 51.0)],
+    (KAMINPAR, 2): [
+        (4_000_000, 8.2),
+        (10_000_000, 10.0),
+        (16_000_000, 15.4),
+        (40_000_000, 29.0),
+        (40_000_000, 30.2),
+        (123_718_280, 51.0),
+    ],
     (KAMINPAR, 3): [(10_000_000, 12.0), (40_000_000, 42.0), (123_718_280, 57.0)],
     (PTSCOTCH, 2): [(10_000_000, 11.0), (40_000_000, 36.0), (123_718_280, 262.0)],
     (PTSCOTCH, 3): [(10_000_000, 20.0), (40_000_000, 94.0), (123_718_280, 166.0)],
@@ -45,14 +54,23 @@ MEASURED: dict[tuple[str, int], list[tuple[int, float]]] = {
 }
 FLOOR_SECONDS = 5.0  # no estimate below this (processes start, files are read)
 
-# distpart's steps and their seconds in one run (KaMinPar: ogbn-products' size on 3 ranks;
-# PT-Scotch: the same but its partitioner's 120 s), as shares of the run
-_OTHER_STEPS = {"read": 3.1, "adjacency": 5.1, "renumber": 8.4, "shuffle": 8.5, "write": 13.2}
-STEP_SHARES: dict[str, dict[str, float]] = {
-    KAMINPAR: {**_OTHER_STEPS, "parmetis": 16.8},
-    PTSCOTCH: {**_OTHER_STEPS, "parmetis": 120.3},
-}
+# distpart's steps: their seconds in one run (distpart's own partition_stats.json), at the
+# sizes measured (directed edges): a run's shares are those of the nearest size. KaMinPar, 2
+# ranks on 2 cores: the bench/eta_bench.py graphs of 800k and 2M nodes; 3 ranks: ogbn-products'
+# size (issue 44's bench/distpart_bench.py). PT-Scotch: products' size, 3 ranks.
+_PRODUCTS = {"read": 3.1, "adjacency": 5.1, "renumber": 8.4, "shuffle": 8.5, "write": 13.2}
+STEP_SECONDS: dict[str, list[tuple[int, dict[str, float]]]] = {
+    KAMINPAR: [
+        (16_000_000, {"read": 0.9, "adjacency": 1.6, "parmetis": 6.5, "renumber": 2.0,
+                      "shuffle": 1.0, "write": 2.5}),
+        (40_000_000, {"read": 2.1, "adjacency": 4.5, "parmetis": 16.5, "renumber": 2.3,
+                      "shuffle": 2.5, "write": 3.3}),
+        (123_718_280, {**_PRODUCTS, "parmetis": 16.8}),
+    ],
+    PTSCOTCH: [(123_718_280, {**_PRODUCTS, "parmetis": 120.3})],
+}  # fmt: skip
 STEP_LINE = re.compile(r"\[distpart\] memory (\w+):")
+START_LINE = re.compile(r"\[distpart\] \d+ nodes, \d+ edges from")  # its ranks are up
 MAX_SHARE = 0.95  # every step seen, the run not over: still some left (the other counts)
 
 
@@ -118,8 +136,15 @@ def step_ended(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def share_done(partitioner: str, ended: set[str]) -> float:
-    """The share of distpart's run done once the steps ``ended`` have (0 when none)."""
-    shares = STEP_SHARES.get(partitioner) or STEP_SHARES[KAMINPAR]
-    done = sum(v for k, v in shares.items() if k in ended) / sum(shares.values())
+def started(text: str) -> bool:
+    """Does the line say distpart's ranks are up (its first line)?"""
+    return START_LINE.search(text) is not None
+
+
+def share_done(partitioner: str, edges: int, ended: set[str]) -> float:
+    """The share of distpart's run done once the steps ``ended`` have (0 when none), by the
+    steps' seconds measured at the size nearest ``edges``."""
+    runs = STEP_SECONDS.get(partitioner) or STEP_SECONDS[KAMINPAR]
+    _, seconds = min(runs, key=lambda run: abs(math.log(max(edges, 1) / run[0])))
+    done = sum(v for k, v in seconds.items() if k in ended) / sum(seconds.values())
     return min(done, MAX_SHARE)

@@ -187,7 +187,12 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
     "launcher.workers": {"launcher.errors", "launcher.programs", "launcher.checksums"},
     # phase lines, one-line errors, the summary's figures and the Progress interface: what
     # every step prints through (the processes' peaks and OOM kills: workers)
-    "launcher.console": {"launcher.errors", "launcher.memplan", "launcher.workers"},
+    "launcher.console": {
+        "launcher.errors",
+        "launcher.memplan",
+        "launcher.timeplan",
+        "launcher.workers",
+    },
     # the partition step (the set's format, mpirun, the ParMETIS modes): it reaches the
     # workers and prints; nothing of storage (the cache is the phase's, in launcher.phases),
     # delivery or the report

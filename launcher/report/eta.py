@@ -5,12 +5,14 @@ the progress text (no I/O; the clock is injected).
 Each step's estimate comes from what measures it:
 
 * **partition**: the time plan's model (:mod:`launcher.timeplan`, given with :meth:`expect`),
-  then the pace of distpart's steps as they end; past its estimate, none;
+  then the pace of distpart's steps as they end (from when its ranks were up); past its
+  estimate, none;
 * **dispatch**: the bytes pulled so far and their rate;
 * **train**: the epochs measured so far: the wall time between the first and the last epoch
-  line; with one epoch line, the time from the trainers' first output to it (the epoch and
-  what the trainer does after it before it prints, such as evaluating), else the epoch's own
-  ``time <s>s``; the current epoch's elapsed time is taken off;
+  line; with one epoch line, the geometric mean of its own ``time <s>s`` (a lower bound: it
+  leaves out what the trainer does after the epoch before it prints, such as evaluating) and
+  the time from the trainers' first output to it (an upper bound: it has their setup); the
+  current epoch's elapsed time is taken off;
 * the other steps (deliver, configure): none.
 
 The job's estimate is the current step's when it is the last one (train); before, the steps
@@ -25,6 +27,7 @@ Trainer lines give the metrics: ``epoch <n>``, and after it ``loss <x>``, ``val_
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable
@@ -66,9 +69,9 @@ class Eta:
     num_epochs: int
     now: Callable[[], float] = time.monotonic
     _step: _Step = field(default_factory=_Step)
-    _expected: dict[str, float] = field(default_factory=dict)  # step -> the model's seconds
-    _partitioner: str = ""
+    _plan: timeplan.Estimate | None = None  # the partition's, from the time plan
     _ended: set[str] = field(default_factory=set)  # distpart's steps ended
+    _distpart_since: float | None = None  # when distpart's ranks were up
     _paced: float | None = None  # partition: the total its pace gives
     _bytes: tuple[int, int] = (0, 0)
     _bytes_since: float | None = None  # when the first bytes were seen ...
@@ -83,29 +86,33 @@ class Eta:
     def step(self, k: int, total: int, name: str) -> None:
         self._step = _Step(k, total, name, self.now())
         self._share = 0.0
-        self._ended, self._paced = set(), None
+        self._ended, self._paced, self._distpart_since = set(), None, None
         self._bytes, self._bytes_since, self._first_done = (0, 0), None, 0
         self._epochs, self._epoch_seconds, self._trainers_since = [], None, None
 
-    def expect(self, name: str, seconds: float, partitioner: str = "") -> None:
-        """The model's estimate of step ``name`` (the current one or one to come)."""
-        self._expected[name] = seconds
-        self._partitioner = partitioner
+    def expect(self, plan: timeplan.Estimate) -> None:
+        """The time plan's estimate of the partition step (this one or one to come)."""
+        self._plan = plan
 
     def partition_line(self, text: str) -> bool:
         """A partitioner's line; True when it ended one of distpart's steps."""
+        if self._step.name != PARTITION:
+            return False
+        if self._distpart_since is None and timeplan.started(text):
+            self._distpart_since = self.now()
         name = timeplan.step_ended(text)
-        if name is None or self._step.name != PARTITION or name in self._ended:
+        if name is None or name in self._ended:
             return False
         self._ended.add(name)
-        share = timeplan.share_done(self._partitioner, self._ended)
+        plan = self._plan
+        edges = plan.size.edges if plan is not None else 0
+        share = timeplan.share_done(plan.partitioner if plan else "", edges, self._ended)
         if share > 0:
-            paced = (self.now() - self._step.started) / share
-            model = self._expected.get(PARTITION)
-            # (early steps' pace also carries the start-up: the model keeps a say until
-            # TRUST_PACE of the run is done)
-            w = 1.0 if model is None else min(1.0, share / TRUST_PACE)
-            self._paced = w * paced + (1 - w) * (model or 0.0)
+            begun = self._distpart_since or self._step.started
+            paced = (begun - self._step.started) + (self.now() - begun) / share
+            # (the first steps' pace is noisy: the model keeps a say until TRUST_PACE is done)
+            w = 1.0 if plan is None else min(1.0, share / TRUST_PACE)
+            self._paced = w * paced + (1 - w) * (plan.seconds if plan else 0.0)
         return True
 
     def pulled(self, done: int, total: int) -> None:
@@ -146,7 +153,8 @@ class Eta:
     # -- the estimates ------------------------------------------------------------------------
 
     def _partition(self, elapsed: float) -> tuple[float | None, float]:
-        total = self._paced if self._paced is not None else self._expected.get(PARTITION)
+        plan = self._plan.seconds if self._plan is not None else None
+        total = self._paced if self._paced is not None else plan
         if total is None or elapsed > total:
             return None, 0.0
         return total - elapsed, elapsed / total if total else 0.0
@@ -169,12 +177,17 @@ class Eta:
         share = done / self.num_epochs if self.num_epochs else 0.0
         if done > first:
             per = (t1 - t0) / (done - first)
-        elif self._trainers_since is not None and self._trainers_since < t0:
-            per = t0 - self._trainers_since  # (this attempt's first epoch, evaluation included)
-        elif self._epoch_seconds is not None:
-            per = self._epoch_seconds
-        else:  # (its time not said either: since the step began, servers included)
-            per = t0 - self._step.started
+        else:
+            # One epoch: its wall time lies between its own time (without what the trainer
+            # did after it, such as evaluating) and the time since the trainers' first output
+            # (with their setup): the geometric mean of the two bounds, or the one known.
+            since = self._trainers_since if self._trainers_since is not None else None
+            upper = t0 - since if since is not None and since < t0 else None
+            lower = self._epoch_seconds
+            if upper is not None and lower is not None:
+                per = math.sqrt(max(lower, 0.0) * max(upper, lower))
+            else:
+                per = lower if lower is not None else upper or (t0 - self._step.started)
         left = max(self.num_epochs - done, 0)
         return max(left * per - (self.now() - t1), 0.0), share
 

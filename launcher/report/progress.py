@@ -35,6 +35,7 @@ from pathlib import Path
 from launcher.console import NoProgress, Progress
 from launcher.delivery.pull import parse_progress
 from launcher.report.eta import Eta
+from launcher.timeplan import Estimate
 from podcontract import (
     PROGRESS_DONE,
     STATUS_ELASTIC,
@@ -231,9 +232,9 @@ class StatusProgress:
                 new = self._last_text  # (new metrics or a pace: the same text, a new detail)
             self._offer(new)
 
-    def expect(self, name: str, seconds: float, partitioner: str) -> None:
+    def expect(self, plan: Estimate) -> None:
         with self._lock:
-            self.tracker.eta.expect(name, seconds, partitioner)
+            self.tracker.eta.expect(plan)
 
     def record(self, field: str, value: object) -> None:
         with self._lock:

@@ -73,23 +73,34 @@ def test_metrics_from_every_trainer_and_the_example_line() -> None:
 def test_partition_eta_is_the_model_then_the_pace() -> None:
     clock = Clock()
     eta = Eta(1, clock)
-    eta.expect("partition", 100.0, KAMINPAR)
+    products = GraphSize(2_449_029, 123_718_280, 400)
+    eta.expect(timeplan.Estimate(100.0, KAMINPAR, 3, products))
     eta.step(1, 5, "partition")
+    clock.t += 4  # mpirun, the chunks checked
+    assert eta.detail().step_remaining == 96 and eta.detail().remaining is None
+    assert not eta.partition_line("[distpart] 2449029 nodes, 123718280 edges from m.json ...")
     clock.t += 10
-    assert eta.detail().step_remaining == 90 and eta.detail().remaining is None
-    shares = timeplan.STEP_SHARES[KAMINPAR]
-    total = sum(shares.values())
-    done = shares["read"] + shares["adjacency"] + shares["parmetis"]  # > TRUST_PACE
+    (_, seconds), *_ = reversed(timeplan.STEP_SECONDS[KAMINPAR])  # products' size: its shares
+    done = seconds["read"] + seconds["adjacency"] + seconds["parmetis"]  # > TRUST_PACE
     for name in ("read", "adjacency", "parmetis"):
         assert eta.partition_line(f"[distpart] memory {name}: peak 10 / 10 MiB")
     assert not eta.partition_line("[distpart] memory read: peak 10 / 10 MiB"), "seen"
-    # the pace: 10 s for 45% of the run, a faster machine than the model's
-    paced = 10 / (done / total)
+    # the pace: 10 s of distpart for 45% of its run (a faster machine than the model's), after
+    # 4 s before it
+    paced = 4 + 10 / (done / sum(seconds.values()))
     before = eta.detail()
-    assert before.step_remaining == round(paced - 10) and before.percentage == 9
+    assert before.step_remaining == round(paced - 14) and before.percentage == 10
     clock.t += paced  # past every estimate: none rather than a wrong one
     d = eta.detail()
-    assert d.step_remaining is None and d.percentage == 9, "the share shown never goes back"
+    assert d.step_remaining is None and d.percentage == 10, "the share shown never goes back"
+
+
+def test_the_steps_shares_are_the_nearest_sizes() -> None:
+    small = timeplan.share_done(KAMINPAR, 20_000_000, {"read", "adjacency", "parmetis"})
+    large = timeplan.share_done(KAMINPAR, 100_000_000, {"read", "adjacency", "parmetis"})
+    assert small == pytest.approx(9.0 / 14.5) and large == pytest.approx(25.0 / 55.1)
+    every = {"read", "adjacency", "parmetis", "renumber", "shuffle", "write"}
+    assert timeplan.share_done(PTSCOTCH, 1, every) == timeplan.MAX_SHARE, "other counts left"
 
 
 def test_dispatch_eta_from_the_bytes_rate() -> None:
@@ -151,14 +162,14 @@ def test_the_time_model_fits_its_measurements() -> None:
     assert one.seconds == timeplan.FLOOR_SECONDS and "one process" in one.line()
 
 
-def test_one_epoch_line_counts_from_the_trainers_first_output() -> None:
+def test_one_epoch_line_lies_between_its_own_time_and_the_trainers_first_output() -> None:
     """The example evaluates after each epoch, before it prints the epoch's line: the epoch's
-    own time leaves that out, the wall time since the trainers came up does not."""
+    own time leaves that out; the wall time since the trainers came up has their setup."""
     clock = Clock()
     eta = Eta(5, clock)
     eta.step(5, 5, "train")
     clock.t += 30  # the DGL servers load their partitions
     eta.trainer_line()  # "... up in 3.1s"
-    clock.t += 25  # 15 s of training, 10 s of evaluation
-    eta.epoch(1, "w0/trainer-0", "epoch 0 loss 1 nodes 100 time 15.00s val_acc 0.5 test_acc 0.5")
-    assert eta.detail().step_remaining == 4 * 25
+    clock.t += 36  # 9 s of setup, 16 s of training, 11 s of evaluation
+    eta.epoch(1, "w0/trainer-0", "epoch 0 loss 1 nodes 100 time 16.00s val_acc 0.5 test_acc 0.5")
+    assert eta.detail().step_remaining == 4 * 24, "between 16 s (the epoch) and 36 s"

@@ -21,6 +21,7 @@ from launcher.options import Options, parse
 from launcher.phases import partition_request
 from launcher.storage import cache, record
 from launcher.storage.layout import Storage, StorageError
+from launcher.timeplan import Estimate
 from podcontract import STORAGE_DIR
 from tests.launcher.chunked_graph import write_graph
 from tests.launcher.helpers import FIXTURES, dglrun
@@ -459,7 +460,7 @@ class Recorded:
     def event(self, type_: str, reason: str, message: str) -> None:
         self.events.append((type_, reason, message))
 
-    def expect(self, name: str, seconds: float, partitioner: str) -> None: ...
+    def expect(self, plan: Estimate) -> None: ...
 
     def finish(self, outcome: str | None) -> None: ...
 
