@@ -75,6 +75,8 @@ from bench.support.manifests import (
     set_flag,
 )
 from bench.support.measure import CGROUP_ROOT, MiB
+from dgl_operator.report.page import svg_memory, svg_timeline
+from dgl_operator.report.readings import Bar, Log, LogLine, Mark, Profile, Series, profile
 from localcluster.cluster import ClusterError
 from localcluster.node import DEFAULT_DIR, node_names, running, start_node, stop_node
 from localcluster.node import main as node_main
@@ -525,38 +527,9 @@ def run_logs(claim: Path | None, run: Run) -> str:
     return run.log
 
 
-STEP_LINE = re.compile(
-    r"\[distpart\] memory (\w+): peak ([\d /]+) MiB, after [\d /]+ MiB \(ranks [\d.]+\); "
-    r"sent ([\d /]+) MiB"
-)
-
-
-def partition_profile(logs: str) -> dict[str, Any]:
-    """What the MPI ranks said of the partition in dglrun's log: per step, each rank's peak
-    memory and the MiB it sent to the others (several lines of one step add up: the shuffle
-    runs in rounds); the steps' seconds and the edge cut."""
-    steps: dict[str, dict[str, list[float]]] = {}
-    for m in STEP_LINE.finditer(logs):
-        peak = [float(x) for x in m.group(2).split(" / ")]
-        sent = [float(x) for x in m.group(3).split(" / ")]
-        had = steps.get(m.group(1))
-        if had:
-            peak = [max(a, b) for a, b in zip(had["peak"], peak, strict=True)]
-            sent = [a + b for a, b in zip(had["sent"], sent, strict=True)]
-        steps[m.group(1)] = {"peak": peak, "sent": sent}
-    seconds = {}
-    steps_line = re.search(r"ranks' steps: (.*)", logs)
-    if steps_line:
-        for item in steps_line.group(1).split(", "):
-            name, _, secs = item.rpartition(" ")
-            with contextlib.suppress(ValueError):
-                seconds[name] = float(secs.rstrip("s"))
-    cut = re.search(r"edge cut \d+ \(([\d.]+)% of (\d+) edges\)", logs)
-    return {
-        "steps": steps,
-        "seconds": seconds,
-        "cut": f"{cut.group(1)}% of {int(cut.group(2)):,} edges" if cut else "",
-    }
+def partition_profile(logs: str) -> Profile:
+    """What the MPI ranks said of the partition in dglrun's log (dglctl report's reading)."""
+    return profile([Log("launcher", 1, [LogLine(0.0, line) for line in logs.splitlines()])])
 
 
 def job_windows(run: Run) -> list[tuple[str, float, float]]:
@@ -648,111 +621,23 @@ def traffic_between(run: Run, t0: float, t1: float) -> int:
 
 # -- the report -------------------------------------------------------------------------------
 
-COLORS = {
-    "generate": "#8e6c8a",
-    "1/5 partition": "#e07b39",
-    "2/5 deliver": "#e0a339",
-    "3/5 dispatch": "#d8c03a",
-    "4/5 configure": "#9bbf3a",
-    "done": "#4e9a06",
-    "powered off": "#cc0000",
-}
+
+def timeline_svg(run: Run) -> str:
+    """The run's timeline, drawn as dglctl report draws a job's (its node's outage and the
+    restarts as marks)."""
+    bars = [Bar(*b) for b in phase_bars(run)]
+    marks = [
+        Mark(e.t, f"{e.who} {e.what}")
+        for e in run.events
+        if e.who.startswith("node/") or "restartCount" in e.what
+    ]
+    return svg_timeline(bars, marks)
 
 
-FONT = 'font-family="sans-serif" font-size="11"'
-
-
-def tag(name: str, text: str | None = None, **attrs: object) -> str:
-    """One SVG element; ``attrs`` with ``_`` for ``-`` (stroke_width -> stroke-width)."""
-    a = " ".join(
-        f'{k.rstrip("_").replace("_", "-")}="{html.escape(str(v))}"' for k, v in attrs.items()
-    )
-    return f"<{name} {a}/>" if text is None else f"<{name} {a}>{text}</{name}>"
-
-
-def _color(what: str) -> str:
-    if what.startswith("new attempt"):
-        return "#d46a6a"
-    if what.startswith("train"):
-        m = re.search(r"epoch (\d+)", what)
-        shade = 40 + 25 * (int(m.group(1)) % 4 if m else 0)
-        return f"hsl(210, 60%, {shade}%)"
-    return COLORS.get(what, "#999999")
-
-
-def svg_timeline(run: Run, width: int = 1000) -> str:
-    bars = phase_bars(run)
-    rows = list(dict.fromkeys(b[0] for b in bars))
-    end = max((b[3] for b in bars), default=1.0) or 1.0
-    left, h = 230, 22
-    scale = (width - left - 10) / end
-    out = [f'<svg width="{width}" height="{(len(rows) + 2) * h + 10}" {FONT}>']
-    for i, row in enumerate(rows):
-        out.append(f'<text x="4" y="{i * h + 15}">{html.escape(row)}</text>')
-    for row, what, t0, t1 in bars:
-        y = rows.index(row) * h
-        x, w = left + t0 * scale, max(1.0, (t1 - t0) * scale)
-        out.append(
-            f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{h - 6}" fill="{_color(what)}">'
-            f"<title>{html.escape(what)}: {t0:.0f}s to {t1:.0f}s ({t1 - t0:.0f}s)</title></rect>"
-        )
-        if w > 60:
-            out.append(
-                f'<text x="{x + 3:.1f}" y="{y + 15}" fill="white">{html.escape(what)}</text>'
-            )
-    for e in run.events:
-        if e.who.startswith("node/") or "restartCount" in e.what:
-            x = left + e.t * scale
-            out.append(
-                tag("line", x1=f"{x:.1f}", y1=0, x2=f"{x:.1f}", y2=len(rows) * h,
-                    stroke="#cc0000", stroke_dasharray="4,3")
-            )  # fmt: skip
-    y = len(rows) * h + 16
-    for s in range(0, int(end) + 1, max(60, int(end / 10) // 60 * 60 or 60)):
-        x = left + s * scale
-        out.append(f'<text x="{x:.1f}" y="{y}">{s // 60}:{s % 60:02d}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
-
-
-def svg_memory(run: Run, plan: dict[str, float], limit: float, width: int = 1000) -> str:
-    """Each pod's memory over time, the plan's estimates and the limit as dashed lines."""
-    height, left = 320, 60
-    series = {k: v for k, v in run.memory.items() if v}
-    end = max((s[-1][0] for s in series.values()), default=1.0) or 1.0
-    top = max(
-        [limit, *plan.values(), *(max(v for _, v in s) / MiB for s in series.values())], default=1.0
-    )
-    sx, sy = (width - left - 10) / end, (height - 30) / (top * 1.05)
-    out = [f'<svg width="{width}" height="{height + 20}" {FONT}>']
-    base = height - 20
-
-    def y_of(mib: float) -> str:
-        return f"{base - mib * sy:.1f}"
-
-    for gib in range(0, int(top / 1024) + 1):
-        out.append(tag("line", x1=left, y1=y_of(gib * 1024), x2=width, y2=y_of(gib * 1024),
-                       stroke="#eee"))  # fmt: skip
-        out.append(tag("text", f"{gib} GiB", x=4, y=y_of(gib * 1024 - 40 / sy)))
-    hues = [0, 120, 240, 30, 180, 300, 60, 270, 90]
-    for n, (pod, samples) in enumerate(sorted(series.items())):
-        pts = " ".join(f"{left + t * sx:.1f},{y_of(v / MiB)}" for t, v in samples)
-        color = f"hsl({hues[n % len(hues)]},70%,40%)"
-        title = tag("title", html.escape(pod), x=0)
-        out.append(tag("polyline", title, points=pts, fill="none", stroke=color, stroke_width=1.5))
-        t, v = samples[-1]
-        x = min(width - 150, left + t * sx + 2)
-        out.append(
-            tag("text", html.escape(pod.split("/")[0]), x=f"{x:.1f}", y=y_of(v / MiB), fill=color)
-        )
-    for what, mib in [*plan.items(), ("limit", limit)]:
-        out.append(tag("line", x1=left, y1=y_of(mib), x2=width, y2=y_of(mib), stroke="#555",
-                       stroke_dasharray="6,4"))  # fmt: skip
-        out.append(
-            tag("text", f"{html.escape(what)} {mib:.0f} MiB", x=left + 4, y=y_of(mib + 4 / sy))
-        )
-    out.append("</svg>")
-    return "\n".join(out)
+def memory_svg(run: Run, plan: dict[str, float], limit: float) -> str:
+    """Each pod's sampled memory (MiB), drawn as dglctl report draws dglrun's samples."""
+    series = [Series(pod, [(t, v / MiB) for t, v in s]) for pod, s in run.memory.items()]
+    return svg_memory(series, plan, limit)
 
 
 def write_report(path: Path, runs: list[Run], tables: str, summary: list[str]) -> None:
@@ -773,13 +658,13 @@ def write_report(path: Path, runs: list[Run], tables: str, summary: list[str]) -
     ]
     for run in runs:
         body.append(f"<h2>Timeline: {html.escape(run.name)}</h2>")
-        body.append(svg_timeline(run))
+        body.append(timeline_svg(run))
     body.append(f"<h2>Memory per pod: {html.escape(main.name)}</h2>")
     body.append(
         "<p>rss + shmem of each pod's memory cgroup, sampled twice a second; dashed: "
         "dglrun's plan (estimated before anything ran) and the Worker's limit.</p>"
     )
-    body.append(svg_memory(main, plan, limit))
+    body.append(memory_svg(main, plan, limit))
     body.append("<h2>Figures</h2><pre>" + html.escape(tables) + "</pre>")
     body.append("<h2>Events</h2><pre>")
     for run in runs:
@@ -804,22 +689,22 @@ def timeline_text(run: Run) -> str:
 def tables(run: Run, logs: str, claim: Path | None, elapsed: dict[str, tuple[float, int]]) -> str:
     out: list[str] = []
     prof = partition_profile(logs)
-    if prof["steps"]:
-        out.append(f"DistParMETIS on the 3 workers: edge cut {prof['cut']}")
+    if prof.peak:
+        out.append(f"DistParMETIS on the 3 workers: edge cut {prof.cut}")
         out.append("| step | time (s) | peak per rank (MiB) | sent to other ranks (MiB) |")
         out.append("| --- | --- | --- | --- |")
-        for step, v in prof["steps"].items():
-            secs = prof["seconds"].get(step)
-            ranks = " / ".join(f"{x:.0f}" for x in v["peak"])
-            sent = " / ".join(f"{x:.0f}" for x in v["sent"])
+        for step, peak in prof.peak.items():
+            secs = prof.seconds.get(step)
+            ranks = " / ".join(f"{x:.0f}" for x in peak)
+            sent = " / ".join(f"{x:.0f}" for x in prof.sent[step])
             out.append(f"| {step} | {'-' if secs is None else f'{secs:.1f}'} | {ranks} | {sent} |")
-        if "total" in prof["seconds"]:
-            out.append(f"| total | {prof['seconds']['total']:.1f} | | |")
+        if "total" in prof.seconds:
+            out.append(f"| total | {prof.seconds['total']:.1f} | | |")
     mem = run.plan
     out.append("")
     out.append("| step (dglrun's plan) | estimate (MiB) | measured peak (MiB) | limit (MiB) |")
     out.append("| --- | --- | --- | --- |")
-    ranks_peak = max((max(v["peak"]) for v in prof["steps"].values()), default=None)
+    ranks_peak = max((max(v) for v in prof.peak.values()), default=None)
     for step, v in mem.items():
         cells = [v.get(k, "-") for k in ("estimateMiB", "peakMiB", "limitMiB")]
         if step == "partition" and cells[1] == "-" and ranks_peak is not None:

@@ -28,14 +28,15 @@ from controller.api import (
     WORKER,
     DGLJob,
 )
+from dgljob.names import JOB_NAME_LABEL as JOB_NAME_LABEL  # (re-exported: the children use it)
 from kubeclient import PODGROUPS, Obj
 from podcontract.quantity import format_bytes, parse_quantity
 
-# Labels and annotations (the first three are the original operator's).
+# Labels and annotations (the first three are the original operator's; the job-name label is
+# dgljob.names.JOB_NAME_LABEL).
 REPLICA_NAME_LABEL = "dgl-replica-name"
 REPLICA_TYPE_LABEL = "dgl-replica-type"
 REPLICA_ANNOTATION = "dgl-replica"
-JOB_NAME_LABEL = "dgl.qihoo.net/job-name"
 ATTEMPT_ANNOTATION = "dgl.qihoo.net/restart-attempt"
 
 # The paths, env and ports of the pod contract are podcontract's; how spec fields map to them:

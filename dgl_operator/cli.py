@@ -6,6 +6,7 @@
     dglctl wait NAME [--for Succeeded] [--timeout 1h]
     dglctl results NAME ./results [--checkpoints] [--overwrite]
     dglctl events NAME                  dglctl suspend|resume|delete NAME
+    dglctl report NAME [-o report.html] [--watch] [--no-claim]
 
 Global flags: ``-n/--namespace``, ``--context``, ``--kubeconfig``. A failure prints one line,
 ``error: ...``, and exits 1 (2 for a usage error); ``wait`` exits 1 when the job fails.
@@ -20,9 +21,11 @@ import sys
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from dgl_operator.client import DGLJobClient, DGLJobError, InvalidJob, JobProgress
+from dgl_operator.report.readings import Readings
 from dgljob.names import GROUP
 from kubeclient import KubeError
 
@@ -163,6 +166,24 @@ def parser() -> argparse.ArgumentParser:
         help="a deleted job's results (its status.results)",
     )
     v.add_argument("--image", help="the reader pod's image (default: the job's launcher image)")
+    v = verb(
+        "report",
+        "write one HTML page of the job: every pod's timeline and memory, the partition's "
+        "steps, the bytes moved, the events",
+        (),
+    )
+    v.add_argument("name")
+    v.add_argument("-o", "--output", dest="dest", help="the page (default: NAME-report.html)")
+    v.add_argument(
+        "--watch", action="store_true", help="rewrite it every --interval until the job ends"
+    )
+    v.add_argument("--interval", type=duration, default=10.0, help="(default 10s)")
+    v.add_argument(
+        "--no-claim",
+        action="store_true",
+        help="do not read the logs kept on the job's claim (no reader pod; the pods' logs only)",
+    )
+    v.add_argument("--image", help="the claim reader pod's image (default: the launcher's)")
     v = verb("events", "the job's events, oldest first")
     v.add_argument("name")
     for name, help in (
@@ -244,6 +265,19 @@ def run(a: argparse.Namespace, client: DGLJobClient) -> int:
                   "job": res.source.job, "files": res.files, "bytes": res.bytes})  # fmt: skip
         else:
             print(res)
+    elif a.verb == "report":
+        dest = Path(a.dest or f"{a.name}-report.html")
+
+        def wrote(r: Readings) -> None:
+            print(f"{dest}: {r.phase}, {len(r.bars)} bars, {len(r.memory)} pods' memory",
+                  file=sys.stderr if a.watch else sys.stdout, flush=True)  # fmt: skip
+
+        client.report(
+            a.name, dest, watch=a.watch, interval=a.interval, claim=not a.no_claim,
+            image=a.image, on_write=wrote,
+        )  # fmt: skip
+        if a.watch:
+            print(f"{dest}: written (the job ended)")
     elif a.verb == "events":
         events = client.events(a.name)
         if out == "json":

@@ -11,6 +11,7 @@ VERSION = "v1alpha1"
 KIND = "DGLJob"
 API_VERSION = f"{GROUP}/{VERSION}"
 PLURAL = "dgljobs"
+JOB_NAME_LABEL = "dgl.qihoo.net/job-name"  # on every object the operator makes for a job
 
 # Replica types
 LAUNCHER = "Launcher"

@@ -21,6 +21,7 @@ from e2e.helpers import NODE_KUBECONFIG, figures, fresh_namespace
 from localcluster.cluster import ClusterError, k8s_binaries
 from localcluster.helm import install_operator
 from localcluster.node import DEFAULT_DIR, running
+from tests.support.browser import running_browser
 from tests.support.prerequisites import unavailable
 
 
@@ -114,3 +115,10 @@ def namespace(cluster: Any, operator: str) -> Iterator[str]:
 def other_namespace(cluster: Any, operator: str) -> Iterator[str]:
     """Another tenant's namespace (where attacks on a job come from)."""
     yield from fresh_namespace(cluster, "e2e-foe")
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless chromium for the tests that open dglctl report's page (tests.support.browser)."""
+    with running_browser() as driver:
+        yield driver

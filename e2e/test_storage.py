@@ -49,6 +49,8 @@ from e2e.helpers import (
     wait_ready,
 )
 from kubeclient import NETWORKPOLICIES, PODS, NotFound, RestClient
+from podcontract import logline
+from tests.support.browser import open_page
 from tests.support.waiting import wait_for
 
 EPOCHS = 8
@@ -181,10 +183,16 @@ def test_the_notebook_submits_follows_collects_and_scores_the_model(
     assert abs(here - whole["accuracy"]) <= 0.005, scored
 
 
-def test_a_worker_lost_at_epoch_k_resumes_there_without_partitioning_again(
-    cluster: Any, ns: str, whole: dict[str, Any]
-) -> None:
-    apply(cluster, storage_job(ns, "cut", backoffLimit=1))
+@pytest.fixture(scope="module")
+def cut(cluster: Any, ns: str) -> dict[str, Any]:
+    """The job "cut": a worker deleted after 2 epochs, restarted (backoffLimit 1) and resumed;
+    the client follows its log from the first line; memory samples every 2 s (dglctl report's
+    plot). Its object when done, and the lines followed."""
+    job = storage_job(ns, "cut", backoffLimit=1)
+    for role in ("Launcher", "Worker"):
+        main = job["spec"]["dglReplicaSpecs"][role]["template"]["spec"]["containers"][0]
+        main.setdefault("env", []).append({"name": logline.SAMPLE_ENV, "value": "2"})
+    apply(cluster, job)
     # the client follows the launcher's log from its first line, across the restart
     followed: list[str] = []
     jobs = DGLJobClient(ns, kubeconfig=str(cluster.kubeconfig))
@@ -196,6 +204,13 @@ def test_a_worker_lost_at_epoch_k_resumes_there_without_partitioning_again(
     done = wait_finished(cluster, ns, "cut", timeout=900)
     follower.join(120)
     assert not follower.is_alive(), "logs(follow=True) did not end with the job"
+    return {"job": done, "followed": followed}
+
+
+def test_a_worker_lost_at_epoch_k_resumes_there_without_partitioning_again(
+    cluster: Any, ns: str, whole: dict[str, Any], cut: dict[str, Any]
+) -> None:
+    done, followed = cut["job"], cut["followed"]
     marker = "--- cut-launcher was replaced (launcher 2): its log follows"
     assert marker in followed, followed[-40:]
     first, second = "\n".join(followed).split(marker)
@@ -226,6 +241,55 @@ def test_a_worker_lost_at_epoch_k_resumes_there_without_partitioning_again(
         f"{seconds(done):.0f}s in all (partitions reused, resumed at epoch {resumed}) vs "
         f"{whole['seconds']:.0f}s uninterrupted; test accuracy {acc:.4f} vs {whole['accuracy']:.4f}"
     )
+
+
+def test_dglctl_report_of_the_restarted_job_in_a_browser(
+    cluster: Any, ns: str, cut: dict[str, Any], browser: Any, tmp_path: Path
+) -> None:
+    """``dglctl report cut``: one page from the API server (the job, its pods, the Events of the
+    first attempt's pods, deleted since) and the claim (both attempts' stamped logs, read
+    through a reader pod); in chromium, a bar per pod and step, a memory line per pod and
+    attempt that sampled, nothing in the console."""
+    from selenium.webdriver.common.by import By
+
+    page = tmp_path / "cut.html"
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    run = subprocess.run(
+        [sys.executable, "-m", "dgl_operator", "-n", ns, "report", "cut", "-o", str(page)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert open_page(browser, page) == []
+    bars = [
+        (b.get_attribute("data-row") or "", b.get_attribute("data-step") or "")
+        for b in browser.find_elements(By.CSS_SELECTOR, "svg#timeline rect.bar")
+    ]
+    assert len(bars) == len(set(bars)), bars  # one bar per pod (and attempt) and step
+    rows = {row for row, _ in bars}
+    for n in (1, 2):  # both attempts, their pods (the first's from their Events)
+        for replica in ("launcher", "worker-0", "worker-1"):
+            assert any(r.startswith(f"{replica} #{n} (") for r in rows), (replica, n, rows)
+    # both attempts' steps, from both launchers' logs on the claim
+    steps = {n: {step for row, step in bars if row == f"job, attempt {n}"} for n in (1, 2)}
+    assert {"train epoch 1", "train epoch 2"} <= steps[1] and "evaluate" not in steps[1], steps
+    assert {f"train epoch {EPOCHS}", "evaluate"} <= steps[2], steps
+    resumed = cut["job"]["status"]["resume"]["epoch"]
+    second = {step for row, step in bars if row.startswith("worker-1 #2 (")}
+    assert {f"train epoch {e}" for e in range(resumed + 1, EPOCHS + 1)} | {"evaluate"} <= second
+    first = {step for row, step in bars if row.startswith("worker-1 #1 (")}  # deleted mid-epoch
+    assert {"train epoch 1", "train epoch 2"} <= first and "evaluate" not in first, first
+    lines = [
+        p.get_attribute("data-pod")
+        for p in browser.find_elements(By.CSS_SELECTOR, "svg#memory polyline.pod")
+    ]
+    assert len(lines) == len(set(lines)), lines
+    assert {"launcher #1", "launcher #2", "worker-0 #2", "worker-1 #2"} <= set(lines), lines
+    assert browser.find_elements(By.CSS_SELECTOR, "svg#memory line.limit")
+    text = browser.find_element(By.TAG_NAME, "body").text
+    for shown in ("DGLJobRestarting", "Killing", "pulled by its worker", "Succeeded"):
+        assert shown in text, shown
+    browser.save_screenshot(str(tmp_path / "cut.png"))
+    figure(f"dglctl report cut: {len(bars)} bars in {len(rows)} rows, {len(lines)} pods' memory")
 
 
 def test_results_outlive_the_job_and_dglctl_copies_them_from_where_its_status_said(

@@ -124,6 +124,18 @@ TOOLS: dict[str, Tool] = {
             why="pushes an image tarball to a registry (docs/operations.md's install path)",
         ),
         _debian(
+            "chromium",
+            "chromium",
+            "chromium",
+            why="the headless browser tests/browser opens HTML pages in (dglctl report's)",
+        ),
+        _debian(
+            "chromedriver",
+            "chromium-driver",
+            "chromedriver",
+            why="chromium's WebDriver server: selenium drives the browser through it",
+        ),
+        _debian(
             "docker-registry",
             "docker-registry",
             "docker-registry",
@@ -358,6 +370,12 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
             "tests/launcher: network namespaces, memory cgroups",
         ),
         EntryPoint(
+            "test-browser",
+            (*_VENV, "chromium", "chromedriver"),
+            ("tests/browser",),
+            "tests/browser: HTML pages in headless chromium, driven by selenium",
+        ),
+        EntryPoint(
             "test-examples",
             (*_VENV, "mpi", "ip"),
             ("tests/support/dgl_python.py",),
@@ -383,8 +401,8 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
         ),
         EntryPoint(
             "test-e2e",
-            (*_NODE, *_IMAGES, "helm", "mpi", "kueue"),
-            (*_CLUSTER_CODE, *_IMAGE_CODE, "hack/kueue.sh"),
+            (*_NODE, *_IMAGES, "helm", "mpi", "kueue", "chromium", "chromedriver"),
+            (*_CLUSTER_CODE, *_IMAGE_CODE, "hack/kueue.sh", "tests/support/browser.py"),
             "e2e/: the local cluster",
         ),
         EntryPoint(
@@ -396,7 +414,7 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
         EntryPoint(
             "bench",
             (*_NODE, *_IMAGES, "helm", "mpi", "prometheus", "coscheduling", "kueue"),
-            ("localcluster", "hack", "tests/support"),
+            ("localcluster", "hack"),  # (bench imports nothing of tests/)
             "make bench",
         ),
     )

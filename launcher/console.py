@@ -23,6 +23,7 @@ from launcher.memplan import PlanError, Step
 from launcher.timeplan import Estimate
 from launcher.workers import oom
 from launcher.workers.remote import peak_mb
+from podcontract import logline
 
 TOTAL = 5
 NORMAL, WARNING = "Normal", "Warning"  # the types of a Kubernetes Event (Progress.event)
@@ -119,16 +120,20 @@ class Console:
             self._write(text)
             if self._copy is not None:
                 try:
-                    self._copy.write(text + "\n")
+                    self._copy.write(logline.stamped(text) + "\n")
                 except OSError:
                     self._copy = None  # (the storage went away: the pod's log still has it)
 
     def copy_to(self, file: IO[str] | None) -> None:
-        """Also write every line to ``file`` (the job's storage keeps the log)."""
+        """Also write every line to ``file`` (the job's storage keeps the log), each with its
+        time first (:func:`podcontract.logline.stamped`)."""
         with self._lock:
             self._copy = file
 
     def line(self, label: str, text: str) -> None:
+        if logline.memory_mib(text) is not None:  # (a sample of the pod's: for the log only)
+            self.say(f"[{label}] {text}")
+            return
         peak, killed = peak_mb(text), oom.parse_line(text)
         with self._lock:
             # launcher.workers.remote's own last words are not what the process said
@@ -187,6 +192,29 @@ def phase(console: Console, report: Report, k: int, name: str) -> Iterator[None]
     took = time.monotonic() - started
     report.seconds[name] = took
     console.say(f"[{k}/{TOTAL}] {name} done in {took:.1f}s")
+
+
+@contextmanager
+def memory_samples(console: Console, label: str) -> Iterator[None]:
+    """While inside, say this pod's memory as ``[label] <memory line>`` every
+    :func:`~podcontract.logline.sample_seconds` (the launcher's and the partitioner's pods:
+    the workers' processes say theirs through launcher.workers.remote). Nothing where no memory
+    cgroup can be read."""
+    stop = threading.Event()
+    every = logline.sample_seconds()
+    if every and oom.held() is not None:
+
+        def sample() -> None:
+            while not stop.wait(every):
+                used = oom.held()
+                if used is not None:
+                    console.say(f"[{label}] " + logline.MEMORY_LINE.format(mib=used / (1 << 20)))
+
+        threading.Thread(target=sample, name="memory-sample", daemon=True).start()
+    try:
+        yield
+    finally:
+        stop.set()
 
 
 def mb(n: int) -> str:

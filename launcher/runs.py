@@ -19,11 +19,21 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from launcher import memplan, programs
-from launcher.console import TOTAL, USER_ERRORS, Console, NoProgress, PhaseError, Report, phase
+from launcher.console import (
+    TOTAL,
+    USER_ERRORS,
+    Console,
+    NoProgress,
+    PhaseError,
+    Report,
+    memory_samples,
+    phase,
+)
 from launcher.delivery.wire import TransferError, build_manifest
 from launcher.options import Options
 from launcher.partition import output as parts
@@ -330,7 +340,8 @@ def run(opts: Options, console: Console | None = None) -> int:
     progress = console.progress
     report = Report()
     try:
-        code = _run(opts, console, report)
+        with memory_samples(console, _role(opts)) if opts.transport != "local" else nullcontext():
+            code = _run(opts, console, report)
     except BaseException:
         progress.finish(FAILED)
         raise
@@ -338,12 +349,16 @@ def run(opts: Options, console: Console | None = None) -> int:
     return code
 
 
+def _role(opts: Options) -> str:
+    """This pod's role: its log's name on the claim, its memory samples' label."""
+    return "partitioner" if opts.phase == PHASE_PARTITIONER else "launcher"
+
+
 def _run(opts: Options, console: Console, report: Report) -> int:
     try:
         if opts.storage is not None:
             opts.storage.prepare()
-            role = "partitioner" if opts.phase == PHASE_PARTITIONER else "launcher"
-            console.copy_to(keeping.open_log(opts.storage, role))
+            console.copy_to(keeping.open_log(opts.storage, _role(opts)))
         if opts.global_batch is not None:
             trainers = opts.num_partitions * opts.num_trainers
             console.say(

@@ -153,11 +153,11 @@ def test_the_printed_timeline_lists_every_bar_in_time_order() -> None:
 
 def test_the_report_draws_every_bar_and_every_pods_memory(tmp_path: Path) -> None:
     run = recorded()
-    timeline = ET.fromstring(dl.svg_timeline(run))
+    timeline = ET.fromstring(dl.timeline_svg(run))
     rects = [e for e in timeline.iter("rect")]
     assert len(rects) == len(dl.phase_bars(run))
     assert all(float(r.get("width", "0")) > 0 for r in rects)
-    memory = ET.fromstring(dl.svg_memory(run, {"plan: partition": 2600.0}, 6912.0))
+    memory = ET.fromstring(dl.memory_svg(run, {"plan: partition": 2600.0}, 6912.0))
     assert len(list(memory.iter("polyline"))) == 2
     labels = "".join(t.text or "" for t in memory.iter("text"))
     assert "plan: partition 2600 MiB" in labels and "limit 6912 MiB" in labels

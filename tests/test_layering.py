@@ -12,8 +12,8 @@ nothing of caches; informers know nothing of the controller; nothing imports the
 (whose parts stand on floors, CONTROLLER_FLOORS: machinery <- job logic <- the lifecycle's
 steps <- the sync handler, the wiring and main);
 dgljob (the DGLJob API: typed model, parser, names) only podcontract; the controller and
-dgl_operator (the users' client and dglctl) share it, and dgl_operator imports only it and
-kubeclient;
+dgl_operator (the users' client and dglctl) share it, and dgl_operator imports only it,
+kubeclient and podcontract (the log lines its report reads);
 and none of them imports the development code (localcluster, tests, e2e, bench).
 
 Development code: localcluster (this machine's single-node Kubernetes) imports no project
@@ -94,7 +94,7 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     ),
     # the users' client and dglctl: the API client and nothing of the operator's side (it
     # speaks to the API server as kubectl does); tqdm draws its progress bar when installed
-    "dgl_operator": ({"kubeclient", "dgljob"}, {"kubernetes", "yaml", "tqdm"}),
+    "dgl_operator": ({"kubeclient", "dgljob", "podcontract"}, {"kubernetes", "yaml", "tqdm"}),
     # out-of-core workers: the .npy layout (numpy; distpart writes it) and DGL 2.1's patch
     "outofcore": (set(), {"numpy", "torch", "dgl"}),
     # -- development code -----------------------------------------------------------------------
@@ -117,10 +117,14 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
             "numpy",
             "torch",
             "dgl",
+            "selenium",  # tests/browser: HTML pages in headless chromium
         },
     ),
     # the operator on a real cluster: localcluster's node, and the helpers shared with tests/
-    "e2e": (PRODUCT | {"localcluster", "tests.support"}, {"pytest", "pytest_kubernetes", "yaml"}),
+    "e2e": (
+        PRODUCT | {"localcluster", "tests.support"},
+        {"pytest", "pytest_kubernetes", "yaml", "selenium"},
+    ),
     # benchmarks: localcluster's control plane and node, the operator's own packages, and their
     # shared helpers as bench.support (the package's own: a benchmark imports no other one)
     # (bench/ooc_profile.py runs inside DGL's processes, to time DGL's functions, and keeps

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from dgl_operator.client import logs as logs_mod
+from dgl_operator.client import report as report_mod
 from dgl_operator.client import results as results_mod
 from dgl_operator.client.errors import (
     ApiRefused,
@@ -46,6 +47,7 @@ from dgl_operator.client.errors import (
 )
 from dgl_operator.client.spec import manifest, typed
 from dgl_operator.client.status import JobProgress, ended, failure, phase, reached
+from dgl_operator.report.readings import Readings
 from dgljob.model import DGLJob
 from dgljob.names import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from kubeclient import EVENTS, ApiError, Gone, NotFound, Resource, RestClient, TransportError
@@ -415,6 +417,38 @@ class DGLJobClient:
         return results_mod.copy(
             self.api, src, Path(dest), checkpoints=checkpoints, overwrite=overwrite
         )
+
+    # -- the report ---------------------------------------------------------------------------
+
+    def report(
+        self,
+        name: str,
+        dest: str | Path,
+        *,
+        namespace: str | None = None,
+        watch: bool = False,
+        interval: float = 10.0,
+        claim: bool = True,
+        image: str | None = None,
+        on_write: Callable[[Readings], None] | None = None,
+    ) -> Readings:
+        """Write one self-contained HTML page of the job to ``dest``: the timeline of every pod
+        and attempt, each pod's memory against its limit and the plan, the partition's steps,
+        the bytes moved, the Events (:mod:`dgl_operator.report`). ``watch``: rewrite it every
+        ``interval`` seconds until the job ends. ``claim=False``: do not read the claim's logs
+        (a job with ``spec.storage`` keeps every attempt's there; without, the pods' logs are
+        all there is). Returns the last readings."""
+        ns = self._ns(namespace)
+        self._get(name, ns)  # (JobNotFound now)
+        readings: Readings = self._call(
+            lambda: report_mod.report(
+                self.api, ns, lambda: self._get(name, ns), Path(dest), watch=watch,
+                interval=interval, claim=claim, image=image, on_write=on_write,
+            ),
+            name,
+            ns,
+        )  # fmt: skip
+        return readings
 
 
 def _event_time(e: dict[str, Any]) -> str:

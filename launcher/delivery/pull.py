@@ -19,7 +19,6 @@ import hashlib
 import http.client
 import json
 import os
-import re
 import sys
 import time
 import urllib.error
@@ -33,9 +32,9 @@ from typing import Any
 from launcher import checksums, programs
 from launcher.checksums import file_sha256
 from launcher.delivery.wire import TransferError, read_token
-from podcontract import TRANSFER_TOKEN_PATH
+from podcontract import TRANSFER_TOKEN_PATH, logline
 
-PROGRESS = re.compile(r"^pull: part (\d+): (\d+)/(\d+) bytes\b")
+PROGRESS = logline.PULL
 CHUNK = 1 << 20
 CONNECT_RETRIES = 6  # attempts per request before giving up (backoff 0.5 s, doubling)
 CORRUPT_RETRIES = 3

@@ -92,6 +92,24 @@ def limit(root: Path = CGROUP, proc: Path = PROC_CGROUP) -> int | None:
     return int(text) if text.isdigit() and int(text) < UNLIMITED else None
 
 
+def held(root: Path = CGROUP, proc: Path = PROC_CGROUP) -> int | None:
+    """Bytes the processes of this process's memory cgroup hold: anonymous memory and shared
+    memory (DGL's shared-memory graph), not the page cache (``memory.stat``: v2's ``anon +
+    shmem``, v1's ``total_rss + total_shmem``); None without a memory cgroup."""
+    found = _memory_cgroup(root, proc)
+    if found is None:
+        return None
+    folder, files = found
+    stat = dict(
+        ln.split(" ", 1) for ln in (_read(folder / "memory.stat") or "").splitlines() if " " in ln
+    )
+    keys = ("anon", "shmem") if files == V2 else ("total_rss", "total_shmem")
+    try:
+        return sum(int(stat.get(k, "0")) for k in keys) if keys[0] in stat else None
+    except ValueError:
+        return None
+
+
 def describe_limit(n: int | None) -> str:
     if n is None:
         return "none"

@@ -10,13 +10,15 @@
   sets beside its memory plan. If the kernel killed CMD for memory (SIGKILL while the
   container's OOM-kill count rose, :mod:`launcher.workers.oom`), a line before it says so, naming
   the pod. ``--keep-session`` runs CMD in this process's session instead (the local transport
-  stops a whole session at once).
+  stops a whole session at once). While CMD runs, a line on stderr every 10 s gives the pod's
+  memory (``podcontract.logline``: what ``dglctl report`` plots).
 * ``kill --pidfile P... [--grace S]`` sends SIGTERM to each recorded session, then SIGKILL.
   A kill may arrive before ``run`` has recorded its session: it then leaves ``P.cancelled``,
   which ``run`` checks after recording, so the process is stopped whichever comes first.
 * ``manifest DIR`` prints ``{"relative/path": [size, sha256], ...}`` for verifying copies.
 
-Standard library only: worker images carry dglrun but nothing else of the operator.
+Standard library and podcontract only: worker images carry dglrun but nothing else of the
+operator.
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from launcher import programs
 from launcher.workers import oom
+from podcontract import logline
 
 
 def _manifest(root: Path) -> dict[str, list[object]]:
@@ -46,6 +50,7 @@ def _manifest(root: Path) -> dict[str, list[object]]:
 
 
 RANK_ENV = "OMPI_COMM_WORLD_RANK"
+POD_ENV = "KUBERNETES_SERVICE_HOST"  # set in every pod: memory is sampled there only
 PEAK_LINE = "launcher.remote: peak memory {mib:.1f} MiB"
 PEAK_RE = re.compile(r"^launcher\.remote: peak memory ([0-9.]+) MiB$")
 # How an MPI rank's command ended, when not with 0: mpirun's own report of it is not always
@@ -96,9 +101,11 @@ def _run(pidfile: Path, cmd: list[str], keep_session: bool = False) -> int:
         signal.signal(sig, forward)
     if cancelled.exists():  # a kill came before the pidfile: it is ours to carry out
         kill_sessions([proc.pid], grace=5.0)
+    sampling = _sample_memory(proc)
     try:
         code = proc.wait()
     finally:
+        sampling.set()
         with contextlib.suppress(FileNotFoundError):
             pidfile.unlink()
     if watch.killed(code):
@@ -110,6 +117,27 @@ def _run(pidfile: Path, cmd: list[str], keep_session: bool = False) -> int:
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
     print(PEAK_LINE.format(mib=peak), file=sys.stderr, flush=True)
     return 128 - code if code < 0 else code
+
+
+def _sample_memory(proc: subprocess.Popen[bytes]) -> threading.Event:
+    """Print the pod's memory (:data:`podcontract.logline.MEMORY_LINE`) every
+    :func:`~podcontract.logline.sample_seconds` while ``proc`` runs; set the event returned to
+    stop. Only in a pod (not under dglrun's local transport), and where a memory cgroup can be
+    read."""
+    stop = threading.Event()
+    every = logline.sample_seconds()
+    if not every or not os.environ.get(POD_ENV) or oom.held() is None:
+        return stop
+
+    def sample() -> None:
+        while not stop.wait(every) and proc.poll() is None:
+            used = oom.held()
+            if used is not None:
+                line = logline.MEMORY_LINE.format(mib=used / (1 << 20))
+                print(line, file=sys.stderr, flush=True)
+
+    threading.Thread(target=sample, name="memory-sample", daemon=True).start()
+    return stop
 
 
 def signal_name(number: int) -> str:

@@ -270,6 +270,49 @@ def test_wait_returns_once_succeeded_and_progress_follows_the_epochs(
         jobs.results("ok", "unused")
 
 
+def test_dglctl_report_reads_the_job_its_pods_and_events_and_names_what_it_cannot(
+    jobs: DGLJobClient, namespace: str, operator: InProcessOperator, api: RestClient,
+    control_plane: ControlPlane, tmp_path: Path,
+) -> None:  # fmt: skip
+    """The report of a job run by a test kubelet: a row per pod from the API's objects, the
+    operator's Events; no launcher log to read (no kubelet serves it): said on the page. Bad
+    input is one line: a job that is not there, a page that cannot be written."""
+    jobs.create(seed("seen"))
+    kubelet = Kubelet(api, namespace)
+    names = ["seen-worker-0", "seen-worker-1", "seen-partitioner"]
+    wait_for(lambda: set(names) <= pods(api, namespace), what="the pods", timeout=LIVE_TIMEOUT)
+    for i, name in enumerate(names):
+        kubelet.run(name, f"10.0.7.{i + 1}")
+    kubelet.finish("seen-partitioner", seconds=3)
+    wait_for(lambda: "seen-launcher" in pods(api, namespace), what="the launcher",
+             timeout=LIVE_TIMEOUT)  # fmt: skip
+    kubelet.run("seen-launcher", "10.0.7.9")
+    kubelet.finish("seen-launcher")
+    jobs.wait("seen", timeout=LIVE_TIMEOUT)
+    wait_for(lambda: "DGLJobSucceeded" in [e["reason"] for e in jobs.events("seen")],
+             what="the DGLJobSucceeded Event", timeout=LIVE_TIMEOUT)  # fmt: skip
+
+    page = tmp_path / "seen.html"
+    cli = dglctl(control_plane, namespace, "report", "seen", "-o", str(page))
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout.startswith(f"{page}: Succeeded, ")
+    html = page.read_text()
+    for row in ("worker-0 #1", "worker-1 #1", "launcher #1", "partitioner #1"):
+        assert f'data-row="{row} (' in html, row
+    assert "DGLJobSucceeded" in html and "DGLJobCreated" in html
+    assert f"the log of pod {namespace}/seen-launcher could not be read" in html
+
+    missing = dglctl(control_plane, namespace, "report", "nope", "-o", str(tmp_path / "x.html"))
+    assert missing.returncode == 1 and missing.stderr.startswith("error: ")
+    assert "nope" in missing.stderr and "Traceback" not in missing.stderr
+    unwritable = tmp_path / "no" / "such" / "folder" / "seen.html"
+    bad = dglctl(control_plane, namespace, "report", "seen", "-o", str(unwritable))
+    assert bad.returncode == 1, bad.stderr
+    assert bad.stderr == (
+        f"error: cannot write the report to {unwritable}: No such file or directory\n"
+    )
+
+
 def test_wait_raises_the_operators_reason_when_the_job_fails(
     jobs: DGLJobClient, namespace: str, operator: InProcessOperator, api: RestClient,
     control_plane: ControlPlane,

@@ -26,7 +26,7 @@ from controller.machinery.metrics import Metrics
 from controller.status.conditions import now_rfc3339
 from controller.status.pod_state import is_terminating as terminating
 from informers.factory import SharedInformerFactory
-from kubeclient import EVENTS, NODES, PODS, Obj, Resource
+from kubeclient import EVENTS, NODES, PODS, Conflict, Obj, Resource
 from tests.fakekube import FakeKube
 from tests.support.dgljobs import load_fixture
 from tests.support.waiting import wait_for
@@ -152,6 +152,19 @@ class Harness:
 
     def job(self, name: str = "dgl-graphsage") -> Obj:
         return self.kube.get(DGLJOBS, NS, name)
+
+    def edit_job(self, edit: Callable[[Obj], None], name: str = "dgl-graphsage") -> Obj:
+        """A user's edit of the job's spec: read, ``edit`` in place, replace; on a 409 (the
+        operator wrote the status between the read and the write) read again and redo it, as
+        client-go's RetryOnConflict does."""
+        for _ in range(50):
+            raw = self.job(name)
+            edit(raw)
+            try:
+                return self.kube.replace(DGLJOBS, NS, name, raw)
+            except Conflict:
+                continue
+        raise AssertionError(f"50 conflicts in a row replacing dgljob {name}")
 
     def status(self, name: str = "dgl-graphsage") -> Obj:
         st: Obj = self.job(name).get("status") or {}

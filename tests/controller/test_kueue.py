@@ -398,10 +398,12 @@ def test_templates_changed_while_admitted_stop_the_attempt_and_queue_a_new_workl
     kueue_writes(h, admitted_status())
     h.wait_pods(W0, W1, PART)
     first = workload(h)
-    raw = h.job()
-    main = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    main["resources"] = {"requests": {"cpu": "8", "memory": "64Gi"}}
-    h.kube.replace(DGLJOBS, NS, "dgl-graphsage", raw)
+
+    def more(raw: dict[str, Any]) -> None:
+        main = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        main["resources"] = {"requests": {"cpu": "8", "memory": "64Gi"}}
+
+    h.edit_job(more)  # (retried on a 409: the operator writes the status meanwhile)
     wait_for(
         lambda: (
             [w["metadata"]["uid"] for w in h.kube.objects(WORKLOADS, NS)]

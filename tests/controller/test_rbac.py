@@ -135,6 +135,13 @@ def _run_scenarios(h: Harness) -> None:
     h.settle()
 
 
+def worker_main(raw: dict[str, Any]) -> dict[str, Any]:
+    main: dict[str, Any] = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"][
+        "containers"
+    ][0]
+    return main
+
+
 def _run_kueue_scenario(h: Harness) -> None:
     """A queued job with a priority class: its Workload made, admitted on a flavor, evicted
     (the reservation cleared), admitted again, then failed (the Workload Finished)."""
@@ -163,11 +170,8 @@ def _run_kueue_scenario(h: Harness) -> None:
     kueue_writes(h, admitted_status())
     wait_for(lambda: "queued-worker-0" in h.pods(), what="the pods again")
     # its templates changed while admitted: the attempt stops, the Workload is replaced
-    raw = h.kube.get(DGLJOBS, NS, "queued")
-    main = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    main["resources"] = {"requests": {"cpu": "2"}}
     old = workload(h)["metadata"]["uid"]
-    h.kube.replace(DGLJOBS, NS, "queued", raw)
+    h.edit_job(lambda raw: worker_main(raw).update(resources={"requests": {"cpu": "2"}}), "queued")
     wait_for(
         lambda: [w["metadata"]["uid"] for w in h.kube.objects(WORKLOADS, NS)] not in ([], [old]),
         what="the Workload replaced",

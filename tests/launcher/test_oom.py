@@ -14,7 +14,8 @@ import pytest
 
 from launcher.console import Console, OutOfMemory, PhaseError, Report, phase
 from launcher.workers import oom
-from podcontract import OOM_PREFIX
+from launcher.workers import remote as remote_mod
+from podcontract import OOM_PREFIX, logline
 from tests.launcher.helpers import FIXTURES, dglrun, in_cgroup, memory_cgroup
 from tests.support.paths import REPO
 
@@ -158,3 +159,48 @@ def test_dglrun_ends_oomkilled_naming_the_trainer_and_its_worker(
         "container's memory limit, 400 MiB); train failed: trainer 0 on worker-1"
     ), last
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("v2", [False, True], ids=["cgroup-v1", "cgroup-v2"])
+def test_what_the_pods_processes_hold_is_anon_and_shared_memory(tmp_path: Path, v2: bool) -> None:
+    root, proc = cgroup_tree(tmp_path, v2, kills=0, limit="max")
+    folder = root / ("" if v2 else "memory") / "pod" / "c"
+    stat = (
+        "anon 1000\nfile 99999\nshmem 24\n"
+        if v2
+        else "rss 7\nshmem 3\ncache 99999\ntotal_rss 1000\ntotal_shmem 24\ntotal_cache 99999\n"
+    )
+    (folder / "memory.stat").write_text(stat)
+    assert oom.held(root, proc) == 1024  # (the page cache not counted)
+    (folder / "memory.stat").write_text("nothing 1\n")
+    assert oom.held(root, proc) is None
+    assert oom.held(tmp_path / "nowhere", proc) is None
+
+
+SAMPLED = "x = bytearray(64 << 20)\nfor i in range(0, len(x), 4096): x[i] = 1\nimport time\n" \
+    "time.sleep(1.5)"  # fmt: skip
+
+
+def test_launcher_remote_samples_its_pods_memory_in_a_pod_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a pod (KUBERNETES_SERVICE_HOST set), launcher.workers.remote says what its memory
+    cgroup holds every DGLRUN_MEMORY_SAMPLE_SECONDS while its command runs (dglctl report's
+    memory plot); the console keeps the samples out of what a process last said."""
+    monkeypatch.setenv(logline.SAMPLE_ENV, "0.3")
+    with memory_cgroup(256) as group:
+        monkeypatch.setenv(remote_mod.POD_ENV, "10.96.0.1")
+        in_pod = remote(group, SAMPLED, tmp_path)
+        monkeypatch.delenv(remote_mod.POD_ENV)
+        outside = remote(group, SAMPLED, tmp_path)
+    assert in_pod.returncode == 0, in_pod.stderr
+    samples = [logline.memory_mib(ln) for ln in in_pod.stderr.splitlines()]
+    figures = [s for s in samples if s is not None]
+    assert len(figures) >= 2 and max(figures) >= 60, in_pod.stderr  # the 64 MiB it holds
+    assert outside.returncode == 0 and "memory sample" not in outside.stderr, outside.stderr
+    out: list[str] = []
+    console = Console(write=out.append)
+    console.line("job-worker-0/trainer-0", "epoch 0 loss 1.0")
+    console.line("job-worker-0/trainer-0", logline.MEMORY_LINE.format(mib=812.4))
+    assert console.last_line("job-worker-0/trainer-0") == "epoch 0 loss 1.0"
+    assert out[-1] == "[job-worker-0/trainer-0] memory sample: 812 MiB"

@@ -24,7 +24,8 @@ def tool_paths(*tools: str) -> dict[str, Path]:
         unavailable(f"hack/tools.sh {' '.join(tools)} did not run: {e}")
     if out.returncode != 0:
         unavailable(
-            f"hack/tools.sh {' '.join(tools)} failed ({out.returncode}): {out.stderr.strip()}"
+            f"hack/tools.sh {' '.join(tools)} failed ({out.returncode}): {out.stderr.strip()} "
+            f"(as root, `hack/tools.sh {' '.join(tools)}` installs what is missing)"
         )
     paths: dict[str, Path] = {}
     for line in out.stdout.splitlines():

@@ -1,0 +1,170 @@
+"""``dglctl report``: collect what the API server and the job's claim hold of one DGLJob and
+write :mod:`dgl_operator.report`'s page.
+
+* the job, its pods (``dgl.qihoo.net/job-name``), and the Events of both (a pod gone since is
+  known by its Events while they last: an hour by default);
+* dglrun's logs with their times: the launcher's and the partitioner's pods' (``kubectl logs
+  --timestamps``), and for a job with ``spec.storage`` every attempt's stamped copy on the claim
+  (through a reader pod, :mod:`dgl_operator.client.results`; ``claim=False``: not).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dgl_operator.client import results as results_mod
+from dgl_operator.client.errors import DGLJobError, NoResults, ResultsCopyFailed
+from dgl_operator.client.logs import main_container, started
+from dgl_operator.report.page import page
+from dgl_operator.report.readings import Log, Readings, read, stamped_lines
+from dgljob.names import JOB_NAME_LABEL
+from kubeclient import EVENTS, PODS, ApiError, NotFound, RestClient, TransportError
+
+ROLES = ("partitioner", "launcher")  # the pods whose log is dglrun's
+
+
+def pod_log(api: RestClient, namespace: str, pod: dict[str, Any]) -> list[str]:
+    """A pod's main container's log, each line with the kubelet's time ([] if none yet; an
+    :class:`ApiError` when the API server cannot give it)."""
+    container = main_container(pod)
+    if not started(pod, container):
+        return []
+    query = {"container": container, "timestamps": True}
+    name = pod["metadata"]["name"]
+    try:
+        with contextlib.closing(api.stream(PODS, namespace, name, "log", query=query)) as s:
+            return s.read().decode(errors="replace").splitlines()
+    except (NotFound, TransportError):
+        return []
+
+
+def claim_logs(api: RestClient, job: dict[str, Any], image: str | None) -> list[Log]:
+    """Every attempt's log kept on the job's claim (none without ``spec.storage``)."""
+    try:
+        src = results_mod.source_of(job)
+    except NoResults:
+        return []
+    if image:
+        src.image = image
+    out: list[Log] = []
+    with tempfile.TemporaryDirectory(prefix="dglctl-report-") as tmp:
+        got = results_mod.copy(api, src, Path(tmp) / "run")
+        files = sorted((got.dest / "logs").rglob("*.log"))
+        counts: dict[str, int] = {}
+        for f in files:
+            role = f.name.split("-")[0]
+            if role not in ROLES:
+                continue
+            counts[role] = counts.get(role, 0) + 1
+            lines = stamped_lines(f.read_text(errors="replace").splitlines())
+            out.append(Log(role, counts[role], lines))
+    return out
+
+
+def collect(
+    api: RestClient,
+    namespace: str,
+    job: dict[str, Any],
+    *,
+    claim: bool = True,
+    image: str | None = None,
+    kept: list[Log] | None = None,
+) -> tuple[Readings, list[Log]]:
+    """The readings of ``job`` now, and the claim's logs read (``kept``: those read before,
+    not read again)."""
+    name = job["metadata"]["name"]
+    pods = api.list(PODS, namespace, label_selector=f"{JOB_NAME_LABEL}={name}").get("items") or []
+    events = [
+        e
+        for e in api.list(EVENTS, namespace).get("items") or []
+        if str((e.get("involvedObject") or {}).get("name", "")) == name
+        or (
+            (e.get("involvedObject") or {}).get("kind") == "Pod"
+            and str((e.get("involvedObject") or {}).get("name", "")).startswith(name + "-")
+        )
+    ]
+    stored = kept
+    if stored is None:
+        stored = claim_logs(api, job, image) if claim else []
+    logs = list(stored)
+    notes: list[str] = []
+    for role in ROLES:
+        pod = next((p for p in pods if p["metadata"]["name"] == f"{name}-{role}"), None)
+        if pod is None:
+            continue
+        try:
+            lines = stamped_lines(pod_log(api, namespace, pod))
+        except ApiError as e:
+            notes.append(f"the log of pod {namespace}/{name}-{role} could not be read: {e}")
+            continue
+        if not lines:
+            continue
+        # the live pod's attempt is on the claim too when the claim was read after it started
+        same = [g for g in logs if g.pod == role and g.lines and abs(g.lines[0].t - lines[0].t) < 5]
+        if same:
+            if len(lines) > len(same[0].lines):
+                same[0].lines = lines
+            continue
+        n = 1 + sum(1 for g in logs if g.pod == role)
+        logs.append(Log(role, n, lines))
+    readings = read(job, pods, events, logs, time.time())
+    readings.notes += notes
+    return readings, stored
+
+
+def write(path: Path, html: str) -> None:
+    """Replace ``path`` whole (a browser reloading it never reads half a page)."""
+    path = path.expanduser()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        tmp.write_text(html)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise DGLJobError(f"cannot write the report to {path}: {e.strerror or e}") from e
+
+
+def report(
+    api: RestClient,
+    namespace: str,
+    get_job: Callable[[], dict[str, Any]],
+    dest: Path,
+    *,
+    watch: bool = False,
+    interval: float = 10.0,
+    claim: bool = True,
+    image: str | None = None,
+    on_write: Callable[[Readings], None] | None = None,
+) -> Readings:
+    """Write the report of the job ``get_job()`` returns to ``dest``; ``watch``: again every
+    ``interval`` seconds until the job has ended (the page reloads itself meanwhile), the
+    claim's logs read at the start and once more at the end."""
+    kept: list[Log] | None = None
+    while True:
+        job = get_job()
+        phase = str((job.get("status") or {}).get("phase") or "")
+        done = phase in ("Succeeded", "Failed")
+        try:
+            readings, stored = collect(
+                api, namespace, job, claim=claim, image=image, kept=None if done else kept
+            )
+        except ResultsCopyFailed as e:
+            raise ResultsCopyFailed(
+                f"{e} (dglctl report --no-claim reads the pods' logs only)"
+            ) from e
+        kept = stored
+        live = watch and not done
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        write(dest, page(readings, refresh=int(interval) if live else 0, written=stamp))
+        if on_write is not None:
+            on_write(readings)
+        if not live:
+            return readings
+        time.sleep(interval)
