@@ -269,7 +269,7 @@ def run(a: argparse.Namespace, client: DGLJobClient) -> int:
         dest = Path(a.dest or f"{a.name}-report.html")
 
         def wrote(r: Readings) -> None:
-            print(f"{dest}: {r.phase}, {len(r.bars)} bars, {len(r.memory)} pods' memory",
+            print(f"{dest}: {r.ended or r.phase}, {len(r.bars)} bars, {len(r.memory)} pods' memory",
                   file=sys.stderr if a.watch else sys.stdout, flush=True)  # fmt: skip
 
         client.report(

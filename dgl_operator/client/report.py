@@ -21,6 +21,7 @@ from typing import Any
 from dgl_operator.client import results as results_mod
 from dgl_operator.client.errors import DGLJobError, NoResults, ResultsCopyFailed
 from dgl_operator.client.logs import main_container, started
+from dgl_operator.client.status import ended
 from dgl_operator.report.page import page
 from dgl_operator.report.readings import Log, Readings, read, stamped_lines
 from dgljob.names import JOB_NAME_LABEL
@@ -149,8 +150,7 @@ def report(
     kept: list[Log] | None = None
     while True:
         job = get_job()
-        phase = str((job.get("status") or {}).get("phase") or "")
-        done = phase in ("Succeeded", "Failed")
+        done = ended(job) is not None
         try:
             readings, stored = collect(
                 api, namespace, job, claim=claim, image=image, kept=None if done else kept

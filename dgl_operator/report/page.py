@@ -170,7 +170,9 @@ def page(r: Readings, refresh: int = 0, written: str = "") -> str:
         f"<title>DGLJob {esc(r.namespace)}/{esc(r.name)}</title>",
         f"<meta http-equiv='refresh' content='{refresh}'>" if refresh else "",
         f"<style>{STYLE}</style></head><body>",
-        f"<h1>DGLJob {esc(r.namespace)}/{esc(r.name)}: {esc(r.phase)}</h1>",
+        f"<h1>DGLJob {esc(r.namespace)}/{esc(r.name)}: {esc(r.phase)}"
+        + (f" ({esc(r.ended)})" if r.ended and r.ended != r.phase else "")
+        + "</h1>",
     ]
     facts = [("progress", r.progress), ("message", r.message)]
     facts += [(k, f"{v:g}" if isinstance(v, float) else v) for k, v in r.metrics.items()]

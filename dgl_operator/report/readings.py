@@ -102,6 +102,7 @@ class Readings:
     events: list[tuple[float, str, str, str, str]] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what could not be read, and why
+    ended: str = ""  # Succeeded or Failed (its condition), "" while it runs
 
     @property
     def end(self) -> float:
@@ -405,9 +406,16 @@ def read(
         plan={k: dict(v) for k, v in (status.get("memory") or {}).items()},
         metrics=dict((status.get("progressDetail") or {}).get("metrics") or {}),
     )
-    ended = r.phase in ("Succeeded", "Failed")
+    r.ended = next(
+        (
+            str(c["type"])
+            for c in status.get("conditions") or []
+            if c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
+        ),
+        "",
+    )
     end_of_job = max(
-        [now if not ended else created]
+        [now if not r.ended else created]
         + [event_time(e) or created for e in events]
         + [ln.t for log in logs for ln in log.lines[-1:]]
     )

@@ -287,7 +287,25 @@ def test_dglctl_report_reads_the_job_its_pods_and_events_and_names_what_it_canno
     wait_for(lambda: "seen-launcher" in pods(api, namespace), what="the launcher",
              timeout=LIVE_TIMEOUT)  # fmt: skip
     kubelet.run("seen-launcher", "10.0.7.9")
-    kubelet.finish("seen-launcher")
+    jobs.wait("seen", until="Training", timeout=LIVE_TIMEOUT)
+    # --watch: the page reloads itself while the job runs, and is written once more at its end
+    watched = tmp_path / "watched.html"
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "dgl_operator", "--kubeconfig", str(control_plane.kubeconfig),
+         "-n", namespace, "report", "seen", "-o", str(watched), "--watch", "--interval", "1s"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: watched.exists() and "http-equiv='refresh'" in watched.read_text(),
+                 what="the page of the running job", timeout=LIVE_TIMEOUT)  # fmt: skip
+        assert ": Training</h1>" in watched.read_text()
+        kubelet.finish("seen-launcher")
+        out, err = watch.communicate(timeout=LIVE_TIMEOUT)
+    finally:
+        watch.kill()
+    assert watch.returncode == 0, err
+    assert out.strip() == f"{watched}: written (the job ended)"
+    assert "refresh" not in watched.read_text() and " (Succeeded)</h1>" in watched.read_text()
     jobs.wait("seen", timeout=LIVE_TIMEOUT)
     wait_for(lambda: "DGLJobSucceeded" in [e["reason"] for e in jobs.events("seen")],
              what="the DGLJobSucceeded Event", timeout=LIVE_TIMEOUT)  # fmt: skip

@@ -72,6 +72,7 @@ def test_the_page_is_well_formed_svg_and_escapes_what_it_quotes() -> None:
     html = page(r)
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "&lt;b&gt;trained&lt;/b&gt;" in html
+    assert r.ended == "Succeeded" and "DGLJob team-a/cut: Completed (Succeeded)</h1>" in html
     timeline = ET.fromstring(svg_timeline(r.bars, r.marks))
     rects = [e for e in timeline.iter("rect") if e.get("class") == "bar"]
     assert len(rects) == len(r.bars)

@@ -77,9 +77,9 @@ def job() -> dict[str, Any]:
     return {
         "metadata": {"name": "cut", "namespace": "team-a", "creationTimestamp": at(0)},
         "status": {
-            "phase": "Succeeded",
+            "phase": "Completed",
             "progress": "done",
-            "conditions": [{"type": "Succeeded", "message": "<b>trained</b>"}],
+            "conditions": [{"type": "Succeeded", "status": "True", "message": "<b>trained</b>"}],
             "memory": {"train": {"estimateMiB": 900, "peakMiB": 820, "limitMiB": 2048}},
             "progressDetail": {"metrics": {"testAccuracy": 0.79}},
         },
