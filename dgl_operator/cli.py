@@ -24,7 +24,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dgl_operator.client import DGLJobClient, DGLJobError, InvalidJob, JobProgress
+from dgl_operator.client import (
+    DGLJobClient,
+    DGLJobError,
+    InvalidJob,
+    JobProgress,
+    ReportOptions,
+)
 from dgl_operator.report.readings import Readings
 from dgljob.names import GROUP
 from kubeclient import KubeError
@@ -272,10 +278,8 @@ def run(a: argparse.Namespace, client: DGLJobClient) -> int:
             print(f"{dest}: {r.ended or r.phase}, {len(r.bars)} bars, {len(r.memory)} pods' memory",
                   file=sys.stderr if a.watch else sys.stdout, flush=True)  # fmt: skip
 
-        client.report(
-            a.name, dest, watch=a.watch, interval=a.interval, claim=not a.no_claim,
-            image=a.image, on_write=wrote,
-        )  # fmt: skip
+        options = ReportOptions(a.watch, a.interval, claim=not a.no_claim, image=a.image)
+        client.report(a.name, dest, options, on_write=wrote)
         if a.watch:
             print(f"{dest}: written (the job ended)")
     elif a.verb == "events":

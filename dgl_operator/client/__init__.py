@@ -16,6 +16,7 @@ from dgl_operator.client.errors import (
     ResultsCopyFailed,
     WaitTimeout,
 )
+from dgl_operator.client.report import ReportOptions
 from dgl_operator.client.results import Results
 from dgl_operator.client.spec import manifest
 from dgl_operator.client.status import JobProgress
@@ -47,6 +48,7 @@ __all__ = [
     "ManifestError",
     "NoResults",
     "OutOfCoreSpec",
+    "ReportOptions",
     "Results",
     "ResultsCopyFailed",
     "RunPolicy",

@@ -424,26 +424,24 @@ class DGLJobClient:
         self,
         name: str,
         dest: str | Path,
+        options: report_mod.ReportOptions | None = None,
         *,
         namespace: str | None = None,
-        watch: bool = False,
-        interval: float = 10.0,
-        claim: bool = True,
-        image: str | None = None,
         on_write: Callable[[Readings], None] | None = None,
     ) -> Readings:
         """Write one self-contained HTML page of the job to ``dest``: the timeline of every pod
         and attempt, each pod's memory against its limit and the plan, the partition's steps,
-        the bytes moved, the Events (:mod:`dgl_operator.report`). ``watch``: rewrite it every
-        ``interval`` seconds until the job ends. ``claim=False``: do not read the claim's logs
-        (a job with ``spec.storage`` keeps every attempt's there; without, the pods' logs are
-        all there is). Returns the last readings."""
+        the bytes moved, the Events (:mod:`dgl_operator.report`). :class:`ReportOptions`:
+        ``watch`` rewrites it every ``interval`` seconds until the job ends; ``claim=False``
+        does not read the claim's logs (a job with ``spec.storage`` keeps every attempt's
+        there; without, the pods' logs are all there is). ``on_write`` hears each page's
+        readings. Returns the last readings."""
         ns = self._ns(namespace)
         self._get(name, ns)  # (JobNotFound now)
         readings: Readings = self._call(
             lambda: report_mod.report(
-                self.api, ns, lambda: self._get(name, ns), Path(dest), watch=watch,
-                interval=interval, claim=claim, image=image, on_write=on_write,
+                self.api, ns, lambda: self._get(name, ns), Path(dest),
+                options or report_mod.ReportOptions(), on_write,
             ),
             name,
             ns,

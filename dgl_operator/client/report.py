@@ -15,6 +15,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +73,7 @@ def collect(
     api: RestClient,
     namespace: str,
     job: dict[str, Any],
-    *,
-    claim: bool = True,
-    image: str | None = None,
+    options: ReportOptions,
     kept: list[Log] | None = None,
 ) -> tuple[Readings, list[Log]]:
     """The readings of ``job`` now, and the claim's logs read (``kept``: those read before,
@@ -92,7 +91,7 @@ def collect(
     ]
     stored = kept
     if stored is None:
-        stored = claim_logs(api, job, image) if claim else []
+        stored = claim_logs(api, job, options.image) if options.claim else []
     logs = list(stored)
     notes: list[str] = []
     for role in ROLES:
@@ -132,39 +131,44 @@ def write(path: Path, html: str) -> None:
         raise DGLJobError(f"cannot write the report to {path}: {e.strerror or e}") from e
 
 
+@dataclass(frozen=True)
+class ReportOptions:
+    """How ``dglctl report`` writes its page."""
+
+    watch: bool = False  # rewrite it every ``interval`` seconds until the job has ended
+    interval: float = 10.0
+    claim: bool = True  # read the logs the job keeps on its claim (through a reader pod)
+    image: str | None = None  # the reader pod's image (default: the launcher's)
+
+
 def report(
     api: RestClient,
     namespace: str,
     get_job: Callable[[], dict[str, Any]],
     dest: Path,
-    *,
-    watch: bool = False,
-    interval: float = 10.0,
-    claim: bool = True,
-    image: str | None = None,
+    options: ReportOptions,
     on_write: Callable[[Readings], None] | None = None,
 ) -> Readings:
-    """Write the report of the job ``get_job()`` returns to ``dest``; ``watch``: again every
-    ``interval`` seconds until the job has ended (the page reloads itself meanwhile), the
-    claim's logs read at the start and once more at the end."""
+    """Write the report of the job ``get_job()`` returns to ``dest``; with ``options.watch``
+    again every ``options.interval`` seconds until the job has ended (the page reloads itself
+    meanwhile), the claim's logs read at the start and once more at the end."""
     kept: list[Log] | None = None
     while True:
         job = get_job()
         done = ended(job) is not None
         try:
-            readings, stored = collect(
-                api, namespace, job, claim=claim, image=image, kept=None if done else kept
-            )
+            readings, stored = collect(api, namespace, job, options, None if done else kept)
         except ResultsCopyFailed as e:
             raise ResultsCopyFailed(
                 f"{e} (dglctl report --no-claim reads the pods' logs only)"
             ) from e
         kept = stored
-        live = watch and not done
+        live = options.watch and not done
         stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-        write(dest, page(readings, refresh=int(interval) if live else 0, written=stamp))
+        refresh = max(1, round(options.interval)) if live else 0
+        write(dest, page(readings, refresh=refresh, written=stamp))
         if on_write is not None:
             on_write(readings)
         if not live:
             return readings
-        time.sleep(interval)
+        time.sleep(options.interval)

@@ -18,7 +18,7 @@ import yaml
 
 from controller.api import DGLJOBS
 from controller.machinery.rbac import LEADER_ELECTION_RULES, NODE_RULES, RULES
-from dgl_operator.client import DGLJobClient
+from dgl_operator.client import DGLJobClient, ReportOptions
 from kubeclient import (
     CONFIGMAPS,
     NAMESPACES,
@@ -405,7 +405,7 @@ def test_users_bound_to_edit_submit_and_follow_jobs_and_view_only_reads(
     alice.patch(DGLJOBS, team, "alice-gnn", suspend)  # dglctl suspend
     # dglctl report --no-claim reads what `view` may: the job, its pods, the events, the logs
     page = tmp_path / "alice-gnn.html"
-    seen = DGLJobClient(team, api=bob).report("alice-gnn", page, claim=False)
+    seen = DGLJobClient(team, api=bob).report("alice-gnn", page, ReportOptions(claim=False))
     assert (seen.name, seen.namespace) == ("alice-gnn", team)
     assert f"DGLJob {team}/alice-gnn" in page.read_text()
     with pytest.raises(Forbidden):
