@@ -236,9 +236,10 @@ def moved(logs: list[Log], prof: Profile) -> list[tuple[str, float]]:
     return out
 
 
-def memory(logs: list[Log], created: float) -> list[Series]:
+def memory(logs: list[Log], created: float, job: str = "") -> list[Series]:
     """Each pod's memory samples (``[<pod>/...] memory sample: N MiB``), one series per
-    pod and attempt (the attempt of the log that holds them)."""
+    pod and attempt (the attempt of the log that holds them), named as the timeline's rows
+    (``worker-0 #2``: the pod's name without the job's)."""
     series: dict[str, Series] = {}
     for log in logs:
         for line in log.lines:
@@ -246,7 +247,7 @@ def memory(logs: list[Log], created: float) -> list[Series]:
             mib = logline.memory_mib(lab.group(2)) if lab else None
             if lab is None or mib is None:
                 continue
-            pod = lab.group(1).split("/")[0]
+            pod = _short(job, lab.group(1).split("/")[0])
             key = f"{pod} #{log.attempt}"
             s = series.setdefault(key, Series(key))
             t = line.t - created
@@ -476,7 +477,7 @@ def read(
             r.bars.append(Bar(row, "running", m0 - created, m1 - created))
 
     r.bars = merged(r.bars)
-    r.memory = memory(logs, created)
+    r.memory = memory(logs, created, name)
     r.profile = profile(logs)
     r.moved = moved(logs, r.profile)
     for e in events:

@@ -33,8 +33,8 @@ def launcher_log(attempt: int, t: float, first_epoch: int, epochs: int) -> Log:
         (t + 6, "[worker-1/pull] pull: part 1: 4096/4096 bytes (100%)"),
         (t + 7, "[2/5] deliver done in 2.0s"),
         (t + 7, "[5/5] train"),
-        (t + 8, "[worker-0/server-0] memory sample: 800 MiB"),
-        (t + 8.2, "[worker-0/trainer-0] memory sample: 820 MiB"),
+        (t + 8, "[cut-worker-0/server-0] memory sample: 800 MiB"),
+        (t + 8.2, "[cut-worker-0/trainer-0] memory sample: 820 MiB"),
         (t + 9, "[worker-1/trainer-0] memory sample: 700 MiB"),
     ]  # fmt: skip
     now = t + 7
