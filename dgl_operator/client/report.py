@@ -33,17 +33,23 @@ ROLES = ("partitioner", "launcher")  # the pods whose log is dglrun's
 
 def pod_log(api: RestClient, namespace: str, pod: dict[str, Any]) -> list[str]:
     """A pod's main container's log, each line with the kubelet's time ([] if none yet; an
-    :class:`ApiError` when the API server cannot give it)."""
+    :class:`ApiError` or :class:`TransportError` when it cannot be read)."""
     container = main_container(pod)
     if not started(pod, container):
         return []
     query = {"container": container, "timestamps": True}
     name = pod["metadata"]["name"]
+    with contextlib.closing(api.stream(PODS, namespace, name, "log", query=query)) as s:
+        return s.read().decode(errors="replace").splitlines()
+
+
+def gone(api: RestClient, namespace: str, name: str) -> bool:
+    """The pod was deleted (since it was listed)."""
     try:
-        with contextlib.closing(api.stream(PODS, namespace, name, "log", query=query)) as s:
-            return s.read().decode(errors="replace").splitlines()
-    except (NotFound, TransportError):
-        return []
+        api.get(PODS, namespace, name)
+    except NotFound:
+        return True
+    return False
 
 
 def claim_logs(api: RestClient, job: dict[str, Any], image: str | None) -> list[Log]:
@@ -100,8 +106,9 @@ def collect(
             continue
         try:
             lines = stamped_lines(pod_log(api, namespace, pod))
-        except ApiError as e:
-            notes.append(f"the log of pod {namespace}/{name}-{role} could not be read: {e}")
+        except (ApiError, TransportError) as e:
+            if not (isinstance(e, NotFound) and gone(api, namespace, f"{name}-{role}")):
+                notes.append(f"the log of pod {namespace}/{name}-{role} could not be read: {e}")
             continue
         if not lines:
             continue

@@ -94,13 +94,20 @@ def svg_timeline(bars: list[Bar], marks: Iterable[Mark] = (), width: int = 1060)
 
 
 def svg_memory(
-    series: list[Series], plan: dict[str, float], limit: float, width: int = 1060
+    series: list[Series],
+    plan: dict[str, float],
+    limit: float,
+    width: int = 1060,
+    peaks: dict[str, float] | None = None,
 ) -> str:
-    """Each pod's memory over time (MiB), the plan's estimates and the limit as dashed lines."""
+    """Each pod's memory over time (MiB); the plan's estimates and the limit as dashed lines,
+    the peaks dglrun measured per step (``peaks``) dotted."""
+    peaks = peaks or {}
     height, left = 320, 60
     drawn = [s for s in series if s.samples]
     end = max([s.samples[-1][0] for s in drawn] + [1.0])
-    top = max([limit, *plan.values(), *(max(v for _, v in s.samples) for s in drawn), 1.0])
+    highest = [max(v for _, v in s.samples) for s in drawn]
+    top = max([limit, *plan.values(), *peaks.values(), *highest, 1.0])
     sx, sy = (width - left - 160) / end, (height - 30) / (top * 1.05)
     base = height - 20
 
@@ -129,13 +136,15 @@ def svg_memory(
             f'<text x="{left + last_t * sx + 3:.1f}" y="{y_of(last_v)}" fill="{c}">'
             f"{esc(s.pod)}</text>"
         )
-    for what, mib in [*plan.items(), ("limit", limit)]:
+    lines = [(w, m, "plan") for w, m in plan.items()] + [("limit", limit, "limit")]
+    lines += [(w, m, "peak") for w, m in peaks.items()]
+    for what, mib, kind in lines:
         if mib <= 0:
             continue
-        kind = "limit" if what == "limit" else "plan"
+        dash = "2,3" if kind == "peak" else "6,4"
         out.append(
             f'<line class="{kind}" x1="{left}" y1="{y_of(mib)}" x2="{width}" y2="{y_of(mib)}" '
-            'stroke="#555" stroke-dasharray="6,4"/>'
+            f'stroke="#555" stroke-dasharray="{dash}"/>'
         )
         out.append(f'<text x="{left + 4}" y="{y_of(mib)}">{esc(what)} {mib:.0f} MiB</text>')
     out.append("</svg>")
@@ -164,7 +173,11 @@ def page(r: Readings, refresh: int = 0, written: str = "") -> str:
         for k, v in r.plan.items()
         if v.get("estimateMiB")
     }
-    limit = max([float(v.get("limitMiB") or 0) for v in r.plan.values()] or [0.0])
+    peaks = {
+        f"measured: {k}": float(v.get("peakMiB") or 0)
+        for k, v in r.plan.items()
+        if v.get("peakMiB")
+    }
     head = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>DGLJob {esc(r.namespace)}/{esc(r.name)}</title>",
@@ -187,10 +200,11 @@ def page(r: Readings, refresh: int = 0, written: str = "") -> str:
     body.append(svg_timeline(r.bars, r.marks))
     body.append(
         "<h2>Memory per pod</h2><p>What each pod's processes hold (anon + shmem of its "
-        "memory cgroup, sampled by dglrun); dashed: dglrun's plan and the limit.</p>"
+        "memory cgroup, sampled by dglrun); dashed: dglrun's plan and the memory limit; "
+        "dotted: the peaks dglrun measured per step.</p>"
     )
     if any(s.samples for s in r.memory):
-        body.append(svg_memory(r.memory, plan, limit))
+        body.append(svg_memory(r.memory, plan, r.limit, peaks=peaks))
     else:
         body.append("<p>No memory samples in the logs read (yet).</p>")
     if r.plan:

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from podcontract import logline
+from podcontract.quantity import parse_quantity
 
 MiB = 1 << 20
 EPOCH = re.compile(r"\bepoch (\d+)\b.*?\btime ([\d.]+)s")
@@ -103,6 +104,7 @@ class Readings:
     metrics: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what could not be read, and why
     ended: str = ""  # Succeeded or Failed (its condition), "" while it runs
+    limit: float = 0.0  # MiB: the largest memory limit of the plan's or a pod's (0: none)
 
     @property
     def end(self) -> float:
@@ -372,6 +374,16 @@ def attempts_by_time(job: dict[str, Any], job_events: list[dict[str, Any]]) -> A
     return attempt
 
 
+def memory_limit(pod: dict[str, Any]) -> float:
+    """The pod's main container's memory limit in bytes (0: none)."""
+    main = ((pod.get("spec") or {}).get("containers") or [{}])[0]
+    text = str(((main.get("resources") or {}).get("limits") or {}).get("memory") or "")
+    try:
+        return float(parse_quantity(text)) if text else 0.0
+    except ValueError:
+        return 0.0
+
+
 def merged(bars: list[Bar]) -> list[Bar]:
     """One bar per row and step: a step two logs of one attempt both report (the partitioner's
     and the launcher's) spans both."""
@@ -477,6 +489,10 @@ def read(
             r.bars.append(Bar(row, "running", m0 - created, m1 - created))
 
     r.bars = merged(r.bars)
+    r.limit = max(
+        [float(v.get("limitMiB") or 0) for v in r.plan.values()]
+        + [memory_limit(p) / MiB for p in live_pods]
+    )
     r.memory = memory(logs, created, name)
     r.profile = profile(logs)
     r.moved = moved(logs, r.profile)

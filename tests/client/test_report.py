@@ -82,6 +82,7 @@ def test_the_page_is_well_formed_svg_and_escapes_what_it_quotes() -> None:
     plot = ET.fromstring(svg_memory(r.memory, {"plan: train": 900.0}, 2048.0))
     assert [p.get("data-pod") for p in plot.iter("polyline")] == sorted(s.pod for s in r.memory)
     assert [line.get("class") for line in plot.iter("line")].count("limit") == 1
+    assert r.limit == 2048.0  # (status.memory's; a pod's own limit counts too)
     assert "http-equiv='refresh' content='10'" in page(r, refresh=10)
     assert "refresh" not in html
 
