@@ -277,8 +277,8 @@ def test_dglctl_report_reads_the_job_its_pods_and_events_and_names_what_it_canno
 ) -> None:  # fmt: skip
     """The report of a job run by a test kubelet: a row per pod the API server holds (the
     workers deleted at the end, cleanPodPolicy Running, are in the operator's Event; the test
-    kubelet makes no pod Events to know them by), the operator's Events; no launcher log to
-    read (no kubelet serves it): said on the page. Bad input is one line: a job that is not
+    kubelet makes no pod Events to know them by), the operator's Events; the launcher's log on a
+    node that is not there: said on the page. Bad input is one line: a job that is not
     there, a page that cannot be written."""
     jobs.create(seed("seen"))
     kubelet = Kubelet(api, namespace)
@@ -313,13 +313,16 @@ def test_dglctl_report_reads_the_job_its_pods_and_events_and_names_what_it_canno
     wait_for(lambda: "DGLJobSucceeded" in [e["reason"] for e in jobs.events("seen")],
              what="the DGLJobSucceeded Event", timeout=LIVE_TIMEOUT)  # fmt: skip
 
+    # the launcher bound to a node that is not there: its log cannot be read
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "seen-launcher"},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "ghost"}}  # fmt: skip
+    api.create(PODS, namespace, binding, name="seen-launcher", subresource="binding")
     page = tmp_path / "seen.html"
     cli = dglctl(control_plane, namespace, "report", "seen", "-o", str(page))
     assert cli.returncode == 0, cli.stderr
     assert cli.stdout.startswith(f"{page}: Succeeded, ")
     html = page.read_text()
-    for row in ("launcher #1", "partitioner #1"):
-        assert f'data-row="{row} (' in html, row
+    assert 'data-row="launcher #1 (ghost)"' in html and 'data-row="partitioner #1 (' in html
     assert "DGLJobSucceeded" in html and "DGLJobCreated" in html
     assert "Deleted 2 pods: seen-worker-{0..1}" in html
     assert f"the log of pod {namespace}/seen-launcher could not be read" in html
