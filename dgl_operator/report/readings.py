@@ -21,7 +21,8 @@ from podcontract import logline
 from podcontract.quantity import parse_quantity
 
 MiB = 1 << 20
-EPOCH = re.compile(r"\bepoch (\d+)\b.*?\btime ([\d.]+)s")
+# a trainer's line at the end of an epoch (0-based), with the epoch's own seconds if it says
+EPOCH = re.compile(r"\bepoch (\d+)\b(?:.*?\btime ([\d.]+)s)?")
 # the operator's Events drawn as marks on the timeline (a new attempt, a lost node, ...)
 MARKS = (
     "DGLJobRestarting",
@@ -106,10 +107,6 @@ class Readings:
     ended: str = ""  # Succeeded or Failed (its condition), "" while it runs
     limit: float = 0.0  # MiB: the largest memory limit of the plan's or a pod's (0: none)
 
-    @property
-    def end(self) -> float:
-        return max([b.end for b in self.bars] + [m.t for m in self.marks] + [1.0])
-
 
 def timestamp(text: str | None) -> float | None:
     """An RFC 3339 time (the API's, the kubelet's) as seconds since the epoch."""
@@ -143,7 +140,7 @@ def step_windows(log: Log) -> list[tuple[str, float, float]]:
     saved)."""
     phases: list[tuple[str, float, float | None]] = []
     trainer = ""
-    epochs: list[tuple[float, int, float]] = []  # (t, epoch, its own seconds)
+    epochs: dict[int, list[tuple[float, int, float | None]]] = {}  # phase -> (t, epoch, own s)
     for line in log.lines:
         m = logline.PHASE.match(line.text)
         if m:
@@ -160,25 +157,27 @@ def step_windows(log: Log) -> list[tuple[str, float, float]]:
             e = EPOCH.search(text)
             if e and (not trainer or label == trainer):
                 trainer = label
-                epochs.append((line.t, int(e.group(1)), float(e.group(2))))
+                own = float(e.group(2)) if e.group(2) else None
+                epochs.setdefault(len(phases) - 1, []).append((line.t, int(e.group(1)), own))
     last_t = log.lines[-1].t if log.lines else 0.0
     out: list[tuple[str, float, float]] = []
-    for name, t0, t1 in phases:
+    for n, (name, t0, t1) in enumerate(phases):
         end = t1 if t1 is not None else last_t
-        if not name.endswith("train") or not epochs:
+        mine = epochs.get(n, [])
+        if not mine:
             out.append((name, t0, end))
             continue
         prev = t0
-        for i, (t, epoch, own) in enumerate(epochs):
-            if i == len(epochs) - 1 and t1 is not None:  # the last: its evaluation follows
-                trained = min(t, prev + own)
+        for i, (t, epoch, own) in enumerate(mine):
+            if i == len(mine) - 1 and t1 is not None:  # the last: its evaluation follows
+                trained = t if own is None else min(t, prev + own)
                 out.append((f"train epoch {epoch + 1}", prev, trained))
                 out.append(("evaluate", trained, end))
             else:
                 out.append((f"train epoch {epoch + 1}", prev, t))
             prev = t
         if t1 is None and end > prev:
-            out.append((f"train epoch {epochs[-1][1] + 2}", prev, end))
+            out.append((f"train epoch {mine[-1][1] + 2}", prev, end))
     return out
 
 

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 from dgl_operator.report.page import page, svg_memory, svg_timeline
 from dgl_operator.report.readings import Log, LogLine, memory, stamped_lines, step_windows
-from tests.support.reports import T0, at, launcher_log, readings
+from tests.support.reports import T0, at, launcher_log, log, readings
 
 
 def test_a_phase_is_cut_into_its_epochs_and_the_last_ones_evaluation() -> None:
@@ -91,3 +91,14 @@ def test_lines_without_a_time_are_dropped_and_a_stamp_reads_back() -> None:
     lines = stamped_lines([f"{at(1.25)} [1/5] partition", "no time here", "2026-13-99T00 x"])
     assert lines == [LogLine(T0 + 1.25, "[1/5] partition")]
     assert memory([Log("launcher", 1, lines)], T0) == []
+
+
+def test_a_trainer_that_prints_no_epoch_time_still_has_its_epochs() -> None:
+    lines = [
+        (0, "[5/5] train"),
+        (10, "[w-0/trainer-0] epoch 0 loss 0.9"),
+        (19, "[w-0/trainer-0] epoch 1 loss 0.7"),
+        (25, "[5/5] train done in 25.0s"),
+    ]
+    windows = [(w, t1 - t0) for w, t0, t1 in step_windows(log("launcher", 1, lines))]
+    assert windows == [("train epoch 1", 10.0), ("train epoch 2", 9.0), ("evaluate", 6.0)]
