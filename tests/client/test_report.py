@@ -95,7 +95,7 @@ def test_lines_without_a_time_are_dropped_and_a_stamp_reads_back() -> None:
 
 def test_a_trainer_that_prints_no_epoch_time_still_has_its_epochs() -> None:
     lines = [
-        (0, "[5/5] train"),
+        (0.0, "[5/5] train"),
         (10, "[w-0/trainer-0] epoch 0 loss 0.9"),
         (19, "[w-0/trainer-0] epoch 1 loss 0.7"),
         (25, "[5/5] train done in 25.0s"),
