@@ -114,9 +114,9 @@ def collect(
             continue
         # the live pod's attempt is on the claim too when the claim was read after it started
         same = [g for g in logs if g.pod == role and g.lines and abs(g.lines[0].t - lines[0].t) < 5]
-        if same:
+        if same:  # (the pod's own log is the longer while it runs: the claim's was read before)
             if len(lines) > len(same[0].lines):
-                same[0].lines = lines
+                logs[logs.index(same[0])] = Log(role, same[0].attempt, lines)
             continue
         n = 1 + sum(1 for g in logs if g.pod == role)
         logs.append(Log(role, n, lines))
