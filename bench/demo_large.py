@@ -76,7 +76,16 @@ from bench.support.manifests import (
 )
 from bench.support.measure import CGROUP_ROOT, MiB
 from dgl_operator.report.page import svg_memory, svg_timeline
-from dgl_operator.report.readings import Bar, Log, LogLine, Mark, Profile, Series, profile
+from dgl_operator.report.readings import (
+    Bar,
+    Log,
+    LogLine,
+    Mark,
+    Profile,
+    Series,
+    profile,
+    timestamp,
+)
 from localcluster.cluster import ClusterError
 from localcluster.node import DEFAULT_DIR, node_names, running, start_node, stop_node
 from localcluster.node import main as node_main
@@ -210,15 +219,6 @@ class Run:
         say(f"  {at:7.1f}s  {who:<34} {what}")
 
 
-def _ts(text: str | None) -> float | None:
-    """An RFC 3339 time from the API as seconds since the epoch."""
-    if not text:
-        return None
-    from datetime import datetime
-
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
 class Observer(threading.Thread):
     """Polls the job and its pods every 2 s, samples every pod's memory twice a second, and
     records what changed as events of ``run``."""
@@ -331,7 +331,7 @@ class Observer(threading.Thread):
             if mark in self._seen:
                 continue
             self._seen[mark] = "1"
-            at = _ts(stamp)
+            at = timestamp(stamp)
             self.rec.add(key, f"{name} {detail}", at - self._wall0 if at else None)
             if name == "generate" and state == "terminated":  # its figures, while it exists
                 pod = key.split("/")[0]

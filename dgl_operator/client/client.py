@@ -47,7 +47,7 @@ from dgl_operator.client.errors import (
 )
 from dgl_operator.client.spec import manifest, typed
 from dgl_operator.client.status import JobProgress, ended, failure, phase, reached
-from dgl_operator.report.readings import Readings
+from dgl_operator.report.readings import Readings, event_time
 from dgljob.model import DGLJob
 from dgljob.names import API_VERSION, GROUP, KIND, PLURAL, VERSION
 from kubeclient import EVENTS, ApiError, Gone, NotFound, Resource, RestClient, TransportError
@@ -381,7 +381,7 @@ class DGLJobClient:
             for e in out.get("items") or []
             if (e.get("involvedObject") or {}).get("uid") in (uid, None, "")
         ]
-        return sorted(items, key=_event_time)
+        return sorted(items, key=lambda e: event_time(e) or 0.0)
 
     # -- results ----------------------------------------------------------------------------
 
@@ -447,13 +447,3 @@ class DGLJobClient:
             ns,
         )  # fmt: skip
         return readings
-
-
-def _event_time(e: dict[str, Any]) -> str:
-    return str(
-        e.get("lastTimestamp")
-        or e.get("eventTime")
-        or e.get("firstTimestamp")
-        or (e.get("metadata") or {}).get("creationTimestamp")
-        or ""
-    )

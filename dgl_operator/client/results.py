@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dgl_operator.client.errors import NoResults, ResultsCopyFailed
+from dgl_operator.units import size
 from kubeclient import NETWORKPOLICIES, PODS, ApiError, NotFound, RestClient, TransportError
 
 PORT = 8470
@@ -120,14 +121,6 @@ class ResultsSource:
     pod_spec: dict[str, Any] = field(default_factory=dict)  # securityContext, pull secrets
     # the launcher container's own securityContext (a namespace's Pod Security level)
     container_context: dict[str, Any] = field(default_factory=dict)
-
-
-def size(n: int) -> str:
-    """``512 B``, ``14.2 KB``, ``3.4 MB``, ``1.2 GB`` (powers of 1000, as dglrun prints)."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 @dataclass

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 
 from dgl_operator.report.readings import Bar, Mark, Readings, Series
+from dgl_operator.units import size
 
 COLORS = {
     "queued": "#bbbbbb",
@@ -155,14 +156,6 @@ def table(head: list[str], rows: Iterable[Iterable[object]]) -> str:
     cells = "".join(f"<th>{esc(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><tr>{cells}</tr>{body}</table>"
-
-
-def size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
 
 
 def page(r: Readings, refresh: int = 0, written: str = "") -> str:
