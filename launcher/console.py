@@ -196,21 +196,10 @@ def phase(console: Console, report: Report, k: int, name: str) -> Iterator[None]
 
 @contextmanager
 def memory_samples(console: Console, label: str) -> Iterator[None]:
-    """While inside, say this pod's memory as ``[label] <memory line>`` every
-    :func:`~podcontract.logline.sample_seconds` (the launcher's and the partitioner's pods:
-    the workers' processes say theirs through launcher.workers.remote). Nothing where no memory
-    cgroup can be read."""
-    stop = threading.Event()
-    every = logline.sample_seconds()
-    if every and oom.held() is not None:
-
-        def sample() -> None:
-            while not stop.wait(every):
-                used = oom.held()
-                if used is not None:
-                    console.say(f"[{label}] " + logline.MEMORY_LINE.format(mib=used / (1 << 20)))
-
-        threading.Thread(target=sample, name="memory-sample", daemon=True).start()
+    """While inside, say this pod's memory as ``[label] <memory line>`` (:func:`oom.sample_memory`:
+    the launcher's and the partitioner's pods; the workers' processes say theirs through
+    launcher.workers.remote)."""
+    stop = oom.sample_memory(lambda line: console.say(f"[{label}] {line}"))
     try:
         yield
     finally:

@@ -23,10 +23,15 @@ from __future__ import annotations
 import re
 import signal
 import socket
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from podcontract import OOM_PREFIX  # a termination message naming a process killed for memory
+from podcontract import (
+    OOM_PREFIX,  # a termination message naming a process killed for memory
+    logline,
+)
 
 CGROUP = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")
@@ -108,6 +113,25 @@ def held(root: Path = CGROUP, proc: Path = PROC_CGROUP) -> int | None:
         return sum(int(stat.get(k, "0")) for k in keys) if keys[0] in stat else None
     except ValueError:
         return None
+
+
+def sample_memory(emit: Callable[[str], None]) -> threading.Event:
+    """Give ``emit`` a :data:`podcontract.logline.MEMORY_LINE` of :func:`held` every
+    :func:`~podcontract.logline.sample_seconds` from a thread of its own, until the event
+    returned is set. Nothing where samples are off or no memory cgroup can be read."""
+    stop = threading.Event()
+    every = logline.sample_seconds()
+    if not every or held() is None:
+        return stop
+
+    def sample() -> None:
+        while not stop.wait(every):
+            used = held()
+            if used is not None:
+                emit(logline.MEMORY_LINE.format(mib=used / (1 << 20)))
+
+    threading.Thread(target=sample, name="memory-sample", daemon=True).start()
+    return stop
 
 
 def describe_limit(n: int | None) -> str:

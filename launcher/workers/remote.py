@@ -39,7 +39,6 @@ from pathlib import Path
 
 from launcher import programs
 from launcher.workers import oom
-from podcontract import logline
 
 
 def _manifest(root: Path) -> dict[str, list[object]]:
@@ -101,7 +100,8 @@ def _run(pidfile: Path, cmd: list[str], keep_session: bool = False) -> int:
         signal.signal(sig, forward)
     if cancelled.exists():  # a kill came before the pidfile: it is ours to carry out
         kill_sessions([proc.pid], grace=5.0)
-    sampling = _sample_memory(proc)
+    # the pod's memory while CMD runs (in a pod only, not under dglrun's local transport)
+    sampling = oom.sample_memory(say) if os.environ.get(POD_ENV) else threading.Event()
     try:
         code = proc.wait()
     finally:
@@ -119,25 +119,8 @@ def _run(pidfile: Path, cmd: list[str], keep_session: bool = False) -> int:
     return 128 - code if code < 0 else code
 
 
-def _sample_memory(proc: subprocess.Popen[bytes]) -> threading.Event:
-    """Print the pod's memory (:data:`podcontract.logline.MEMORY_LINE`) every
-    :func:`~podcontract.logline.sample_seconds` while ``proc`` runs; set the event returned to
-    stop. Only in a pod (not under dglrun's local transport), and where a memory cgroup can be
-    read."""
-    stop = threading.Event()
-    every = logline.sample_seconds()
-    if not every or not os.environ.get(POD_ENV) or oom.held() is None:
-        return stop
-
-    def sample() -> None:
-        while not stop.wait(every) and proc.poll() is None:
-            used = oom.held()
-            if used is not None:
-                line = logline.MEMORY_LINE.format(mib=used / (1 << 20))
-                print(line, file=sys.stderr, flush=True)
-
-    threading.Thread(target=sample, name="memory-sample", daemon=True).start()
-    return stop
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def signal_name(number: int) -> str:
