@@ -24,7 +24,15 @@ from dgl_operator.client.errors import DGLJobError, NoResults, ResultsCopyFailed
 from dgl_operator.client.logs import main_container, started
 from dgl_operator.client.status import ended
 from dgl_operator.report.page import page
-from dgl_operator.report.readings import Log, Readings, read, stamped_lines
+from dgl_operator.report.readings import (
+    Log,
+    Readings,
+    event_time,
+    read,
+    replica,
+    stamped_lines,
+    timestamp,
+)
 from dgljob.names import JOB_NAME_LABEL
 from kubeclient import EVENTS, PODS, ApiError, NotFound, RestClient, TransportError
 
@@ -75,6 +83,17 @@ def claim_logs(api: RestClient, job: dict[str, Any], image: str | None) -> list[
     return out
 
 
+def ours(job: dict[str, Any], event: dict[str, Any]) -> bool:
+    """An Event of this job (its uid), or of one of its pods (by name, :func:`replica`, and not
+    before the job was made: an earlier job of the same name had pods of the same names)."""
+    meta, obj = job["metadata"], event.get("involvedObject") or {}
+    name = str(obj.get("name") or "")
+    if obj.get("kind") == "Pod":
+        made = timestamp(meta.get("creationTimestamp")) or 0.0
+        return replica(meta["name"], name) is not None and (event_time(event) or 0.0) >= made - 1
+    return name == meta["name"] and obj.get("uid") in (meta.get("uid"), None, "")
+
+
 def collect(
     api: RestClient,
     namespace: str,
@@ -86,15 +105,7 @@ def collect(
     not read again)."""
     name = job["metadata"]["name"]
     pods = api.list(PODS, namespace, label_selector=f"{JOB_NAME_LABEL}={name}").get("items") or []
-    events = [
-        e
-        for e in api.list(EVENTS, namespace).get("items") or []
-        if str((e.get("involvedObject") or {}).get("name", "")) == name
-        or (
-            (e.get("involvedObject") or {}).get("kind") == "Pod"
-            and str((e.get("involvedObject") or {}).get("name", "")).startswith(name + "-")
-        )
-    ]
+    events = [e for e in api.list(EVENTS, namespace).get("items") or [] if ours(job, e)]
     stored = kept
     if stored is None:
         stored = claim_logs(api, job, options.image) if options.claim else []

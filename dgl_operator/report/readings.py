@@ -275,8 +275,18 @@ class PodRecord:
     live: bool = True  # it exists (else: known from its Events)
 
 
+REPLICA = re.compile(r"(launcher|partitioner|worker-\d+)")
+
+
+def replica(job: str, pod: str) -> str | None:
+    """The replica a pod of ``job`` is (``worker-0``, ``launcher``, ``partitioner``); None for
+    a pod of another job (``<job>-2-worker-0``) or none of its replicas."""
+    rest = pod[len(job) + 1 :] if pod.startswith(job + "-") else ""
+    return rest if REPLICA.fullmatch(rest) else None
+
+
 def _short(job: str, pod: str) -> str:
-    return pod[len(job) + 1 :] if pod.startswith(job + "-") else pod
+    return replica(job, pod) or pod
 
 
 def pods(job: str, live: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[PodRecord]:
@@ -303,7 +313,7 @@ def pods(job: str, live: list[dict[str, Any]], events: list[dict[str, Any]]) -> 
         out[rec.uid] = rec
     for e in events:
         obj = e.get("involvedObject") or {}
-        if obj.get("kind") != "Pod" or not str(obj.get("name", "")).startswith(job + "-"):
+        if obj.get("kind") != "Pod" or replica(job, str(obj.get("name") or "")) is None:
             continue
         uid = str(obj.get("uid") or "")
         t = event_time(e)

@@ -6,9 +6,17 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from dgl_operator.client.report import ours
 from dgl_operator.report.page import page, svg_memory, svg_timeline
-from dgl_operator.report.readings import Log, LogLine, memory, stamped_lines, step_windows
-from tests.support.reports import T0, at, launcher_log, log, readings
+from dgl_operator.report.readings import (
+    Log,
+    LogLine,
+    memory,
+    replica,
+    stamped_lines,
+    step_windows,
+)
+from tests.support.reports import T0, at, event, launcher_log, log, readings
 
 
 def test_a_phase_is_cut_into_its_epochs_and_the_last_ones_evaluation() -> None:
@@ -102,3 +110,18 @@ def test_a_trainer_that_prints_no_epoch_time_still_has_its_epochs() -> None:
     ]
     windows = [(w, t1 - t0) for w, t0, t1 in step_windows(log("launcher", 1, lines))]
     assert windows == [("train epoch 1", 10.0), ("train epoch 2", 9.0), ("evaluate", 6.0)]
+
+
+def test_only_this_jobs_events_count() -> None:
+    job = {"metadata": {"name": "cut", "uid": "u1", "creationTimestamp": at(0)}}
+    mine = event("DGLJob", "cut", "u1", "DGLJobCreated", 1)
+    assert ours(job, mine) and ours(job, event("Pod", "cut-worker-12", "p", "Started", 3))
+    assert ours(job, event("Pod", "cut-launcher", "p", "Started", 3))
+    assert not ours(job, event("DGLJob", "cut", "u0", "DGLJobCreated", 1))  # an earlier "cut"
+    assert not ours(job, event("Pod", "cut-worker-0", "p", "Killing", -60))  # its pods
+    assert not ours(job, event("Pod", "cut-2-worker-0", "p", "Started", 3))  # job "cut-2"'s
+    assert not ours(job, event("Pod", "cut-results-1a2b", "p", "Started", 3))  # a reader pod
+    assert (replica("cut", "cut-partitioner"), replica("cut", "cut-worker-x")) == (
+        "partitioner",
+        None,
+    )
