@@ -78,10 +78,10 @@ from bench.support.measure import CGROUP_ROOT, MiB
 from dgl_operator.report.page import svg_memory, svg_timeline
 from dgl_operator.report.readings import (
     Bar,
-    Log,
+    DglrunLog,
     LogLine,
     Mark,
-    Profile,
+    PartitionProfile,
     Series,
     profile,
     timestamp,
@@ -527,9 +527,9 @@ def run_logs(claim: Path | None, run: Run) -> str:
     return run.log
 
 
-def partition_profile(logs: str) -> Profile:
+def partition_profile(logs: str) -> PartitionProfile:
     """What the MPI ranks said of the partition in dglrun's log (dglctl report's reading)."""
-    return profile([Log("launcher", 1, [LogLine(0.0, line) for line in logs.splitlines()])])
+    return profile([DglrunLog("launcher", 1, [LogLine(0.0, line) for line in logs.splitlines()])])
 
 
 def job_windows(run: Run) -> list[tuple[str, float, float]]:

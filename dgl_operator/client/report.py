@@ -25,7 +25,7 @@ from dgl_operator.client.logs import main_container, started
 from dgl_operator.client.status import ended
 from dgl_operator.report.page import page
 from dgl_operator.report.readings import (
-    Log,
+    DglrunLog,
     Readings,
     event_time,
     read,
@@ -60,7 +60,7 @@ def gone(api: RestClient, namespace: str, name: str) -> bool:
     return False
 
 
-def claim_logs(api: RestClient, job: dict[str, Any], image: str | None) -> list[Log]:
+def claim_logs(api: RestClient, job: dict[str, Any], image: str | None) -> list[DglrunLog]:
     """Every attempt's log kept on the job's claim (none without ``spec.storage``)."""
     try:
         src = results_mod.source_of(job)
@@ -68,7 +68,7 @@ def claim_logs(api: RestClient, job: dict[str, Any], image: str | None) -> list[
         return []
     if image:
         src.image = image
-    out: list[Log] = []
+    out: list[DglrunLog] = []
     with tempfile.TemporaryDirectory(prefix="dglctl-report-") as tmp:
         got = results_mod.copy(api, src, Path(tmp) / "run")
         files = sorted((got.dest / "logs").rglob("*.log"))
@@ -79,7 +79,7 @@ def claim_logs(api: RestClient, job: dict[str, Any], image: str | None) -> list[
                 continue
             counts[role] = counts.get(role, 0) + 1
             lines = stamped_lines(f.read_text(errors="replace").splitlines())
-            out.append(Log(role, counts[role], lines))
+            out.append(DglrunLog(role, counts[role], lines))
     return out
 
 
@@ -99,8 +99,8 @@ def collect(
     namespace: str,
     job: dict[str, Any],
     options: ReportOptions,
-    kept: list[Log] | None = None,
-) -> tuple[Readings, list[Log]]:
+    kept: list[DglrunLog] | None = None,
+) -> tuple[Readings, list[DglrunLog]]:
     """The readings of ``job`` now, and the claim's logs read (``kept``: those read before,
     not read again)."""
     name = job["metadata"]["name"]
@@ -127,10 +127,10 @@ def collect(
         same = [g for g in logs if g.pod == role and g.lines and abs(g.lines[0].t - lines[0].t) < 5]
         if same:  # (the pod's own log is the longer while it runs: the claim's was read before)
             if len(lines) > len(same[0].lines):
-                logs[logs.index(same[0])] = Log(role, same[0].attempt, lines)
+                logs[logs.index(same[0])] = DglrunLog(role, same[0].attempt, lines)
             continue
         n = 1 + sum(1 for g in logs if g.pod == role)
-        logs.append(Log(role, n, lines))
+        logs.append(DglrunLog(role, n, lines))
     readings = read(job, pods, events, logs, time.time())
     readings.notes += notes
     return readings, stored
@@ -170,7 +170,7 @@ def report(
     """Write the report of the job ``get_job()`` returns to ``dest``; with ``options.watch``
     again every ``options.interval`` seconds until the job has ended (the page reloads itself
     meanwhile), the claim's logs read at the start and once more at the end."""
-    kept: list[Log] | None = None
+    kept: list[DglrunLog] | None = None
     while True:
         job = get_job()
         done = ended(job) is not None

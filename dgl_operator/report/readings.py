@@ -67,7 +67,7 @@ class LogLine:
 
 
 @dataclass
-class Log:
+class DglrunLog:
     """One pod's dglrun log: ``launcher`` or ``partitioner``, ``attempt`` counted from 1."""
 
     pod: str
@@ -76,7 +76,7 @@ class Log:
 
 
 @dataclass
-class Profile:
+class PartitionProfile:
     """The ParMETIS modes' ranks: per step the largest peak of each rank (MiB) and what each
     sent the others (MiB, summed over rounds); the steps' seconds; the edge cut."""
 
@@ -99,7 +99,7 @@ class Readings:
     memory: list[Series] = field(default_factory=list)
     plan: dict[str, dict[str, float]] = field(default_factory=dict)  # status.memory
     steps: list[tuple[str, int, float]] = field(default_factory=list)  # (step, attempt, seconds)
-    profile: Profile = field(default_factory=Profile)
+    profile: PartitionProfile = field(default_factory=PartitionProfile)
     moved: list[tuple[str, float]] = field(default_factory=list)  # (what, bytes)
     events: list[tuple[float, str, str, str, str]] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
@@ -134,7 +134,7 @@ def stamped_lines(raw: Iterable[str]) -> list[LogLine]:
 # -- the job's steps, from dglrun's log ---------------------------------------------------------
 
 
-def step_windows(log: Log) -> list[tuple[str, float, float]]:
+def step_windows(log: DglrunLog) -> list[tuple[str, float, float]]:
     """(step, start, end) of each phase dglrun ran (seconds since the epoch); the train phase
     in epochs (``train epoch k``, then ``evaluate``: the last epoch's evaluation and the model
     saved)."""
@@ -181,7 +181,7 @@ def step_windows(log: Log) -> list[tuple[str, float, float]]:
     return out
 
 
-def step_seconds(log: Log) -> list[tuple[str, float]]:
+def step_seconds(log: DglrunLog) -> list[tuple[str, float]]:
     out = []
     for line in log.lines:
         m = logline.PHASE.match(line.text)
@@ -190,8 +190,8 @@ def step_seconds(log: Log) -> list[tuple[str, float]]:
     return out
 
 
-def profile(logs: list[Log]) -> Profile:
-    prof = Profile()
+def profile(logs: list[DglrunLog]) -> PartitionProfile:
+    prof = PartitionProfile()
     for log in logs:
         for line in log.lines:
             text = line.text
@@ -218,7 +218,7 @@ def profile(logs: list[Log]) -> Profile:
     return prof
 
 
-def moved(logs: list[Log], prof: Profile) -> list[tuple[str, float]]:
+def moved(logs: list[DglrunLog], prof: PartitionProfile) -> list[tuple[str, float]]:
     """Bytes moved: each worker's pull of its partition (the last figure its pull said), and
     what the ranks sent each other per step."""
     out: list[tuple[str, float]] = []
@@ -237,7 +237,7 @@ def moved(logs: list[Log], prof: Profile) -> list[tuple[str, float]]:
     return out
 
 
-def memory(logs: list[Log], created: float, job: str = "") -> list[Series]:
+def memory(logs: list[DglrunLog], created: float, job: str = "") -> list[Series]:
     """Each pod's memory samples (``[<pod>/...] memory sample: N MiB``), one series per
     pod and attempt (the attempt of the log that holds them), named as the timeline's rows
     (``worker-0 #2``: the pod's name without the job's)."""
@@ -409,7 +409,7 @@ def read(
     job: dict[str, Any],
     live_pods: list[dict[str, Any]],
     events: list[dict[str, Any]],
-    logs: list[Log],
+    logs: list[DglrunLog],
     now: float,
 ) -> Readings:
     """The report's readings of ``job`` (its object), its pods, the Events of it and of its
@@ -501,6 +501,7 @@ def read(
     r.limit = max(
         [float(v.get("limitMiB") or 0) for v in r.plan.values()]
         + [memory_limit(p) / MiB for p in live_pods]
+        + [0.0]  # (neither a plan nor a pod yet)
     )
     r.memory = memory(logs, created, name)
     r.profile = profile(logs)

@@ -9,9 +9,10 @@ import xml.etree.ElementTree as ET
 from dgl_operator.client.report import ours
 from dgl_operator.report.page import page, svg_memory, svg_timeline
 from dgl_operator.report.readings import (
-    Log,
+    DglrunLog,
     LogLine,
     memory,
+    read,
     replica,
     stamped_lines,
     step_windows,
@@ -98,7 +99,7 @@ def test_the_page_is_well_formed_svg_and_escapes_what_it_quotes() -> None:
 def test_lines_without_a_time_are_dropped_and_a_stamp_reads_back() -> None:
     lines = stamped_lines([f"{at(1.25)} [1/5] partition", "no time here", "2026-13-99T00 x"])
     assert lines == [LogLine(T0 + 1.25, "[1/5] partition")]
-    assert memory([Log("launcher", 1, lines)], T0) == []
+    assert memory([DglrunLog("launcher", 1, lines)], T0) == []
 
 
 def test_a_trainer_that_prints_no_epoch_time_still_has_its_epochs() -> None:
@@ -125,3 +126,10 @@ def test_only_this_jobs_events_count() -> None:
         "partitioner",
         None,
     )
+
+
+def test_a_job_with_no_pod_no_plan_and_no_log_yet_reads_empty() -> None:
+    job = {"metadata": {"name": "new", "namespace": "a", "creationTimestamp": at(0)}}
+    r = read(job, [], [], [], now=T0 + 5)
+    assert (r.phase, r.ended, r.limit, r.bars, r.memory) == ("Pending", "", 0.0, [], [])
+    assert "DGLJob a/new: Pending</h1>" in page(r)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dgl_operator.report.readings import Log, Readings, read, stamped_lines, timestamp
+from dgl_operator.report.readings import DglrunLog, Readings, read, stamped_lines, timestamp
 from podcontract import logline
 
 T0 = timestamp("2026-11-28T10:00:00Z") or 0.0
@@ -16,11 +16,11 @@ def at(s: float) -> str:
     return logline.stamp(T0 + s)
 
 
-def log(pod: str, attempt: int, lines: list[tuple[float, str]]) -> Log:
-    return Log(pod, attempt, stamped_lines(f"{at(t)} {text}" for t, text in lines))
+def log(pod: str, attempt: int, lines: list[tuple[float, str]]) -> DglrunLog:
+    return DglrunLog(pod, attempt, stamped_lines(f"{at(t)} {text}" for t, text in lines))
 
 
-def launcher_log(attempt: int, t: float, first_epoch: int, epochs: int) -> Log:
+def launcher_log(attempt: int, t: float, first_epoch: int, epochs: int) -> DglrunLog:
     lines = [
         (t, "[1/5] partition"),
         (t + 1, "[launcher] memory sample: 300 MiB"),
