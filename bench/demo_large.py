@@ -529,7 +529,7 @@ def run_logs(claim: Path | None, run: Run) -> str:
 
 def partition_profile(logs: str) -> PartitionProfile:
     """What the MPI ranks said of the partition in dglrun's log (dglctl report's reading)."""
-    return profile([DglrunLog("launcher", 1, [LogLine(0.0, line) for line in logs.splitlines()])])
+    return profile([DglrunLog("launcher", [LogLine(0.0, line) for line in logs.splitlines()])])
 
 
 def job_windows(run: Run) -> list[tuple[str, float, float]]:

@@ -72,14 +72,12 @@ def claim_logs(api: RestClient, job: dict[str, Any], image: str | None) -> list[
     with tempfile.TemporaryDirectory(prefix="dglctl-report-") as tmp:
         got = results_mod.copy(api, src, Path(tmp) / "run")
         files = sorted((got.dest / "logs").rglob("*.log"))
-        counts: dict[str, int] = {}
         for f in files:
             role = f.name.split("-")[0]
             if role not in ROLES:
                 continue
-            counts[role] = counts.get(role, 0) + 1
             lines = stamped_lines(f.read_text(errors="replace").splitlines())
-            out.append(DglrunLog(role, counts[role], lines))
+            out.append(DglrunLog(role, lines))
     return out
 
 
@@ -127,10 +125,9 @@ def collect(
         same = [g for g in logs if g.pod == role and g.lines and abs(g.lines[0].t - lines[0].t) < 5]
         if same:  # (the pod's own log is the longer while it runs: the claim's was read before)
             if len(lines) > len(same[0].lines):
-                logs[logs.index(same[0])] = DglrunLog(role, same[0].attempt, lines)
+                logs[logs.index(same[0])] = DglrunLog(role, lines)
             continue
-        n = 1 + sum(1 for g in logs if g.pod == role)
-        logs.append(DglrunLog(role, n, lines))
+        logs.append(DglrunLog(role, lines))
     readings = read(job, pods, events, logs, time.time())
     readings.notes += notes
     return readings, stored

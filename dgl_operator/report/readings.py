@@ -68,11 +68,12 @@ class LogLine:
 
 @dataclass
 class DglrunLog:
-    """One pod's dglrun log: ``launcher`` or ``partitioner``, ``attempt`` counted from 1."""
+    """One pod's dglrun log: ``launcher`` or ``partitioner``; ``attempt`` (from 1) is set by
+    :func:`read` from the job's restart Events, by the log's first line's time."""
 
     pod: str
-    attempt: int
     lines: list[LogLine]
+    attempt: int = 0
 
 
 @dataclass

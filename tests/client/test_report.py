@@ -99,7 +99,7 @@ def test_the_page_is_well_formed_svg_and_escapes_what_it_quotes() -> None:
 def test_lines_without_a_time_are_dropped_and_a_stamp_reads_back() -> None:
     lines = stamped_lines([f"{at(1.25)} [1/5] partition", "no time here", "2026-13-99T00 x"])
     assert lines == [LogLine(T0 + 1.25, "[1/5] partition")]
-    assert memory([DglrunLog("launcher", 1, lines)], T0) == []
+    assert memory([DglrunLog("launcher", lines, 1)], T0) == []
 
 
 def test_a_trainer_that_prints_no_epoch_time_still_has_its_epochs() -> None:

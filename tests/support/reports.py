@@ -17,7 +17,7 @@ def at(s: float) -> str:
 
 
 def log(pod: str, attempt: int, lines: list[tuple[float, str]]) -> DglrunLog:
-    return DglrunLog(pod, attempt, stamped_lines(f"{at(t)} {text}" for t, text in lines))
+    return DglrunLog(pod, stamped_lines(f"{at(t)} {text}" for t, text in lines), attempt)
 
 
 def launcher_log(attempt: int, t: float, first_epoch: int, epochs: int) -> DglrunLog:
