@@ -21,7 +21,7 @@ export DGL_PYTHON := $(DGL_VENV)/bin/python
 export OPERATOR_PYTHON := $(BIN)/python
 
 .PHONY: help venv dgl-venv k8s-binaries scheduler-plugins kueue network-policies images lint typecheck unit test bench demo demo-large demo-local \
-        cluster-up cluster-down control-plane-up control-plane-down clean-venvs check check-tests
+        cluster-up cluster-down control-plane-up control-plane-down clean-venvs check check-tests flake-hunt
 # The preflight of each entry point comes first among its prerequisites, and make (never run
 # with -j here) takes them in order: nothing is built or started before it has passed.
 .NOTPARALLEL:
@@ -34,8 +34,10 @@ help:
 	@echo "make demo-local    - the data plane alone: dglrun with 2 local workers (namespaces)"
 	@echo "make demo-large    - a products-scale graph on 3 nodes, one lost mid-training (~14 min;"
 	@echo "                     writes demo-large.html; KUEUE=1: the jobs go through Kueue)"
-	@echo "make bench         - run the benchmarks under bench/ and print their figures"
-	@echo "                     (LARGE=1: demo-large's too)"
+	@echo "make flake-hunt    - the fake-API and real-API-server layers N times (N=10): every"
+	@echo "                     test that failed at least once, with its failure"
+	@echo "make bench         - every benchmark under bench/ to its end, then one summary table"
+	@echo "                     (bench-results/summary.json and .html; LARGE=1: demo-large's too)"
 	@echo "make cluster-up    - start the single-node Kubernetes (make cluster-down stops it)"
 	@echo "                     (NODES=3 SCHEDULER_PLUGINS=1: three nodes, the Coscheduling scheduler;"
 	@echo "                      KUEUE=1: Kueue's manager and CRDs)"
@@ -118,22 +120,14 @@ unit: preflight-test venv dgl-venv k8s-binaries scheduler-plugins kueue network-
 
 test: preflight-test lint typecheck unit
 
+# N runs of the layers races hide in (hack/flake_hunt.py: LAYER=fake-api or real-api for one)
+N ?= 10
+LAYER ?=
+flake-hunt: preflight-flake-hunt venv k8s-binaries scheduler-plugins kueue
+	$(BIN)/python hack/flake_hunt.py --runs $(N) $(if $(LAYER),--layer $(LAYER))
+
 bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins kueue network-policies images
-	$(BIN)/python -m bench.workqueue_bench
-	$(BIN)/python -m bench.pipeline_bench
-	$(BIN)/python -m bench.controller_bench
-	$(BIN)/python -m bench.partition_bench
-	$(BIN)/python -m bench.eta_bench
-	$(BIN)/python -m bench.large_graph_bench
-	$(BIN)/python -m bench.large_graph_bench --proof-at-limit --nodes 500000 --feat-dim 64
-	$(BIN)/python -m bench.distpart_bench
-	$(BIN)/python -m bench.elastic_partition_bench
-	$(BIN)/python -m bench.out_of_core_bench
-	$(BIN)/python -m bench.restart_bench
-	$(BIN)/python -m bench.nodes_bench
-	$(BIN)/python -m bench.elastic_bench
-	$(BIN)/python -m bench.kueue_bench
-	$(if $(LARGE),$(BIN)/python -m bench.demo_large $(DEMO_LARGE_ARGS))
+	$(BIN)/python -m bench.run $(if $(LARGE),--large --large-args "$(DEMO_LARGE_ARGS)")
 
 # Docker-free OCI images (debootstrap base; the DGL image reuses the DGL venv).
 images: venv dgl-venv

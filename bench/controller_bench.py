@@ -61,6 +61,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.support.console import sayer
+from bench.support.figures import record
 from bench.support.paths import REPO
 from controller.api import DGLJOBS
 from informers.factory import SharedInformerFactory
@@ -1088,6 +1089,10 @@ def judge_create_rate(ratios: list[float], results: dict[str, tuple[bool, str]])
     machine's speed (a shared VM's: 0.5-0.9x in one hour with the same code)."""
     if ratios:
         median = statistics.median(ratios)
+        record(
+            "controller_bench", f"create rate, median of {len(ratios)} bursts", median, "x", 1.0,
+            "the API server's raw create rate",
+        )  # fmt: skip
         results["create rate"] = (
             median >= 0.7,
             f"{median:.2f}x of the API server's raw create rate (same objects), the median of "
@@ -1117,6 +1122,14 @@ def main_run(
         )
     results["burst complete"] = (b.complete, text)
     per_job = b.dispatched / a.jobs
+    record(
+        "controller_bench",
+        "API requests per job in the burst",
+        per_job,
+        "",
+        REQUESTS_PER_JOB_GOAL,
+        "goal",
+    )
     results["requests per job"] = (
         per_job <= REQUESTS_PER_JOB_GOAL,
         f"{per_job:.1f} (API server's count) <= {REQUESTS_PER_JOB_GOAL}",
@@ -1200,6 +1213,17 @@ def main_run(
         f"{a.unrelated_pods:,} other pods in its cache",
     )
     cpu_ms = b.cpu_seconds * 1000 / a.jobs
+    record(
+        "controller_bench",
+        "operator RSS with the jobs and other pods",
+        rss_after,
+        "MB",
+        RSS_TARGET_MB,
+        "goal",
+    )
+    record(
+        "controller_bench", "CPU per job in the burst", cpu_ms, "ms", CPU_MS_PER_JOB_GOAL, "goal"
+    )
     results["CPU"] = (
         cpu_ms <= CPU_MS_PER_JOB_GOAL,
         f"{cpu_ms:.1f} ms per job in the burst <= {CPU_MS_PER_JOB_GOAL:g} ms (1.5x the original's)",

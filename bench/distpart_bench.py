@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.support.console import sayer
+from bench.support.figures import record
 from bench.support.graphs import dgl_env, prepare_graph, products_graph, rank_argv
 from bench.support.measure import (
     CGROUP_ROOT,
@@ -239,6 +240,10 @@ def compare(a: argparse.Namespace, py: str) -> int:
             )
         peak = max(dist["peak_rss_mb_per_rank"])
         bound = 1.2 * base / k + fixed
+        record("distpart_bench", f"P={k} {name}: per-rank peak", peak, "MiB", base,
+               "single-process METIS")  # fmt: skip
+        record("distpart_bench", f"P={k} {name}: edge cut", dist["edge_cut"], "",
+               single["cut"], "single-process METIS")  # fmt: skip
         ok = "within" if peak <= bound else "ABOVE"
         print(
             f"| {k} | DistParMETIS ({name}), {k} ranks | {gib(peak)} | {peak / base:.2f} | "

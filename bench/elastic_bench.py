@@ -42,6 +42,7 @@ from typing import Any
 
 from bench.support.cluster import KUBECONFIG, install
 from bench.support.console import sayer
+from bench.support.figures import record
 from bench.support.kube import Kube
 from bench.support.manifests import example_job, launcher_args, main_container, set_flag
 from localcluster import volumes
@@ -550,6 +551,8 @@ def summary(results: dict[str, Any]) -> None:
             say(f"| {mode} | {fmt(b.training, b.submitted)} | {r['makespan']:.0f}s | "
                 f"{r['share']:.0%} | {accs} |")  # fmt: skip
         say(f"makespan elastic / rigid: {elastic['makespan'] / rigid['makespan']:.2f}")
+        record("elastic_bench", "squeeze: makespan, elastic", elastic["makespan"], "s",
+               rigid["makespan"], "rigid")  # fmt: skip
     rc = results.get("rescale")
     if rc:
         rigid = rc["rigid"].seconds
@@ -558,6 +561,9 @@ def summary(results: dict[str, Any]) -> None:
         for key in ("shrink", "grow", "rigid"):
             r = rc[key]
             say(f"| {r.what} | {r.seconds:.0f}s | {r.seconds / rigid:.2f} | {r.work()} |")
+            if key != "rigid":
+                record("elastic_bench", f"{r.what}: decision -> training again", r.seconds, "s",
+                       rigid, "rigid restart")  # fmt: skip
     conv = results.get("convergence")
     if conv:
         say("convergence: " + ", ".join(f"{k} rescales: {v}" for k, v in conv.items()))

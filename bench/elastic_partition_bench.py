@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.support.console import sayer
+from bench.support.figures import record
 from bench.support.graphs import dgl_env, products_graph, rank_argv
 from bench.support.measure import run_measured
 from bench.support.paths import REPO
@@ -89,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     for c in counts:
         mine = elastic["counts"][str(c)]
         theirs = direct[c]["edge_cut"]
+        record("elastic_partition_bench", f"{c} parts: edge cut, grouped", mine["edge_cut"], "",
+               theirs, "partitioned directly")  # fmt: skip
         print(
             f"| {c} | {mine['edge_cut']:,} ({100 * mine['edge_cut_fraction']:.2f}%) | "
             f"{theirs:,} ({100 * direct[c]['edge_cut_fraction']:.2f}%) | "
@@ -96,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{balance(mine['edges_per_part']):.3f} |"
         )
     apart = sum(d["wall_seconds"] for d in direct.values())
+    record("elastic_partition_bench", "one elastic run for every count", elastic["wall_seconds"],
+           "s", apart, "a run per count")  # fmt: skip
     each = ", ".join(f"{c}: {d['wall_seconds']:.0f}s" for c, d in direct.items())
     print(
         f"\ntime: one elastic run {elastic['wall_seconds']:.0f}s (its steps "

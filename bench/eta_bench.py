@@ -29,6 +29,7 @@ from typing import Any
 
 from bench.support.cluster import cluster
 from bench.support.console import sayer
+from bench.support.figures import record
 from bench.support.graphs import give_to_pods, prepare_graph
 from bench.support.kube import Kube
 from bench.support.manifests import NS, job_manifest
@@ -134,6 +135,11 @@ def run_size(kube: Kube, py: str, nodes: int, a: argparse.Namespace) -> list[lis
             "yes" if errs and abs(worst) <= TARGET else "no",
         ])  # fmt: skip
         say(f"{nodes:,} nodes: {step} {end - start:.1f}s, {len(errs)} readings, worst {worst:+.0%}")
+        if errs:
+            record(
+                "eta_bench", f"{nodes:,} nodes, {step}: worst ETA error", abs(worst) * 100, "%",
+                TARGET * 100, "the goal",
+            )  # fmt: skip
         say("  readings (time into the step: remaining predicted / real): " + ", ".join(
             f"{r.t - start:.0f}s: {r.detail[STEP_REMAINING]}/{end - r.t:.0f}"
             for r in readings

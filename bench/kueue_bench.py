@@ -25,6 +25,7 @@ from typing import Any
 
 from bench.support.cluster import KUBECONFIG, install
 from bench.support.console import sayer
+from bench.support.figures import record
 from bench.support.kube import Kube
 from bench.support.manifests import example_job, kueue_queues
 from controller import kueue as kq
@@ -115,6 +116,8 @@ def main() -> int:
                 f"creation -> admitted {adm:.1f}s, admitted -> pods running {ran_q - adm:.1f}s"
             )
         mp, mq, ma = (statistics.median(x) for x in (plain, queued_run, admission))
+        record("kueue_bench", "admission -> all pods running, under Kueue", mq, "s", mp,
+               "creation -> all pods running, without")  # fmt: skip
         say(f"median of {a.rounds}: admission -> all pods running {mq:.1f}s under Kueue vs "
             f"creation -> all pods running {mp:.1f}s without ({mq / mp:.2f}x); Kueue's own "
             f"admission took {ma:.1f}s after creation")  # fmt: skip

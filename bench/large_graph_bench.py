@@ -50,6 +50,7 @@ from typing import Any
 
 from bench.support.cluster import cluster
 from bench.support.console import sayer
+from bench.support.figures import record
 from bench.support.graphs import dgl_env, give_to_pods, prepare_graph
 from bench.support.kube import Kube
 from bench.support.manifests import EVAL_FAN_OUT, NS, job_manifest, launcher_args, main_container
@@ -219,7 +220,9 @@ def gib(mib: float | None) -> str:
     return "-" if not mib else f"{mib / 1024:.2f}"
 
 
-def print_table(rows: list[dict[str, Any]], base: dict[str, Any], size: str) -> None:
+def print_table(
+    rows: list[dict[str, Any]], base: dict[str, Any], size: str, proof: bool = False
+) -> None:
     say(size)
     print(
         "| run | partition | partition pod: estimate / measured / cgroup (GiB) | worker pod: "
@@ -244,6 +247,16 @@ def print_table(rows: list[dict[str, Any]], base: dict[str, Any], size: str) -> 
             moved = f"{r['bytes'] / 1e6:.0f} MB | {r['delivery_seconds']:.1f} s ({rate:.0f} MB/s)"
         else:
             moved = "0 MB | - (each worker wrote its own part)"
+        bench = "large_graph_bench" + (" --proof-at-limit" if proof else "")
+        record(bench, f"{label}: test accuracy", r["accuracy"], "", base["accuracy"], "1 process")
+        record(
+            bench, f"{label}: epoch", r["epoch_seconds"], "s", base["epoch_seconds"], "1 process"
+        )
+        if p.get("peakMiB") and p.get("estimateMiB"):
+            record(
+                bench, f"{label}: partition peak against its plan", p["peakMiB"], "MiB",
+                p["estimateMiB"], "the plan's estimate",
+            )  # fmt: skip
         print(
             f"| {label} | {r['partition_seconds']:.0f} s | {gib(p.get('estimateMiB'))} / "
             f"{gib(p.get('peakMiB'))} / {r['cgroup_partition_gib']:.2f} | "
@@ -322,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{mode} ({transfer}): running")
         rows.append(run_job(kube, mode, data, a, transfer))
         say(f"{mode} ({transfer}): {rows[-1]}")
-    print_table(rows, base, size)
+    print_table(rows, base, size, a.proof_at_limit)
     if a.proof_at_limit:
         return verdict(rows[0], base, a)
     return 0

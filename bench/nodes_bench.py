@@ -20,6 +20,7 @@ from typing import Any
 
 from bench.support.cluster import KUBECONFIG, install
 from bench.support.console import sayer
+from bench.support.figures import record
 from bench.support.kube import Kube
 from bench.support.manifests import example_job
 from localcluster.node import DEFAULT_DIR, running
@@ -94,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  {n} node(s): {r['seconds']:6.1f}s  (cluster up in {r['up']:.0f}s)")
     if len(sizes) >= 2:
         first, last = results[sizes[0]]["seconds"], results[sizes[-1]]["seconds"]
+        record("nodes_bench", f"apply -> pods Running, {sizes[-1]} nodes", last, "s", first,
+               f"{sizes[0]} node(s)")  # fmt: skip
         say(f"  ratio {sizes[-1]} / {sizes[0]} node(s): {last / first:.2f}")
     return 0
 

@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.support.console import sayer
+from bench.support.figures import record
 from bench.support.graphs import dgl_env, prepare_graph
 from bench.support.measure import CGROUP_ROOT, MiB, group_peak, memory_cgroups
 from bench.support.paths import EXAMPLE, REPO
@@ -321,6 +322,8 @@ def print_targets(rows: list[dict[str, Any]]) -> None:
             continue
         ratio = r["epoch_s"] / base["epoch_s"]
         read = r["read_bytes"] / r["epochs"] / max(r["touched_bytes"], 1)
+        record("out_of_core_bench", f"{label}: epoch", r["epoch_s"], "s", base["epoch_s"],
+               "in memory")  # fmt: skip
         same = r["accuracy"] == base["accuracy"]
         say(
             f"  {label}: {ratio:.2f}x the in-memory epoch (target <= {most}x: "

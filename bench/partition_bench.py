@@ -39,6 +39,7 @@ from typing import Any
 
 from bench.support.cluster import cluster
 from bench.support.console import sayer
+from bench.support.figures import record
 from bench.support.graphs import dgl_env, give_to_pods, prepare_graph
 from bench.support.kube import Kube
 from bench.support.manifests import EVAL_FAN_OUT, NS, job_manifest
@@ -181,6 +182,17 @@ def main(argv: list[str] | None = None) -> int:
         "(GiB) | edge cut | test accuracy (vs baseline) | whole job |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    first = results[0] if results else None
+    for r in results:
+        record(
+            "partition_bench", f"{r['mode']}: test accuracy", r["accuracy"], "",
+            base["test_accuracy"], "single process",
+        )  # fmt: skip
+        assert first is not None
+        record(
+            "partition_bench", f"{r['mode']}: partition phase", r["partition_seconds"], "s",
+            first["partition_seconds"], first["mode"],
+        )  # fmt: skip
     for r in results:
         print(
             f"| {r['mode']} | {r['partition_seconds']:.1f} s | {r['largest_pod_gb']:.2f} | "

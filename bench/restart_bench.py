@@ -29,6 +29,7 @@ from typing import Any
 
 from bench.support.cluster import KUBECONFIG, cluster
 from bench.support.console import sayer
+from bench.support.figures import record
 from bench.support.graphs import give_to_pods, prepare_graph
 from bench.support.kube import Kube
 from bench.support.manifests import EVAL_FAN_OUT, NS, job_manifest, launcher_args, set_flag
@@ -168,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
             f"| {r['last_attempt_epochs']} | {resumed} | {r['accuracy']:.4f} |"
         )
     plain, kept = rows[1][1], rows[2][1]
+    for label, r in rows[1:]:
+        record("restart_bench", f"{label}: whole job", r["seconds"], "s", base["seconds"],
+               "uninterrupted")  # fmt: skip
+    record("restart_bench", "worker lost, with storage: whole job", kept["seconds"], "s",
+           plain["seconds"], "without storage")  # fmt: skip
     lost = plain["seconds"] - base["seconds"]
     saved = plain["seconds"] - kept["seconds"]
     cost = kept["seconds"] - base["seconds"]

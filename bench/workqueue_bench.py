@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
+from bench.support.figures import record
 from controller.machinery.prom_workqueue import PrometheusWorkqueueMetricsProvider
 from workqueue import Queue, RateLimitingQueue
 
@@ -98,6 +99,10 @@ def main() -> None:
             rate = best(functools.partial(workqueue_rate, make, workers))
             if label == OPERATOR_QUEUE:
                 judged[workers] = rate
+            record(
+                "workqueue_bench", f"{label} workers={workers}", rate, "cycles/s", baseline,
+                "stdlib SimpleQueue",
+            )  # fmt: skip
             print(
                 f"{label} workers={workers}: {rate:,.0f} cycles/s "
                 f"({rate / baseline:.2f}x stdlib SimpleQueue)"

@@ -128,6 +128,31 @@ def wait_finished(
     return found
 
 
+def wait_epochs(
+    cluster: Any, ns: str, name: str = JOB, epochs: int = 1, timeout: float = 600
+) -> str:
+    """The launcher's log once the trainers have trained ``epochs`` epoch(s): rank 0's
+    ``epoch <epochs - 1> loss`` line, printed after every trainer finished that epoch (an
+    allreduce precedes it). A barrier on the trainers being under way, where a sleep would
+    guess; fails at once, with the job's conditions, if the job finishes first."""
+    mark = f" epoch {epochs - 1} loss "
+    container = JOB  # the example's container name, whatever the job's
+
+    def trained() -> str | None:
+        job = get_job(cluster, ns, name)
+        conds = conditions(job)
+        if any(conds.get(t, {}).get("status") == "True" for t in ("Succeeded", "Failed")):
+            raise AssertionError(f"{name} finished before epoch {epochs - 1}: {conds}")
+        try:
+            log: str = cluster.logs(f"{name}-launcher", container, ns)
+        except Exception:  # (the launcher is not running yet, or is being replaced)
+            return None
+        return log if mark in log else None
+
+    log: str = wait_for(trained, what=f"{name}'s epoch {epochs - 1}", timeout=timeout, interval=1.0)
+    return log
+
+
 def pods(cluster: Any, ns: str) -> dict[str, dict[str, Any]]:
     items = cluster.kubectl(["get", "pods", "-n", ns])["items"]
     return {p["metadata"]["name"]: p for p in items}

@@ -20,12 +20,11 @@ from e2e.helpers import (
     example_job,
     get_job,
     launcher_args,
-    phase_is,
     pods,
     single_process_accuracy,
     succeeded,
+    wait_epochs,
     wait_finished,
-    wait_job,
 )
 from localcluster.cluster import free_port
 from tests.support.waiting import wait_for
@@ -148,8 +147,7 @@ def test_a_worker_deleted_mid_training_fails_the_job_naming_it(
     args = launcher_args(job)
     args[args.index("--num-epochs") + 1] = "500"
     apply(cluster, job)
-    wait_job(cluster, namespace, JOB, phase_is("Training"), 600, "the Training phase")
-    time.sleep(5)  # let the trainers get going
+    wait_epochs(cluster, namespace, JOB)  # the trainers are under way
     cluster.kubectl(
         ["delete", "pod", f"{JOB}-worker-1", "-n", namespace, "--wait=false"], as_dict=False
     )
@@ -181,8 +179,7 @@ def test_a_worker_deleted_mid_training_restarts_the_job_within_its_backoff_limit
     args = launcher_args(job)
     args[args.index("--num-epochs") + 1] = "30"
     apply(cluster, job)
-    wait_job(cluster, namespace, "again", phase_is("Training"), 600, "the Training phase")
-    time.sleep(5)  # let the trainers get going
+    wait_epochs(cluster, namespace, "again")  # the trainers are under way
     first = {n: p["metadata"]["uid"] for n, p in pods(cluster, namespace).items()}
     cluster.kubectl(
         ["delete", "pod", "again-worker-1", "-n", namespace, "--wait=false"], as_dict=False

@@ -1,21 +1,27 @@
 """Memory on the real cluster: the plan refuses a graph too big for the Worker limit before
 anything runs, and a process the kernel kills for memory anyway fails the job ``OOMKilled``
-naming its pod."""
+naming its pod; a graph whose in-memory train step does not fit the Worker limit trains out of
+core under it, and is refused, naming the option, without it."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from e2e.helpers import (
+    accuracy,
     apply,
     conditions,
     event_messages,
     example_job,
+    figure,
     get_job,
     launcher_args,
     pods,
+    succeeded,
     wait_finished,
 )
+from podcontract import PHASE_ENV
 
 
 def worker_limit(job: dict[str, Any], memory: str) -> None:
@@ -75,3 +81,67 @@ def test_a_graph_too_big_for_the_worker_limit_is_refused_before_partitioning(
     assert int(get_job(cluster, namespace, "huge")["status"].get("restartCount") or 0) == 0
     log = cluster.logs("huge-partitioner", "dgl-graphsage", namespace)
     assert "[1/5] partition" not in log, log[-2000:]
+
+
+# The partitioner makes a graph of 200k nodes x 1024 features (~390 MiB of node features per
+# worker; make_dataset.py --binary, seconds), small splits so that an epoch of batch 64 is
+# short. Its memory plan, 2 workers of one server and one trainer each: ~2.0 GiB per worker
+# pod in memory, ~1.5 GiB out of core with a quarter of the features as page cache.
+OOC_ROOT = "/tmp/ooc"
+MAKE_OOC = (
+    f'if [ "${PHASE_ENV}" = Partitioner ]; then '
+    f"python3 code/make_dataset.py --root {OOC_ROOT} --num-nodes 200000 --feat-dim 1024 "
+    "--train-frac 0.05 --val-frac 0.05 --test-frac 0.05 --binary || exit 1; fi; "
+    'exec dglrun "$@"'
+)
+OOC_LIMIT = "1792Mi"  # between the two: 1.75 GiB
+
+
+def ooc_job(namespace: str, name: str, out_of_core: bool) -> dict[str, Any]:
+    job = example_job(namespace, name)
+    launcher = job["spec"]["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    launcher["command"] = ["sh", "-c", MAKE_OOC, "sh"]
+    launcher["env"] = [{"name": "DGL_DATASET_ROOT", "value": OOC_ROOT}]
+    args = launcher_args(job)
+    args[args.index("--num-epochs") + 1] = "1"
+    args[args.index("--batch-size") + 1] = "64"
+    worker_limit(job, OOC_LIMIT)
+    if out_of_core:
+        job["spec"]["outOfCore"] = {"enabled": True, "pageCacheFraction": 0.25}
+    return job
+
+
+def test_a_worker_limit_below_the_in_memory_need_trains_out_of_core_and_refuses_without(
+    cluster: Any, namespace: str
+) -> None:
+    """The same graph and the same 1.75 GiB Worker limit: without spec.outOfCore the memory plan
+    refuses the train step before partitioning, its message naming the option; with it the
+    job partitions (the node features also as .npy), its DGL servers memory-map them, and it
+    trains to Succeeded under that limit, with no restart and no process killed for memory."""
+    apply(cluster, ooc_job(namespace, "in-memory", out_of_core=False))
+    refused = wait_finished(cluster, namespace, "in-memory", timeout=600)
+    cond = conditions(refused).get("Failed", {})
+    assert cond.get("reason") == "MemoryPlanExceeded", conditions(refused)
+    message = cond["message"]
+    assert "the train step needs ~" in message and "1.75 GiB" in message, message
+    assert "spec.outOfCore.enabled: true" in message, message
+    need = re.search(r"the train step needs ~([\d.]+) GiB", message)
+    assert need and float(need.group(1)) > 1.75, message
+
+    apply(cluster, ooc_job(namespace, "out-of-core", out_of_core=True))
+    done = wait_finished(cluster, namespace, "out-of-core", timeout=900)
+    assert succeeded(done), conditions(done)
+    assert int(done["status"].get("restartCount") or 0) == 0, done["status"]
+    log = cluster.logs("out-of-core-launcher", "dgl-graphsage", namespace)
+    assert "out of core: structure " in log and "page cache 0.25 x " in log, log[-3000:]
+    for i in (0, 1):
+        mapped = rf"\[out-of-core-worker-{i}/server-0\] out-of-core: part {i}: .*memory-mapped"
+        assert re.search(mapped, log), log[-3000:]
+    assert "killed for memory" not in log, log[-3000:]
+    memory = done["status"].get("memory") or {}
+    train = memory.get("train") or {}
+    figure(
+        f"out of core under a {OOC_LIMIT} Worker limit (in memory the plan needs "
+        f"~{need.group(1)} GiB): train estimate {train.get('estimateMiB')} MiB, peak "
+        f"{train.get('peakMiB')} MiB; test accuracy {accuracy(log):.4f}"
+    )

@@ -412,6 +412,12 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
             "e2e/multinode: three nodes, the Coscheduling scheduler, Kueue's manager",
         ),
         EntryPoint(
+            "flake-hunt",
+            (*_CONTROL_PLANE, "coscheduling", "kueue"),
+            ("hack/flake_hunt.py", "hack/scheduler-plugins.sh", "hack/kueue.sh"),
+            "make flake-hunt: the fake-API and real-API-server layers, N times",
+        ),
+        EntryPoint(
             "bench",
             (*_NODE, *_IMAGES, "helm", "mpi", "prometheus", "coscheduling", "kueue"),
             ("localcluster", "hack"),  # (bench imports nothing of tests/)

@@ -6,6 +6,7 @@ bench.<name>``; ``--help`` only: the benchmarks themselves are ``make bench``'s)
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import subprocess
@@ -35,8 +36,12 @@ def recipes() -> str:
 
 
 def benchmarks() -> list[str]:
-    """The modules those recipes run."""
-    return sorted(set(re.findall(r"python -m (bench\.\w+)", recipes())))
+    """The modules those recipes run: bench.run's table of them, and demo_large."""
+    from bench import run
+
+    found = set(re.findall(r"python -m (bench\.\w+)", recipes()))
+    assert "bench.run" in found, "make bench runs bench.run"
+    return sorted(found - {"bench.run"} | {run.module_of(n) for n in [*run.BENCHES, run.LARGE]})
 
 
 def within(name: str, package: str) -> bool:
@@ -105,3 +110,63 @@ def test_each_benchmark_with_options_starts_as_the_makefile_starts_it(name: str)
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("usage: ")
+
+
+def test_figures_are_recorded_where_the_run_says_and_summarised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.support import figures
+
+    store = tmp_path / "figures.jsonl"
+    monkeypatch.delenv(figures.FIGURES_ENV, raising=False)
+    figures.record("b", "not kept", 1.0)  # (no run: printed only)
+    assert not store.exists()
+    monkeypatch.setenv(figures.FIGURES_ENV, str(store))
+    figures.record("b", "epoch", 3.0, "s", 2.0, "in memory")
+    figures.record("b", "rate", 12_345.0, "cycles/s")
+    got = figures.read(store)
+    assert [(f.name, f.ratio) for f in got] == [("epoch", 1.5), ("rate", None)]
+    rows = figures.summary_rows(got)
+    assert rows[1] == ["b", "epoch", "3 s", "2 s (in memory)", "1.50x"]
+    assert rows[2] == ["b", "rate", "12,345 cycles/s", "-", "-"]
+    page = figures.html(got, [["benchmark", "exit", "seconds"], ["b", "0", "9"]], "t")
+    assert "<svg" in page and "1.50x" in page and "12,345 cycles/s" in page
+
+
+def test_make_bench_runs_every_benchmark_to_its_end_and_writes_one_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A benchmark that fails does not stop the next; the summary has both, their figures
+    and exits, as a table, JSON and a page; the run's exit says one failed."""
+    from bench import run
+
+    monkeypatch.setattr(run, "BENCHES", {"fails": ("3",), "passes": ("0",)})
+    monkeypatch.setattr(run, "module_of", lambda name: "tests.support.bench_probe")
+    monkeypatch.setattr(run, "running", lambda _dir: False)  # (no cluster: none is needed)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    out = tmp_path / "results"
+    assert run.main(["--out", str(out)]) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert [(b["benchmark"], b["exit"]) for b in summary["benchmarks"]] == [
+        ("fails", "3"),
+        ("passes", "0"),
+    ]
+    assert summary["failed"] == ["fails"]
+    assert [(f["name"], f["ratio"]) for f in summary["figures"]] == [
+        ("probe 3", 1.5),
+        ("probe 0", 1.5),
+    ]
+    printed = capsys.readouterr().out
+    assert "| bench_probe | probe 0 | 3 s | 2 s (its baseline) | 1.50x |" in printed
+    assert "probe 3" in (out / "summary.html").read_text()
+
+
+def test_make_bench_starts_only_with_no_cluster_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import run
+
+    monkeypatch.setattr(run, "running", lambda _dir: True)
+    assert run.main(["--out", str(tmp_path)]) == 1
+    assert "make cluster-down` first" in capsys.readouterr().out
+    assert not list(tmp_path.iterdir())  # (nothing ran)

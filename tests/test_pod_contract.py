@@ -11,7 +11,9 @@ mounted at a folder (kubectl's emptyDir, the storage's claim, the dataset volume
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -50,19 +52,23 @@ from podcontract import (
 )
 from podcontract.quantity import parse_quantity
 from tests.support.dgljobs import load_fixture
+from tests.support.paths import EXAMPLE_MANIFESTS, REPO
 from watcher_loop.config import load_config as watcher_loop_config
 
-REPO = Path(__file__).resolve().parents[1]
-EXAMPLES = REPO / "examples" / "graphsage"
 UID = "0123abcd-4567-89ef-0123-456789abcdef"
 TOKEN = "the-jobs-transfer-token"
 NODE_CPUS = "3"  # what the kubelet resolves a resourceFieldRef limits.cpu without a limit to
 
 
-def _example(name: str) -> dict[str, Any]:
-    raw = yaml.safe_load((EXAMPLES / name).read_text())
+def _example(path: Path) -> dict[str, Any]:
+    raw = yaml.safe_load(path.read_text())
     assert isinstance(raw, dict)
     return raw
+
+
+def _named(stem: str) -> dict[str, Any]:
+    (path,) = [p for p in EXAMPLE_MANIFESTS if p.stem == stem]
+    return _example(path)
 
 
 def _seed(**spec: Any) -> dict[str, Any]:
@@ -89,11 +95,17 @@ def _limited(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-JOBS = {
+def _example_key(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+# Every manifest under examples/ (by its path: a new one joins by being there), and variants
+# of the seed's and the examples' the contract must also hold for.
+JOBS: dict[str, Callable[[], dict[str, Any]]] = {
+    **{_example_key(p): partial(_example, p) for p in EXAMPLE_MANIFESTS},
     "seed": lambda: _seed(),
     "seed-kubectlcp": lambda: _seed(partitionTransfer="KubectlCp"),
     "seed-limited": lambda: _limited(_seed()),
-    "storage": lambda: _example("dgljob-storage.yaml"),
     "storage-shared": lambda: _seed(
         storage={
             "claimName": "results",
@@ -102,20 +114,30 @@ JOBS = {
             "cacheLimit": "20Gi",
         }
     ),
-    "parmetis": lambda: _example("dgljob-parmetis.yaml"),
-    "parmetis-kubectlcp": lambda: _with(_example("dgljob-parmetis.yaml"), "KubectlCp"),
-    "distparmetis": lambda: _limited(_example("dgljob-distparmetis.yaml")),
-    "restricted": lambda: _example("dgljob-restricted.yaml"),
+    "parmetis-kubectlcp": lambda: _with(_named("dgljob-parmetis"), "KubectlCp"),
+    "distparmetis-limited": lambda: _limited(_named("dgljob-distparmetis")),
     "skip": _skip,
 }
-WITH_WORKERS = [name for name in JOBS if name != "skip"]
-WITH_PARTITIONER = [name for name in WITH_WORKERS if name != "distparmetis"]
+STORAGE = "examples/graphsage/dgljob-storage.yaml"
 
 
 def _job(name: str) -> DGLJob:
     raw = JOBS[name]()
     raw["metadata"]["uid"] = UID
     return parse_job(raw)
+
+
+WITH_WORKERS = [name for name in JOBS if MODES[_job(name).spec.partition_mode].workers]
+WITH_PARTITIONER = [name for name in JOBS if MODES[_job(name).spec.partition_mode].partitioner]
+
+
+def test_every_example_manifest_is_one_dgljob_the_contract_is_checked_for() -> None:
+    assert EXAMPLE_MANIFESTS, "no manifest under examples/"
+    for path in EXAMPLE_MANIFESTS:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        assert len(docs) == 1, f"{path}: {len(docs)} documents (the contract checks one DGLJob)"
+        assert docs[0].get("kind") == "DGLJob", f"{path}: kind {docs[0].get('kind')!r}"
+        assert _example_key(path) in JOBS
 
 
 def _ip_pod(name: str, ip: str) -> dict[str, Any]:
@@ -289,7 +311,7 @@ def test_the_launcher_gets_the_parts_the_way_the_partitioner_gives_them(name: st
         assert config.mode.value == "finished"
 
 
-@pytest.mark.parametrize("name", ["storage", "storage-shared"])
+@pytest.mark.parametrize("name", [STORAGE, "storage-shared"])
 def test_every_dglrun_keeps_the_job_s_files_where_status_results_says(name: str) -> None:
     job = _job(name)
     d = _build(job)

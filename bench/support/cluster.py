@@ -1,9 +1,14 @@
 """This machine's cluster (localcluster's nodes under ~/.cache/dgl-operator/node) with this
 tree's operator, as the benchmarks use it: the one that runs, brought up if it is down
 (:func:`cluster`), or one of their own shape, brought up and taken down by the benchmark
-(``localcluster.node``'s ``main(["up", ...])`` and ``main(["down"])``; :func:`install`)."""
+(``localcluster.node``'s ``main(["up", ...])`` and ``main(["down"])``; :func:`install`).
+
+A benchmark leaves the cluster as it found it: :func:`cluster` takes down, when the benchmark's
+process exits, a cluster it brought up, and deletes a namespace it made in one that ran."""
 
 from __future__ import annotations
+
+import atexit
 
 from bench.support.kube import Kube
 from bench.support.manifests import NS
@@ -22,10 +27,15 @@ def install(values: dict[str, str] | None = None) -> None:
 
 def cluster(namespace: str = NS) -> Kube | None:
     """The single-node cluster (brought up if down) with this tree's operator and images,
-    and ``namespace``; None if the cluster cannot come up."""
-    if not (running(DEFAULT_DIR) and KUBECONFIG.exists()) and node_main(["up"]) != 0:
-        return None
+    and ``namespace``; None if the cluster cannot come up. What it brought up, or made, is
+    undone when the process exits (:mod:`atexit`)."""
+    if not (running(DEFAULT_DIR) and KUBECONFIG.exists()):
+        atexit.register(node_main, ["down"])  # (also when it did not come up whole)
+        if node_main(["up"]) != 0:
+            return None
     install()
     kube = Kube(KUBECONFIG)
-    kube.run("create", "namespace", namespace, check=False)
+    if not kube.run("get", "namespace", namespace, "--ignore-not-found", "-o", "name").strip():
+        kube.run("create", "namespace", namespace)
+        atexit.register(kube.run, "delete", "namespace", namespace, "--wait=false", check=False)
     return kube

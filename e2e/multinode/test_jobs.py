@@ -23,12 +23,11 @@ from e2e.helpers import (
     figure,
     get_job,
     launcher_args,
-    phase_is,
     pods,
     single_process_accuracy,
     succeeded,
+    wait_epochs,
     wait_finished,
-    wait_job,
 )
 from localcluster.node import IMAGE_TAG
 from tests.support.waiting import wait_for
@@ -267,8 +266,7 @@ def test_a_node_dies_mid_training_and_the_job_restarts_on_the_others(
     job = job_with_workers(namespace, JOB, 3, epochs=6)
     job["spec"]["runPolicy"] = {"backoffLimit": 2}
     apply(cluster, job)
-    wait_job(cluster, namespace, JOB, phase_is("Training"), 300, "training to start")
-    time.sleep(5)
+    wait_epochs(cluster, namespace, JOB, timeout=300)  # the trainers are under way
     placed = {n: node_of(p) for n, p in workers_of(cluster, namespace, JOB).items()}
     victim = next(n for n in sorted(placed.values(), reverse=True) if n != operator_node)
     stopped = time.monotonic()

@@ -287,7 +287,16 @@ def test_an_elastic_job_is_admitted_partially_and_starts_with_the_count_admitted
     wait_for(lambda: "elastic-partitioner" in pods(api, namespace, "elastic"), what="partitioner")
     kubelet.run("elastic-partitioner", pod_ip(70))  # (placed: the workers come next)
     wait_for(lambda: "elastic-worker-0" in pods(api, namespace, "elastic"), what="worker-0")
-    time.sleep(2)  # what else would come, comes now
+    kubelet.run("elastic-worker-0", pod_ip(71))
+
+    def elastic() -> Obj:
+        status = api.get(DGLJOBS, namespace, "elastic").get("status") or {}
+        return dict(status.get("elastic") or {})
+
+    # the barrier: the operator chose the attempt's members, from the workers it made for the
+    # count admitted; a worker it would make beyond that count is made by then
+    wait_for(lambda: elastic().get("workers") == 1, what="the attempt's members", timeout=60)
+    assert elastic().get("desiredWorkers") == 1, elastic()
     made = sorted(p for p in pods(api, namespace, "elastic") if "-worker-" in p)
     assert made == ["elastic-worker-0"], made
 

@@ -32,6 +32,46 @@ def make_pods(api: RestClient, ns: str, *names: str) -> None:
         )
 
 
+class Watcher:
+    """A watcher-loop process, its stderr read as it comes: :meth:`logged` is the barrier on
+    what it has seen (its "waiting for ..." lines), where a sleep would guess."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: list[str] = []
+        self.grew = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self.grew:
+                self.lines.append(line)
+                self.grew.notify_all()
+        with self.grew:
+            self.lines.append("")  # the end of its output
+            self.grew.notify_all()
+
+    def logged(self, text: str, timeout: float = 30) -> None:
+        """Once a line of its output holds ``text``; fails if it ends or times out first."""
+        with self.grew:
+            seen = self.grew.wait_for(
+                lambda: any(text in line for line in self.lines) or self.lines[-1:] == [""],
+                timeout,
+            )
+            assert seen and any(text in line for line in self.lines), (
+                f"watcher-loop never logged {text!r} (exit {self.proc.poll()}):\n"
+                + "".join(self.lines)
+            )
+
+    def finish(self, timeout: float = 30) -> tuple[int, str]:
+        """Its exit code and whole output, once it has ended."""
+        code = self.proc.wait(timeout=timeout)
+        self.reader.join(timeout)
+        return code, "".join(self.lines)
+
+
 STARTED: list[subprocess.Popen[str]] = []
 
 
@@ -42,12 +82,12 @@ def no_watcher_outlives_its_test() -> Iterator[None]:
         proc = STARTED.pop()
         if proc.poll() is None:  # the test failed before the watcher ended
             proc.kill()
-            proc.communicate(timeout=10)
+            proc.wait(timeout=10)
 
 
 def watcher(
     cp: ControlPlane, ns: str, file: Path, mode: str, *, expected: int, timeout: float = 0
-) -> subprocess.Popen[str]:
+) -> Watcher:
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO),
@@ -63,11 +103,11 @@ def watcher(
         [sys.executable, "-m", "watcher_loop"],
         env=env,
         text=True,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
     STARTED.append(proc)
-    return proc
+    return Watcher(proc)
 
 
 def test_waits_for_ready_workers_then_succeeds(
@@ -77,18 +117,19 @@ def test_waits_for_ready_workers_then_succeeds(
     make_pods(api, namespace, *names)
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("10.1.0.1 30050 j-worker-0 slots=1\n")  # incomplete at first
-    proc = watcher(control_plane, namespace, hostfile, "ready", expected=2)
-    time.sleep(1.5)
-    assert proc.poll() is None, "it must wait for the rest of the file and for the pods"
+    w = watcher(control_plane, namespace, hostfile, "ready", expected=2)
+    w.logged(f"waiting for {hostfile}")
+    assert w.proc.poll() is None, "it must wait for the rest of the file and for the pods"
     hostfile.write_text("10.1.0.1 30050 j-worker-0 slots=1\n10.1.0.2 30050 j-worker-1 slots=1\n")
+    w.logged("waiting for 2 of 2 pod(s)")  # it read the whole file, and the pods
     kubelet = Kubelet(api, namespace)
     kubelet.run("j-worker-0", "10.1.0.1")
-    time.sleep(1.0)
-    assert proc.poll() is None, "one worker is not ready yet"
+    w.logged("waiting for 1 of 2 pod(s): j-worker-1")  # it saw worker-0 ready
+    assert w.proc.poll() is None, "one worker is not ready yet"
     started = time.monotonic()
     kubelet.run("j-worker-1", "10.1.0.2")
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
+    code, err = w.finish()
+    assert code == 0, err
     assert time.monotonic() - started < 10
 
 
@@ -98,12 +139,14 @@ def test_finished_mode(
     make_pods(api, namespace, "j-partitioner")
     partfile = tmp_path / "partfile"
     partfile.write_text("10.1.0.3 30050 j-partitioner\n")
-    proc = watcher(control_plane, namespace, partfile, "finished", expected=1)
+    w = watcher(control_plane, namespace, partfile, "finished", expected=1)
     kubelet = Kubelet(api, namespace)
     kubelet.run("j-partitioner", "10.1.0.3")
-    threading.Timer(1.0, kubelet.finish, ("j-partitioner",)).start()
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
+    w.logged("waiting for 1 of 1 pod(s): j-partitioner (Running")  # running is not finished
+    assert w.proc.poll() is None
+    kubelet.finish("j-partitioner")
+    code, err = w.finish()
+    assert code == 0, err
 
 
 def test_fails_fast_naming_the_failed_pod(
@@ -112,12 +155,12 @@ def test_fails_fast_naming_the_failed_pod(
     make_pods(api, namespace, "j-worker-0", "j-worker-1")
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("10.1.0.1 30050 j-worker-0 slots=1\n10.1.0.2 30050 j-worker-1 slots=1\n")
-    proc = watcher(control_plane, namespace, hostfile, "ready", expected=2)
-    time.sleep(1.0)
+    w = watcher(control_plane, namespace, hostfile, "ready", expected=2)
+    w.logged("waiting for 2 of 2 pod(s)")  # it watches both pods
     started = time.monotonic()
     Kubelet(api, namespace).finish("j-worker-1", exit_code=3)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 1
+    code, err = w.finish()
+    assert code == 1
     assert time.monotonic() - started < 5
     assert "j-worker-1" in err and "Traceback" not in err
 
@@ -128,7 +171,6 @@ def test_times_out_cleanly(
     make_pods(api, namespace, "j-worker-0")
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("10.1.0.1 30050 j-worker-0 slots=1\n")
-    proc = watcher(control_plane, namespace, hostfile, "ready", expected=1, timeout=3)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 2
+    code, err = watcher(control_plane, namespace, hostfile, "ready", expected=1, timeout=3).finish()
+    assert code == 2
     assert "j-worker-0" in err and "Traceback" not in err

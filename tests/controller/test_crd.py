@@ -6,12 +6,14 @@ the parser is what refuses at least one case."""
 from __future__ import annotations
 
 import ast
+import copy
 import re
 import traceback
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from controller.api import (
     API_VERSION,
@@ -30,7 +32,7 @@ from podcontract.quantity import parse_quantity
 from tests.controller.crd_validate import Validator, apply_defaults, load_crd, version_schema
 from tests.support.dgljobs import load_fixture
 from tests.support.malformed import CASES, CRD_CASES, Case, apply_case
-from tests.support.paths import CRD_PATH
+from tests.support.paths import CRD_PATH, EXAMPLE_MANIFESTS, REPO
 
 VERSION_LINE = re.compile(r"^version\s*=\s*(\S+)", re.M)  # setup.cfg's: the images' tag
 
@@ -143,10 +145,6 @@ def test_example_manifest_in_repo_is_the_seed_with_training_settings(
     """The example is the proposal's, except its launcher's arguments (epochs, batch size and
     METIS balancing tuned so that `make demo` converges) and its image's tag (the one the build
     gives, setup.cfg's version, not the proposal's v0.1.0); it validates as well."""
-    import yaml
-
-    from tests.support.paths import REPO
-
     example = yaml.safe_load((REPO / "examples" / "graphsage" / "dgljob.yaml").read_text())
     seed = load_fixture("seed_dgljob.yaml")
     path = ("spec", "dglReplicaSpecs", "Launcher", "template", "spec", "containers")
@@ -355,10 +353,6 @@ def test_elastic_status_is_in_the_schema(crd: dict[str, Any]) -> None:
 def test_elastic_examples_are_accepted(
     validator: Validator, file: str, policy: ElasticPolicy, workers: int
 ) -> None:
-    import yaml
-
-    from tests.support.paths import REPO
-
     path = REPO / "examples" / "graphsage" / file
     example = yaml.safe_load(path.read_text())
     assert validator.validate(example) == []
@@ -366,6 +360,20 @@ def test_elastic_examples_are_accepted(
     parsed = parse_job(example).spec
     assert parsed.elastic == policy
     assert parsed.storage is not None and parsed.workers == workers
+
+
+@pytest.mark.parametrize(
+    "path", EXAMPLE_MANIFESTS, ids=[p.relative_to(REPO).as_posix() for p in EXAMPLE_MANIFESTS]
+)
+def test_every_example_manifest_is_admitted_by_the_crd_and_parsed(
+    validator: Validator, path: Path
+) -> None:
+    """What a user applies from examples/: the CRD's schema and rules admit it as it is (no
+    unknown field, every CEL rule), and the operator's parser takes it."""
+    for doc in yaml.safe_load_all(path.read_text()):
+        assert validator.validate(copy.deepcopy(doc)) == [], path
+        doc["metadata"]["uid"] = "u"
+        parse_job(doc)
 
 
 @pytest.mark.parametrize("limit", ["20Gi", "500G", "1.5Ti", "1000000", "0"])
