@@ -37,8 +37,7 @@ def recipes() -> str:
 
 def benchmarks() -> list[str]:
     """The modules those recipes run: bench.run's table of them, and demo_large."""
-    from bench import run
-
+    run = scripts.load(BENCH / "run.py")
     found = set(re.findall(r"python -m (bench\.\w+)", recipes()))
     assert "bench.run" in found, "make bench runs bench.run"
     return sorted(found - {"bench.run"} | {run.module_of(n) for n in [*run.BENCHES, run.LARGE]})
@@ -115,8 +114,7 @@ def test_each_benchmark_with_options_starts_as_the_makefile_starts_it(name: str)
 def test_figures_are_recorded_where_the_run_says_and_summarised(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bench.support import figures
-
+    figures = scripts.load(BENCH / "support" / "figures.py")
     store = tmp_path / "figures.jsonl"
     monkeypatch.delenv(figures.FIGURES_ENV, raising=False)
     figures.record("b", "not kept", 1.0)  # (no run: printed only)
@@ -133,17 +131,27 @@ def test_figures_are_recorded_where_the_run_says_and_summarised(
     assert "<svg" in page and "1.50x" in page and "12,345 cycles/s" in page
 
 
+# a stand-in benchmark (the benchmarks themselves are make bench's, hours long): it records one
+# figure and exits with the code it is given
+PROBE = """import sys
+from bench.support.figures import record
+code = int(sys.argv[1])
+record("bench_probe", f"probe {code}", 3.0, "s", 2.0, "its baseline")
+sys.exit(code)
+"""
+
+
 def test_make_bench_runs_every_benchmark_to_its_end_and_writes_one_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A benchmark that fails does not stop the next; the summary has both, their figures
     and exits, as a table, JSON and a page; the run's exit says one failed."""
-    from bench import run
-
+    run = scripts.load(BENCH / "run.py")
+    (tmp_path / "probe_bench.py").write_text(PROBE)
     monkeypatch.setattr(run, "BENCHES", {"fails": ("3",), "passes": ("0",)})
-    monkeypatch.setattr(run, "module_of", lambda name: "tests.support.bench_probe")
+    monkeypatch.setattr(run, "module_of", lambda name: "probe_bench")
     monkeypatch.setattr(run, "running", lambda _dir: False)  # (no cluster: none is needed)
-    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{REPO}")
     out = tmp_path / "results"
     assert run.main(["--out", str(out)]) == 1
     summary = json.loads((out / "summary.json").read_text())
@@ -164,8 +172,7 @@ def test_make_bench_runs_every_benchmark_to_its_end_and_writes_one_summary(
 def test_make_bench_starts_only_with_no_cluster_running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from bench import run
-
+    run = scripts.load(BENCH / "run.py")
     monkeypatch.setattr(run, "running", lambda _dir: True)
     assert run.main(["--out", str(tmp_path)]) == 1
     assert "make cluster-down` first" in capsys.readouterr().out
