@@ -21,7 +21,7 @@ export DGL_PYTHON := $(DGL_VENV)/bin/python
 export OPERATOR_PYTHON := $(BIN)/python
 
 .PHONY: help venv dgl-venv k8s-binaries scheduler-plugins kueue network-policies images lint typecheck unit test bench demo demo-large demo-local \
-        cluster-up cluster-down control-plane-up control-plane-down clean-venvs check check-tests flake-hunt
+        cluster-up cluster-down control-plane-up control-plane-down clean-venvs check check-tests flake-hunt soak
 # The preflight of each entry point comes first among its prerequisites, and make (never run
 # with -j here) takes them in order: nothing is built or started before it has passed.
 .NOTPARALLEL:
@@ -36,6 +36,8 @@ help:
 	@echo "                     writes demo-large.html; KUEUE=1: the jobs go through Kueue)"
 	@echo "make flake-hunt    - the fake-API and real-API-server layers N times (N=10): every"
 	@echo "                     test that failed at least once, with its failure"
+	@echo "make soak          - the chaos soak: 60 jobs of every kind under Kueue on 3 nodes, faults"
+	@echo "                     at random times, invariants checked (~40 min; SEED=N replays a run)"
 	@echo "make bench         - every benchmark under bench/ to its end, then one summary table"
 	@echo "                     (bench-results/summary.json and .html; LARGE=1: demo-large's too)"
 	@echo "make cluster-up    - start the single-node Kubernetes (make cluster-down stops it)"
@@ -95,18 +97,19 @@ network-policies:
 	hack/network-policies.sh >/dev/null
 
 lint: venv
-	$(BIN)/ruff check $(PKGS) localcluster e2e tests bench examples hack
-	$(BIN)/ruff format --check $(PKGS) localcluster e2e tests bench examples hack
+	$(BIN)/ruff check $(PKGS) localcluster e2e tests bench soak examples hack
+	$(BIN)/ruff format --check $(PKGS) localcluster e2e tests bench soak examples hack
 
 typecheck: venv
-	$(BIN)/mypy $(PKGS) localcluster hack tests e2e bench
+	$(BIN)/mypy $(PKGS) localcluster hack tests e2e bench soak
 
 # The layers that need neither the DGL venv, nor Kubernetes binaries, nor root.
 CHECK_TESTS := tests/clock tests/workqueue tests/kubeclient tests/informers tests/controller \
 	tests/podprogram tests/watcher_loop tests/kubectl_download tests/distpart tests/test_layering.py \
 	tests/test_pod_contract.py tests/test_fakekube.py tests/test_prereqs.py \
 	tests/test_support_waiting.py tests/localcluster/test_stuck.py tests/localcluster/test_node_layout.py \
-	tests/test_demo_large.py tests/client tests/outofcore tests/test_bench.py tests/test_class_names.py tests/docs
+	tests/test_demo_large.py tests/client tests/outofcore tests/test_bench.py tests/test_class_names.py tests/docs \
+	tests/soak tests/test_flake_hunt.py
 check-tests: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(CHECK_TESTS)
 
@@ -128,6 +131,12 @@ flake-hunt: preflight-flake-hunt venv k8s-binaries scheduler-plugins kueue
 
 bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins kueue network-policies images
 	$(BIN)/python -m bench.run $(if $(LARGE),--large --large-args "$(DEMO_LARGE_ARGS)")
+
+# the chaos soak (soak/): SEED=N replays the run of that seed; SOAK_ARGS: e.g. --small, --jobs N
+SEED ?=
+SOAK_ARGS ?=
+soak: preflight-soak venv dgl-venv k8s-binaries scheduler-plugins kueue network-policies images
+	$(BIN)/python -m soak $(if $(SEED),--seed $(SEED)) $(SOAK_ARGS)
 
 # Docker-free OCI images (debootstrap base; the DGL image reuses the DGL venv).
 images: venv dgl-venv

@@ -418,6 +418,12 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
             "make flake-hunt: the fake-API and real-API-server layers, N times",
         ),
         EntryPoint(
+            "soak",
+            (*_NODE, *_IMAGES, "helm", "coscheduling", "kueue"),
+            (*_CLUSTER_CODE, *_IMAGE_CODE, "hack/scheduler-plugins.sh", "hack/kueue.sh", "soak"),
+            "make soak: the chaos soak on the 3-node cluster under Kueue",
+        ),
+        EntryPoint(
             "bench",
             (*_NODE, *_IMAGES, "helm", "mpi", "prometheus", "coscheduling", "kueue"),
             ("localcluster", "hack"),  # (bench imports nothing of tests/)

@@ -1095,6 +1095,61 @@ def start_node(dir: Path, name: str, timeout: float = 120.0) -> None:
     _write_state(dir, state)
 
 
+def restart_apiserver(dir: Path = DEFAULT_DIR, down_for: float = 0.0, timeout: float = 120.0) -> float:
+    """Restart the running cluster's kube-apiserver from any process, as its supervisor would
+    after a crash: SIGTERM (SIGKILL after 10 s), ``down_for`` seconds down, then the same
+    command line, environment and log again; returns once /readyz answers, with the seconds
+    it did not serve. The state file then names the new process (``down`` stops it)."""
+    state = _read_state(dir)
+    pids: list[int] = list(state.get("pids") or [])
+    found = [
+        (pid, argv)
+        for pid in pids
+        for argv in [_cmdline(pid)]
+        if argv and Path(argv[0]).name == "kube-apiserver"
+    ]
+    if not found:
+        raise ClusterError(f"no kube-apiserver runs in the cluster of {dir}")
+    pid, argv = found[0]
+    env = _environ(pid)
+    log = Path(os.readlink(f"/proc/{pid}/fd/1"))
+    stopped = time.monotonic()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # (a child of this process only when it started it)
+    time.sleep(down_for)
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+    state["pids"] = [proc.pid if p == pid else p for p in pids]
+    _write_state(dir, state)
+    cp = ControlPlane(dir / "control-plane", Path(), Path(), host=API_IP, port=443)
+    _wait(cp.ready, timeout, "kube-apiserver /readyz after its restart", {})
+    return time.monotonic() - stopped
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode() for a in raw.split(b"\0") if a]
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    pairs = (item.decode().split("=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return dict((k, v) for k, v in pairs)
+
+
 def down(dir: Path) -> None:
     state = _state(dir)
     info = _read_state(dir)

@@ -18,8 +18,10 @@ and none of them imports the development code (localcluster, tests, e2e, bench).
 
 Development code: localcluster (this machine's single-node Kubernetes) imports no project
 package but podcontract.quantity (Kubernetes' quantities) and nothing of tests, e2e or bench;
-tests never import e2e or bench, and the test areas (tests/<area>/) share helpers only through
-tests.support and tests.fakekube; e2e imports localcluster, tests.support and product packages;
+tests never import e2e or bench (they may soak's pure parts), and the test areas
+(tests/<area>/) share helpers only through tests.support and tests.fakekube; e2e imports
+localcluster, tests.support, soak and product packages; soak (the chaos soak) imports
+localcluster and product packages;
 bench (a package: its benchmarks and bench.support's helpers) imports localcluster, product
 packages and its own modules. No module anywhere imports a conftest.py or a
 test_*.py module.
@@ -105,7 +107,7 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     # unit and integration tests (which tests.* module may import which: TEST_IMPORTS);
     # examples: the example scripts tests/examples/ runs with the DGL interpreter
     "tests": (
-        PRODUCT | {"localcluster", "examples"},
+        PRODUCT | {"localcluster", "examples", "soak"},
         {
             "pytest",
             "yaml",
@@ -122,9 +124,12 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     ),
     # the operator on a real cluster: localcluster's node, and the helpers shared with tests/
     "e2e": (
-        PRODUCT | {"localcluster", "tests.support"},
+        PRODUCT | {"localcluster", "tests.support", "soak"},
         {"pytest", "pytest_kubernetes", "yaml", "selenium"},
     ),
+    # the chaos soak (make soak; its small run in e2e/multinode): localcluster's 3-node cluster,
+    # the operator's packages (its condition reasons), the examples' manifests it submits
+    "soak": (PRODUCT | {"localcluster"}, {"yaml"}),
     # benchmarks: localcluster's control plane and node, the operator's own packages, and their
     # shared helpers as bench.support (the package's own: a benchmark imports no other one)
     # (bench/ooc_profile.py runs inside DGL's processes, to time DGL's functions, and keeps

@@ -29,6 +29,8 @@ from dgljob import parse
 from podcontract import STATUS_PROGRESS_DETAIL
 from podcontract.progress import ETA, MAX_METRICS, METRICS, ProgressDetail
 from podcontract.quantity import parse_quantity
+from soak.kinds import KINDS
+from soak.kinds import manifest as soak_manifest
 from tests.controller.crd_validate import Validator, apply_defaults, load_crd, version_schema
 from tests.support.dgljobs import load_fixture
 from tests.support.malformed import CASES, CRD_CASES, Case, apply_case
@@ -374,6 +376,12 @@ def test_every_example_manifest_is_admitted_by_the_crd_and_parsed(
         assert validator.validate(copy.deepcopy(doc)) == [], path
         doc["metadata"]["uid"] = "u"
         parse_job(doc)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_job_the_soak_submits_is_admitted_by_the_crd(validator: Validator, kind: str) -> None:
+    raw = soak_manifest(kind, "team-a", f"{kind}-000", "team-a", "soak-low")
+    assert validator.validate(raw) == [], kind
 
 
 @pytest.mark.parametrize("limit", ["20Gi", "500G", "1.5Ti", "1000000", "0"])

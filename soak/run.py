@@ -1,0 +1,519 @@
+"""A soak: the plan's jobs submitted on time into the two LocalQueues, its faults injected on
+time, every job followed to its end (then deleted, and what it owned looked for), the
+invariants checked at every look and at the end, and the report.
+
+One thread observes (every :data:`LOOK_SECONDS`: the jobs, the pods, each attempt's epochs);
+faults run in threads of their own (a node powered on, a drain, an API server restart take
+seconds to minutes); the main loop submits, starts faults and their second halves, closes
+finished jobs and looks for leftovers.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from localcluster import volumes
+from soak import faults as fl
+from soak import invariants as inv
+from soak.kinds import KINDS, QUEUE_LABEL, manifest
+from soak.plan import PRIORITIES, QUEUES, FaultAt, Plan, Submission
+from soak.world import JOB_LABEL, OPERATOR_NAMESPACE, KubectlError, World, pod_processes, rss_bytes
+
+Obj = dict[str, Any]
+LOOK_SECONDS = 3.0
+QUOTA_CPU = "2"  # the ClusterQueue's: ten 200m pods, two and a half 4-pod jobs
+CLUSTER_QUEUE = "soak"
+FAULT_RETRY_SECONDS = 5.0  # a fault with nothing to strike tries again this much later,
+FAULT_PATIENCE = 180.0  # for this long
+LEFTOVER_SECONDS = 120.0  # after a deletion, what the job owned must be gone within this
+IDLE_WAIT, IDLE_WINDOW = 20.0, 30.0  # all done: wait, then count the operator's requests
+OWNED = (
+    "pods,configmaps,services,secrets,serviceaccounts,roles.rbac.authorization.k8s.io,"
+    "rolebindings.rbac.authorization.k8s.io,persistentvolumeclaims,"
+    "workloads.kueue.x-k8s.io,podgroups.scheduling.x-k8s.io,networkpolicies.networking.k8s.io"
+)
+ACCURACY = re.compile(r"dglrun: done.*test accuracy ([\d.]+)")
+Say = Callable[[str], None]
+
+
+@dataclass
+class Injected:
+    fault: FaultAt
+    at: float
+    what: str
+
+
+@dataclass
+class Report:
+    seed: int
+    seconds: float
+    jobs: list[inv.JobRecord]
+    injected: list[Injected]
+    missed: list[FaultAt]  # found nothing to strike
+    violations: list[inv.Violation]
+    memory: str = ""
+    idle: str = ""
+
+    def lines(self) -> list[str]:
+        out = [f"soak: seed {self.seed}, {self.seconds / 60:.1f} min"]
+        kinds = Counter(i.fault.kind for i in self.injected)
+        out.append("| fault | injected |")
+        out.append("| --- | --- |")
+        out += [f"| {k} | {v} |" for k, v in sorted(kinds.items())]
+        if self.missed:
+            out.append(f"(found nothing to strike: {', '.join(f.kind for f in self.missed)})")
+        outcomes = Counter((j.kind, j.outcome or "unfinished") for j in self.jobs)
+        out.append("| job kind | outcome | jobs |")
+        out.append("| --- | --- | --- |")
+        out += [f"| {k} | {o} | {v} |" for (k, o), v in sorted(outcomes.items())]
+        restarted = sum(1 for j in self.jobs if len(j.attempts) > 1)
+        out.append(f"jobs with more than one attempt: {restarted}")
+        if self.memory:
+            out.append(self.memory)
+        if self.idle:
+            out.append(self.idle)
+        out.append(f"violations: {len(self.violations)}")
+        out += [f"  {v.line()}" for v in self.violations]
+        return out
+
+
+def queue_objects() -> list[Obj]:
+    """The PriorityClasses, the flavor, the ClusterQueue (preemption of lower priorities
+    within it) and a LocalQueue per namespace."""
+    objs: list[Obj] = [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        for name, value in zip(PRIORITIES, (100, 1000), strict=True)
+    ]
+    objs.append(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "soak-flavor"},
+            "spec": {},
+        }
+    )
+    objs.append(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": CLUSTER_QUEUE},
+            "spec": {
+                "namespaceSelector": {},
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory"],
+                        "flavors": [
+                            {
+                                "name": "soak-flavor",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": QUOTA_CPU},
+                                    {"name": "memory", "nominalQuota": "64Gi"},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        }
+    )
+    for queue in QUEUES:
+        objs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": queue}})
+        objs.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": queue, "namespace": queue},
+                "spec": {"clusterQueue": CLUSTER_QUEUE},
+            }
+        )
+    return objs
+
+
+@dataclass
+class Soak:
+    world: World
+    plan: Plan
+    say: Say
+    drain_seconds: float  # after the last submission, how long jobs may take to finish
+    jobs: dict[str, inv.JobRecord] = field(default_factory=dict)  # "<ns>/<name>"
+    violations: list[inv.Violation] = field(default_factory=list)
+    injected: list[Injected] = field(default_factory=list)
+    missed: list[FaultAt] = field(default_factory=list)
+    down: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+    memory: list[tuple[float, str, int]] = field(default_factory=list)  # (t, pod, RSS)
+    started: float = 0.0
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    def violate(self, found: list[inv.Violation]) -> None:
+        with self.lock:
+            for v in found:
+                if v not in self.violations:
+                    self.violations.append(v)
+                    self.say(f"VIOLATION {v.line()}")
+
+    # -- setup -------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        for obj in queue_objects():
+            self.world.apply(obj)
+        self._volumes()
+
+    def _volumes(self) -> None:
+        run = volumes.kubectl_for(Path(self.world.binary), self.world.kubeconfig)
+        volumes.ensure(run, self.world.dir / "volumes")
+
+    # -- observing ---------------------------------------------------------------------
+
+    def observe(self) -> None:
+        last_memory = -1e9
+        while not self.stop.wait(LOOK_SECONDS):
+            try:
+                self.look()
+                if self.now() - last_memory >= 10:
+                    self.sample_memory()
+                    last_memory = self.now()
+            except (KubectlError, OSError, ValueError) as e:  # (the API server restarting)
+                self.say(f"look failed ({e}); looking again")
+
+    def look(self) -> None:
+        at = self.now()
+        pods = [p for ns in QUEUES for p in self.world.items("pods", ns)]
+        self.violate(inv.duplicate_replicas(at, pods))
+        self.violate(inv.over_quota(at, pods, inv.cpu_millis(QUOTA_CPU)))
+        launchers = {
+            f"{p['metadata']['namespace']}/{p['metadata']['labels'][JOB_LABEL]}": p
+            for p in pods
+            if inv.live(p)
+            and p["metadata"]["name"].endswith("-launcher")
+            and JOB_LABEL in (p["metadata"].get("labels") or {})
+        }
+        for ns in QUEUES:
+            for job in self.world.items("dgljobs", ns):
+                key = f"{ns}/{job['metadata']['name']}"
+                with self.lock:
+                    record = self.jobs.get(key)
+                    if record is None or record.uid not in ("", job["metadata"]["uid"]):
+                        continue
+                    record.uid = job["metadata"]["uid"]
+                    record.last_status = job.get("status") or {}
+                    self._attempt(record, launchers.get(key))
+
+    def _attempt(self, record: inv.JobRecord, launcher: Obj | None) -> None:
+        """The attempt the job's launcher pod stands for, with its epochs and resume point."""
+        if launcher is None:
+            return
+        uid = launcher["metadata"]["uid"]
+        if not record.attempts or record.attempts[-1].launcher_uid != uid:
+            record.attempts.append(inv.Attempt(uid))
+        attempt = record.attempts[-1]
+        status = record.last_status
+        metrics = (status.get("progressDetail") or {}).get("metrics") or {}
+        if isinstance(metrics.get("epoch"), (int, float)):
+            attempt.done = max(attempt.done, int(metrics["epoch"]) + 1)
+        resume = (status.get("resume") or {}).get("epoch")
+        if isinstance(resume, int):
+            attempt.resumed_at = resume
+
+    def sample_memory(self) -> None:
+        leader = self.world.leader()
+        pods = {p["metadata"]["name"]: p for p in self.world.operator_pods()}
+        if leader not in pods:
+            return
+        rss = [
+            r
+            for pid in pod_processes(pods[leader]["metadata"]["uid"])
+            if (r := rss_bytes(pid)) is not None
+        ]
+        if rss:
+            with self.lock:
+                self.memory.append(
+                    (self.now(), f"{leader} ({pods[leader]['metadata']['uid'][:8]})", max(rss))
+                )
+
+    # -- submitting, faults, closing ---------------------------------------------------
+
+    def submit(self, sub: Submission) -> None:
+        if KINDS[sub.kind].storage:
+            self._volumes()
+        obj = manifest(sub.kind, sub.queue, sub.name, sub.queue, sub.priority)
+        with self.lock:
+            self.jobs[f"{sub.queue}/{sub.name}"] = inv.JobRecord(
+                sub.name, sub.kind, sub.queue, KINDS[sub.kind].storage, self.now()
+            )
+        self.world.apply(obj)
+        self.say(f"[{self.now():7.1f}s] submitted {sub.queue}/{sub.name} ({sub.priority})")
+
+    def strike(self, fault: FaultAt, first: float) -> None:
+        """Inject ``fault`` (in its own thread); with nothing to strike, again a little later."""
+        scene = fl.Scene(self.world, QUEUES, self.nodes, set(self.down))
+        try:
+            struck = fl.FAULTS[fault.kind](scene, fault.rng(self.plan.seed))
+        except (KubectlError, OSError, RuntimeError) as e:
+            struck = fl.Struck(f"{fault.kind} failed to strike: {e}")
+        if struck is None:
+            if self.now() - first < FAULT_PATIENCE and not self.stop.is_set():
+                time.sleep(FAULT_RETRY_SECONDS)
+                return self.strike(fault, first)
+            with self.lock:
+                self.missed.append(fault)
+            self.say(f"[{self.now():7.1f}s] fault {fault.kind}: nothing to strike")
+            return None
+        at = self.now()
+        with self.lock:
+            self.injected.append(Injected(fault, at, struck.what))
+            for key in struck.jobs:
+                if key in self.jobs:
+                    self.jobs[key].faults.append(f"{at:.0f}s {struck.what}")
+                    if fault.kind == fl.DELETES:
+                        self.jobs[key].outcome = "Deleted"
+                        self.jobs[key].finished = at
+            self.down |= struck.nodes
+        self.say(f"[{at:7.1f}s] FAULT {fault.kind}: {struck.what}")
+        if struck.then is not None:
+            time.sleep(struck.after)
+            try:
+                self.say(f"[{self.now():7.1f}s] {struck.then()}")
+            except (KubectlError, OSError, RuntimeError) as e:
+                self.violate(
+                    [
+                        inv.Violation(
+                            self.now(), "a fault's second half failed", f"{struck.what}: {e}"
+                        )
+                    ]
+                )
+            with self.lock:
+                self.down -= struck.nodes
+        return None
+
+    @property
+    def nodes(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.world.items("nodes")]
+
+    def close(self, record: inv.JobRecord) -> None:
+        """A finished job: its outcome and accuracy kept, then it is deleted."""
+        conds = {c["type"]: c for c in record.last_status.get("conditions") or []}
+        for kind in ("Succeeded", "Failed"):
+            if conds.get(kind, {}).get("status") == "True":
+                record.outcome = kind
+                record.reason = str(conds[kind].get("reason") or "")
+                record.message = str(conds[kind].get("message") or "")
+        record.finished = self.now()
+        if record.outcome == "Succeeded":
+            log = self.world.kubectl(
+                "logs", f"{record.name}-launcher", "-n", record.namespace, "--tail=200", check=False
+            )
+            found = ACCURACY.findall(log)
+            record.accuracy = float(found[-1]) if found else None
+        self.say(
+            f"[{record.finished:7.1f}s] {record.namespace}/{record.name}: {record.outcome}"
+            f"{' ' + record.reason if record.outcome == 'Failed' else ''}"
+            f"{f' accuracy {record.accuracy:.4f}' if record.accuracy is not None else ''}"
+            f" ({len(record.attempts)} attempt(s))"
+        )
+        self.violate(inv.outcome(self.now(), record))
+        self.world.kubectl(
+            "delete",
+            "dgljob",
+            record.name,
+            "-n",
+            record.namespace,
+            "--wait=false",
+            "--ignore-not-found",
+        )
+
+    def left(self, record: inv.JobRecord) -> list[inv.Violation]:
+        objects = self.world.items(OWNED, record.namespace)
+        return inv.leftovers(self.now(), record, objects)
+
+    # -- the run -------------------------------------------------------------------------
+
+    def run(self) -> Report:
+        self.setup()
+        self.started = time.monotonic()
+        watcher = threading.Thread(target=self.observe, daemon=True)
+        watcher.start()
+        submissions = list(self.plan.submissions)
+        pending_faults = list(self.plan.faults)
+        threads: list[threading.Thread] = []
+        checks: list[tuple[float, inv.JobRecord]] = []  # (deleted at, job): leftovers
+        deadline = self.plan.size.submit_seconds + self.drain_seconds
+        while True:
+            now = self.now()
+            with self.lock:
+                open_jobs = sum(1 for j in self.jobs.values() if j.finished is None)
+            while (
+                submissions and submissions[0].at <= now and open_jobs < self.plan.size.concurrent
+            ):
+                self.submit(submissions.pop(0))
+                open_jobs += 1
+            while pending_faults and pending_faults[0].at <= now:
+                fault = pending_faults.pop(0)
+                t = threading.Thread(target=self.strike, args=(fault, now), daemon=True)
+                t.start()
+                threads.append(t)
+            self._close_finished(checks)
+            self._check_leftovers(checks)
+            with self.lock:
+                unfinished = [j for j in self.jobs.values() if j.finished is None]
+            if not submissions and not unfinished and not checks:
+                break
+            if now > deadline:
+                break
+            time.sleep(1.0)
+        for t in threads:
+            t.join(300)
+        self.stop.set()
+        watcher.join(30)
+        try:
+            return self.finish(checks)
+        finally:
+            self.teardown()
+
+    def teardown(self) -> None:
+        """The queues and namespaces go (the jobs with them): the cluster as it was."""
+        for ns in QUEUES:
+            self.world.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found")
+        self.world.kubectl(
+            "delete", "clusterqueue", CLUSTER_QUEUE, "--wait=false", "--ignore-not-found"
+        )
+
+    def _close_finished(self, checks: list[tuple[float, inv.JobRecord]]) -> None:
+        with self.lock:
+            records = list(self.jobs.values())
+        for record in records:
+            if record.closed:
+                continue
+            conds = {c["type"]: c.get("status") for c in record.last_status.get("conditions") or []}
+            if record.outcome == "Deleted":  # (by a fault: looked for once it is gone)
+                record.closed = True
+                checks.append((self.now(), record))
+            elif "True" in (conds.get("Succeeded"), conds.get("Failed")):
+                self.close(record)
+                record.closed = True
+                checks.append((self.now(), record))
+
+    def _check_leftovers(self, checks: list[tuple[float, inv.JobRecord]]) -> None:
+        for deleted, record in list(checks):
+            if self.now() - deleted < 10:
+                continue
+            try:
+                found = self.left(record)
+            except KubectlError:
+                continue
+            if not found:
+                checks.remove((deleted, record))
+            elif self.now() - deleted > LEFTOVER_SECONDS:
+                self.violate(found)
+                checks.remove((deleted, record))
+
+    def finish(self, checks: list[tuple[float, inv.JobRecord]]) -> Report:
+        at = self.now()
+        for _, record in checks:  # (the run's end came first)
+            self.violate(self.left(record))
+        with self.lock:
+            records = list(self.jobs.values())
+        for record in records:
+            if record.finished is None:
+                self.violate(inv.outcome(at, record))
+        reference = {
+            kind: statistics.median(accs)
+            for kind in KINDS
+            if (
+                accs := [
+                    j.accuracy
+                    for j in records
+                    if j.kind == kind
+                    and j.accuracy is not None
+                    and len(j.attempts) == 1
+                    and not j.faults
+                ]
+            )
+        }
+        for record in records:
+            self.violate(inv.resumed(at, record, reference))
+        memory = self._memory(at)
+        idle = self._idle(at)
+        return Report(
+            self.plan.seed,
+            at,
+            records,
+            self.injected,
+            self.missed,
+            list(self.violations),
+            memory,
+            idle,
+        )
+
+    def _memory(self, at: float) -> str:
+        """The longest-lived leader process: its RSS a quarter into its life (warmed up)
+        against its last."""
+        by: dict[str, list[tuple[float, int]]] = {}
+        for t, proc, rss in self.memory:
+            by.setdefault(proc, []).append((t, rss))
+        if not by:
+            return "operator memory: no sample"
+        proc, samples = max(by.items(), key=lambda kv: kv[1][-1][0] - kv[1][0][0])
+        span = samples[-1][0] - samples[0][0]
+        warm = next(r for t, r in samples if t - samples[0][0] >= span / 4)
+        end = samples[-1][1]
+        self.violate(inv.memory_flat(at, warm, end, proc))
+        return (
+            f"operator memory ({proc}, {span / 60:.1f} min as leader): {warm / 2**20:.1f} MiB "
+            f"warmed up, {end / 2**20:.1f} MiB at the end ({end / warm:.2f}x)"
+        )
+
+    def _idle(self, at: float) -> str:
+        leader = self.world.leader()
+        if leader is None:
+            return "operator requests when idle: no leader"
+        time.sleep(IDLE_WAIT)
+        first = self._requests(leader)
+        time.sleep(IDLE_WINDOW)
+        second = self._requests(leader)
+        delta = {k: second.get(k, 0) - v for k, v in first.items()}
+        delta.update({k: v for k, v in second.items() if k not in first})
+        self.violate(inv.idle_requests(self.now(), delta, IDLE_WINDOW))
+        sent = sum(v for v in delta.values() if v > 0)
+        return f"operator requests when idle ({leader}, {IDLE_WINDOW:g}s): {sent:g}"
+
+    def _requests(self, pod: str) -> dict[str, float]:
+        """The leader's rest_client_requests_total by verb and resource, but watches and its
+        Lease (its renewals are what a leader does when idle)."""
+        text = self.world.kubectl(
+            "get", "--raw", f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/pods/{pod}:8080/proxy/metrics"
+        )
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if not line.startswith("rest_client_requests_total{"):
+                continue
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            if labels.get("verb", "").upper() == "WATCH" or labels.get("resource") == "leases":
+                continue
+            key = f"{labels.get('verb')} {labels.get('resource')}"
+            out[key] = out.get(key, 0) + float(line.rsplit(" ", 1)[1])
+        return out
+
+
+def run(world: World, plan: Plan, say: Say, drain_seconds: float) -> Report:
+    return Soak(world, plan, say, drain_seconds).run()
+
+
+__all__ = ["QUEUE_LABEL", "Report", "Soak", "queue_objects", "run"]

@@ -1,0 +1,162 @@
+"""The soak's pure parts: its plan is its seed's alone and covers every kind; the jobs it
+submits are what the CRD and the operator's parser accept; each invariant catches what it
+forbids and passes what it allows."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from controller.api import parse_job
+from soak import invariants as inv
+from soak.faults import FAULTS
+from soak.kinds import KINDS, QUEUE_LABEL, manifest
+from soak.plan import DEFAULT, SMALL, make_plan
+from soak.run import queue_objects
+
+
+def test_a_seed_is_its_plan() -> None:
+    kinds, faults = sorted(KINDS), sorted(FAULTS)
+    one, again = make_plan(7, DEFAULT, kinds, faults), make_plan(7, DEFAULT, kinds, faults)
+    assert one == again
+    assert make_plan(8, DEFAULT, kinds, faults) != one
+    assert {s.kind for s in one.submissions} == set(kinds)
+    assert {f.kind for f in one.faults} == set(faults)
+    assert len(one.submissions) == DEFAULT.jobs >= 60
+    assert [s.at for s in one.submissions] == sorted(s.at for s in one.submissions)
+    assert len({s.name for s in one.submissions}) == DEFAULT.jobs
+    assert {s.queue for s in one.submissions} == {"team-a", "team-b"}
+    assert {s.priority for s in one.submissions} == {"soak-low", "soak-high"}
+    # whom a fault strikes is drawn from its own generator: the same on a replay
+    fault = one.faults[0]
+    assert fault.rng(7).random() == fault.rng(7).random() != fault.rng(8).random()
+
+
+def test_the_small_plan_fits_make_test() -> None:
+    plan = make_plan(1, SMALL, sorted(KINDS), sorted(FAULTS))
+    assert len(plan.submissions) == SMALL.jobs and len(plan.faults) == SMALL.faults
+    assert max(s.at for s in plan.submissions) <= SMALL.submit_seconds
+    assert max(f.at for f in plan.faults) <= SMALL.first_fault + SMALL.fault_seconds
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kind_is_a_queued_job_the_parser_accepts(kind: str) -> None:
+    """(tests/controller/test_crd.py: and the CRD)"""
+    raw = manifest(kind, "team-a", f"{kind}-000", "team-a", "soak-high")
+    assert raw["metadata"]["labels"][QUEUE_LABEL] == "team-a"
+    raw["metadata"]["uid"] = "u"
+    job = parse_job(raw)
+    assert job.spec.run_policy.scheduling_policy.priority_class == "soak-high"
+    for replica in raw["spec"]["dglReplicaSpecs"].values():
+        pod = replica["template"]["spec"]
+        assert pod["containers"][0]["resources"]["requests"]["cpu"] == "200m"
+        assert (pod.get("schedulerName") is None) is KINDS[kind].gang
+    assert (job.spec.storage is not None) is KINDS[kind].storage
+
+
+def test_the_queue_objects_name_one_cluster_queue_with_preemption() -> None:
+    objs = {(o["kind"], o["metadata"]["name"]) for o in queue_objects()}
+    assert ("ClusterQueue", "soak") in objs
+    assert {("LocalQueue", "team-a"), ("LocalQueue", "team-b")} <= objs
+    (cq,) = [o for o in queue_objects() if o["kind"] == "ClusterQueue"]
+    assert cq["spec"]["preemption"] == {"withinClusterQueue": "LowerPriority"}
+
+
+def pod(name: str, job: str, replica: str, attempt: str = "0", **status: Any) -> dict[str, Any]:
+    return {
+        "kind": "Pod",
+        "metadata": {
+            "name": name, "namespace": "team-a", "uid": f"uid-{name}",
+            "labels": {"dgl.qihoo.net/job-name": job, "dgl-replica-name": replica},
+            "annotations": {"dgl.qihoo.net/restart-attempt": attempt},
+        },
+        "spec": {"nodeName": "dgl-node", "containers": [
+            {"resources": {"requests": {"cpu": "200m"}}}
+        ]},
+        "status": {"phase": "Running", **status},
+    }  # fmt: skip
+
+
+def test_two_live_pods_for_one_replica_of_one_attempt_is_a_violation() -> None:
+    one = pod("j-worker-0", "j", "j-worker-0")
+    twin = pod("j-worker-0-b", "j", "j-worker-0")
+    assert len(inv.duplicate_replicas(1.0, [one, twin])) == 1
+    gone = copy.deepcopy(twin)
+    gone["metadata"]["deletionTimestamp"] = "2026-11-29T00:00:00Z"
+    later = pod("j-worker-0-c", "j", "j-worker-0", attempt="1")
+    done = pod("j-worker-0-d", "j", "j-worker-0", phase="Failed")
+    assert inv.duplicate_replicas(1.0, [one, gone, later, done]) == []
+
+
+def test_placed_pods_over_the_quota_are_a_violation() -> None:
+    pods = [pod(f"p{i}", "j", f"p{i}") for i in range(10)]
+    assert inv.over_quota(1.0, pods, 2000) == []
+    (v,) = inv.over_quota(1.0, [*pods, pod("p10", "k", "p10")], 2000)
+    assert "2200m CPU of 2000m" in v.what
+    unplaced = pod("p11", "k", "p11", phase="Pending")
+    unplaced["spec"]["nodeName"] = ""
+    assert inv.over_quota(1.0, [*pods, unplaced], 2000) == []
+
+
+def record(**kw: Any) -> inv.JobRecord:
+    base: dict[str, Any] = dict(name="j", kind="storage", namespace="team-a", resumable=True,
+                                submitted=0.0, uid="U")  # fmt: skip
+    return inv.JobRecord(**{**base, **kw})
+
+
+def test_what_a_deleted_job_owned_is_a_violation_until_it_is_gone() -> None:
+    owned = {
+        "kind": "ConfigMap",
+        "metadata": {"name": "j-config", "ownerReferences": [{"uid": "U"}]},
+    }
+    labelled = {"kind": "Pod", "metadata": {"name": "j-worker-0",
+                                            "labels": {"dgl.qihoo.net/job-name": "j"}}}  # fmt: skip
+    other = {"kind": "Secret", "metadata": {"name": "x", "ownerReferences": [{"uid": "V"}]}}
+    (v,) = inv.leftovers(1.0, record(), [owned, labelled, other])
+    assert "ConfigMap j-config" in v.what and "Pod j-worker-0" in v.what and "x" not in v.what
+    assert inv.leftovers(1.0, record(), [other]) == []
+
+
+def test_a_job_fails_only_for_a_fault_that_struck_it_and_says_what() -> None:
+    assert inv.outcome(1.0, record(outcome="Succeeded")) == []
+    failed = record(outcome="Failed", reason="DGLJobFailed", message="pod j-worker-1 exited 137")
+    assert [v.rule for v in inv.outcome(1.0, failed)] == ["failed though no fault struck it"]
+    failed.faults.append("10s killed pod j-worker-1")
+    assert inv.outcome(1.0, failed) == []
+    vague = record(outcome="Failed", reason="", message="", faults=["x"])
+    assert [v.rule for v in inv.outcome(1.0, vague)] == [
+        "failed without a reason that names what happened"
+    ]
+    (stuck,) = inv.outcome(1.0, record(last_status={"phase": "Training"}))
+    assert stuck.rule == "stuck" and "Training" in stuck.what
+
+
+def test_a_resumed_job_trains_no_epoch_twice_and_keeps_its_accuracy() -> None:
+    good = record(outcome="Succeeded", accuracy=0.870, attempts=[
+        inv.Attempt("a", done=3), inv.Attempt("b", done=6, resumed_at=3)
+    ])  # fmt: skip
+    assert inv.resumed(1.0, good, {"storage": 0.875}) == []
+    again = record(outcome="Succeeded", accuracy=0.870, attempts=[
+        inv.Attempt("a", done=3), inv.Attempt("b", done=6, resumed_at=2)
+    ])  # fmt: skip
+    assert [v.rule for v in inv.resumed(1.0, again, {})] == ["an epoch trained twice"]
+    scratch = record(outcome="Succeeded", attempts=[
+        inv.Attempt("a", done=2), inv.Attempt("b", done=6)
+    ])  # fmt: skip
+    assert [v.rule for v in inv.resumed(1.0, scratch, {})] == ["an epoch trained twice"]
+    partitioning = record(outcome="Succeeded", attempts=[  # (an attempt stopped before training)
+        inv.Attempt("a", done=2), inv.Attempt("b"), inv.Attempt("c", done=6, resumed_at=2)
+    ])  # fmt: skip
+    assert inv.resumed(1.0, partitioning, {}) == []
+    off = record(outcome="Succeeded", accuracy=0.850, attempts=good.attempts)
+    assert [v.rule for v in inv.resumed(1.0, off, {"storage": 0.875})] == ["resumed accuracy off"]
+
+
+def test_the_operator_is_flat_and_idle_or_it_is_a_violation() -> None:
+    assert inv.memory_flat(1.0, 100 << 20, 119 << 20, "op") == []
+    assert inv.memory_flat(1.0, 100 << 20, 130 << 20, "op")[0].rule == "operator memory grew"
+    assert inv.idle_requests(1.0, {"get pods": 0.0}, 30) == []
+    (v,) = inv.idle_requests(1.0, {"get pods": 0.0, "patch dgljobs": 2.0}, 30)
+    assert "patch dgljobs: 2" in v.what
