@@ -8,7 +8,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import yaml
+
 from e2e.helpers import (
+    EXAMPLE,
     accuracy,
     apply,
     conditions,
@@ -21,7 +24,6 @@ from e2e.helpers import (
     succeeded,
     wait_finished,
 )
-from podcontract import PHASE_ENV
 
 
 def worker_limit(job: dict[str, Any], memory: str) -> None:
@@ -83,29 +85,35 @@ def test_a_graph_too_big_for_the_worker_limit_is_refused_before_partitioning(
     assert "[1/5] partition" not in log, log[-2000:]
 
 
-# The partitioner makes a graph of 200k nodes x 1024 features (~390 MiB of node features per
-# worker; make_dataset.py --binary, seconds), small splits so that an epoch of batch 64 is
-# short. Its memory plan, 2 workers of one server and one trainer each: ~2.0 GiB per worker
-# pod in memory, ~1.5 GiB out of core with a quarter of the features as page cache.
-OOC_ROOT = "/tmp/ooc"
-MAKE_OOC = (
-    f'if [ "${PHASE_ENV}" = Partitioner ]; then '
-    f"python3 code/make_dataset.py --root {OOC_ROOT} --num-nodes 200000 --feat-dim 1024 "
-    "--train-frac 0.05 --val-frac 0.05 --test-frac 0.05 --binary || exit 1; fi; "
-    'exec dglrun "$@"'
-)
+# Each worker's init container makes the same graph (make_dataset.py is seeded), 200k nodes x
+# 1024 features (~390 MiB of node features per partition), small splits so that an epoch of
+# batch 64 is short, and chunks it for DistParMETIS (every worker holds the whole chunked graph
+# at the same path: layout Shared). The init container has no limit; the main container's
+# memory plan, 2 workers of one server and one trainer each, one DistParMETIS rank on each:
+# partition ~1.2 GiB per worker pod; train ~2.0 GiB in memory, ~1.5 GiB out of core with a
+# quarter of the features as page cache.
+MAKE_GRAPH = """set -e
+python3 code/make_dataset.py --root /data/raw --num-nodes 200000 --feat-dim 1024 \\
+  --train-frac 0.05 --val-frac 0.05 --test-frac 0.05 --binary
+dgl-chunk-graph ogb --dataset ogbn-synth --root /data/raw --out /data/chunked \\
+  --num-chunks 2 --graph-name graphsage
+rm -rf /data/raw
+"""
 OOC_LIMIT = "1792Mi"  # between the two: 1.75 GiB
 
 
 def ooc_job(namespace: str, name: str, out_of_core: bool) -> dict[str, Any]:
-    job = example_job(namespace, name)
-    launcher = job["spec"]["dglReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
-    launcher["command"] = ["sh", "-c", MAKE_OOC, "sh"]
-    launcher["env"] = [{"name": "DGL_DATASET_ROOT", "value": OOC_ROOT}]
+    job: dict[str, Any] = yaml.safe_load((EXAMPLE / "dgljob-distparmetis.yaml").read_text())
+    job["metadata"].update(name=name, namespace=namespace)
+    job["spec"]["chunkedGraph"] = {"path": "/data/chunked", "layout": "Shared"}
     args = launcher_args(job)
     args[args.index("--num-epochs") + 1] = "1"
     args[args.index("--batch-size") + 1] = "64"
+    worker = job["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]
+    (init,) = worker["initContainers"]
+    init.update(name="make-graph", command=["sh", "-c", MAKE_GRAPH])
     worker_limit(job, OOC_LIMIT)
+    worker["containers"][0]["volumeMounts"] = [{"name": "chunks", "mountPath": "/data"}]
     if out_of_core:
         job["spec"]["outOfCore"] = {"enabled": True, "pageCacheFraction": 0.25}
     return job
@@ -115,9 +123,9 @@ def test_a_worker_limit_below_the_in_memory_need_trains_out_of_core_and_refuses_
     cluster: Any, namespace: str
 ) -> None:
     """The same graph and the same 1.75 GiB Worker limit: without spec.outOfCore the memory plan
-    refuses the train step before partitioning, its message naming the option; with it the
-    job partitions (the node features also as .npy), its DGL servers memory-map them, and it
-    trains to Succeeded under that limit, with no restart and no process killed for memory."""
+    refuses the train step, its message naming the option; with it the job partitions (the
+    node features also as .npy), its DGL servers memory-map them, and it trains to Succeeded
+    under that limit, with no restart and no process killed for memory."""
     apply(cluster, ooc_job(namespace, "in-memory", out_of_core=False))
     refused = wait_finished(cluster, namespace, "in-memory", timeout=600)
     cond = conditions(refused).get("Failed", {})
@@ -137,6 +145,7 @@ def test_a_worker_limit_below_the_in_memory_need_trains_out_of_core_and_refuses_
     for i in (0, 1):
         mapped = rf"\[out-of-core-worker-{i}/server-0\] out-of-core: part {i}: .*memory-mapped"
         assert re.search(mapped, log), log[-3000:]
+    assert "the train step needs" not in log  # (out of core, it fits)
     assert "killed for memory" not in log, log[-3000:]
     memory = done["status"].get("memory") or {}
     train = memory.get("train") or {}

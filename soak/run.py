@@ -163,9 +163,12 @@ class Soak:
         return time.monotonic() - self.started
 
     def violate(self, found: list[inv.Violation]) -> None:
+        """Keep each violation once (one that lasts is seen at every look: its first time)."""
         with self.lock:
+            seen = {(v.rule, v.what) for v in self.violations}
             for v in found:
-                if v not in self.violations:
+                if (v.rule, v.what) not in seen:
+                    seen.add((v.rule, v.what))
                     self.violations.append(v)
                     self.say(f"VIOLATION {v.line()}")
 
@@ -378,6 +381,17 @@ class Soak:
             if now > deadline:
                 break
             time.sleep(1.0)
+        if submissions:  # (the jobs before them never ended: the plan was not run whole)
+            self.violate(
+                [
+                    inv.Violation(
+                        self.now(),
+                        "stuck",
+                        f"{len(submissions)} job(s) never submitted: "
+                        f"{', '.join(s.name for s in submissions)}",
+                    )
+                ]
+            )
         for t in threads:
             t.join(300)
         self.stop.set()
@@ -390,7 +404,9 @@ class Soak:
     def teardown(self) -> None:
         """The queues and namespaces go (the jobs with them): the cluster as it was."""
         for ns in QUEUES:
-            self.world.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found")
+            self.world.kubectl(
+                "delete", "namespace", ns, "--ignore-not-found", "--timeout=180s", check=False
+            )
         self.world.kubectl(
             "delete", "clusterqueue", CLUSTER_QUEUE, "--wait=false", "--ignore-not-found"
         )
