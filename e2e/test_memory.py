@@ -131,7 +131,7 @@ def test_a_worker_limit_below_the_in_memory_need_trains_out_of_core_and_refuses_
     cond = conditions(refused).get("Failed", {})
     assert cond.get("reason") == "MemoryPlanExceeded", conditions(refused)
     message = cond["message"]
-    assert "the train step needs ~" in message and "1.75 GiB" in message, message
+    assert "the train step needs ~" in message and "limit of 1.8 GiB" in message, message
     assert "spec.outOfCore.enabled: true" in message, message
     need = re.search(r"the train step needs ~([\d.]+) GiB", message)
     assert need and float(need.group(1)) > 1.75, message

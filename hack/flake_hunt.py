@@ -10,7 +10,9 @@ errored in some run, how many runs it failed of those that ran it, and the first
 distinct failure. Exit 0 when no test failed in any run, 1 otherwise, 2 when a run could not
 be read (pytest itself broke: no XML).
 
-``make flake-hunt`` runs it (``N=10`` by default).
+``make flake-hunt`` runs it (``N=10`` by default). Run it with no local cluster up (``make
+cluster-down``): the real-API-server layer starts Kueue's manager, whose ports are the host's,
+and refuses to start beside a cluster's (localcluster/kueue.py).
 """
 
 from __future__ import annotations

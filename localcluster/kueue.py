@@ -106,7 +106,15 @@ def running() -> bool:
 
 
 def start(dir: Path, kubeconfig: Path, kubectl: Kubectl, timeout: float = 120) -> Component:
-    """Install the CRDs and start the manager; returns once it is ready."""
+    """Install the CRDs and start the manager; returns once it is ready. Another manager
+    answering on this host's ports (another cluster's, another test's) is an error: this one
+    could not bind them, and that one serves another API server (a flake-hunt run of the
+    real-API-server layer beside an e2e session's Kueue once saw nothing admitted)."""
+    if running():
+        raise ClusterError(
+            f"a Kueue manager already answers on 127.0.0.1:{HEALTH_PORT} (another cluster's or "
+            "test's): stop it first (make cluster-down stops the local cluster's)"
+        )
     built = folder()
     install_crds(kubectl, built / "crds")
     with contextlib.suppress(RuntimeError):  # (exists already)

@@ -1095,7 +1095,9 @@ def start_node(dir: Path, name: str, timeout: float = 120.0) -> None:
     _write_state(dir, state)
 
 
-def restart_apiserver(dir: Path = DEFAULT_DIR, down_for: float = 0.0, timeout: float = 120.0) -> float:
+def restart_apiserver(
+    dir: Path = DEFAULT_DIR, down_for: float = 0.0, timeout: float = 120.0
+) -> float:
     """Restart the running cluster's kube-apiserver from any process, as its supervisor would
     after a crash: SIGTERM (SIGKILL after 10 s), ``down_for`` seconds down, then the same
     command line, environment and log again; returns once /readyz answers, with the seconds

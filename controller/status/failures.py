@@ -11,6 +11,12 @@ from controller.status.pod_state import pod_phase, replica_type, terminated_stat
 from kubeclient import Obj
 from podcontract import MEMORY_PLAN_PREFIX, OOM_PREFIX
 
+# how much of a pod's termination message a condition quotes: a few lines of an error; a
+# memory plan's refusal whole (its advice, which names the options that make the step fit,
+# comes last: cut at 300 the out-of-core option was lost; the kubelet keeps 4096 bytes)
+QUOTED = 300
+QUOTED_PLAN = 4096
+
 
 @dataclass(frozen=True)
 class PodFailure:
@@ -40,7 +46,7 @@ class PodFailure:
             return self.message  # names the nodes and the pods they held
         what = f"{self.replica_type.lower()} pod {self.pod}"
         if self.message.startswith(OOM_PREFIX):  # dglrun names the process and its pod
-            return f"{self.message[len(OOM_PREFIX) :].strip()[:300]} (reported by {what})"
+            return f"{self.message[len(OOM_PREFIX) :].strip()[:QUOTED]} (reported by {what})"
         if self.container:
             detail = f"container {self.container} exited with code {self.exit_code}"
             if self.reason:
@@ -48,7 +54,8 @@ class PodFailure:
         else:
             detail = self.reason or "failed"
         if self.message:
-            detail += f": {self.message.strip()[:300]}"
+            most = QUOTED_PLAN if self.message.startswith(MEMORY_PLAN_PREFIX) else QUOTED
+            detail += f": {self.message.strip()[:most]}"
         return f"{what} failed: {detail}"
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from controller.api import DGLJob
 from controller.builders import ATTEMPT_ANNOTATION, REPLICA_TYPE_LABEL
 from controller.status import conditions, failures, observation, pod_state, rebase
+from launcher import memplan
 
 T0 = 1_700_000_000.0
 
@@ -81,6 +84,24 @@ def test_pod_failure_names_the_first_failed_container_init_first() -> None:
         "launcher pod j-launcher failed: container watcher-loop-worker exited with code 4 "
         "(Error): pod j-worker-1 Failed"
     )
+
+
+def test_a_memory_plans_refusal_is_quoted_whole_with_the_options_that_make_it_fit() -> None:
+    """dglrun's refusal ends with its advice (the e2e job under a limit below its in-memory
+    need lost the out-of-core option when the quote was cut at 300 characters)."""
+    size = memplan.GraphSize(nodes=200_000, edges=2_000_000, node_bytes=4107)
+    shape = memplan.Shape("DistParMETIS", workers=2, parts=2, ranks=2, servers=1, trainers=1,
+                          batch_size=64)  # fmt: skip
+    limit = 1792 << 20
+    with pytest.raises(memplan.PlanError) as refused:
+        memplan.check(size, shape, memplan.plan(size, shape, limit))
+    message = str(refused.value)
+    assert len(message) > 300 and "spec.outOfCore.enabled: true" in message[300:]
+    p = pod("j-launcher", "Launcher", "Failed", containerStatuses=[{"name": "main", "state": {
+        "terminated": {"exitCode": 1, "reason": "Error", "message": message}}}])  # fmt: skip
+    f = failures.pod_failure(p)
+    assert f is not None and f.condition_reason == conditions.REASON_MEMORY_PLAN
+    assert f.describe().endswith(message.strip())
 
 
 def test_evicted_pod_failure_uses_the_pod_reason() -> None:
