@@ -61,6 +61,7 @@ class Report:
     violations: list[inv.Violation]
     memory: str = ""
     idle: str = ""
+    evidence: list[str] = field(default_factory=list)  # what the checks looked at
 
     def lines(self) -> list[str]:
         out = [f"soak: seed {self.seed}, {self.seconds / 60:.1f} min"]
@@ -76,6 +77,7 @@ class Report:
         out += [f"| {k} | {o} | {v} |" for (k, o), v in sorted(outcomes.items())]
         restarted = sum(1 for j in self.jobs if len(j.attempts) > 1)
         out.append(f"jobs with more than one attempt: {restarted}")
+        out += self.evidence
         if self.memory:
             out.append(self.memory)
         if self.idle:
@@ -158,6 +160,10 @@ class Soak:
     stop: threading.Event = field(default_factory=threading.Event)
     memory: list[tuple[float, str, int]] = field(default_factory=list)  # (t, pod, RSS)
     started: float = 0.0
+    looks: int = 0  # the looks taken (each: every invariant that holds throughout)
+    peak_pods: int = 0  # the most live job pods seen at once
+    peak_cpu: int = 0  # the most CPU (millis) placed at once
+    deletions_checked: int = 0  # deleted jobs whose children were all seen gone
 
     def now(self) -> float:
         return time.monotonic() - self.started
@@ -201,6 +207,11 @@ class Soak:
         pods = [p for ns in QUEUES for p in self.world.items("pods", ns)]
         self.violate(inv.duplicate_replicas(at, pods))
         self.violate(inv.over_quota(at, pods, inv.cpu_millis(QUOTA_CPU)))
+        placed = [p for p in pods if inv.live(p) and p["spec"].get("nodeName")]
+        with self.lock:
+            self.looks += 1
+            self.peak_pods = max(self.peak_pods, len(placed))
+            self.peak_cpu = max(self.peak_cpu, sum(inv.pod_cpu(p) for p in placed))
         launchers = {
             f"{p['metadata']['namespace']}/{p['metadata']['labels'][JOB_LABEL]}": p
             for p in pods
@@ -265,20 +276,26 @@ class Soak:
         self.say(f"[{self.now():7.1f}s] submitted {sub.queue}/{sub.name} ({sub.priority})")
 
     def strike(self, fault: FaultAt, first: float) -> None:
-        """Inject ``fault`` (in its own thread); with nothing to strike, again a little later."""
-        scene = fl.Scene(self.world, QUEUES, self.nodes, set(self.down))
-        try:
-            struck = fl.FAULTS[fault.kind](scene, fault.rng(self.plan.seed))
-        except (KubectlError, OSError, RuntimeError) as e:
-            struck = fl.Struck(f"{fault.kind} failed to strike: {e}")
+        """Inject ``fault`` (in its own thread); with nothing to strike (or the API server
+        away: another fault), again a little later, for FAULT_PATIENCE seconds."""
+        struck: fl.Struck | None = None
+        while True:
+            try:
+                scene = fl.Scene(self.world, QUEUES, self.nodes, set(self.down))
+                struck = fl.FAULTS[fault.kind](scene, fault.rng(self.plan.seed))
+            except KubectlError as e:
+                self.say(f"[{self.now():7.1f}s] fault {fault.kind}: {e}; trying again")
+                struck = None
+            except (OSError, RuntimeError) as e:
+                struck = fl.Struck(f"{fault.kind} failed to strike: {e}")
+            if struck is not None or self.now() - first >= FAULT_PATIENCE or self.stop.is_set():
+                break
+            time.sleep(FAULT_RETRY_SECONDS)
         if struck is None:
-            if self.now() - first < FAULT_PATIENCE and not self.stop.is_set():
-                time.sleep(FAULT_RETRY_SECONDS)
-                return self.strike(fault, first)
             with self.lock:
                 self.missed.append(fault)
             self.say(f"[{self.now():7.1f}s] fault {fault.kind}: nothing to strike")
-            return None
+            return
         at = self.now()
         with self.lock:
             self.injected.append(Injected(fault, at, struck.what))
@@ -292,19 +309,31 @@ class Soak:
         self.say(f"[{at:7.1f}s] FAULT {fault.kind}: {struck.what}")
         if struck.then is not None:
             time.sleep(struck.after)
-            try:
-                self.say(f"[{self.now():7.1f}s] {struck.then()}")
-            except (KubectlError, OSError, RuntimeError) as e:
-                self.violate(
-                    [
-                        inv.Violation(
-                            self.now(), "a fault's second half failed", f"{struck.what}: {e}"
-                        )
-                    ]
-                )
+            self.second_half(struck)
             with self.lock:
                 self.down -= struck.nodes
-        return None
+
+    def second_half(self, struck: fl.Struck) -> None:
+        """A fault's second half (a node powered on, uncordoned, a job resumed): tried again
+        while the API server is away (another fault), for FAULT_PATIENCE seconds."""
+        assert struck.then is not None
+        since = self.now()
+        while True:
+            try:
+                self.say(f"[{self.now():7.1f}s] {struck.then()}")
+                return
+            except (KubectlError, OSError, RuntimeError) as e:
+                if self.now() - since >= FAULT_PATIENCE:
+                    self.violate(
+                        [
+                            inv.Violation(
+                                self.now(), "a fault's second half failed", f"{struck.what}: {e}"
+                            )
+                        ]
+                    )
+                    return
+                self.say(f"[{self.now():7.1f}s] {struck.what}: its second half: {e}; again")
+                time.sleep(FAULT_RETRY_SECONDS)
 
     @property
     def nodes(self) -> list[str]:
@@ -436,6 +465,7 @@ class Soak:
                 continue
             if not found:
                 checks.remove((deleted, record))
+                self.deletions_checked += 1
             elif self.now() - deleted > LEFTOVER_SECONDS:
                 self.violate(found)
                 checks.remove((deleted, record))
@@ -467,6 +497,15 @@ class Soak:
             self.violate(inv.resumed(at, record, reference))
         memory = self._memory(at)
         idle = self._idle(at)
+        resumed = [r for r in records if r.resumable and len(r.attempts) > 1]
+        evidence = [
+            f"looks: {self.looks} (every {LOOK_SECONDS:g}s); at most {self.peak_pods} job pods "
+            f"placed at once, {self.peak_cpu}m CPU of the quota's {inv.cpu_millis(QUOTA_CPU)}m",
+            f"deleted jobs seen with nothing left: {self.deletions_checked} of {len(records)}",
+            f"resumed jobs checked: {len(resumed)} (uninterrupted accuracy by kind: "
+            + (", ".join(f"{k} {v:.4f}" for k, v in sorted(reference.items())) or "none")
+            + ")",
+        ]
         return Report(
             self.plan.seed,
             at,
@@ -476,6 +515,7 @@ class Soak:
             list(self.violations),
             memory,
             idle,
+            evidence,
         )
 
     def _memory(self, at: float) -> str:
@@ -521,7 +561,8 @@ class Soak:
             if not line.startswith("rest_client_requests_total{"):
                 continue
             labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-            if labels.get("verb", "").upper() == "WATCH" or labels.get("resource") == "leases":
+            resource = labels.get("resource", "")
+            if labels.get("verb", "").upper() == "WATCH" or resource.split(".")[0] == "leases":
                 continue
             key = f"{labels.get('verb')} {labels.get('resource')}"
             out[key] = out.get(key, 0) + float(line.rsplit(" ", 1)[1])
