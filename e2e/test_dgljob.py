@@ -27,6 +27,7 @@ from e2e.helpers import (
     wait_finished,
 )
 from localcluster.cluster import free_port
+from soak.kinds import skip_mode
 from tests.support.waiting import wait_for
 
 
@@ -119,20 +120,7 @@ def test_the_restricted_example_succeeds_in_a_locked_down_namespace(
 
 
 def test_skip_mode_runs_the_launcher_alone(cluster: Any, namespace: str) -> None:
-    job = example_job(namespace, "skip")
-    spec = job["spec"]
-    spec["partitionMode"] = "Skip"
-    del spec["dglReplicaSpecs"]["Worker"]
-    launcher_args(job)[:] = [
-        "--graph-name",
-        "graphsage",
-        "--train-entry-point",
-        "code/train_single.py",
-        "--num-epochs",
-        "1",
-        "--batch-size",
-        "256",
-    ]
+    job = skip_mode(example_job(namespace, "skip"), epochs=1)
     apply(cluster, job)
     done = wait_finished(cluster, namespace, "skip")
     assert succeeded(done), conditions(done)

@@ -31,6 +31,16 @@ def worker_limit(job: dict[str, Any], memory: str) -> None:
     worker["resources"] = {"limits": {"memory": memory}}
 
 
+def refused_by_the_plan(cluster: Any, job: dict[str, Any], timeout: float = 600) -> str:
+    """Apply ``job``; once it failed MemoryPlanExceeded (else the test fails), its message."""
+    meta = job["metadata"]
+    apply(cluster, job)
+    done = wait_finished(cluster, meta["namespace"], meta["name"], timeout=timeout)
+    cond = conditions(done).get("Failed", {})
+    assert cond.get("reason") == "MemoryPlanExceeded", conditions(done)
+    return str(cond["message"])
+
+
 def test_a_trainer_killed_for_memory_fails_the_job_oomkilled_naming_its_pod(
     cluster: Any, namespace: str
 ) -> None:
@@ -73,11 +83,7 @@ def test_a_graph_too_big_for_the_worker_limit_is_refused_before_partitioning(
     worker_limit(job, "2Gi")
     job["spec"]["runPolicy"] = {"backoffLimit": 2}
     launcher_args(job).extend(["--graph-size", "nodes=2000000,edges=40000000,node_bytes=411"])
-    apply(cluster, job)
-    done = wait_finished(cluster, namespace, "huge", timeout=300)
-    cond = conditions(done).get("Failed", {})
-    assert cond.get("reason") == "MemoryPlanExceeded", conditions(done)
-    message = cond["message"]
+    message = refused_by_the_plan(cluster, job, timeout=300)
     assert "huge-partitioner" in message and "the partition step needs ~" in message, message
     assert "2.0 GiB" in message, message
     assert int(get_job(cluster, namespace, "huge")["status"].get("restartCount") or 0) == 0
@@ -126,11 +132,7 @@ def test_a_worker_limit_below_the_in_memory_need_trains_out_of_core_and_refuses_
     refuses the train step, its message naming the option; with it the job partitions (the
     node features also as .npy), its DGL servers memory-map them, and it trains to Succeeded
     under that limit, with no restart and no process killed for memory."""
-    apply(cluster, ooc_job(namespace, "in-memory", out_of_core=False))
-    refused = wait_finished(cluster, namespace, "in-memory", timeout=600)
-    cond = conditions(refused).get("Failed", {})
-    assert cond.get("reason") == "MemoryPlanExceeded", conditions(refused)
-    message = cond["message"]
+    message = refused_by_the_plan(cluster, ooc_job(namespace, "in-memory", out_of_core=False))
     assert "the train step needs ~" in message and "limit of 1.8 GiB" in message, message
     assert "spec.outOfCore.enabled: true" in message, message
     need = re.search(r"the train step needs ~([\d.]+) GiB", message)

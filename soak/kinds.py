@@ -38,7 +38,7 @@ class Kind:
     epochs: int
     gang: bool = False
     storage: bool = False  # checkpoints on a claim: an interrupted attempt resumes
-    edit: Callable[[Obj], None] | None = None
+    edit: Callable[[Obj], object] | None = None  # (what it returns is not used)
 
     def manifest(self, namespace: str, name: str, queue: str, priority: str) -> Obj:
         job: Obj = yaml.safe_load((EXAMPLES / self.example).read_text())
@@ -82,21 +82,16 @@ def launcher_args(job: Obj) -> list[str]:
     return args
 
 
-def _skip(job: Obj) -> None:
-    """Skip: the launcher trains alone (train_single.py), no workers."""
+def skip_mode(job: Obj, epochs: int = 2) -> Obj:
+    """``job`` in Skip mode: the launcher trains alone (train_single.py), no workers."""
     spec = job["spec"]
     spec["partitionMode"] = "Skip"
     del spec["dglReplicaSpecs"]["Worker"]
     launcher_args(job)[:] = [
-        "--graph-name",
-        "graphsage",
-        "--train-entry-point",
-        "code/train_single.py",
-        "--num-epochs",
-        "2",
-        "--batch-size",
-        "256",
-    ]
+        "--graph-name", "graphsage", "--train-entry-point", "code/train_single.py",
+        "--num-epochs", str(epochs), "--batch-size", "256",
+    ]  # fmt: skip
+    return job
 
 
 def _elastic(job: Obj) -> None:
@@ -111,7 +106,7 @@ KINDS: dict[str, Kind] = {
         Kind("gang", "dgljob.yaml", epochs=2, gang=True),
         Kind("storage", "dgljob-storage.yaml", epochs=6, storage=True),
         Kind("elastic", "dgljob-elastic.yaml", epochs=6, storage=True, edit=_elastic),
-        Kind("skip", "dgljob.yaml", epochs=2, edit=_skip),
+        Kind("skip", "dgljob.yaml", epochs=2, edit=skip_mode),
         Kind("parmetis", "dgljob-parmetis.yaml", epochs=2),
         Kind("distparmetis", "dgljob-distparmetis.yaml", epochs=2),
     )
