@@ -130,7 +130,7 @@ flake-hunt: preflight-flake-hunt venv k8s-binaries scheduler-plugins kueue
 	$(BIN)/python hack/flake_hunt.py --runs $(N) $(if $(LAYER),--layer $(LAYER))
 
 bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins kueue network-policies images
-	$(BIN)/python -m bench.run $(if $(LARGE),--large --large-args "$(DEMO_LARGE_ARGS)")
+	$(BIN)/python -m bench.run $(if $(LARGE),--large --large-args="$(DEMO_LARGE_ARGS)")
 
 # the chaos soak (soak/): SEED=N replays the run of that seed; SOAK_ARGS: e.g. --small, --jobs N
 SEED ?=
