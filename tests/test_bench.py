@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,3 +178,48 @@ def test_make_bench_starts_only_with_no_cluster_running(
     assert run.main(["--out", str(tmp_path)]) == 1
     assert "make cluster-down` first" in capsys.readouterr().out
     assert not list(tmp_path.iterdir())  # (nothing ran)
+
+
+class FakeKube:
+    """kubectl for bench.support.cluster's test: the namespaces there are."""
+
+    def __init__(self, namespaces: set[str]) -> None:
+        self.namespaces = namespaces
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(self, kubeconfig: Path) -> FakeKube:
+        return self
+
+    def run(self, *args: str, check: bool = True) -> str:
+        self.calls.append(args)
+        if args[:2] == ("get", "namespace"):
+            return f"namespace/{args[2]}\n" if args[2] in self.namespaces else ""
+        return ""
+
+
+@pytest.mark.parametrize("was_running", [False, True])
+def test_a_benchmark_leaves_the_cluster_as_it_found_it(
+    monkeypatch: pytest.MonkeyPatch, was_running: bool
+) -> None:
+    """A cluster it brought up is taken down at its exit; in one that ran, the namespace it
+    made is deleted, one that was there is left."""
+    cluster = scripts.load(BENCH / "support" / "cluster.py")
+    at_exit: list[tuple[Any, ...]] = []
+    ups: list[list[str]] = []
+    monkeypatch.setattr(cluster.atexit, "register", lambda f, *a, **k: at_exit.append((f, a)))
+    monkeypatch.setattr(cluster, "running", lambda _dir: was_running)
+    monkeypatch.setattr(cluster, "KUBECONFIG", Path(__file__))  # (exists)
+    monkeypatch.setattr(cluster, "node_main", lambda argv: ups.append(argv) or 0)
+    monkeypatch.setattr(cluster, "install", lambda values=None: None)
+    kube = FakeKube(set())
+    monkeypatch.setattr(cluster, "Kube", kube)
+    assert cluster.cluster("bench-ns") is kube
+    assert ups == ([] if was_running else [["up"]])
+    undo = [a for _, a in at_exit]
+    assert ("delete", "namespace", "bench-ns", "--wait=false") in undo
+    assert ((["down"],) in undo) is not was_running
+    at_exit.clear()
+    kube.namespaces.add("there")
+    monkeypatch.setattr(cluster, "running", lambda _dir: True)
+    cluster.cluster("there")
+    assert at_exit == []  # (a running cluster, its namespace there before: nothing to undo)
