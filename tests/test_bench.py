@@ -209,7 +209,11 @@ def test_a_benchmark_leaves_the_cluster_as_it_found_it(
     monkeypatch.setattr(cluster.atexit, "register", lambda f, *a, **k: at_exit.append((f, a)))
     monkeypatch.setattr(cluster, "running", lambda _dir: was_running)
     monkeypatch.setattr(cluster, "KUBECONFIG", Path(__file__))  # (exists)
-    monkeypatch.setattr(cluster, "node_main", lambda argv: ups.append(argv) or 0)
+    def node_main(argv: list[str]) -> int:
+        ups.append(argv)
+        return 0
+
+    monkeypatch.setattr(cluster, "node_main", node_main)
     monkeypatch.setattr(cluster, "install", lambda values=None: None)
     kube = FakeKube(set())
     monkeypatch.setattr(cluster, "Kube", kube)
