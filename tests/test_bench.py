@@ -209,6 +209,7 @@ def test_a_benchmark_leaves_the_cluster_as_it_found_it(
     monkeypatch.setattr(cluster.atexit, "register", lambda f, *a, **k: at_exit.append((f, a)))
     monkeypatch.setattr(cluster, "running", lambda _dir: was_running)
     monkeypatch.setattr(cluster, "KUBECONFIG", Path(__file__))  # (exists)
+
     def node_main(argv: list[str]) -> int:
         ups.append(argv)
         return 0
