@@ -86,6 +86,8 @@ def _kill(replica_type: str) -> Inject:
             return None
         pod = rng.choice(sorted(pods, key=lambda p: p["metadata"]["name"]))
         killed = kill_pod(pod["metadata"]["uid"])
+        if not killed:  # (its node is powered off: the API does not know yet)
+            return None
         return Struck(
             f"killed {killed} process(es) of {replica_type.lower()} pod "
             f"{pod['metadata']['namespace']}/{pod['metadata']['name']} on "
@@ -102,6 +104,8 @@ def kill_leader(scene: Scene, rng: random.Random) -> Struck | None:
     if leader not in pods:
         return None
     killed = kill_pod(pods[leader]["metadata"]["uid"])
+    if not killed:  # (its node is powered off: the Lease names it until it expires)
+        return None
     return Struck(f"killed {killed} process(es) of the operator's leader {leader}")
 
 
