@@ -349,11 +349,7 @@ class Soak:
                 record.message = str(conds[kind].get("message") or "")
         record.finished = self.now()
         if record.outcome == "Succeeded":
-            log = self.world.kubectl(
-                "logs", f"{record.name}-launcher", "-n", record.namespace, "--tail=200", check=False
-            )
-            found = ACCURACY.findall(log)
-            record.accuracy = float(found[-1]) if found else None
+            record.accuracy = self.accuracy(record)
         self.say(
             f"[{record.finished:7.1f}s] {record.namespace}/{record.name}: {record.outcome}"
             f"{' ' + record.reason if record.outcome == 'Failed' else ''}"
@@ -370,6 +366,24 @@ class Soak:
             "--wait=false",
             "--ignore-not-found",
         )
+
+    def accuracy(self, record: inv.JobRecord) -> float | None:
+        """The test accuracy the launcher's log ends with (asked again while the API server is
+        away: another fault); None for a job that prints none (Skip)."""
+        since = self.now()
+        while True:
+            try:
+                log = self.world.kubectl(
+                    "logs", f"{record.name}-launcher", "-n", record.namespace, "--tail=200"
+                )
+            except KubectlError as e:
+                if self.now() - since < FAULT_PATIENCE:
+                    time.sleep(FAULT_RETRY_SECONDS)
+                    continue
+                self.say(f"{record.namespace}/{record.name}: no log: {e}")
+                return None
+            found = ACCURACY.findall(log)
+            return float(found[-1]) if found else None
 
     def left(self, record: inv.JobRecord) -> list[inv.Violation]:
         objects = self.world.items(OWNED, record.namespace)
@@ -391,17 +405,23 @@ class Soak:
             now = self.now()
             with self.lock:
                 open_jobs = sum(1 for j in self.jobs.values() if j.finished is None)
-            while (
-                submissions and submissions[0].at <= now and open_jobs < self.plan.size.concurrent
-            ):
-                self.submit(submissions.pop(0))
-                open_jobs += 1
+            try:  # (the API server away, another fault: again at the next tick)
+                while (
+                    submissions
+                    and submissions[0].at <= now
+                    and open_jobs < self.plan.size.concurrent
+                ):
+                    self.submit(submissions[0])
+                    submissions.pop(0)
+                    open_jobs += 1
+                self._close_finished(checks)
+            except RuntimeError as e:  # (kubectl's, and localcluster.volumes')
+                self.say(f"[{now:7.1f}s] {e}; again in a second")
             while pending_faults and pending_faults[0].at <= now:
                 fault = pending_faults.pop(0)
                 t = threading.Thread(target=self.strike, args=(fault, now), daemon=True)
                 t.start()
                 threads.append(t)
-            self._close_finished(checks)
             self._check_leftovers(checks)
             with self.lock:
                 unfinished = [j for j in self.jobs.values() if j.finished is None]
