@@ -252,15 +252,14 @@ class Soak:
         if leader not in pods:
             return
         rss = [
-            r
+            (r, pid)
             for pid in pod_processes(pods[leader]["metadata"]["uid"])
             if (r := rss_bytes(pid)) is not None
         ]
         if rss:
+            most, pid = max(rss)  # (the operator's process: a restarted container is another)
             with self.lock:
-                self.memory.append(
-                    (self.now(), f"{leader} ({pods[leader]['metadata']['uid'][:8]})", max(rss))
-                )
+                self.memory.append((self.now(), f"{leader} pid {pid}", most))
 
     # -- submitting, faults, closing ---------------------------------------------------
 
@@ -539,21 +538,34 @@ class Soak:
         )
 
     def _memory(self, at: float) -> str:
-        """The longest-lived leader process: its RSS a quarter into its life (warmed up)
-        against its last."""
+        """The leader's memory: the longest-lived leader process's RSS a quarter into its life
+        (warmed up) against its last; and over the whole run, every leader's after the first
+        one warmed up against that first warm figure (a new leader fills its caches again)."""
         by: dict[str, list[tuple[float, int]]] = {}
         for t, proc, rss in self.memory:
             by.setdefault(proc, []).append((t, rss))
         if not by:
             return "operator memory: no sample"
+
+        def warmed(samples: list[tuple[float, int]]) -> tuple[float, int]:
+            span = samples[-1][0] - samples[0][0]
+            return next((t, r) for t, r in samples if t - samples[0][0] >= span / 4)
+
         proc, samples = max(by.items(), key=lambda kv: kv[1][-1][0] - kv[1][0][0])
         span = samples[-1][0] - samples[0][0]
-        warm = next(r for t, r in samples if t - samples[0][0] >= span / 4)
+        _, warm = warmed(samples)
         end = samples[-1][1]
         self.violate(inv.memory_flat(at, warm, end, proc))
+        first = next(iter(by.values()))
+        since, first_warm = warmed(first)
+        later = [(r, p) for t, p, r in self.memory if t >= since]
+        peak, peak_proc = max(later)
+        self.violate(inv.memory_flat(at, first_warm, peak, f"{peak_proc} (the run's peak)"))
         return (
-            f"operator memory ({proc}, {span / 60:.1f} min as leader): {warm / 2**20:.1f} MiB "
-            f"warmed up, {end / 2**20:.1f} MiB at the end ({end / warm:.2f}x)"
+            f"operator memory: {len(by)} leader process(es); the longest-lived ({proc}, "
+            f"{span / 60:.1f} min): {warm / 2**20:.1f} MiB warmed up, {end / 2**20:.1f} MiB at "
+            f"its end ({end / warm:.2f}x); over the run: {peak / 2**20:.1f} MiB at most "
+            f"({peak / first_warm:.2f}x the first leader's {first_warm / 2**20:.1f} MiB warmed up)"
         )
 
     def _idle(self, at: float) -> str:
