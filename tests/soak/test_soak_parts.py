@@ -160,3 +160,21 @@ def test_the_operator_is_flat_and_idle_or_it_is_a_violation() -> None:
     assert inv.idle_requests(1.0, {"get pods": 0.0}, 30) == []
     (v,) = inv.idle_requests(1.0, {"get pods": 0.0, "patch dgljobs": 2.0}, 30)
     assert "patch dgljobs: 2" in v.what
+
+
+def test_the_operators_memory_is_judged_per_process_and_over_the_run() -> None:
+    """Each leader process by its PID (a restarted container is another process); the
+    longest-lived one against itself warmed up, and the run's peak against the first one."""
+    from soak.run import Soak
+
+    mib = 1 << 20
+    plan = make_plan(1, SMALL, sorted(KINDS), sorted(FAULTS))
+    soak = Soak(world=None, plan=plan, say=lambda _: None, drain_seconds=0)  # type: ignore[arg-type]
+    soak.memory = [(t, "op-a pid 1", 50 * mib) for t in range(0, 100, 10)]
+    soak.memory += [(t, "op-b pid 2", 52 * mib) for t in range(100, 150, 10)]
+    line = soak._memory(200.0)
+    assert soak.violations == [] and "2 leader process(es)" in line and "op-a pid 1" in line
+    soak.memory.append((160, "op-b pid 2", 70 * mib))  # (over 1.2 x 50 MiB: a leak)
+    soak._memory(200.0)
+    assert [v.rule for v in soak.violations] == ["operator memory grew"]
+    assert "the run's peak" in soak.violations[0].what
