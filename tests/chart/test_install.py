@@ -206,7 +206,7 @@ def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
     ns, name = release.namespace, release.name
     fullname = release.fullname
     crd_before = crd_established(kube)
-    release.install({"workers": 2})
+    release.install({"workers": 2, "leaderElection": {"force": False}})  # (the default: on)
     assert release.status()["info"]["status"] == "deployed"
 
     # the CRD from crds/ (installed by Helm, or already there: Helm never replaces it)
@@ -252,7 +252,9 @@ def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
     assert not can(kube, sa, "create", "coordination.k8s.io", "leases", ns)
 
     # upgrade: two replicas turn leader election on, with its Lease Role
-    release.upgrade({"workers": 2, "replicas": 2, "logLevel": "debug"})
+    release.upgrade(
+        {"workers": 2, "replicas": 2, "logLevel": "debug", "leaderElection": {"force": False}}
+    )
     assert release.status()["version"] == 2
     second = release.manifest_objects()
     lease_role = f"{fullname}-leader-election"
@@ -272,8 +274,9 @@ def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
         assert can(kube, sa, verb, group, resource, ns)
         assert not can(kube, sa, verb, group, resource, "default")
 
-    # and back to one replica: Helm removes the Lease Role, the Deployment goes back to Recreate
-    release.upgrade({"workers": 3})
+    # and back to one replica without leader election: Helm removes the Lease Role, the
+    # Deployment goes back to Recreate
+    release.upgrade({"workers": 3, "leaderElection": {"force": False}})
     assert release.status()["version"] == 3
     assert release.manifest_objects() == first
     wait_for(
@@ -285,6 +288,15 @@ def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
     assert dep["spec"]["strategy"]["type"] == "Recreate"
     assert dep["spec"]["replicas"] == 1
     assert "--workers=3" in args_of(kube, ns, fullname)
+
+    # the chart's defaults: one replica that takes the Lease, and rolls (RollingUpdate)
+    release.upgrade({"workers": 3})
+    assert release.manifest_objects() == first | {
+        ("Role", ns, lease_role), ("RoleBinding", ns, lease_role)
+    }  # fmt: skip
+    dep = kube.get(DEPLOYMENTS, ns, fullname)
+    assert dep["spec"]["strategy"]["type"] == "RollingUpdate" and dep["spec"]["replicas"] == 1
+    assert "--leader-elect" in args_of(kube, ns, fullname)
 
     selector = f"app.kubernetes.io/instance={name}"
     # uninstall: everything the chart made goes, except the CRD (Helm never deletes crds/)

@@ -160,7 +160,9 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
 
 
 def leader_on(values: dict[str, Any]) -> bool:
-    return bool(values.get("replicas", 1) > 1 or values.get("leaderElection", {}).get("force"))
+    return bool(
+        values.get("replicas", 1) > 1 or values.get("leaderElection", {}).get("force", True)
+    )
 
 
 def fullname(values: dict[str, Any]) -> str:
@@ -632,6 +634,19 @@ def test_secure_metrics_serve_a_certificate_and_monitors_send_a_token(
     assert pod_endpoint["scheme"] == "https"
     plain = find(rendered["monitors"], "ServiceMonitor")["spec"]["endpoints"][0]
     assert "scheme" not in plain and "bearerTokenFile" not in plain
+
+
+def test_one_replica_takes_the_lease_by_default_and_rolls(helm: Helm, tmp_path: Path) -> None:
+    """The default: leader election with one replica too, so the Deployment rolls
+    (RollingUpdate, the new pod waiting for the Lease) rather than being replaced with Recreate,
+    which Kubernetes stalls for progressDeadlineSeconds when the old ReplicaSet holds a
+    terminal pod (kubernetes/kubernetes#128798: the soak left one OutOfcpu after a drain)."""
+    dep = deployment(helm.template({}, tmp=tmp_path, namespace=NS))
+    assert dep["spec"]["replicas"] == 1
+    assert "--leader-elect" in dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert dep["spec"]["strategy"] == {
+        "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(
