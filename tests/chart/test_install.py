@@ -336,6 +336,9 @@ def test_install_watching_one_namespace(release: Release, kube: RestClient) -> N
         ("ClusterRole", None, f"{fullname}-view"),
         ("Service", ns, f"{fullname}-metrics"),
         ("Deployment", ns, fullname),
+        # leader election (the default): the Lease in the release's own namespace
+        ("Role", ns, f"{fullname}-leader-election"),
+        ("RoleBinding", ns, f"{fullname}-leader-election"),
     }
     assert f"--namespace={watched}" in args_of(kube, ns, fullname)
     assert not exists(kube, ("ClusterRole", None, fullname))
