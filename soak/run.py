@@ -23,7 +23,7 @@ from typing import Any
 from localcluster import volumes
 from soak import faults as fl
 from soak import invariants as inv
-from soak.kinds import KINDS, QUEUE_LABEL, manifest
+from soak.kinds import KINDS, manifest
 from soak.plan import PRIORITIES, QUEUES, FaultAt, Plan, Submission
 from soak.world import JOB_LABEL, OPERATOR_NAMESPACE, KubectlError, World, pod_processes, rss_bytes
 
@@ -605,4 +605,3 @@ def run(world: World, plan: Plan, say: Say, drain_seconds: float) -> Report:
     return Soak(world, plan, say, drain_seconds).run()
 
 
-__all__ = ["QUEUE_LABEL", "Report", "Soak", "queue_objects", "run"]
