@@ -603,5 +603,3 @@ class Soak:
 
 def run(world: World, plan: Plan, say: Say, drain_seconds: float) -> Report:
     return Soak(world, plan, say, drain_seconds).run()
-
-
