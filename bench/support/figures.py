@@ -94,13 +94,19 @@ def _bars(figures: Sequence[Figure]) -> str:
     top = max(max(f.ratio or 0 for f in rated), 1.0) * 1.1
     scale = (width - left - 60) / top
     height = row * len(rated) + 24
-    parts = [f'<svg width="{width}" height="{height}" role="img">']
+    bench = _html.escape(rated[0].bench)
+    parts = [
+        f'<svg class="bench" data-bench="{bench}" width="{width}" height="{height}" role="img">'
+    ]
     for i, f in enumerate(rated):
         y = 4 + i * row
         w = max(1.0, (f.ratio or 0) * scale)
         label = _html.escape(f.name[:48])
         parts.append(f'<text x="{left - 6}" y="{y + 14}" text-anchor="end">{label}</text>')
-        parts.append(f'<rect x="{left}" y="{y + 2}" width="{w:.1f}" height="{row - 6}"/>')
+        parts.append(
+            f'<rect class="ratio" data-figure="{label}" x="{left}" y="{y + 2}" '
+            f'width="{w:.1f}" height="{row - 6}"/>'
+        )
         parts.append(f'<text x="{left + w + 4:.1f}" y="{y + 14}">{f.ratio:.2f}x</text>')
     one = left + scale
     parts.append(f'<line x1="{one:.1f}" y1="0" x2="{one:.1f}" y2="{height - 20}"/>')
