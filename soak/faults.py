@@ -55,7 +55,7 @@ class Scene:
 
     def jobs_on(self, node: str) -> set[str]:
         return {
-            f"{p['metadata']['namespace']}/{p['metadata']['labels'][JOB_LABEL]}"
+            job_of(p)
             for p in self.pods()
             if live(p)
             and p["spec"].get("nodeName") == node

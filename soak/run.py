@@ -213,7 +213,7 @@ class Soak:
             self.peak_pods = max(self.peak_pods, len(placed))
             self.peak_cpu = max(self.peak_cpu, sum(inv.pod_cpu(p) for p in placed))
         launchers = {
-            f"{p['metadata']['namespace']}/{p['metadata']['labels'][JOB_LABEL]}": p
+            fl.job_of(p): p
             for p in pods
             if inv.live(p)
             and p["metadata"]["name"].endswith("-launcher")
