@@ -66,7 +66,6 @@ from typing import Any
 
 from bench.support.cluster import KUBECONFIG, install
 from bench.support.console import sayer
-from bench.support.kube import Kube
 from bench.support.manifests import (
     example_job,
     kueue_queues,
@@ -87,6 +86,7 @@ from dgl_operator.report.readings import (
     timestamp,
 )
 from localcluster.cluster import ClusterError
+from localcluster.kubectl import Kubectl
 from localcluster.node import DEFAULT_DIR, node_names, running, start_node, stop_node
 from localcluster.node import main as node_main
 from podcontract.quantity import parse_quantity
@@ -223,7 +223,7 @@ class Observer(threading.Thread):
     """Polls the job and its pods every 2 s, samples every pod's memory twice a second, and
     records what changed as events of ``run``."""
 
-    def __init__(self, kube: Kube, run: Run, ns: str = NS, kueue: bool = False) -> None:
+    def __init__(self, kube: Kubectl, run: Run, ns: str = NS, kueue: bool = False) -> None:
         super().__init__(daemon=True)
         self.kube, self.rec, self.ns, self.kueue = kube, run, ns, kueue
         self.stop = threading.Event()
@@ -364,7 +364,7 @@ class Observer(threading.Thread):
 # -- the cluster --------------------------------------------------------------------------------
 
 
-def cluster_up(node_memory: str, reuse: bool, kueue: bool) -> Kube:
+def cluster_up(node_memory: str, reuse: bool, kueue: bool) -> Kubectl:
     if reuse and running(DEFAULT_DIR) and len(node_names(DEFAULT_DIR)) == NODES:
         say("reusing the running 3-node cluster (--reuse-cluster)")
     else:
@@ -376,7 +376,7 @@ def cluster_up(node_memory: str, reuse: bool, kueue: bool) -> Kube:
         if node_main([*argv, *(["--kueue"] if kueue else [])]):
             raise SystemExit("demo-large: the cluster did not come up (see above)")
     install({"kueue": "true"} if kueue else None)
-    kube = Kube(KUBECONFIG)
+    kube = Kubectl(KUBECONFIG)
     kube.run("create", "namespace", NS, check=False)
     if kueue:
         queues(kube)
@@ -390,14 +390,14 @@ def cluster_up(node_memory: str, reuse: bool, kueue: bool) -> Kube:
     return kube
 
 
-def queues(kube: Kube) -> None:
+def queues(kube: Kubectl) -> None:
     """A ClusterQueue ``demo-large`` whose quota fits one job (the cluster's 3 CPUs and its
     memory) and the LocalQueue ``demo-large`` in NS."""
     for obj in kueue_queues(NS, QUEUE, QUEUE, {"cpu": "3", "memory": "64Gi"}):
         kube.apply(obj)
 
 
-def claim_dir(kube: Kube) -> Path | None:
+def claim_dir(kube: Kubectl) -> Path | None:
     """The claim's folder on this machine (its hostPath PV), once bound."""
     with contextlib.suppress(RuntimeError, ValueError):
         pv = kube.json("-n", NS, "get", "pvc", CLAIM).get("spec", {}).get("volumeName")
@@ -426,7 +426,7 @@ def node_of(run: Run, pod_prefix: str) -> str:
 
 
 def run_job(
-    kube: Kube, job: dict[str, Any], lose_after: int | None, timeout: float, kueue: bool
+    kube: Kubectl, job: dict[str, Any], lose_after: int | None, timeout: float, kueue: bool
 ) -> Run:
     name = job["metadata"]["name"]
     if kueue:
@@ -476,7 +476,7 @@ def back_without_it(run: Run, status: dict[str, Any]) -> bool:
     return shrink is not None and shrink.training is not None
 
 
-def lose_a_node(kube: Kube, run: Run) -> str:
+def lose_a_node(kube: Kubectl, run: Run) -> str:
     """Power off the node of a worker that holds neither the launcher nor the operator."""
     spared = {node_of(run, f"{run.name}-launcher")}
     op = kube.json("-n", "dgl-system", "get", "pods")

@@ -43,15 +43,15 @@ from typing import Any
 from bench.support.cluster import KUBECONFIG, install
 from bench.support.console import sayer
 from bench.support.figures import record
-from bench.support.kube import Kube
 from bench.support.manifests import example_job, launcher_args, main_container, set_flag
 from localcluster import volumes
+from localcluster.kubectl import Kubectl
 from localcluster.node import DEFAULT_DIR, IMAGE_TAG, running, start_node, stop_node
 from localcluster.node import main as node_main
 
 SLOT = "dgl.bench/slot"
 HIGH = "bench-high"
-KUBE = Kube(KUBECONFIG)
+KUBE = Kubectl(KUBECONFIG)
 WORKERS = 3
 TRAINER_BATCH = 32  # rigid: each of the 3 trainers; elastic: the global batch is 3x it
 # squeeze: each slot is also a quarter core (6 slots: 1.5 of the machine's 2 cores), so that

@@ -31,9 +31,9 @@ from bench.support.cluster import cluster
 from bench.support.console import sayer
 from bench.support.figures import record
 from bench.support.graphs import give_to_pods, prepare_graph
-from bench.support.kube import Kube
 from bench.support.manifests import NS, job_manifest
 from localcluster.cluster import CACHE
+from localcluster.kubectl import Kubectl
 from podcontract import STATUS_PROGRESS, STATUS_PROGRESS_DETAIL
 from podcontract.progress import STEP_NAME, STEP_REMAINING
 
@@ -50,7 +50,7 @@ class Reading:
     detail: dict[str, Any]
 
 
-def watch(kube: Kube, name: str, timeout: float = 7200) -> tuple[list[Reading], dict[str, Any]]:
+def watch(kube: Kubectl, name: str, timeout: float = 7200) -> tuple[list[Reading], dict[str, Any]]:
     """Every new (progress, progressDetail) until the job ends; and its last status."""
     readings: list[Reading] = []
     last: tuple[str, str] | None = None
@@ -106,7 +106,7 @@ def first_estimate(readings: list[Reading], step: str) -> float | None:
     return None
 
 
-def run_size(kube: Kube, py: str, nodes: int, a: argparse.Namespace) -> list[list[str]]:
+def run_size(kube: Kubectl, py: str, nodes: int, a: argparse.Namespace) -> list[list[str]]:
     data = prepare_graph(
         py,
         CACHE / "bench" / "eta" / f"n{nodes}-d{a.avg_degree:g}-f{a.feat_dim}",

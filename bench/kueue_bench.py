@@ -26,15 +26,15 @@ from typing import Any
 from bench.support.cluster import KUBECONFIG, install
 from bench.support.console import sayer
 from bench.support.figures import record
-from bench.support.kube import Kube
 from bench.support.manifests import example_job, kueue_queues
 from controller import kueue as kq
+from localcluster.kubectl import Kubectl
 from localcluster.node import DEFAULT_DIR, running
 from localcluster.node import main as node_main
 
 NS = "kueue-bench"
 CPU = "100m"
-KUBE = Kube(KUBECONFIG, timeout=120)
+KUBE = Kubectl(KUBECONFIG, timeout=120)
 
 say = sayer("kueue_bench")
 

@@ -52,11 +52,11 @@ from bench.support.cluster import cluster
 from bench.support.console import sayer
 from bench.support.figures import record
 from bench.support.graphs import dgl_env, give_to_pods, prepare_graph
-from bench.support.kube import Kube
 from bench.support.manifests import EVAL_FAN_OUT, NS, job_manifest, launcher_args, main_container
 from bench.support.measure import MemorySampler, cgroup_oom_kills, cgroup_peak, run_measured
 from bench.support.paths import EXAMPLE
 from localcluster.cluster import CACHE
+from localcluster.kubectl import Kubectl
 from podcontract.quantity import parse_quantity
 
 MODES = ("DGL-API", "ParMETIS", "DistParMETIS")
@@ -131,7 +131,7 @@ def manifest(mode: str, data: Path, a: argparse.Namespace, transfer: str) -> dic
     return m
 
 
-def wait_done(kube: Kube, name: str, limit: float = 4 * 3600) -> tuple[dict[str, Any], float]:
+def wait_done(kube: Kubectl, name: str, limit: float = 4 * 3600) -> tuple[dict[str, Any], float]:
     started = time.monotonic()
     status: dict[str, Any] = {}
     while time.monotonic() - started < limit:
@@ -148,7 +148,7 @@ def seconds_of(log: str, k: int, name: str) -> float:
 
 
 def run_job(
-    kube: Kube, mode: str, data: Path, a: argparse.Namespace, transfer: str
+    kube: Kubectl, mode: str, data: Path, a: argparse.Namespace, transfer: str
 ) -> dict[str, Any]:
     m = manifest(mode, data, a, transfer)
     name = m["metadata"]["name"]

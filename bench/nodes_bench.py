@@ -21,8 +21,8 @@ from typing import Any
 from bench.support.cluster import KUBECONFIG, install
 from bench.support.console import sayer
 from bench.support.figures import record
-from bench.support.kube import Kube
 from bench.support.manifests import example_job
+from localcluster.kubectl import Kubectl
 from localcluster.node import DEFAULT_DIR, running
 from localcluster.node import main as node_main
 
@@ -39,7 +39,7 @@ def expected_pods(job: dict[str, Any]) -> int:
     return sum(int(specs[t].get("replicas", 1)) for t in ("Launcher", "Worker"))
 
 
-def time_to_running(kube: Kube, timeout: float) -> dict[str, Any]:
+def time_to_running(kube: Kubectl, timeout: float) -> dict[str, Any]:
     """Apply the job; seconds until its launcher and workers are all Running, and where."""
     job = example_job("dgljob.yaml", JOB, NS)
     want = expected_pods(job)
@@ -69,7 +69,7 @@ def one(nodes: int, timeout: float) -> dict[str, Any]:
     up = time.monotonic() - started
     try:
         install()
-        result = time_to_running(Kube(KUBECONFIG), timeout)
+        result = time_to_running(Kubectl(KUBECONFIG), timeout)
         result["up"] = up
         say(
             f"{nodes} node(s): up in {up:.0f}s; the job's pods all Running "

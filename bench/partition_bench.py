@@ -41,11 +41,11 @@ from bench.support.cluster import cluster
 from bench.support.console import sayer
 from bench.support.figures import record
 from bench.support.graphs import dgl_env, give_to_pods, prepare_graph
-from bench.support.kube import Kube
 from bench.support.manifests import EVAL_FAN_OUT, NS, job_manifest
 from bench.support.measure import MemorySampler
 from bench.support.paths import EXAMPLE
 from localcluster.cluster import CACHE
+from localcluster.kubectl import Kubectl
 
 MODES = ("DGL-API", "ParMETIS", "DistParMETIS")
 CUT_SCRIPT = (
@@ -88,7 +88,7 @@ def baseline(py: str, data: Path, epochs: int) -> dict[str, Any]:
     return metrics
 
 
-def run_mode(kube: Kube, mode: str, data: Path, epochs: int) -> dict[str, Any]:
+def run_mode(kube: Kubectl, mode: str, data: Path, epochs: int) -> dict[str, Any]:
     manifest = job_manifest(mode, data, epochs)
     name = manifest["metadata"]["name"]
     kube.run("-n", NS, "delete", "dgljob", name, "--ignore-not-found", "--wait=true")

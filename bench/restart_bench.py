@@ -31,10 +31,10 @@ from bench.support.cluster import KUBECONFIG, cluster
 from bench.support.console import sayer
 from bench.support.figures import record
 from bench.support.graphs import give_to_pods, prepare_graph
-from bench.support.kube import Kube
 from bench.support.manifests import EVAL_FAN_OUT, NS, job_manifest, launcher_args, set_flag
 from localcluster import volumes
 from localcluster.cluster import CACHE
+from localcluster.kubectl import Kubectl
 from localcluster.node import DEFAULT_DIR
 
 say = sayer("restart_bench")
@@ -65,7 +65,7 @@ def manifest(data: Path, a: argparse.Namespace, name: str, storage: bool) -> dic
 PARTITIONED = r"\[1/5\] partition done in ([\d.]+)s"
 
 
-def partitioner_log(kube: Kube, job: str) -> str:
+def partitioner_log(kube: Kubectl, job: str) -> str:
     return kube.run("logs", f"{job}-partitioner", "-n", NS, "-c", "dgl-graphsage", check=False)
 
 
@@ -74,7 +74,7 @@ def epochs_done(status: dict[str, Any]) -> int:
     return int(m.group(1)) if m else 0
 
 
-def run(kube: Kube, m: dict[str, Any], lose_worker_after: int | None) -> dict[str, Any]:
+def run(kube: Kubectl, m: dict[str, Any], lose_worker_after: int | None) -> dict[str, Any]:
     name = m["metadata"]["name"]
     kube.run("-n", NS, "delete", "dgljob", name, "--ignore-not-found", "--wait=true")
     deadline = time.monotonic() + 600  # the previous job's pods hold their memory

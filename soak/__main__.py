@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             say("soak: the 3-node cluster did not come up")
             return 1
         brought_up = True
-    world = World(DEFAULT_DIR, DEFAULT_DIR / "control-plane" / "admin.kubeconfig")
+    world = World(DEFAULT_DIR / "control-plane" / "admin.kubeconfig", dir=DEFAULT_DIR)
     try:
         install_operator(
             world.kubeconfig, refresh_images().get("dgl-operator", ""), OPERATOR_VALUES

@@ -12,9 +12,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from localcluster.kubectl import Obj
 from localcluster.node import restart_apiserver, start_node, stop_node
 from soak.invariants import live
-from soak.world import JOB_LABEL, REPLICA_TYPE_LABEL, Obj, World, kill_pod
+from soak.world import JOB_LABEL, REPLICA_TYPE_LABEL, World, kill_pod
 
 
 @dataclass
@@ -136,7 +137,7 @@ def drain(scene: Scene, rng: random.Random) -> Struck | None:
     if node is None:
         return None
     jobs = scene.jobs_on(node)
-    scene.world.kubectl(
+    scene.world.run(
         "drain",
         node,
         "--ignore-daemonsets",
@@ -148,7 +149,7 @@ def drain(scene: Scene, rng: random.Random) -> Struck | None:
     back = rng.uniform(20, 60)
 
     def uncordon() -> str:
-        scene.world.kubectl("uncordon", node)
+        scene.world.run("uncordon", node)
         return f"node {node} uncordoned"
 
     return Struck(
@@ -198,7 +199,7 @@ def suspend_resume(scene: Scene, rng: random.Random) -> Struck | None:
 
     def active(value: bool) -> None:
         patch = json.dumps({"spec": {"active": value}})
-        scene.world.kubectl(
+        scene.world.run(
             "patch", "workloads.kueue.x-k8s.io", wl, "-n", ns, "--type=merge", "-p", patch
         )
 
@@ -223,7 +224,7 @@ def delete_job(scene: Scene, rng: random.Random) -> Struck | None:
         return None
     job = rng.choice(sorted(jobs, key=lambda j: j["metadata"]["name"]))
     ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
-    scene.world.kubectl("delete", "dgljob", name, "-n", ns, "--wait=false")
+    scene.world.run("delete", "dgljob", name, "-n", ns, "--wait=false")
     return Struck(
         f"deleted job {ns}/{name} mid-run ({job['status'].get('phase')})", {f"{ns}/{name}"}
     )

@@ -17,15 +17,15 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from localcluster import volumes
+from localcluster.kubectl import KubectlError
 from soak import faults as fl
 from soak import invariants as inv
 from soak.kinds import KINDS, manifest
 from soak.plan import PRIORITIES, QUEUES, FaultAt, Plan, Submission
-from soak.world import JOB_LABEL, OPERATOR_NAMESPACE, KubectlError, World, pod_processes, rss_bytes
+from soak.world import JOB_LABEL, OPERATOR_NAMESPACE, World, pod_processes, rss_bytes
 
 Obj = dict[str, Any]
 LOOK_SECONDS = 3.0
@@ -186,7 +186,7 @@ class Soak:
         self._volumes()
 
     def _volumes(self) -> None:
-        run = volumes.kubectl_for(Path(self.world.binary), self.world.kubeconfig)
+        run = volumes.kubectl_for(self.world.binary, self.world.kubeconfig)
         volumes.ensure(run, self.world.dir / "volumes")
 
     # -- observing ---------------------------------------------------------------------
@@ -356,7 +356,7 @@ class Soak:
             f" ({len(record.attempts)} attempt(s))"
         )
         self.violate(inv.outcome(self.now(), record))
-        self.world.kubectl(
+        self.world.run(
             "delete",
             "dgljob",
             record.name,
@@ -372,7 +372,7 @@ class Soak:
         since = self.now()
         while True:
             try:
-                log = self.world.kubectl(
+                log = self.world.run(
                     "logs", f"{record.name}-launcher", "-n", record.namespace, "--tail=200"
                 )
             except KubectlError as e:
@@ -452,10 +452,10 @@ class Soak:
     def teardown(self) -> None:
         """The queues and namespaces go (the jobs with them): the cluster as it was."""
         for ns in QUEUES:
-            self.world.kubectl(
+            self.world.run(
                 "delete", "namespace", ns, "--ignore-not-found", "--timeout=180s", check=False
             )
-        self.world.kubectl(
+        self.world.run(
             "delete", "clusterqueue", CLUSTER_QUEUE, "--wait=false", "--ignore-not-found"
         )
 
@@ -585,7 +585,7 @@ class Soak:
     def _requests(self, pod: str) -> dict[str, float]:
         """The leader's rest_client_requests_total by verb and resource, but watches and its
         Lease (its renewals are what a leader does when idle)."""
-        text = self.world.kubectl(
+        text = self.world.run(
             "get", "--raw", f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/pods/{pod}:8080/proxy/metrics"
         )
         out: dict[str, float] = {}

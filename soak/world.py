@@ -8,49 +8,23 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from localcluster.cluster import k8s_binaries
+from localcluster.kubectl import Kubectl, Obj
 
-Obj = dict[str, Any]
 OPERATOR_NAMESPACE = "dgl-system"
 JOB_LABEL = "dgl.qihoo.net/job-name"
 REPLICA_TYPE_LABEL = "dgl-replica-type"
 ATTEMPT_ANNOTATION = "dgl.qihoo.net/restart-attempt"
 
 
-class KubectlError(RuntimeError):
-    pass
+@dataclass(frozen=True)
+class World(Kubectl):
+    """kubectl (:meth:`run`, :meth:`json`, :meth:`apply`) and the nodes' folder, ``dir``."""
 
-
-@dataclass
-class World:
-    dir: Path  # the cluster's (localcluster.node DEFAULT_DIR)
-    kubeconfig: Path
+    dir: Path = field(kw_only=True)  # the cluster's (localcluster.node DEFAULT_DIR)
     timeout: float = 60
-
-    @property
-    def binary(self) -> str:
-        return str(k8s_binaries("kubectl") / "kubectl")
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        out = subprocess.run(
-            [self.binary, "--kubeconfig", str(self.kubeconfig), *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=self.timeout,
-        )
-        if check and out.returncode != 0:
-            raise KubectlError(f"kubectl {' '.join(args[:4])}: {out.stderr.strip()}")
-        return out.stdout
-
-    def json(self, *args: str) -> Obj:
-        doc: Obj = json.loads(self.kubectl(*args, "-o", "json"))
-        return doc
 
     def items(self, resource: str, namespace: str | None = None, selector: str = "") -> list[Obj]:
         where = ["-n", namespace] if namespace else ["-A"]
@@ -59,18 +33,11 @@ class World:
         return found
 
     def get(self, resource: str, namespace: str, name: str) -> Obj | None:
-        out = self.kubectl(
-            "get", resource, name, "-n", namespace, "-o", "json", "--ignore-not-found"
-        )
+        out = self.run("get", resource, name, "-n", namespace, "-o", "json", "--ignore-not-found")
         return json.loads(out) if out.strip() else None
 
-    def apply(self, obj: Obj) -> None:
-        self.kubectl(
-            "apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(obj)
-        )
-
     def create_raw(self, path: str, body: Obj) -> str:
-        return self.kubectl("create", "--raw", path, "-f", "-", input=json.dumps(body))
+        return self.run("create", "--raw", path, "-f", "-", input=json.dumps(body))
 
     # -- the operator ----------------------------------------------------------------------
 

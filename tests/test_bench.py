@@ -217,7 +217,7 @@ def test_a_benchmark_leaves_the_cluster_as_it_found_it(
     monkeypatch.setattr(cluster, "node_main", node_main)
     monkeypatch.setattr(cluster, "install", lambda values=None: None)
     kube = FakeKube(set())
-    monkeypatch.setattr(cluster, "Kube", kube)
+    monkeypatch.setattr(cluster, "Kubectl", kube)
     assert cluster.cluster("bench-ns") is kube
     assert ups == ([] if was_running else [["up"]])
     undo = [a for _, a in at_exit]

@@ -551,7 +551,7 @@ def test_the_rules_catch_what_they_forbid() -> None:
     assert within("tests.support.paths.REPO", {"tests.support"})
     assert not within("tests.supporting", {"tests.support"})
     assert layer_of("common") == "examples" and layer_of("os.path") is None
-    assert layer_of("bench.support.kube") == "bench" and layer_of("partition_bench") is None
+    assert layer_of("bench.support.cluster") == "bench" and layer_of("partition_bench") is None
     tests = REPO / "tests"
     assert allowed_test_imports(tests / "controller" / "test_crd.py") == {
         "tests.controller",

@@ -2,7 +2,6 @@
 
 * :mod:`bench.support.paths` - the checkout's folders the benchmarks read (the example);
 * :mod:`bench.support.console` - a benchmark's progress lines, prefixed with its name;
-* :mod:`bench.support.kube` - kubectl against one cluster, its output as text or JSON;
 * :mod:`bench.support.manifests` - the DGLJobs the benchmarks run: the partition benchmarks'
   own, and the examples' manifests renamed and edited;
 * :mod:`bench.support.cluster` - this machine's cluster (localcluster) with this tree's
@@ -12,5 +11,6 @@
 * :mod:`bench.support.measure` - peaks: a process's (``wait4``), a pod's and a cgroup's memory
   (cgroup v1), and memory cgroups of the benchmark's own.
 
-Nothing here imports a benchmark.
+Nothing here imports a benchmark. kubectl against a cluster is localcluster.kubectl's
+(the soak's too).
 """

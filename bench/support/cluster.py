@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import atexit
 
-from bench.support.kube import Kube
 from bench.support.manifests import NS
 from localcluster.helm import install_operator
+from localcluster.kubectl import Kubectl
 from localcluster.node import DEFAULT_DIR, refresh_images, running
 from localcluster.node import main as node_main
 
@@ -25,7 +25,7 @@ def install(values: dict[str, str] | None = None) -> None:
     install_operator(KUBECONFIG, refresh_images().get("dgl-operator", ""), values)
 
 
-def cluster(namespace: str = NS) -> Kube | None:
+def cluster(namespace: str = NS) -> Kubectl | None:
     """The single-node cluster (brought up if down) with this tree's operator and images,
     and ``namespace``; None if the cluster cannot come up. What it brought up, or made, is
     undone when the process exits (:mod:`atexit`)."""
@@ -34,7 +34,7 @@ def cluster(namespace: str = NS) -> Kube | None:
         if node_main(["up"]) != 0:
             return None
     install()
-    kube = Kube(KUBECONFIG)
+    kube = Kubectl(KUBECONFIG)
     if not kube.run("get", "namespace", namespace, "--ignore-not-found", "-o", "name").strip():
         kube.run("create", "namespace", namespace)
         atexit.register(kube.run, "delete", "namespace", namespace, "--wait=false", check=False)

@@ -13,8 +13,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.support.kube import Kube
 from bench.support.manifests import NS
+from localcluster.kubectl import Kubectl
 
 MiB = 1 << 20
 CGROUP_ROOT = Path("/sys/fs/cgroup/memory")  # cgroup v1's memory hierarchy
@@ -71,7 +71,7 @@ class MemorySampler(threading.Thread):
     """The partitioning pods' cgroup peaks, while the job partitions: the partitioner's (DGL-API,
     ParMETIS), or both workers' until the job leaves its partition phase (DistParMETIS)."""
 
-    def __init__(self, kube: Kube, job: str, mode: str) -> None:
+    def __init__(self, kube: Kubectl, job: str, mode: str) -> None:
         super().__init__(daemon=True)
         self.kube, self.job, self.mode = kube, job, mode
         self.peaks: dict[str, int] = {}

@@ -33,7 +33,7 @@ def test_a_small_seeded_soak_breaks_no_invariant(
     print(f"soak: seed {seed} (SOAK_SEED={seed} replays it)")
     install(OPERATOR_VALUES)
     try:
-        report = run(World(multinode.dir, multinode.kubeconfig), plan, print, DRAIN_SECONDS)
+        report = run(World(multinode.kubeconfig, dir=multinode.dir), plan, print, DRAIN_SECONDS)
     finally:
         install({"replicas": "1", "gangScheduling": ""})  # (the session's own)
     lines = report.lines()
