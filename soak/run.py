@@ -10,6 +10,7 @@ finished jobs and looks for leftovers.
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
 import threading
@@ -145,6 +146,18 @@ def queue_objects() -> list[Obj]:
     return objs
 
 
+def exit_cause(status: Obj, last_error: Callable[[], str]) -> str:
+    """A container's last exit as ``<reason> exit <code>``; one that did not die of SIGKILL
+    (137: a fault's kill, the kubelet's or the kernel's) adds ``last_error()``, the last error
+    line of its log."""
+    ended = (status.get("lastState") or {}).get("terminated") or {}
+    code = ended.get("exitCode")
+    cause = f"{ended.get('reason') or 'unknown'} exit {code if code is not None else '?'}"
+    if code not in (None, 137) and (why := last_error()):
+        cause += f": {why}"
+    return cause
+
+
 @dataclass
 class Soak:
     world: World
@@ -164,6 +177,8 @@ class Soak:
     peak_pods: int = 0  # the most live job pods seen at once
     peak_cpu: int = 0  # the most CPU (millis) placed at once
     deletions_checked: int = 0  # deleted jobs whose children were all seen gone
+    operator_pods: set[str] = field(default_factory=set)  # every operator pod seen
+    exits: dict[str, str] = field(default_factory=dict)  # "<pod> #<restarts>" -> its cause
 
     def now(self) -> float:
         return time.monotonic() - self.started
@@ -249,6 +264,7 @@ class Soak:
     def sample_memory(self) -> None:
         leader = self.world.leader()
         pods = {p["metadata"]["name"]: p for p in self.world.operator_pods()}
+        self._exits(list(pods.values()))
         if leader not in pods:
             return
         rss = [
@@ -260,6 +276,30 @@ class Soak:
             most, pid = max(rss)  # (the operator's process: a restarted container is another)
             with self.lock:
                 self.memory.append((self.now(), f"{leader} pid {pid}", most))
+
+    def _exits(self, pods: list[Obj]) -> None:
+        """Each operator container exit seen (a restart count that grew), with its cause: the
+        kubelet's reason and exit code, and for one that did not die of a signal the last
+        error its log printed (why an operator gives up: a lost lease, a failed start)."""
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            self.operator_pods.add(name)
+            for status in (pod.get("status") or {}).get("containerStatuses") or []:
+                key = f"{name} #{status.get('restartCount', 0)}"
+                if status.get("restartCount", 0) == 0 or key in self.exits:
+                    continue
+                self.exits[key] = exit_cause(status, functools.partial(self._last_error, name))
+                self.say(f"[{self.now():7.1f}s] operator exit: {key}: {self.exits[key]}")
+
+    def _last_error(self, pod: str) -> str:
+        try:
+            text = self.world.run(
+                "logs", "-n", OPERATOR_NAMESPACE, pod, "--previous", "--tail", "200"
+            )
+        except KubectlError:
+            return ""
+        errors = [line for line in text.splitlines() if "error" in line.lower()]
+        return errors[-1][:240] if errors else ""
 
     # -- submitting, faults, closing ---------------------------------------------------
 
@@ -515,6 +555,7 @@ class Soak:
         for record in records:
             self.violate(inv.resumed(at, record, reference))
         memory = self._memory(at)
+        operator = self._operator()
         idle = self._idle(at)
         resumed = [r for r in records if r.resumable and len(r.attempts) > 1]
         evidence = [
@@ -534,7 +575,7 @@ class Soak:
             list(self.violations),
             memory,
             idle,
-            evidence,
+            [*evidence, operator],
         )
 
     def _memory(self, at: float) -> str:
@@ -566,6 +607,17 @@ class Soak:
             f"{span / 60:.1f} min): {warm / 2**20:.1f} MiB warmed up, {end / 2**20:.1f} MiB at "
             f"its end ({end / warm:.2f}x); over the run: {peak / 2**20:.1f} MiB at most "
             f"({peak / first_warm:.2f}x the first leader's {first_warm / 2**20:.1f} MiB warmed up)"
+        )
+
+    def _operator(self) -> str:
+        """How often the operator's containers exited, by cause, and its pods replaced (a
+        drained or powered-off node's)."""
+        causes = Counter(self.exits.values())
+        by_cause = "; ".join(f"{c} x{n}" for c, n in causes.most_common())
+        return (
+            f"operator container exits: {len(self.exits)}"
+            + (f" ({by_cause})" if by_cause else "")
+            + f"; operator pods seen: {len(self.operator_pods)}"
         )
 
     def _idle(self, at: float) -> str:

@@ -14,7 +14,7 @@ from soak import invariants as inv
 from soak.faults import FAULTS
 from soak.kinds import KINDS, QUEUE_LABEL, manifest
 from soak.plan import DEFAULT, SMALL, make_plan
-from soak.run import queue_objects
+from soak.run import exit_cause, queue_objects
 
 
 def test_a_seed_is_its_plan() -> None:
@@ -178,3 +178,21 @@ def test_the_operators_memory_is_judged_per_process_and_over_the_run() -> None:
     soak._memory(200.0)
     assert [v.rule for v in soak.violations] == ["operator memory grew"]
     assert "the run's peak" in soak.violations[0].what
+
+
+def test_an_operator_exit_names_its_cause_and_for_one_not_killed_its_last_error() -> None:
+    asked: list[str] = []
+
+    def last_error() -> str:
+        asked.append("log")
+        return '{"event": "leader lease lost; exiting so a fresh replica can take over"}'
+
+    killed = {"lastState": {"terminated": {"reason": "Error", "exitCode": 137}}}
+    assert exit_cause(killed, last_error) == "Error exit 137"
+    assert asked == []  # (a SIGKILL: the fault's kill or the kernel's; its log says nothing)
+    gave_up = {"lastState": {"terminated": {"reason": "Error", "exitCode": 1}}}
+    assert exit_cause(gave_up, last_error) == (
+        'Error exit 1: {"event": "leader lease lost; exiting so a fresh replica can take over"}'
+    )
+    assert exit_cause({"lastState": {}}, last_error) == "unknown exit ?"
+    assert exit_cause(gave_up, lambda: "") == "Error exit 1"  # (no error in its log)
