@@ -39,7 +39,8 @@ help:
 	@echo "make soak          - the chaos soak: 60 jobs of every kind under Kueue on 3 nodes, faults"
 	@echo "                     at random times, invariants checked (~40 min; SEED=N replays a run)"
 	@echo "make bench         - every benchmark under bench/ to its end, then one summary table"
-	@echo "                     (bench-results/summary.json and .html; LARGE=1: demo-large's too)"
+	@echo "                     (bench-results/summary.json and .html; LARGE=1: demo-large's too;"
+	@echo "                     RESUME=1: only those without an exit 0 there, after a stop)"
 	@echo "make cluster-up    - start the single-node Kubernetes (make cluster-down stops it)"
 	@echo "                     (NODES=3 SCHEDULER_PLUGINS=1: three nodes, the Coscheduling scheduler;"
 	@echo "                      KUEUE=1: Kueue's manager and CRDs)"
@@ -131,7 +132,7 @@ flake-hunt: preflight-flake-hunt venv k8s-binaries scheduler-plugins kueue
 	$(BIN)/python hack/flake_hunt.py --runs $(N) $(if $(LAYER),--layer $(LAYER))
 
 bench: preflight-bench venv dgl-venv k8s-binaries scheduler-plugins kueue network-policies images
-	$(BIN)/python -m bench.run $(if $(LARGE),--large --large-args="$(DEMO_LARGE_ARGS)")
+	$(BIN)/python -m bench.run $(if $(LARGE),--large --large-args="$(DEMO_LARGE_ARGS)") $(if $(RESUME),--resume)
 
 # the chaos soak (soak/): SEED=N replays the run of that seed; SOAK_ARGS: e.g. --small, --jobs N
 SEED ?=

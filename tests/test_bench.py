@@ -170,6 +170,49 @@ def test_make_bench_runs_every_benchmark_to_its_end_and_writes_one_summary(
     assert "probe 3" in (out / "summary.html").read_text()
 
 
+def test_a_stopped_make_bench_is_taken_up_where_it_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--resume runs only the benchmarks without an exit 0 kept (a failed one, one never
+    reached, one cut off: its partial figures dropped); the summary has every benchmark's last
+    outcome and figures, its time the sum of theirs, and the sittings it took."""
+    run = scripts.load(BENCH / "run.py")
+    (tmp_path / "probe_bench.py").write_text(PROBE)
+    monkeypatch.setattr(run, "module_of", lambda name: "probe_bench")
+    monkeypatch.setattr(run, "running", lambda _dir: False)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{REPO}")
+    out = tmp_path / "results"
+    first = {"a": ("0",), "b": ("3",)}
+    monkeypatch.setattr(run, "BENCHES", first)
+    assert run.main(["--out", str(out), "--only", "a,b"]) == 1  # (c never reached: stopped)
+    cut_off = run.figures_of(out, "c --x")
+    cut_off.write_text('{"bench": "c", "name": "half", "value": 1.0}\n')  # (and no outcome)
+    ran_before = (out / run.RUNS).read_text()
+    monkeypatch.setattr(run, "BENCHES", {"a": ("0",), "b": ("0",), "c --x": ("0",)})
+    capsys.readouterr()
+    assert run.main(["--out", str(out), "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert "resuming: a ended 0 in an earlier sitting" in printed
+    assert "a: started" not in printed and "b: started" in printed and "c --x: started" in printed
+    kept = (out / run.RUNS).read_text()
+    assert kept.startswith(ran_before)  # (appended: what the first sitting did is kept)
+    summary = json.loads((out / "summary.json").read_text())
+    assert [(b["benchmark"], b["exit"]) for b in summary["benchmarks"]] == [
+        ("a", "0"),
+        ("b", "0"),
+        ("c --x", "0"),
+    ]
+    assert summary["failed"] == [] and summary["sittings"] == [1, 2]
+    outcomes = run.outcomes(out)
+    assert summary["seconds"] == pytest.approx(sum(o["seconds"] for o in outcomes.values()))
+    assert [f["name"] for f in summary["figures"]] == ["probe 0"] * 3  # (not "half")
+    assert "(2 sittings)" in (out / "summary.html").read_text()
+    capsys.readouterr()
+    assert run.main(["--out", str(out)]) == 0  # without --resume: a run from the start
+    assert "resuming" not in capsys.readouterr().out
+    assert {o["sitting"] for o in run.outcomes(out).values()} == {1}
+
+
 def test_make_bench_starts_only_with_no_cluster_running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
