@@ -212,7 +212,7 @@ class Soak:
             try:
                 self.look()
                 if self.now() - last_memory >= 10:
-                    self.sample_memory()
+                    self.sample_operator()
                     last_memory = self.now()
             except (KubectlError, OSError, ValueError) as e:  # (the API server restarting)
                 self.say(f"look failed ({e}); looking again")
@@ -261,7 +261,8 @@ class Soak:
         if isinstance(resume, int):
             attempt.resumed_at = resume
 
-    def sample_memory(self) -> None:
+    def sample_operator(self) -> None:
+        """The leader's memory (its process's RSS) and the operator's container exits."""
         leader = self.world.leader()
         pods = {p["metadata"]["name"]: p for p in self.world.operator_pods()}
         self._exits(list(pods.values()))
@@ -279,7 +280,7 @@ class Soak:
 
     def _exits(self, pods: list[Obj]) -> None:
         """Each operator container exit seen (a restart count that grew), with its cause: the
-        kubelet's reason and exit code, and for one that did not die of a signal the last
+        kubelet's reason and exit code, and for one not killed by SIGKILL the last
         error its log printed (why an operator gives up: a lost lease, a failed start)."""
         for pod in pods:
             name = pod["metadata"]["name"]
