@@ -604,6 +604,38 @@ def _unmount_under(path: Path) -> None:
         subprocess.run(["umount", "-l", target], capture_output=True)
 
 
+# Every kubelet on this host serves its device-plugin registration at this one path (the kubelet
+# hard-codes it: --root-dir does not move it). Starting, a kubelet empties the folder and then
+# listens there; two kubelets starting together can interleave those steps, and the later
+# listen fails (EADDRINUSE: "Failed to start ContainerManager") and that kubelet exits. One
+# after another, each once the one before listens, they cannot. (A kubelet that starts while
+# others run, a node powered on again, removes their sockets: nothing registers there.)
+DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
+KUBELET_LISTEN_SECONDS = 60.0
+
+
+def _socket_identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_ctime_ns
+
+
+def start_kubelets(members: Sequence[Node]) -> None:
+    """Each node's kubelet, started once the one before it listens at
+    :data:`DEVICE_PLUGIN_SOCKET` (made again: another socket than the one there before)."""
+    for n in members:
+        before = _socket_identity(DEVICE_PLUGIN_SOCKET)
+        n.start_kubelet()
+        _wait(
+            lambda before=before: _socket_identity(DEVICE_PLUGIN_SOCKET) not in (None, before),
+            KUBELET_LISTEN_SECONDS,
+            f"{n.name}'s kubelet to listen at {DEVICE_PLUGIN_SOCKET}",
+            n.components,
+        )
+
+
 def _wait(
     probe: object, timeout: float, what: str, components: dict[str, Component] | None = None
 ) -> None:
@@ -927,8 +959,7 @@ def start(
             _start_coscheduler(cluster, sp_dir)
         for n in members:
             n.start_containerd()
-        for n in members:
-            n.start_kubelet()
+        start_kubelets(members)
         every = {f"{n.name}/{c}": comp for n in members for c, comp in n.components.items()}
         every.update(cluster.components)
         _wait(

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -130,3 +134,72 @@ def test_the_state_file_names_the_nodes_and_a_stopped_node_keeps_the_cluster_run
     assert node.running(tmp_path)
     with pytest.raises(ClusterError, match="no node 'dgl-node-9'"):
         node.stop_node(tmp_path, "dgl-node-9")
+
+
+class StandInKubelet:
+    """A node whose kubelet, as the real one does at its start, empties the device-plugin
+    folder, then (once ``ready()``: its other start-up work) listens there; like the real one
+    it exits if that listen fails (EADDRINUSE: another kubelet listens there since its
+    cleanup)."""
+
+    def __init__(self, name: str, sock: Path, ready: Callable[[], object]) -> None:
+        self.name, self.sock, self.ready = name, sock, ready
+        self.components: dict[str, object] = {}
+        self.cleaned, self.listening = threading.Event(), threading.Event()
+        self.failed: OSError | None = None
+        self.log: list[str] = []
+
+    def start_kubelet(self) -> None:
+        self.log.append(f"{self.name} starts")
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        for old in self.sock.parent.iterdir():
+            old.unlink()
+        self.cleaned.set()
+        self.ready()
+        listener = socket.socket(socket.AF_UNIX)
+        try:
+            listener.bind(str(self.sock))
+        except OSError as e:
+            self.failed = e
+            return
+        self.listener = listener
+        self.log.append(f"{self.name} listens")
+        self.listening.set()
+
+
+def test_kubelets_start_one_after_another_once_each_listens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 3-node cluster's start that failed in make bench (nodes_bench): node 1's kubelet
+    "Failed to start ContainerManager ... bind: address already in use", node 2's socket made
+    between node 1's cleanup and its listen. Stand-ins started together and interleaved so
+    fail the same way; started by start_kubelets, each listens before the next starts."""
+    folder = tmp_path / "device-plugins"
+    folder.mkdir()
+    sock = folder / "kubelet.sock"
+    sock.write_text("")  # (a socket the last cluster left)
+    monkeypatch.setattr(node, "DEVICE_PLUGIN_SOCKET", sock)
+
+    n1: StandInKubelet
+    n2: StandInKubelet
+    n1 = StandInKubelet("n1", sock, lambda: n2.listening.wait(5))  # (n1 slower to start)
+    n2 = StandInKubelet("n2", sock, lambda: n1.cleaned.wait(5))
+    n1.start_kubelet()
+    n2.start_kubelet()  # (as node.py did: all at once)
+    assert n2.listening.wait(5)
+    deadline = time.monotonic() + 5
+    while n1.failed is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert isinstance(n1.failed, OSError) and not n1.listening.is_set()
+
+    for old in folder.iterdir():
+        old.unlink()
+    log: list[str] = []
+    members = [StandInKubelet(f"n{k}", sock, lambda: time.sleep(0.2)) for k in (1, 2, 3)]
+    for m in members:
+        m.log = log
+    node.start_kubelets(members)  # type: ignore[arg-type]
+    assert [m.failed for m in members] == [None, None, None]
+    assert log == [f"n{k} {what}" for k in (1, 2, 3) for what in ("starts", "listens")]
