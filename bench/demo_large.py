@@ -92,6 +92,7 @@ from localcluster.node import main as node_main
 from podcontract.quantity import parse_quantity
 
 NS = "demo-large"
+QUOTA = {"cpu": "3", "memory": "64Gi"}  # its ClusterQueue's (KUEUE=1)
 CLAIM = "demo-large"
 QUEUE = "demo-large"  # (--kueue: its ClusterQueue and LocalQueue)
 MANIFEST = "dgljob-large.yaml"  # (examples/graphsage/)
@@ -393,7 +394,7 @@ def cluster_up(node_memory: str, reuse: bool, kueue: bool) -> Kubectl:
 def queues(kube: Kubectl) -> None:
     """A ClusterQueue ``demo-large`` whose quota fits one job (the cluster's 3 CPUs and its
     memory) and the LocalQueue ``demo-large`` in NS."""
-    for obj in kueue_queues(NS, QUEUE, QUEUE, {"cpu": "3", "memory": "64Gi"}):
+    for obj in kueue_queues(NS, QUEUE, QUEUE, QUOTA):
         kube.apply(obj)
 
 

@@ -35,6 +35,10 @@ from localcluster.node import main as node_main
 NS = "kueue-bench"
 CPU = "100m"
 KUBE = Kubectl(KUBECONFIG, timeout=120)
+# the ClusterQueue's quota: it must cover every resource the jobs' pods request, the operator's
+# own init containers' memory too (a resource it does not cover leaves a Workload pending:
+# "resource memory unavailable in ClusterQueue")
+QUOTA = {"cpu": "4", "memory": "16Gi"}
 
 say = sayer("kueue_bench")
 
@@ -51,7 +55,7 @@ def job(name: str, queued: bool) -> dict[str, Any]:
 
 def queues() -> None:
     KUBE.run("create", "namespace", NS)
-    for obj in kueue_queues(NS, "bench", "lq", {"cpu": "4"}):
+    for obj in kueue_queues(NS, "bench", "lq", QUOTA):
         KUBE.apply(obj)
 
 

@@ -271,3 +271,14 @@ def test_a_benchmark_leaves_the_cluster_as_it_found_it(
     monkeypatch.setattr(cluster, "running", lambda _dir: True)
     cluster.cluster("there")
     assert at_exit == []  # (a running cluster, its namespace there before: nothing to undo)
+
+
+@pytest.mark.parametrize("bench", ["kueue_bench.py", "demo_large.py"])
+def test_a_benchmark_s_cluster_queue_covers_what_the_operator_s_pods_request(bench: str) -> None:
+    """kueue_bench waited 600 s on a Workload Kueue never admitted ("resource memory
+    unavailable in ClusterQueue"): its quota covered CPU only, and the operator's own init
+    containers request memory."""
+    from controller.builders import OWN_RESOURCES
+
+    quota = scripts.load(BENCH / bench).QUOTA
+    assert set(OWN_RESOURCES["requests"]) <= set(quota)
