@@ -155,7 +155,7 @@ class StandInKubelet:
 
     def _run(self) -> None:
         for old in self.sock.parent.iterdir():
-            old.unlink()
+            old.unlink(missing_ok=True)  # (another one's cleanup may have come first)
         self.cleaned.set()
         self.ready()
         listener = socket.socket(socket.AF_UNIX)
