@@ -8,6 +8,7 @@ build of this tree's Kubernetes version."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 from dataclasses import dataclass
@@ -28,8 +29,9 @@ class Kubectl:
     kubeconfig: Path
     timeout: float = 300
 
-    @property
+    @functools.cached_property
     def binary(self) -> Path:
+        """Found at the first call (localcluster's build script, reused after)."""
         return k8s_binaries("kubectl") / "kubectl"
 
     def run(self, *args: str, input: str | None = None, check: bool = True) -> str:
