@@ -173,10 +173,7 @@ def accuracy(ns: str, name: str) -> float | None:
 
 def namespace(name: str) -> str:
     KUBE.run("create", "namespace", name)
-    volumes.ensure(
-        volumes.kubectl_for(KUBE.binary, KUBECONFIG),
-        DEFAULT_DIR / "volumes",
-    )
+    volumes.ensure(KUBE, DEFAULT_DIR / "volumes")
     return name
 
 

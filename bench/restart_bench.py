@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.support.cluster import KUBECONFIG, cluster
+from bench.support.cluster import cluster
 from bench.support.console import sayer
 from bench.support.figures import record
 from bench.support.graphs import give_to_pods, prepare_graph
@@ -140,8 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     kube = cluster()
     if kube is None:
         return 1
-    run_kubectl = volumes.kubectl_for(kube.binary, KUBECONFIG)
-    volumes.ensure(run_kubectl, DEFAULT_DIR / "volumes")
+    volumes.ensure(kube, DEFAULT_DIR / "volumes")
     half = max(1, a.epochs // 2)
     lost_after = f"worker lost after {half} epochs"
     rows = [

@@ -87,14 +87,12 @@ def operator(cluster: Any, kubeconfig: Path) -> Iterator[str]:
     started = None
     if kubeconfig == NODE_KUBECONFIG:
         from localcluster import kueue
-        from localcluster.cluster import k8s_binaries
+        from localcluster.kubectl import Kubectl
         from localcluster.node import refresh_images
-        from localcluster.volumes import kubectl_for
 
         digest = refresh_images().get("dgl-operator", "")
         if not kueue.running():
-            kubectl = kubectl_for(k8s_binaries("kubectl") / "kubectl", kubeconfig)
-            started = kueue.start(DEFAULT_DIR, kubeconfig, kubectl)
+            started = kueue.start(DEFAULT_DIR, kubeconfig, Kubectl(kubeconfig, timeout=60))
         values["kueue"] = "true"
     install_operator(Path(cluster.kubeconfig), digest, values)
     try:

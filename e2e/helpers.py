@@ -209,10 +209,9 @@ def claims_namespace(cluster: Any, kubeconfig: Path, prefix: str) -> Iterator[st
     machine's node, its static volumes are made ready first (released ones recycled)."""
     if kubeconfig == NODE_KUBECONFIG:
         from localcluster import volumes
-        from localcluster.cluster import k8s_binaries
+        from localcluster.kubectl import Kubectl
 
-        run = volumes.kubectl_for(k8s_binaries("kubectl") / "kubectl", NODE_KUBECONFIG)
-        volumes.ensure(run, DEFAULT_DIR / "volumes")
+        volumes.ensure(Kubectl(NODE_KUBECONFIG, timeout=60), DEFAULT_DIR / "volumes")
     yield from fresh_namespace(cluster, prefix)
 
 

@@ -1,5 +1,6 @@
-"""kubectl as a cluster's admin, the way a user or an SRE types it: the chaos soak and the
-benchmarks see the cluster through it (one runner for both).
+"""kubectl as a cluster's admin, the way a user or an SRE types it: localcluster's own steps
+(volumes, Kueue, the Coscheduling CRD), the chaos soak, the benchmarks and the e2e fixtures see
+the cluster through it (one runner for all).
 
 ``Kubectl(kubeconfig).run(*args)`` is kubectl's standard output. A failure raises
 :class:`KubectlError` quoting kubectl's standard error (with ``check``); each call times out
@@ -45,6 +46,10 @@ class Kubectl:
         if check and out.returncode != 0:
             raise KubectlError(f"kubectl {' '.join(args[:4])}: {out.stderr.strip()}")
         return out.stdout
+
+    def __call__(self, args: list[str], stdin: str | None = None) -> str:
+        """:meth:`run` in the form localcluster.volumes and localcluster.kueue take."""
+        return self.run(*args, input=stdin)
 
     def json(self, *args: str) -> Obj:
         """``kubectl ARGS -o json``, parsed."""

@@ -50,6 +50,7 @@ from localcluster.cluster import (
     k8s_binaries,
     kubeconfig,
 )
+from localcluster.kubectl import Kubectl
 from podcontract import quantity
 
 NODE = "dgl-node"  # node 1's name; node k > 1 is dgl-node-<k>
@@ -968,11 +969,10 @@ def start(
             f"{nodes} node(s) to become Ready",
             every,
         )
-        kubectl = k8s_binaries("kubectl") / "kubectl"
-        volumes.ensure(volumes.kubectl_for(kubectl, cp.kubeconfig), dir / "volumes")
+        admin = Kubectl(cp.kubeconfig, timeout=60)
+        volumes.ensure(admin, dir / "volumes")
         if kueue_:  # (localcluster/kueue.py: its manager, as the admin)
-            kctl = volumes.kubectl_for(kubectl, cp.kubeconfig)
-            cluster.components[kueue.NAME] = kueue.start(dir, cp.kubeconfig, kctl)
+            cluster.components[kueue.NAME] = kueue.start(dir, cp.kubeconfig, admin)
     except BaseException:
         cluster.stop()
         raise
@@ -983,7 +983,7 @@ def _start_coscheduler(cluster: LocalCluster, sp_dir: Path) -> None:
     """The PodGroup CRD, then the Coscheduling scheduler as a second scheduler. Its identity is
     the admin certificate (system:masters): it reads and updates PodGroups, which no built-in
     role grants; acceptable for this development cluster."""
-    kubectl = volumes.kubectl_for(k8s_binaries("kubectl") / "kubectl", cluster.kubeconfig)
+    kubectl = Kubectl(cluster.kubeconfig, timeout=60)
     kubectl(["apply", "-f", str(sp_dir / "scheduling.x-k8s.io_podgroups.yaml")], None)
     kubectl(
         [

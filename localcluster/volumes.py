@@ -25,7 +25,6 @@ import contextlib
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,23 +35,7 @@ SIZE = "50Gi"
 OWNER = 65532  # the images' user: its folders are its own (hostPath knows no fsGroup)
 PREFIX = "dgl-local-"
 
-Kubectl = Callable[[list[str], str | None], str]  # (args, stdin) -> stdout
-
-
-def kubectl_for(kubectl: Path, kubeconfig: Path) -> Kubectl:
-    def run(args: list[str], stdin: str | None = None) -> str:
-        out = subprocess.run(
-            [str(kubectl), "--kubeconfig", str(kubeconfig), *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if out.returncode != 0:
-            raise RuntimeError(f"kubectl {' '.join(args[:3])}: {out.stderr.strip()}")
-        return out.stdout
-
-    return run
+Kubectl = Callable[[list[str], str | None], str]  # (args, stdin) -> stdout: localcluster.kubectl
 
 
 def storage_class() -> dict[str, Any]:

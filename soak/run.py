@@ -201,8 +201,7 @@ class Soak:
         self._volumes()
 
     def _volumes(self) -> None:
-        run = volumes.kubectl_for(self.world.binary, self.world.kubeconfig)
-        volumes.ensure(run, self.world.dir / "volumes")
+        volumes.ensure(self.world, self.world.dir / "volumes")
 
     # -- observing ---------------------------------------------------------------------
 

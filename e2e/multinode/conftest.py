@@ -138,13 +138,13 @@ def operator(cluster: Any, operator_values: dict[str, str], multinode: MultiNode
     or now for one left running without it): only a job with the queue label goes through
     Kueue (test_elastic.py's)."""
     from localcluster import kueue
+    from localcluster.kubectl import Kubectl
     from localcluster.node import refresh_images
-    from localcluster.volumes import kubectl_for
 
     digest = refresh_images().get("dgl-operator", "")
     started = None
     if not kueue.running():
-        kubectl = kubectl_for(k8s_binaries("kubectl") / "kubectl", multinode.kubeconfig)
+        kubectl = Kubectl(multinode.kubeconfig, timeout=60)
         try:
             started = kueue.start(DEFAULT_DIR, multinode.kubeconfig, kubectl)
         except ClusterError as e:

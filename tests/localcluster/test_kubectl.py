@@ -63,3 +63,8 @@ def test_a_call_that_hangs_times_out(kube: Kubectl) -> None:
     quick = Kubectl(kube.kubeconfig, timeout=0.5)
     with pytest.raises(subprocess.TimeoutExpired):
         quick.run("hang")
+
+
+def test_called_with_a_list_and_stdin_it_is_the_form_volumes_and_kueue_take(kube: Kubectl) -> None:
+    out = json.loads(kube(["apply", "-f", "-"], '{"kind": "Namespace"}'))
+    assert out["argv"][2:] == ["apply", "-f", "-"] and out["stdin"] == '{"kind": "Namespace"}'

@@ -11,8 +11,8 @@ from typing import Any
 
 from kubeclient import AlreadyExists, Resource, RestClient
 from localcluster import kueue
-from localcluster.cluster import ClusterError, k8s_binaries
-from localcluster.volumes import kubectl_for
+from localcluster.cluster import ClusterError
+from localcluster.kubectl import Kubectl
 from tests.support.prerequisites import unavailable
 
 CLUSTERQUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", False)
@@ -27,8 +27,7 @@ def running_kueue(dir: Path, kubeconfig: Path) -> Iterator[None]:
         kueue.folder()
     except ClusterError as e:
         unavailable(f"Kueue is not available (hack/kueue.sh): {e}")
-    kubectl = kubectl_for(k8s_binaries("kubectl") / "kubectl", kubeconfig)
-    comp = kueue.start(dir, kubeconfig, kubectl)
+    comp = kueue.start(dir, kubeconfig, Kubectl(kubeconfig, timeout=60))
     try:
         yield
     finally:
