@@ -10,7 +10,9 @@ finished jobs and looks for leftovers.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import re
 import statistics
 import threading
@@ -144,6 +146,16 @@ def queue_objects() -> list[Obj]:
             }
         )
     return objs
+
+
+def error_event(line: str) -> str:
+    """What a log line says, without its time: a JSON line's ``event`` (the operator logs
+    JSON), so that the same cause counts once however often it comes; else the line."""
+    with contextlib.suppress(ValueError, AttributeError):
+        event = json.loads(line).get("event")
+        if isinstance(event, str):
+            return event[:240]
+    return line[:240]
 
 
 def exit_cause(status: Obj, last_error: Callable[[], str]) -> str:
@@ -299,7 +311,7 @@ class Soak:
         except KubectlError:
             return ""
         errors = [line for line in text.splitlines() if "error" in line.lower()]
-        return errors[-1][:240] if errors else ""
+        return error_event(errors[-1]) if errors else ""
 
     # -- submitting, faults, closing ---------------------------------------------------
 

@@ -14,7 +14,7 @@ from soak import invariants as inv
 from soak.faults import FAULTS
 from soak.kinds import KINDS, QUEUE_LABEL, manifest
 from soak.plan import DEFAULT, SMALL, make_plan
-from soak.run import exit_cause, queue_objects
+from soak.run import error_event, exit_cause, queue_objects
 
 
 def test_a_seed_is_its_plan() -> None:
@@ -196,3 +196,13 @@ def test_an_operator_exit_names_its_cause_and_for_one_not_killed_its_last_error(
     )
     assert exit_cause({"lastState": {}}, last_error) == "unknown exit ?"
     assert exit_cause(gave_up, lambda: "") == "Error exit 1"  # (no error in its log)
+
+
+def test_an_error_line_s_cause_is_its_event_without_its_time() -> None:
+    line = (
+        '{"event": "leader lease lost; exiting so a fresh replica can take over", '
+        '"level": "error", "timestamp": "2026-11-29T10:55:57.562851Z"}'
+    )
+    assert error_event(line) == "leader lease lost; exiting so a fresh replica can take over"
+    assert error_event("E1129 plain error text") == "E1129 plain error text"
+    assert error_event('["a list", "error"]') == '["a list", "error"]'
