@@ -15,9 +15,7 @@ The fixtures here override e2e/conftest.py's of the same names (``kubeconfig``, 
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from e2e.helpers import fresh_namespace
 from e2e.multinode.helpers import NODES, MultiNode
 from localcluster.cluster import ClusterError, k8s_binaries
 from localcluster.helm import install_operator
+from localcluster.kubectl import Kubectl, KubectlError
 from localcluster.node import (
     COSCHEDULER,
     DEFAULT_DIR,
@@ -53,18 +52,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _ready_nodes(kubeconfig: Path) -> list[str]:
-    kubectl = str(k8s_binaries("kubectl") / "kubectl")
-    out = subprocess.run(
-        [kubectl, "--kubeconfig", str(kubeconfig), "get", "nodes", "-o", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if out.returncode != 0:
+    try:
+        nodes = Kubectl(kubeconfig, timeout=60).json("get", "nodes")["items"]
+    except KubectlError:
         return []
     return [
         n["metadata"]["name"]
-        for n in json.loads(out.stdout)["items"]
+        for n in nodes
         if any(
             c["type"] == "Ready" and c["status"] == "True"
             for c in n.get("status", {}).get("conditions") or []
@@ -138,7 +132,6 @@ def operator(cluster: Any, operator_values: dict[str, str], multinode: MultiNode
     or now for one left running without it): only a job with the queue label goes through
     Kueue (test_elastic.py's)."""
     from localcluster import kueue
-    from localcluster.kubectl import Kubectl
     from localcluster.node import refresh_images
 
     digest = refresh_images().get("dgl-operator", "")
