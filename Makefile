@@ -11,7 +11,13 @@ VENV     := $(CACHE)/venv-$(VENV_KEY)
 BIN      := $(VENV)/bin
 DGL_KEY  := $(shell sha256sum requirements-dgl.txt | cut -c1-12)
 DGL_VENV := $(CACHE)/venv-dgl-$(DGL_KEY)
-PKGS     := clock workqueue kubeclient informers controller launcher watcher_loop kubectl_download podprogram podcontract distpart chunkedgraph dgljob dgl_operator outofcore
+# The top-level packages, each said once (hack/packages.py reads them): the product's in
+# setup.cfg's [options.packages.find] include, the development code's in hack/packages.py
+PKGS     := $(shell $(PYTHON) hack/packages.py product)
+ifneq ($(.SHELLSTATUS),0)
+$(error hack/packages.py could not read the product packages from setup.cfg (its error is above))
+endif
+DEV_PKGS := $(shell $(PYTHON) hack/packages.py development)
 K8S_BINS := kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl
 # Imports (and the console scripts started by tests) come from this checkout even when the
 # shared cached venv's editable install points at another clone.
@@ -97,12 +103,15 @@ kueue:
 network-policies:
 	hack/network-policies.sh >/dev/null
 
+# Every package, product and development (hack/packages.py), and the folders of scripts
 lint: venv
-	$(BIN)/ruff check $(PKGS) localcluster e2e tests bench soak examples hack
-	$(BIN)/ruff format --check $(PKGS) localcluster e2e tests bench soak examples hack
+	$(BIN)/ruff check $(PKGS) $(DEV_PKGS) examples hack
+	$(BIN)/ruff format --check $(PKGS) $(DEV_PKGS) examples hack
 
+# mypy is strict on every module it checks (pyproject.toml: strict = true is global). Not
+# examples/: its scripts run with the DGL venv's interpreter, whose packages this venv lacks.
 typecheck: venv
-	$(BIN)/mypy $(PKGS) localcluster hack tests e2e bench soak
+	$(BIN)/mypy $(PKGS) $(DEV_PKGS) hack
 
 # The layers that need neither the DGL venv, nor Kubernetes binaries, nor root.
 CHECK_TESTS := tests/clock tests/workqueue tests/kubeclient tests/informers tests/controller \

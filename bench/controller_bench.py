@@ -846,13 +846,14 @@ def scale_curve(workdir: Path, sizes: list[int], workers: int, op_workers: int) 
         )
     first, last = rows[0], rows[-1]
     if len(rows) > 1 and first.complete and last.complete:
+        assert first.status_seconds is not None and last.status_seconds is not None  # complete
         growth = (last.cpu_seconds / last.jobs) / (first.cpu_seconds / first.jobs)
         say(
             f"scale: CPU per job at {last.jobs} jobs is {growth:.2f}x that at {first.jobs}; "
             f"requests per job {last.delta.total() / last.jobs:.1f} vs "
             f"{first.delta.total() / first.jobs:.1f}; seconds per job "
-            f"{last.status_seconds / last.jobs * 1000:.0f} ms vs "  # type: ignore[operator]
-            f"{first.status_seconds / first.jobs * 1000:.0f} ms"  # type: ignore[operator]
+            f"{last.status_seconds / last.jobs * 1000:.0f} ms vs "
+            f"{first.status_seconds / first.jobs * 1000:.0f} ms"
         )
 
 

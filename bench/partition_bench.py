@@ -112,7 +112,10 @@ def run_mode(kube: Kubectl, mode: str, data: Path, epochs: int) -> dict[str, Any
     if mode != "DistParMETIS":
         part_log = kube.run("logs", f"{name}-partitioner", "-n", NS, "-c", "dgl-graphsage")
     summary = next(ln for ln in launcher.splitlines() if ln.startswith("dglrun: done"))
-    acc = float(re.search(r"test accuracy ([\d.]+)", summary).group(1))  # type: ignore[union-attr]
+    accuracy = re.search(r"test accuracy ([\d.]+)", summary)
+    if accuracy is None:
+        raise RuntimeError(f"{mode}: dglrun's summary names no test accuracy: {summary}")
+    acc = float(accuracy.group(1))
     cut = sum(
         int(kube.run("exec", f"{name}-worker-{i}", "-n", NS, "--", "python3", "-c", CUT_SCRIPT))
         for i in (0, 1)

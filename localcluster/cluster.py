@@ -26,7 +26,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -390,7 +390,7 @@ class ControlPlane:
 
     # -- probes ---------------------------------------------------------------------------
 
-    def _wait(self, probe: object, timeout: float, what: str) -> None:
+    def _wait(self, probe: Callable[[], object], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for comp in self.components.values():
@@ -399,7 +399,7 @@ class ControlPlane:
                         f"{comp.name} exited ({comp.proc.returncode}) while "
                         f"waiting for {what}:\n{comp.tail()}"
                     )
-            if probe():  # type: ignore[operator]
+            if probe():
                 return
             time.sleep(0.2)
         details = "\n".join(f"--- {c.name}\n{c.tail(15)}" for c in self.components.values())

@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
             status = json.loads(out.stdout).get("status") or {}
             if status.get("phase") and status.get("phase") != phase:
                 phase = str(status.get("phase"))
-                workers = (status.get("replicaStatuses") or {}).get("Worker", {})  # type: ignore[union-attr]
+                replicas = status.get("replicaStatuses")
+                workers = replicas.get("Worker", {}) if isinstance(replicas, dict) else {}
                 say(
                     f"  {time.monotonic() - started:5.0f}s  phase {phase:<12} "
                     f"workers ready {workers.get('ready', '-')}"

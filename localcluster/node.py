@@ -34,7 +34,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -638,7 +638,10 @@ def start_kubelets(members: Sequence[Node]) -> None:
 
 
 def _wait(
-    probe: object, timeout: float, what: str, components: dict[str, Component] | None = None
+    probe: Callable[..., object],  # called without arguments (a lambda may bind defaults)
+    timeout: float,
+    what: str,
+    components: dict[str, Component] | None = None,
 ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -648,7 +651,7 @@ def _wait(
                     f"{comp.name} exited ({comp.proc.returncode}) while waiting "
                     f"for {what}:\n{comp.tail()}"
                 )
-        if probe():  # type: ignore[operator]
+        if probe():
             return
         time.sleep(0.5)
     details = "\n".join(f"--- {c.name}\n{c.tail(15)}" for c in (components or {}).values())

@@ -25,6 +25,9 @@ localcluster and product packages;
 bench (a package: its benchmarks and bench.support's helpers) imports localcluster, product
 packages and its own modules. No module anywhere imports a conftest.py or a
 test_*.py module.
+
+The product packages (PRODUCT) are setup.cfg's list, the development ones (DEVELOPMENT)
+hack/packages.py's: hack/packages.py reads both, and LAYERS has a row for each.
 """
 
 from __future__ import annotations
@@ -36,26 +39,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.scripts import load
+
 REPO = Path(__file__).resolve().parents[1]
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
-PRODUCT = {
-    "clock",
-    "workqueue",
-    "podprogram",
-    "podcontract",
-    "kubeclient",
-    "informers",
-    "controller",
-    "launcher",
-    "watcher_loop",
-    "kubectl_download",
-    "distpart",
-    "chunkedgraph",
-    "dgljob",
-    "dgl_operator",
-    "outofcore",
-}
+# The product packages and the development ones, each listed once: setup.cfg's
+# [options.packages.find] include and hack/packages.py's DEVELOPMENT (hack/packages.py reads both)
+PACKAGES = load(REPO / "hack" / "packages.py")
+PRODUCT: set[str] = set(PACKAGES.product())
+DEVELOPMENT: set[str] = set(PACKAGES.DEVELOPMENT)
 
 # top-level folder -> (project modules it may import, third-party packages it may import),
 # besides the standard library and its own modules. A project module allows its submodules
@@ -544,6 +537,12 @@ def test_every_top_level_folder_with_python_has_a_row() -> None:
     }
     assert folders - set(LAYERS) == set(), "add them to LAYERS"
     assert set(LAYERS) - folders == set(), "LAYERS names folders without Python"
+
+
+def test_the_rows_are_the_listed_packages_and_the_script_folders() -> None:
+    """A product package (setup.cfg) or a development one (hack/packages.py) has a row, and a
+    row is one of them or a folder of scripts (SCRIPT_DIRS)."""
+    assert set(LAYERS) == PRODUCT | DEVELOPMENT | set(SCRIPT_DIRS.values())
 
 
 def test_the_rules_catch_what_they_forbid() -> None:

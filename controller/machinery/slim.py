@@ -52,6 +52,11 @@ def compact(value: Any) -> Any:
     return value
 
 
+def compact_obj(obj: Obj) -> Obj:
+    """An object (a JSON dict) rebuilt by :func:`compact`."""
+    return {sys.intern(k): compact(v) for k, v in obj.items()}
+
+
 def slim_pod(obj: Obj) -> Obj:
     """A pod with what the operator reads: metadata above, ``spec.nodeName``, the containers'
     and init containers' names, and the status."""
@@ -71,7 +76,7 @@ def slim_pod(obj: Obj) -> Obj:
     }
     if "status" in obj:
         out["status"] = obj["status"]
-    return compact(out)  # type: ignore[no-any-return]
+    return compact_obj(out)
 
 
 def slim_metadata(obj: Obj) -> Obj:
@@ -84,7 +89,7 @@ def slim_metadata(obj: Obj) -> Obj:
         "kind": obj.get("kind"),
         "metadata": {k: meta[k] for k in CHILD_METADATA if k in meta},
     }
-    return compact(out)  # type: ignore[no-any-return]
+    return compact_obj(out)
 
 
 def slim_node(obj: Obj) -> Obj:

@@ -5,18 +5,12 @@ from __future__ import annotations
 import configparser
 from pathlib import Path
 
+import packages
+
 REPO = Path(__file__).resolve().parents[2]
 
-
-def setup_packages(setup_cfg: Path = REPO / "setup.cfg") -> tuple[str, ...]:
-    """Top-level packages setup.cfg installs: the one list the images copy."""
-    parser = configparser.ConfigParser()
-    parser.read(setup_cfg)
-    names = parser["options.packages.find"]["include"].split()
-    return tuple(n for n in names if n and "." not in n and "*" not in n)
-
-
-PACKAGES = setup_packages()
+# The product's top-level packages (setup.cfg's, read by hack/packages.py): what the images copy
+PACKAGES = packages.product(REPO)
 PROJECT_FILES = ("setup.cfg", "pyproject.toml", "README.md")
 
 

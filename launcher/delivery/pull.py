@@ -27,7 +27,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from launcher import checksums, programs
 from launcher.checksums import file_sha256
@@ -39,6 +39,7 @@ CHUNK = 1 << 20
 CONNECT_RETRIES = 6  # attempts per request before giving up (backoff 0.5 s, doubling)
 CORRUPT_RETRIES = 3
 TIMEOUT = 60.0  # seconds without a byte before a connection counts as dropped
+T = TypeVar("T")  # what a retried request returns
 
 
 @dataclass
@@ -77,7 +78,7 @@ class Puller:
         )
         return urllib.request.urlopen(req, timeout=TIMEOUT)
 
-    def _with_retries(self, what: str, call: Callable[[], Any]) -> Any:
+    def _with_retries(self, what: str, call: Callable[[], T]) -> T:
         delay = 0.5
         for attempt in range(1, CONNECT_RETRIES + 1):
             try:
@@ -103,7 +104,7 @@ class Puller:
                 data: dict[str, Any] = json.loads(r.read())
                 return data
 
-        return self._with_retries("reading the manifest", get)  # type: ignore[no-any-return]
+        return self._with_retries("reading the manifest", get)
 
     def done(self) -> None:
         def post() -> None:
