@@ -1,5 +1,5 @@
-"""No class name is defined twice in the product packages (those setup.cfg installs, the
-PRODUCT of tests/test_layering.py): a reader, or a tool following a value, never has to ask
+"""No class name is defined twice in the product packages (those setup.cfg installs, as
+hack/packages.py reads them): a reader, or a tool following a value, never has to ask
 which ``DGLJob`` or ``Storage`` is meant. A name may be re-exported (``from dgljob.model
 import DGLJob``): that is no second definition.
 """
@@ -7,18 +7,16 @@ import DGLJob``): that is no second definition.
 from __future__ import annotations
 
 import ast
-import configparser
 from collections import defaultdict
 
 from tests.support.paths import REPO
+from tests.support.scripts import load
 
 
 def product() -> list[str]:
     """The top-level packages setup.cfg installs."""
-    cfg = configparser.ConfigParser()
-    cfg.read(REPO / "setup.cfg")
-    include = cfg["options.packages.find"]["include"].split()
-    return sorted({name for name in include if "." not in name})
+    packages: list[str] = sorted(load(REPO / "hack" / "packages.py").product())
+    return packages
 
 
 def class_definitions() -> dict[str, list[str]]:
