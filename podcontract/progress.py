@@ -169,9 +169,7 @@ def _checked(raw: Mapping[str, Any]) -> ProgressDetail:
     if step > steps:
         raise DetailError(f"{_FIELD}: {STEP} {step} is past {STEPS} {steps}")
     if done > epochs:
-        raise DetailError(
-            f"{_FIELD}: {EPOCHS_DONE} {done} is more than {EPOCHS} {epochs}"
-        )
+        raise DetailError(f"{_FIELD}: {EPOCHS_DONE} {done} is more than {EPOCHS} {epochs}")
     if percentage > 100:
         raise DetailError(f"{_FIELD}.{PERCENTAGE} is {percentage}, above 100")
     given = raw.get(METRICS)
