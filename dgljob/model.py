@@ -22,6 +22,7 @@ from dgljob.names import (
     WAIT_FOR_WORKERS_READY,
 )
 from podcontract import DEFAULT_PAGE_CACHE_FRACTION, SHARED
+from podcontract.progress import FROM_TEXT as FROM_TEXT
 from podcontract.progress import ProgressDetail as ProgressDetail  # (the client's, through here)
 from podcontract.progress import ProgressReading as ProgressReading
 from podcontract.progress import read as read_progress

@@ -189,14 +189,17 @@ def _checked(raw: Mapping[str, Any]) -> ProgressDetail:
 
 
 def _old_values(raw: Mapping[str, Any]) -> ProgressDetail:
-    """The values of a detail an older dglrun wrote (no epochs): fields of the wrong type are
-    left out rather than trusted; its step is the text's (:func:`read`)."""
+    """A detail an older dglrun wrote (no epochs, which :func:`read` takes from its text):
+    fields of the wrong type are left out rather than trusted."""
 
     def whole(key: str) -> int | None:
         v = _number(raw.get(key))
         return None if v is None else int(v)
 
     return ProgressDetail(
+        step=whole(STEP) or 0,
+        steps=whole(STEPS) or 0,
+        step_name=str(raw.get(STEP_NAME) or ""),
         percentage=whole(PERCENTAGE) or 0,
         step_remaining=whole(STEP_REMAINING),
         remaining=whole(REMAINING),
@@ -228,24 +231,31 @@ def from_old_text(text: str) -> ProgressDetail | None:
                           epochs=epochs)  # fmt: skip
 
 
+# where a reading's values come from
+FROM_DETAIL = "detail"  # this version's dglrun: the detail alone
+FROM_OLD_DETAIL = "old detail"  # an older dglrun's detail; the epochs from its text
+FROM_TEXT = "text"  # an older dglrun's text alone: the step and the epochs, no estimates
+
+
 @dataclass(frozen=True)
 class ProgressReading:
     """What a DGLJob's status says of dglrun's progress: ``detail``, the values to act on
     (None: nothing reported yet, or a detail not to be trusted, then ``problem`` says why);
-    ``text``, ``status.progress``, for display only; ``from_text``: the step and the epochs
-    came from the text (a dglrun older than the epochs fields)."""
+    ``text``, ``status.progress``, for display only; ``source``, where the values come from
+    (:data:`FROM_DETAIL`, :data:`FROM_OLD_DETAIL`, :data:`FROM_TEXT`; "" none)."""
 
     detail: ProgressDetail | None = None
     text: str = ""
-    from_text: bool = False
+    source: str = ""
     problem: str = ""
 
 
 def read(status: Mapping[str, Any] | None) -> ProgressReading:
-    """dglrun's progress in a DGLJob's ``status`` (never raises): the detail when it has the
-    epochs fields (this version's dglrun), every field checked; else (an older dglrun's: the
-    text alone, or a detail without them) the step and the epochs from the text, the other
-    values from such a detail."""
+    """dglrun's progress in a DGLJob's ``status`` (never raises). A detail with the epochs
+    fields (this version's dglrun) is taken as it is, every field checked. An older dglrun's
+    status is read as before, with the text through :func:`from_old_text` for what it alone
+    says: without a detail, the step and the epochs; beside a detail without the epochs, the
+    epochs."""
     st = status or {}
     given = st.get(STATUS_PROGRESS)
     text = given if isinstance(given, str) else ""
@@ -255,15 +265,13 @@ def read(status: Mapping[str, Any] | None) -> ProgressReading:
         return ProgressReading(None, text, problem=f"{why}: ignored")
     if raw is not None and (EPOCHS in raw or EPOCHS_DONE in raw):
         try:
-            return ProgressReading(_checked(raw), text)
+            return ProgressReading(_checked(raw), text, FROM_DETAIL)
         except DetailError as e:
             return ProgressReading(None, text, problem=f"{e}: ignored")
     old = from_old_text(text)
     if raw is None:
-        return ProgressReading(old, text, from_text=old is not None)
+        return ProgressReading(old, text, FROM_TEXT if old is not None else "")
     values = _old_values(raw)
-    if old is None:
-        return ProgressReading(values, text)
-    where = replace(values, step=old.step, steps=old.steps, step_name=old.step_name,
-                    epochs_done=old.epochs_done, epochs=old.epochs)  # fmt: skip
-    return ProgressReading(where, text, from_text=True)
+    if old is not None:
+        values = replace(values, epochs_done=old.epochs_done, epochs=old.epochs)
+    return ProgressReading(values, text, FROM_OLD_DETAIL)

@@ -12,7 +12,7 @@ from controller.api import parse_job
 from controller.builders import BuildOptions, desired, rbac
 from controller.status.observation import phase_from_progress
 from kubeclient import ROLES, SERVICEACCOUNTS
-from podcontract.progress import ProgressDetail, read
+from podcontract.progress import FROM_DETAIL, FROM_TEXT, ProgressDetail, read
 from tests.controller.harness import NS, Harness
 from tests.support.dgljobs import load_fixture
 from tests.support.waiting import wait_for
@@ -110,7 +110,7 @@ def test_distparmetis_has_no_partitioner_and_its_launcher_waits_only_for_workers
 def test_distparmetis_phase_follows_an_older_dglruns_text(progress: str, phase: str) -> None:
     """An older dglrun wrote the text alone: its step, through podcontract's one parser."""
     reading = read({"progress": progress})
-    assert reading.from_text or not progress
+    assert reading.source == (FROM_TEXT if progress else "")
     assert phase_from_progress(reading) == phase
 
 
@@ -129,7 +129,7 @@ def test_distparmetis_phase_follows_the_typed_detail_not_the_text(step: int, pha
     """The detail decides: a text that says otherwise (here every other step's) is display."""
     for text in ("1/5 partition", "3/5 dispatch", "5/5 train: epoch 1/2", "done", "junk"):
         reading = read(typed(step, text))
-        assert not reading.from_text and reading.detail is not None
+        assert reading.source == FROM_DETAIL and reading.detail is not None
         assert phase_from_progress(reading) == phase, (step, text)
     done = read(typed(5, "1/5 partition", percentage=100))
     assert phase_from_progress(done) == "Training"
@@ -155,7 +155,7 @@ def test_a_bad_detail_is_not_read_and_the_phase_shown_stays(bad: dict[str, Any])
     status = typed(3, "5/5 train: epoch 1/2")
     status["progressDetail"].update(bad)
     reading = read(status)
-    assert reading.detail is None and not reading.from_text
+    assert reading.detail is None and reading.source == ""
     key = next(iter(bad))
     assert reading.problem.startswith("status.progressDetail") and key in reading.problem
     assert reading.problem.endswith(": ignored"), reading.problem

@@ -18,7 +18,7 @@ from launcher.report.progress import (
     for_job,
     is_trainer,
 )
-from podcontract.progress import read
+from podcontract.progress import FROM_DETAIL, read
 
 
 def test_labels_of_trainers() -> None:
@@ -52,7 +52,7 @@ def test_the_detail_carries_the_epochs_the_text_shows() -> None:
         t.output("w/trainer-0", line)
         d = t.detail()
         reading = read({"progress": t.text, "progressDetail": d.as_status()})
-        assert reading.detail == d and not reading.from_text, reading
+        assert reading.detail == d and reading.source == FROM_DETAIL, reading
         assert t.text == f"5/5 train: epoch {d.epochs_done}/{d.epochs}"
     assert d.epochs_done == 3, "capped at --num-epochs, as the text"
     t.phase(5, 5, "train")
