@@ -22,10 +22,8 @@ from dgljob.names import (
     WAIT_FOR_WORKERS_READY,
 )
 from podcontract import DEFAULT_PAGE_CACHE_FRACTION, SHARED
-from podcontract.progress import FROM_TEXT as FROM_TEXT
 from podcontract.progress import ProgressDetail as ProgressDetail  # (the client's, through here)
-from podcontract.progress import ProgressReading as ProgressReading
-from podcontract.progress import read as read_progress
+from podcontract.progress import ProgressReading, read
 
 
 def _set(pairs: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
@@ -309,7 +307,7 @@ class DGLJob:
         """dglrun's progress (:func:`podcontract.progress.read`): ``detail`` the values (step,
         epochs done and their total, percentage, ETAs, metrics; None when absent or invalid,
         then ``problem`` says why), ``text`` ``status.progress``, for display."""
-        return read_progress(self.status)
+        return read(self.status)
 
     @property
     def progress_detail(self) -> ProgressDetail | None:

@@ -1,7 +1,7 @@
 """Reading a DGLJob's status (raw JSON in, typed values out): its phase, whether it ended and
 how, and dglrun's progress: ``status.progressDetail``, the values (the step, the epochs done
 and their total, the percentage, the ETAs, the last epoch's metrics), read by
-:func:`podcontract.progress.read` (through :mod:`dgljob.model`); ``status.progress``, its text
+:func:`podcontract.progress.read`; ``status.progress``, its text
 (``1/5 partition`` ... ``5/5 train: epoch 3/10``, then ``done`` or ``failed in <phase>``), is
 shown as it is."""
 
@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dgljob.model import FROM_TEXT, DGLJob, read_progress
+from dgljob.model import DGLJob
+from podcontract.progress import FROM_TEXT
+from podcontract.progress import read as read_progress
 
 ENDED = ("Succeeded", "Failed")  # the condition types a job ends with
 
