@@ -74,6 +74,7 @@ from bench.support.manifests import (
     set_flag,
 )
 from bench.support.measure import CGROUP_ROOT, MiB
+from bench.support.progress import epochs_done, trains
 from dgl_operator.report.page import svg_memory, svg_timeline
 from dgl_operator.report.readings import (
     Bar,
@@ -85,10 +86,13 @@ from dgl_operator.report.readings import (
     profile,
     timestamp,
 )
+from launcher.report.eta import TRAIN
 from localcluster.cluster import ClusterError
 from localcluster.kubectl import Kubectl
 from localcluster.node import DEFAULT_DIR, node_names, running, start_node, stop_node
 from localcluster.node import main as node_main
+from podcontract import STATUS_PROGRESS
+from podcontract.progress import read as read_progress
 from podcontract.quantity import parse_quantity
 
 NS = "demo-large"
@@ -284,8 +288,7 @@ class Observer(threading.Thread):
                 self.rec.rescales.append(r)
                 self.rec.add("job", f"rescale decided: {r.reason}, from {r.workers_from} workers")
             open_ = self.rec.rescales[-1] if self.rec.rescales else None
-            trains = str(status.get("progress") or "").startswith("5/5 train")
-            if open_ is not None and open_.training is None and trains:
+            if open_ is not None and open_.training is None and trains(status):
                 open_.training, open_.workers_to = self.rec.now(), int(el.get("workers") or 0)
                 self.rec.add("job", f"training again: {open_.describe()}")
         parts = status.get("partitions") or {}
@@ -413,11 +416,6 @@ def du(path: Path) -> int:
 
 
 # -- one job ----------------------------------------------------------------------------------
-
-
-def epochs_done(status: dict[str, Any]) -> int:
-    m = re.match(r"5/5 train: epoch (\d+)/", str(status.get("progress", "")))
-    return int(m.group(1)) if m else 0
 
 
 def node_of(run: Run, pod_prefix: str) -> str:
@@ -561,16 +559,16 @@ def job_windows(run: Run) -> list[tuple[str, float, float]]:
 
 
 def step_label(progress: str) -> str:
-    """A step's name from dglrun's progress: '5/5 train: epoch 1/3' (one epoch done) is
-    'train epoch 2/3'; once every epoch is done, 'evaluate'; '3/5 dispatch: 10/20 MB' is
-    '3/5 dispatch'."""
-    m = re.match(r"5/5 train(?:: epoch (\d+)/(\d+))?", progress)
-    if not m:
+    """A step's name from dglrun's progress text as the timeline recorded it (read by
+    podcontract.progress, as a status with that text alone): '5/5 train: epoch 1/3' (one epoch
+    done) is 'train epoch 2/3'; once every epoch is done, 'evaluate'; '3/5 dispatch: 10/20 MB'
+    is '3/5 dispatch'."""
+    d = read_progress({STATUS_PROGRESS: progress}).detail
+    if d is None or d.step_name != TRAIN:
         return progress.split(":")[0]
-    done, total = int(m.group(1) or 0), m.group(2)
-    if total and done >= int(total):
+    if d.epochs and d.epochs_done >= d.epochs:
         return "evaluate"
-    return f"train epoch {done + 1}" + (f"/{total}" if total else "")
+    return f"train epoch {d.epochs_done + 1}" + (f"/{d.epochs}" if d.epochs else "")
 
 
 def phase_bars(run: Run) -> list[tuple[str, str, float, float]]:

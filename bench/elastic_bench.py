@@ -44,6 +44,7 @@ from bench.support.cluster import KUBECONFIG, install
 from bench.support.console import sayer
 from bench.support.figures import record
 from bench.support.manifests import example_job, launcher_args, main_container, set_flag
+from bench.support.progress import epochs_done, trains
 from localcluster import volumes
 from localcluster.kubectl import Kubectl
 from localcluster.node import DEFAULT_DIR, IMAGE_TAG, running, start_node, stop_node
@@ -154,13 +155,6 @@ def wait(what: str, pred: Any, timeout: float = 1800) -> None:
 def status(ns: str, name: str) -> dict[str, Any]:
     st: dict[str, Any] = KUBE.json("get", "dgljob", name, "-n", ns).get("status") or {}
     return st
-
-
-def epoch(st: dict[str, Any]) -> int:
-    text = str(st.get("progress") or "")
-    if not text.startswith("5/5 train: epoch "):
-        return 0
-    return int(text.split("epoch ")[1].split("/")[0])
 
 
 def accuracy(ns: str, name: str) -> float | None:
@@ -291,7 +285,7 @@ def preemption(epochs: int) -> dict[str, Any]:
     def workers() -> int:
         return int((status(ns, "low").get("elastic") or {}).get("workers") or 0)
 
-    wait("3 workers training", lambda: workers() == 3 and epoch(status(ns, "low")) >= 1)
+    wait("3 workers training", lambda: workers() == 3 and epochs_done(status(ns, "low")) >= 1)
     up_at = time.monotonic() - w.t0
     KUBE.run("scale", "deployment", "service", "-n", ns, "--replicas=2")
 
@@ -354,15 +348,15 @@ def converge_one(planned: int, epochs: int) -> float | None:
         return int((st.get("elastic") or {}).get("rescales") or 0)
 
     def training(st: dict[str, Any], after: int) -> bool:
-        return rescaled(st) >= after and st.get("phase") == "Training" and epoch(st) > 0
+        return rescaled(st) >= after and st.get("phase") == "Training" and epochs_done(st) > 0
 
     if planned >= 1:
-        reached("epoch 2", lambda st: epoch(st) >= 2)
+        reached("epoch 2", lambda st: epochs_done(st) >= 2)
         set_slots([2, 2, 2])
         reached("the grow trains", lambda st: training(st, 1))
     if planned >= 3:
-        grown = epoch(status(ns, "c"))
-        reached(f"epoch {grown + 1}", lambda st: epoch(st) >= grown + 1)
+        grown = epochs_done(status(ns, "c"))
+        reached(f"epoch {grown + 1}", lambda st: epochs_done(st) >= grown + 1)
         KUBE.apply(service(ns, 4))
         reached("the shrink trains", lambda st: training(st, 2))
         KUBE.run("scale", "deployment", "service", "-n", ns, "--replicas=0")
@@ -425,10 +419,6 @@ def attempt_of(st: dict[str, Any]) -> int:
     return int(st.get("restartCount") or 0) + int((st.get("elastic") or {}).get("rescales") or 0)
 
 
-def trains(st: dict[str, Any]) -> bool:
-    return str(st.get("progress") or "").startswith("5/5 train")
-
-
 def operator_nodes() -> set[str]:
     items = KUBE.json("-n", "dgl-system", "get", "pods").get("items") or []
     return {p["spec"].get("nodeName", "") for p in items}
@@ -477,7 +467,7 @@ def rescale_cost(epochs: int) -> dict[str, Any]:
     ns = namespace("rescale")
     try:
         KUBE.apply(dist_job(ns, "el", 2 * epochs, elastic=True))
-        wait("el: 2 epochs on 3 workers", lambda: epoch(status(ns, "el")) >= 2, 1200)
+        wait("el: 2 epochs on 3 workers", lambda: epochs_done(status(ns, "el")) >= 2, 1200)
         first = status(ns, "el")
         out["first"] = (first.get("partitions"), first.get("partitionSeconds"))
         victim = worker_node(ns, "el")
@@ -488,7 +478,7 @@ def rescale_cost(epochs: int) -> dict[str, Any]:
         wait("el: done", lambda: finished(status(ns, "el")) is not None, 1800)
         out["elastic"] = (status(ns, "el").get("elastic"), accuracy(ns, "el"))
         KUBE.apply(dist_job(ns, "rigid", 2 * epochs, elastic=False))
-        wait("rigid: 2 epochs", lambda: epoch(status(ns, "rigid")) >= 2, 1200)
+        wait("rigid: 2 epochs", lambda: epochs_done(status(ns, "rigid")) >= 2, 1200)
         victim = worker_node(ns, "rigid")
         stop_node(DEFAULT_DIR, victim)
         wait("rigid: restart decided", lambda: attempt_of(status(ns, "rigid")) >= 1, 600)

@@ -32,6 +32,7 @@ from bench.support.console import sayer
 from bench.support.figures import record
 from bench.support.graphs import give_to_pods, prepare_graph
 from bench.support.manifests import EVAL_FAN_OUT, NS, job_manifest, launcher_args, set_flag
+from bench.support.progress import epochs_done
 from localcluster import volumes
 from localcluster.cluster import CACHE
 from localcluster.kubectl import Kubectl
@@ -67,11 +68,6 @@ PARTITIONED = r"\[1/5\] partition done in ([\d.]+)s"
 
 def partitioner_log(kube: Kubectl, job: str) -> str:
     return kube.run("logs", f"{job}-partitioner", "-n", NS, "-c", "dgl-graphsage", check=False)
-
-
-def epochs_done(status: dict[str, Any]) -> int:
-    m = re.match(r"5/5 train: epoch (\d+)/", str(status.get("progress") or ""))
-    return int(m.group(1)) if m else 0
 
 
 def run(kube: Kubectl, m: dict[str, Any], lose_worker_after: int | None) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from dgljob.names import (
 )
 from podcontract import DEFAULT_PAGE_CACHE_FRACTION, SHARED
 from podcontract.progress import ProgressDetail as ProgressDetail  # (the client's, through here)
+from podcontract.progress import ProgressReading, read
 
 
 def _set(pairs: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
@@ -302,9 +303,17 @@ class DGLJob:
         return st if isinstance(st, dict) else {}
 
     @property
+    def progress(self) -> ProgressReading:
+        """dglrun's progress (:func:`podcontract.progress.read`): ``detail`` the values (step,
+        epochs done and their total, percentage, ETAs, metrics; None when absent or invalid,
+        then ``problem`` says why), ``text`` ``status.progress``, for display."""
+        return read(self.status)
+
+    @property
     def progress_detail(self) -> ProgressDetail | None:
-        """dglrun's ``status.progressDetail`` (step, percentage, ETAs, metrics), if any."""
-        return ProgressDetail.parse(self.status)
+        """dglrun's ``status.progressDetail`` (step, epochs, percentage, ETAs, metrics), if
+        any and valid (:attr:`progress`)."""
+        return self.progress.detail
 
     # Derived child names (the original operator's naming, kept for compatibility).
     @property

@@ -146,7 +146,7 @@ WATCHER_WORKERS = "watcher-loop-worker"
 # -- what dglrun tells the operator --------------------------------------------------------------
 
 # The DGLJob's status fields dglrun patches (the status subresource), besides the controller
-STATUS_PROGRESS = "progress"  # ``3/5 dispatch``, ``5/5 train: epoch 2/10``, ``done``, ...
+STATUS_PROGRESS = "progress"  # for display: ``3/5 dispatch``, ``5/5 train: epoch 2/10``, ``done``
 PROGRESS_DONE = "done"
 STATUS_PARTITION_SECONDS = "partitionSeconds"
 STATUS_DELIVERY_BYTES = "deliveryBytes"
@@ -154,7 +154,7 @@ STATUS_DELIVERY_SECONDS = "deliverySeconds"
 STATUS_MEMORY = "memory"  # the memory plan and the peaks measured
 STATUS_PARTITIONS = "partitions"  # the storage's cached partitions used
 STATUS_RESUME = "resume"  # the checkpoint training resumed from
-STATUS_PROGRESS_DETAIL = "progressDetail"  # step, percentage, ETAs, metrics (.progress module)
+STATUS_PROGRESS_DETAIL = "progressDetail"  # step, epochs, percentage, ETAs, metrics (.progress)
 DGLRUN_STATUS_FIELDS = (
     STATUS_PROGRESS,
     STATUS_PROGRESS_DETAIL,

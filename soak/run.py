@@ -24,6 +24,7 @@ from typing import Any
 
 from localcluster import volumes
 from localcluster.kubectl import KubectlError
+from podcontract.progress import read as read_progress
 from soak import faults as fl
 from soak import invariants as inv
 from soak.kinds import KINDS, manifest
@@ -265,9 +266,9 @@ class Soak:
             record.attempts.append(inv.Attempt(uid))
         attempt = record.attempts[-1]
         status = record.last_status
-        metrics = (status.get("progressDetail") or {}).get("metrics") or {}
-        if isinstance(metrics.get("epoch"), (int, float)):
-            attempt.done = max(attempt.done, int(metrics["epoch"]) + 1)
+        detail = read_progress(status).detail  # (epochsDone: the epochs done, as a count)
+        if detail is not None:
+            attempt.done = max(attempt.done, detail.epochs_done)
         resume = (status.get("resume") or {}).get("epoch")
         if isinstance(resume, int):
             attempt.resumed_at = resume

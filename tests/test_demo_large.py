@@ -239,3 +239,19 @@ def test_the_kueue_summary_names_the_workloads_evictions_and_pods_ready_in_order
         "big under Kueue: Workloads dgljob-big-1a2b3-4c5d6; evictions 0; PodsReady True Started "
         "-> False WaitForRecovery -> True Recovered -> False WaitForRecovery -> True Recovered"
     )
+
+
+def test_epochs_done_and_trains_read_the_typed_detail_first() -> None:
+    """This dglrun's status: the detail's epochs, whatever the text says; done is not
+    training; a bad detail counts nothing."""
+    from podcontract.progress import ProgressDetail
+
+    d = ProgressDetail(step=5, steps=5, step_name="train", percentage=80, epochs_done=3, epochs=4)
+    status = {"progress": "5/5 train: epoch 1/4", "progressDetail": d.as_status()}
+    assert dl.epochs_done(status) == 3 and dl.trains(status)
+    over = {"progress": "5/5 train", "progressDetail": dict(d.as_status(), percentage=100)}
+    assert dl.epochs_done(over) == 3 and not dl.trains(over)
+    bad = {"progress": "5/5 train: epoch 2/4", "progressDetail": dict(d.as_status(), epochs=2)}
+    assert dl.epochs_done(bad) == 0 and not dl.trains(bad)
+    assert dl.trains({"progress": "5/5 train: epoch 2/4"}), "an older dglrun's text"
+    assert not dl.trains({"progress": "4/5 configure"})

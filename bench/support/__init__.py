@@ -10,6 +10,8 @@
   and the DGL interpreter's environment;
 * :mod:`bench.support.measure` - peaks: a process's (``wait4``), a pod's and a cgroup's memory
   (cgroup v1), and memory cgroups of the benchmark's own.
+* :mod:`bench.support.progress` - a job's epochs done and whether it trains, from its typed
+  ``status.progressDetail``.
 
 Nothing here imports a benchmark. kubectl against a cluster is localcluster.kubectl's
 (the soak's too).

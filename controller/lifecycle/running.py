@@ -10,7 +10,7 @@ from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery.events import NORMAL
 from controller.status import conditions, observation
-from podcontract import STATUS_PARTITION_SECONDS, STATUS_PARTITIONS, STATUS_PROGRESS
+from podcontract import STATUS_PARTITION_SECONDS, STATUS_PARTITIONS
 
 _RUNNING_PHASES = (conditions.PARTITIONING, conditions.PARTITIONED, conditions.TRAINING)
 _PHASE_MESSAGES = {
@@ -23,7 +23,7 @@ _PHASE_MESSAGES = {
 
 def mark_running(ctx: Context, act: Actions) -> Next:
     job, status = ctx.job, ctx.status
-    phase = observation.phase_for(job, ctx.obs, str(status.get(STATUS_PROGRESS) or ""))
+    phase = observation.phase_for(job, ctx.obs, status)
     previous = status.get("phase")
     if (
         (job.spec.mode.partitions_in_launcher or job.spec.pulls_partitions)

@@ -1,11 +1,14 @@
 """The job's pods sorted out for one sync (:func:`observe`): the attempt's pods, stale and
 terminating ones, the counts in ``replicaStatuses``, the first failure, and the running phase
-they show."""
+they show (where the launcher partitions, the one dglrun's typed progress shows)."""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
 
 from controller.api import LAUNCHER, PARTITIONER, PROBE, WORKER, DGLJob
 from controller.machinery import objects as ob
@@ -23,7 +26,10 @@ from controller.status.pod_state import (
     terminated_state,
 )
 from kubeclient import Obj
-from podcontract import PROGRESS_DONE, WATCHER_PARTITIONER
+from podcontract import WATCHER_PARTITIONER
+from podcontract.progress import ProgressReading, read
+
+log = structlog.get_logger("controller.status")
 
 
 @dataclass
@@ -148,28 +154,41 @@ def workers_up(job: DGLJob, obs: Observation) -> bool:
     return True
 
 
-_PROGRESS_STEP = re.compile(r"^(?:failed in )?(\d+)/\d+ ")
+# dglrun's steps, as ``progressDetail.step`` numbers them: 1 partition and 2 deliver, then
+# 3 dispatch (each worker checks its part), 4 configure, 5 train
+_LAST_PARTITIONING_STEP = 2
+_DISPATCH_STEP = 3
+_RUNNING = (PARTITIONING, PARTITIONED, TRAINING)
 
 
-def phase_from_progress(progress: str) -> str:
-    """The phase dglrun's ``status.progress`` shows, when the launcher itself partitions
-    (DistParMETIS): ``1/5 partition`` and ``2/5 deliver`` are Partitioning, ``3/5 dispatch``
-    (checking each worker's part) Partitioned, the rest Training. Before the first report
-    dglrun is partitioning: that is what it starts with."""
-    if progress == PROGRESS_DONE:
+def phase_from_progress(progress: ProgressReading, shown: str = "") -> str:
+    """The phase dglrun's progress (:func:`podcontract.progress.read`: the typed detail, or an
+    older dglrun's text) shows, when the launcher itself partitions (DistParMETIS): steps 1
+    and 2 (partition, deliver) are Partitioning, 3 (dispatch) Partitioned, the rest Training,
+    and so is the whole job done (100%). Before the first report dglrun is partitioning: that
+    is what it starts with. A detail not to be trusted (``problem``) changes nothing: the
+    running phase ``shown`` stays."""
+    d = progress.detail
+    if d is None:
+        return shown if progress.problem and shown in _RUNNING else PARTITIONING
+    if d.percentage >= 100:
         return TRAINING
-    m = _PROGRESS_STEP.match(progress or "")
-    if not m:
+    if d.step <= _LAST_PARTITIONING_STEP:
         return PARTITIONING
-    step = int(m.group(1))
-    return PARTITIONING if step <= 2 else PARTITIONED if step == 3 else TRAINING
+    return PARTITIONED if d.step == _DISPATCH_STEP else TRAINING
 
 
-def phase_for(job: DGLJob, obs: Observation, progress: str = "") -> str:
-    """The running phase (the job is neither finished, suspended nor restarting)."""
+def phase_for(job: DGLJob, obs: Observation, status: Mapping[str, Any] | None = None) -> str:
+    """The running phase (the job is neither finished, suspended nor restarting); ``status``
+    the job's (dglrun's progress in it, the phase it shows)."""
     launcher = obs.pods.get(job.launcher_name)
     if job.spec.mode.partitions_in_launcher:
-        return phase_from_progress(progress) if main_started(launcher) else PENDING
+        if not main_started(launcher):
+            return PENDING
+        progress = read(status)
+        if progress.problem:
+            log.warning("dglrun's progress is not read", job=job.key, problem=progress.problem)
+        return phase_from_progress(progress, str((status or {}).get("phase") or ""))
     if main_started(launcher):
         return TRAINING
     if not job.spec.mode.partitioner:

@@ -40,6 +40,8 @@ class EpochBar:
             desc += f" (restarts {p.restarts})"
         if p.eta and not p.ended:
             desc += f" ETA {p.eta}"
+        if p.problem:
+            desc += f" ({p.problem})"
         if self._tqdm is None:
             done = f" epoch {p.epoch}/{p.epochs}" if p.epochs else ""
             shown = "".join(f" {k} {v:g}" for k, v in p.metrics.items() if k != "epoch")

@@ -1,20 +1,20 @@
 """Reading a DGLJob's status (raw JSON in, typed values out): its phase, whether it ended and
-how, and dglrun's progress (``status.progress``: ``1/5 partition`` ... ``5/5 train: epoch
-3/10``, then ``done`` or ``failed in <phase>``; and ``status.progressDetail``: the percentage,
-the ETAs and the last epoch's metrics)."""
+how, and dglrun's progress: ``status.progressDetail``, the values (the step, the epochs done
+and their total, the percentage, the ETAs, the last epoch's metrics), read by
+:func:`podcontract.progress.read`; ``status.progress``, its text
+(``1/5 partition`` ... ``5/5 train: epoch 3/10``, then ``done`` or ``failed in <phase>``), is
+shown as it is."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from dgljob.model import DGLJob, ProgressDetail
+from dgljob.model import DGLJob
+from podcontract.progress import FROM_TEXT
+from podcontract.progress import read as read_progress
 
 ENDED = ("Succeeded", "Failed")  # the condition types a job ends with
-
-_STEP = re.compile(r"^(\d+)/(\d+) (\w+)")
-_EPOCH = re.compile(r"epoch (\d+)/(\d+)")
 
 
 def phase(job: dict[str, Any]) -> str:
@@ -55,10 +55,13 @@ def failure(job: dict[str, Any]) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class JobProgress:
-    """One reading of a job: its phase and dglrun's progress, parsed. ``epoch``/``epochs``
-    once training reports them (``epoch`` as dglrun shows it); ``percentage``, ``eta`` (the
-    ETA column's text), ``remaining`` (the job's seconds, None until known) and ``metrics``
-    (the last epoch's) from ``status.progressDetail``."""
+    """One reading of a job: its phase and dglrun's progress, from ``status.progressDetail``:
+    ``step``/``steps``/``step_name`` once dglrun is in a step; ``epochs`` once known (from the
+    start) and ``epoch`` the epochs done of them; ``percentage``, ``eta`` (the ETA column's
+    text), ``remaining`` (the job's seconds, None until known) and ``metrics`` (the last
+    epoch's). ``text`` is ``status.progress``, for display. An older dglrun's status (no epochs
+    in the detail) is read from its text; a detail not to be trusted is left out, and
+    ``problem`` says why."""
 
     phase: str
     text: str
@@ -73,6 +76,7 @@ class JobProgress:
     eta: str = ""
     remaining: int | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    problem: str = ""
 
     @classmethod
     def of(cls, job: dict[str, Any] | DGLJob) -> JobProgress:
@@ -80,28 +84,24 @@ class JobProgress:
         if isinstance(job, DGLJob):
             job = job.raw
         st = job.get("status") or {}
-        detail = ProgressDetail.parse(st) or ProgressDetail()
-        text = str(st.get("progress") or "")
-        step = steps = epoch = epochs = None
-        name = ""
-        if m := _STEP.match(text):
-            step, steps, name = int(m.group(1)), int(m.group(2)), m.group(3)
-        if m := _EPOCH.search(text):
-            epoch, epochs = int(m.group(1)), int(m.group(2))
+        reading = read_progress(st)
+        d = reading.detail
+        in_step = d is not None and d.step > 0
         return cls(
             phase=phase(job),
-            text=text,
-            step=step,
-            steps=steps,
-            step_name=name,
-            epoch=epoch,
-            epochs=epochs,
+            text=reading.text,
+            step=d.step if d and in_step else None,
+            steps=d.steps if d and in_step else None,
+            step_name=d.step_name if d and in_step else "",
+            epoch=d.epochs_done if d and d.epochs else None,
+            epochs=d.epochs if d and d.epochs else None,
             restarts=int(st.get("restartCount") or 0),
             ended=ended(job),
-            percentage=detail.percentage if detail.steps else None,
-            eta=detail.eta,
-            remaining=detail.remaining,
-            metrics=dict(detail.metrics),
+            percentage=d.percentage if d and d.steps and reading.source != FROM_TEXT else None,
+            eta=d.eta if d else "",
+            remaining=d.remaining if d else None,
+            metrics=dict(d.metrics) if d else {},
+            problem=reading.problem,
         )
 
     def __str__(self) -> str:
@@ -114,4 +114,6 @@ class JobProgress:
             parts.append(f"ETA {self.eta}")
         if self.restarts:
             parts.append(f"restarts {self.restarts}")
+        if self.problem:
+            parts.append(self.problem)
         return ", ".join(parts)

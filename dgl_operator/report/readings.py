@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from podcontract import logline
+from podcontract.progress import read as read_progress
 from podcontract.quantity import parse_quantity
 
 MiB = 1 << 20
@@ -419,15 +420,17 @@ def read(
     name = meta["name"]
     created = timestamp(meta.get("creationTimestamp")) or now
     cond = (status.get("conditions") or [{}])[-1]
+    progress = read_progress(status)
     r = Readings(
         name=name,
         namespace=meta.get("namespace", ""),
         phase=str(status.get("phase") or "Pending"),
         message=str(cond.get("message") or ""),
-        progress=str(status.get("progress") or ""),
+        progress=progress.text,
         created=created,
         plan={k: dict(v) for k, v in (status.get("memory") or {}).items()},
-        metrics=dict((status.get("progressDetail") or {}).get("metrics") or {}),
+        metrics=dict(progress.detail.metrics) if progress.detail else {},
+        notes=[progress.problem] if progress.problem else [],
     )
     r.ended = next(
         (

@@ -15,6 +15,9 @@ Each step's estimate comes from what measures it:
   current epoch's elapsed time is taken off;
 * the other steps (deliver, configure): none.
 
+``epochsDone`` of ``epochs`` counts the epoch lines (as the text's ``epoch 3/10`` does) of
+``--num-epochs``, known from the start: the readers need not parse the text for them.
+
 The job's estimate is the current step's when it is the last one (train); before, the steps
 still to come have none yet, and the job's is left out rather than made up. ``percentage``
 counts the steps done, the current one by its own measure (its share of the time estimated,
@@ -31,7 +34,7 @@ import math
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from launcher import timeplan
 from podcontract.progress import (
@@ -194,7 +197,7 @@ class Eta:
     def detail(self) -> ProgressDetail:
         s = self._step
         if not s.name:
-            return ProgressDetail(metrics=dict(self._metrics))
+            return ProgressDetail(metrics=dict(self._metrics), epochs=self.num_epochs)
         elapsed = self.now() - s.started
         if s.name == PARTITION:
             remaining, share = self._partition(elapsed)
@@ -214,11 +217,18 @@ class Eta:
             step_remaining=step_left,
             remaining=step_left if s.k == s.total else None,
             metrics=dict(self._metrics),
+            epochs_done=self.epochs_done,
+            epochs=self.num_epochs,
         )
+
+    @property
+    def epochs_done(self) -> int:
+        """The epochs trained so far in this step (the text's ``epoch <done>/<total>``)."""
+        return min(self._epochs[-1][0], self.num_epochs) if self._epochs else 0
 
     def finished(self, done: bool) -> ProgressDetail:
         """The detail once dglrun is over: done (100%, nothing left) or not (no estimates)."""
         d = self.detail()
         if done:
-            return ProgressDetail(d.steps, d.steps, d.step_name, 100, 0, 0, d.metrics)
-        return ProgressDetail(d.step, d.steps, d.step_name, d.percentage, None, None, d.metrics)
+            return replace(d, step=d.steps, percentage=100, step_remaining=0, remaining=0)
+        return replace(d, step_remaining=None, remaining=None)

@@ -1,4 +1,6 @@
-"""dglrun's progress, published to the DGLJob's ``status.progress`` (the PROGRESS column).
+"""dglrun's progress, published to the DGLJob's ``status.progress`` (the PROGRESS column, for
+display) and, beside it, ``status.progressDetail`` (:mod:`launcher.report.eta`: the values the
+operator and the client read).
 
 The text is short: ``3/5 dispatch``, ``3/5 dispatch: 210/420 MB``, ``5/5 train: epoch 2/10``,
 ``done``, ``failed in 5/5 train``. Trainer output lines that contain ``epoch <n>`` (0-based, as

@@ -133,3 +133,18 @@ def test_a_job_with_no_pod_no_plan_and_no_log_yet_reads_empty() -> None:
     r = read(job, [], [], [], now=T0 + 5)
     assert (r.phase, r.ended, r.limit, r.bars, r.memory) == ("Pending", "", 0.0, [], [])
     assert "DGLJob a/new: Pending</h1>" in page(r)
+
+
+def test_the_metrics_come_from_the_typed_detail_and_a_bad_one_is_a_note() -> None:
+    """The report's metrics are the detail's; a detail with a field of the wrong type is left
+    out, and the page says why (a note), instead of failing."""
+    r = readings()
+    assert r.metrics == {"testAccuracy": 0.79} and r.notes == []
+    job = {"metadata": {"name": "odd", "namespace": "a", "creationTimestamp": at(0)},
+           "status": {"progress": "done", "progressDetail": {
+               "step": 5, "steps": 5, "epochsDone": "all", "epochs": 3, "percentage": 100,
+               "metrics": {"testAccuracy": 0.8}}}}  # fmt: skip
+    bad = read(job, [], [], [], now=T0 + 5)
+    assert bad.metrics == {} and bad.progress == "done"
+    assert bad.notes == ["status.progressDetail.epochsDone is 'all', not a whole number: ignored"]
+    assert "<p class='note'>status.progressDetail.epochsDone is &#x27;all&#x27;" in page(bad)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from dgl_operator.client import JobProgress
 from dgl_operator.client.status import ended, failure, reached
 
@@ -42,6 +44,62 @@ def test_progress_reads_the_detail_beside_the_text() -> None:
     assert (none.percentage, none.eta, none.metrics) == (None, "", {})
 
 
+TYPED = {"step": 5, "steps": 5, "stepName": "train", "epochsDone": 3, "epochs": 10,
+         "percentage": 86, "estimatedRemainingSeconds": 75,
+         "metrics": {"epoch": 3, "loss": 0.4}}  # fmt: skip
+
+
+def test_progress_reads_the_typed_detail_and_shows_the_text_as_it_is() -> None:
+    """This dglrun's status: step and epochs from the detail, whatever the text says (here a
+    text that lags behind: it is shown, never parsed)."""
+    p = JobProgress.of(job(phase="Training", progress="1/5 partition", progressDetail=TYPED))
+    assert (p.step, p.steps, p.step_name, p.epoch, p.epochs) == (5, 5, "train", 3, 10)
+    assert (p.percentage, p.eta, p.remaining, p.problem) == (86, "1m15s", 75, "")
+    assert str(p) == "Training, 1/5 partition, 86%, ETA 1m15s"
+    early = dict(TYPED, step=1, stepName="partition", epochsDone=0, percentage=4)
+    del early["estimatedRemainingSeconds"]
+    e = JobProgress.of(job(phase="Partitioning", progress="5/5 train", progressDetail=early))
+    assert (e.step, e.step_name, e.epoch, e.epochs) == (1, "partition", 0, 10), "total known"
+
+
+def test_an_older_dglruns_detail_takes_its_epochs_from_the_text() -> None:
+    old = {k: v for k, v in TYPED.items() if k not in ("epochsDone", "epochs")}
+    p = JobProgress.of(job(phase="Training", progress="5/5 train: epoch 2/10", progressDetail=old))
+    assert (p.step, p.epoch, p.epochs, p.percentage, p.eta) == (5, 2, 10, 86, "1m15s")
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"),
+    [
+        ({"epochsDone": 11}, "epochsDone 11 is more than epochs 10"),
+        ({"epochs": "ten"}, "epochs is 'ten', not a whole number"),
+        ({"step": 2.5}, "step is 2.5, not a whole number"),
+        ({"percentage": -3}, "percentage is -3, below 0"),
+        ({"estimatedRemainingSeconds": "soon"}, "estimatedRemainingSeconds is 'soon'"),
+        ({"epochs": None}, "epochs is missing"),
+    ],
+)
+def test_a_bad_detail_is_left_out_with_a_message(bad: dict[str, Any], named: str) -> None:
+    """A detail with a field of the wrong type or value: no step, epochs, percentage, ETA nor
+    metrics from it (nor from the text beside it); the reading says why, and so do its line
+    and the bar; nothing raises."""
+    p = JobProgress.of(job(phase="Training", progress="5/5 train: epoch 3/10",
+                           progressDetail=dict(TYPED, **bad)))  # fmt: skip
+    assert (p.step, p.epoch, p.epochs, p.percentage, p.eta, p.metrics) == (
+        None, None, None, None, "", {})  # fmt: skip
+    assert named in p.problem and p.problem.startswith("status.progressDetail"), p.problem
+    assert str(p) == f"Training, 5/5 train: epoch 3/10, {p.problem}"
+    import io
+
+    from dgl_operator.client.bar import EpochBar
+
+    out = io.StringIO()
+    bar = EpochBar("gnn", out=out)
+    bar._tqdm = None
+    bar.update(p)
+    assert out.getvalue() == f"gnn: Training ({p.problem})\n"
+
+
 def test_reached_takes_conditions_and_phases_and_ended_says_how() -> None:
     running = job(phase="Training", conditions=[cond("Running"), cond("Succeeded", "False")])
     assert reached(running, ("Succeeded",)) is None
@@ -65,3 +123,8 @@ def test_the_plain_bar_shows_the_eta_and_metrics() -> None:
     bar.update(JobProgress.of(job(phase="Training", progress="5/5 train: epoch 3/4",
                                   progressDetail=detail)))  # fmt: skip
     assert out.getvalue() == "gnn: Training 5/5 train ETA 1m15s epoch 3/4 loss 0.41\n"
+    bar.update(JobProgress.of(job(phase="Training", progress="5/5 train: epoch 1/4",
+                                  progressDetail=TYPED)))  # fmt: skip
+    assert out.getvalue().splitlines()[-1] == (
+        "gnn: Training 5/5 train ETA 1m15s epoch 3/10 loss 0.4"
+    ), "the detail's epochs, not the text's"

@@ -87,6 +87,19 @@ def test_progress_detail_schema_holds_what_dglrun_writes(crd: dict[str, Any]) ->
     assert props[METRICS]["maxProperties"] == MAX_METRICS
 
 
+def test_the_schema_takes_the_detail_dglrun_writes_and_refuses_a_string_epoch(
+    validator: Validator,
+) -> None:
+    """What dglrun patches (its absent estimates left out, as a merge patch does) is valid,
+    epochs included; a string where an epoch count belongs is refused at admission."""
+    seed = load_fixture("seed_dgljob.yaml")
+    d = ProgressDetail(5, 5, "train", 90, 30, 30, {"loss": 0.4}, epochs_done=3, epochs=8)
+    written = {k: v for k, v in d.as_status().items() if v is not None}
+    assert validator.validate({**seed, "status": {STATUS_PROGRESS_DETAIL: written}}) == []
+    bad = {**seed, "status": {STATUS_PROGRESS_DETAIL: dict(written, epochsDone="3")}}
+    assert any("epochsDone" in e for e in validator.validate(bad)), "refused, naming it"
+
+
 def _walk(schema: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
     out = []
     if isinstance(schema, dict):

@@ -12,6 +12,7 @@ from controller.api import parse_job
 from controller.builders import BuildOptions, desired, rbac
 from controller.status.observation import phase_from_progress
 from kubeclient import ROLES, SERVICEACCOUNTS
+from podcontract.progress import FROM_DETAIL, FROM_TEXT, ProgressDetail, read
 from tests.controller.harness import NS, Harness
 from tests.support.dgljobs import load_fixture
 from tests.support.waiting import wait_for
@@ -106,8 +107,62 @@ def test_distparmetis_has_no_partitioner_and_its_launcher_waits_only_for_workers
         ("failed in 5/5 train", "Training"),
     ],
 )
-def test_distparmetis_phase_follows_dglruns_progress(progress: str, phase: str) -> None:
-    assert phase_from_progress(progress) == phase
+def test_distparmetis_phase_follows_an_older_dglruns_text(progress: str, phase: str) -> None:
+    """An older dglrun wrote the text alone: its step, through podcontract's one parser."""
+    reading = read({"progress": progress})
+    assert reading.source == (FROM_TEXT if progress else "")
+    assert phase_from_progress(reading) == phase
+
+
+def typed(step: int, text: str = "", percentage: int = 0, **status: Any) -> dict[str, Any]:
+    """A status as this dglrun writes it: the detail at ``step`` of 5, beside ``text``."""
+    d = ProgressDetail(step=step, steps=5, step_name="x", percentage=percentage, epochs=2)
+    return {"progress": text, "progressDetail": d.as_status(), **status}
+
+
+@pytest.mark.parametrize(
+    ("step", "phase"),
+    [(0, "Partitioning"), (1, "Partitioning"), (2, "Partitioning"), (3, "Partitioned"),
+     (4, "Training"), (5, "Training")],
+)  # fmt: skip
+def test_distparmetis_phase_follows_the_typed_detail_not_the_text(step: int, phase: str) -> None:
+    """The detail decides: a text that says otherwise (here every other step's) is display."""
+    for text in ("1/5 partition", "3/5 dispatch", "5/5 train: epoch 1/2", "done", "junk"):
+        reading = read(typed(step, text))
+        assert reading.source == FROM_DETAIL and reading.detail is not None
+        assert phase_from_progress(reading) == phase, (step, text)
+    done = read(typed(5, "1/5 partition", percentage=100))
+    assert phase_from_progress(done) == "Training"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"epochsDone": 3, "epochs": 2},  # more epochs done than there are
+        {"epochsDone": "1"},  # a string where an int belongs
+        {"step": 6},  # past the steps
+        {"step": True},  # a bool is no number
+        {"percentage": 101},
+        {"steps": -1},
+        {"stepName": 5},
+        {"metrics": "fast"},
+    ],
+)
+def test_a_bad_detail_is_not_read_and_the_phase_shown_stays(bad: dict[str, Any]) -> None:
+    """A detail with a field of the wrong type or value is ignored as a whole, with a message
+    naming the field (never an exception); the phase the job shows stays, and nothing falls
+    back to the text (it says step 5 here)."""
+    status = typed(3, "5/5 train: epoch 1/2")
+    status["progressDetail"].update(bad)
+    reading = read(status)
+    assert reading.detail is None and reading.source == ""
+    key = next(iter(bad))
+    assert reading.problem.startswith("status.progressDetail") and key in reading.problem
+    assert reading.problem.endswith(": ignored"), reading.problem
+    assert phase_from_progress(reading, "Partitioned") == "Partitioned"
+    assert phase_from_progress(reading, "Pending") == "Partitioning", "not a running phase"
+    assert phase_from_progress(reading) == "Partitioning"
+    assert phase_from_progress(read(typed(3, "5/5 train")), "Training") == "Partitioned"
 
 
 # -- whole lifecycles over FakeKube --------------------------------------------------------
@@ -135,7 +190,7 @@ def test_distparmetis_lifecycle(h: Harness) -> None:
     assert h.status()["phase"] == "Partitioning"
     h.report_progress("3/5 dispatch", partitionSeconds=12.5)
     h.wait_phase("Partitioned")
-    h.report_progress("5/5 train: epoch 1/2")
+    h.report_progress("5/5 train: epoch 1/2")  # (an older dglrun: the text alone)
     h.wait_phase("Training")
     h.finish_pod(LAUNCH, seconds=60)
     h.wait_condition("Succeeded")
@@ -147,6 +202,31 @@ def test_distparmetis_lifecycle(h: Harness) -> None:
     h.settle()
     assert h.sample("dgl_operator_job_partition_duration_seconds_sum", namespace=NS) == 12.5
     assert h.status()["partitionSeconds"] == 12.5  # dglrun's field survives the operator's writes
+
+
+def test_distparmetis_phase_over_the_lifecycle_comes_from_the_typed_detail(h: Harness) -> None:
+    """This dglrun's status: the phase follows progressDetail's step, whatever the text says
+    (a text that lags behind, here the first step's, is display only)."""
+    raw = job_raw("DistParMETIS")
+    del raw["metadata"]["uid"]
+    h.create_job(raw)
+    h.wait_pods(W0, W1)
+    h.run_pod(W0, "10.0.0.1")
+    h.run_pod(W1, "10.0.0.2")
+    h.wait_pods(LAUNCH)
+    h.run_pod(LAUNCH, "10.0.0.4")
+    h.wait_phase("Partitioning")
+    h.report_progress("1/5 partition", progressDetail=typed(3)["progressDetail"],
+                      partitionSeconds=7.0)  # fmt: skip
+    h.wait_phase("Partitioned")
+    h.report_progress("1/5 partition: late", progressDetail=typed(5)["progressDetail"])
+    h.wait_phase("Training")
+    bad = dict(typed(1)["progressDetail"], epochsDone=9)
+    h.report_progress("1/5 partition: later", progressDetail=bad)
+    h.settle()
+    assert h.status()["phase"] == "Training", "a bad detail moves nothing"
+    partitioned = [e for e in h.events() if e["reason"] == "PartitionSucceeded"]
+    assert partitioned[0]["message"] == "Graph partitioned on the workers in 7s"
 
 
 def test_distparmetis_worker_failure_while_partitioning_restarts_the_job(h: Harness) -> None:

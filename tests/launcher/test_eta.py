@@ -10,7 +10,15 @@ from launcher import timeplan
 from launcher.memplan import GraphSize, Shape
 from launcher.report.eta import Eta
 from podcontract import DGL_API, DIST_PARMETIS, PARMETIS
-from podcontract.progress import ProgressDetail, human
+from podcontract.progress import (
+    FROM_DETAIL,
+    FROM_OLD_DETAIL,
+    FROM_TEXT,
+    ProgressDetail,
+    ProgressReading,
+    human,
+    read,
+)
 
 
 class Clock:
@@ -143,6 +151,61 @@ def test_detail_round_trip_and_untrusted_fields() -> None:
     )
     assert odd == ProgressDetail(percentage=50, metrics={"c": 1.0})
     assert ProgressDetail.parse({}) is None and ProgressDetail.parse(None) is None
+    typed = ProgressDetail(5, 5, "train", 90, 30, 30, {"loss": 0.4}, epochs_done=3, epochs=8)
+    assert ProgressDetail.parse({"progressDetail": typed.as_status()}) == typed
+
+
+def test_read_takes_this_dglruns_detail_and_never_its_text() -> None:
+    d = ProgressDetail(3, 5, "dispatch", 45, None, None, epochs=8)
+    for text in ("", "1/5 partition", "5/5 train: epoch 7/8", "done", "failed in 2/5 deliver"):
+        r = read({"progress": text, "progressDetail": d.as_status()})
+        assert (r.detail, r.source, r.text, r.problem) == (d, FROM_DETAIL, text, "")
+    assert read({}) == read(None) == ProgressReading()
+
+
+@pytest.mark.parametrize(
+    ("text", "step", "name", "done", "epochs"),
+    [
+        ("1/5 partition", 1, "partition", 0, 0),
+        ("3/5 dispatch: 210/420 MB", 3, "dispatch", 0, 0),
+        ("5/5 train: epoch 3/10", 5, "train", 3, 10),
+        ("failed in 5/5 train", 5, "train", 0, 0),
+        ("done", 0, "", 0, 0),
+    ],
+)
+def test_an_older_dglruns_text_is_read_by_the_one_fallback(
+    text: str, step: int, name: str, done: int, epochs: int
+) -> None:
+    r = read({"progress": text})
+    assert r.source == FROM_TEXT and r.detail is not None and r.problem == ""
+    d = r.detail
+    assert (d.step, d.step_name, d.epochs_done, d.epochs) == (step, name, done, epochs)
+    assert (d.percentage, d.remaining) == ((100, 0) if text == "done" else (0, None))
+    assert read({"progress": "warming up"}) == ProgressReading(None, "warming up")
+
+
+def test_an_older_dglruns_detail_has_its_epochs_from_the_text() -> None:
+    old = {"step": 5, "steps": 5, "stepName": "train", "percentage": 90, "eta": "30s",
+           "estimatedRemainingSeconds": 30}  # fmt: skip
+    r = read({"progress": "5/5 train: epoch 3/10", "progressDetail": old})
+    assert r.source == FROM_OLD_DETAIL and r.detail is not None
+    assert (r.detail.step, r.detail.percentage, r.detail.remaining) == (5, 90, 30)
+    assert (r.detail.epochs_done, r.detail.epochs) == (3, 10)
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [[], "x", 3, {"epochs": {}}, {"epochs": [1]}, {"epochs": float("nan")},
+     {"epochs": float("inf")}, {"epochs": 2.5}, {"epochsDone": None, "epochs": 1},
+     {"epochs": 1, "step": None}, {"epochs": 1, "percentage": "90%"},
+     {"epochs": 1, "stepRemainingSeconds": -1}, {"epochs": 1, "metrics": [1]}],
+)  # fmt: skip
+def test_any_bad_detail_is_a_problem_never_an_exception(junk: object) -> None:
+    base = ProgressDetail(5, 5, "train", 90, epochs_done=1, epochs=2).as_status()
+    raw = dict(base, **junk) if isinstance(junk, dict) else junk
+    r = read({"progress": "5/5 train: epoch 1/2", "progressDetail": raw})
+    assert r.detail is None and r.source == "" and r.problem.endswith(": ignored"), r
+    assert r.problem.startswith("status.progressDetail") and len(r.problem) < 200
 
 
 def test_the_time_model_fits_its_measurements() -> None:

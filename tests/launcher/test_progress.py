@@ -18,6 +18,7 @@ from launcher.report.progress import (
     for_job,
     is_trainer,
 )
+from podcontract.progress import FROM_DETAIL, read
 
 
 def test_labels_of_trainers() -> None:
@@ -37,6 +38,27 @@ def test_phases_and_epochs() -> None:
     assert t.output("w/trainer-0", "epoch 7") == "5/5 train: epoch 3/3", "capped"
     assert t.text == "5/5 train: epoch 3/3" and t.current_phase == "5/5 train"
     assert t.phase(5, 5, "train") == "5/5 train", "a new phase starts from 0 epochs"
+
+
+def test_the_detail_carries_the_epochs_the_text_shows() -> None:
+    """``epochsDone`` of ``epochs`` in the detail, beside the text's ``epoch <done>/<total>``:
+    the total from the start, the count as the text counts it (capped, reset per step); read
+    back by the readers' one function, the two agree at every line."""
+    t = Tracker(num_epochs=3)
+    d = t.detail()
+    assert (d.epochs_done, d.epochs) == (0, 3), "the total is known before any step"
+    t.phase(5, 5, "train")
+    for line in ("epoch 0 loss 1", "Epoch 00001 | Loss 0.7", "epoch 7"):
+        t.output("w/trainer-0", line)
+        d = t.detail()
+        reading = read({"progress": t.text, "progressDetail": d.as_status()})
+        assert reading.detail == d and reading.source == FROM_DETAIL, reading
+        assert t.text == f"5/5 train: epoch {d.epochs_done}/{d.epochs}"
+    assert d.epochs_done == 3, "capped at --num-epochs, as the text"
+    t.phase(5, 5, "train")
+    assert t.detail().epochs_done == 0, "a new phase starts from 0 epochs"
+    t.output("w/trainer-0", "epoch 1")
+    assert (t.detail("done").epochs_done, t.detail("done").percentage) == (2, 100)
 
 
 class Runner:
@@ -69,12 +91,14 @@ def test_patch_command() -> None:
         "--type=merge",
         "-p",
         '{"status":{"progress":"3/5 dispatch","progressDetail":{"step":3,"steps":5,'
-        '"stepName":"dispatch","percentage":40,"stepRemainingSeconds":null,'
+        '"stepName":"dispatch","epochsDone":0,"epochs":2,"percentage":40,'
+        '"stepRemainingSeconds":null,'
         '"estimatedRemainingSeconds":null,"eta":null,"metrics":null}}}',
     ]
     assert run.texts() == ["3/5 dispatch", "done"] == p.published
     done = json.loads(run.calls[-1][-1])["status"]["progressDetail"]
     assert (done["percentage"], done["estimatedRemainingSeconds"], done["eta"]) == (100, 0, None)
+    assert (done["epochsDone"], done["epochs"]) == (0, 2), "no epoch line: none counted"
 
 
 def test_updates_are_throttled_and_the_last_one_wins() -> None:

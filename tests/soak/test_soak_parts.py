@@ -206,3 +206,26 @@ def test_an_error_line_s_cause_is_its_event_without_its_time() -> None:
     assert error_event(line) == "leader lease lost; exiting so a fresh replica can take over"
     assert error_event("E1129 plain error text") == "E1129 plain error text"
     assert error_event('["a list", "error"]') == '["a list", "error"]'
+
+
+def test_an_attempts_epochs_are_the_typed_details_and_a_resumed_one_is_no_violation() -> None:
+    """Each attempt's epochs done come from ``progressDetail.epochsDone`` (an older dglrun's
+    text through podcontract's one fallback); an attempt that did 4 and a next one resumed
+    from the checkpoint of those 4 trained no epoch twice."""
+    from soak.run import Soak
+
+    plan = make_plan(1, SMALL, sorted(KINDS), sorted(FAULTS))
+    soak = Soak(world=None, plan=plan, say=lambda _: None, drain_seconds=0)  # type: ignore[arg-type]
+    job = inv.JobRecord("j", "k", "ns", resumable=True, submitted=0.0, outcome="Succeeded")
+    detail = {"step": 5, "steps": 5, "stepName": "train", "epochsDone": 4, "epochs": 6,
+              "percentage": 90, "metrics": {"epoch": 4.0}}  # fmt: skip
+    job.last_status = {"progress": "5/5 train: epoch 1/6", "progressDetail": detail}
+    soak._attempt(job, {"metadata": {"uid": "a"}})
+    assert job.attempts[-1].done == 4, "the detail's count, not the text's, not epoch + 1"
+    job.last_status = {"progress": "5/5 train: epoch 5/6", "resume": {"epoch": 4}}
+    soak._attempt(job, {"metadata": {"uid": "b"}})
+    assert (job.attempts[-1].done, job.attempts[-1].resumed_at) == (5, 4), "an older dglrun"
+    assert inv.resumed(1.0, job, {}) == []
+    job.last_status = {"progressDetail": dict(detail, epochsDone="x")}
+    soak._attempt(job, {"metadata": {"uid": "b"}})
+    assert job.attempts[-1].done == 5, "a bad detail counts nothing"
