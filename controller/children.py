@@ -4,10 +4,10 @@ Everything per child kind is derived from :data:`CHILDREN`: the controller's inf
 entry, filtered by the entry's label selector, indexed by controlling owner, keeping what the
 entry's transform keeps), their event handlers, the :class:`Listers` the sync reads, and which
 children the sync creates once and then leaves alone. Adding a child kind is adding an entry
-here (and building it in controller/builders.py). An entry may be in use only with some
-operator settings (``enabled``): :func:`active` is the registry for those settings, and a
-kind not in use is not watched (the PodGroup's CRD exists only where a gang scheduler is
-installed).
+here (and building it in controller/builders/, or in its feature's module,
+controller/features/). An entry may be in use only with some operator settings (``enabled``):
+:func:`active` is the registry for those settings, and a kind not in use is not watched (the
+PodGroup's CRD exists only where a gang scheduler is installed).
 
 Not here: the children created blind and never watched (the transfer Secret: the operator may
 create Secrets but not read them; the storage claim, which may outlive the job).
@@ -76,7 +76,7 @@ CHILDREN: tuple[ChildKind, ...] = (
     ChildKind(SERVICEACCOUNTS, once=True, transform=slim_metadata),
     ChildKind(ROLES, once=True, transform=slim_metadata),
     ChildKind(ROLEBINDINGS, once=True, transform=slim_metadata),
-    # the job's pods' NetworkPolicy (builders.network_policy)
+    # the job's pods' NetworkPolicy (controller/features/network.py)
     ChildKind(NETWORKPOLICIES, once=True, enabled=_network_policy, transform=slim_metadata),
 )
 

@@ -13,19 +13,19 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from controller import elastic
 from controller.api import CLEAN_ALL, CLEAN_NONE, CLEAN_RUNNING, DGLJOBS, PROBE
 from controller.builders import BuildOptions
 from controller.children import Listers
+from controller.features import registry
 from controller.lifecycle.context import Context
 from controller.machinery import objects as ob
 from controller.machinery.apply import Applier
 from controller.machinery.events import WARNING
 from controller.machinery.expectations import Expectations
-from controller.machinery.metrics import Metrics
 from controller.machinery.objects import JobIdentity
 from controller.machinery.plan import Plan
 from controller.memo import JobMemos
+from controller.metrics import Metrics
 from controller.status import conditions, node_loss, pod_state
 from informers.lister import Lister
 from kubeclient import (
@@ -142,7 +142,7 @@ class Actions:
         ctx.not_running(reason, message)
         for reported in DGLRUN_STATUS_FIELDS:  # the attempt after the hold reports afresh
             ctx.plan.clear(reported)
-        elastic.forget_members(ctx.status)  # (the next attempt is sized again)
+        registry.attempt_over(ctx.status)  # (the next attempt starts afresh)
         ctx.status.pop("startTime", None)  # activeDeadlineSeconds counts from the release
 
     def fail(self, ctx: Context, reason: str, message: str) -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import structlog
 
-from controller import elastic, transfer
 from controller.api import WAIT_FOR_WORKERS_READY, DGLJob
-from controller.builders import JOB_NAME_LABEL, Desired, desired, results_location, storage_claim
+from controller.builders import JOB_NAME_LABEL
+from controller.builders.desired import Desired, desired
 from controller.children import ONCE_BY_KIND
+from controller.features import elastic, transfer
+from controller.features.storage import results_location, storage_claim
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery import objects as ob
@@ -227,7 +229,7 @@ def _tell_ignored(act: Actions, job: DGLJob, want: Desired) -> None:
 def _create_secret_once(act: Actions, job: DGLJob, secret: Obj) -> None:
     """The transfer token: created blind once per job and process. A Secret of that name
     that exists already is ours from before a restart of the operator: its name is random and
-    was recorded only once it existed (controller/transfer.py)."""
+    was recorded only once it existed (controller/features/transfer.py)."""
     memo = act.memos[job.key]
     if memo.secret_made_for == job.uid:
         return

@@ -6,8 +6,8 @@ spec (one an upgrade's stricter API refuses included), read leniently from the r
 
 from __future__ import annotations
 
-from controller import kueue
 from controller.api import finishing
+from controller.features import kueue
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery.objects import JobRef

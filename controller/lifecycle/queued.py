@@ -1,5 +1,5 @@
 """queued? (``--kueue`` and the job's ``kueue.x-k8s.io/queue-name`` label) -> Kueue's contract
-(controller/kueue.py) acted on:
+(controller/features/kueue.py) acted on:
 
     no Workload?       -> create it; the job waits (Queued)
     not admitted?      -> no pods (deleted if any), Queued True with Kueue's reason and message
@@ -25,8 +25,8 @@ from collections.abc import Mapping
 
 import structlog
 
-from controller import elastic, kueue
 from controller.api import DGLJob, Placement
+from controller.features import kueue, registry
 from controller.lifecycle.actions import STOPPED_GRACE_SECONDS, Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery import objects as ob
@@ -121,7 +121,7 @@ def _pod_sets_hash(act: Actions, job: DGLJob) -> str:
 
 
 def _waits(ctx: Context) -> Next:
-    ctx.counted = observation.observe(ctx.job, [], elastic.attempt(ctx.status))
+    ctx.counted = observation.observe(ctx.job, [], registry.attempt(ctx.status))
     return Next.DONE
 
 

@@ -5,7 +5,7 @@ a partitioner that serves its parts); an elastic rescale's seconds counted once 
 
 from __future__ import annotations
 
-from controller import elastic
+from controller.features import elastic
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery.events import NORMAL

@@ -1,5 +1,5 @@
 """Kueue's contract (--kueue): the Workload of a queued DGLJob and what its status means, as
-pure functions (controller/kueue.py), then through the whole controller over FakeKube, the
+pure functions (controller/features/kueue.py), then through the whole controller over FakeKube, the
 test playing Kueue (it writes the Workload's admission and eviction as Kueue's scheduler
 would). Real Kueue runs in e2e/test_kueue.py."""
 
@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from controller import kueue
 from controller.api import DGLJOBS, LAUNCHER, PARTITIONER, WORKER, Placement
-from controller.builders import BuildOptions, desired
+from controller.builders import BuildOptions
+from controller.builders.desired import desired
+from controller.features import kueue
 from kubeclient import PODS, RESOURCEFLAVORS, WORKLOADS, Obj
 from tests.controller.harness import LAUNCH, MAIN, NS, PART, W0, W1, Harness, bring_up, seed
 from tests.controller.kueue_fixtures import (

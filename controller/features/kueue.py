@@ -39,7 +39,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from controller.api import LAUNCHER, PARTITIONER, WORKER, DGLJob, Placement
-from controller.builders import JOB_NAME_LABEL, BuildOptions, desired, owner_reference
+from controller.builders import JOB_NAME_LABEL, BuildOptions, owner_reference
+from controller.builders.desired import desired
 from controller.status.conditions import get_condition, is_true, now_rfc3339
 from kubeclient import WORKLOADS, Obj
 
