@@ -10,9 +10,8 @@ kind of child, and :func:`controller.builders.desired.desired` on top.
     pods        the workers, the partitioner, the launcher
     desired     all of them, with what each feature adds (controller/features/)
 
-The features' own children and pod changes are in their modules (controller/features/: the
-storage's claim, the transfer Secret, the PodGroup, the NetworkPolicy, the elastic probe, the
-Kueue Workload). Every pod field the operator sets is set in exactly one builder. The formats
+Each feature's own children and pod changes are in its module (controller/features/).
+Every pod field the operator sets is set in exactly one builder. The formats
 (ConfigMap keys, env vars, mounts, names) are those of the original Go operator, so that
 manifests and images written for it keep working; their names are the pod contract's
 (podcontract), which the programs in the pods read.

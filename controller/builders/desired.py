@@ -3,8 +3,8 @@ each kind (this package's modules) and what each feature adds (controller/featur
 its children, made once before any pod, and its change to every pod).
 
 Not re-exported by controller/builders/__init__.py: the features' modules use the builders
-(and elastic jobs' the job's status, whose modules use the builders' names), so this module is
-above them; import it as ``controller.builders.desired``.
+(and some the job's status modules, which use the builders' names), so this module is above
+them; import it as ``controller.builders.desired``.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def _main(pod: Obj) -> Obj:
     return container
 
 
-# The operator's own containers (its init containers, the elastic probe's) run in the users'
+# The operator's own containers (its init containers, the probe's) run in the users'
 # namespaces whatever their templates say: Pod Security "restricted" admits them (non-root as
 # the images' nonroot user, no privilege escalation, no capabilities, RuntimeDefault seccomp),
 # and so does a ResourceQuota that requires requests and limits (a Python program that

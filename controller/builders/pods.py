@@ -66,7 +66,7 @@ def _base_pod(job: DGLJob, template: Obj, name: str, replica_type: str, attempt:
         spec["priorityClassName"] = priority
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
     placed = job.spec.placement.get(replica_type)
-    if placed is not None:  # a queued job's admission (controller/features/kueue.py)
+    if placed is not None:  # a queued job's admission (its Placement)
         placed.apply(pod)
     return pod
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from controller.api import PROBE, DGLJob, ElasticPolicy
@@ -46,6 +46,7 @@ from controller.builders.meta import (
 from controller.builders.options import BuildOptions
 from controller.builders.pods import partitioner_pod
 from controller.machinery import objects as ob
+from controller.metrics import Metrics
 from controller.status.conditions import REASON_UNSCHEDULABLE, now_rfc3339, parse_time
 from controller.status.pod_state import is_terminating, pod_ip, pod_phase
 from controller.status.waiting import pod_waiting_problem
@@ -387,6 +388,16 @@ class Elastic:
 
     def attempt_over(self, status: Obj) -> None:
         forget_members(status)
+
+    def training(self, job: DGLJob, status: Obj, now: float) -> Callable[[Metrics], None] | None:
+        """After a rescale: its seconds (status.elastic.rescaleSeconds and the metric)."""
+        if job.spec.elastic is None:
+            return None
+        seconds = rescaled(status, now)
+        if seconds is None:
+            return None
+        ns = job.namespace
+        return lambda metrics: metrics.rescale_duration.labels(ns).observe(seconds)
 
 
 ELASTIC = Elastic()

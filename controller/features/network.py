@@ -12,7 +12,7 @@ NAME = "network"
 
 
 def network_policy(job: DGLJob) -> Obj:
-    """``<job>-pods``: every pod of the job (partitioner, workers, launcher, the elastic
+    """``<job>-pods``: every pod of the job (partitioner, workers, launcher, the
     probe) takes connections from this job's own pods only, in its namespace; none from any
     other pod or namespace (where the network plugin enforces NetworkPolicy: the chart's
     ``networkPolicy.enabled``, docs/operations.md). Any port of the job's own: DGL's clients,

@@ -12,7 +12,9 @@ of :data:`FEATURES`:
 - :class:`AttemptView`: the job as the running attempt sees it (the ``observed`` step);
 - :class:`AttemptCounter`: the attempts it starts besides the restarts (a pod's attempt
   annotation is the sum);
-- :class:`AttemptEnd`: what the end of an attempt (a restart, a rescale, a stop) forgets.
+- :class:`AttemptEnd`: what the end of an attempt (a restart, a rescale, a stop) forgets;
+- :class:`TrainingStart`: what it counts once an attempt trains (a metric, after the status
+  write).
 
 A new feature is one more module and one more entry here. What is not an interface: a feature's
 lifecycle step, which is one line in controller/lifecycle/__init__.py's ``steps()`` where its
@@ -25,7 +27,7 @@ called by controller/builders/pods.py). Kueue (controller/features/kueue.py) and
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 from controller.api import DGLJob
@@ -34,6 +36,7 @@ from controller.features.elastic import ELASTIC
 from controller.features.gang import GANG
 from controller.features.network import NETWORK
 from controller.features.transfer import TRANSFER
+from controller.metrics import Metrics
 from kubeclient import Obj
 
 
@@ -76,6 +79,16 @@ class AttemptEnd(Protocol):
     def attempt_over(self, status: Obj) -> None: ...
 
 
+@runtime_checkable
+class TrainingStart(Protocol):
+    """The attempt trains: what this feature records in the status being decided, and what it
+    counts once that status is written (None: nothing)."""
+
+    def training(
+        self, job: DGLJob, status: Obj, now: float
+    ) -> Callable[[Metrics], None] | None: ...
+
+
 FEATURES: tuple[object, ...] = (GANG, NETWORK, ELASTIC, TRANSFER)
 
 
@@ -112,3 +125,15 @@ def attempt_over(status: Obj) -> None:
     for f in FEATURES:
         if isinstance(f, AttemptEnd):
             f.attempt_over(status)
+
+
+def training(job: DGLJob, status: Obj, now: float) -> list[Callable[[Metrics], None]]:
+    """The attempt trains: each feature's record in ``status``, and what to count once it is
+    written."""
+    counts = []
+    for f in FEATURES:
+        if isinstance(f, TrainingStart):
+            count = f.training(job, status, now)
+            if count is not None:
+                counts.append(count)
+    return counts

@@ -177,7 +177,8 @@ def _size(ctx: Context, act: Actions, current: dict[str, Obj]) -> Next:
     if sizing.members is None:
         if obs.failure is not None:  # (a worker's program failed: a failure, as ever)
             return Next.GO_ON
-        if make_children(ctx, act, sizing=True) is None:
+        placed = policies.placed(obs.pod(job.partitioner_name))
+        if make_children(ctx, act, sizing=True, partitioner_placed=placed) is None:
             return Next.DONE
         problem = waiting.waiting_problem(job, obs)
         message = sizing.waiting + (f"; {problem.headline()}" if problem else "")

@@ -6,7 +6,7 @@ feature's view of it: controller/features/registry.py), and its pods sorted out
                             found lost since the restart says so (reason NodeLost)
     otherwise            -> a partitioner that ended: its runtime recorded (KubectlCp); the
                             lost nodes among those the attempt's pods are bound to, for the
-                            elastic and node-lost steps
+                            later steps
 """
 
 from __future__ import annotations

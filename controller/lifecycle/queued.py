@@ -76,12 +76,12 @@ def wait_for_admission(ctx: Context, act: Actions) -> Next:
     if not st.admitted:
         _hold_for_admission(ctx, act, st.reason, st.message)
         if st.evicted and not any(pod_state.is_active(p) for p in ctx.pods):
-            act.patch_workload(wl, kueue.clear_reservation(wl, ctx.now))
+            act.patch_status(WORKLOADS, wl, kueue.clear_reservation(wl, ctx.now))
         return _waits(ctx)
     placed = _placement(act, job, wl)
     _admitted(ctx, st)
     ready = conditions.is_true(ctx.status, conditions.PODS_READY)
-    act.patch_workload(wl, kueue.pods_ready(wl, ready, ctx.now))
+    act.patch_status(WORKLOADS, wl, kueue.pods_ready(wl, ready, ctx.now))
     return ctx.go_on_with(kueue.admitted(job, placed))
 
 
@@ -197,3 +197,17 @@ def _admitted(ctx: Context, st: kueue.QueueState) -> None:
     ctx.status["phase"] = conditions.PENDING
     message = f"DGLJob {ctx.job.key} is admitted by Kueue: {st.message}"
     ctx.plan.announce(NORMAL, conditions.REASON_ADMITTED, message)
+
+
+def finish_workload(ctx: Context, act: Actions, ref: ob.JobRef) -> None:
+    """A finished queued job: its Workload Finished (Kueue releases the quota; the finished
+    step, before the spec is parsed)."""
+    if not act.options.kueue:
+        return
+    for wl in act.listers[WORKLOADS].controlled_by(ref.uid):  # (its label removed or not)
+        succeeded = conditions.is_true(ctx.status, conditions.SUCCEEDED)
+        cond = conditions.get_condition(
+            ctx.status, conditions.SUCCEEDED if succeeded else conditions.FAILED
+        )
+        message = str((cond or {}).get("message") or "")
+        act.patch_status(WORKLOADS, wl, kueue.finished(wl, succeeded, message, ctx.now))
