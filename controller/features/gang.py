@@ -5,8 +5,10 @@ pod of the job is labelled with the group's name and goes to that scheduler."""
 from __future__ import annotations
 
 from controller.api import DGLJob
+from controller.builders.kind import ChildKind
 from controller.builders.meta import _meta
 from controller.builders.options import BuildOptions
+from controller.machinery.slim import slim_metadata
 from kubeclient import PODGROUPS, Obj
 
 NAME = "gang"
@@ -42,12 +44,17 @@ def _in_use(opts: BuildOptions, job: DGLJob) -> bool:
     return opts.gang and job.spec.gang
 
 
+def _gang(options: BuildOptions) -> bool:
+    return options.gang
+
+
 class Gang:
-    """The feature's entry (controller/features/registry.py): the PodGroup, made first; every
-    pod joins it."""
+    """The feature's entry (controller/features/registry.py): the PodGroup, made first and
+    watched (its CRD exists only where a gang scheduler is installed); every pod joins it."""
 
     name = NAME
     before_rbac = True
+    kinds = (ChildKind(PODGROUPS, once=True, enabled=_gang, transform=slim_metadata),)
 
     def children(self, job: DGLJob, opts: BuildOptions, token: str) -> list[Obj]:
         return [pod_group(job)] if _in_use(opts, job) else []

@@ -4,9 +4,11 @@ pods take connections from its own pods only. Made once, before any pod."""
 from __future__ import annotations
 
 from controller.api import DGLJob
+from controller.builders.kind import ChildKind
 from controller.builders.meta import JOB_NAME_LABEL, _meta
 from controller.builders.options import BuildOptions
-from kubeclient import Obj
+from controller.machinery.slim import slim_metadata
+from kubeclient import NETWORKPOLICIES, Obj
 
 NAME = "network"
 
@@ -37,12 +39,19 @@ def network_policy_name(job: DGLJob) -> str:
     return f"{job.name}-pods"
 
 
+def _network_policy(options: BuildOptions) -> bool:
+    return options.network_policy
+
+
 class Network:
     """The feature's entry (controller/features/registry.py): the NetworkPolicy, made before
-    the job's accounts."""
+    the job's accounts, and watched."""
 
     name = NAME
     before_rbac = True
+    kinds = (
+        ChildKind(NETWORKPOLICIES, once=True, enabled=_network_policy, transform=slim_metadata),
+    )
 
     def children(self, job: DGLJob, opts: BuildOptions, token: str) -> list[Obj]:
         return [network_policy(job)] if opts.network_policy else []

@@ -6,6 +6,8 @@ A feature is a module of controller/features/ that holds all of its code, and it
 Trainer v2's runtime plugins); each is called for every entry that implements it, in the order
 of :data:`FEATURES`:
 
+- :class:`ChildKinds`: the kinds of child it owns that the controller watches (each
+  informer, lister and creation follows, controller/children.py);
 - :class:`ChildrenBuilder`: its children, made once and left alone, before any pod
   (``desired()``, controller/builders/desired.py);
 - :class:`PodMutator`: its last change to every pod ``desired()`` makes;
@@ -21,8 +23,8 @@ lifecycle step, which is one line in controller/lifecycle/__init__.py's ``steps(
 order among the others is decided (Kueue's ``queued``, elastic jobs' ``elastic``); its env,
 which is the pod contract's (controller/builders/env.py); and the mounts whose place among a
 pod's others the builders decide (the storage's, the transfer token's: their modules' functions,
-called by controller/builders/pods.py). Kueue (controller/features/kueue.py) and the storage
-(controller/features/storage.py) act through their steps and builders only.
+called by controller/builders/pods.py). The storage (controller/features/storage.py) acts
+through the create step and the builders only.
 """
 
 from __future__ import annotations
@@ -31,13 +33,22 @@ from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 from controller.api import DGLJob
+from controller.builders.kind import ChildKind
 from controller.builders.options import BuildOptions
 from controller.features.elastic import ELASTIC
 from controller.features.gang import GANG
+from controller.features.kueue import KUEUE
 from controller.features.network import NETWORK
 from controller.features.transfer import TRANSFER
 from controller.metrics import Metrics
 from kubeclient import Obj
+
+
+@runtime_checkable
+class ChildKinds(Protocol):
+    """The kinds of child this feature owns that the controller watches."""
+
+    kinds: tuple[ChildKind, ...]
 
 
 @runtime_checkable
@@ -89,7 +100,12 @@ class TrainingStart(Protocol):
     ) -> Callable[[Metrics], None] | None: ...
 
 
-FEATURES: tuple[object, ...] = (GANG, NETWORK, ELASTIC, TRANSFER)
+FEATURES: tuple[object, ...] = (GANG, KUEUE, NETWORK, ELASTIC, TRANSFER)
+
+
+def kinds() -> tuple[ChildKind, ...]:
+    """The kinds of child the features own, in the order of :data:`FEATURES`."""
+    return tuple(k for f in FEATURES if isinstance(f, ChildKinds) for k in f.kinds)
 
 
 def builders() -> list[ChildrenBuilder]:

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 import structlog
 
 from controller.api import DGLJob, Placement
+from controller.builders import workload as built
 from controller.features import kueue, registry
 from controller.lifecycle.actions import STOPPED_GRACE_SECONDS, Actions
 from controller.lifecycle.context import Context, Next
@@ -116,7 +117,7 @@ def _pod_sets_hash(act: Actions, job: DGLJob) -> str:
     memo = act.memos[job.key]
     of = (job.uid, job.generation)
     if memo.pod_sets_hash is None or memo.pod_sets_hash[0] != of:
-        memo.pod_sets_hash = (of, kueue.pod_sets_hash(kueue.pod_sets(job, act.options)))
+        memo.pod_sets_hash = (of, built.pod_sets_hash(built.pod_sets(job, act.options)))
     return memo.pod_sets_hash[1]
 
 
@@ -128,7 +129,7 @@ def _waits(ctx: Context) -> Next:
 def _create_workload(ctx: Context, act: Actions, queue: str) -> str:
     """The Workload's name; "": the API server refused it (the job failed)."""
     job = ctx.job
-    wl = kueue.workload(job, act.options, _priority(act, job), queue)
+    wl = built.workload(job, act.options, _priority(act, job), queue)
     try:
         act.apply.create(job, WORKLOADS, wl)
     except NotFound:

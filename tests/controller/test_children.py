@@ -8,6 +8,7 @@ import pytest
 
 from controller.api import parse_job
 from controller.builders import GANG_SCHEDULER_PLUGINS, JOB_NAME_LABEL, BuildOptions
+from controller.builders import workload as workloads
 from controller.builders.desired import desired
 from controller.children import CHILDREN, ONCE_BY_KIND, Listers, active
 from controller.features import kueue
@@ -37,7 +38,7 @@ def test_every_kind_the_builders_make_is_registered(
     job = parse_job(seed_job_raw)
     want = desired(job, options)
     # --kueue: a queued job's Workload too (controller/features/kueue.py), created once
-    queue = [kueue.workload(job, options)] if options.kueue else []
+    queue = [workloads.workload(job, options)] if options.kueue else []
     built = [
         *([want.claim] if want.claim else []),
         *([want.config_map] if want.config_map else []),
