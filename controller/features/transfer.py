@@ -33,10 +33,7 @@ from kubeclient import Obj
 
 STATUS = "transferSecret"
 NAME = "transfer"
-
 TRANSFER_VOLUME = "transfer-token"
-
-
 # on every pod that mounts the transfer token: its Secret's name (see above)
 TRANSFER_SECRET_ANNOTATION = "dgl.qihoo.net/transfer-secret"
 
