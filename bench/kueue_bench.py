@@ -27,7 +27,7 @@ from bench.support.cluster import KUBECONFIG, install
 from bench.support.console import sayer
 from bench.support.figures import record
 from bench.support.manifests import example_job, kueue_queues
-from controller import kueue as kq
+from controller.features import kueue as kq
 from localcluster.kubectl import Kubectl
 from localcluster.node import DEFAULT_DIR, running
 from localcluster.node import main as node_main

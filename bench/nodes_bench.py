@@ -28,7 +28,7 @@ from localcluster.node import main as node_main
 
 NS = "nodes-bench"
 JOB = "bench"
-JOB_LABEL = "dgl.qihoo.net/job-name"  # (controller/builders.py)
+JOB_LABEL = "dgl.qihoo.net/job-name"  # (dgljob/names.py JOB_NAME_LABEL)
 TYPE_LABEL = "dgl-replica-type"
 
 say = sayer("nodes_bench")

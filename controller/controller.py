@@ -29,9 +29,9 @@ from controller.machinery import objects as ob
 from controller.machinery.apply import ForeignObjectError
 from controller.machinery.events import EventRecorder
 from controller.machinery.expectations import ADD, DELETE, Expectations
-from controller.machinery.metrics import CONTROLLER, Metrics
 from controller.machinery.prom_workqueue import PrometheusWorkqueueMetricsProvider
 from controller.machinery.slim import slim_node
+from controller.metrics import CONTROLLER, Metrics
 from controller.status.node_loss import node_lost
 from controller.status.pod_state import is_terminating
 from controller.sync import JobSync

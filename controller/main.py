@@ -24,8 +24,8 @@ from controller.builders import GANG_SCHEDULERS, BuildOptions
 from controller.controller import Controller
 from controller.machinery.events import EventRecorder
 from controller.machinery.leader import LeaderConfig, LeaderElector
-from controller.machinery.metrics import Metrics
 from controller.machinery.metrics_server import MetricsServer, Reviewer, cert_files
+from controller.metrics import Metrics
 from informers.factory import SharedInformerFactory
 from kubeclient import PODGROUPS, WORKLOADS, Forbidden, KubeClient, KubeError, NotFound, RestClient
 from podprogram.argtypes import positive_int, seconds

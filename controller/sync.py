@@ -27,9 +27,9 @@ from controller.machinery import objects as ob
 from controller.machinery.apply import Applier
 from controller.machinery.events import EventRecorder
 from controller.machinery.expectations import Expectations
-from controller.machinery.metrics import Metrics
 from controller.machinery.plan import Plan
 from controller.memo import JobMemos
+from controller.metrics import Metrics
 from controller.status import observation, rebase
 from informers.lister import Lister
 from informers.store import split_key

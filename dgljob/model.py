@@ -149,7 +149,8 @@ class OutOfCoreSpec:
 @dataclass(frozen=True)
 class ElasticPolicy:
     """``spec.elasticPolicy``: the job trains with any number of workers in
-    [``min_replicas``, ``max_replicas``] and changes it between attempts (controller/elastic.py).
+    [``min_replicas``, ``max_replicas``] and changes it between attempts
+    (controller/features/elastic.py).
 
     ``settle_seconds``: once ``min_replicas`` workers run, how long to wait for more before
     training starts with those that run; ``cooldown_seconds``: the least time between the
@@ -160,8 +161,8 @@ class ElasticPolicy:
     settle_seconds: int = DEFAULT_SETTLE_SECONDS
     cooldown_seconds: int = DEFAULT_COOLDOWN_SECONDS
     # the maxReplicas the user declared, when a queue's admission lowered max_replicas for
-    # this attempt (controller/kueue.py admitted; 0: not lowered). What is made once for the
-    # job's whole life (the launcher's Role) covers this many workers.
+    # this attempt (controller/features/kueue.py admitted; 0: not lowered). What is made once
+    # for the job's whole life (the launcher's Role) covers this many workers.
     declared_max: int = 0
 
     @property
@@ -184,7 +185,7 @@ class ElasticPolicy:
 @dataclass(frozen=True)
 class Placement:
     """What a queue's admission adds to the pods of one replica type (Kueue's podSet info:
-    controller/kueue.py): applied to every such pod the operator makes, never written into
+    controller/features/kueue.py): applied to every such pod the operator makes, never written into
     the job's spec."""
 
     node_selector: Mapping[str, str] = field(default_factory=dict)
@@ -222,9 +223,10 @@ class JobSpec:
     elastic: ElasticPolicy | None = None
     out_of_core: OutOfCoreSpec | None = None
     # elastic jobs: the indices of the workers this attempt trains on, once chosen
-    # (controller/elastic.py); None: every worker (rigid jobs, and elastic ones still sizing)
+    # (controller/features/elastic.py); None: every worker (rigid jobs, and elastic ones still
+    # sizing)
     members: tuple[int, ...] | None = None
-    # a queued job's admission, by replica type (controller/kueue.py); empty: none
+    # a queued job's admission, by replica type (controller/features/kueue.py); empty: none
     placement: Mapping[str, Placement] = field(default_factory=dict)
 
     @property
@@ -286,7 +288,7 @@ class DGLJob:
     generation: int
     spec: JobSpec
     raw: dict[str, Any]
-    # partitionTransfer HTTP: the name of the job's token Secret (controller/transfer.py
+    # partitionTransfer HTTP: the name of the job's token Secret (controller/features/transfer.py
     # chooses it, at random, and status.transferSecret keeps it; "": <name>-transfer)
     transfer_secret: str = ""
 

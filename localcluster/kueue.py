@@ -7,7 +7,7 @@ CA bundle injected into webhook configurations; the manager runs outside the clu
 (no Service reaches it), so no webhook configuration is installed and the API server never
 calls them. Kueue objects are then not defaulted or validated by Kueue itself (their CRDs'
 schemas and defaults still apply), and a Workload must be created complete: the operator's
-are (controller/kueue.py). The webhook server still starts (the manager's readiness waits
+are (controller/features/kueue.py). The webhook server still starts (the manager's readiness waits
 for it) on loopback with a self-signed certificate, and the metrics certificate Kueue reads
 from the fixed path /etc/kueue/metrics/certs is made there (removed by :func:`stop`).
 Leader election is off (one manager), and so are the integrations of the kinds this cluster

@@ -441,22 +441,24 @@ def test_launcher_parts_import_only_what_their_row_allows() -> None:
 # sync handler that runs them (CONTROLLER_FLOORS; a part is a sub-package or a module).
 CONTROLLER_FLOORS: list[tuple[str, set[str]]] = [
     # informer-fed caches' companions, the API's objects and Events, the status write's plan,
-    # metrics, leader election, RBAC: what any controller needs, nothing of a DGLJob
+    # a controller's metrics, leader election, the cached objects' slimming: what any
+    # controller needs, nothing of a DGLJob
     ("machinery", {"controller.machinery"}),
-    # the DGLJob: its API (the typed model's names), what its mode means, its children and
-    # how they are built, Kueue's and elastic jobs' pure rules, what its pods show (status/),
-    # what the process remembers of it
+    # the DGLJob: its API (the typed model's names), what its mode means, its children (the
+    # kinds watched: children; how each kind is built: builders/, desired() on top), the
+    # features that cut across them (features/: storage, transfer, gang, network, elastic,
+    # Kueue; their registry), what its pods show (status/), what the process remembers of it,
+    # the DGLJobs' metrics
     (
         "job logic",
         {
             "controller.api",
             "controller.builders",
             "controller.children",
-            "controller.kueue",
-            "controller.elastic",
+            "controller.features",
             "controller.memo",
+            "controller.metrics",
             "controller.status",
-            "controller.transfer",
         },
     ),
     # the lifecycle's steps (controller/lifecycle/): one module a step
@@ -589,5 +591,7 @@ def test_the_rules_catch_what_they_forbid() -> None:
     assert controller_floor(_controller_module("controller.status.conditions.now")) == 1
     assert controller_floor("controller.lifecycle.elastic") == floor["steps"]
     assert controller_floor("controller.sync") == floor["drivers"]
-    assert controller_floor("controller.elastic") < controller_floor("controller.lifecycle")
+    assert controller_floor("controller.features.elastic") < controller_floor(
+        "controller.lifecycle"
+    )
     assert _controller_module("controller.lifecycle.steps") == "controller.lifecycle"

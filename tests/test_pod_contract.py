@@ -21,7 +21,10 @@ import pytest
 import yaml
 
 from controller.api import DGLJob, parse_job
-from controller.builders import DGLRUN_TRANSFER, BuildOptions, Desired, desired, results_location
+from controller.builders import BuildOptions
+from controller.builders.desired import Desired, desired
+from controller.builders.env import DGLRUN_TRANSFER
+from controller.features.storage import results_location
 from controller.status.conditions import REASON_MEMORY_PLAN, REASON_OOM_KILLED
 from controller.status.failures import PodFailure
 from dgljob.modes import MODES, SKIP

@@ -28,7 +28,9 @@ write; a new policy is one more step here.
 
 Layering (tests/test_layering.py, CONTROLLER_ORDER): the steps import the controller's job
 logic and machinery, never the sync handler; a step imports another step's module only where
-it shares its work (node_lost: failed's end of an attempt; elastic: create's children).
+it shares its work (node_lost: failed's end of an attempt; elastic: create's children;
+finished: queued's Workload Finished). The features reach the other steps through their
+entries (controller/features/registry.py).
 """
 
 from __future__ import annotations

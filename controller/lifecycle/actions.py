@@ -13,37 +13,37 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from controller import elastic
 from controller.api import CLEAN_ALL, CLEAN_NONE, CLEAN_RUNNING, DGLJOBS, PROBE
 from controller.builders import BuildOptions
 from controller.children import Listers
+from controller.features import registry
 from controller.lifecycle.context import Context
 from controller.machinery import objects as ob
 from controller.machinery.apply import Applier
 from controller.machinery.events import WARNING
 from controller.machinery.expectations import Expectations
-from controller.machinery.metrics import Metrics
 from controller.machinery.objects import JobIdentity
 from controller.machinery.plan import Plan
 from controller.memo import JobMemos
+from controller.metrics import Metrics
 from controller.status import conditions, node_loss, pod_state
 from informers.lister import Lister
 from kubeclient import (
     NODES,
     PODS,
     SERVICES,
-    WORKLOADS,
     Conflict,
     KubeClient,
     KubeError,
     NotFound,
     Obj,
+    Resource,
 )
 from podcontract import DGLRUN_STATUS_FIELDS, STATUS_DELIVERY_BYTES, STATUS_DELIVERY_SECONDS
 
 log = structlog.get_logger("controller.lifecycle")
 
-# The pods of an attempt that is over (evicted by Kueue, restarted, rescaled) go with at most
+# The pods of an attempt that is over (evicted from its queue, restarted, rescaled) go with at most
 # this grace period: their quota and their nodes are given to the next attempt or job once
 # they are gone, and nothing is lost by not waiting longer (training resumes from the last
 # epoch's checkpoint). The workers' default `sleep 365d` ignores SIGTERM: with their own grace
@@ -119,13 +119,13 @@ class Actions:
                 reason = f"node {pod_state.node_name(pod)} is lost ({lost}): forced"
                 self.apply.delete(job, PODS, pod, reason, force=True)
 
-    def patch_workload(self, wl: Obj, patch: Obj | None) -> None:
-        """Patch a Kueue Workload's status (None: nothing to change)."""
+    def patch_status(self, res: Resource, obj: Obj, patch: Obj | None) -> None:
+        """Patch a child's status (``obj``, of ``res``; None: nothing to change)."""
         if patch is None:
             return
-        meta = wl.get("metadata") or {}
+        meta = obj.get("metadata") or {}
         self.client.patch(
-            WORKLOADS, meta.get("namespace"), str(meta.get("name")), patch, subresource="status"
+            res, meta.get("namespace"), str(meta.get("name")), patch, subresource="status"
         )
 
     # -- the job as a whole -----------------------------------------------------------------
@@ -133,7 +133,7 @@ class Actions:
     def hold(
         self, ctx: Context, why: str, reason: str, message: str, grace: int | None = None
     ) -> None:
-        """The job runs no pods until it is let go (a suspend, a wait for Kueue's admission):
+        """The job runs no pods until it is let go (a suspend, a wait for a queue's admission):
         its pods deleted (``why``; ``grace``: at most that many seconds), Running False
         (``reason``, ``message``), and what the attempt reported forgotten."""
         for pod in ctx.pods:
@@ -142,7 +142,7 @@ class Actions:
         ctx.not_running(reason, message)
         for reported in DGLRUN_STATUS_FIELDS:  # the attempt after the hold reports afresh
             ctx.plan.clear(reported)
-        elastic.forget_members(ctx.status)  # (the next attempt is sized again)
+        registry.attempt_over(ctx.status)  # (the next attempt starts afresh)
         ctx.status.pop("startTime", None)  # activeDeadlineSeconds counts from the release
 
     def fail(self, ctx: Context, reason: str, message: str) -> None:
@@ -191,7 +191,7 @@ class Actions:
             return
         pods = self.listers[PODS].controlled_by(job.uid)
         self.force_stuck(job, pods)
-        if policy == CLEAN_NONE:  # (an elastic job's probe is no replica: it goes anyway)
+        if policy == CLEAN_NONE:  # (the probe is no replica: it goes anyway)
             pods = [p for p in pods if pod_state.replica_type(p) == PROBE]
         for pod in pods:
             if pod_state.is_terminating(pod):

@@ -42,7 +42,8 @@ class Context:
     now: float  # wall time: the status's stamps, deadlines and the TTL
     # the job's pods, every attempt's (set once the spec parsed)
     pods: list[Obj] = field(default_factory=list)
-    # which attempt runs (status.restartCount + the elastic rescales; set by ``observed``)
+    # which attempt runs (the restarts and the attempts the features started,
+    # controller/features/registry.py; set by ``observed``)
     attempt: int = 0
     # the lost nodes among those the attempt's active pods are bound to: name -> why
     lost: dict[str, str] = field(default_factory=dict)

@@ -3,16 +3,18 @@
 the launcher once the workers are up when launcherCreationPolicy says so. A child the API
 server refuses for good fails the job (InvalidSpec, quoting it). The pods made are counted in
 this sync's replicaStatuses (the status is written once, not again when the cache sees them).
-:func:`make_children` also serves an elastic job's sizing (no launcher yet)."""
+:func:`make_children` also serves an attempt whose workers are being chosen (no launcher yet)."""
 
 from __future__ import annotations
 
 import structlog
 
-from controller import elastic, transfer
 from controller.api import WAIT_FOR_WORKERS_READY, DGLJob
-from controller.builders import JOB_NAME_LABEL, Desired, desired, results_location, storage_claim
+from controller.builders import JOB_NAME_LABEL
+from controller.builders.desired import Desired, desired
 from controller.children import ONCE_BY_KIND
+from controller.features import transfer
+from controller.features.storage import results_location, storage_claim
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery import objects as ob
@@ -45,14 +47,17 @@ def create_children(ctx: Context, act: Actions) -> Next:
     return Next.GO_ON
 
 
-def make_children(ctx: Context, act: Actions, *, sizing: bool = False) -> list[Obj] | None:
+def make_children(
+    ctx: Context, act: Actions, *, sizing: bool = False, partitioner_placed: bool = True
+) -> list[Obj] | None:
     """The storage, then the children that are missing; the pods made (None: the job
-    failed, or waits for its storage). ``sizing``: an elastic job choosing its attempt's
-    workers, no launcher yet."""
+    failed, or waits for its storage). ``sizing``: the attempt's workers are being chosen, no
+    launcher yet; one that needs its partitioner makes it alone until it is placed
+    (``partitioner_placed``)."""
     try:
         if not _storage_ready(ctx, act):
             return None
-        return _create_missing(ctx, act, sizing=sizing)
+        return _create_missing(ctx, act, sizing=sizing, placed=partitioner_placed)
     except (BadRequest, Invalid) as e:
         # The API server refuses what the job's templates produce: retrying cannot help.
         message = f"invalid spec: the API server refused a child object: {e.message}"
@@ -86,7 +91,7 @@ def _refused_for_now(ctx: Context, message: str) -> None:
     ctx.plan.requeue(RETRY_REFUSED_SECONDS)
 
 
-def _create_missing(ctx: Context, act: Actions, *, sizing: bool) -> list[Obj]:
+def _create_missing(ctx: Context, act: Actions, *, sizing: bool, placed: bool) -> list[Obj]:
     """Create the children that do not exist; returns the pods created, as their metadata and
     the phase the API server gives every new pod (Pending)."""
     ctx.go_on_with(transfer.chosen(ctx.job))  # (a new job's Secret name: random)
@@ -120,7 +125,7 @@ def _create_missing(ctx: Context, act: Actions, *, sizing: bool) -> list[Obj]:
     needs_partitioner = want.partitioner is not None and not partitioned
     if want.partitioner is not None and needs_partitioner and job.partitioner_name not in present:
         pods.append(want.partitioner)
-    if sizing and needs_partitioner and not elastic.placed(obs.pod(job.partitioner_name)):
+    if sizing and needs_partitioner and not placed:
         # the partitioner holds its room before the workers may take all of it (pods made
         # in the same second are queued in no set order): the workers wait for it
         pods = [p for p in pods if p is want.partitioner]
@@ -227,7 +232,7 @@ def _tell_ignored(act: Actions, job: DGLJob, want: Desired) -> None:
 def _create_secret_once(act: Actions, job: DGLJob, secret: Obj) -> None:
     """The transfer token: created blind once per job and process. A Secret of that name
     that exists already is ours from before a restart of the operator: its name is random and
-    was recorded only once it existed (controller/transfer.py)."""
+    was recorded only once it existed (controller/features/transfer.py)."""
     memo = act.memos[job.key]
     if memo.secret_made_for == job.uid:
         return

@@ -1,6 +1,6 @@
 """elastic? (``spec.elasticPolicy``) -> choose the attempt's members, rescale when one is
 taken away or room frees, and look for the next partitioner's room. What it decides comes from
-the pure functions of controller/elastic.py:
+the pure functions of controller/features/elastic.py:
 
     sizing?            -> the partitioner, then every worker pod; once minReplicas run and the
                           settling window passed, the ones running are the members (no
@@ -17,8 +17,8 @@ the pure functions of controller/elastic.py:
 from __future__ import annotations
 
 import podcontract as pc
-from controller import elastic as policies
-from controller.builders import probe_pod
+from controller.features import elastic as policies
+from controller.features.elastic import probe_pod
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.lifecycle.create import make_children
@@ -78,7 +78,7 @@ def choose_members(ctx: Context, act: Actions) -> Next:
 
 def _held(ctx: Context, launcher: Obj | None) -> bool:
     """The launcher failed (not to grow): not a failure yet while a member's node may still be
-    seen lost (controller/elastic.py FAILURE_HOLD_SECONDS); True: held, looked at again."""
+    seen lost (controller/features/elastic.py FAILURE_HOLD_SECONDS); True: held, looked at again."""
     stopped = failures.pod_failure(launcher) if launcher is not None else None
     if stopped is None or stopped.exit_code == pc.RESCALE_EXIT_CODE:
         return False
@@ -177,7 +177,8 @@ def _size(ctx: Context, act: Actions, current: dict[str, Obj]) -> Next:
     if sizing.members is None:
         if obs.failure is not None:  # (a worker's program failed: a failure, as ever)
             return Next.GO_ON
-        if make_children(ctx, act, sizing=True) is None:
+        placed = policies.placed(obs.pod(job.partitioner_name))
+        if make_children(ctx, act, sizing=True, partitioner_placed=placed) is None:
             return Next.DONE
         problem = waiting.waiting_problem(job, obs)
         message = sizing.waiting + (f"; {problem.headline()}" if problem else "")

@@ -4,8 +4,8 @@ cannot fit; never retried). :func:`end_attempt` serves the node-lost step too.""
 
 from __future__ import annotations
 
-from controller import elastic
 from controller.api import WORKER
+from controller.features import registry
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery.events import WARNING
@@ -73,7 +73,7 @@ def _restart(ctx: Context, act: Actions, failure: failures.PodFailure) -> None:
     )
     status["restartCount"] = ctx.attempt + 1
     status["phase"] = conditions.PHASE_RESTARTING
-    elastic.forget_members(status)
+    registry.attempt_over(status)
     act.observe_delivery(ctx)
     for reported in DGLRUN_STATUS_FIELDS:  # the next attempt's dglrun reports afresh
         ctx.plan.clear(reported)

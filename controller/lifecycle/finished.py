@@ -6,13 +6,12 @@ spec (one an upgrade's stricter API refuses included), read leniently from the r
 
 from __future__ import annotations
 
-from controller import kueue
 from controller.api import finishing
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
+from controller.lifecycle.queued import finish_workload
 from controller.machinery.objects import JobRef
 from controller.status import conditions
-from kubeclient import WORKLOADS
 
 
 def clean_up(ctx: Context, act: Actions) -> Next:
@@ -22,18 +21,5 @@ def clean_up(ctx: Context, act: Actions) -> Next:
     policies = finishing(ref.raw)
     act.cleanup(ref, policies.clean_pod_policy)
     act.schedule_ttl(ref, policies.ttl_seconds_after_finished, ctx.plan, ctx.now)
-    _finish_workload(ctx, act, ref)
+    finish_workload(ctx, act, ref)
     return Next.DONE
-
-
-def _finish_workload(ctx: Context, act: Actions, ref: JobRef) -> None:
-    """A finished queued job: its Workload Finished (Kueue releases the quota)."""
-    if not act.options.kueue:
-        return
-    for wl in act.listers[WORKLOADS].controlled_by(ref.uid):  # (its label removed or not)
-        succeeded = conditions.is_true(ctx.status, conditions.SUCCEEDED)
-        cond = conditions.get_condition(
-            ctx.status, conditions.SUCCEEDED if succeeded else conditions.FAILED
-        )
-        message = str((cond or {}).get("message") or "")
-        act.patch_workload(wl, kueue.finished(wl, succeeded, message, ctx.now))

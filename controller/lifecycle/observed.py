@@ -1,17 +1,17 @@
-"""What the attempt's pods show: which attempt runs, its members (an elastic job's), the
-name of its transfer Secret (controller/transfer.py), and its pods sorted out
+"""What the attempt's pods show: which attempt runs, the job as that attempt sees it (each
+feature's view of it: controller/features/registry.py), and its pods sorted out
 (controller/status/observation.py).
 
     a restart under way? -> the old attempt's pods go first (their names are reused); a node
                             found lost since the restart says so (reason NodeLost)
     otherwise            -> a partitioner that ended: its runtime recorded (KubectlCp); the
                             lost nodes among those the attempt's pods are bound to, for the
-                            elastic and node-lost steps
+                            later steps
 """
 
 from __future__ import annotations
 
-from controller import elastic, transfer
+from controller.features import registry
 from controller.lifecycle.actions import STOPPED_GRACE_SECONDS, Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery.events import NORMAL, WARNING
@@ -21,8 +21,8 @@ from podcontract import STATUS_PARTITION_SECONDS
 
 
 def observe_attempt(ctx: Context, act: Actions) -> Next:
-    ctx.attempt = elastic.attempt(ctx.status)
-    job = transfer.known(elastic.for_attempt(ctx.job, ctx.status), ctx.pods)
+    ctx.attempt = registry.attempt(ctx.status)
+    job = registry.for_attempt(ctx.job, ctx.status, ctx.pods)
     obs = observation.observe(job, ctx.pods, ctx.attempt)
     ctx.go_on_with(job, obs)
     if obs.stale:

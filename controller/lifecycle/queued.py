@@ -1,5 +1,5 @@
 """queued? (``--kueue`` and the job's ``kueue.x-k8s.io/queue-name`` label) -> Kueue's contract
-(controller/kueue.py) acted on:
+(controller/features/kueue.py) acted on:
 
     no Workload?       -> create it; the job waits (Queued)
     not admitted?      -> no pods (deleted if any), Queued True with Kueue's reason and message
@@ -25,8 +25,9 @@ from collections.abc import Mapping
 
 import structlog
 
-from controller import elastic, kueue
 from controller.api import DGLJob, Placement
+from controller.builders import workload as built
+from controller.features import kueue, registry
 from controller.lifecycle.actions import STOPPED_GRACE_SECONDS, Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery import objects as ob
@@ -76,12 +77,12 @@ def wait_for_admission(ctx: Context, act: Actions) -> Next:
     if not st.admitted:
         _hold_for_admission(ctx, act, st.reason, st.message)
         if st.evicted and not any(pod_state.is_active(p) for p in ctx.pods):
-            act.patch_workload(wl, kueue.clear_reservation(wl, ctx.now))
+            act.patch_status(WORKLOADS, wl, kueue.clear_reservation(wl, ctx.now))
         return _waits(ctx)
     placed = _placement(act, job, wl)
     _admitted(ctx, st)
     ready = conditions.is_true(ctx.status, conditions.PODS_READY)
-    act.patch_workload(wl, kueue.pods_ready(wl, ready, ctx.now))
+    act.patch_status(WORKLOADS, wl, kueue.pods_ready(wl, ready, ctx.now))
     return ctx.go_on_with(kueue.admitted(job, placed))
 
 
@@ -116,19 +117,19 @@ def _pod_sets_hash(act: Actions, job: DGLJob) -> str:
     memo = act.memos[job.key]
     of = (job.uid, job.generation)
     if memo.pod_sets_hash is None or memo.pod_sets_hash[0] != of:
-        memo.pod_sets_hash = (of, kueue.pod_sets_hash(kueue.pod_sets(job, act.options)))
+        memo.pod_sets_hash = (of, built.pod_sets_hash(built.pod_sets(job, act.options)))
     return memo.pod_sets_hash[1]
 
 
 def _waits(ctx: Context) -> Next:
-    ctx.counted = observation.observe(ctx.job, [], elastic.attempt(ctx.status))
+    ctx.counted = observation.observe(ctx.job, [], registry.attempt(ctx.status))
     return Next.DONE
 
 
 def _create_workload(ctx: Context, act: Actions, queue: str) -> str:
     """The Workload's name; "": the API server refused it (the job failed)."""
     job = ctx.job
-    wl = kueue.workload(job, act.options, _priority(act, job), queue)
+    wl = built.workload(job, act.options, _priority(act, job), queue)
     try:
         act.apply.create(job, WORKLOADS, wl)
     except NotFound:
@@ -197,3 +198,17 @@ def _admitted(ctx: Context, st: kueue.QueueState) -> None:
     ctx.status["phase"] = conditions.PENDING
     message = f"DGLJob {ctx.job.key} is admitted by Kueue: {st.message}"
     ctx.plan.announce(NORMAL, conditions.REASON_ADMITTED, message)
+
+
+def finish_workload(ctx: Context, act: Actions, ref: ob.JobRef) -> None:
+    """A finished queued job: its Workload Finished (Kueue releases the quota; the finished
+    step, before the spec is parsed)."""
+    if not act.options.kueue:
+        return
+    for wl in act.listers[WORKLOADS].controlled_by(ref.uid):  # (its label removed or not)
+        succeeded = conditions.is_true(ctx.status, conditions.SUCCEEDED)
+        cond = conditions.get_condition(
+            ctx.status, conditions.SUCCEEDED if succeeded else conditions.FAILED
+        )
+        message = str((cond or {}).get("message") or "")
+        act.patch_status(WORKLOADS, wl, kueue.finished(wl, succeeded, message, ctx.now))

@@ -1,11 +1,14 @@
 """The last step: the phase the attempt's pods show (Pending, Partitioning, Partitioned,
 Training), Running True while they run (an Event when the phase changes), Restarting False
 once running again; the partition's figures announced when dglrun reports them (DistParMETIS,
-a partitioner that serves its parts); an elastic rescale's seconds counted once it trains."""
+a partitioner that serves its parts); what the features count once the attempt trains
+(controller/features/registry.py)."""
 
 from __future__ import annotations
 
-from controller import elastic
+import functools
+
+from controller.features import registry
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery.events import NORMAL
@@ -32,13 +35,9 @@ def mark_running(ctx: Context, act: Actions) -> Next:
     ):
         _partition_reported(ctx, act)
     status["phase"] = phase
-    if phase == conditions.TRAINING and job.spec.elastic is not None:
-        seconds = elastic.rescaled(status, ctx.now)
-        if seconds is not None:
-            ns = job.namespace
-            ctx.plan.on_written.append(
-                lambda: act.metrics.rescale_duration.labels(ns).observe(seconds)
-            )
+    if phase == conditions.TRAINING:
+        for count in registry.training(job, status, ctx.now):
+            ctx.plan.on_written.append(functools.partial(count, act.metrics))
     if phase in _RUNNING_PHASES:
         message = f"DGLJob {job.key} is running: {_PHASE_MESSAGES[phase]}."
         changed = ctx.set_condition(conditions.RUNNING, True, conditions.REASON_RUNNING, message)

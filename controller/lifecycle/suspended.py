@@ -3,7 +3,7 @@ start time counts again from now."""
 
 from __future__ import annotations
 
-from controller import elastic
+from controller.features import registry
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery.events import NORMAL
@@ -20,7 +20,7 @@ def suspend_or_resume(ctx: Context, act: Actions) -> Next:
         why = "the job is suspended"
         act.hold(ctx, why, conditions.REASON_SUSPENDED, why)
         ctx.status["phase"] = conditions.PHASE_SUSPENDED
-        ctx.counted = observation.observe(job, [], elastic.attempt(ctx.status))
+        ctx.counted = observation.observe(job, [], registry.attempt(ctx.status))
         return Next.DONE
     if conditions.is_true(ctx.status, conditions.SUSPENDED):
         message = f"DGLJob {job.key} is resumed."

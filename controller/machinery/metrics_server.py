@@ -13,7 +13,7 @@ An API error on either review is a **500** (nothing is served on doubt). Decisio
 :data:`DECISION_TTL` seconds per (token digest, path), as the API server's delegated
 authentication and authorization cache theirs; at most :data:`MAX_DECISIONS` of them. The
 operator needs ``create`` on ``tokenreviews`` and ``subjectaccessreviews``
-(controller/machinery/rbac.py METRICS_AUTH_RULES); a scraper needs ``get`` on
+(tests/support/rbac.py METRICS_AUTH_RULES); a scraper needs ``get`` on
 ``nonResourceURLs: ["/metrics"]`` (the chart's ``<release>-metrics-reader`` ClusterRole).
 """
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controller import kueue as kq
+from controller.features import kueue as kq
 from e2e.helpers import (
     EXAMPLE,
     accuracy,

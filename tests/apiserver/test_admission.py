@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from controller.api import DGLJOBS
-from controller.elastic import STATUS_FIELDS
+from controller.features.elastic import STATUS_FIELDS
 from kubeclient import BadRequest, Invalid, Obj, RestClient
 from tests.support.dgljobs import load_fixture
 from tests.support.malformed import CRD_CASES, Case, apply_case

@@ -1,6 +1,6 @@
 """Gang scheduling against the real API server: the ``dgl-operator`` process with
 ``--gang-scheduling scheduler-plugins``, under exactly the RBAC the chart grants with
-``gangScheduling`` (controller/machinery/rbac.py), with scheduler-plugins' own PodGroup CRD
+``gangScheduling`` (tests/support/rbac.py), with scheduler-plugins' own PodGroup CRD
 installed.
 
 What the API server stores is checked: the PodGroup (its CRD's schema prunes any field it does
@@ -18,14 +18,15 @@ from pathlib import Path
 import pytest
 
 from controller.api import DGLJOBS
-from controller.builders import DEFAULT_GANG_SCHEDULER_NAME, POD_GROUP_LABEL
-from controller.machinery.rbac import cluster_role
+from controller.builders import DEFAULT_GANG_SCHEDULER_NAME
+from controller.features.gang import POD_GROUP_LABEL
 from kubeclient import PODGROUPS, PODS, AlreadyExists, NotFound, Obj, Resource, RestClient
 from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess
 from tests.support.apiserver import install_crd, operator_identity
 from tests.support.dgljobs import load_fixture
 from tests.support.live import Kubelet
+from tests.support.rbac import cluster_role
 from tests.support.scheduler_plugins import podgroup_crd_path
 from tests.support.waiting import wait_for
 

@@ -1,6 +1,6 @@
 """DGLJobs under the real Kueue, against the real API server: Kueue's manager (hack/kueue.sh,
 DGLJob in its externalFrameworks) admits and preempts, the ``dgl-operator`` process runs with
-``--kueue`` under exactly the RBAC the chart grants with ``kueue`` (controller/machinery/rbac.py).
+``--kueue`` under exactly the RBAC the chart grants with ``kueue`` (tests/support/rbac.py).
 
 No node runs here: the test plays the kubelet (its pods run and end as the test says), so what
 is checked is the contract between the operator and Kueue: Workloads, admission, the waiting
@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
-from controller import kueue as kq
 from controller.api import DGLJOBS
-from controller.machinery.rbac import cluster_role
+from controller.features import kueue as kq
 from kubeclient import EVENTS, PODS, PRIORITYCLASSES, WORKLOADS, AlreadyExists, Obj, RestClient
 from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess
@@ -39,6 +38,7 @@ from tests.support.kueue import (
     running_kueue,
 )
 from tests.support.live import Kubelet, pod_ip
+from tests.support.rbac import cluster_role
 from tests.support.waiting import wait_for
 
 

@@ -1,4 +1,4 @@
-"""The operator with only its own RBAC (controller/machinery/rbac.py, what the chart grants),
+"""The operator with only its own RBAC (tests/support/rbac.py, what the chart grants),
 through a ServiceAccount token from the TokenRequest API; and what the job's own
 ServiceAccounts may do."""
 
@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 
 from controller.api import DGLJOBS
-from controller.machinery.rbac import cluster_role
 from kubeclient import EVENTS, PODS, SERVICEACCOUNTS, Forbidden, Resource, RestClient
 from localcluster.cluster import ControlPlane, k8s_binaries, kubeconfig
 from tests.support.apiserver import operator_identity
 from tests.support.dgljobs import load_fixture
 from tests.support.live import InProcessOperator, Kubelet
+from tests.support.rbac import cluster_role
 from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
 SECRETS = Resource("", "v1", "secrets", "Secret")

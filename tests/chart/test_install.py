@@ -17,7 +17,6 @@ import pytest
 import yaml
 
 from controller.api import DGLJOBS
-from controller.machinery.rbac import LEADER_ELECTION_RULES, NODE_RULES, RULES
 from dgl_operator.client import DGLJobClient, ReportOptions
 from kubeclient import (
     CONFIGMAPS,
@@ -37,6 +36,7 @@ from tests.chart.helpers import Helm
 from tests.support.apiserver import CRDS
 from tests.support.dgljobs import load_fixture
 from tests.support.paths import CHART
+from tests.support.rbac import LEADER_ELECTION_RULES, NODE_RULES, RULES
 from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
 CRD_NAME = "dgljobs.qihoo.net"

@@ -1,5 +1,5 @@
 """The Helm chart rendered by the real ``helm``: lint, schema validation of every object for the
-cluster's Kubernetes version, RBAC equal to controller/machinery/rbac.py, the operator's flags
+cluster's Kubernetes version, RBAC equal to tests/support/rbac.py, the operator's flags
 (parsed by the operator's own argument parser), security settings, and the values' failure
 messages."""
 
@@ -20,7 +20,10 @@ import pytest
 import yaml
 
 from controller.builders import DEFAULT_GANG_SCHEDULER_NAME
-from controller.machinery.rbac import (
+from controller.main import VERSION, parse_settings
+from tests.chart.helpers import KUBE_VERSION, Helm, find, kinds
+from tests.support.paths import CHART, REPO
+from tests.support.rbac import (
     LEADER_ELECTION_RULES,
     METRICS_READER_RULES,
     USER_EDIT_RULES,
@@ -29,9 +32,6 @@ from controller.machinery.rbac import (
     operator_rules,
     triples,
 )
-from controller.main import VERSION, parse_settings
-from tests.chart.helpers import KUBE_VERSION, Helm, find, kinds
-from tests.support.paths import CHART, REPO
 
 RELEASE = "dgl-operator"
 NS = "dgl-system"

@@ -22,7 +22,7 @@ from controller.api import DGLJOBS
 from controller.builders import ATTEMPT_ANNOTATION, BuildOptions
 from controller.controller import Controller
 from controller.machinery.events import EventRecorder
-from controller.machinery.metrics import Metrics
+from controller.metrics import Metrics
 from controller.status.conditions import now_rfc3339
 from controller.status.pod_state import is_terminating as terminating
 from informers.factory import SharedInformerFactory

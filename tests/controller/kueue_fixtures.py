@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from controller import kueue
 from controller.api import DGLJob, parse_job
+from controller.features import kueue
 from kubeclient import WORKLOADS, Obj
 from tests.controller.harness import NS, Harness, seed
 

@@ -10,21 +10,13 @@ from typing import Any
 import pytest
 
 from controller.api import parse_job
-from controller.builders import (
-    ATTEMPT_ANNOTATION,
-    JOB_NAME_LABEL,
-    KUBEXEC_SCRIPT,
-    BuildOptions,
-    config_map,
-    desired,
-    hostfile,
-    launcher_pod,
-    partitioner_pod,
-    rbac,
-    shm_size_limit,
-    worker_pod,
-    worker_service,
-)
+from controller.builders import ATTEMPT_ANNOTATION, JOB_NAME_LABEL, BuildOptions
+from controller.builders.configmap import KUBEXEC_SCRIPT, config_map, hostfile
+from controller.builders.desired import desired
+from controller.builders.env import shm_size_limit
+from controller.builders.pods import launcher_pod, partitioner_pod, worker_pod
+from controller.builders.rbac import rbac
+from controller.builders.service import worker_service
 from podcontract.quantity import format_bytes, parse_quantity
 from tests.support.dgljobs import load_fixture
 
@@ -574,7 +566,7 @@ def test_every_pod_mounts_the_storage_and_dglrun_knows_where(
         assert env["DGL_OPERATOR_RUN_NAME"] == "dgl-graphsage-0123abcd"
         assert env["DGL_OPERATOR_SHARE_PARTITIONS"] == "true"
         assert "DGL_OPERATOR_CACHE_LIMIT" not in env  # (dglrun's default then)
-    from controller.builders import results_location
+    from controller.features.storage import results_location
 
     assert results_location(job) == "results:/team/g/runs/dgl-graphsage-0123abcd/output"
     plain = desired(parse_job(seed_job_raw), SEED_OPTS)

@@ -6,10 +6,12 @@ from typing import Any
 
 import pytest
 
-from controller import kueue
 from controller.api import parse_job
-from controller.builders import GANG_SCHEDULER_PLUGINS, JOB_NAME_LABEL, BuildOptions, desired
+from controller.builders import GANG_SCHEDULER_PLUGINS, JOB_NAME_LABEL, BuildOptions
+from controller.builders import workload as workloads
+from controller.builders.desired import desired
 from controller.children import CHILDREN, ONCE_BY_KIND, Listers, active
+from controller.features import kueue
 from controller.machinery.slim import CHILD_METADATA, slim_metadata
 from informers.lister import Lister
 from informers.store import ThreadSafeStore
@@ -35,8 +37,8 @@ def test_every_kind_the_builders_make_is_registered(
     options = SETTINGS[settings]
     job = parse_job(seed_job_raw)
     want = desired(job, options)
-    # --kueue: a queued job's Workload too (controller/kueue.py), created once
-    queue = [kueue.workload(job, options)] if options.kueue else []
+    # --kueue: a queued job's Workload too (controller/features/kueue.py), created once
+    queue = [workloads.workload(job, options)] if options.kueue else []
     built = [
         *([want.claim] if want.claim else []),
         *([want.config_map] if want.config_map else []),

@@ -24,7 +24,7 @@ from controller.api import (
     SpecError,
     parse_job,
 )
-from controller.elastic import STATUS_FIELDS
+from controller.features.elastic import STATUS_FIELDS
 from dgljob import parse
 from podcontract import STATUS_PROGRESS_DETAIL
 from podcontract.progress import ETA, MAX_METRICS, METRICS, ProgressDetail

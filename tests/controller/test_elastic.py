@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import podcontract as pc
-from controller import elastic as elastic_policies
 from controller.builders import ATTEMPT_ANNOTATION
-from controller.elastic import STATUS_FIELDS
+from controller.features import elastic as elastic_policies
+from controller.features.elastic import STATUS_FIELDS
 from kubeclient import CONFIGMAPS, PODS, Obj
 from kubeclient import PERSISTENTVOLUMECLAIMS as PVCS
 from tests.controller.harness import (

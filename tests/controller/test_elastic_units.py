@@ -1,4 +1,4 @@
-"""controller/elastic.py's pure decisions: the members an attempt takes, what counts as a
+"""controller/features/elastic.py's pure decisions: the members an attempt takes, what counts as a
 member taken away, the size of a grow, the memory plan's floor."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from controller import elastic
 from controller.api import ElasticPolicy, parse_job
+from controller.features import elastic
 from controller.status.conditions import now_rfc3339
 from kubeclient import Obj
 from tests.support.dgljobs import load_fixture

@@ -13,15 +13,13 @@ from controller.api import SpecError, parse_job
 from controller.builders import (
     DEFAULT_GANG_SCHEDULER_NAME,
     GANG_SCHEDULER_PLUGINS,
-    HOSTNAME_TOPOLOGY_KEY,
     JOB_NAME_LABEL,
-    POD_GROUP_LABEL,
     REPLICA_TYPE_LABEL,
     BuildOptions,
-    Desired,
-    desired,
-    pod_group,
 )
+from controller.builders.desired import Desired, desired
+from controller.builders.pods import HOSTNAME_TOPOLOGY_KEY
+from controller.features.gang import POD_GROUP_LABEL, pod_group
 from controller.main import parse_settings
 from kubeclient import PODGROUPS, Obj, Resource
 from tests.controller.harness import (

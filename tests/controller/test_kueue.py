@@ -1,5 +1,5 @@
 """Kueue's contract (--kueue): the Workload of a queued DGLJob and what its status means, as
-pure functions (controller/kueue.py), then through the whole controller over FakeKube, the
+pure functions (controller/features/kueue.py), then through the whole controller over FakeKube, the
 test playing Kueue (it writes the Workload's admission and eviction as Kueue's scheduler
 would). Real Kueue runs in e2e/test_kueue.py."""
 
@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
-from controller import kueue
 from controller.api import DGLJOBS, LAUNCHER, PARTITIONER, WORKER, Placement
-from controller.builders import BuildOptions, desired
+from controller.builders import BuildOptions
+from controller.builders import workload as built
+from controller.builders.desired import desired
+from controller.features import kueue
 from kubeclient import PODS, RESOURCEFLAVORS, WORKLOADS, Obj
 from tests.controller.harness import LAUNCH, MAIN, NS, PART, W0, W1, Harness, bring_up, seed
 from tests.controller.kueue_fixtures import (
@@ -34,17 +36,17 @@ from tests.support.waiting import wait_for
 def test_the_workload_asks_for_the_jobs_pods_in_its_queue_with_its_priority() -> None:
     raw = queued(runPolicy={"schedulingPolicy": {"priorityClass": "high"}})
     job = parsed(raw)
-    wl = kueue.workload(job, BuildOptions(), priority=1000)
+    wl = built.workload(job, BuildOptions(), priority=1000)
     meta = wl["metadata"]
     sets_hash = meta["annotations"][kueue.POD_SETS_HASH_ANNOTATION]
-    assert meta["name"] == kueue.workload_name(job, sets_hash)
+    assert meta["name"] == built.workload_name(job, sets_hash)
     assert meta["name"].startswith(f"dgljob-{MAIN}-") and len(meta["name"]) == len(MAIN) + 19
     # a job whose pod templates changed gets a Workload of another name (Kueue's cache may
     # still hold the old name as admitted: a replacement of the same name was never admitted)
     grown = copy.deepcopy(raw)
     main = grown["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     main["resources"] = {"requests": {"cpu": "2"}}
-    other = kueue.workload(parsed(grown), BuildOptions(), priority=1000)["metadata"]["name"]
+    other = built.workload(parsed(grown), BuildOptions(), priority=1000)["metadata"]["name"]
     assert other != meta["name"] and other[: len(MAIN) + 13] == meta["name"][: len(MAIN) + 13]
     assert meta["labels"] == {"dgl.qihoo.net/job-name": MAIN, kueue.JOB_UID_LABEL: job.uid}
     (owner,) = meta["ownerReferences"]
@@ -86,7 +88,7 @@ def test_an_elastic_job_may_be_admitted_partially_down_to_min_replicas() -> None
         elasticPolicy={"minReplicas": 1, "maxReplicas": 3},
     )
     raw["spec"]["dglReplicaSpecs"]["Worker"]["replicas"] = 3
-    wl = kueue.workload(parsed(raw), BuildOptions())
+    wl = built.workload(parsed(raw), BuildOptions())
     (worker,) = [s for s in wl["spec"]["podSets"] if s["name"] == "worker"]
     assert (worker["count"], worker["minCount"]) == (3, 1)
     assert "priority" not in wl["spec"] and "priorityClassRef" not in wl["spec"]
@@ -438,7 +440,7 @@ def test_a_workload_of_the_jobs_name_that_it_does_not_own_is_never_used() -> Non
     try:
         created = harness.create_job(queued())
         job = parsed(created)
-        planted = kueue.workload(job, BuildOptions())
+        planted = built.workload(job, BuildOptions())
         planted["metadata"]["ownerReferences"] = []
         harness.kube.create(WORKLOADS, NS, planted)
         kueue_writes(harness, admitted_status())  # "admitted"

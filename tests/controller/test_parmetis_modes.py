@@ -9,7 +9,9 @@ import pytest
 
 from controller import builders
 from controller.api import parse_job
-from controller.builders import BuildOptions, desired, rbac
+from controller.builders import BuildOptions
+from controller.builders.desired import desired
+from controller.builders.rbac import rbac
 from controller.status.observation import phase_from_progress
 from kubeclient import ROLES, SERVICEACCOUNTS
 from podcontract.progress import FROM_DETAIL, FROM_TEXT, ProgressDetail, read

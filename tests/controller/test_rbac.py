@@ -1,4 +1,4 @@
-"""controller/machinery/rbac.py against the API calls the controller really makes.
+"""tests/support/rbac.py against the API calls the controller really makes.
 
 Every request the operator sends during full lifecycles (success, failure + restart, suspend,
 TTL, leader election, events) must be allowed by RULES; and every rule must be used, so the
@@ -14,16 +14,9 @@ from typing import Any
 import pytest
 
 from controller.api import DGLJOBS, parse_job
-from controller.builders import GANG_SCHEDULER_PLUGINS, BuildOptions, rbac
+from controller.builders import GANG_SCHEDULER_PLUGINS, BuildOptions
+from controller.builders.rbac import rbac
 from controller.machinery.leader import LeaderConfig, LeaderElector
-from controller.machinery.rbac import (
-    LEADER_ELECTION_RULES,
-    RULES,
-    allows,
-    cluster_rules,
-    operator_rules,
-    triples,
-)
 from controller.status.pod_state import is_terminating as terminating
 from kubeclient import PODS, PRIORITYCLASSES, RESOURCEFLAVORS, WORKLOADS, Resource
 from tests.controller.harness import (
@@ -47,6 +40,14 @@ from tests.controller.kueue_fixtures import (
 )
 from tests.fakekube import FakeKube
 from tests.support.dgljobs import load_fixture
+from tests.support.rbac import (
+    LEADER_ELECTION_RULES,
+    RULES,
+    allows,
+    cluster_rules,
+    operator_rules,
+    triples,
+)
 from tests.support.waiting import wait_for
 
 # RBAC verbs of the KubeClient methods

@@ -14,9 +14,9 @@ from controller.builders import BuildOptions
 from controller.children import CHILDREN, Listers
 from controller.machinery.events import EventRecorder
 from controller.machinery.expectations import Expectations
-from controller.machinery.metrics import Metrics
 from controller.machinery.mutation_cache import OwnWrite
 from controller.machinery.slim import slim_pod
+from controller.metrics import Metrics
 from controller.sync import JobSync
 from informers.lister import Lister
 from informers.store import (
@@ -394,7 +394,7 @@ def _sync_over(transform: Callable[[Obj], Obj] | None, state: str) -> tuple[Any,
     status = rig.kube.get(DGLJOBS, NS, "dgl-graphsage")["status"]
     for cond in status.get("conditions") or []:
         cond.pop("lastTransitionTime", None), cond.pop("lastUpdateTime", None)
-    # random per job (controller/transfer.py): the same shape, another value
+    # random per job (controller/features/transfer.py): the same shape, another value
     assert re.fullmatch(r"dgl-graphsage-transfer-[0-9a-f]{8}", status.pop("transferSecret"))
     return writes, status
 

@@ -1,5 +1,5 @@
-"""controller/transfer.py: the transfer Secret's name is random per job, found again after a
-restart of the operator, and kept for a job an operator before this one made."""
+"""controller/features/transfer.py: the transfer Secret's name is random per job, found again
+after a restart of the operator, and kept for a job an operator before this one made."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import copy
 import re
 from typing import Any
 
-from controller import transfer
 from controller.api import parse_job
-from controller.builders import TRANSFER_SECRET_ANNOTATION, BuildOptions, desired
+from controller.builders import BuildOptions
+from controller.builders.desired import desired
+from controller.features import transfer
+from controller.features.transfer import TRANSFER_SECRET_ANNOTATION
 
 
 def test_a_new_job_gets_a_random_name_that_its_pods_carry(seed_job_raw: dict[str, Any]) -> None:

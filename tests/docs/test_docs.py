@@ -15,7 +15,7 @@ from tests.docs.truth import Repository
 
 REPO = Path(__file__).resolve().parents[2]
 # the init containers' images the operator names when no flag does
-OPERATOR_DEFAULTS = "controller/builders.py"
+OPERATOR_DEFAULTS = "controller/builders/options.py"
 DOC_PATTERNS = (
     "README.md",
     "CONTRIBUTING.md",

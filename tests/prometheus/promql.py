@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.machinery.metrics import Metrics
 from controller.machinery.prom_workqueue import PrometheusWorkqueueMetricsProvider
+from controller.metrics import Metrics
 from tests.support.paths import CHART, RULES
 
 DASHBOARD = CHART / "files" / "dashboard.json"

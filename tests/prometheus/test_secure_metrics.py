@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from controller.machinery.rbac import METRICS_READER_RULES
 from kubeclient import SERVICEACCOUNTS, NotFound, Resource, RestClient
 from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess
 from tests.support.prometheus import PrometheusServer
+from tests.support.rbac import METRICS_READER_RULES
 from tests.support.waiting import wait_for
 
 RBAC = "rbac.authorization.k8s.io"

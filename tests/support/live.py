@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from controller.controller import Controller
 from controller.machinery.events import EventRecorder
-from controller.machinery.metrics import Metrics
+from controller.metrics import Metrics
 from informers.factory import SharedInformerFactory
 from kubeclient import PODS, Conflict, Invalid, NotFound, Obj, RestClient
 

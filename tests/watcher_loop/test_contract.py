@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
-from controller import builders
 from controller.api import parse_job
+from controller.builders import BuildOptions
+from controller.builders.configmap import config_map
+from controller.builders.pods import launcher_pod, worker_pod
 from podcontract import HOSTFILE_PATH, PARTFILE_PATH, WATCHER_PARTITIONER, WATCHER_WORKERS
 from watcher_loop.config import load_config
 from watcher_loop.podfile import parse_pod_file
@@ -44,7 +46,7 @@ def test_config_map_files_parse() -> None:
     pods = {n: ip_pod(n, f"10.1.0.{i}") for i, n in enumerate(j.worker_names())}
     pods[j.partitioner_name] = ip_pod(j.partitioner_name, "10.1.1.1")
     pods[j.launcher_name] = ip_pod(j.launcher_name, "10.1.1.2")
-    data = builders.config_map(j, pods)["data"]
+    data = config_map(j, pods)["data"]
     assert parse_pod_file(data["hostfile"]) == j.worker_names()
     assert parse_pod_file(data["partfile"]) == [j.partitioner_name]
     assert parse_pod_file(data["leadfile"]) == []  # the launcher never waits for itself
@@ -58,7 +60,7 @@ def test_watcher_init_containers_configure_watcher_loop(
     transfer: str, partitioner_mode: Mode
 ) -> None:
     j = job(3, partitionTransfer=transfer)
-    pod = builders.launcher_pod(j, builders.BuildOptions())
+    pod = launcher_pod(j, BuildOptions())
     inits = {c["name"]: c for c in pod["spec"]["initContainers"]}
     for name, file, mode, expected in (
         (WATCHER_PARTITIONER, PARTFILE_PATH, partitioner_mode, 1),
@@ -76,6 +78,6 @@ def test_watcher_init_containers_configure_watcher_loop(
 
 def test_pods_carry_the_label_the_watch_selects_on() -> None:
     j = job(2)
-    worker = builders.worker_pod(j, 1)
+    worker = worker_pod(j, 1)
     name = worker["metadata"]["name"]
     assert worker["metadata"]["labels"]["dgl-replica-name"] == name

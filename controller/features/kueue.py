@@ -2,15 +2,16 @@
 
 A DGLJob labelled ``kueue.x-k8s.io/queue-name`` (and an operator run with ``--kueue``) is
 queued: the operator owns a ``Workload`` (kueue.x-k8s.io/v1beta2) that asks for the job's pods,
-and runs the job only while Kueue admits it. This module builds that Workload, reads what
-Kueue wrote in its status, and writes the few status changes the job's side owns; the steps
-that act on them are in controller/lifecycle/queued.py. Kueue's Go job reconciler
-(pkg/controller/jobframework/reconciler.go, v0.17) is the reference:
+and runs the job only while Kueue admits it. controller/builders/workload.py builds that
+Workload; this module reads what Kueue wrote in its status, and writes the few status changes
+the job's side owns; the steps that act on them are in controller/lifecycle/queued.py. Kueue's
+Go job reconciler (pkg/controller/jobframework/reconciler.go, v0.17) is the reference:
 
-- **podSets** (:func:`workload`): ``partitioner`` (1, in the modes that have that pod),
-  ``worker`` (Worker ``replicas``; an elastic job asks ``maxReplicas`` with ``minCount``
-  ``minReplicas``, so Kueue may admit it partially) and ``launcher`` (1); each template is the
-  pod the operator would make (metadata: labels and annotations only). Immutable.
+- **podSets** (controller/builders/workload.py): ``partitioner`` (1, in the modes that have
+  that pod), ``worker`` (Worker ``replicas``; an elastic job asks ``maxReplicas`` with
+  ``minCount`` ``minReplicas``, so Kueue may admit it partially) and ``launcher`` (1); each
+  template is the pod the operator would make (metadata: labels and annotations only).
+  Immutable.
 - **admission** (:func:`state`): ``Admitted`` True, not ``Evicted``. QuotaReserved alone is not
   enough (admission checks may still be pending).
 - **run with podSet info** (:func:`placement`): per podSet the admitted count, the assigned
@@ -26,20 +27,20 @@ that act on them are in controller/lifecycle/queued.py. Kueue's Go job reconcile
 - **no way around the queue** (:func:`queue_of`, :func:`changed`): the Workload is the job's by
   owner UID, never by name or label; a job that has a Workload (or had one: ``status.queue``)
   stays queued, label or not; a Workload no longer equivalent to the job (another queue, or
-  podSets whose quota-relevant parts changed: :func:`pod_sets_hash`, kept on the Workload) is
+  podSets whose quota-relevant parts changed: the builder's ``pod_sets_hash``, kept on the
+  Workload) is
   replaced, the running attempt stopped first, as Kueue's own integrations do.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from controller.api import LAUNCHER, PARTITIONER, WORKER, DGLJob, Placement
-from controller.builders import JOB_NAME_LABEL, BuildOptions, desired, owner_reference
+from controller.builders import BuildOptions
+from controller.builders.kind import ChildKind
 from controller.status.conditions import get_condition, is_true, now_rfc3339
 from kubeclient import WORKLOADS, Obj
 
@@ -83,72 +84,6 @@ def queue_name(raw: Obj) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
-def workload_name(job: DGLJob, sets_hash: str) -> str:
-    """``dgljob-<name>-<5 hex of the uid>-<5 hex of the podSets' hash>``, at most 253
-    characters: one per job object (as Kueue names the Workloads of the kinds it knows), and a
-    new name when the job's pod templates change. A replacement must not reuse the name of the
-    Workload it replaces: Kueue 0.17's scheduler skips a Workload whose name it still holds as
-    admitted in its cache ("already accounted in cache"), and one created within milliseconds
-    of the old one's deletion was never admitted (tests/apiserver/test_kueue.py saw it)."""
-    digest = hashlib.sha256(job.uid.encode()).hexdigest()[:5]
-    return f"dgljob-{job.name[: 253 - 19]}-{digest}-{sets_hash[:5]}"
-
-
-def _template(pod: Obj) -> Obj:
-    meta = pod["metadata"]
-    return {
-        "metadata": {
-            "labels": dict(meta.get("labels") or {}),
-            "annotations": dict(meta.get("annotations") or {}),
-        },
-        "spec": pod["spec"],
-    }
-
-
-def pod_sets(job: DGLJob, opts: BuildOptions) -> list[Obj]:
-    """The job's pods as Kueue's podSets: the first attempt's pods, as the operator makes
-    them (the job's own podSet info only: no placement)."""
-    want = desired(dataclasses.replace(job, spec=dataclasses.replace(job.spec, placement={})), opts)
-    sets: list[Obj] = []
-    if want.partitioner is not None:
-        sets.append({"name": "partitioner", "count": 1, "template": _template(want.partitioner)})
-    if want.workers:
-        worker: Obj = {
-            "name": "worker",
-            "count": job.spec.workers,
-            "template": _template(want.workers[0]),
-        }
-        if job.spec.elastic is not None and job.spec.elastic.min_replicas < job.spec.workers:
-            worker["minCount"] = job.spec.elastic.min_replicas
-        sets.append(worker)
-    sets.append({"name": "launcher", "count": 1, "template": _template(want.launcher)})
-    return sets
-
-
-def pod_sets_hash(sets: list[Obj]) -> str:
-    """What Kueue's quota and placement see of podSets: each one's count and minCount, and
-    its pods' containers' resources, node selector, tolerations, affinity and priority class
-    (not what the operator adds that counts for nothing there, so an upgraded operator
-    changes no job's hash). A short SHA-256."""
-    seen = []
-    for ps in sets:
-        spec = ps["template"]["spec"]
-        containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
-        seen.append(
-            {
-                "name": ps["name"],
-                "count": ps["count"],
-                "minCount": ps.get("minCount"),
-                "resources": [[c.get("name"), c.get("resources")] for c in containers],
-                **{k: spec.get(k) for k in PLACEMENT_FIELDS},
-            }
-        )
-    return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()[:16]
-
-
-PLACEMENT_FIELDS = ("nodeSelector", "tolerations", "affinity", "priorityClassName")
-
-
 def queue_of(job: DGLJob, owned: list[Obj]) -> tuple[str | None, Obj | None]:
     """The LocalQueue a job is under and its Workload (``owned``: the Workloads it controls,
     by owner UID). Its label names the queue; without one, the queue of the Workload it has,
@@ -179,39 +114,6 @@ def changed(wl: Obj, queue: str, want: Callable[[], str]) -> str | None:
     if made and made != want():
         return "the job's pod templates changed since its Workload was made"
     return None
-
-
-def workload(
-    job: DGLJob, opts: BuildOptions, priority: int | None = None, queue: str | None = None
-) -> Obj:
-    """The Workload of a job queued in ``queue`` (None: its label's; ``priority``: the value
-    of the job's priority class), with the hash of the podSets it was made of."""
-    queue = queue or queue_name(job.raw)
-    assert queue is not None, "only a queued job has a Workload"
-    sets = pod_sets(job, opts)
-    sets_hash = pod_sets_hash(sets)
-    spec: Obj = {"queueName": queue, "podSets": sets, "active": True}
-    priority_class = job.spec.run_policy.scheduling_policy.priority_class
-    if priority_class:
-        spec["priorityClassRef"] = {
-            "group": "scheduling.k8s.io",
-            "kind": "PriorityClass",
-            "name": priority_class,
-        }
-    if priority is not None:
-        spec["priority"] = priority
-    return {
-        "apiVersion": WORKLOADS.api_version,
-        "kind": WORKLOADS.kind,
-        "metadata": {
-            "name": workload_name(job, sets_hash),
-            "namespace": job.namespace,
-            "labels": {JOB_NAME_LABEL: job.name, JOB_UID_LABEL: job.uid},
-            "annotations": {POD_SETS_HASH_ANNOTATION: sets_hash},
-            "ownerReferences": [owner_reference(job)],
-        },
-        "spec": spec,
-    }
 
 
 # -- what Kueue wrote --------------------------------------------------------------------------
@@ -436,3 +338,20 @@ def admitted(job: DGLJob, placed: Mapping[str, Placement]) -> DGLJob:
         lowered = dataclasses.replace(policy, max_replicas=top, declared_max=policy.ceiling)
         spec = dataclasses.replace(spec, elastic=lowered)
     return dataclasses.replace(job, spec=spec)
+
+
+def _kueue(options: BuildOptions) -> bool:
+    return options.kueue
+
+
+class Kueue:
+    """The feature's entry (controller/features/registry.py): a queued job's Workload,
+    watched: created once (its podSets are immutable); its status is read (Kueue's admission)
+    and written (PodsReady, Finished, a reservation cleared) whole. The rest is the queued
+    step's (controller/lifecycle/queued.py)."""
+
+    name = "kueue"
+    kinds = (ChildKind(WORKLOADS, once=True, enabled=_kueue),)
+
+
+KUEUE = Kueue()

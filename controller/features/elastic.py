@@ -1,6 +1,8 @@
 """Elastic jobs (``spec.elasticPolicy``): how many workers an attempt trains on, and when
 that changes. Pure functions of the job, its pods and ``status.elastic``; the lifecycle's
-elastic step (controller/lifecycle/elastic.py) acts on what they decide.
+elastic step (controller/lifecycle/elastic.py) acts on what they decide. The feature's entry
+(:data:`ELASTIC`, controller/features/registry.py) gives the other steps an attempt's members
+and its number, and forgets the members when an attempt ends; :func:`probe_pod` is its pod.
 
 DGL's runtime fixes a run's membership (one partition per machine of ip_config, each server
 loading the partition of its machine id), so the count changes only between attempts: an
@@ -27,12 +29,24 @@ every pod, as a restart does (no process of the old run survives in a reused pod
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from controller.api import DGLJob, ElasticPolicy
+from controller.api import PROBE, DGLJob, ElasticPolicy
+from controller.builders.meta import (
+    OWN_SECURITY_CONTEXT,
+    REPLICA_ANNOTATION,
+    REPLICA_NAME_LABEL,
+    REPLICA_TYPE_LABEL,
+    _main,
+)
+from controller.builders.options import BuildOptions
+from controller.builders.pods import partitioner_pod
 from controller.machinery import objects as ob
+from controller.metrics import Metrics
 from controller.status.conditions import REASON_UNSCHEDULABLE, now_rfc3339, parse_time
 from controller.status.pod_state import is_terminating, pod_ip, pod_phase
 from controller.status.waiting import pod_waiting_problem
@@ -329,3 +343,61 @@ def standby(job: DGLJob, name: str) -> bool:
 def describe(st: Obj) -> str:
     workers, desired = int(st.get("workers") or 0), int(st.get("desiredWorkers") or 0)
     return f"{workers}/{desired}"
+
+
+def probe_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
+    """The room-finder: the partitioner's pod as the scheduler sees it (its main
+    container's requests and limits, its node selector, affinity, tolerations, priority and
+    volumes), running nothing but ``sleep``. Placed, it shows that the next attempt's
+    partitioner has room beside the standby workers that run (controller/lifecycle/elastic.py)."""
+    pod = partitioner_pod(job, opts, attempt)
+    meta = pod["metadata"]
+    meta["name"] = job.probe_name
+    meta["labels"].update({REPLICA_NAME_LABEL: job.probe_name, REPLICA_TYPE_LABEL: PROBE})
+    meta["annotations"][REPLICA_ANNOTATION] = PROBE
+    main = _main(pod)
+    keep = ("name", "image", "imagePullPolicy", "resources", "volumeMounts")
+    spec = pod["spec"]
+    # (the partitioner's requests and limits, as the scheduler must see them; the operator's
+    # own restricted context: sleep needs no more, whatever the template's says)
+    probe = {k: main[k] for k in keep if k in main}
+    probe["command"] = ["sleep", "infinity"]
+    probe["securityContext"] = copy.deepcopy(OWN_SECURITY_CONTEXT)
+    spec["containers"] = [probe]
+    spec["securityContext"] = {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+        **{k: v for k, v in (spec.get("securityContext") or {}).items() if k == "fsGroup"},
+    }
+    spec.pop("initContainers", None)
+    spec["terminationGracePeriodSeconds"] = 0
+    return pod
+
+
+class Elastic:
+    """The feature's entry (controller/features/registry.py): an attempt trains on the
+    members status.elastic chose; a rescale is an attempt; an attempt's end forgets them."""
+
+    name = "elastic"
+
+    def for_attempt(self, job: DGLJob, status: Obj, pods: Iterable[Obj]) -> DGLJob:
+        return for_attempt(job, status)
+
+    def attempts(self, status: Obj) -> int:
+        return rescales(status)
+
+    def attempt_over(self, status: Obj) -> None:
+        forget_members(status)
+
+    def training(self, job: DGLJob, status: Obj, now: float) -> Callable[[Metrics], None] | None:
+        """After a rescale: its seconds (status.elastic.rescaleSeconds and the metric)."""
+        if job.spec.elastic is None:
+            return None
+        seconds = rescaled(status, now)
+        if seconds is None:
+            return None
+        ns = job.namespace
+        return lambda metrics: metrics.rescale_duration.labels(ns).observe(seconds)
+
+
+ELASTIC = Elastic()

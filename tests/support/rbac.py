@@ -2,7 +2,8 @@
 against this list, and tests check this list against the API calls the controller really
 makes (tests/controller/test_rbac.py).
 
-The operator itself never imports this module: it is the RBAC the chart grants
+The operator itself never imports this module (so it is here, among the tests' shared
+helpers, not in the controller): it is the RBAC the chart grants
 (charts/dgl-operator/templates/rbac.yaml), kept as data so that tests/chart (rendered and
 installed chart), tests/apiserver/test_least_privilege.py (:func:`cluster_role`) and
 tests/controller/test_rbac.py can compare it with the chart and with the calls made."""

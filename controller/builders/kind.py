@@ -1,0 +1,30 @@
+"""A kind of object a DGLJob owns and the controller watches (:class:`ChildKind`): how its
+informer is filtered, what it keeps, whether the sync creates it once, and with which settings it
+is in use. The registry of them is controller/children.py; a feature's kinds are its entry's
+(controller/features/registry.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from controller.builders.meta import JOB_NAME_LABEL
+from controller.builders.options import BuildOptions
+from kubeclient import Obj, Resource
+
+
+@dataclass(frozen=True)
+class ChildKind:
+    resource: Resource
+    # created once and left alone: never compared with what is wanted, never updated
+    once: bool = False
+    # the informer watches only the objects this selector matches (every child carries the
+    # job-name label; other objects of the kind are none of the operator's business)
+    label_selector: str = JOB_NAME_LABEL
+    # in use only with the settings this accepts (None: always)
+    enabled: Callable[[BuildOptions], bool] | None = None
+    # what the informer keeps of each object (controller/machinery/slim.py; None: all of it)
+    transform: Callable[[Obj], Obj] | None = None
+
+    def in_use(self, options: BuildOptions) -> bool:
+        return self.enabled is None or self.enabled(options)

@@ -1,0 +1,273 @@
+"""The job's pods: its workers, its partitioner and its launcher, each from its replica's
+template, with what the operator adds (its init containers, the config and kubectl volumes, the
+env of controller/builders/env.py, and the features' mounts: the storage's, the transfer
+token's)."""
+
+from __future__ import annotations
+
+import copy
+
+import podcontract as pc
+from controller.api import LAUNCHER, PARTITIONER, WORKER, DGLJob
+from controller.builders.configmap import ALL_CONFIG_KEYS, LAUNCHER_CONFIG_KEYS, _config_volume
+from controller.builders.env import (
+    _cpu_limit_env,
+    _mode_env,
+    _operator_env,
+    _storage_env,
+    _transfer_env,
+    shm_size_limit,
+)
+from controller.builders.meta import (
+    ATTEMPT_ANNOTATION,
+    CONFIG_VOLUME,
+    DATASET_VOLUME,
+    JOB_NAME_LABEL,
+    KUBE_VOLUME,
+    REPLICA_ANNOTATION,
+    REPLICA_NAME_LABEL,
+    REPLICA_TYPE_LABEL,
+    SHM_VOLUME,
+    _add_mounts,
+    _add_volumes,
+    _env,
+    _main,
+    _meta,
+    _own,
+    _set_env,
+)
+from controller.builders.options import BuildOptions
+from controller.builders.service import _dgl_ports, worker_service_name
+from controller.features.storage import _mount_storage
+from controller.features.transfer import _mount_token
+from kubeclient import Obj
+
+# Placement: the workers spread over the nodes, softly (see worker_pod)
+HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
+
+
+def _base_pod(job: DGLJob, template: Obj, name: str, replica_type: str, attempt: int) -> Obj:
+    tpl = copy.deepcopy(template)
+    tmeta = tpl.get("metadata") or {}
+    meta = _meta(
+        job,
+        name,
+        {**(tmeta.get("labels") or {}), REPLICA_NAME_LABEL: name, REPLICA_TYPE_LABEL: replica_type},
+    )
+    meta["annotations"] = {
+        **(tmeta.get("annotations") or {}),
+        REPLICA_ANNOTATION: replica_type,
+        ATTEMPT_ANNOTATION: str(attempt),
+    }
+    spec = tpl.get("spec") or {}
+    spec["restartPolicy"] = "Never"
+    priority = job.spec.run_policy.scheduling_policy.priority_class
+    if priority and not spec.get("priorityClassName"):
+        spec["priorityClassName"] = priority
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    placed = job.spec.placement.get(replica_type)
+    if placed is not None:  # a queued job's admission (its Placement)
+        placed.apply(pod)
+    return pod
+
+
+def _kubectl_download(opts: BuildOptions) -> Obj:
+    c: Obj = {
+        "name": "kubectl-download",
+        "image": opts.kubectl_download_image,
+        "imagePullPolicy": opts.init_image_pull_policy,
+        "volumeMounts": [{"name": KUBE_VOLUME, "mountPath": pc.KUBE_DIR}],
+    }
+    env = [(pc.KUBECTL_TARGET_DIR_ENV, pc.KUBE_DIR)]
+    if opts.kubectl_download_url:
+        env.append((pc.KUBECTL_URL_ENV, opts.kubectl_download_url))
+    if opts.kubectl_download_sha256:
+        env.append((pc.KUBECTL_SHA256_ENV, opts.kubectl_download_sha256))
+    c["env"] = [_env(k, v) for k, v in env]
+    return _own(c)
+
+
+def _watcher_loop(
+    job: DGLJob,
+    opts: BuildOptions,
+    name: str,
+    file: str,
+    mode: str,
+    expected: int,
+    mounts: list[Obj],
+) -> Obj:
+    return _own(
+        {
+            "name": name,
+            "image": opts.watcher_loop_image,
+            "imagePullPolicy": opts.init_image_pull_policy,
+            "env": [
+                _env(pc.WATCHER_FILE_ENV, file),
+                _env(pc.WATCHER_MODE_ENV, mode),
+                _env(pc.WATCHER_NAMESPACE_ENV, job.namespace),
+                _env(pc.WATCHER_EXPECTED_PODS_ENV, str(expected)),
+            ],
+            "volumeMounts": mounts,
+        }
+    )
+
+
+def worker_pod(job: DGLJob, index: int, attempt: int = 0) -> Obj:
+    assert job.spec.worker is not None
+    name = job.worker_name(index)
+    pod = _base_pod(job, job.spec.worker.template, name, WORKER, attempt)
+    main = _main(pod)
+    if not main.get("command"):
+        main["command"] = ["sleep"]
+        main["args"] = ["365d"]
+    _set_env(main, (pc.OPERATOR_ENV, pc.OPERATOR_ENV_ON))
+    taken = {p.get("containerPort") for p in main.get("ports") or []}
+    main["ports"] = (main.get("ports") or []) + [
+        p for p in _dgl_ports() if p["containerPort"] not in taken
+    ]
+    _add_mounts(main, (SHM_VOLUME, "/dev/shm"), (CONFIG_VOLUME, pc.CONFIG_DIR))
+    shm: Obj = {"medium": "Memory"}
+    size = shm_size_limit(main)
+    if size:
+        shm["sizeLimit"] = size
+    _add_volumes(
+        pod["spec"], {"name": SHM_VOLUME, "emptyDir": shm}, _config_volume(job, ALL_CONFIG_KEYS)
+    )
+    _mount_token(job, pod)
+    _mount_storage(job, pod)  # the trainers' checkpoints and results
+    _spread(job, pod)
+    # DNS name <pod>.<job>-worker (the EndpointSlice names a pod only with both fields set),
+    # unless the template chose its own subdomain
+    if "subdomain" not in pod["spec"]:
+        pod["spec"]["subdomain"] = worker_service_name(job)
+        pod["spec"].setdefault("hostname", name)
+    return pod
+
+
+def worker_spread(job: DGLJob) -> Obj:
+    """One worker per node while there are free nodes, but never a reason to wait: a soft
+    (ScheduleAnyway) spread of this job's workers over the nodes."""
+    return {
+        "maxSkew": 1,
+        "topologyKey": HOSTNAME_TOPOLOGY_KEY,
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": {JOB_NAME_LABEL: job.name, REPLICA_TYPE_LABEL: WORKER}},
+    }
+
+
+def _spread(job: DGLJob, pod: Obj) -> None:
+    """The default spread, unless the Worker template places its pods itself (it sets
+    topologySpreadConstraints, even [], or a podAntiAffinity)."""
+    spec = pod["spec"]
+    if "topologySpreadConstraints" in spec or (spec.get("affinity") or {}).get("podAntiAffinity"):
+        return
+    spec["topologySpreadConstraints"] = [worker_spread(job)]
+
+
+def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
+    """The Worker template running the Launcher's command with the Partitioner phase."""
+    assert job.spec.worker is not None
+    name = job.partitioner_name
+    pod = _base_pod(job, job.spec.worker.template, name, PARTITIONER, attempt)
+    main = _main(pod)
+    launcher_main = job.spec.launcher.template["spec"]["containers"][0]
+    for key in ("command", "args"):
+        if launcher_main.get(key) is not None:
+            main[key] = copy.deepcopy(launcher_main[key])
+        else:
+            main.pop(key, None)
+    _set_env(
+        main,
+        *_operator_env(
+            job,
+            (pc.LEADFILE_PATH_ENV, pc.LEADFILE_PATH),
+            (pc.PHASE_ENV, pc.PHASE_PARTITIONER),
+            *_mode_env(job),
+            *_transfer_env(job),
+        ),
+    )
+    if job.spec.pulls_partitions:
+        taken = {p.get("containerPort") for p in main.get("ports") or []}
+        if pc.TRANSFER_PORT not in taken:
+            port = {"name": "partitions", "containerPort": pc.TRANSFER_PORT, "protocol": "TCP"}
+            main["ports"] = [*(main.get("ports") or []), port]
+        # Ready = serving the parts: what the launcher's watcher-loop waits for
+        main["readinessProbe"] = {
+            "httpGet": {"path": pc.TRANSFER_READY_PATH, "port": pc.TRANSFER_PORT},
+            "periodSeconds": 2,
+            "timeoutSeconds": 2,
+            "failureThreshold": 1,
+        }
+        _mount_token(job, pod)
+    _mount_storage(job, pod)  # the partitions cached for restarts
+    if job.spec.chunked_graph is not None:
+        main["env"] = [e for e in main["env"] if e.get("name") != pc.CPU_LIMIT_ENV]
+        main["env"].append(_cpu_limit_env(main))
+    _add_mounts(main, (CONFIG_VOLUME, pc.CONFIG_DIR), (KUBE_VOLUME, pc.KUBE_DIR))
+    spec = pod["spec"]
+    spec["serviceAccountName"] = name
+    spec["initContainers"] = [_kubectl_download(opts), *(spec.get("initContainers") or [])]
+    _add_volumes(spec, _config_volume(job, ALL_CONFIG_KEYS), {"name": KUBE_VOLUME, "emptyDir": {}})
+    return pod
+
+
+def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
+    name = job.launcher_name
+    pod = _base_pod(job, job.spec.launcher.template, name, LAUNCHER, attempt)
+    main = _main(pod)
+    spec = pod["spec"]
+    _mount_storage(job, pod)
+    if not job.spec.mode.workers:
+        _set_env(main, (pc.PHASE_ENV, pc.PHASE_LAUNCHER_WORKLOAD), *_storage_env(job))
+        return pod
+    _set_env(main, *_operator_env(job, *_mode_env(job), *_transfer_env(job)))
+    config_mount = {"name": CONFIG_VOLUME, "mountPath": pc.CONFIG_DIR}
+    _add_mounts(main, (KUBE_VOLUME, pc.KUBE_DIR), (CONFIG_VOLUME, pc.CONFIG_DIR))
+    waits = []
+    volumes: list[Obj] = [{"name": KUBE_VOLUME, "emptyDir": {}}]
+    if job.spec.pulls_partitions:
+        # the partitioner is Ready once it serves the parts; then the launcher starts
+        waits.append(
+            _watcher_loop(
+                job,
+                opts,
+                pc.WATCHER_PARTITIONER,
+                pc.PARTFILE_PATH,
+                pc.WATCH_READY,
+                1,
+                [config_mount],
+            )
+        )
+        _mount_token(job, pod)
+    elif job.spec.mode.partitioner:
+        # the partitioner delivers the partitions into this volume, then the launcher starts
+        _add_mounts(main, (DATASET_VOLUME, pc.DATASET_DIR))
+        volumes.append({"name": DATASET_VOLUME, "emptyDir": {}})
+        waits.append(
+            _watcher_loop(
+                job,
+                opts,
+                pc.WATCHER_PARTITIONER,
+                pc.PARTFILE_PATH,
+                pc.WATCH_FINISHED,
+                1,
+                [config_mount, {"name": DATASET_VOLUME, "mountPath": pc.DATASET_DIR}],
+            )
+        )
+    spec["serviceAccountName"] = name
+    spec["initContainers"] = [
+        _kubectl_download(opts),
+        *waits,
+        _watcher_loop(
+            job,
+            opts,
+            pc.WATCHER_WORKERS,
+            pc.HOSTFILE_PATH,
+            pc.WATCH_READY,
+            len(job.spec.training_workers),
+            [config_mount],
+        ),
+        *(spec.get("initContainers") or []),
+    ]
+    _add_volumes(spec, *volumes, _config_volume(job, LAUNCHER_CONFIG_KEYS))
+    return pod

@@ -1,0 +1,155 @@
+"""The features that cut across a DGLJob's children: one registry, :data:`FEATURES`, one entry
+each, as controller/children.py is for the kinds of object.
+
+A feature is a module of controller/features/ that holds all of its code, and its entry there
+(an object) implements the few small interfaces below that it needs (in the spirit of Kubeflow
+Trainer v2's runtime plugins); each is called for every entry that implements it, in the order
+of :data:`FEATURES`:
+
+- :class:`ChildKinds`: the kinds of child it owns that the controller watches (each
+  informer, lister and creation follows, controller/children.py);
+- :class:`ChildrenBuilder`: its children, made once and left alone, before any pod
+  (``desired()``, controller/builders/desired.py);
+- :class:`PodMutator`: its last change to every pod ``desired()`` makes;
+- :class:`AttemptView`: the job as the running attempt sees it (the ``observed`` step);
+- :class:`AttemptCounter`: the attempts it starts besides the restarts (a pod's attempt
+  annotation is the sum);
+- :class:`AttemptEnd`: what the end of an attempt (a restart, a rescale, a stop) forgets;
+- :class:`TrainingStart`: what it counts once an attempt trains (a metric, after the status
+  write).
+
+A new feature is one more module and one more entry here. What is not an interface: a feature's
+lifecycle step, which is one line in controller/lifecycle/__init__.py's ``steps()`` where its
+order among the others is decided (Kueue's ``queued``, elastic jobs' ``elastic``); its env,
+which is the pod contract's (controller/builders/env.py); and the mounts whose place among a
+pod's others the builders decide (the storage's, the transfer token's: their modules' functions,
+called by controller/builders/pods.py). The storage (controller/features/storage.py) acts
+through the create step and the builders only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Protocol, runtime_checkable
+
+from controller.api import DGLJob
+from controller.builders.kind import ChildKind
+from controller.builders.options import BuildOptions
+from controller.features.elastic import ELASTIC
+from controller.features.gang import GANG
+from controller.features.kueue import KUEUE
+from controller.features.network import NETWORK
+from controller.features.transfer import TRANSFER
+from controller.metrics import Metrics
+from kubeclient import Obj
+
+
+@runtime_checkable
+class ChildKinds(Protocol):
+    """The kinds of child this feature owns that the controller watches."""
+
+    kinds: tuple[ChildKind, ...]
+
+
+@runtime_checkable
+class ChildrenBuilder(Protocol):
+    """Children for a job: made once, before any pod (``before_rbac``: before the job's
+    ServiceAccounts, Roles and RoleBindings too, else after them)."""
+
+    name: str
+    before_rbac: bool
+
+    def children(self, job: DGLJob, opts: BuildOptions, token: str) -> list[Obj]: ...
+
+
+@runtime_checkable
+class PodMutator(Protocol):
+    """A change to each pod of the job, after its builder made it."""
+
+    def mutate_pod(self, job: DGLJob, opts: BuildOptions, pod: Obj) -> Obj: ...
+
+
+@runtime_checkable
+class AttemptView(Protocol):
+    """The job as the running attempt sees it (``status``: the job's; ``pods``: all of them)."""
+
+    def for_attempt(self, job: DGLJob, status: Obj, pods: Iterable[Obj]) -> DGLJob: ...
+
+
+@runtime_checkable
+class AttemptCounter(Protocol):
+    """The attempts this feature started, besides the restarts (status.restartCount)."""
+
+    def attempts(self, status: Obj) -> int: ...
+
+
+@runtime_checkable
+class AttemptEnd(Protocol):
+    """What the end of an attempt forgets of the status (the next one starts afresh)."""
+
+    def attempt_over(self, status: Obj) -> None: ...
+
+
+@runtime_checkable
+class TrainingStart(Protocol):
+    """The attempt trains: what this feature records in the status being decided, and what it
+    counts once that status is written (None: nothing)."""
+
+    def training(
+        self, job: DGLJob, status: Obj, now: float
+    ) -> Callable[[Metrics], None] | None: ...
+
+
+FEATURES: tuple[object, ...] = (GANG, KUEUE, NETWORK, ELASTIC, TRANSFER)
+
+
+def kinds() -> tuple[ChildKind, ...]:
+    """The kinds of child the features own, in the order of :data:`FEATURES`."""
+    return tuple(k for f in FEATURES if isinstance(f, ChildKinds) for k in f.kinds)
+
+
+def builders() -> list[ChildrenBuilder]:
+    return [f for f in FEATURES if isinstance(f, ChildrenBuilder)]
+
+
+def mutate_pod(job: DGLJob, opts: BuildOptions, pod: Obj) -> Obj:
+    """``pod`` as every feature changes it."""
+    for f in FEATURES:
+        if isinstance(f, PodMutator):
+            pod = f.mutate_pod(job, opts, pod)
+    return pod
+
+
+def for_attempt(job: DGLJob, status: Obj, pods: Iterable[Obj]) -> DGLJob:
+    """``job`` as the running attempt sees it."""
+    pods = list(pods)
+    for f in FEATURES:
+        if isinstance(f, AttemptView):
+            job = f.for_attempt(job, status, pods)
+    return job
+
+
+def attempt(status: Obj) -> int:
+    """The attempt the job's pods must carry: the restarts so far, and the attempts the
+    features started (an elastic job's rescales)."""
+    started = sum(f.attempts(status) for f in FEATURES if isinstance(f, AttemptCounter))
+    return int(status.get("restartCount") or 0) + started
+
+
+def attempt_over(status: Obj) -> None:
+    """The attempt ended: the next one starts afresh."""
+    for f in FEATURES:
+        if isinstance(f, AttemptEnd):
+            f.attempt_over(status)
+
+
+def training(job: DGLJob, status: Obj, now: float) -> list[Callable[[Metrics], None]]:
+    """The attempt trains: each feature's record in ``status``, and what to count once it is
+    written."""
+    counts = []
+    for f in FEATURES:
+        if isinstance(f, TrainingStart):
+            count = f.training(job, status, now)
+            if count is not None:
+                counts.append(count)
+    return counts

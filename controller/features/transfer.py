@@ -1,0 +1,119 @@
+"""The partition transfer over HTTP (``spec.partitionTransfer: HTTP``): the workers pull their
+parts from the partitioner's server, which asks a token of every request. The token is a
+Secret the operator makes once, before any pod (:func:`transfer_secret`), mounted in the
+partitioner, the workers and the launcher (:func:`_mount_token`); dglrun's env for it is in
+controller/builders/env.py.
+
+Its Secret's name, and why it is random.
+
+The operator creates the Secret and may never read one (it has ``create`` on secrets, nothing
+else). A fixed name (``<job>-transfer``, the operators before) can be taken first by anyone
+who may create Secrets in the namespace, with a token they know; the operator's create then
+fails with AlreadyExists and it could not tell that Secret from its own. So a job's Secret is
+named ``<job>-transfer-<8 random hex>`` when first made, a name nobody can take before it is
+made: the Secret exists before any pod or status names it. The name is kept in
+``status.transferSecret``; until that status is written, the job's pods carry it
+(annotation :data:`TRANSFER_SECRET_ANNOTATION`), so a restart of the operator finds the same
+name, and the Secret its AlreadyExists reports then is the one it made. A job whose pods an
+operator before this one made (no annotation) keeps ``<job>-transfer``.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import secrets
+from collections.abc import Iterable
+
+import podcontract as pc
+from controller.api import DGLJob
+from controller.builders.meta import MODE_READ, _add_mounts, _add_volumes, _main, _meta
+from controller.builders.options import BuildOptions
+from kubeclient import Obj
+
+STATUS = "transferSecret"
+NAME = "transfer"
+TRANSFER_VOLUME = "transfer-token"
+# on every pod that mounts the transfer token: its Secret's name (see above)
+TRANSFER_SECRET_ANNOTATION = "dgl.qihoo.net/transfer-secret"
+
+
+def transfer_secret_name(job: DGLJob) -> str:
+    """The token Secret's name: the one :func:`chosen` chose for the job, or the
+    name of the operators before it (``<job>-transfer``) for a job they made."""
+    return job.transfer_secret or f"{job.name}-transfer"
+
+
+def transfer_secret(job: DGLJob, token: str) -> Obj:
+    """The token the partitioner's server asks of every request."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(job, transfer_secret_name(job)),
+        "type": "Opaque",
+        "data": {pc.TRANSFER_TOKEN_KEY: base64.b64encode(token.encode()).decode()},
+    }
+
+
+def _mount_token(job: DGLJob, pod: Obj) -> None:
+    """The job's transfer token at pc.TRANSFER_DIR/token (HTTP only)."""
+    if not job.spec.pulls_partitions:
+        return
+    annotations = pod["metadata"].setdefault("annotations", {})
+    annotations[TRANSFER_SECRET_ANNOTATION] = transfer_secret_name(job)
+    _add_mounts(_main(pod), (TRANSFER_VOLUME, pc.TRANSFER_DIR))
+    volume = {
+        "name": TRANSFER_VOLUME,
+        "secret": {
+            "secretName": transfer_secret_name(job),
+            "items": [
+                {"key": pc.TRANSFER_TOKEN_KEY, "path": pc.TRANSFER_TOKEN_KEY, "mode": MODE_READ}
+            ],
+        },
+    }
+    _add_volumes(pod["spec"], volume)
+
+
+def known(job: DGLJob, pods: Iterable[Obj]) -> DGLJob:
+    """``job`` with the Secret name it has: status.transferSecret, else the one its pods
+    mount (pods made before the status was written), else none yet ("")."""
+    if not job.spec.pulls_partitions:
+        return job
+    name = str(job.status.get(STATUS) or "") or _mounted(job, pods)
+    return dataclasses.replace(job, transfer_secret=name) if name else job
+
+
+def chosen(job: DGLJob) -> DGLJob:
+    """``job`` with a new random Secret name, if it has none yet."""
+    if not job.spec.pulls_partitions or job.transfer_secret:
+        return job
+    return dataclasses.replace(job, transfer_secret=f"{job.name}-transfer-{secrets.token_hex(4)}")
+
+
+def _mounted(job: DGLJob, pods: Iterable[Obj]) -> str:
+    """The name the job's pods mount ("" when it has none)."""
+    key = TRANSFER_SECRET_ANNOTATION
+    names = [((p.get("metadata") or {}).get("annotations") or {}).get(key) for p in pods]
+    for name in names:
+        if name:
+            return str(name)
+    return f"{job.name}-transfer" if names else ""  # (pods of an operator before)
+
+
+class Transfer:
+    """The feature's entry (controller/features/registry.py): the token Secret, made once
+    after the job's accounts; an attempt's Secret name, found again."""
+
+    name = NAME
+    before_rbac = False
+
+    def children(self, job: DGLJob, opts: BuildOptions, token: str) -> list[Obj]:
+        if not job.spec.pulls_partitions:
+            return []
+        return [transfer_secret(job, token or secrets.token_hex(32))]
+
+    def for_attempt(self, job: DGLJob, status: Obj, pods: Iterable[Obj]) -> DGLJob:
+        return known(job, pods)
+
+
+TRANSFER = Transfer()
