@@ -58,6 +58,11 @@ class Flag:
         return next((n for n in self.names if n.startswith("--")), self.names[0])
 
 
+def declare(*names: str, **how: Any) -> Flag:
+    """The Flag of a field declared apart from its dataclass (``declared`` below)."""
+    return Flag(tuple(names), **how)
+
+
 def flag(
     *names: str,
     default: Any = MISSING,
@@ -72,8 +77,14 @@ def flag(
     return dataclasses.field(default=default, metadata=meta)
 
 
-def flags(cls: type) -> list[tuple[dataclasses.Field[Any], Flag]]:
-    """``cls``'s fields that declare a Flag, in order."""
+Declared = Mapping[str, Flag]  # field name -> its Flag, for a dataclass declared elsewhere
+
+
+def flags(cls: type, declared: Declared | None = None) -> list[tuple[dataclasses.Field[Any], Flag]]:
+    """``cls``'s fields that declare a Flag, in order (``declared``: the Flags of a class
+    whose fields carry none, by field name)."""
+    if declared is not None:
+        return [(f, declared[f.name]) for f in dataclasses.fields(cls) if f.name in declared]
     return [(f, f.metadata[KEY]) for f in dataclasses.fields(cls) if KEY in f.metadata]
 
 
@@ -86,13 +97,16 @@ def _default(f: dataclasses.Field[Any]) -> Any:
 
 
 def add_flags(
-    parser: argparse.ArgumentParser, cls: type, env: Mapping[str, str] | None = None
+    parser: argparse.ArgumentParser,
+    cls: type,
+    env: Mapping[str, str] | None = None,
+    declared: Declared | None = None,
 ) -> None:
     """Every flag of ``cls`` on ``parser`` (each in its group, the groups in the order of
     their first flag); a flag's default is its variable's value in ``env`` when set."""
     env = env or {}
     groups: dict[str | None, Any] = {None: parser}
-    for f, fl in flags(cls):
+    for f, fl in flags(cls, declared):
         if not fl.names:
             continue
         if fl.group not in groups:
@@ -115,6 +129,7 @@ def values(
     namespace: argparse.Namespace,
     env: Mapping[str, str] | None = None,
     parser: argparse.ArgumentParser | None = None,
+    declared: Declared | None = None,
 ) -> dict[str, Any]:
     """The value of every field of ``cls`` that declares a Flag: the flag's (converted), or
     for a variable alone, ``read_env`` of its value in ``env`` (else the field's default). A
@@ -122,7 +137,7 @@ def values(
     parser)."""
     env = env or {}
     out: dict[str, Any] = {}
-    for f, fl in flags(cls):
+    for f, fl in flags(cls, declared):
         if fl.names:
             value = getattr(namespace, f.name)
         else:

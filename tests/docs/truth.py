@@ -283,13 +283,13 @@ def _strings(nodes: Iterable[ast.expr]) -> Iterator[str]:
 
 
 # calls that define a flag: argparse's, OptionParser's, and a dataclass field's declaration
-# (podprogram.flagfields.flag, dglrun's launcher.options.option)
-FLAG_CALLS = ("add_argument", "option", "flag")
+# (podprogram.flagfields' flag and declare, dglrun's launcher.options.option)
+FLAG_CALLS = ("add_argument", "option", "flag", "declare")
 
 
 def _parser_flags(path: Path) -> set[str]:
     """The flags of `p.add_argument("--x", ...)`, `p.option("--x", ...)` calls and of the
-    fields declared with `flag("--x", ...)` or `option("--x", ...)`."""
+    fields declared with `flag("--x", ...)`, `declare("--x", ...)` or `option("--x", ...)`."""
     return {
         arg
         for node in _nodes(path)
