@@ -204,6 +204,15 @@ class Options:
         "(the graph); their content is part of the cached partitions' key, which lets "
         "--share-partitions reuse them across jobs (repeatable)",
     )
+    # ParMETIS' and PT-Scotch's seed; KaMinPar's (0: each partitioner's own default)
+    partition_seed: int = option(
+        "--partition-seed",
+        group=GRAPH,
+        type=non_negative_int,
+        default=0,
+        help="the ParMETIS modes: the partitioner's random seed (0: its default); another seed "
+        "makes other partitions, and another entry in the partition cache",
+    )
     balance_train: bool = option("--balance-train", group=GRAPH, action="store_true", default=False)
     balance_edges: bool = option("--balance-edges", group=GRAPH, action="store_true", default=False)
     partition_config_path: str | None = option(
