@@ -8,6 +8,12 @@ spec (partition mode, chunked graph, partition transfer, storage, the workers' m
 Flags given on the command line win over those defaults. A usage error exits 2 with
 argparse's message.
 
+Each option is declared once, on its field of :class:`Options` (:func:`option`): its flag,
+the operator's variable that gives its default (a ``podcontract.settings`` declaration, which
+the operator writes with), type, default, help and group. The parser (:func:`build_parser`)
+and the values (:func:`parse`) are made from the fields (``podprogram.flagfields``); adding an
+option is adding a field, and using it.
+
 Standard library only, like the rest of dglrun's process: ``dglrun --help`` is instant.
 """
 
