@@ -455,6 +455,11 @@ class Options:
     leadfile: str = option(setting=pc.LEADFILE_PATH)
     partfile: str = option(setting=pc.PARTFILE_PATH)
     kubectl: str = option(setting=pc.KUBECTL_PATH)
+    in_dgljob: bool = option(setting=pc.OPERATOR)  # a pod of a DGLJob with workers
+    # an elastic DGLJob's attempt, and its count of workers once they are chosen (parse:
+    # num_partitions, global_batch, count_from_job)
+    elastic: bool = option(setting=pc.ELASTIC)
+    elastic_workers: int | None = option(setting=pc.NUM_PARTITIONS)
     # -- made by parse from the above
     storage: Storage | None = None  # from --storage, --run-name, --share-partitions, --cache-limit
     # the DGLJob progress and Events go to
@@ -467,14 +472,7 @@ class Options:
 
 
 # The operator's settings parse reads besides the options' own (Options' metadata)
-READ_BY_PARSE: tuple[Setting[Any], ...] = (
-    pc.OPERATOR,
-    pc.JOB_NAME,
-    pc.JOB_UID,
-    pc.JOB_NAMESPACE,
-    pc.ELASTIC,
-    pc.NUM_PARTITIONS,
-)
+READ_BY_PARSE: tuple[Setting[Any], ...] = (pc.JOB_NAME, pc.JOB_UID, pc.JOB_NAMESPACE)
 
 
 def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
@@ -495,7 +493,7 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
     given = values(Options, parser.parse_args(argv), env, parser)
     a = argparse.Namespace(**given)
     phase = a.phase
-    _elastic(a, env, parser)
+    _elastic(a)
     mode = a.partition_mode
     needs_partition = a.transport == "local" or phase == PHASE_PARTITIONER
     if (
@@ -524,9 +522,9 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
             f"--out-of-core with --num-samplers {a.num_samplers}: sampler processes are spawned "
             "by DGL without the out-of-core patch; use --num-samplers 0"
         )
-    in_dgljob = _read(pc.OPERATOR, env) and a.transport == "kubectl"
     if (
-        in_dgljob
+        a.in_dgljob
+        and a.transport == "kubectl"
         and phase != PHASE_LAUNCHER_WORKLOAD
         and a.partition_transfer == TRANSFER_KUBECTL
         and a.workspace != Path(WORKSPACE)
@@ -563,9 +561,7 @@ def _read(setting: Setting[T], env: Mapping[str, str]) -> T:
     return setting.read(given) if given else cast(T, setting.default)
 
 
-def _elastic(
-    a: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser
-) -> None:
+def _elastic(a: argparse.Namespace) -> None:
     """An elastic DGLJob's attempt (the operator's env): as many partitions as the attempt
     has workers, whatever --num-partitions says, and --batch-size as the global batch of a
     step: each trainer takes ``batch_size // (workers x trainers per worker)`` (at least 1),
@@ -573,15 +569,11 @@ def _elastic(
     partitioner, made before the workers are chosen), it is read from the job's status."""
     a.global_batch = None
     a.count_from_job = False
-    count = env.get(pc.NUM_PARTITIONS.env)
-    if count:
-        try:
-            a.num_partitions = _read(pc.NUM_PARTITIONS, env)
-        except ValueError as e:
-            parser.error(f"${pc.NUM_PARTITIONS.env}={count!r}: {e}")
-    if not _read(pc.ELASTIC, env):
+    if a.elastic_workers is not None:
+        a.num_partitions = a.elastic_workers
+    if not a.elastic:
         return
-    if not count:
+    if a.elastic_workers is None:
         a.count_from_job = True
         return
     a.global_batch = a.batch_size
