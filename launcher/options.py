@@ -24,9 +24,9 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
 from chunkedgraph.job import KAMINPAR, PARTITIONERS
 from launcher.memplan import GraphSize, PlanError, parse_bytes, parse_graph_size
@@ -53,9 +53,7 @@ from podcontract import settings as pc
 from podcontract.quantity import parse_quantity
 from podcontract.settings import Setting
 from podprogram.argtypes import non_negative_int, number_type, positive_int, seconds
-from podprogram.flagfields import add_flags, flag, values
-
-T = TypeVar("T")
+from podprogram.flagfields import Flag, add_flags, declare, flag, nested, values
 
 # argparse's groups of flags (dglrun --help)
 GRAPH = "graph and partitioning"
@@ -93,6 +91,11 @@ def option(*names: str, setting: Setting[Any] | None = None, **how: Any) -> Any:
         if how.get("help"):
             how["help"] = how["help"].format(env=f"${setting.env}")
     return flag(*names, **how)
+
+
+def variable(setting: Setting[Any]) -> Flag:
+    """The Flag of a field set by the operator's ``setting`` alone (a field declared apart)."""
+    return declare(env=setting.env, read_env=setting.read)
 
 
 def _cache_limit(value: str) -> int:
@@ -460,19 +463,22 @@ class Options:
     # num_partitions, global_batch, count_from_job)
     elastic: bool = option(setting=pc.ELASTIC)
     elastic_workers: int | None = option(setting=pc.NUM_PARTITIONS)
+    # the DGLJob dglrun reports its progress and Events to
+    job: ProgressTarget = nested(
+        ProgressTarget,
+        {
+            "name": variable(pc.JOB_NAME),
+            "uid": variable(pc.JOB_UID),
+            "namespace": variable(pc.JOB_NAMESPACE),
+        },
+    )
     # -- made by parse from the above
     storage: Storage | None = None  # from --storage, --run-name, --share-partitions, --cache-limit
-    # the DGLJob progress and Events go to
-    job: ProgressTarget = field(default_factory=ProgressTarget)
     # an elastic DGLJob's attempt: --batch-size as given, the global batch of a step, which
     # batch_size (each trainer's) divides among the attempt's trainers; None: not elastic
     global_batch: int | None = None
     # an elastic DGLJob's partitioner: the count is the attempt's, read from the job's status
     count_from_job: bool = False
-
-
-# The operator's settings parse reads besides the options' own (Options' metadata)
-READ_BY_PARSE: tuple[Setting[Any], ...] = (pc.JOB_NAME, pc.JOB_UID, pc.JOB_NAMESPACE)
 
 
 def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
@@ -551,14 +557,7 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
             "--partition-counts: the other counts' partitions are kept in the partition cache "
             "on --storage, which is not given"
         )
-    a.job = ProgressTarget(*(_read(s, env) for s in (pc.JOB_NAME, pc.JOB_UID, pc.JOB_NAMESPACE)))
     return Options(**vars(a))
-
-
-def _read(setting: Setting[T], env: Mapping[str, str]) -> T:
-    """``setting``'s value in ``env`` (its default when unset or empty)."""
-    given = env.get(setting.env)
-    return setting.read(given) if given else cast(T, setting.default)
 
 
 def _elastic(a: argparse.Namespace) -> None:

@@ -5,7 +5,9 @@ group, and the environment variable that gives its default. The rest follows fro
 - :func:`add_flags`: the flags on an argparse parser, their defaults from the environment;
 - :func:`values`: the fields' values from what argparse parsed (and the environment), by
   field name, for the dataclass's constructor;
-- :func:`to_argv`: an instance as the command line that parses back to it.
+- :func:`to_argv`: an instance as the command line that parses back to it;
+- :func:`nested`: a field that is a dataclass of flags itself, made of them (a group of
+  settings passed on whole).
 
     @dataclass(frozen=True, kw_only=True)
     class Settings:
@@ -27,6 +29,7 @@ from dataclasses import MISSING, dataclass
 from typing import Any
 
 KEY = "podprogram.flag"  # the metadata key of a field's Flag
+NESTED = "podprogram.flag.nested"  # ... of a field that is a dataclass of flags itself
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,25 @@ def flag(
 Declared = Mapping[str, Flag]  # field name -> its Flag, for a dataclass declared elsewhere
 
 
+def nested(cls: type, declared: Declared | None = None) -> Any:
+    """A field whose value is the dataclass ``cls``, made of its own flags (``declared``: its
+    Flags by field name, when its fields carry none): they join the parser, and
+    :func:`values` makes the value of them."""
+    return dataclasses.field(default_factory=cls, metadata={NESTED: (cls, declared)})
+
+
+def _nested(cls: type) -> list[tuple[dataclasses.Field[Any], type, Declared | None]]:
+    return [(f, *f.metadata[NESTED]) for f in dataclasses.fields(cls) if NESTED in f.metadata]
+
+
+def every_flag(cls: type, declared: Declared | None = None) -> list[tuple[tuple[str, ...], Flag]]:
+    """Every Flag of ``cls`` and of its nested fields, with the path of field names to it."""
+    out: list[tuple[tuple[str, ...], Flag]] = [((f.name,), fl) for f, fl in flags(cls, declared)]
+    for f, sub, subdeclared in _nested(cls):
+        out += [((f.name, *path), fl) for path, fl in every_flag(sub, subdeclared)]
+    return out
+
+
 def flags(cls: type, declared: Declared | None = None) -> list[tuple[dataclasses.Field[Any], Flag]]:
     """``cls``'s fields that declare a Flag, in order (``declared``: the Flags of a class
     whose fields carry none, by field name)."""
@@ -122,6 +144,8 @@ def add_flags(
             if getattr(fl, key) is not None:
                 kw[key] = getattr(fl, key)
         groups[fl.group].add_argument(*fl.names, **kw)
+    for _, sub, subdeclared in _nested(cls):
+        add_flags(parser, sub, env, subdeclared)
 
 
 def values(
@@ -156,14 +180,16 @@ def values(
                     raise
                 parser.error(f"{fl.name}: {e}")
         out[f.name] = value
+    for f, sub, subdeclared in _nested(cls):
+        out[f.name] = sub(**values(sub, namespace, env, parser, subdeclared))
     return out
 
 
-def to_argv(obj: Any) -> list[str]:
+def to_argv(obj: Any, declared: Declared | None = None) -> list[str]:
     """The flags that give ``obj`` its values: a switch when on, a list as its items after
     the flag (nothing when empty), None as nothing, anything else as ``str``."""
     argv: list[str] = []
-    for f, fl in flags(type(obj)):
+    for f, fl in flags(type(obj), declared):
         if not fl.names:
             continue
         value = getattr(obj, f.name)
@@ -175,4 +201,6 @@ def to_argv(obj: Any) -> list[str]:
             argv += [fl.name, *map(str, value)] if value else []
         elif value is not None:
             argv += [fl.name, str(value)]
+    for f, _, subdeclared in _nested(type(obj)):
+        argv += to_argv(getattr(obj, f.name), subdeclared)
     return argv

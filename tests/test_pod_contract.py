@@ -28,7 +28,7 @@ from controller.status.failures import PodFailure
 from dgljob.modes import MODES, SKIP
 from kubectl_download.config import load_config as kubectl_download_config
 from launcher import memplan
-from launcher.options import READ_BY_PARSE, Options, build_parser, parse
+from launcher.options import Options, build_parser, parse
 from launcher.partition import mpirun
 from launcher.report.progress import ProgressTarget
 from launcher.workers import oom
@@ -60,7 +60,7 @@ from podcontract.settings import (
     PHASE,
     Setting,
 )
-from podprogram.flagfields import flags, values
+from podprogram.flagfields import every_flag, values
 from tests.support.dgljobs import load_fixture
 from tests.support.paths import EXAMPLE_MANIFESTS, REPO
 from watcher_loop.config import load_config as watcher_loop_config
@@ -432,10 +432,10 @@ def test_the_modes_layouts_and_transfers_dglrun_accepts_are_the_apis() -> None:
 # -- every variable the operator sets for dglrun: one declaration, read back as written -------
 
 SETTINGS = {s.env: s for s in DGLRUN_SETTINGS}
-# the variables dglrun reads: its options' (Options' fields declare them), the ones parse
-# reads itself, and ParMETIS's default ranks (mpirun.default_ranks; checked above)
-OPTIONS = {fl.env: (f.name, fl) for f, fl in flags(Options) if fl.env in SETTINGS}
-DGLRUN_READS = set(OPTIONS) | {s.env for s in READ_BY_PARSE} | {CPU_LIMIT.env}
+# the variables dglrun reads: its options' (Options' fields declare them, by their path of
+# field names), and ParMETIS's default ranks (mpirun.default_ranks; checked above)
+OPTIONS = {fl.env: (path, fl) for path, fl in every_flag(Options) if fl.env in SETTINGS}
+DGLRUN_READS = set(OPTIONS) | {CPU_LIMIT.env}
 BASE_ARGS = ["-g", "g", "--train-entry-point", "t.py"]
 # the variables the operator sets otherwise than by Setting.pair: the CPU limit (the downward
 # API), the phase and the leadfile (partitioner_pod and launcher_pod write them as they are)
@@ -447,8 +447,16 @@ MEANS: dict[str, Callable[[Any], Any]] = {CACHE_LIMIT.env: lambda q: int(parse_q
 def test_every_setting_is_declared_once() -> None:
     assert len(SETTINGS) == len(DGLRUN_SETTINGS), "two settings with one variable"
     assert set(SETTINGS) <= DGLRUN_READS, "a setting no part of dglrun reads"
-    by_field = [f.name for f, fl in flags(Options) if fl.env in SETTINGS]
+    by_field = [path for path, fl in every_flag(Options) if fl.env in SETTINGS]
     assert len(by_field) == len(OPTIONS), "two options read one variable"
+
+
+def _at(found: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at a path of field names (``("job", "uid")``: the job's uid)."""
+    value: Any = found[path[0]]
+    for name in path[1:]:
+        value = getattr(value, name)
+    return value
 
 
 def _elastic_chosen(job: DGLJob) -> DGLJob:
@@ -504,15 +512,15 @@ def test_what_the_operator_writes_reads_back_as_the_value_written(
         assert setting.read(text) == value, f"{setting.env}={text!r} reads back otherwise"
         if setting.env not in OPTIONS:
             continue
-        dest, fl = OPTIONS[setting.env]
+        path, fl = OPTIONS[setting.env]
         env = {setting.env: text}
-        from_env = values(Options, build_parser(env).parse_args(BASE_ARGS), env)[dest]
+        from_env = _at(values(Options, build_parser(env).parse_args(BASE_ARGS), env), path)
         want = MEANS.get(setting.env, lambda v: v)(value)
         assert from_env == want, f"dglrun reads {setting.env}={text!r} otherwise"
         if fl.names and fl.action != "store_true":
             # the variable is the flag's default: the flag given the same text says the same
             given = build_parser({}).parse_args([*BASE_ARGS, fl.name, text])
-            assert values(Options, given)[dest] == want
+            assert _at(values(Options, given), path) == want
 
 
 def test_an_env_path_moves_the_file_dglrun_reads() -> None:

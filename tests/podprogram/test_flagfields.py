@@ -10,7 +10,16 @@ import pytest
 
 from chunkedgraph.job import PartitionJob, add_arguments
 from podprogram.argtypes import positive_int
-from podprogram.flagfields import add_flags, declare, flag, flags, to_argv, values
+from podprogram.flagfields import (
+    add_flags,
+    declare,
+    every_flag,
+    flag,
+    flags,
+    nested,
+    to_argv,
+    values,
+)
 
 
 def _path(value: str) -> Path:
@@ -104,6 +113,32 @@ def test_a_class_declared_elsewhere_by_field_name() -> None:
     assert Other(**values(Other, p.parse_args([]), declared=declared)) == Other()
     got = Other(**values(Other, p.parse_args(["--image", "x", "--on"]), declared=declared))
     assert got == Other(image="x", on=True)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str = ""
+    port: int = 80
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outer:
+    verbose: bool = flag("--verbose", action="store_true", default=False)
+    target: Target = nested(
+        Target, {"name": declare(env="TARGET"), "port": declare("--port", type=int)}
+    )
+
+
+def test_a_nested_group_is_made_of_its_flags_and_passed_whole() -> None:
+    assert [path for path, _ in every_flag(Outer)] == [
+        ("verbose",), ("target", "name"), ("target", "port"),
+    ]  # fmt: skip
+    p = argparse.ArgumentParser()
+    add_flags(p, Outer)
+    got = Outer(**values(Outer, p.parse_args(["--port", "8080"]), {"TARGET": "t"}))
+    assert got == Outer(target=Target("t", 8080))
+    assert Outer(**values(Outer, p.parse_args([]))) == Outer()
+    assert to_argv(got) == ["--port", "8080"]  # (a variable alone is no flag)
 
 
 def test_the_ranks_command_line_reads_back_as_the_job_dglrun_wrote() -> None:
