@@ -3,17 +3,19 @@
 dglrun builds it (as part of its partition request, launcher.partition.request) and starts
 the ranks with :meth:`PartitionJob.argv`; each rank reads it back from that command line
 (:func:`add_arguments`, :meth:`PartitionJob.from_args`). The command line is written and
-read here alone, so the two sides cannot disagree on a flag. Standard library only: dglrun
-imports it too.
+read here alone (from the fields' declarations, podprogram.flagfields), so the two sides
+cannot disagree on a flag. Standard library only: dglrun imports it too.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 from podcontract import CHUNKED_LAYOUTS, SHARED
+from podprogram.flagfields import add_flags, flag, to_argv, values
 
 KAMINPAR = "kaminpar"  # PyPI's KaMinPar, on rank 0 (distpart.kaminpar): the default
 PTSCOTCH = "ptscotch"  # PT-Scotch's distributed partitioner, across the ranks
@@ -31,19 +33,52 @@ class PartitionJob:
 
     ``counts``: other numbers of parts written by the same run (an elastic job's counts in
     ``[minReplicas, maxReplicas]``): the graph is partitioned once, into fine parts that are
-    grouped into each count, and count ``c``'s parts go to :func:`count_dir` of each folder."""
+    grouped into each count, and count ``c``'s parts go to :func:`count_dir` of each folder.
 
-    graph_name: str
-    num_parts: int
-    chunked: str | None = None
-    layout: str = SHARED
-    outs: tuple[str, ...] = ()
-    balance_train: bool = False
-    balance_edges: bool = False
-    feature_files: bool = False
-    seed: int = 0  # ParMETIS' seed (dglrun leaves it at 0)
-    counts: tuple[int, ...] = ()  # other counts written too (each into count_dir)
-    partitioner: str = KAMINPAR  # one of PARTITIONERS ($DGL_PARMETIS_LIB overrides it)
+    Each field is the ranks' flag of the same name (its metadata): :meth:`argv` writes them,
+    :func:`add_arguments` and :meth:`from_args` read them back."""
+
+    graph_name: str = flag("--graph-name", required=True, help="name of the partition JSON")
+    num_parts: int = flag("--num-parts", type=int, required=True)
+    chunked: str | None = flag(
+        "--chunked", default=None, required=True, help="the chunked graph (folder or metadata.json)"
+    )
+    layout: str = flag("--layout", default=SHARED, choices=CHUNKED_LAYOUTS)
+    outs: tuple[str, ...] = flag(
+        "--out",
+        default=(),
+        required=True,
+        nargs="+",
+        convert=tuple,
+        help="output folder(s): one, or one per rank",
+    )
+    balance_train: bool = flag("--balance-train", default=False, action="store_true")
+    balance_edges: bool = flag("--balance-edges", default=False, action="store_true")
+    feature_files: bool = flag(
+        "--feature-files",
+        default=False,
+        action="store_true",
+        help="also write each part's node features as .npy (out-of-core workers)",
+    )
+    # ParMETIS' seed (dglrun leaves it at 0, and does not write it then)
+    seed: int = flag("--seed", type=int, default=0, skip_default=True)
+    # one of PARTITIONERS ($DGL_PARMETIS_LIB overrides it)
+    partitioner: str = flag(
+        "--partitioner",
+        default=KAMINPAR,
+        choices=PARTITIONERS,
+        help="KaMinPar on rank 0 (the default), or PT-Scotch across the ranks "
+        "($DGL_PARMETIS_LIB, when set, names a ParMETIS that is used instead)",
+    )
+    # other counts written too (each into count_dir)
+    counts: tuple[int, ...] = flag(
+        "--counts",
+        default=(),
+        type=int,
+        nargs="+",
+        convert=tuple,
+        help="other numbers of parts to write from the same partitioning (each into <out>@<n>)",
+    )
 
     def out_dir(self, rank: int, count: int | None = None) -> Path:
         """Where rank ``rank`` writes (the parts of ``count``, one of ``counts``: beside)."""
@@ -58,74 +93,17 @@ class PartitionJob:
         """The ranks' arguments (after ``python -m distpart partition``); ``chunked`` and
         ``outs`` must be set."""
         assert self.chunked is not None and self.outs, "the ParMETIS modes' job"
-        argv = [
-            "--chunked", self.chunked,
-            "--layout", self.layout,
-            "--graph-name", self.graph_name,
-            "--num-parts", str(self.num_parts),
-            "--out", *self.outs,
-        ]  # fmt: skip
-        if self.balance_train:
-            argv.append("--balance-train")
-        if self.balance_edges:
-            argv.append("--balance-edges")
-        if self.feature_files:
-            argv.append("--feature-files")
-        if self.seed:
-            argv += ["--seed", str(self.seed)]
-        argv += ["--partitioner", self.partitioner]
-        others = self.every_count()[1:]
-        if others:
-            argv += ["--counts", *map(str, others)]
-        return argv
+        return to_argv(dataclasses.replace(self, counts=self.every_count()[1:]))
 
     @classmethod
     def from_args(cls, a: argparse.Namespace) -> PartitionJob:
         """The job from the arguments :func:`add_arguments` parsed."""
-        return cls(
-            graph_name=a.graph_name,
-            num_parts=a.num_parts,
-            chunked=a.chunked,
-            layout=a.layout,
-            outs=tuple(a.out),
-            balance_train=a.balance_train,
-            balance_edges=a.balance_edges,
-            feature_files=a.feature_files,
-            seed=a.seed,
-            counts=tuple(a.counts),
-            partitioner=a.partitioner,
-        )
+        return cls(**values(cls, a))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags :meth:`PartitionJob.argv` writes, on the ranks' parser."""
-    p.add_argument("--chunked", required=True, help="the chunked graph (folder or metadata.json)")
-    p.add_argument("--layout", choices=CHUNKED_LAYOUTS, default=SHARED)
-    p.add_argument("--graph-name", required=True, help="name of the partition JSON")
-    p.add_argument("--num-parts", type=int, required=True)
-    p.add_argument("--out", required=True, nargs="+", help="output folder(s): one, or one per rank")
-    p.add_argument("--balance-train", action="store_true")
-    p.add_argument("--balance-edges", action="store_true")
-    p.add_argument(
-        "--feature-files",
-        action="store_true",
-        help="also write each part's node features as .npy (out-of-core workers)",
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--partitioner",
-        choices=PARTITIONERS,
-        default=KAMINPAR,
-        help="KaMinPar on rank 0 (the default), or PT-Scotch across the ranks "
-        "($DGL_PARMETIS_LIB, when set, names a ParMETIS that is used instead)",
-    )
-    p.add_argument(
-        "--counts",
-        type=int,
-        nargs="+",
-        default=[],
-        help="other numbers of parts to write from the same partitioning (each into <out>@<n>)",
-    )
+    add_flags(p, PartitionJob)
 
 
 def count_dir(out: Path, count: int) -> Path:

@@ -12,7 +12,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from controller.metrics import Metrics
 from informers.factory import SharedInformerFactory
 from kubeclient import PODGROUPS, WORKLOADS, Forbidden, KubeClient, KubeError, NotFound, RestClient
 from podprogram.argtypes import positive_int, seconds
+from podprogram.flagfields import Flag, add_flags, declare, flag, values
 
 log = structlog.get_logger("controller.main")
 
@@ -38,30 +39,125 @@ SHUTDOWN_SECONDS = 20.0
 default grace period is 30 s); what still runs then is abandoned (syncs are idempotent)."""
 
 
-@dataclass(frozen=True)
+def _none_if_empty(value: str) -> str | None:
+    return value or None
+
+
+def _folder(value: str) -> Path | None:
+    return Path(value) if value else None
+
+
+@dataclass(frozen=True, kw_only=True)
 class OperatorSettings:
     """The operator's command line, checked: what to watch, how many workers, leader election,
-    the metrics and health addresses, what the builders put in a job's pods, and the logs."""
+    the metrics and health addresses, what the builders put in a job's pods, and the logs.
+    Each field declares its flag (podprogram.flagfields); ``options`` is made of the flags
+    BUILD_FLAGS declares for BuildOptions' fields."""
 
-    kubeconfig: str | None
-    context: str | None
-    namespace: str | None
-    workers: int
-    resync_period: float
-    leader_elect: bool
-    leader_elect_namespace: str
-    leader_elect_id: str
-    lease_duration: float
-    renew_deadline: float
-    retry_period: float
-    metrics_addr: str
-    health_addr: str
-    options: BuildOptions
-    log_format: str
-    log_level: str
+    kubeconfig: str | None = flag(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, "
+        "else the in-cluster service account)",
+    )
+    context: str | None = flag("--context", default=None, help="kubeconfig context")
+    namespace: str | None = flag(
+        "--namespace",
+        default="",
+        convert=_none_if_empty,
+        help="watch only this namespace (default: all)",
+    )
+    workers: int = flag("--workers", type=positive_int, default=4, help="concurrent reconciles")
+    resync_period: float = flag(
+        "--resync-period",
+        type=seconds,
+        default=600.0,
+        help="seconds between periodic resyncs of every DGLJob (0: off)",
+    )
+    leader_elect: bool = flag(
+        "--leader-elect",
+        action="store_true",
+        default=False,
+        help="run workers only while holding the leader Lease",
+    )
+    leader_elect_namespace: str = flag(
+        "--leader-elect-namespace",
+        env="POD_NAMESPACE",
+        default="default",
+        help="namespace of the leader Lease (default: $POD_NAMESPACE, else default)",
+    )
+    leader_elect_id: str = flag(
+        "--leader-elect-id", default="dgl-operator-leader", help="Lease name"
+    )
+    lease_duration: float = flag("--leader-elect-lease-duration", type=seconds, default=15.0)
+    renew_deadline: float = flag("--leader-elect-renew-deadline", type=seconds, default=10.0)
+    retry_period: float = flag("--leader-elect-retry-period", type=seconds, default=2.0)
+    metrics_addr: str = flag(
+        "--metrics-addr", default=":8080", help="Prometheus metrics address ('0': off)"
+    )
+    metrics_secure: bool = flag(
+        "--metrics-secure",
+        action="store_true",
+        default=False,
+        help="serve /metrics over HTTPS only to callers with a bearer token the API server "
+        "authenticates (TokenReview) and authorizes for get on /metrics (SubjectAccessReview)",
+    )
     # --metrics-secure: /metrics over TLS with this folder's certificate, for callers the API
     # server authenticates and authorizes (controller/machinery/metrics_server.py); None: open
-    metrics_cert_dir: Path | None = None
+    metrics_cert_dir: Path | None = flag(
+        "--metrics-cert-dir",
+        default="",
+        convert=_folder,
+        help="with --metrics-secure: the folder of the serving certificate (tls.crt, tls.key)",
+    )
+    health_addr: str = flag(
+        "--health-addr", default=":8081", help="/healthz and /readyz address ('0': off)"
+    )
+    options: BuildOptions = field(default_factory=BuildOptions)  # (BUILD_FLAGS)
+    log_format: str = flag("--log-format", choices=["json", "console"], default="json")
+    log_level: str = flag(
+        "--log-level", choices=["debug", "info", "warning", "error"], default="info"
+    )
+
+
+# The flags of BuildOptions' fields (what the builders put in a job's pods): their defaults
+# are the fields'
+BUILD_FLAGS: dict[str, Flag] = {
+    "kubectl_download_image": declare("--kubectl-download-image"),
+    "watcher_loop_image": declare("--watcher-loop-image"),
+    "init_image_pull_policy": declare(
+        "--init-image-pull-policy", choices=["Always", "IfNotPresent", "Never"]
+    ),
+    "kubectl_download_url": declare(
+        "--kubectl-download-url",
+        help="URL kubectl-download fetches kubectl from (needs --kubectl-download-sha256)",
+    ),
+    "kubectl_download_sha256": declare("--kubectl-download-sha256"),
+    "gang_scheduling": declare(
+        "--gang-scheduling",
+        choices=GANG_SCHEDULERS,
+        help="place each job's pods all or none: scheduler-plugins = a PodGroup per job for "
+        "scheduler-plugins' Coscheduling (its PodGroup CRD must be installed)",
+    ),
+    "gang_scheduler_name": declare(
+        "--gang-scheduler-name",
+        help="schedulerName of the gang scheduler, set on the job's pods",
+    ),
+    "kueue": declare(
+        "--kueue",
+        action="store_true",
+        help="queue the DGLJobs labelled kueue.x-k8s.io/queue-name in Kueue: each gets a "
+        "Workload and runs only once Kueue admits it (Kueue v0.17+ with DGLJob.v1alpha1.qihoo.net "
+        "in integrations.externalFrameworks; docs/operations.md, Running under Kueue)",
+    ),
+    "network_policy": declare(
+        "--network-policy",
+        action=argparse.BooleanOptionalAction,
+        help="give each job a NetworkPolicy: its pods take connections from its own pods only "
+        "(--no-network-policy: the cluster's administrators manage policy themselves; "
+        "docs/operations.md, Network isolation)",
+    ),
+}
 
 
 def parse_addr(value: str, flag: str) -> tuple[str, int] | None:
@@ -86,90 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Kubernetes operator for distributed DGL training (DGLJob qihoo.net/v1alpha1)",
     )
     p.add_argument("--version", action="version", version=f"dgl-operator {VERSION}")
-    p.add_argument(
-        "--kubeconfig",
-        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, "
-        "else the in-cluster service account)",
-    )
-    p.add_argument("--context", help="kubeconfig context")
-    p.add_argument("--namespace", default="", help="watch only this namespace (default: all)")
-    p.add_argument("--workers", type=positive_int, default=4, help="concurrent reconciles")
-    p.add_argument(
-        "--resync-period",
-        type=seconds,
-        default=600.0,
-        help="seconds between periodic resyncs of every DGLJob (0: off)",
-    )
-    p.add_argument(
-        "--leader-elect",
-        action="store_true",
-        help="run workers only while holding the leader Lease",
-    )
-    p.add_argument(
-        "--leader-elect-namespace",
-        default=os.environ.get("POD_NAMESPACE", "default"),
-        help="namespace of the leader Lease (default: $POD_NAMESPACE, else default)",
-    )
-    p.add_argument("--leader-elect-id", default="dgl-operator-leader", help="Lease name")
-    p.add_argument("--leader-elect-lease-duration", type=seconds, default=15.0)
-    p.add_argument("--leader-elect-renew-deadline", type=seconds, default=10.0)
-    p.add_argument("--leader-elect-retry-period", type=seconds, default=2.0)
-    p.add_argument("--metrics-addr", default=":8080", help="Prometheus metrics address ('0': off)")
-    p.add_argument(
-        "--metrics-secure",
-        action="store_true",
-        help="serve /metrics over HTTPS only to callers with a bearer token the API server "
-        "authenticates (TokenReview) and authorizes for get on /metrics (SubjectAccessReview)",
-    )
-    p.add_argument(
-        "--metrics-cert-dir",
-        default="",
-        help="with --metrics-secure: the folder of the serving certificate (tls.crt, tls.key)",
-    )
-    p.add_argument("--health-addr", default=":8081", help="/healthz and /readyz address ('0': off)")
-    defaults = BuildOptions()
-    p.add_argument("--kubectl-download-image", default=defaults.kubectl_download_image)
-    p.add_argument("--watcher-loop-image", default=defaults.watcher_loop_image)
-    p.add_argument(
-        "--init-image-pull-policy",
-        default=defaults.init_image_pull_policy,
-        choices=["Always", "IfNotPresent", "Never"],
-    )
-    p.add_argument(
-        "--kubectl-download-url",
-        default="",
-        help="URL kubectl-download fetches kubectl from (needs --kubectl-download-sha256)",
-    )
-    p.add_argument("--kubectl-download-sha256", default="")
-    p.add_argument(
-        "--gang-scheduling",
-        choices=GANG_SCHEDULERS,
-        default=defaults.gang_scheduling,
-        help="place each job's pods all or none: scheduler-plugins = a PodGroup per job for "
-        "scheduler-plugins' Coscheduling (its PodGroup CRD must be installed)",
-    )
-    p.add_argument(
-        "--gang-scheduler-name",
-        default=defaults.gang_scheduler_name,
-        help="schedulerName of the gang scheduler, set on the job's pods",
-    )
-    p.add_argument(
-        "--kueue",
-        action="store_true",
-        help="queue the DGLJobs labelled kueue.x-k8s.io/queue-name in Kueue: each gets a "
-        "Workload and runs only once Kueue admits it (Kueue v0.17+ with DGLJob.v1alpha1.qihoo.net "
-        "in integrations.externalFrameworks; docs/operations.md, Running under Kueue)",
-    )
-    p.add_argument(
-        "--network-policy",
-        action=argparse.BooleanOptionalAction,
-        default=defaults.network_policy,
-        help="give each job a NetworkPolicy: its pods take connections from its own pods only "
-        "(--no-network-policy: the cluster's administrators manage policy themselves; "
-        "docs/operations.md, Network isolation)",
-    )
-    p.add_argument("--log-format", choices=["json", "console"], default="json")
-    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    add_flags(p, OperatorSettings, os.environ)
+    add_flags(p, BuildOptions, declared=BUILD_FLAGS)
     return p
 
 
@@ -185,42 +199,14 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
         parser.error("--kubectl-download-url and --kubectl-download-sha256 go together")
     if not a.gang_scheduler_name.strip():
         parser.error("--gang-scheduler-name must not be empty")
-    if a.leader_elect_renew_deadline >= a.leader_elect_lease_duration:
+    if a.renew_deadline >= a.lease_duration:
         parser.error("--leader-elect-renew-deadline must be shorter than the lease duration")
-    cert_dir = Path(a.metrics_cert_dir) if a.metrics_cert_dir else None
-    if a.metrics_secure and cert_dir is None:
+    if a.metrics_secure and not a.metrics_cert_dir:
         parser.error("--metrics-secure needs --metrics-cert-dir (tls.crt, tls.key)")
-    if cert_dir is not None and not a.metrics_secure:
+    if a.metrics_cert_dir and not a.metrics_secure:
         parser.error("--metrics-cert-dir goes with --metrics-secure")
-    return OperatorSettings(
-        kubeconfig=a.kubeconfig,
-        context=a.context,
-        namespace=a.namespace or None,
-        workers=a.workers,
-        resync_period=a.resync_period,
-        leader_elect=a.leader_elect,
-        leader_elect_namespace=a.leader_elect_namespace,
-        leader_elect_id=a.leader_elect_id,
-        lease_duration=a.leader_elect_lease_duration,
-        renew_deadline=a.leader_elect_renew_deadline,
-        retry_period=a.leader_elect_retry_period,
-        metrics_addr=a.metrics_addr,
-        health_addr=a.health_addr,
-        options=BuildOptions(
-            kubectl_download_image=a.kubectl_download_image,
-            watcher_loop_image=a.watcher_loop_image,
-            init_image_pull_policy=a.init_image_pull_policy,
-            kubectl_download_url=a.kubectl_download_url,
-            kubectl_download_sha256=a.kubectl_download_sha256,
-            gang_scheduling=a.gang_scheduling,
-            kueue=a.kueue,
-            gang_scheduler_name=a.gang_scheduler_name,
-            network_policy=a.network_policy,
-        ),
-        log_format=a.log_format,
-        log_level=a.log_level,
-        metrics_cert_dir=cert_dir,
-    )
+    options = BuildOptions(**values(BuildOptions, a, declared=BUILD_FLAGS))
+    return OperatorSettings(**values(OperatorSettings, a, os.environ, parser), options=options)
 
 
 def configure_logging(fmt: str, level: str) -> None:

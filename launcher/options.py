@@ -8,6 +8,12 @@ spec (partition mode, chunked graph, partition transfer, storage, the workers' m
 Flags given on the command line win over those defaults. A usage error exits 2 with
 argparse's message.
 
+Each option is declared once, on its field of :class:`Options` (:func:`option`): its flag,
+the operator's variable that gives its default (a ``podcontract.settings`` declaration, which
+the operator writes with), type, default, help and group. The parser (:func:`build_parser`)
+and the values (:func:`parse`) are made from the fields (``podprogram.flagfields``); adding an
+option is adding a field, and using it.
+
 Standard library only, like the rest of dglrun's process: ``dglrun --help`` is instant.
 """
 
@@ -18,451 +24,482 @@ import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from chunkedgraph.job import KAMINPAR, PARTITIONERS
 from launcher.memplan import GraphSize, PlanError, parse_bytes, parse_graph_size
 from launcher.report.progress import ProgressTarget
 from launcher.storage.layout import Storage, check_run_name, claim_mount
 from podcontract import (
-    CACHE_LIMIT_ENV,
-    CHUNKED_GRAPH_ENV,
-    CHUNKED_LAYOUT_ENV,
     CHUNKED_LAYOUTS,
     DATASET,
-    DEFAULT_PAGE_CACHE_FRACTION,
     DGL_API,
     DIST_PARMETIS,
-    ELASTIC_ENV,
-    ELASTIC_ON,
-    HOSTFILE_PATH,
-    HOSTFILE_PATH_ENV,
-    JOB_NAME_ENV,
-    JOB_NAMESPACE_ENV,
-    JOB_UID_ENV,
-    KUBECTL_PATH,
-    KUBECTL_PATH_ENV,
-    KUBEXEC_PATH,
-    KUBEXEC_PATH_ENV,
-    LEADFILE_PATH,
-    LEADFILE_PATH_ENV,
-    NUM_PARTITIONS_ENV,
-    OPERATOR_ENV,
-    OPERATOR_ENV_ON,
-    OUT_OF_CORE_ENV,
-    OUT_OF_CORE_ON,
-    PAGE_CACHE_FRACTION_ENV,
     PARMETIS,
-    PARTFILE_PATH,
-    PARTFILE_PATH_ENV,
-    PARTITION_COUNTS_ENV,
-    PARTITION_MODE_ENV,
     PARTITION_MODES,
-    PARTITION_TRANSFER_ENV,
-    PHASE_ENV,
     PHASE_LAUNCHER_WORKLOAD,
     PHASE_PARTITIONER,
-    RUN_NAME_ENV,
-    SHARE_PARTITIONS_ENV,
-    SHARE_PARTITIONS_ON,
     SHARED,
     STORAGE_DIR,
-    STORAGE_ENV,
-    TRANSFER_HTTP,
     TRANSFER_KUBECTL,
     TRANSFER_PORT,
     TRANSFER_TOKEN_PATH,
     TRANSFERS,
-    WORKER_MEMORY_LIMIT_ENV,
     WORKSPACE,
 )
+from podcontract import settings as pc
 from podcontract.quantity import parse_quantity
+from podcontract.settings import Setting
 from podprogram.argtypes import non_negative_int, number_type, positive_int, seconds
+from podprogram.flagfields import Flag, add_flags, declare, flag, nested, values
+
+# argparse's groups of flags (dglrun --help)
+GRAPH = "graph and partitioning"
+TRAINING = "training"
+WHERE = "where and how"
+TIMEOUTS = "timeouts (seconds, 0 = none)"
 
 
-@dataclass(frozen=True)
-class Options:
-    graph_name: str
-    num_partitions: int
-    partition_entry_point: str | None
-    balance_train: bool
-    balance_edges: bool
-    train_entry_point: str | None
-    workspace: Path
-    num_epochs: int
-    batch_size: int
-    num_trainers: int
-    num_samplers: int
-    num_servers: int
-    dataset_url: str | None
-    partition_config_path: str | None
-    partition_args: list[str] = field(default_factory=list)
-    train_args: list[str] = field(default_factory=list)
-    python: str = sys.executable
-    transport: str = "kubectl"
-    local_workers: int | None = None
-    local_root: Path | None = None
-    local_shm_size: str = "2g"  # each local worker's /dev/shm (tmpfs size=)
-    keep_local: bool = False
-    partition_timeout: float = 0.0
-    deliver_timeout: float = 1800.0
-    dispatch_timeout: float = 1800.0
-    configure_timeout: float = 300.0
-    train_timeout: float = 0.0
-    master_port: int = 29500
-    partition_mode: str = DGL_API
-    chunked_graph: str | None = None
-    chunked_layout: str = SHARED
-    num_ranks: int | None = None
-    partitioner: str = KAMINPAR
-    mpirun: str = "mpirun"
-    mpirun_args: list[str] = field(default_factory=list)
-    partition_transfer: str = TRANSFER_HTTP
-    transfer_port: int = TRANSFER_PORT
-    transfer_max_rate: float = 0.0  # MB/s per worker connection; 0: unlimited
-    transfer_token_file: str = TRANSFER_TOKEN_PATH
-    graph_size: GraphSize | None = None  # the memory plan's input in DGL-API mode
-    worker_memory_limit: int | None = None  # bytes; None: no limit known
-    storage: Storage | None = None  # results, checkpoints, cached partitions (spec.storage)
-    partition_inputs: list[str] = field(default_factory=list)  # what the cache key hashes
-    phase: str = ""  # PHASE_ENV's value: "" (the launcher), or which part this pod does
-    kubexec: str = KUBEXEC_PATH
-    hostfile: str = HOSTFILE_PATH
-    leadfile: str = LEADFILE_PATH
-    partfile: str = PARTFILE_PATH
-    kubectl: str = KUBECTL_PATH
-    # the DGLJob progress and Events go to
-    job: ProgressTarget = field(default_factory=ProgressTarget)
-    # an elastic DGLJob's attempt: --batch-size as given, the global batch of a step, which
-    # batch_size (each trainer's) divides among the attempt's trainers; None: not elastic
-    global_batch: int | None = None
-    # an elastic DGLJob's partitioner: the count is the attempt's, read from the job's status
-    count_from_job: bool = False
-    # node features memory-mapped from the workers' disk (outofcore), and the share of them
-    # the memory plan counts as page cache
-    out_of_core: bool = False
-    page_cache_fraction: float = DEFAULT_PAGE_CACHE_FRACTION
-    # an elastic job's worker counts (--partition-counts): the ParMETIS modes partition for
-    # all of them at once; () when not elastic
-    partition_counts: tuple[int, ...] = ()
-
-
-_rate = number_type(float, "a number of MB/s", 0.0)
-
-
-def _fraction(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        x = float("nan")
-    if not 0.0 <= x <= 1.0:  # (nan fails too)
-        raise argparse.ArgumentTypeError(f"{value!r} is not a fraction between 0 and 1")
-    return x
-
-
-def _cache_limit(value: str) -> int:
-    """A quantity of bytes (``20Gi``, ``500G``, ``0``: only the partitions in use stay)."""
-    try:
-        n = parse_quantity(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{value!r}: a size cannot be negative")
-    return int(n)
-
-
-def _counts(value: str) -> tuple[int, ...]:
-    """``MIN-MAX`` (or one count): every count of the range, in order."""
-    low, sep, high = value.partition("-")
-    try:
-        lo, hi = int(low), int(high if sep else low)
-    except ValueError:
-        lo = hi = 0
-    if not 1 <= lo <= hi:
-        raise argparse.ArgumentTypeError(
-            f"{value!r}: expected MIN-MAX, two whole numbers with 1 <= MIN <= MAX"
-        )
-    return tuple(range(lo, hi + 1))
-
-
-def _run_name(value: str) -> str:
-    try:
-        return check_run_name(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _plan_input(parse: Callable[[str], object]) -> Callable[[str], object]:
-    """An argparse type from one of memplan's parsers (their errors name what is wrong)."""
+def _argtype(read: Callable[[str], object]) -> Callable[[str], object]:
+    """An argparse type from a reader whose ValueError says what is wrong (a setting's, one
+    of memplan's parsers)."""
 
     def convert(value: str) -> object:
         try:
-            return parse(value)
-        except PlanError as e:
+            return read(value)
+        except (ValueError, PlanError) as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
     return convert
 
 
-def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
-    """dglrun's flags; defaults that the operator sets through the pod's env come from
-    ``env`` (default: this process's environment)."""
-    env = os.environ if env is None else env
-    p = argparse.ArgumentParser(
-        prog="dglrun",
-        description="DGL workflow on DGL Operator pods: partition, dispatch, train.",
-        allow_abbrev=False,
+def option(*names: str, setting: Setting[Any] | None = None, **how: Any) -> Any:
+    """A field of :class:`Options` and how it is set: the flag ``names`` (podprogram's
+    :func:`~podprogram.flagfields.flag`), or without names the variable alone. With the
+    operator's ``setting``, its variable is the default, read as the setting reads it (unless
+    the option gives its own ``type``), and so is the setting's default; ``{env}`` in the help
+    names the variable."""
+    if setting is not None:
+        how["env"] = setting.env
+        how.setdefault("default", setting.default)
+        if how.get("action") == "store_true" or not names:
+            how["read_env"] = setting.read
+        elif "choices" not in how:
+            how.setdefault("type", _argtype(setting.read))
+        if how.get("help"):
+            how["help"] = how["help"].format(env=f"${setting.env}")
+    return flag(*names, **how)
+
+
+def variable(setting: Setting[Any]) -> Flag:
+    """The Flag of a field set by the operator's ``setting`` alone (a field declared apart)."""
+    return declare(env=setting.env, read_env=setting.read)
+
+
+def _cache_limit(value: str) -> int:
+    """A quantity of bytes (``20Gi``, ``500G``, ``0``: only the partitions in use stay)."""
+    return int(parse_quantity(pc.quantity(value)))
+
+
+def _shell_words(text: str) -> list[str]:
+    return shlex.split(text)  # (a ValueError: a usage error naming the flag)
+
+
+def _comma_paths(given: list[str]) -> list[str]:
+    return [x for each in given for x in each.split(",") if x]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """dglrun's options: each field declares, once, the flag or variable that sets it (its
+    metadata: :func:`option`), from which :func:`build_parser` makes the parser and
+    :func:`parse` the values; the rest (``storage``, ``job``, ``global_batch``,
+    ``count_from_job``) :func:`parse` derives from them."""
+
+    # -- graph and partitioning
+    graph_name: str = option(
+        "-g", "--graph-name", group=GRAPH, required=True, help="graph name (partition JSON name)"
     )
-    g = p.add_argument_group("graph and partitioning")
-    g.add_argument("-g", "--graph-name", required=True, help="graph name (partition JSON name)")
-    g.add_argument("--num-partitions", type=positive_int, default=1)
-    g.add_argument(
+    num_partitions: int = option("--num-partitions", group=GRAPH, type=positive_int, default=1)
+    partition_entry_point: str | None = option(
         "--partition-entry-point",
+        group=GRAPH,
+        default=None,
         help="script called with --graph_name "
         "--workspace --rel_data_path --num_parts [--balance_train] [--balance_edges]",
     )
-    g.add_argument(
+    partition_mode: str = option(
         "--partition-mode",
+        group=GRAPH,
+        setting=pc.PARTITION_MODE,
         choices=PARTITION_MODES,
-        default=env.get(PARTITION_MODE_ENV) or DGL_API,
-        help=f"DGL-API: the partition entry point; ParMETIS: MPI ranks in this pod; "
-        f"DistParMETIS: one MPI rank per worker (default: ${PARTITION_MODE_ENV}, else DGL-API)",
+        help="DGL-API: the partition entry point; ParMETIS: MPI ranks in this pod; "
+        "DistParMETIS: one MPI rank per worker (default: {env}, else DGL-API)",
     )
-    g.add_argument(
+    chunked_graph: str | None = option(
         "--chunked-graph",
-        default=env.get(CHUNKED_GRAPH_ENV) or None,
-        help=f"the ParMETIS modes' input: a chunked graph's folder or metadata.json, as the "
-        f"partitioning pods see it (default: ${CHUNKED_GRAPH_ENV})",
+        group=GRAPH,
+        setting=pc.CHUNKED_GRAPH,
+        help="the ParMETIS modes' input: a chunked graph's folder or metadata.json, as the "
+        "partitioning pods see it (default: {env})",
     )
-    g.add_argument(
+    chunked_layout: str = option(
         "--chunked-layout",
+        group=GRAPH,
+        setting=pc.CHUNKED_LAYOUT,
         choices=CHUNKED_LAYOUTS,
-        default=env.get(CHUNKED_LAYOUT_ENV) or SHARED,
         help="Shared: every rank sees every chunk; PerWorker (DistParMETIS): worker i holds "
-        f"only its own chunks (default: ${CHUNKED_LAYOUT_ENV}, else Shared)",
+        "only its own chunks (default: {env}, else Shared)",
     )
-    g.add_argument(
+    num_ranks: int | None = option(
         "--num-ranks",
+        group=GRAPH,
         type=positive_int,
+        default=None,
         help="ParMETIS: MPI ranks in the partitioner pod (default: its CPU limit, at least 2); "
         "DistParMETIS always runs one per worker",
     )
-    g.add_argument(
+    partitioner: str = option(
         "--partitioner",
+        group=GRAPH,
         choices=PARTITIONERS,
         default=KAMINPAR,
         help="the ParMETIS modes' partitioner: KaMinPar on the first rank (default), or "
         "PT-Scotch across the ranks ($DGL_PARMETIS_LIB, when set, names a ParMETIS used instead)",
     )
-    g.add_argument("--mpirun", default="mpirun", help="Open MPI's mpirun (the ParMETIS modes)")
-    g.add_argument(
+    mpirun: str = option(
+        "--mpirun", group=GRAPH, default="mpirun", help="Open MPI's mpirun (the ParMETIS modes)"
+    )
+    mpirun_args: list[str] = option(
         "--mpirun-args",
+        group=GRAPH,
         default="",
+        convert=_shell_words,
         help="extra mpirun arguments (one shell-quoted string), e.g. '--mca btl_tcp_if_include "
         "eth0'",
     )
-    g.add_argument(
+    # the memory plan's input in DGL-API mode
+    graph_size: GraphSize | None = option(
         "--graph-size",
-        type=_plan_input(parse_graph_size),
+        group=GRAPH,
+        type=_argtype(parse_graph_size),
+        default=None,
         metavar="nodes=N,edges=E[,node_bytes=B]",
         help="the graph's sizes (directed edges; node data bytes per node), for the memory "
         "plan in DGL-API mode (the ParMETIS modes read them from the chunked graph)",
     )
-    g.add_argument(
+    # bytes; None: no limit known
+    worker_memory_limit: int | None = option(
         "--worker-memory-limit",
-        type=_plan_input(parse_bytes),
-        default=env.get(WORKER_MEMORY_LIMIT_ENV) or None,
+        group=GRAPH,
+        setting=pc.WORKER_MEMORY_LIMIT,
+        type=_argtype(parse_bytes),
         metavar="QUANTITY",
         help="the worker and partitioner pods' memory limit (e.g. 8Gi), which the memory plan "
-        f"checks every step against (default: ${WORKER_MEMORY_LIMIT_ENV}, set by the operator from "
-        "the Worker template)",
+        "checks every step against (default: {env}, set by the operator from the Worker "
+        "template)",
     )
-    g.add_argument(
+    # what the cache key hashes
+    partition_inputs: list[str] = option(
         "--partition-inputs",
+        group=GRAPH,
         action="append",
-        default=[],
+        default_factory=list,
+        convert=_comma_paths,
         metavar="PATH[,PATH]",
         help="DGL-API with --storage: the files or folders the partition entry point reads "
         "(the graph); their content is part of the cached partitions' key, which lets "
         "--share-partitions reuse them across jobs (repeatable)",
     )
-    g.add_argument("--balance-train", action="store_true")
-    g.add_argument("--balance-edges", action="store_true")
-    g.add_argument("--partition-config-path", help="partition JSON (default <graph>.json)")
-    g.add_argument("--dataset-url", help="passed to the partition entry point as --dataset_url")
-    g.add_argument(
+    # ParMETIS' and PT-Scotch's seed; KaMinPar's (0: each partitioner's own default)
+    partition_seed: int = option(
+        "--partition-seed",
+        group=GRAPH,
+        type=non_negative_int,
+        default=0,
+        help="the ParMETIS modes: the partitioner's random seed (0: its default); another seed "
+        "makes other partitions, and another entry in the partition cache",
+    )
+    balance_train: bool = option("--balance-train", group=GRAPH, action="store_true", default=False)
+    balance_edges: bool = option("--balance-edges", group=GRAPH, action="store_true", default=False)
+    partition_config_path: str | None = option(
+        "--partition-config-path",
+        group=GRAPH,
+        default=None,
+        help="partition JSON (default <graph>.json)",
+    )
+    dataset_url: str | None = option(
+        "--dataset-url",
+        group=GRAPH,
+        default=None,
+        help="passed to the partition entry point as --dataset_url",
+    )
+    partition_args: list[str] = option(
         "--partition-args",
+        group=GRAPH,
         default="",
+        convert=_shell_words,
         help="extra arguments for the partition entry point (one shell-quoted string)",
     )
-    t = p.add_argument_group("training")
-    t.add_argument(
+    # -- training
+    train_entry_point: str | None = option(
         "--train-entry-point",
+        group=TRAINING,
+        default=None,
         help="script run by every DGL server and trainer with "
         "--graph_name --ip_config --part_config --num_epochs --batch_size",
     )
-    t.add_argument("--num-epochs", type=positive_int, default=1)
-    t.add_argument("--batch-size", type=positive_int, default=1000)
-    t.add_argument("--num-trainers", type=positive_int, default=1, help="trainers per worker")
-    t.add_argument("--num-samplers", type=non_negative_int, default=0, help="samplers per trainer")
-    t.add_argument("--num-servers", type=positive_int, default=1, help="DGL servers per worker")
-    t.add_argument(
+    num_epochs: int = option("--num-epochs", group=TRAINING, type=positive_int, default=1)
+    # each trainer's (an elastic attempt's: its share of the global batch, global_batch)
+    batch_size: int = option("--batch-size", group=TRAINING, type=positive_int, default=1000)
+    num_trainers: int = option(
+        "--num-trainers", group=TRAINING, type=positive_int, default=1, help="trainers per worker"
+    )
+    num_samplers: int = option(
+        "--num-samplers",
+        group=TRAINING,
+        type=non_negative_int,
+        default=0,
+        help="samplers per trainer",
+    )
+    num_servers: int = option(
+        "--num-servers", group=TRAINING, type=positive_int, default=1, help="DGL servers per worker"
+    )
+    train_args: list[str] = option(
         "--train-args",
+        group=TRAINING,
         default="",
+        convert=_shell_words,
         help="extra arguments for the training entry point (one shell-quoted string)",
     )
-    t.add_argument("--master-port", type=positive_int, default=29500, help="torch rendezvous port")
-    t.add_argument(
+    master_port: int = option(
+        "--master-port",
+        group=TRAINING,
+        type=positive_int,
+        default=29500,
+        help="torch rendezvous port",
+    )
+    # node features memory-mapped from the workers' disk (outofcore), and the share of them
+    # the memory plan counts as page cache
+    out_of_core: bool = option(
         "--out-of-core",
+        group=TRAINING,
+        setting=pc.OUT_OF_CORE,
         action="store_true",
-        default=(env.get(OUT_OF_CORE_ENV) or "").lower() == OUT_OF_CORE_ON,
         help="keep each worker's node features on its local disk, memory-mapped, instead of in "
         "memory: partitions get .npy feature files and the DGL servers and trainers run under "
-        f"python -m outofcore (DGL 2.1; default: ${OUT_OF_CORE_ENV})",
+        "python -m outofcore (DGL 2.1; default: {env})",
     )
-    t.add_argument(
+    page_cache_fraction: float = option(
         "--page-cache-fraction",
-        type=_fraction,
-        default=env.get(PAGE_CACHE_FRACTION_ENV) or DEFAULT_PAGE_CACHE_FRACTION,
+        group=TRAINING,
+        setting=pc.PAGE_CACHE_FRACTION,
         metavar="F",
         help="--out-of-core: the share of a worker's node features the memory plan counts as "
-        f"page cache, between 0 and 1 (default: ${PAGE_CACHE_FRACTION_ENV}, else "
-        f"{DEFAULT_PAGE_CACHE_FRACTION})",
+        f"page cache, between 0 and 1 (default: {{env}}, else {pc.PAGE_CACHE_FRACTION.default})",
     )
-    w = p.add_argument_group("where and how")
-    w.add_argument(
+    # -- where and how
+    workspace: Path = option(
         "--workspace",
         "--worksapce",
-        dest="workspace",
-        default=WORKSPACE,
+        group=WHERE,
+        default=Path(WORKSPACE),
+        convert=Path,
         help="workspace folder (the original's misspelling --worksapce works too)",
     )
-    w.add_argument(
+    # results, checkpoints, cached partitions (spec.storage): these four make ``storage``
+    storage_dir: str | None = option(
         "--storage",
-        default=env.get(STORAGE_ENV) or None,
+        group=WHERE,
+        setting=pc.STORAGE,
         metavar="DIR",
         help="where results, checkpoints and cached partitions outlive the pods (default: "
-        f"${STORAGE_ENV}, set by the operator from spec.storage); it must exist, except below "
+        "{env}, set by the operator from spec.storage); it must exist, except below "
         f"{STORAGE_DIR} (a DGLJob's claim), where only {STORAGE_DIR} must and the rest is made",
     )
-    w.add_argument(
+    run_name: str = option(
         "--run-name",
-        type=_run_name,
-        default=env.get(RUN_NAME_ENV) or "local",
-        help=f"this run's folder under --storage (default: ${RUN_NAME_ENV}, else local)",
+        group=WHERE,
+        setting=pc.RUN_NAME,
+        type=_argtype(check_run_name),
+        help="this run's folder under --storage (default: {env}, else local)",
     )
-    w.add_argument(
+    share_partitions: bool = option(
         "--share-partitions",
+        group=WHERE,
+        setting=pc.SHARE_PARTITIONS,
         action="store_true",
-        default=(env.get(SHARE_PARTITIONS_ENV) or "").lower() == SHARE_PARTITIONS_ON,
         help="reuse partitions another run cached on --storage from the same inputs (default: "
-        f"${SHARE_PARTITIONS_ENV}; without it only this run's restarts reuse them)",
+        "{env}; without it only this run's restarts reuse them)",
     )
-    w.add_argument(
+    cache_limit: int | None = option(
         "--cache-limit",
-        type=_cache_limit,
-        default=env.get(CACHE_LIMIT_ENV) or None,
+        group=WHERE,
+        setting=pc.CACHE_LIMIT,
+        type=_argtype(_cache_limit),
         metavar="QUANTITY",
         help="the bytes the partition cache on --storage may hold over every graph (e.g. 20Gi): "
         "beyond it the least recently used partition sets go, never the one in use (default: "
-        f"${CACHE_LIMIT_ENV}, set by the operator from spec.storage.cacheLimit, else half the "
-        "size of the filesystem the cache is on)",
+        "{env}, set by the operator from spec.storage.cacheLimit, else half the size of the "
+        "filesystem the cache is on)",
     )
-    w.add_argument(
+    # an elastic job's worker counts: the ParMETIS modes partition for all of them at once;
+    # () when not elastic
+    partition_counts: tuple[int, ...] = option(
         "--partition-counts",
-        type=_counts,
-        default=env.get(PARTITION_COUNTS_ENV) or None,
+        group=WHERE,
+        setting=pc.PARTITION_COUNTS,
+        default=(),
         metavar="MIN-MAX",
         help="an elastic job's worker counts: in the ParMETIS modes the first partitioning "
         "writes the partitions of every count in the range (one partitioning, grouped into "
         "each) and caches them on --storage, so that an attempt with another count partitions "
-        f"nothing (default: ${PARTITION_COUNTS_ENV}, set by the operator from "
-        "spec.elasticPolicy)",
+        "nothing (default: {env}, set by the operator from spec.elasticPolicy)",
     )
-    w.add_argument(
+    # the entry points' interpreter (parse: this one locally, python3 in pods)
+    python: str = option(
         "--python",
-        default=os.environ.get("DGLRUN_PYTHON"),
+        group=WHERE,
+        env="DGLRUN_PYTHON",
+        default=None,
         help="interpreter for the entry points (default: $DGLRUN_PYTHON, else this "
         "one locally and python3 in pods)",
     )
-    w.add_argument(
+    transport: str = option(
         "--transport",
+        group=WHERE,
+        env="DGLRUN_TRANSPORT",
         choices=["kubectl", "local"],
-        default=os.environ.get("DGLRUN_TRANSPORT", "kubectl"),
+        default="kubectl",
     )
-    w.add_argument(
+    local_workers: int | None = option(
         "--local-workers",
+        group=WHERE,
         type=positive_int,
+        default=None,
         help="local transport: workers (default: --num-partitions)",
     )
-    w.add_argument(
+    local_root: Path | None = option(
         "--local-root",
+        group=WHERE,
+        default=None,
+        convert=Path,
         help="local transport: where worker filesystems live "
         "(default: a folder under the workspace)",
     )
-    w.add_argument("--keep-local", action="store_true", help="keep the local workers' files")
-    w.add_argument(
+    keep_local: bool = option(
+        "--keep-local",
+        group=WHERE,
+        action="store_true",
+        default=False,
+        help="keep the local workers' files",
+    )
+    # each local worker's /dev/shm (tmpfs size=)
+    local_shm_size: str = option(
         "--local-shm-size",
+        group=WHERE,
         default="2g",
         metavar="SIZE",
         help="local transport: each worker's /dev/shm, as tmpfs's size= (e.g. 8g; DGL's "
         "servers keep the partition there, its node features unless --out-of-core)",
     )
-    w.add_argument(
+    partition_transfer: str = option(
         "--partition-transfer",
+        group=WHERE,
+        setting=pc.PARTITION_TRANSFER,
         choices=TRANSFERS,
-        default=env.get(PARTITION_TRANSFER_ENV) or TRANSFER_HTTP,
         help="http: workers pull their parts straight from the pod that holds them; kubectl: "
-        "kubectl cp through the API server, via the launcher (default: "
-        f"${PARTITION_TRANSFER_ENV}, else http)",
+        "kubectl cp through the API server, via the launcher (default: {env}, else http)",
     )
-    w.add_argument(
+    transfer_port: int = option(
         "--transfer-port",
+        group=WHERE,
         type=positive_int,
         default=TRANSFER_PORT,
         help="http: the partition server's port",
     )
-    w.add_argument(
+    # MB/s per worker connection; 0: unlimited
+    transfer_max_rate: float = option(
         "--transfer-max-rate",
-        type=_rate,
+        group=WHERE,
+        type=number_type(float, "a number of MB/s", 0.0),
         default=0.0,
         metavar="MB_PER_S",
         help="http: cap each worker's pull at this many MB/s (0 = no cap), to spare a shared "
         "network",
     )
-    w.add_argument(
+    transfer_token_file: str = option(
         "--transfer-token-file",
+        group=WHERE,
         default=TRANSFER_TOKEN_PATH,
         help="http: the job's token (the operator mounts its Secret here)",
     )
-    o = p.add_argument_group("timeouts (seconds, 0 = none)")
-    o.add_argument("--partition-timeout", type=seconds, default=0.0)
-    o.add_argument("--deliver-timeout", type=seconds, default=1800.0)
-    o.add_argument("--dispatch-timeout", type=seconds, default=1800.0)
-    o.add_argument("--configure-timeout", type=seconds, default=300.0)
-    o.add_argument("--train-timeout", type=seconds, default=0.0)
+    # -- timeouts
+    partition_timeout: float = option(
+        "--partition-timeout", group=TIMEOUTS, type=seconds, default=0.0
+    )
+    deliver_timeout: float = option(
+        "--deliver-timeout", group=TIMEOUTS, type=seconds, default=1800.0
+    )
+    dispatch_timeout: float = option(
+        "--dispatch-timeout", group=TIMEOUTS, type=seconds, default=1800.0
+    )
+    configure_timeout: float = option(
+        "--configure-timeout", group=TIMEOUTS, type=seconds, default=300.0
+    )
+    train_timeout: float = option("--train-timeout", group=TIMEOUTS, type=seconds, default=0.0)
+    # -- the operator's variables alone
+    # which part of the job this pod does: "" (the launcher), or PHASE's
+    phase: str = option(setting=pc.PHASE)
+    kubexec: str = option(setting=pc.KUBEXEC_PATH)
+    hostfile: str = option(setting=pc.HOSTFILE_PATH)
+    leadfile: str = option(setting=pc.LEADFILE_PATH)
+    partfile: str = option(setting=pc.PARTFILE_PATH)
+    kubectl: str = option(setting=pc.KUBECTL_PATH)
+    in_dgljob: bool = option(setting=pc.OPERATOR)  # a pod of a DGLJob with workers
+    # an elastic DGLJob's attempt, and its count of workers once they are chosen (parse:
+    # num_partitions, global_batch, count_from_job)
+    elastic: bool = option(setting=pc.ELASTIC)
+    elastic_workers: int | None = option(setting=pc.NUM_PARTITIONS)
+    # the DGLJob dglrun reports its progress and Events to
+    job: ProgressTarget = nested(
+        ProgressTarget,
+        {
+            "name": variable(pc.JOB_NAME),
+            "uid": variable(pc.JOB_UID),
+            "namespace": variable(pc.JOB_NAMESPACE),
+        },
+    )
+    # -- made by parse from the above
+    storage: Storage | None = None  # from --storage, --run-name, --share-partitions, --cache-limit
+    # an elastic DGLJob's attempt: --batch-size as given, the global batch of a step, which
+    # batch_size (each trainer's) divides among the attempt's trainers; None: not elastic
+    global_batch: int | None = None
+    # an elastic DGLJob's partitioner: the count is the attempt's, read from the job's status
+    count_from_job: bool = False
+
+
+def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    """dglrun's flags (:class:`Options`' fields); defaults that the operator sets through the
+    pod's env come from ``env`` (default: this process's environment)."""
+    p = argparse.ArgumentParser(
+        prog="dglrun",
+        description="DGL workflow on DGL Operator pods: partition, dispatch, train.",
+        allow_abbrev=False,
+    )
+    add_flags(p, Options, os.environ if env is None else env)
     return p
-
-
-def _split(text: str, flag: str, parser: argparse.ArgumentParser) -> list[str]:
-    try:
-        return shlex.split(text)
-    except ValueError as e:
-        parser.error(f"{flag}: {e}")
 
 
 def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) -> Options:
     env = dict(os.environ if env is None else env)
     parser = build_parser(env)
-    a = parser.parse_args(argv)
-    phase = env.get(PHASE_ENV, "")
-    if phase not in ("", PHASE_PARTITIONER, PHASE_LAUNCHER_WORKLOAD):
-        parser.error(
-            f"{PHASE_ENV}={phase!r}: expected {PHASE_PARTITIONER}, {PHASE_LAUNCHER_WORKLOAD} "
-            "or unset"
-        )
-    _elastic(a, env, parser)
+    given = values(Options, parser.parse_args(argv), env, parser)
+    a = argparse.Namespace(**given)
+    phase = a.phase
+    _elastic(a)
     mode = a.partition_mode
     needs_partition = a.transport == "local" or phase == PHASE_PARTITIONER
     if (
@@ -491,101 +528,39 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
             f"--out-of-core with --num-samplers {a.num_samplers}: sampler processes are spawned "
             "by DGL without the out-of-core patch; use --num-samplers 0"
         )
-    in_dgljob = env.get(OPERATOR_ENV) == OPERATOR_ENV_ON and a.transport == "kubectl"
     if (
-        in_dgljob
+        a.in_dgljob
+        and a.transport == "kubectl"
         and phase != PHASE_LAUNCHER_WORKLOAD
         and a.partition_transfer == TRANSFER_KUBECTL
-        and Path(a.workspace) != Path(WORKSPACE)
+        and a.workspace != Path(WORKSPACE)
     ):
         parser.error(
             f"--workspace {a.workspace}: in a DGLJob the partitions travel through the volume "
             f"the operator mounts at {WORKSPACE}/{DATASET}; leave --workspace at {WORKSPACE}"
         )
-    python = a.python or (sys.executable if a.transport == "local" or phase else "python3")
-    inputs = [x for given in a.partition_inputs for x in given.split(",") if x]
-    if inputs and mode != DGL_API:
+    a.python = a.python or (sys.executable if a.transport == "local" or phase else "python3")
+    if a.partition_inputs and mode != DGL_API:
         parser.error(
             "--partition-inputs: only DGL-API needs it (the ParMETIS modes' cache key covers "
             "the chunked graph's files)"
         )
-    storage = None
-    if a.storage:
-        root = Path(a.storage)
-        storage = Storage(
+    if a.storage_dir:
+        root = Path(a.storage_dir)
+        a.storage = Storage(
             root, a.run_name, a.share_partitions, claim_mount(root), cache_limit=a.cache_limit
         )
     elif a.cache_limit is not None:
         parser.error("--cache-limit: the partition cache is on --storage, which is not given")
-    if a.partition_counts and storage is None:
+    if a.partition_counts and a.storage is None:
         parser.error(
             "--partition-counts: the other counts' partitions are kept in the partition cache "
             "on --storage, which is not given"
         )
-    return Options(
-        graph_name=a.graph_name,
-        num_partitions=a.num_partitions,
-        partition_entry_point=a.partition_entry_point,
-        balance_train=a.balance_train,
-        balance_edges=a.balance_edges,
-        train_entry_point=a.train_entry_point,
-        workspace=Path(a.workspace),
-        num_epochs=a.num_epochs,
-        batch_size=a.batch_size,
-        num_trainers=a.num_trainers,
-        num_samplers=a.num_samplers,
-        num_servers=a.num_servers,
-        dataset_url=a.dataset_url,
-        partition_config_path=a.partition_config_path,
-        partition_args=_split(a.partition_args, "--partition-args", parser),
-        train_args=_split(a.train_args, "--train-args", parser),
-        python=python,
-        transport=a.transport,
-        local_workers=a.local_workers,
-        local_root=Path(a.local_root) if a.local_root else None,
-        keep_local=a.keep_local,
-        local_shm_size=a.local_shm_size,
-        partition_timeout=a.partition_timeout,
-        deliver_timeout=a.deliver_timeout,
-        dispatch_timeout=a.dispatch_timeout,
-        configure_timeout=a.configure_timeout,
-        train_timeout=a.train_timeout,
-        master_port=a.master_port,
-        partition_mode=mode,
-        chunked_graph=a.chunked_graph,
-        chunked_layout=a.chunked_layout,
-        num_ranks=a.num_ranks,
-        partitioner=a.partitioner,
-        mpirun=a.mpirun,
-        mpirun_args=_split(a.mpirun_args, "--mpirun-args", parser),
-        partition_transfer=a.partition_transfer,
-        transfer_port=a.transfer_port,
-        transfer_max_rate=a.transfer_max_rate,
-        transfer_token_file=a.transfer_token_file,
-        graph_size=a.graph_size,
-        worker_memory_limit=a.worker_memory_limit,
-        storage=storage,
-        partition_inputs=inputs,
-        phase=phase,
-        kubexec=env.get(KUBEXEC_PATH_ENV, KUBEXEC_PATH),
-        hostfile=env.get(HOSTFILE_PATH_ENV, HOSTFILE_PATH),
-        leadfile=env.get(LEADFILE_PATH_ENV, LEADFILE_PATH),
-        partfile=env.get(PARTFILE_PATH_ENV, PARTFILE_PATH),
-        kubectl=env.get(KUBECTL_PATH_ENV, KUBECTL_PATH),
-        job=ProgressTarget(
-            env.get(JOB_NAME_ENV, ""), env.get(JOB_UID_ENV, ""), env.get(JOB_NAMESPACE_ENV, "")
-        ),
-        global_batch=a.global_batch,
-        count_from_job=a.count_from_job,
-        out_of_core=a.out_of_core,
-        page_cache_fraction=float(a.page_cache_fraction),
-        partition_counts=tuple(a.partition_counts or ()),
-    )
+    return Options(**vars(a))
 
 
-def _elastic(
-    a: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser
-) -> None:
+def _elastic(a: argparse.Namespace) -> None:
     """An elastic DGLJob's attempt (the operator's env): as many partitions as the attempt
     has workers, whatever --num-partitions says, and --batch-size as the global batch of a
     step: each trainer takes ``batch_size // (workers x trainers per worker)`` (at least 1),
@@ -593,15 +568,11 @@ def _elastic(
     partitioner, made before the workers are chosen), it is read from the job's status."""
     a.global_batch = None
     a.count_from_job = False
-    count = env.get(NUM_PARTITIONS_ENV)
-    if count:
-        try:
-            a.num_partitions = positive_int(count)
-        except argparse.ArgumentTypeError:
-            parser.error(f"${NUM_PARTITIONS_ENV}={count!r}: must be a positive integer")
-    if env.get(ELASTIC_ENV) != ELASTIC_ON:
+    if a.elastic_workers is not None:
+        a.num_partitions = a.elastic_workers
+    if not a.elastic:
         return
-    if not count:
+    if a.elastic_workers is None:
         a.count_from_job = True
         return
     a.global_batch = a.batch_size

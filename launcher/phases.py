@@ -118,6 +118,7 @@ def partition_request(opts: Options) -> PartitionRequest:
             feature_files=opts.out_of_core,
             counts=opts.partition_counts if mode_partitions_counts(opts) else (),
             partitioner=opts.partitioner,
+            seed=opts.partition_seed,
         ),
         python=opts.python,
         workspace=opts.workspace,

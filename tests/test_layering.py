@@ -1,7 +1,8 @@
 """Which code may import which, for every top-level folder of the repository with Python in it.
 
 Product packages (installed, in the images): clock, podprogram and podcontract use only the
-standard library; workqueue only it and clock; chunkedgraph only it and podcontract; launcher
+standard library; workqueue only it and clock; chunkedgraph only it, podcontract and
+podprogram.flagfields (its flags declared on its dataclass's fields, as dglrun's); launcher
 (whose parts import each other in one direction, LAUNCHER_ORDER: errors, programs, checksums,
 checkpoints, memplan <- timeplan <- workers <- console <- partition <- storage <- delivery <-
 report <- rescale <- training <- options <- phases <- runs <- cli; each part's row in
@@ -74,8 +75,10 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
         {"kubernetes", "prometheus_client", "structlog"},
     ),
     # DGL's chunked graph format (metadata, chunk checks, which rank reads what): standard
-    # library only; what dglrun checks a graph with and distpart's ranks read it with
-    "chunkedgraph": ({"podcontract"}, set()),
+    # library only; what dglrun checks a graph with and distpart's ranks read it with (the
+    # ranks' command line declared on PartitionJob's fields: podprogram.flagfields, which the
+    # operator's and dglrun's command lines use too)
+    "chunkedgraph": ({"podcontract", "podprogram.flagfields"}, set()),
     "launcher": ({"podprogram", "podcontract", "chunkedgraph"}, set()),
     "watcher_loop": (
         {"kubeclient", "informers", "podprogram", "podcontract"},
@@ -580,7 +583,9 @@ def test_the_rules_catch_what_they_forbid() -> None:
         "launcher.runs"
     ]
     assert [p for p, row in LAUNCHER_IMPORTS.items() if "launcher.runs" in row] == ["launcher.cli"]
-    assert "launcher" not in LAYERS["distpart"][0] and LAYERS["chunkedgraph"][0] == {"podcontract"}
+    assert "launcher" not in LAYERS["distpart"][0]
+    assert LAYERS["chunkedgraph"][0] == {"podcontract", "podprogram.flagfields"}
+    assert not within("podprogram.log", LAYERS["chunkedgraph"][0])
     # localcluster may use the one quantity parser, not the rest of the pod contract
     assert within("podcontract.quantity.parse_quantity", LAYERS["localcluster"][0])
     assert not within("podcontract.DGL_API", LAYERS["localcluster"][0])

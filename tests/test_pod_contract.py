@@ -11,6 +11,7 @@ mounted at a folder (kubectl's emptyDir, the storage's claim, the dataset volume
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -30,7 +31,7 @@ from controller.status.failures import PodFailure
 from dgljob.modes import MODES, SKIP
 from kubectl_download.config import load_config as kubectl_download_config
 from launcher import memplan
-from launcher.options import Options, parse
+from launcher.options import Options, build_parser, parse
 from launcher.partition import mpirun
 from launcher.report.progress import ProgressTarget
 from launcher.workers import oom
@@ -54,6 +55,15 @@ from podcontract import (
     WATCHER_WORKERS,
 )
 from podcontract.quantity import parse_quantity
+from podcontract.settings import (
+    CACHE_LIMIT,
+    CPU_LIMIT,
+    DGLRUN_SETTINGS,
+    LEADFILE_PATH,
+    PHASE,
+    Setting,
+)
+from podprogram.flagfields import every_flag, values
 from tests.support.dgljobs import load_fixture
 from tests.support.paths import EXAMPLE_MANIFESTS, REPO
 from watcher_loop.config import load_config as watcher_loop_config
@@ -120,6 +130,7 @@ JOBS: dict[str, Callable[[], dict[str, Any]]] = {
     "parmetis-kubectlcp": lambda: _with(_named("dgljob-parmetis"), "KubectlCp"),
     "distparmetis-limited": lambda: _limited(_named("dgljob-distparmetis")),
     "skip": _skip,
+    "out-of-core": lambda: _seed(outOfCore={"enabled": True, "pageCacheFraction": 0.3}),
 }
 STORAGE = "examples/graphsage/dgljob-storage.yaml"
 
@@ -419,6 +430,100 @@ def test_the_modes_layouts_and_transfers_dglrun_accepts_are_the_apis() -> None:
     layouts = {layout for mode in MODES.values() for layout in mode.layouts}
     assert layouts == set(CHUNKED_LAYOUTS)
     assert set(DGLRUN_TRANSFER.values()) == set(TRANSFERS)
+
+
+# -- every variable the operator sets for dglrun: one declaration, read back as written -------
+
+SETTINGS = {s.env: s for s in DGLRUN_SETTINGS}
+# the variables dglrun reads: its options' (Options' fields declare them, by their path of
+# field names), and ParMETIS's default ranks (mpirun.default_ranks; checked above)
+OPTIONS = {fl.env: (path, fl) for path, fl in every_flag(Options) if fl.env in SETTINGS}
+DGLRUN_READS = set(OPTIONS) | {CPU_LIMIT.env}
+BASE_ARGS = ["-g", "g", "--train-entry-point", "t.py"]
+# the variables the operator sets otherwise than by Setting.pair: the CPU limit (the downward
+# API), the phase and the leadfile (partitioner_pod and launcher_pod write them as they are)
+NOT_BY_PAIR = {CPU_LIMIT.env, PHASE.env, LEADFILE_PATH.env}
+# what dglrun makes of a value the operator writes, where it is not that value itself
+MEANS: dict[str, Callable[[Any], Any]] = {CACHE_LIMIT.env: lambda q: int(parse_quantity(q))}
+
+
+def test_every_setting_is_declared_once() -> None:
+    assert len(SETTINGS) == len(DGLRUN_SETTINGS), "two settings with one variable"
+    assert set(SETTINGS) <= DGLRUN_READS, "a setting no part of dglrun reads"
+    by_field = [path for path, fl in every_flag(Options) if fl.env in SETTINGS]
+    assert len(by_field) == len(OPTIONS), "two options read one variable"
+
+
+def _at(found: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at a path of field names (``("job", "uid")``: the job's uid)."""
+    value: Any = found[path[0]]
+    for name in path[1:]:
+        value = getattr(value, name)
+    return value
+
+
+def _elastic_chosen(job: DGLJob) -> DGLJob:
+    """An elastic job once its attempt's workers are chosen (the count is in the env)."""
+    return dataclasses.replace(job, spec=dataclasses.replace(job.spec, members=(0, 1)))
+
+
+def _written(monkeypatch: pytest.MonkeyPatch, jobs: list[DGLJob]) -> list[tuple[Setting[Any], Any]]:
+    """Every (setting, value) the operator writes for ``jobs``' children."""
+    written: list[tuple[Setting[Any], Any]] = []
+    pair = Setting.pair
+
+    def recording(self: Setting[Any], value: Any) -> tuple[str, str]:
+        written.append((self, value))
+        return pair(self, value)
+
+    monkeypatch.setattr(Setting, "pair", recording)
+    for job in jobs:
+        _build(job)
+    return written
+
+
+def _all_jobs() -> list[DGLJob]:
+    jobs = [_job(name) for name in JOBS]
+    return jobs + [_elastic_chosen(j) for j in jobs if j.spec.elastic is not None]
+
+
+@pytest.mark.parametrize("name", WITH_WORKERS)
+def test_every_variable_the_operator_sets_for_dglrun_is_a_setting_dglrun_reads(name: str) -> None:
+    job = _job(name)
+    for j in (job, _elastic_chosen(job)) if job.spec.elastic else (job,):
+        d = _build(j)
+        for pod in (d.launcher, d.partitioner):
+            if pod is None:
+                continue
+            ours = [n for n in _seen(pod, d).env if n.startswith("DGL_OPERATOR_")]
+            assert ours, pod["metadata"]["name"]
+            for variable in ours:
+                assert variable in SETTINGS, f"{variable}: not declared in podcontract.settings"
+                assert variable in DGLRUN_READS, f"{variable}: no option of dglrun reads it"
+
+
+def test_what_the_operator_writes_reads_back_as_the_value_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each value the operator writes, read back by the setting and by dglrun's option that
+    the setting gives its default to (through its parser, as a pod's env would)."""
+    written = _written(monkeypatch, _all_jobs())
+    monkeypatch.undo()
+    assert {s.env for s, _ in written} == set(SETTINGS) - NOT_BY_PAIR, "a setting no job writes"
+    for setting, value in written:
+        text = setting.write(value)
+        assert setting.read(text) == value, f"{setting.env}={text!r} reads back otherwise"
+        if setting.env not in OPTIONS:
+            continue
+        path, fl = OPTIONS[setting.env]
+        env = {setting.env: text}
+        from_env = _at(values(Options, build_parser(env).parse_args(BASE_ARGS), env), path)
+        want = MEANS.get(setting.env, lambda v: v)(value)
+        assert from_env == want, f"dglrun reads {setting.env}={text!r} otherwise"
+        if fl.names and fl.action != "store_true":
+            # the variable is the flag's default: the flag given the same text says the same
+            given = build_parser({}).parse_args([*BASE_ARGS, fl.name, text])
+            assert _at(values(Options, given), path) == want
 
 
 def test_an_env_path_moves_the_file_dglrun_reads() -> None:

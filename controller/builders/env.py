@@ -7,7 +7,9 @@ import podcontract as pc
 from controller.api import TRANSFER_HTTP, TRANSFER_KUBECTL, DGLJob
 from controller.features.storage import storage_folder
 from kubeclient import Obj
+from podcontract import settings as dglrun
 from podcontract.quantity import format_bytes, parse_quantity
+from podcontract.settings import env_pairs
 
 # The paths, env and ports of the pod contract are podcontract's; how spec fields map to them:
 DGLRUN_TRANSFER = {TRANSFER_HTTP: pc.TRANSFER_HTTP, TRANSFER_KUBECTL: pc.TRANSFER_KUBECTL}
@@ -33,14 +35,14 @@ def shm_size_limit(container: Obj) -> str | None:
 
 def _operator_env(job: DGLJob, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
     return (
-        (pc.KUBEXEC_PATH_ENV, pc.KUBEXEC_PATH),
-        (pc.HOSTFILE_PATH_ENV, pc.HOSTFILE_PATH),
-        (pc.KUBECTL_PATH_ENV, pc.KUBECTL_PATH),
-        (pc.OPERATOR_ENV, pc.OPERATOR_ENV_ON),
+        dglrun.KUBEXEC_PATH.pair(pc.KUBEXEC_PATH),
+        dglrun.HOSTFILE_PATH.pair(pc.HOSTFILE_PATH),
+        dglrun.KUBECTL_PATH.pair(pc.KUBECTL_PATH),
+        dglrun.OPERATOR.pair(True),
         # dglrun reports its progress into this DGLJob's status.progress, and Events
-        (pc.JOB_NAME_ENV, job.name),
-        (pc.JOB_UID_ENV, job.uid),
-        (pc.JOB_NAMESPACE_ENV, job.namespace),
+        dglrun.JOB_NAME.pair(job.name),
+        dglrun.JOB_UID.pair(job.uid),
+        dglrun.JOB_NAMESPACE.pair(job.namespace),
         *_memory_env(job),
         *_storage_env(job),
         *_elastic_env(job),
@@ -55,8 +57,8 @@ def _out_of_core_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
     if ooc is None:
         return ()
     return (
-        (pc.OUT_OF_CORE_ENV, pc.OUT_OF_CORE_ON),
-        (pc.PAGE_CACHE_FRACTION_ENV, f"{ooc.page_cache_fraction:g}"),
+        dglrun.OUT_OF_CORE.pair(True),
+        dglrun.PAGE_CACHE_FRACTION.pair(ooc.page_cache_fraction),
     )
 
 
@@ -66,13 +68,12 @@ def _elastic_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
     policy = job.spec.elastic
     if policy is None:
         return ()
-    rule = (
-        (pc.ELASTIC_ENV, pc.ELASTIC_ON),
-        (pc.PARTITION_COUNTS_ENV, f"{policy.min_replicas}-{policy.ceiling}"),
+    members = job.spec.members
+    return env_pairs(
+        dglrun.ELASTIC.pair(True),
+        dglrun.PARTITION_COUNTS.pair(tuple(range(policy.min_replicas, policy.ceiling + 1))),
+        None if members is None else dglrun.NUM_PARTITIONS.pair(len(members)),
     )
-    if job.spec.members is None:
-        return rule
-    return (*rule, (pc.NUM_PARTITIONS_ENV, str(len(job.spec.members))))
 
 
 def _memory_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
@@ -82,7 +83,7 @@ def _memory_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
         return ()
     containers = (job.spec.worker.template.get("spec") or {}).get("containers") or [{}]
     limit = memory_limit(containers[0])
-    return () if limit is None else ((pc.WORKER_MEMORY_LIMIT_ENV, str(limit)),)
+    return () if limit is None else (dglrun.WORKER_MEMORY_LIMIT.pair(limit),)
 
 
 def _mode_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
@@ -92,9 +93,9 @@ def _mode_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
     if cg is None:
         return ()
     return (
-        (pc.PARTITION_MODE_ENV, job.spec.partition_mode),
-        (pc.CHUNKED_GRAPH_ENV, cg.path),
-        (pc.CHUNKED_LAYOUT_ENV, cg.layout),
+        dglrun.PARTITION_MODE.pair(job.spec.partition_mode),
+        dglrun.CHUNKED_GRAPH.pair(cg.path),
+        dglrun.CHUNKED_LAYOUT.pair(cg.layout),
     )
 
 
@@ -102,27 +103,22 @@ def _storage_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
     st = job.spec.storage
     if st is None:
         return ()
-    env: tuple[tuple[str, str], ...] = (
-        (pc.STORAGE_ENV, storage_folder(job)),
-        (pc.RUN_NAME_ENV, job.run_name),
+    return env_pairs(
+        dglrun.STORAGE.pair(storage_folder(job)),
+        dglrun.RUN_NAME.pair(job.run_name),
+        dglrun.SHARE_PARTITIONS.pair(True) if st.share_partitions else None,
+        None if st.cache_limit is None else dglrun.CACHE_LIMIT.pair(st.cache_limit),
     )
-    if st.share_partitions:
-        env += ((pc.SHARE_PARTITIONS_ENV, pc.SHARE_PARTITIONS_ON),)
-    if st.cache_limit is not None:
-        env += ((pc.CACHE_LIMIT_ENV, st.cache_limit),)
-    return env
 
 
 def _transfer_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
     """dglrun's --partition-transfer; over HTTP, where to find the partitioner's IP."""
     if not job.spec.mode.partitioner:
         return ()
-    env: tuple[tuple[str, str], ...] = (
-        (pc.PARTITION_TRANSFER_ENV, DGLRUN_TRANSFER[job.spec.partition_transfer]),
+    return env_pairs(
+        dglrun.PARTITION_TRANSFER.pair(DGLRUN_TRANSFER[job.spec.partition_transfer]),
+        dglrun.PARTFILE_PATH.pair(pc.PARTFILE_PATH) if job.spec.pulls_partitions else None,
     )
-    if job.spec.pulls_partitions:
-        env += ((pc.PARTFILE_PATH_ENV, pc.PARTFILE_PATH),)
-    return env
 
 
 def _cpu_limit_env(container: Obj) -> Obj:

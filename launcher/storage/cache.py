@@ -134,6 +134,8 @@ def inputs(
                 raise CacheError(str(e)) from e
     if job.feature_files:  # (absent otherwise: the entries cached before it keep their keys)
         doc["feature_files"] = True
+    if job.seed:  # (the same: absent at the default)
+        doc["seed"] = job.seed
     doc["content"] = dict(sorted(content.items()))
     graph_known = what.mode != DGL_API or bool(entry.inputs)
     if not (share and graph_known):

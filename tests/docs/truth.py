@@ -282,14 +282,22 @@ def _strings(nodes: Iterable[ast.expr]) -> Iterator[str]:
             yield node.value
 
 
+# calls that define a flag: argparse's, OptionParser's, and a dataclass field's declaration
+# (podprogram.flagfields' flag and declare, dglrun's launcher.options.option)
+FLAG_CALLS = ("add_argument", "option", "flag", "declare")
+
+
 def _parser_flags(path: Path) -> set[str]:
-    """The flags of `p.add_argument("--x", ...)` and `p.option("--x", ...)` calls."""
+    """The flags of `p.add_argument("--x", ...)`, `p.option("--x", ...)` calls and of the
+    fields declared with `flag("--x", ...)`, `declare("--x", ...)` or `option("--x", ...)`."""
     return {
         arg
         for node in _nodes(path)
         if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in ("add_argument", "option")
+        and (
+            (isinstance(node.func, ast.Attribute) and node.func.attr in FLAG_CALLS)
+            or (isinstance(node.func, ast.Name) and node.func.id in FLAG_CALLS)
+        )
         for arg in _strings(node.args)
         if arg.startswith("--")
     }

@@ -142,6 +142,25 @@ def test_a_chunked_graphs_files_are_in_its_key(tmp_path: Path) -> None:
     assert cache.key_of(cache.inputs(what, "r", share=True)) != key
 
 
+def test_the_partition_seed_reaches_the_ranks_and_the_cache_key(tmp_path: Path) -> None:
+    """--partition-seed: the ranks' --seed (PartitionJob's declaration writes it), and part
+    of the cache's key; at its default neither changes (the keys cached before it stay)."""
+    path = str(write_graph(tmp_path / "g"))
+    plain = partition_request(opts_for(tmp_path, "--chunked-graph", path, mode="ParMETIS"))
+    seeded = partition_request(
+        opts_for(tmp_path, "--chunked-graph", path, "--partition-seed", "7", mode="ParMETIS")
+    )
+    assert (plain.job.seed, seeded.job.seed) == (0, 7)
+    argv = dataclasses.replace(seeded.job, outs=("o",)).argv()
+    assert argv[argv.index("--seed") + 1] == "7"
+    assert "--seed" not in dataclasses.replace(plain.job, outs=("o",)).argv()
+    doc, seeded_doc = (cache.inputs(w, "r", share=True) for w in (plain, seeded))
+    assert "seed" not in doc and seeded_doc["seed"] == 7
+    assert cache.key_of(doc) != cache.key_of(seeded_doc)
+    with pytest.raises(SystemExit):  # (argparse: the error names the flag)
+        opts_for(tmp_path, "--chunked-graph", path, "--partition-seed", "-1", mode="ParMETIS")
+
+
 def test_an_elastic_runs_counts_are_asked_of_the_parmetis_modes_with_storage(
     tmp_path: Path,
 ) -> None:
