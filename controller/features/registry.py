@@ -18,9 +18,10 @@ of :data:`FEATURES`:
 - :class:`TrainingStart`: what it counts once an attempt trains (a metric, after the status
   write).
 
-A new feature is one more module and one more entry here. What is not an interface: a feature's
-lifecycle step, which is one line in controller/lifecycle/__init__.py's ``steps()`` where its
-order among the others is decided (Kueue's ``queued``, elastic jobs' ``elastic``); its env,
+A new feature is one more module and one more entry here. A feature's own lifecycle step
+(Kueue's ``queued``, elastic jobs' ``elastic``) is registered on the steps' floor, above this
+one: its step's module makes a ``FeatureStep`` naming the feature and the named point of
+``steps()`` where it runs (controller/lifecycle/points.py). What is not an interface: its env,
 which is the pod contract's (controller/builders/env.py); and the mounts whose place among a
 pod's others the builders decide (the storage's, the transfer token's: their modules' functions,
 called by controller/builders/pods.py). The storage (controller/features/storage.py) acts

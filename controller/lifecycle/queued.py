@@ -30,6 +30,7 @@ from controller.builders import workload as built
 from controller.features import kueue, registry
 from controller.lifecycle.actions import STOPPED_GRACE_SECONDS, Actions
 from controller.lifecycle.context import Context, Next
+from controller.lifecycle.points import FeatureStep, Point
 from controller.machinery import objects as ob
 from controller.machinery.events import NORMAL, WARNING
 from controller.status import conditions, observation, pod_state
@@ -52,8 +53,6 @@ def wait_for_admission(ctx: Context, act: Actions) -> Next:
     """The job as its admission runs it (unchanged when it is not queued), or done: it waits
     for Kueue, without pods (none counted)."""
     job = ctx.job
-    if not act.options.kueue:
-        return Next.GO_ON
     queue, wl = kueue.queue_of(job, act.listers[WORKLOADS].controlled_by(job.uid))
     if queue is None:
         return Next.GO_ON
@@ -84,6 +83,14 @@ def wait_for_admission(ctx: Context, act: Actions) -> Next:
     ready = conditions.is_true(ctx.status, conditions.PODS_READY)
     act.patch_status(WORKLOADS, wl, kueue.pods_ready(wl, ready, ctx.now))
     return ctx.go_on_with(kueue.admitted(job, placed))
+
+
+def _queues(ctx: Context, act: Actions) -> bool:
+    return act.options.kueue
+
+
+# Kueue's step: before the job may start (controller/lifecycle/points.py)
+STEP = FeatureStep(kueue.KUEUE.name, "queued", Point.BEFORE_START, _queues, wait_for_admission)
 
 
 def _replace(ctx: Context, act: Actions, wl: Obj, why: str) -> Next:
