@@ -351,7 +351,15 @@ class Kueue:
     step's (controller/lifecycle/queued.py)."""
 
     name = "kueue"
-    kinds = (ChildKind(WORKLOADS, once=True, enabled=_kueue),)
+    kinds = (
+        ChildKind(
+            WORKLOADS,
+            once=True,
+            enabled=_kueue,
+            missing="--kueue: the Workload CRD (workloads.kueue.x-k8s.io, v1beta2) is not "
+            "installed: install Kueue (docs/operations.md, Running under Kueue)",
+        ),
+    )
 
 
 KUEUE = Kueue()
