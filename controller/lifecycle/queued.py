@@ -185,26 +185,26 @@ def _placement(act: Actions, job: DGLJob, wl: Obj) -> Mapping[str, Placement]:
 
 def _hold_for_admission(ctx: Context, act: Actions, reason: str, message: str) -> None:
     """No pods until Kueue admits the job: Queued True with Kueue's reason and message."""
-    old = conditions.get_condition(ctx.status, conditions.QUEUED) or {}
+    old = conditions.get_condition(ctx.status, kueue.QUEUED) or {}
     if old.get("status") != "True" or old.get("reason") != reason:
         kind = WARNING if reason.startswith("Evicted") else NORMAL
-        ctx.plan.announce(kind, conditions.REASON_QUEUED, f"{reason}: {message}")
+        ctx.plan.announce(kind, kueue.REASON_QUEUED, f"{reason}: {message}")
     if old.get("message") != message or old.get("reason") != reason:
-        ctx.set_condition(conditions.QUEUED, True, reason, message)
+        ctx.set_condition(kueue.QUEUED, True, reason, message)
     why = "the job waits for admission by Kueue"
-    act.hold(ctx, why, conditions.REASON_QUEUED, f"queued: {message}", STOPPED_GRACE_SECONDS)
-    ctx.status["phase"] = conditions.PHASE_QUEUED
+    act.hold(ctx, why, kueue.REASON_QUEUED, f"queued: {message}", STOPPED_GRACE_SECONDS)
+    ctx.status["phase"] = kueue.PHASE_QUEUED
 
 
 def _admitted(ctx: Context, st: kueue.QueueState) -> None:
-    old = conditions.get_condition(ctx.status, conditions.QUEUED)
+    old = conditions.get_condition(ctx.status, kueue.QUEUED)
     if old is None or old.get("status") == "False":
         return
-    ctx.set_condition(conditions.QUEUED, False, st.reason, st.message)
+    ctx.set_condition(kueue.QUEUED, False, st.reason, st.message)
     ctx.status.setdefault("startTime", conditions.now_rfc3339(ctx.now))
     ctx.status["phase"] = conditions.PENDING
     message = f"DGLJob {ctx.job.key} is admitted by Kueue: {st.message}"
-    ctx.plan.announce(NORMAL, conditions.REASON_ADMITTED, message)
+    ctx.plan.announce(NORMAL, kueue.REASON_ADMITTED, message)
 
 
 def finish_workload(ctx: Context, act: Actions, ref: ob.JobRef) -> None:
