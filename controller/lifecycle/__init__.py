@@ -5,7 +5,8 @@ looks at the job and returns ``GO_ON`` (the next step looks), ``DONE`` (decided:
 written) or ``NOTHING`` (nothing to decide yet). The sync keeps only the loop and the status
 write; a new policy is one more step here.
 
-    finished?       -> cleanPodPolicy, then the TTL; a queued job's Workload Finished
+    finished?       -> cleanPodPolicy, then the TTL; then the features' steps (finished): a
+                       queued job's Workload Finished
     invalid spec?   -> Failed/InvalidSpec (once; no retry loop)
     caught up?      -> no: decide nothing until the caches show our writes (no status write)
     created         -> Created (once); pods stuck Terminating on a lost node forced
@@ -30,10 +31,10 @@ write; a new policy is one more step here.
 Layering (tests/test_layering.py, CONTROLLER_ORDER): the steps import the controller's job
 logic and machinery, never the sync handler; a step imports another step's module only where
 it shares its work (node_lost: failed's end of an attempt; elastic: create's children;
-finished: queued's Workload Finished). A feature's own step is one entry of
-:data:`FEATURE_STEPS`, made by its step's module, that names its :class:`Point`
-(controller/lifecycle/points.py); the features reach the other steps through their entries
-(controller/features/registry.py).
+finished: the features' steps at FINISHED). A feature's own step is one entry of
+:data:`FEATURE_STEPS` (controller/lifecycle/feature_steps.py), made by its step's module, that
+names its :class:`Point` (controller/lifecycle/points.py); the features reach the other steps
+through their entries (controller/features/registry.py).
 """
 
 from __future__ import annotations
@@ -45,13 +46,12 @@ from controller.lifecycle import (
     create,
     created,
     deadline,
-    elastic,
     failed,
+    feature_steps,
     finished,
     invalid,
     node_lost,
     observed,
-    queued,
     running,
     succeeded,
     suspended,
@@ -59,10 +59,8 @@ from controller.lifecycle import (
 )
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
+from controller.lifecycle.feature_steps import FEATURE_STEPS
 from controller.lifecycle.points import FeatureStep, Point
-
-# The features' steps, each run at its point of steps() (at one point, in this order).
-FEATURE_STEPS: tuple[FeatureStep, ...] = (queued.STEP, elastic.STEP)
 
 
 def steps(ctx: Context, act: Actions) -> Iterator[Next]:
@@ -73,23 +71,16 @@ def steps(ctx: Context, act: Actions) -> Iterator[Next]:
     yield caught_up.wait_for_caches(ctx, act)
     yield created.record_creation(ctx, act)
     yield suspended.suspend_or_resume(ctx, act)
-    yield from _features_at(Point.BEFORE_START, ctx, act)
+    yield from feature_steps.at(Point.BEFORE_START, ctx, act)
     yield observed.observe_attempt(ctx, act)
     yield deadline.enforce_deadline(ctx, act)
-    yield from _features_at(Point.WHILE_RUNNING, ctx, act)
+    yield from feature_steps.at(Point.WHILE_RUNNING, ctx, act)
     yield node_lost.restart_for_lost_node(ctx, act)
     yield failed.restart_or_fail(ctx, act)
     yield succeeded.complete(ctx, act)
     yield waiting.explain_waiting(ctx, act)
     yield create.create_children(ctx, act)
     yield running.mark_running(ctx, act)
-
-
-def _features_at(point: Point, ctx: Context, act: Actions) -> Iterator[Next]:
-    """The steps the features run at ``point``, for a job they apply to."""
-    for step in FEATURE_STEPS:
-        if step.at is point and step.applies(ctx, act):
-            yield step.run(ctx, act)
 
 
 __all__ = ["FEATURE_STEPS", "Actions", "Context", "FeatureStep", "Next", "Point", "steps"]

@@ -80,8 +80,10 @@ def _elastic(ctx: Context, act: Actions) -> bool:
     return ctx.job.spec.elastic is not None
 
 
-# elastic jobs' step: while the attempt runs (controller/lifecycle/points.py)
-STEP = FeatureStep(policies.ELASTIC.name, "elastic", Point.WHILE_RUNNING, _elastic, choose_members)
+# elastic jobs' step (controller/lifecycle/points.py): while the attempt runs
+STEPS = (
+    FeatureStep(policies.ELASTIC.name, "elastic", Point.WHILE_RUNNING, _elastic, choose_members),
+)
 
 
 def _held(ctx: Context, launcher: Obj | None) -> bool:

@@ -1,7 +1,8 @@
-"""How a feature (controller/features/) adds a step to the lifecycle: its step module says
-which feature it is of and at which named :class:`Point` of ``steps()`` it runs
-(:class:`FeatureStep`); controller/lifecycle/__init__.py lists them (``FEATURE_STEPS``) and
-runs each at its point, so the whole order reads in one place.
+"""How a feature (controller/features/) adds a step to the lifecycle: its step's module says
+which feature it is of and at which named :class:`Point` of the lifecycle it runs
+(:class:`FeatureStep`); controller/lifecycle/feature_steps.py lists them, and ``steps()``
+(controller/lifecycle/__init__.py) runs each at its point, so the whole order reads in one
+place.
 
 The feature steps' modules stay in controller/lifecycle/ beside the others: a step decides in
 a Context and acts through Actions (an elastic job's sizing makes children through the create
@@ -21,8 +22,12 @@ from controller.lifecycle.context import Context, Next
 
 
 class Point(enum.Enum):
-    """A named place in ``steps()`` where the features' steps run."""
+    """A named place in the lifecycle where the features' steps run."""
 
+    # a finished job, once its pods were cleaned up and its TTL scheduled (the finished
+    # step, before the spec is parsed: ``ctx.job`` is not there); what such a step returns
+    # is not asked, the job is done
+    FINISHED = "finished"
     # after suspended, before the attempt is observed: whether the job may start at all
     BEFORE_START = "before start"
     # after the deadline, before a lost node, a failed pod or success is looked at: the

@@ -10,7 +10,8 @@
                           flavors' nodeSelector and tolerations, the checks' podSetUpdates; an
                           elastic job no more workers than admitted); the Workload's PodsReady
                           follows the job's
-    finished           -> (the finished step) the Workload is Finished
+    finished           -> (its step at FINISHED, which the finished step runs) the Workload is
+                          Finished
 
 The Workload is the job's by owner UID. A job that was ever queued stays queued until it
 finishes, its label removed or not (the queue then comes from its Workload, or
@@ -89,8 +90,26 @@ def _queues(ctx: Context, act: Actions) -> bool:
     return act.options.kueue
 
 
-# Kueue's step: before the job may start (controller/lifecycle/points.py)
-STEP = FeatureStep(kueue.KUEUE.name, "queued", Point.BEFORE_START, _queues, wait_for_admission)
+def finish_workload(ctx: Context, act: Actions) -> Next:
+    """A finished queued job: its Workload Finished (Kueue releases the quota; the finished
+    step, before the spec is parsed)."""
+    uid = ob.JobRef.of(ctx.raw).uid
+    for wl in act.listers[WORKLOADS].controlled_by(uid):  # (its label removed or not)
+        succeeded = conditions.is_true(ctx.status, conditions.SUCCEEDED)
+        cond = conditions.get_condition(
+            ctx.status, conditions.SUCCEEDED if succeeded else conditions.FAILED
+        )
+        message = str((cond or {}).get("message") or "")
+        act.patch_status(WORKLOADS, wl, kueue.finished(wl, succeeded, message, ctx.now))
+    return Next.GO_ON
+
+
+# Kueue's steps (controller/lifecycle/points.py): before the job may start, and once it
+# finished
+STEPS = (
+    FeatureStep(kueue.KUEUE.name, "queued", Point.BEFORE_START, _queues, wait_for_admission),
+    FeatureStep(kueue.KUEUE.name, "queued", Point.FINISHED, _queues, finish_workload),
+)
 
 
 def _replace(ctx: Context, act: Actions, wl: Obj, why: str) -> Next:
@@ -205,17 +224,3 @@ def _admitted(ctx: Context, st: kueue.QueueState) -> None:
     ctx.status["phase"] = conditions.PENDING
     message = f"DGLJob {ctx.job.key} is admitted by Kueue: {st.message}"
     ctx.plan.announce(NORMAL, kueue.REASON_ADMITTED, message)
-
-
-def finish_workload(ctx: Context, act: Actions, ref: ob.JobRef) -> None:
-    """A finished queued job: its Workload Finished (Kueue releases the quota; the finished
-    step, before the spec is parsed)."""
-    if not act.options.kueue:
-        return
-    for wl in act.listers[WORKLOADS].controlled_by(ref.uid):  # (its label removed or not)
-        succeeded = conditions.is_true(ctx.status, conditions.SUCCEEDED)
-        cond = conditions.get_condition(
-            ctx.status, conditions.SUCCEEDED if succeeded else conditions.FAILED
-        )
-        message = str((cond or {}).get("message") or "")
-        act.patch_status(WORKLOADS, wl, kueue.finished(wl, succeeded, message, ctx.now))
