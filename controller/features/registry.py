@@ -18,14 +18,21 @@ of :data:`FEATURES`:
 - :class:`TrainingStart`: what it counts once an attempt trains (a metric, after the status
   write).
 
-A new feature is one more module and one more entry here. A feature's own lifecycle step
-(Kueue's ``queued``, elastic jobs' ``elastic``) is registered on the steps' floor, above this
-one: its step's module makes a ``FeatureStep`` naming the feature and the named point of
-``steps()`` where it runs (controller/lifecycle/points.py). What is not an interface: its env,
-which is the pod contract's (controller/builders/env.py); and the mounts whose place among a
-pod's others the builders decide (the storage's, the transfer token's: their modules' functions,
-called by controller/builders/pods.py). The storage (controller/features/storage.py) acts
-through the create step and the builders only.
+A new feature is one more module and one more entry here. A feature's own lifecycle steps
+(Kueue's ``queued`` and its Workload Finished, elastic jobs' ``elastic``) are registered on the
+steps' floor, above this one: its step's module makes a ``FeatureStep`` naming the feature and
+the named point of the lifecycle where it runs (controller/lifecycle/points.py,
+controller/lifecycle/feature_steps.py). What is not an interface: its env, which is the pod
+contract's (controller/builders/env.py); and the mounts whose place among a pod's others the
+builders decide (the storage's, the transfer token's: their modules' functions, called by
+controller/builders/pods.py).
+
+The storage (controller/features/storage.py) has no entry: none of these fits it without
+changing what is built or when. Its claim is not a child made once and left alone: it is made
+first and waited for, may outlive the job, is not watched, and a refusal of it fails the job
+(the create step's, before any child, also when an elastic job sizes). Its mount as a
+:class:`PodMutator` (the last change to a pod) would come after the operator's own mounts
+instead of before them, and reach the operator's init containers.
 """
 
 from __future__ import annotations
