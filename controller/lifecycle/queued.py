@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import structlog
 
@@ -46,6 +47,22 @@ from kubeclient import (
 )
 
 log = structlog.get_logger("controller.kueue")
+
+
+@dataclass
+class QueueMemo:
+    """What the process remembers of a queued job between its syncs (its JobMemo's, dropped
+    with it: controller/memo.py)."""
+
+    # the uid of the job told (a Warning) that its queue label was removed
+    queue_label_removed_told: str = ""
+    # ((uid, generation), the podSets hash of that spec): computed once per generation
+    pod_sets_hash: tuple[tuple[str, int], str] | None = None
+    # the placement of the job's admission (its ResourceFlavors read once), and the admission
+    # it was made of (the Workload's status.admission and admissionChecks, as JSON)
+    placement: Mapping[str, Placement] | None = None
+    placement_of: str = ""
+
 
 REASON_QUEUE_LABEL_REMOVED = "QueueLabelRemoved"
 
@@ -124,7 +141,7 @@ def _replace(ctx: Context, act: Actions, wl: Obj, why: str) -> Next:
 
 def _label_removed(ctx: Context, act: Actions, queue: str) -> None:
     """Said once per job and process: the queue label went, the job stays in its queue."""
-    memo = act.memos[ctx.job.key]
+    memo = act.memos[ctx.job.key].of(QueueMemo)
     if memo.queue_label_removed_told == ctx.job.uid:
         return
     plan = ctx.plan
@@ -140,7 +157,7 @@ def _label_removed(ctx: Context, act: Actions, queue: str) -> None:
 def _pod_sets_hash(act: Actions, job: DGLJob) -> str:
     """The job's podSets hash, computed once per spec generation (every pod event syncs an
     admitted job; building its pods each time to hash them would be wasted)."""
-    memo = act.memos[job.key]
+    memo = act.memos[job.key].of(QueueMemo)
     of = (job.uid, job.generation)
     if memo.pod_sets_hash is None or memo.pod_sets_hash[0] != of:
         memo.pod_sets_hash = (of, built.pod_sets_hash(built.pod_sets(job, act.options)))
@@ -189,7 +206,7 @@ def _placement(act: Actions, job: DGLJob, wl: Obj) -> Mapping[str, Placement]:
     of = json.dumps(
         [status.get("admission"), status.get("admissionChecks")], sort_keys=True, default=str
     )
-    memo = act.memos[job.key]
+    memo = act.memos[job.key].of(QueueMemo)
     if memo.placement is not None and memo.placement_of == of:
         return memo.placement
     flavors = {}
