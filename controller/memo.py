@@ -35,8 +35,7 @@ class JobMemo:
     _features: dict[type, object] = field(default_factory=dict)
 
     def of(self, kind: type[T]) -> T:
-        """A feature's own record of the job (a ``kind()`` made on first use; e.g. Kueue's,
-        controller/lifecycle/queued.py)."""
+        """A feature's own record of the job (a ``kind()`` made on first use)."""
         found = self._features.get(kind)
         if not isinstance(found, kind):
             found = self._features[kind] = kind()

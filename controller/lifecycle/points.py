@@ -5,10 +5,10 @@ which feature it is of and at which named :class:`Point` of the lifecycle it run
 place.
 
 The feature steps' modules stay in controller/lifecycle/ beside the others: a step decides in
-a Context and acts through Actions (an elastic job's sizing makes children through the create
-step), which puts it on the steps' floor (tests/test_layering.py, CONTROLLER_FLOORS), above
-controller/features/ (job logic, which the builders use). A feature's pure rules and its
-registry entry are in its feature module; its acting is its step's.
+a Context and acts through Actions (and may make children through the create step), which puts
+it on the steps' floor (tests/test_layering.py, CONTROLLER_FLOORS), above controller/features/
+(job logic, which the builders use). A feature's pure rules and its registry entry are in its
+feature module; its acting is its step's.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ class Point(enum.Enum):
     FINISHED = "finished"
     # after suspended, before the attempt is observed: whether the job may start at all
     BEFORE_START = "before start"
-    # after the deadline, before a lost node, a failed pod or success is looked at: the
-    # attempt's members (what the later steps see of the running attempt)
+    # after the deadline, before a lost node, a failed pod or success is looked at: what the
+    # later steps see of the running attempt
     WHILE_RUNNING = "while running"
 
 
