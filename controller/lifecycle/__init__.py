@@ -28,7 +28,7 @@ write; a new policy is one more step here.
     create          -> the storage, then what is missing
     running         -> the phase from the pods, Running
 
-Layering (tests/test_layering.py, CONTROLLER_ORDER): the steps import the controller's job
+Layering (tests/test_layering.py, CONTROLLER_FLOORS): the steps import the controller's job
 logic and machinery, never the sync handler; a step imports another step's module only where
 it shares its work (node_lost: failed's end of an attempt; elastic: create's children;
 finished: the features' steps at FINISHED). A feature's own step is one entry of
