@@ -16,6 +16,7 @@ import pytest
 import controller.lifecycle as lifecycle
 from controller.api import DGLJob, parse_job
 from controller.builders import BuildOptions
+from controller.features import registry
 from controller.lifecycle import FEATURE_STEPS, Actions, Context, Next, Point, feature_steps, steps
 from controller.lifecycle import elastic as elastic_step
 from controller.lifecycle import queued as queued_step
@@ -130,6 +131,8 @@ def test_each_feature_step_is_registered_by_its_module_at_its_point() -> None:
         ("kueue", "queued", Point.FINISHED),
         ("elastic", "elastic", Point.WHILE_RUNNING),
     ]
+    modules = {type(f).__module__.rsplit(".", 1)[-1] for f in registry.FEATURES}
+    assert {s.feature for s in FEATURE_STEPS} <= modules  # (each of a feature of FEATURES)
     assert [s.run for s in FEATURE_STEPS] == [
         queued_step.wait_for_admission,
         queued_step.finish_workload,
