@@ -11,6 +11,8 @@ of :data:`FEATURES`:
 - :class:`ChildrenBuilder`: its children, made once and left alone, before any pod
   (``desired()``, controller/builders/desired.py);
 - :class:`PodMutator`: its last change to every pod ``desired()`` makes;
+- :class:`PodSetsMutator`: its change to the podSets a queued job's Workload asks Kueue for
+  (controller/builders/workload.py);
 - :class:`AttemptView`: the job as the running attempt sees it (the ``observed`` step);
 - :class:`AttemptCounter`: the attempts it starts besides the restarts (a pod's attempt
   annotation is the sum);
@@ -78,6 +80,14 @@ class PodMutator(Protocol):
 
 
 @runtime_checkable
+class PodSetsMutator(Protocol):
+    """A change to the podSets of the job's Workload (made of its pods), before they are
+    hashed."""
+
+    def mutate_pod_sets(self, job: DGLJob, sets: list[Obj]) -> list[Obj]: ...
+
+
+@runtime_checkable
 class AttemptView(Protocol):
     """The job as the running attempt sees it (``status``: the job's; ``pods``: all of them)."""
 
@@ -126,6 +136,14 @@ def mutate_pod(job: DGLJob, opts: BuildOptions, pod: Obj) -> Obj:
         if isinstance(f, PodMutator):
             pod = f.mutate_pod(job, opts, pod)
     return pod
+
+
+def mutate_pod_sets(job: DGLJob, sets: list[Obj]) -> list[Obj]:
+    """``sets`` as every feature changes them."""
+    for f in FEATURES:
+        if isinstance(f, PodSetsMutator):
+            sets = f.mutate_pod_sets(job, sets)
+    return sets
 
 
 def for_attempt(job: DGLJob, status: Obj, pods: Iterable[Obj]) -> DGLJob:
