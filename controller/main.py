@@ -21,13 +21,14 @@ import structlog
 
 from controller.api import DGLJOBS
 from controller.builders import GANG_SCHEDULERS, BuildOptions
+from controller.children import active
 from controller.controller import Controller
 from controller.machinery.events import EventRecorder
 from controller.machinery.leader import LeaderConfig, LeaderElector
 from controller.machinery.metrics_server import MetricsServer, Reviewer, cert_files
 from controller.metrics import Metrics
 from informers.factory import SharedInformerFactory
-from kubeclient import PODGROUPS, WORKLOADS, Forbidden, KubeClient, KubeError, NotFound, RestClient
+from kubeclient import Forbidden, KubeClient, KubeError, NotFound, RestClient
 from podprogram.argtypes import positive_int, seconds
 from podprogram.flagfields import Flag, add_flags, declare, flag, values
 
@@ -270,33 +271,19 @@ class HealthServer:
 
 
 def check_api(
-    client: KubeClient, namespace: str | None, gang: bool = False, kueue: bool = False
+    client: KubeClient, namespace: str | None, options: BuildOptions | None = None
 ) -> bool:
     """Say clearly, once, what stops the operator from working (it keeps retrying anyway)."""
-    # the CRDs its settings need besides DGLJob's, and what to say when one is missing
-    optional = [
-        (
-            PODGROUPS,
-            gang,
-            "--gang-scheduling scheduler-plugins: the PodGroup CRD (podgroups.scheduling.x-k8s.io)"
-            " is not installed: install scheduler-plugins (docs/operations.md, Gang scheduling)",
-        ),
-        (
-            WORKLOADS,
-            kueue,
-            "--kueue: the Workload CRD (workloads.kueue.x-k8s.io, v1beta2) is not installed: "
-            "install Kueue (docs/operations.md, Running under Kueue)",
-        ),
-    ]
+    # the CRDs its settings need besides DGLJob's (controller/children.py), and what to say
+    # when one is missing
+    optional = [c for c in active(options or BuildOptions()) if c.missing]
     try:
         client.list(DGLJOBS, namespace, limit=1)
-        for res, wanted, missing in optional:
-            if not wanted:
-                continue
+        for kind in optional:
             try:
-                client.list(res, namespace, limit=1)
+                client.list(kind.resource, namespace, limit=1)
             except NotFound:
-                log.error(f"{missing}; waiting for it")
+                log.error(f"{kind.missing}; waiting for it")
                 return False
     except NotFound:
         log.error(
@@ -387,7 +374,7 @@ def run(settings: OperatorSettings, stop: Stop) -> int:
         ).start()
         log.info("metrics server listening", port=metrics_addr[1], secure=secure)
 
-    check_api(client, settings.namespace, settings.options.gang, settings.options.kueue)
+    check_api(client, settings.namespace, settings.options)
     factory.start(stop)
     log.info("waiting for informer caches", namespace=settings.namespace or "(all)")
     if not factory.wait_for_cache_sync(stop):

@@ -10,11 +10,12 @@ blind create that finds the object, a Warning said again).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from controller.api import Placement
 from controller.machinery.mutation_cache import OwnWrite
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -30,14 +31,15 @@ class JobMemo:
     claim_missing_told: str = ""
     # (namespace, reason) counted in the jobs-waiting gauge for the job
     waiting: tuple[str, str] | None = None
-    # --kueue: the uid of the job told (a Warning) that its queue label was removed
-    queue_label_removed_told: str = ""
-    # --kueue: ((uid, generation), the podSets hash of that spec): computed once per generation
-    pod_sets_hash: tuple[tuple[str, int], str] | None = None
-    # --kueue: the placement of the job's admission (its ResourceFlavors read once), and the
-    # admission it was made of (the Workload's status.admission and admissionChecks, as JSON)
-    placement: Mapping[str, Placement] | None = None
-    placement_of: str = ""
+    # what a feature's step remembers of the job, one record of its own type each (:meth:`of`)
+    _features: dict[type, object] = field(default_factory=dict)
+
+    def of(self, kind: type[T]) -> T:
+        """A feature's own record of the job (a ``kind()`` made on first use)."""
+        found = self._features.get(kind)
+        if not isinstance(found, kind):
+            found = self._features[kind] = kind()
+        return found
 
 
 class JobMemos:

@@ -25,6 +25,9 @@ class ChildKind:
     enabled: Callable[[BuildOptions], bool] | None = None
     # what the informer keeps of each object (controller/machinery/slim.py; None: all of it)
     transform: Callable[[Obj], Obj] | None = None
+    # a kind of a CRD the settings need: what the operator says while it is not installed
+    # (the settings that need it, what to install); "": a kind every cluster serves
+    missing: str = ""
 
     def in_use(self, options: BuildOptions) -> bool:
         return self.enabled is None or self.enabled(options)

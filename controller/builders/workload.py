@@ -11,6 +11,7 @@ import json
 from controller.api import DGLJob
 from controller.builders import JOB_NAME_LABEL, BuildOptions, owner_reference
 from controller.builders.desired import desired
+from controller.features import registry
 from controller.features.kueue import (
     JOB_UID_LABEL,
     POD_SETS_HASH_ANNOTATION,
@@ -49,16 +50,10 @@ def pod_sets(job: DGLJob, opts: BuildOptions) -> list[Obj]:
     if want.partitioner is not None:
         sets.append({"name": "partitioner", "count": 1, "template": _template(want.partitioner)})
     if want.workers:
-        worker: Obj = {
-            "name": "worker",
-            "count": job.spec.workers,
-            "template": _template(want.workers[0]),
-        }
-        if job.spec.elastic is not None and job.spec.elastic.min_replicas < job.spec.workers:
-            worker["minCount"] = job.spec.elastic.min_replicas
-        sets.append(worker)
+        template = _template(want.workers[0])
+        sets.append({"name": "worker", "count": job.spec.workers, "template": template})
     sets.append({"name": "launcher", "count": 1, "template": _template(want.launcher)})
-    return sets
+    return registry.mutate_pod_sets(job, sets)  # (the features' changes, e.g. a minCount)
 
 
 def pod_sets_hash(sets: list[Obj]) -> str:

@@ -376,9 +376,20 @@ def probe_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
 
 class Elastic:
     """The feature's entry (controller/features/registry.py): an attempt trains on the
-    members status.elastic chose; a rescale is an attempt; an attempt's end forgets them."""
+    members status.elastic chose; a rescale is an attempt; an attempt's end forgets them;
+    queued, the job may be admitted with its fewest workers."""
 
     name = "elastic"
+
+    def mutate_pod_sets(self, job: DGLJob, sets: list[Obj]) -> list[Obj]:
+        """Queued (Kueue), the job asks ``maxReplicas`` workers and may be admitted with as
+        few as ``minReplicas`` (its worker podSet's minCount)."""
+        policy = job.spec.elastic
+        if policy is not None and policy.min_replicas < job.spec.workers:
+            for ps in sets:
+                if ps["name"] == "worker":
+                    ps["minCount"] = policy.min_replicas
+        return sets
 
     def for_attempt(self, job: DGLJob, status: Obj, pods: Iterable[Obj]) -> DGLJob:
         return for_attempt(job, status)

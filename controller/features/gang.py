@@ -54,7 +54,17 @@ class Gang:
 
     name = NAME
     before_rbac = True
-    kinds = (ChildKind(PODGROUPS, once=True, enabled=_gang, transform=slim_metadata),)
+    kinds = (
+        ChildKind(
+            PODGROUPS,
+            once=True,
+            enabled=_gang,
+            transform=slim_metadata,
+            missing="--gang-scheduling scheduler-plugins: the PodGroup CRD "
+            "(podgroups.scheduling.x-k8s.io) is not installed: install scheduler-plugins "
+            "(docs/operations.md, Gang scheduling)",
+        ),
+    )
 
     def children(self, job: DGLJob, opts: BuildOptions, token: str) -> list[Obj]:
         return [pod_group(job)] if _in_use(opts, job) else []

@@ -50,6 +50,12 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 POD_SETS_HASH_ANNOTATION = "dgl.qihoo.net/pod-sets-hash"
 STATUS_QUEUE = "queue"  # status.queue: {localQueue, workload}, once the job was ever queued
 REASON_WORKLOAD_CHANGED = "WorkloadChanged"  # Queued True: the Workload is made again
+# the job's side (its status): the condition Queued, True while the job waits for Kueue to
+# admit it (Kueue's reason and message), and the phase meanwhile; the events' reasons
+QUEUED = "Queued"
+PHASE_QUEUED = "Queued"
+REASON_QUEUED = "DGLJobQueued"  # (the events'; the condition carries Kueue's reason)
+REASON_ADMITTED = "DGLJobAdmitted"
 # the kind as Kueue's integrations.externalFrameworks names it
 EXTERNAL_FRAMEWORK = "DGLJob.v1alpha1.qihoo.net"
 
@@ -351,7 +357,15 @@ class Kueue:
     step's (controller/lifecycle/queued.py)."""
 
     name = "kueue"
-    kinds = (ChildKind(WORKLOADS, once=True, enabled=_kueue),)
+    kinds = (
+        ChildKind(
+            WORKLOADS,
+            once=True,
+            enabled=_kueue,
+            missing="--kueue: the Workload CRD (workloads.kueue.x-k8s.io, v1beta2) is not "
+            "installed: install Kueue (docs/operations.md, Running under Kueue)",
+        ),
+    )
 
 
 KUEUE = Kueue()

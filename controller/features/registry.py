@@ -11,6 +11,8 @@ of :data:`FEATURES`:
 - :class:`ChildrenBuilder`: its children, made once and left alone, before any pod
   (``desired()``, controller/builders/desired.py);
 - :class:`PodMutator`: its last change to every pod ``desired()`` makes;
+- :class:`PodSetsMutator`: its change to the podSets a queued job's Workload asks Kueue for
+  (controller/builders/workload.py);
 - :class:`AttemptView`: the job as the running attempt sees it (the ``observed`` step);
 - :class:`AttemptCounter`: the attempts it starts besides the restarts (a pod's attempt
   annotation is the sum);
@@ -18,13 +20,21 @@ of :data:`FEATURES`:
 - :class:`TrainingStart`: what it counts once an attempt trains (a metric, after the status
   write).
 
-A new feature is one more module and one more entry here. What is not an interface: a feature's
-lifecycle step, which is one line in controller/lifecycle/__init__.py's ``steps()`` where its
-order among the others is decided (Kueue's ``queued``, elastic jobs' ``elastic``); its env,
-which is the pod contract's (controller/builders/env.py); and the mounts whose place among a
-pod's others the builders decide (the storage's, the transfer token's: their modules' functions,
-called by controller/builders/pods.py). The storage (controller/features/storage.py) acts
-through the create step and the builders only.
+A new feature is one more module and one more entry here. A feature's own lifecycle steps
+(Kueue's ``queued`` and its Workload Finished, elastic jobs' ``elastic``) are registered on the
+steps' floor, above this one: its step's module makes a ``FeatureStep`` naming the feature and
+the named point of the lifecycle where it runs (controller/lifecycle/points.py,
+controller/lifecycle/feature_steps.py). What is not an interface: its env, which is the pod
+contract's (controller/builders/env.py); and the mounts whose place among a pod's others the
+builders decide (the storage's, the transfer token's: their modules' functions, called by
+controller/builders/pods.py).
+
+The storage (controller/features/storage.py) has no entry: none of these fits it without
+changing what is built or when. Its claim is not a child made once and left alone: it is made
+first and waited for, may outlive the job, is not watched, and a refusal of it fails the job
+(the create step's, before any child, also when an elastic job sizes). Its mount as a
+:class:`PodMutator` (the last change to a pod) would come after the operator's own mounts
+instead of before them, and reach the operator's init containers.
 """
 
 from __future__ import annotations
@@ -67,6 +77,14 @@ class PodMutator(Protocol):
     """A change to each pod of the job, after its builder made it."""
 
     def mutate_pod(self, job: DGLJob, opts: BuildOptions, pod: Obj) -> Obj: ...
+
+
+@runtime_checkable
+class PodSetsMutator(Protocol):
+    """A change to the podSets of the job's Workload (made of its pods), before they are
+    hashed."""
+
+    def mutate_pod_sets(self, job: DGLJob, sets: list[Obj]) -> list[Obj]: ...
 
 
 @runtime_checkable
@@ -118,6 +136,14 @@ def mutate_pod(job: DGLJob, opts: BuildOptions, pod: Obj) -> Obj:
         if isinstance(f, PodMutator):
             pod = f.mutate_pod(job, opts, pod)
     return pod
+
+
+def mutate_pod_sets(job: DGLJob, sets: list[Obj]) -> list[Obj]:
+    """``sets`` as every feature changes them."""
+    for f in FEATURES:
+        if isinstance(f, PodSetsMutator):
+            sets = f.mutate_pod_sets(job, sets)
+    return sets
 
 
 def for_attempt(job: DGLJob, status: Obj, pods: Iterable[Obj]) -> DGLJob:

@@ -5,18 +5,20 @@ looks at the job and returns ``GO_ON`` (the next step looks), ``DONE`` (decided:
 written) or ``NOTHING`` (nothing to decide yet). The sync keeps only the loop and the status
 write; a new policy is one more step here.
 
-    finished?       -> cleanPodPolicy, then the TTL; a queued job's Workload Finished
+    finished?       -> cleanPodPolicy, then the TTL; then the features' steps (finished): a
+                       queued job's Workload Finished
     invalid spec?   -> Failed/InvalidSpec (once; no retry loop)
     caught up?      -> no: decide nothing until the caches show our writes (no status write)
     created         -> Created (once); pods stuck Terminating on a lost node forced
     suspended?      -> delete the pods, Suspended (resumed: said so)
-    queued?         -> (--kueue and the queue-name label) no pods until Kueue admits the job's
-                       Workload; then the admission's placement
+    (before start)  -> the features' steps there: queued? (--kueue and the queue-name label)
+                       no pods until Kueue admits the job's Workload; then the admission's
+                       placement
     observed        -> the attempt and what its pods show; a restart under way: the old
                        attempt's pods go first
     deadline?       -> Failed/DeadlineExceeded, stop every pod
-    elastic?        -> (spec.elasticPolicy) choose the attempt's members; a member taken
-                       away or room freed: rescale
+    (while running) -> the features' steps there: elastic? (spec.elasticPolicy) choose the
+                       attempt's members; a member taken away or room freed: rescale
     a node lost?    -> NodeLost: restart or fail as for a failed pod
     a pod failed?   -> restart the whole job while backoffLimit allows, else Failed
                        (MemoryPlanExceeded: dglrun found a step that cannot fit; never retried)
@@ -26,11 +28,13 @@ write; a new policy is one more step here.
     create          -> the storage, then what is missing
     running         -> the phase from the pods, Running
 
-Layering (tests/test_layering.py, CONTROLLER_ORDER): the steps import the controller's job
+Layering (tests/test_layering.py, CONTROLLER_FLOORS): the steps import the controller's job
 logic and machinery, never the sync handler; a step imports another step's module only where
 it shares its work (node_lost: failed's end of an attempt; elastic: create's children;
-finished: queued's Workload Finished). The features reach the other steps through their
-entries (controller/features/registry.py).
+finished: the features' steps at FINISHED). A feature's own step is one entry of
+:data:`FEATURE_STEPS` (controller/lifecycle/feature_steps.py), made by its step's module, that
+names its :class:`Point` (controller/lifecycle/points.py); the features reach the other steps
+through their entries (controller/features/registry.py).
 """
 
 from __future__ import annotations
@@ -42,13 +46,12 @@ from controller.lifecycle import (
     create,
     created,
     deadline,
-    elastic,
     failed,
+    feature_steps,
     finished,
     invalid,
     node_lost,
     observed,
-    queued,
     running,
     succeeded,
     suspended,
@@ -56,6 +59,8 @@ from controller.lifecycle import (
 )
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
+from controller.lifecycle.feature_steps import FEATURE_STEPS
+from controller.lifecycle.points import FeatureStep, Point
 
 
 def steps(ctx: Context, act: Actions) -> Iterator[Next]:
@@ -66,10 +71,10 @@ def steps(ctx: Context, act: Actions) -> Iterator[Next]:
     yield caught_up.wait_for_caches(ctx, act)
     yield created.record_creation(ctx, act)
     yield suspended.suspend_or_resume(ctx, act)
-    yield queued.wait_for_admission(ctx, act)
+    yield from feature_steps.at(Point.BEFORE_START, ctx, act)
     yield observed.observe_attempt(ctx, act)
     yield deadline.enforce_deadline(ctx, act)
-    yield elastic.choose_members(ctx, act)
+    yield from feature_steps.at(Point.WHILE_RUNNING, ctx, act)
     yield node_lost.restart_for_lost_node(ctx, act)
     yield failed.restart_or_fail(ctx, act)
     yield succeeded.complete(ctx, act)
@@ -78,4 +83,4 @@ def steps(ctx: Context, act: Actions) -> Iterator[Next]:
     yield running.mark_running(ctx, act)
 
 
-__all__ = ["Actions", "Context", "Next", "steps"]
+__all__ = ["FEATURE_STEPS", "Actions", "Context", "FeatureStep", "Next", "Point", "steps"]

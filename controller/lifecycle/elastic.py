@@ -22,6 +22,7 @@ from controller.features.elastic import probe_pod
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.lifecycle.create import make_children
+from controller.lifecycle.points import FeatureStep, Point
 from controller.machinery import objects as ob
 from controller.machinery.events import NORMAL, WARNING
 from controller.status import conditions, failures, observation, pod_state, waiting
@@ -34,8 +35,7 @@ def choose_members(ctx: Context, act: Actions) -> Next:
     the job with its members chosen."""
     job, obs = ctx.job, ctx.obs
     policy = job.spec.elastic
-    if policy is None:
-        return Next.GO_ON
+    assert policy is not None
     policies.partitioned(ctx.status)  # (before a rescale clears what dglrun reported)
     st = policies.record(ctx.status)
     st["desiredWorkers"] = policy.max_replicas
@@ -74,6 +74,16 @@ def choose_members(ctx: Context, act: Actions) -> Next:
         return _rescale(ctx, act, policies.GREW, message)
     _ask_to_grow(ctx, act)
     return Next.GO_ON
+
+
+def _elastic(ctx: Context, act: Actions) -> bool:
+    return ctx.job.spec.elastic is not None
+
+
+# elastic jobs' step (controller/lifecycle/points.py): while the attempt runs
+STEPS = (
+    FeatureStep(policies.ELASTIC.name, "elastic", Point.WHILE_RUNNING, _elastic, choose_members),
+)
 
 
 def _held(ctx: Context, launcher: Obj | None) -> bool:

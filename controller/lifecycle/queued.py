@@ -10,7 +10,8 @@
                           flavors' nodeSelector and tolerations, the checks' podSetUpdates; an
                           elastic job no more workers than admitted); the Workload's PodsReady
                           follows the job's
-    finished           -> (the finished step) the Workload is Finished
+    finished           -> (its step at FINISHED, which the finished step runs) the Workload is
+                          Finished
 
 The Workload is the job's by owner UID. A job that was ever queued stays queued until it
 finishes, its label removed or not (the queue then comes from its Workload, or
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import structlog
 
@@ -30,6 +32,7 @@ from controller.builders import workload as built
 from controller.features import kueue, registry
 from controller.lifecycle.actions import STOPPED_GRACE_SECONDS, Actions
 from controller.lifecycle.context import Context, Next
+from controller.lifecycle.points import FeatureStep, Point
 from controller.machinery import objects as ob
 from controller.machinery.events import NORMAL, WARNING
 from controller.status import conditions, observation, pod_state
@@ -45,6 +48,22 @@ from kubeclient import (
 
 log = structlog.get_logger("controller.kueue")
 
+
+@dataclass
+class QueueMemo:
+    """What the process remembers of a queued job between its syncs (its JobMemo's, dropped
+    with it: controller/memo.py)."""
+
+    # the uid of the job told (a Warning) that its queue label was removed
+    queue_label_removed_told: str = ""
+    # ((uid, generation), the podSets hash of that spec): computed once per generation
+    pod_sets_hash: tuple[tuple[str, int], str] | None = None
+    # the placement of the job's admission (its ResourceFlavors read once), and the admission
+    # it was made of (the Workload's status.admission and admissionChecks, as JSON)
+    placement: Mapping[str, Placement] | None = None
+    placement_of: str = ""
+
+
 REASON_QUEUE_LABEL_REMOVED = "QueueLabelRemoved"
 
 
@@ -52,8 +71,6 @@ def wait_for_admission(ctx: Context, act: Actions) -> Next:
     """The job as its admission runs it (unchanged when it is not queued), or done: it waits
     for Kueue, without pods (none counted)."""
     job = ctx.job
-    if not act.options.kueue:
-        return Next.GO_ON
     queue, wl = kueue.queue_of(job, act.listers[WORKLOADS].controlled_by(job.uid))
     if queue is None:
         return Next.GO_ON
@@ -86,6 +103,32 @@ def wait_for_admission(ctx: Context, act: Actions) -> Next:
     return ctx.go_on_with(kueue.admitted(job, placed))
 
 
+def _queues(ctx: Context, act: Actions) -> bool:
+    return act.options.kueue
+
+
+def finish_workload(ctx: Context, act: Actions) -> Next:
+    """A finished queued job: its Workload Finished (Kueue releases the quota; the finished
+    step, before the spec is parsed)."""
+    uid = ob.JobRef.of(ctx.raw).uid
+    for wl in act.listers[WORKLOADS].controlled_by(uid):  # (its label removed or not)
+        succeeded = conditions.is_true(ctx.status, conditions.SUCCEEDED)
+        cond = conditions.get_condition(
+            ctx.status, conditions.SUCCEEDED if succeeded else conditions.FAILED
+        )
+        message = str((cond or {}).get("message") or "")
+        act.patch_status(WORKLOADS, wl, kueue.finished(wl, succeeded, message, ctx.now))
+    return Next.GO_ON
+
+
+# Kueue's steps (controller/lifecycle/points.py): before the job may start, and once it
+# finished
+STEPS = (
+    FeatureStep(kueue.KUEUE.name, "queued", Point.BEFORE_START, _queues, wait_for_admission),
+    FeatureStep(kueue.KUEUE.name, "queued", Point.FINISHED, _queues, finish_workload),
+)
+
+
 def _replace(ctx: Context, act: Actions, wl: Obj, why: str) -> Next:
     """The Workload no longer stands for the job: the attempt stops (no pods run outside what
     was admitted), the Workload goes, and a new one is queued once it is gone."""
@@ -98,7 +141,7 @@ def _replace(ctx: Context, act: Actions, wl: Obj, why: str) -> Next:
 
 def _label_removed(ctx: Context, act: Actions, queue: str) -> None:
     """Said once per job and process: the queue label went, the job stays in its queue."""
-    memo = act.memos[ctx.job.key]
+    memo = act.memos[ctx.job.key].of(QueueMemo)
     if memo.queue_label_removed_told == ctx.job.uid:
         return
     plan = ctx.plan
@@ -114,7 +157,7 @@ def _label_removed(ctx: Context, act: Actions, queue: str) -> None:
 def _pod_sets_hash(act: Actions, job: DGLJob) -> str:
     """The job's podSets hash, computed once per spec generation (every pod event syncs an
     admitted job; building its pods each time to hash them would be wasted)."""
-    memo = act.memos[job.key]
+    memo = act.memos[job.key].of(QueueMemo)
     of = (job.uid, job.generation)
     if memo.pod_sets_hash is None or memo.pod_sets_hash[0] != of:
         memo.pod_sets_hash = (of, built.pod_sets_hash(built.pod_sets(job, act.options)))
@@ -163,7 +206,7 @@ def _placement(act: Actions, job: DGLJob, wl: Obj) -> Mapping[str, Placement]:
     of = json.dumps(
         [status.get("admission"), status.get("admissionChecks")], sort_keys=True, default=str
     )
-    memo = act.memos[job.key]
+    memo = act.memos[job.key].of(QueueMemo)
     if memo.placement is not None and memo.placement_of == of:
         return memo.placement
     flavors = {}
@@ -178,37 +221,23 @@ def _placement(act: Actions, job: DGLJob, wl: Obj) -> Mapping[str, Placement]:
 
 def _hold_for_admission(ctx: Context, act: Actions, reason: str, message: str) -> None:
     """No pods until Kueue admits the job: Queued True with Kueue's reason and message."""
-    old = conditions.get_condition(ctx.status, conditions.QUEUED) or {}
+    old = conditions.get_condition(ctx.status, kueue.QUEUED) or {}
     if old.get("status") != "True" or old.get("reason") != reason:
         kind = WARNING if reason.startswith("Evicted") else NORMAL
-        ctx.plan.announce(kind, conditions.REASON_QUEUED, f"{reason}: {message}")
+        ctx.plan.announce(kind, kueue.REASON_QUEUED, f"{reason}: {message}")
     if old.get("message") != message or old.get("reason") != reason:
-        ctx.set_condition(conditions.QUEUED, True, reason, message)
+        ctx.set_condition(kueue.QUEUED, True, reason, message)
     why = "the job waits for admission by Kueue"
-    act.hold(ctx, why, conditions.REASON_QUEUED, f"queued: {message}", STOPPED_GRACE_SECONDS)
-    ctx.status["phase"] = conditions.PHASE_QUEUED
+    act.hold(ctx, why, kueue.REASON_QUEUED, f"queued: {message}", STOPPED_GRACE_SECONDS)
+    ctx.status["phase"] = kueue.PHASE_QUEUED
 
 
 def _admitted(ctx: Context, st: kueue.QueueState) -> None:
-    old = conditions.get_condition(ctx.status, conditions.QUEUED)
+    old = conditions.get_condition(ctx.status, kueue.QUEUED)
     if old is None or old.get("status") == "False":
         return
-    ctx.set_condition(conditions.QUEUED, False, st.reason, st.message)
+    ctx.set_condition(kueue.QUEUED, False, st.reason, st.message)
     ctx.status.setdefault("startTime", conditions.now_rfc3339(ctx.now))
     ctx.status["phase"] = conditions.PENDING
     message = f"DGLJob {ctx.job.key} is admitted by Kueue: {st.message}"
-    ctx.plan.announce(NORMAL, conditions.REASON_ADMITTED, message)
-
-
-def finish_workload(ctx: Context, act: Actions, ref: ob.JobRef) -> None:
-    """A finished queued job: its Workload Finished (Kueue releases the quota; the finished
-    step, before the spec is parsed)."""
-    if not act.options.kueue:
-        return
-    for wl in act.listers[WORKLOADS].controlled_by(ref.uid):  # (its label removed or not)
-        succeeded = conditions.is_true(ctx.status, conditions.SUCCEEDED)
-        cond = conditions.get_condition(
-            ctx.status, conditions.SUCCEEDED if succeeded else conditions.FAILED
-        )
-        message = str((cond or {}).get("message") or "")
-        act.patch_status(WORKLOADS, wl, kueue.finished(wl, succeeded, message, ctx.now))
+    ctx.plan.announce(NORMAL, kueue.REASON_ADMITTED, message)

@@ -15,8 +15,6 @@ SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 SUSPENDED = "Suspended"
 PODS_READY = "PodsReady"  # False: a pod of the job waits, the reason says why
-# --kueue: True while the job waits for Kueue to admit it (Kueue's reason and message)
-QUEUED = "Queued"
 
 REASON_CREATED = "DGLJobCreated"
 REASON_RUNNING = "DGLJobRunning"
@@ -25,8 +23,6 @@ REASON_SUCCEEDED = "DGLJobSucceeded"
 REASON_FAILED = "DGLJobFailed"
 REASON_SUSPENDED = "DGLJobSuspended"
 REASON_RESUMED = "DGLJobResumed"
-REASON_QUEUED = "DGLJobQueued"  # (the events'; the condition carries Kueue's reason)
-REASON_ADMITTED = "DGLJobAdmitted"
 REASON_INVALID_SPEC = "InvalidSpec"
 REASON_DEADLINE = "DeadlineExceeded"
 REASON_BACKOFF_LIMIT = "BackoffLimitExceeded"
@@ -53,7 +49,6 @@ COMPLETED = "Completed"
 PHASE_FAILED = "Failed"
 PHASE_RESTARTING = "Restarting"
 PHASE_SUSPENDED = "Suspended"
-PHASE_QUEUED = "Queued"
 
 
 def get_condition(status: Obj, ctype: str) -> Obj | None:

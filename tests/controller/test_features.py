@@ -15,6 +15,7 @@ import controller.features
 from controller.api import DGLJob, parse_job
 from controller.builders import BuildOptions
 from controller.builders.desired import desired
+from controller.builders.workload import pod_sets
 from controller.children import CHILDREN
 from controller.features import registry
 from kubeclient import CONFIGMAPS, NETWORKPOLICIES, PODGROUPS, WORKLOADS, Obj
@@ -23,6 +24,7 @@ INTERFACES = (
     registry.ChildKinds,
     registry.ChildrenBuilder,
     registry.PodMutator,
+    registry.PodSetsMutator,
     registry.AttemptView,
     registry.AttemptCounter,
     registry.AttemptEnd,
@@ -32,7 +34,7 @@ INTERFACES = (
 
 def test_each_feature_module_but_the_storage_has_one_entry_that_implements_an_interface() -> None:
     names = {m.name for m in pkgutil.iter_modules(controller.features.__path__)}
-    modules = names - {"registry", "storage"}  # (the storage: the create step's and the builders')
+    modules = names - {"registry", "storage"}  # (the storage: none fits, registry.py says why)
     entries = {type(f).__module__.rsplit(".", 1)[-1]: f for f in registry.FEATURES}
     assert len(entries) == len(registry.FEATURES)  # (one entry per module)
     assert set(entries) == modules
@@ -49,8 +51,9 @@ def test_the_features_kinds_are_watched_after_the_jobs_own() -> None:
 
 @dataclass
 class Tagged:
-    """A feature that is not there: a ConfigMap of its own, a label on every pod, a view of
-    the attempt, one more attempt counted, a key of the status forgotten when one ends."""
+    """A feature that is not there: a ConfigMap of its own, a label on every pod, a key on
+    every podSet, a view of the attempt, one more attempt counted, a key of the status
+    forgotten when one ends."""
 
     name: str = "tagged"
     before_rbac: bool = False
@@ -63,6 +66,9 @@ class Tagged:
     def mutate_pod(self, job: DGLJob, opts: BuildOptions, pod: Obj) -> Obj:
         pod["metadata"]["labels"]["tagged"] = "yes"
         return pod
+
+    def mutate_pod_sets(self, job: DGLJob, sets: list[Obj]) -> list[Obj]:
+        return [{**ps, "tagged": True} for ps in sets]
 
     def for_attempt(self, job: DGLJob, status: Obj, pods: Any) -> DGLJob:
         self.views.append(len(list(pods)))
@@ -86,6 +92,9 @@ def test_a_new_feature_is_one_more_entry(
     assert want.once == [*before.once, *tagged.children(job, BuildOptions(), "")]
     pods = [*want.workers, want.partitioner, want.launcher]
     assert all(p is not None and p["metadata"]["labels"]["tagged"] == "yes" for p in pods)
+    sets = pod_sets(job, BuildOptions(network_policy=False))
+    assert [ps["name"] for ps in sets] == ["partitioner", "worker", "launcher"]
+    assert all(ps["tagged"] is True for ps in sets)
     status = {"restartCount": 1, "tagged": 2}
     assert registry.attempt(status) == 3
     assert registry.for_attempt(job, status, iter([{}, {}])).transfer_secret == "seen"

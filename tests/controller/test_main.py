@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from controller.builders import GANG_SCHEDULER_PLUGINS, BuildOptions
 from controller.main import HealthServer, check_api, parse_addr, parse_settings
 from kubeclient import PODGROUPS, WORKLOADS, Forbidden, NotFound, Resource
 from tests.fakekube import FakeKube
@@ -164,11 +165,19 @@ def test_missing_crd_and_rbac_are_said_clearly(capsys: pytest.CaptureFixture[str
         assert check_api(FakeKube(), None)
         # a CRD the settings need besides DGLJob's: named, and the flag that needs it
         for res, flags, said in (
-            (PODGROUPS, {"gang": True}, "--gang-scheduling scheduler-plugins: the PodGroup CRD"),
-            (WORKLOADS, {"kueue": True}, "--kueue: the Workload CRD (workloads.kueue.x-k8s.io"),
+            (
+                PODGROUPS,
+                BuildOptions(gang_scheduling=GANG_SCHEDULER_PLUGINS),
+                "--gang-scheduling scheduler-plugins: the PodGroup CRD",
+            ),
+            (
+                WORKLOADS,
+                BuildOptions(kueue=True),
+                "--kueue: the Workload CRD (workloads.kueue.x-k8s.io",
+            ),
         ):
             missing = _Missing(res)
-            assert not check_api(missing, "ns", **flags)
+            assert not check_api(missing, "ns", flags)
             out = capsys.readouterr().out
             assert said in out and "is not installed" in out, out
             assert check_api(missing, "ns")  # (not needed without the flag)
