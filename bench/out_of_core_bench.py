@@ -67,7 +67,7 @@ from bench.support.figures import record
 from bench.support.graphs import dgl_env, prepare_graph
 from bench.support.measure import CGROUP_ROOT, MiB, group_peak, memory_cgroups
 from bench.support.paths import EXAMPLE, REPO
-from launcher import memplan
+from launcher.plans import memory as memplan
 from localcluster.cluster import CACHE
 from outofcore.patch import DEFAULT_READS, READS, READS_ENV, WARM_ENV
 

@@ -2,10 +2,10 @@
 
 One call of :meth:`JobSync.sync` handles one job key: a job deleted is forgotten (the garbage
 collector removes the children); otherwise one :class:`~controller.lifecycle.Context` is
-built for it and handed to each step of :data:`controller.lifecycle.STEPS` in turn (the
-lifecycle in docs/architecture.md: finished, invalid, suspended, queued, deadline, elastic,
-node lost, failed, succeeded, waiting, create) until one says the sync is decided. This module
-keeps only that loop and the commit.
+built for it and handed to each step :func:`controller.lifecycle.steps` yields in turn (the
+lifecycle in docs/architecture.md: finished, invalid, caught up, created, suspended, queued,
+observed, deadline, elastic, node lost, failed, succeeded, waiting, create, running) until one
+says the sync is decided. This module keeps only that loop and the commit.
 
 Status goes through the status subresource; events and metrics for a transition are emitted
 only after the status write that records it succeeded.

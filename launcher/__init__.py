@@ -2,9 +2,8 @@
 
 partition -> deliver -> dispatch -> configure -> train. ``cli.py`` is the entry point,
 ``options.py`` its flags and environment, ``runs.py`` which phases run on which pod,
-``phases.py`` the phases themselves and each one's input, built once per run from the options,
-and ``training.py`` [5/5] (the DGL servers and trainers); each other phase's work lives in the
-sub-package of its step:
+``phases.py`` the phases themselves and each one's input, built once per run from the options;
+each phase's work lives in the sub-package of its step:
 
 * ``partition/``: [1/5] the graph into parts (the partition entry point, or the ParMETIS
   modes' MPI ranks), and the partition set DGL wrote;
@@ -15,13 +14,17 @@ sub-package of its step:
   (memory, blame);
 * ``storage/``: what outlives the pods on the job's claim (its layout, the partition cache,
   what each phase keeps there);
+* ``training/``: [5/5] the DGL servers and trainers (``train``), and an elastic attempt's
+  stop for a grow (``rescale``);
 * ``report/``: how a run ends (summary, termination message, metrics) and its progress on
   the DGLJob.
 
+What every step is checked against before it starts: ``plans/`` (``memory``, the memory plan:
+every step's memory against the pods' limit; ``time``, the partition's time plan and ETA).
+
 Beside them: ``console.py`` (phase lines and one-line errors), ``errors.py`` (the one error
 base class), ``programs.py`` (every ``python -m`` program, started in safe-path mode),
-``checksums.py`` (files' SHA-256), ``memplan.py`` (the memory plan: every step's memory
-against the pods' limit, before anything starts) and ``checkpoints.py`` (the training script's API:
+``checksums.py`` (files' SHA-256) and ``checkpoints.py`` (the training script's API:
 ``from launcher.checkpoints import saving``). The chunked graph format is its own package,
 ``chunkedgraph``.
 """

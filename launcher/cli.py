@@ -19,7 +19,7 @@ How the graph is partitioned (``--partition-mode``, in a DGLJob from ``spec.part
 partition (nothing is copied): phase 1 happens in the launcher, phase 2 has nothing to do.
 
 Its options: launcher/options.py; the whole runs: launcher/runs.py (each role's phases, in
-launcher/phases.py and launcher/training.py). dglrun imports only the standard library, so
+launcher/phases.py and launcher/training/train.py). dglrun imports only the standard library, so
 ``dglrun --help`` is instant; DGL and torch are imported only by the entry points it starts.
 """
 

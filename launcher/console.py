@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import IO, Protocol
 
 from launcher.errors import LauncherError
-from launcher.memplan import PlanError, Step
-from launcher.timeplan import Estimate
+from launcher.plans.memory import PlanError, Step
+from launcher.plans.time import Estimate
 from launcher.workers import oom
 from launcher.workers.remote import peak_mb
 from podcontract import logline

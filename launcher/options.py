@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkedgraph.job import KAMINPAR, PARTITIONERS
-from launcher.memplan import GraphSize, PlanError, parse_bytes, parse_graph_size
+from launcher.plans.memory import GraphSize, PlanError, parse_bytes, parse_graph_size
 from launcher.report.progress import ProgressTarget
 from launcher.storage.layout import Storage, check_run_name, claim_mount
 from podcontract import (

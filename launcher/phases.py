@@ -8,7 +8,7 @@ them run where is launcher/runs.py's.
    pod (KubectlCp), or locally;
 3. dispatch: part i to worker i (pulled, or copied by dglrun), every file's checksum verified;
 4. configure: DGL's ip_config on every worker;
-5. train: the DGL servers, then the trainers, on every worker (launcher/training.py).
+5. train: the DGL servers, then the trainers, on every worker (launcher/training/train.py).
 
 Each phase takes its own value (:class:`PhaseInputs`), built once per run from dglrun's
 options by :func:`phase_inputs`: below the drivers, no step reads the options.
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from chunkedgraph.job import PartitionJob
-from launcher import checksums, memplan, programs, timeplan
+from launcher import checksums, programs
 from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.delivery.pull import Puller
 from launcher.delivery.wire import TransferError, build_manifest, read_token
@@ -41,9 +41,11 @@ from launcher.partition import mpirun, parmetis_modes
 from launcher.partition import output as parts
 from launcher.partition.output import WORKLOAD
 from launcher.partition.request import EntryPoint, PartitionRequest, Ranks
+from launcher.plans import memory as memplan
+from launcher.plans import time as timeplan
 from launcher.storage import keeping
 from launcher.storage.layout import Storage
-from launcher.training import OUTPUT, TrainingRequest
+from launcher.training.train import OUTPUT, TrainingRequest
 from launcher.workers import oom
 from launcher.workers.hostfile import Host, HostfileError, ip_config, parse_hostfile
 from launcher.workers.transport import PopenProc, Proc, Transport, stop_all, time_limit

@@ -23,7 +23,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from launcher import memplan, programs
+from launcher import programs
 from launcher.console import (
     TOTAL,
     USER_ERRORS,
@@ -57,11 +57,12 @@ from launcher.phases import (
     run_local_process,
     serve,
 )
+from launcher.plans import memory as memplan
 from launcher.report import outcome
 from launcher.report.progress import FAILED, for_job
-from launcher.rescale import RescaleStop, wait_for_count
 from launcher.storage import keeping
-from launcher.training import TrainingRequest, train, train_argv
+from launcher.training.rescale import RescaleStop, wait_for_count
+from launcher.training.train import TrainingRequest, train, train_argv
 from launcher.workers.hostfile import Host, parse_hostfile
 from launcher.workers.transport import Proc, Transport
 from podcontract import (

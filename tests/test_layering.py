@@ -4,8 +4,8 @@ Product packages (installed, in the images): clock, podprogram and podcontract u
 standard library; workqueue only it and clock; chunkedgraph only it, podcontract and
 podprogram.flagfields (its flags declared on its dataclass's fields, as dglrun's); launcher
 (whose parts import each other in one direction, LAUNCHER_ORDER: errors, programs, checksums,
-checkpoints, memplan <- timeplan <- workers <- console <- partition <- storage <- delivery <-
-report <- rescale <- training <- options <- phases <- runs <- cli; each part's row in
+checkpoints, plans (memory, time) <- workers <- console <- partition <- storage <- delivery <-
+report <- training (train, rescale) <- options <- phases <- runs <- cli; each part's row in
 LAUNCHER_IMPORTS) only it, podprogram, podcontract and chunkedgraph; kubectl_download only it,
 podprogram and podcontract; distpart chunkedgraph and outofcore's .npy layout, never launcher;
 outofcore (out-of-core workers' DGL patch) no project package; kubeclient (the only HTTP code) knows
@@ -163,15 +163,13 @@ LAUNCHER_ORDER = [
     "launcher.programs",
     "launcher.checksums",
     "launcher.checkpoints",
-    "launcher.memplan",
-    "launcher.timeplan",
+    "launcher.plans",
     "launcher.workers",
     "launcher.console",
     "launcher.partition",
     "launcher.storage",
     "launcher.delivery",
     "launcher.report",
-    "launcher.rescale",
     "launcher.training",
     "launcher.options",
     "launcher.phases",
@@ -184,20 +182,14 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
     "launcher.programs": set(),
     "launcher.checksums": set(),
     "launcher.checkpoints": {"launcher.checksums"},  # the training scripts' API
-    # the memory plan (every step's): its refusal is a PlanError
-    "launcher.memplan": {"launcher.errors"},
-    # the partition's time plan (the memory plan's graph sizes and job shape)
-    "launcher.timeplan": {"launcher.memplan"},
+    # the plans: the memory plan (every step's; its refusal is a PlanError) and the partition's
+    # time plan (the memory plan's graph sizes and job shape)
+    "launcher.plans": {"launcher.errors"},
     # reaching the workers, and what runs there: nothing of the steps that use them
     "launcher.workers": {"launcher.errors", "launcher.programs", "launcher.checksums"},
     # phase lines, one-line errors, the summary's figures and the Progress interface: what
     # every step prints through (the processes' peaks and OOM kills: workers)
-    "launcher.console": {
-        "launcher.errors",
-        "launcher.memplan",
-        "launcher.timeplan",
-        "launcher.workers",
-    },
+    "launcher.console": {"launcher.errors", "launcher.plans", "launcher.workers"},
     # the partition step (the set's format, mpirun, the ParMETIS modes): it reaches the
     # workers and prints; nothing of storage (the cache is the phase's, in launcher.phases),
     # delivery or the report
@@ -205,7 +197,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.errors",
         "launcher.programs",
         "launcher.checksums",
-        "launcher.memplan",
+        "launcher.plans.memory",
         "launcher.workers",
         "launcher.console",
     },
@@ -232,30 +224,28 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
     # progress on the DGLJob (the pull's progress lines: delivery; the partition's pace:
     # the time plan)
     "launcher.report": {
-        "launcher.memplan",
-        "launcher.timeplan",
+        "launcher.plans",
         "launcher.console",
         "launcher.storage",
         "launcher.delivery",
     },
-    # an elastic attempt's stop for a grow: the checkpoints it watches, a phase error
-    "launcher.rescale": {"launcher.errors", "launcher.checkpoints", "launcher.console"},
     # phase 5 from its request: the DGL processes on the workers, the results (the report's
-    # metrics, storage's), an elastic attempt's stop for a grow; of the partition step, only
-    # the partition set's format
+    # metrics, storage's); an elastic attempt's stop for a grow (the checkpoints it watches, a
+    # phase error); of the partition step, only the partition set's format
     "launcher.training": {
+        "launcher.errors",
         "launcher.programs",
+        "launcher.checkpoints",
         "launcher.workers",
         "launcher.console",
         "launcher.partition.output",
         "launcher.storage",
         "launcher.report",
-        "launcher.rescale",
     },
-    # dglrun's flags and environment, parsed (sizes by memplan's parsers, the claim's layout,
-    # the job to report progress on)
+    # dglrun's flags and environment, parsed (sizes by the memory plan's parsers, the claim's
+    # layout, the job to report progress on)
     "launcher.options": {
-        "launcher.memplan",
+        "launcher.plans.memory",
         "launcher.storage.layout",
         "launcher.report.progress",
     },
@@ -264,8 +254,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
     "launcher.phases": {
         "launcher.programs",
         "launcher.checksums",
-        "launcher.memplan",
-        "launcher.timeplan",
+        "launcher.plans",
         "launcher.workers",
         "launcher.console",
         "launcher.partition",
@@ -277,14 +266,13 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
     },
     "launcher.runs": {
         "launcher.programs",
-        "launcher.memplan",
+        "launcher.plans.memory",
         "launcher.workers",
         "launcher.console",
         "launcher.partition",
         "launcher.storage",
         "launcher.delivery",
         "launcher.report",
-        "launcher.rescale",
         "launcher.training",
         "launcher.options",
         "launcher.phases",
@@ -572,7 +560,7 @@ def test_the_rules_catch_what_they_forbid() -> None:
     assert "tests" not in LAYERS["localcluster"][0] and "e2e" not in LAYERS["tests"][0]
     assert launcher_part("launcher.workers.kubectl.deliver") == "launcher.workers"
     assert launcher_part("launcher.console.Console") == "launcher.console"
-    assert not within("launcher.memplan", LAUNCHER_IMPORTS["launcher.delivery"])
+    assert not within("launcher.plans.memory", LAUNCHER_IMPORTS["launcher.delivery"])
     # only the drivers read dglrun's options; only runs starts the phases, only cli runs
     assert [p for p, row in LAUNCHER_IMPORTS.items() if "launcher.options" in row] == [
         "launcher.phases",

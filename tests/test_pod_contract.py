@@ -30,9 +30,9 @@ from controller.status.conditions import REASON_MEMORY_PLAN, REASON_OOM_KILLED
 from controller.status.failures import PodFailure
 from dgljob.modes import MODES, SKIP
 from kubectl_download.config import load_config as kubectl_download_config
-from launcher import memplan
 from launcher.options import Options, build_parser, parse
 from launcher.partition import mpirun
+from launcher.plans import memory as memplan
 from launcher.report.progress import ProgressTarget
 from launcher.workers import oom
 from launcher.workers.hostfile import parse_hostfile

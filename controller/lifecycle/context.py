@@ -2,9 +2,9 @@
 (:class:`Next`).
 
 A sync builds one context for the job it looks at and hands it, with the one
-:class:`~controller.lifecycle.actions.Actions` object, to each step of
-:data:`controller.lifecycle.STEPS` in turn. A step reads the job, its pods and what they show,
-decides into the plan (the new status, the events, when to look again), acts through the
+:class:`~controller.lifecycle.actions.Actions` object, to each step
+:func:`controller.lifecycle.steps` yields in turn. A step reads the job, its pods and what they
+show, decides into the plan (the new status, the events, when to look again), acts through the
 actions, and says whether the sync goes on to the next step or is decided.
 
 The context grows as the steps go: the spec is parsed by the ``invalid`` step (:attr:`job`),

@@ -35,11 +35,11 @@ from pathlib import Path
 import chunkedgraph
 from launcher import checksums, programs
 from launcher.console import Console, PhaseError, Report, mb, phase
-from launcher.memplan import GraphSize
 from launcher.partition import mpirun
 from launcher.partition import output as parts
 from launcher.partition.output import WORKLOAD
 from launcher.partition.request import PartitionRequest
+from launcher.plans.memory import GraphSize
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import (
     LineSink,

@@ -4,7 +4,7 @@ the progress text (no I/O; the clock is injected).
 
 Each step's estimate comes from what measures it:
 
-* **partition**: the time plan's model (:mod:`launcher.timeplan`, given with :meth:`expect`),
+* **partition**: the time plan's model (:mod:`launcher.plans.time`, given with :meth:`expect`),
   then the pace of distpart's steps as they end (from when its ranks were up); past its
   estimate, none;
 * **dispatch**: the bytes pulled so far and their rate;
@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from launcher import timeplan
+from launcher.plans import time as timeplan
 from podcontract.progress import (
     EPOCH,
     LOSS,

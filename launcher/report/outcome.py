@@ -17,8 +17,8 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher import memplan
 from launcher.console import Console, Progress, Report, mb
+from launcher.plans import memory as memplan
 from launcher.report.progress import ABANDONED, FAILED
 from launcher.storage import keeping
 from launcher.storage.layout import Storage
@@ -61,7 +61,7 @@ def failed(end: Ending, console: Console, report: Report, why: str) -> int:
 
 
 def rescaling(end: Ending, console: Console, report: Report, why: str) -> int:
-    """An elastic attempt stopped for a grow (launcher/rescale.py): not a failure."""
+    """An elastic attempt stopped for a grow (launcher/training/rescale.py): not a failure."""
     console.say(f"dglrun: {why}")
     termination_message(why)
     _keep_summary(end, report, "rescaling", why)

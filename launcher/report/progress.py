@@ -36,8 +36,8 @@ from pathlib import Path
 
 from launcher.console import NoProgress, Progress
 from launcher.delivery.pull import parse_progress
+from launcher.plans.time import Estimate
 from launcher.report.eta import Eta
-from launcher.timeplan import Estimate
 from podcontract import (
     PROGRESS_DONE,
     STATUS_ELASTIC,

@@ -10,7 +10,7 @@ import pytest
 from controller.api import DGLJob
 from controller.builders import ATTEMPT_ANNOTATION, REPLICA_TYPE_LABEL
 from controller.status import conditions, failures, observation, pod_state, rebase
-from launcher import memplan
+from launcher.plans import memory as memplan
 
 T0 = 1_700_000_000.0
 

@@ -62,18 +62,27 @@ def _without_kubectl_objects(text: str) -> str:
     return " ".join(kept)
 
 
-def missing_modules(spans: list[Span], repo: Repository) -> Iterator[str]:
+def missing_modules(
+    spans: list[Span], repo: Repository, packages: frozenset[str] | None = None
+) -> Iterator[str]:
     """A dotted name starting with a top-level package (`launcher.workers.remote`,
-    `tests.support.waiting.wait_for`) must be a module, or a name that module defines."""
+    `tests.support.waiting.wait_for`) must be a module, or a name that module defines.
+    ``packages``: only the names starting with one of these (default: every package)."""
+    for span, dotted in module_names(spans, repo.packages if packages is None else packages):
+        why = repo.resolve(dotted)
+        if why is not None:
+            yield _problem(span, dotted, why)
+
+
+def module_names(spans: list[Span], packages: frozenset[str]) -> Iterator[tuple[Span, str]]:
+    """The dotted names starting with one of ``packages`` that the spans hold, each with its
+    span (`launcher.workers.remote`; a file name, `controller.py`, is not one)."""
     for span in spans:
         for match in DOTTED.finditer(span.text):
             dotted = match.group(1)
             parts = dotted.split(".")
-            if parts[0] not in repo.packages or parts[-1] in FILE_SUFFIXES:
-                continue
-            why = repo.resolve(dotted)
-            if why is not None:
-                yield _problem(span, dotted, why)
+            if parts[0] in packages and parts[-1] not in FILE_SUFFIXES:
+                yield span, dotted
 
 
 def missing_make(spans: list[Span], repo: Repository) -> Iterator[str]:

@@ -1,6 +1,7 @@
 """What a document names, read from its code: every inline code span (`...`) and every line of a
 fenced code block, each with its line number. Prose outside code is never read, so a word is
-checked only when the author marked it as code.
+checked only when the author marked it as code. A Python file's docstrings (:func:`docstrings`)
+are read whole, a line a span: the code's own prose.
 
 A span is then read for the kinds of names `truth` can check:
 
@@ -16,6 +17,7 @@ A span is then read for the kinds of names `truth` can check:
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from collections.abc import Iterator
@@ -26,6 +28,8 @@ from pathlib import Path
 PLACEHOLDERS = ("<", ">", "*", "{", "}", "...", "…", "$", "~", "[", "]")
 FENCE = re.compile(r"^\s*(```|~~~)")
 SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+# what has a docstring
+DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 SEPARATORS = {"|", ";", "&&", "||", "#", "&", ">", "2>&1"}
 # the punctuation prose puts around a word inside a span
 STRIP = ",.:;()'\""
@@ -207,3 +211,21 @@ def flags(args: tuple[str, ...]) -> list[str]:
 
 def read(repo: Path, doc: str) -> list[Span]:
     return spans(doc, (repo / doc).read_text(encoding="utf-8"))
+
+
+def docstrings(repo: Path, path: str) -> list[Span]:
+    """Every line of a Python file's docstrings (the module's, each class's and each
+    function's), read by its syntax tree, nothing imported: what the code's own prose names,
+    in code or not. Comments and other strings are not read."""
+    tree = ast.parse((repo / path).read_text(encoding="utf-8"), path)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, DOCUMENTED):
+            continue
+        text = ast.get_docstring(node, clean=False)
+        if text is None:
+            continue
+        first = node.body[0].lineno  # the docstring's opening line
+        for offset, line in enumerate(text.splitlines()):
+            found.append(Span(path, first + offset, line, False, False, False))
+    return sorted(found, key=lambda s: s.line)

@@ -5,6 +5,7 @@ and the chart's values. Nothing here is a hand-written list of names."""
 from __future__ import annotations
 
 import ast
+import configparser
 import functools
 import re
 from collections.abc import Iterable, Iterator
@@ -69,6 +70,15 @@ class Repository:
             for p in self.top_level
             if (self.root / p).is_dir() and any((self.root / p).glob("**/*.py"))
         )
+
+    @functools.cached_property
+    def product_packages(self) -> frozenset[str]:
+        """The product's packages: the top-level ones setup.cfg installs (its
+        ``[options.packages.find]`` ``include``)."""
+        parser = configparser.ConfigParser()
+        parser.read(self.root / "setup.cfg", encoding="utf-8")
+        include = parser["options.packages.find"]["include"].split()
+        return frozenset(name for name in include if "." not in name)
 
     def module_file(self, dotted: str) -> Path | None:
         """The file of module ``dotted`` (a package's ``__init__.py``), or None."""

@@ -1,10 +1,10 @@
-"""DGL processes that exit when a test says, for launcher.training._supervise's tests."""
+"""DGL processes that exit when a test says, for launcher.training.train._supervise's tests."""
 
 from __future__ import annotations
 
 import time
 
-from launcher.training import _Running
+from launcher.training.train import _Running
 from launcher.workers.hostfile import Host
 
 

@@ -1,5 +1,5 @@
 """Which failed DGL process dglrun names: the cause, not a peer that died of it, whichever
-exit is noticed first (launcher/workers/blame.py, launcher.training._supervise)."""
+exit is noticed first (launcher/workers/blame.py, launcher.training.train._supervise)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import pytest
 
 from launcher.console import Console, PhaseError
-from launcher.training import _Running, _supervise
+from launcher.training.train import _Running, _supervise
 from launcher.workers import blame
 from tests.launcher.fake_procs import FakeProc, job
 

@@ -1,4 +1,4 @@
-"""The values of status.progressDetail (launcher/report/eta.py, launcher/timeplan.py,
+"""The values of status.progressDetail (launcher/report/eta.py, launcher/plans/time.py,
 podcontract/progress.py) from phases and lines, on a clock the test moves."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from chunkedgraph.job import KAMINPAR, PTSCOTCH
-from launcher import timeplan
-from launcher.memplan import GraphSize, Shape
+from launcher.plans import time as timeplan
+from launcher.plans.memory import GraphSize, Shape
 from launcher.report.eta import Eta
 from podcontract import DGL_API, DIST_PARMETIS, PARMETIS
 from podcontract.progress import (

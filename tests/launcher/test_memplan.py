@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from chunkedgraph.job import KAMINPAR, PTSCOTCH
-from launcher import memplan
-from launcher.memplan import GiB, GraphSize, PlanError, Shape
+from launcher.plans import memory as memplan
+from launcher.plans.memory import GiB, GraphSize, PlanError, Shape
 from tests.launcher.chunked_graph import write_graph
 from tests.launcher.helpers import FIXTURES, dglrun
 

@@ -1,7 +1,8 @@
 """An elastic attempt's side in dglrun: the operator's count and batch rule (launcher.options),
 the grow request read from the job (launcher.report.progress), the stop at the next whole
-checkpoint (launcher.rescale) with every DGL process stopped (launcher.training._supervise), and
-the exit code the operator reads as a rescale (launcher.report.outcome)."""
+checkpoint (launcher.training.rescale) with every DGL process stopped
+(launcher.training.train._supervise), and the exit code the operator reads as a rescale
+(launcher.report.outcome)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from launcher.checkpoints import newest_finished, saving
 from launcher.console import Console, PhaseError, Report
 from launcher.report import outcome
 from launcher.report.progress import StatusProgress
-from launcher.rescale import GrowWatch, RescaleStop, wait_for_count
-from launcher.training import _supervise
+from launcher.training.rescale import GrowWatch, RescaleStop, wait_for_count
+from launcher.training.train import _supervise
 from podcontract import (
     ELASTIC_ENV,
     ELASTIC_ON,

@@ -19,9 +19,9 @@ from launcher import checkpoints
 from launcher.checksums import file_sha256
 from launcher.options import Options, parse
 from launcher.phases import partition_request
+from launcher.plans.time import Estimate
 from launcher.storage import cache, record
 from launcher.storage.layout import Storage, StorageError
-from launcher.timeplan import Estimate
 from podcontract import STORAGE_DIR
 from tests.launcher.chunked_graph import write_graph
 from tests.launcher.helpers import FIXTURES, dglrun

@@ -1,7 +1,7 @@
 """Phase 5, train: the DGL servers, then the trainers, on every worker, from one
 :class:`TrainingRequest`; the first failure stops all and is named, unless it died of a
 peer's (launcher/workers/blame.py). An elastic attempt stops at an epoch boundary when the
-operator asks it to grow (launcher/rescale.py).
+operator asks it to grow (launcher/training/rescale.py).
 
 The request is built once per run from dglrun's options (``launcher.phases.phase_inputs``); Skip
 mode (launcher/runs.py) runs the same command line, :func:`train_argv`, as one process.
@@ -18,9 +18,9 @@ from launcher.console import Console, PhaseError, Report, phase
 from launcher.partition import output as parts
 from launcher.partition.output import WORKLOAD
 from launcher.report.outcome import read_metrics
-from launcher.rescale import GrowWatch, RescaleStop
 from launcher.storage import keeping
 from launcher.storage.layout import Storage
+from launcher.training.rescale import GrowWatch, RescaleStop
 from launcher.workers import blame
 from launcher.workers.dgl_env import Topology, server_env, trainer_env
 from launcher.workers.hostfile import Host

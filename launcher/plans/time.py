@@ -1,7 +1,7 @@
 """The partition's time plan: before phase 1, how long partitioning will take; while it runs,
 how much of it is done.
 
-**Before.** Like the memory plan (:mod:`launcher.memplan`), a model of the graph's size,
+**Before.** Like the memory plan (:mod:`launcher.plans.memory`), a model of the graph's size,
 ``seconds = scale * edges ** power``, fitted by least squares (of the logarithms: the
 partitioners are not linear over 10M-124M edges) to measured whole partition
 steps (dglrun's ``[1/5] partition done in``), one fit per partitioner and rank count:
@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 
 from chunkedgraph.job import KAMINPAR, PTSCOTCH
-from launcher.memplan import GraphSize, Shape
+from launcher.plans.memory import GraphSize, Shape
 from podcontract import DGL_API, PARMETIS
 from podcontract.progress import human
 
