@@ -38,6 +38,11 @@ class Setting(Generic[T]):
         """``(variable, text)``: what the operator puts in a container's env."""
         return self.env, self.write(value)
 
+    def value_from(self, source: dict[str, Any]) -> dict[str, Any]:
+        """A container's env entry whose value Kubernetes writes (``source``: the entry's
+        ``valueFrom``, e.g. the downward API's ``resourceFieldRef``)."""
+        return {"name": self.env, "valueFrom": source}
+
 
 # -- how the values are read ----------------------------------------------------------------
 

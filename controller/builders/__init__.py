@@ -6,7 +6,8 @@ kind of child, and :func:`controller.builders.desired.desired` on top.
     configmap   <job>-config: kubexec.sh, hostfile, partfile, leadfile
     rbac        the launcher's and partitioner's ServiceAccount, Role, RoleBinding
     service     <job>-worker, the workers' headless Service
-    env         the env of the pods that run dglrun (the pod contract's names)
+    env         the env of the pods that run dglrun (podcontract.settings; each feature's
+                from its registry entry)
     pods        the workers, the partitioner, the launcher
     desired     all of them, with what each feature adds (controller/features/)
 
@@ -18,8 +19,9 @@ manifests and images written for it keep working; their names are the pod contra
 
 This package re-exports the names of its two leaves, which every child and its readers use:
 the labels and annotations (meta) and the settings (options). The rest is imported from its
-module: the features' modules use this package's (controller/features/storage.py and
-transfer.py are used by env and pods in turn), and ``desired`` is above the features.
+module: the features' modules use this package's leaves (controller/features/storage.py and
+transfer.py are used by pods in turn, for their mounts), and ``env`` (which asks the features'
+registry for their env), ``pods`` and ``desired`` are above the features.
 """
 
 from __future__ import annotations

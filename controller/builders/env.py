@@ -1,18 +1,15 @@
 """The environment the operator sets in the pods that run dglrun (the pod contract's names,
-podcontract): the job's identity and files, and each setting of the spec dglrun reads."""
+podcontract): the job's identity and files, and each setting of the spec dglrun reads; each
+feature's own settings come from its registry entry (controller/features/registry.py)."""
 
 from __future__ import annotations
 
 import podcontract as pc
-from controller.api import TRANSFER_HTTP, TRANSFER_KUBECTL, DGLJob
-from controller.features.storage import storage_folder
+from controller.api import LAUNCHER, DGLJob
+from controller.features import registry
 from kubeclient import Obj
 from podcontract import settings as dglrun
 from podcontract.quantity import format_bytes, parse_quantity
-from podcontract.settings import env_pairs
-
-# The paths, env and ports of the pod contract are podcontract's; how spec fields map to them:
-DGLRUN_TRANSFER = {TRANSFER_HTTP: pc.TRANSFER_HTTP, TRANSFER_KUBECTL: pc.TRANSFER_KUBECTL}
 
 
 def memory_limit(container: Obj) -> int | None:
@@ -33,7 +30,12 @@ def shm_size_limit(container: Obj) -> str | None:
     return format_bytes(total // 2) if total is not None and total > 1 else None
 
 
-def _operator_env(job: DGLJob, *extra: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+def operator_env(job: DGLJob, role: str, *own: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+    """The env of ``role``'s pod (a replica type: the partitioner, the launcher) when it runs
+    dglrun for the operator: the paths and the job, the Worker template's memory limit, the
+    features' env of the job, the out-of-core settings, ``own`` (the pod's own: its phase, its
+    files), the partition mode's settings, then the features' env of the partitions' delivery
+    (controller/features/registry.py: :class:`JobEnv`, :class:`DeliveryEnv`)."""
     return (
         dglrun.KUBEXEC_PATH.pair(pc.KUBEXEC_PATH),
         dglrun.HOSTFILE_PATH.pair(pc.HOSTFILE_PATH),
@@ -44,10 +46,21 @@ def _operator_env(job: DGLJob, *extra: tuple[str, str]) -> tuple[tuple[str, str]
         dglrun.JOB_UID.pair(job.uid),
         dglrun.JOB_NAMESPACE.pair(job.namespace),
         *_memory_env(job),
-        *_storage_env(job),
-        *_elastic_env(job),
+        *registry.job_env(job, role),
         *_out_of_core_env(job),
-        *extra,
+        *own,
+        *_mode_env(job),
+        *registry.delivery_env(job, role),
+    )
+
+
+def workload_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
+    """The env of a launcher that trains alone (partitionMode Skip): its phase, then the
+    features' env (the storage's: there are no partitions to deliver)."""
+    return (
+        dglrun.PHASE.pair(pc.PHASE_LAUNCHER_WORKLOAD),
+        *registry.job_env(job, LAUNCHER),
+        *registry.delivery_env(job, LAUNCHER),
     )
 
 
@@ -59,20 +72,6 @@ def _out_of_core_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
     return (
         dglrun.OUT_OF_CORE.pair(True),
         dglrun.PAGE_CACHE_FRACTION.pair(ooc.page_cache_fraction),
-    )
-
-
-def _elastic_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
-    """An elastic job's rule, and its attempt's count once the members are chosen (the
-    partitioner, made before, reads it from the job's status)."""
-    policy = job.spec.elastic
-    if policy is None:
-        return ()
-    members = job.spec.members
-    return env_pairs(
-        dglrun.ELASTIC.pair(True),
-        dglrun.PARTITION_COUNTS.pair(tuple(range(policy.min_replicas, policy.ceiling + 1))),
-        None if members is None else dglrun.NUM_PARTITIONS.pair(len(members)),
     )
 
 
@@ -99,38 +98,15 @@ def _mode_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
     )
 
 
-def _storage_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
-    st = job.spec.storage
-    if st is None:
-        return ()
-    return env_pairs(
-        dglrun.STORAGE.pair(storage_folder(job)),
-        dglrun.RUN_NAME.pair(job.run_name),
-        dglrun.SHARE_PARTITIONS.pair(True) if st.share_partitions else None,
-        None if st.cache_limit is None else dglrun.CACHE_LIMIT.pair(st.cache_limit),
-    )
-
-
-def _transfer_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
-    """dglrun's --partition-transfer; over HTTP, where to find the partitioner's IP."""
-    if not job.spec.mode.partitioner:
-        return ()
-    return env_pairs(
-        dglrun.PARTITION_TRANSFER.pair(DGLRUN_TRANSFER[job.spec.partition_transfer]),
-        dglrun.PARTFILE_PATH.pair(pc.PARTFILE_PATH) if job.spec.pulls_partitions else None,
-    )
-
-
 def _cpu_limit_env(container: Obj) -> Obj:
     """The container's CPU limit in whole cores, through the downward API (the node's
     allocatable CPUs when it has no limit)."""
-    return {
-        "name": pc.CPU_LIMIT_ENV,
-        "valueFrom": {
+    return dglrun.CPU_LIMIT.value_from(
+        {
             "resourceFieldRef": {
                 "containerName": container["name"],
                 "resource": "limits.cpu",
                 "divisor": "1",
             }
-        },
-    }
+        }
+    )

@@ -10,14 +10,7 @@ import copy
 import podcontract as pc
 from controller.api import LAUNCHER, PARTITIONER, WORKER, DGLJob
 from controller.builders.configmap import ALL_CONFIG_KEYS, LAUNCHER_CONFIG_KEYS, _config_volume
-from controller.builders.env import (
-    _cpu_limit_env,
-    _mode_env,
-    _operator_env,
-    _storage_env,
-    _transfer_env,
-    shm_size_limit,
-)
+from controller.builders.env import _cpu_limit_env, operator_env, shm_size_limit, workload_env
 from controller.builders.meta import (
     ATTEMPT_ANNOTATION,
     CONFIG_VOLUME,
@@ -41,6 +34,7 @@ from controller.builders.service import _dgl_ports, worker_service_name
 from controller.features.storage import _mount_storage
 from controller.features.transfer import _mount_token
 from kubeclient import Obj
+from podcontract import settings as dglrun
 
 # Placement: the workers spread over the nodes, softly (see worker_pod)
 HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
@@ -120,7 +114,7 @@ def worker_pod(job: DGLJob, index: int, attempt: int = 0) -> Obj:
     if not main.get("command"):
         main["command"] = ["sleep"]
         main["args"] = ["365d"]
-    _set_env(main, (pc.OPERATOR_ENV, pc.OPERATOR_ENV_ON))
+    _set_env(main, dglrun.OPERATOR.pair(True))
     taken = {p.get("containerPort") for p in main.get("ports") or []}
     main["ports"] = (main.get("ports") or []) + [
         p for p in _dgl_ports() if p["containerPort"] not in taken
@@ -178,12 +172,11 @@ def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
             main.pop(key, None)
     _set_env(
         main,
-        *_operator_env(
+        *operator_env(
             job,
-            (pc.LEADFILE_PATH_ENV, pc.LEADFILE_PATH),
-            (pc.PHASE_ENV, pc.PHASE_PARTITIONER),
-            *_mode_env(job),
-            *_transfer_env(job),
+            PARTITIONER,
+            dglrun.LEADFILE_PATH.pair(pc.LEADFILE_PATH),
+            dglrun.PHASE.pair(pc.PHASE_PARTITIONER),
         ),
     )
     if job.spec.pulls_partitions:
@@ -201,7 +194,7 @@ def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
         _mount_token(job, pod)
     _mount_storage(job, pod)  # the partitions cached for restarts
     if job.spec.chunked_graph is not None:
-        main["env"] = [e for e in main["env"] if e.get("name") != pc.CPU_LIMIT_ENV]
+        main["env"] = [e for e in main["env"] if e.get("name") != dglrun.CPU_LIMIT.env]
         main["env"].append(_cpu_limit_env(main))
     _add_mounts(main, (CONFIG_VOLUME, pc.CONFIG_DIR), (KUBE_VOLUME, pc.KUBE_DIR))
     spec = pod["spec"]
@@ -218,9 +211,9 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     spec = pod["spec"]
     _mount_storage(job, pod)
     if not job.spec.mode.workers:
-        _set_env(main, (pc.PHASE_ENV, pc.PHASE_LAUNCHER_WORKLOAD), *_storage_env(job))
+        _set_env(main, *workload_env(job))
         return pod
-    _set_env(main, *_operator_env(job, *_mode_env(job), *_transfer_env(job)))
+    _set_env(main, *operator_env(job, LAUNCHER))
     config_mount = {"name": CONFIG_VOLUME, "mountPath": pc.CONFIG_DIR}
     _add_mounts(main, (KUBE_VOLUME, pc.KUBE_DIR), (CONFIG_VOLUME, pc.CONFIG_DIR))
     waits = []

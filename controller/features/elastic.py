@@ -43,8 +43,6 @@ from controller.builders.meta import (
     REPLICA_TYPE_LABEL,
     _main,
 )
-from controller.builders.options import BuildOptions
-from controller.builders.pods import partitioner_pod
 from controller.machinery import objects as ob
 from controller.metrics import Metrics
 from controller.status.conditions import REASON_UNSCHEDULABLE, now_rfc3339, parse_time
@@ -59,6 +57,8 @@ from podcontract import (
     STATUS_MEMBERS,
     STATUS_PARTITIONS,
 )
+from podcontract import settings as dglrun
+from podcontract.settings import env_pairs
 
 STATUS = STATUS_ELASTIC  # status.elastic
 MEMBERS = STATUS_MEMBERS  # status.elastic.members: dglrun's partitioner reads the count there
@@ -345,12 +345,13 @@ def describe(st: Obj) -> str:
     return f"{workers}/{desired}"
 
 
-def probe_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
-    """The room-finder: the partitioner's pod as the scheduler sees it (its main
+def probe_pod(job: DGLJob, partitioner: Obj) -> Obj:
+    """The room-finder, made of ``partitioner`` (the job's partitioner pod, as
+    controller/builders/pods.py builds it): that pod as the scheduler sees it (its main
     container's requests and limits, its node selector, affinity, tolerations, priority and
     volumes), running nothing but ``sleep``. Placed, it shows that the next attempt's
     partitioner has room beside the standby workers that run (controller/lifecycle/elastic.py)."""
-    pod = partitioner_pod(job, opts, attempt)
+    pod = partitioner
     meta = pod["metadata"]
     meta["name"] = job.probe_name
     meta["labels"].update({REPLICA_NAME_LABEL: job.probe_name, REPLICA_TYPE_LABEL: PROBE})
@@ -377,7 +378,7 @@ def probe_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
 class Elastic:
     """The feature's entry (controller/features/registry.py): an attempt trains on the
     members status.elastic chose; a rescale is an attempt; an attempt's end forgets them;
-    queued, the job may be admitted with its fewest workers."""
+    queued, the job may be admitted with its fewest workers; dglrun's settings of the rule."""
 
     name = "elastic"
 
@@ -393,6 +394,19 @@ class Elastic:
 
     def for_attempt(self, job: DGLJob, status: Obj, pods: Iterable[Obj]) -> DGLJob:
         return for_attempt(job, status)
+
+    def job_env(self, job: DGLJob, role: str) -> tuple[tuple[str, str], ...]:
+        """An elastic job's rule, and its attempt's count once the members are chosen (the
+        partitioner, made before, reads it from the job's status)."""
+        policy = job.spec.elastic
+        if policy is None:
+            return ()
+        members = job.spec.members
+        return env_pairs(
+            dglrun.ELASTIC.pair(True),
+            dglrun.PARTITION_COUNTS.pair(tuple(range(policy.min_replicas, policy.ceiling + 1))),
+            None if members is None else dglrun.NUM_PARTITIONS.pair(len(members)),
+        )
 
     def attempts(self, status: Obj) -> int:
         return rescales(status)

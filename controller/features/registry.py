@@ -18,23 +18,26 @@ of :data:`FEATURES`:
   annotation is the sum);
 - :class:`AttemptEnd`: what the end of an attempt (a restart, a rescale, a stop) forgets;
 - :class:`TrainingStart`: what it counts once an attempt trains (a metric, after the status
-  write).
+  write);
+- :class:`JobEnv`, :class:`DeliveryEnv`: its settings in the env of a pod that runs dglrun
+  (controller/builders/env.py, which asks for each kind at its place in that env: the job's
+  after its memory limit, the partitions' delivery after the partition mode; ``role``: the
+  pod's replica type).
 
 A new feature is one more module and one more entry here. A feature's own lifecycle steps
 (Kueue's ``queued`` and its Workload Finished, elastic jobs' ``elastic``) are registered on the
 steps' floor, above this one: its step's module makes a ``FeatureStep`` naming the feature and
 the named point of the lifecycle where it runs (controller/lifecycle/points.py,
-controller/lifecycle/feature_steps.py). What is not an interface: its env, which is the pod
-contract's (controller/builders/env.py); and the mounts whose place among a pod's others the
-builders decide (the storage's, the transfer token's: their modules' functions, called by
-controller/builders/pods.py).
+controller/lifecycle/feature_steps.py). What is not an interface: the mounts whose place among
+a pod's others the builders decide (the storage's, the transfer token's: their modules'
+functions, called by controller/builders/pods.py).
 
-The storage (controller/features/storage.py) has no entry: none of these fits it without
-changing what is built or when. Its claim is not a child made once and left alone: it is made
-first and waited for, may outlive the job, is not watched, and a refusal of it fails the job
-(the create step's, before any child, also when an elastic job sizes). Its mount as a
-:class:`PodMutator` (the last change to a pod) would come after the operator's own mounts
-instead of before them, and reach the operator's init containers.
+The storage's entry (controller/features/storage.py) gives only its env: no other interface
+fits it without changing what is built or when. Its claim is not a child made once and left
+alone: it is made first and waited for, may outlive the job, is not watched, and a refusal of
+it fails the job (the create step's, before any child, also when an elastic job sizes). Its
+mount as a :class:`PodMutator` (the last change to a pod) would come after the operator's own
+mounts instead of before them, and reach the operator's init containers.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from controller.features.elastic import ELASTIC
 from controller.features.gang import GANG
 from controller.features.kueue import KUEUE
 from controller.features.network import NETWORK
+from controller.features.storage import STORAGE
 from controller.features.transfer import TRANSFER
 from controller.metrics import Metrics
 from kubeclient import Obj
@@ -118,7 +122,23 @@ class TrainingStart(Protocol):
     ) -> Callable[[Metrics], None] | None: ...
 
 
-FEATURES: tuple[object, ...] = (GANG, KUEUE, NETWORK, ELASTIC, TRANSFER)
+@runtime_checkable
+class JobEnv(Protocol):
+    """Its settings of the job in the env of ``role``'s pod when it runs dglrun (``role``: a
+    replica type; the env's order is theirs, in the order of :data:`FEATURES`)."""
+
+    def job_env(self, job: DGLJob, role: str) -> tuple[tuple[str, str], ...]: ...
+
+
+@runtime_checkable
+class DeliveryEnv(Protocol):
+    """Its settings of the partitions' delivery in the env of ``role``'s pod when it runs
+    dglrun (after the partition mode's)."""
+
+    def delivery_env(self, job: DGLJob, role: str) -> tuple[tuple[str, str], ...]: ...
+
+
+FEATURES: tuple[object, ...] = (GANG, KUEUE, NETWORK, STORAGE, ELASTIC, TRANSFER)
 
 
 def kinds() -> tuple[ChildKind, ...]:
@@ -144,6 +164,18 @@ def mutate_pod_sets(job: DGLJob, sets: list[Obj]) -> list[Obj]:
         if isinstance(f, PodSetsMutator):
             sets = f.mutate_pod_sets(job, sets)
     return sets
+
+
+def job_env(job: DGLJob, role: str) -> tuple[tuple[str, str], ...]:
+    """Every feature's settings of the job for ``role``'s dglrun, in order."""
+    return tuple(p for f in FEATURES if isinstance(f, JobEnv) for p in f.job_env(job, role))
+
+
+def delivery_env(job: DGLJob, role: str) -> tuple[tuple[str, str], ...]:
+    """Every feature's settings of the partitions' delivery for ``role``'s dglrun, in order."""
+    return tuple(
+        p for f in FEATURES if isinstance(f, DeliveryEnv) for p in f.delivery_env(job, role)
+    )
 
 
 def for_attempt(job: DGLJob, status: Obj, pods: Iterable[Obj]) -> DGLJob:

@@ -3,7 +3,8 @@ pc.STORAGE_DIR, where dglrun keeps the job's partitions, checkpoints and results
 
 Its claim is the first child made (controller/lifecycle/create.py waits for it); its mount
 is in the pods' builders (controller/builders/pods.py calls :func:`_mount_storage` where the
-order of the pod's mounts wants it), its env in controller/builders/env.py."""
+order of the pod's mounts wants it); its entry (:data:`STORAGE`) gives dglrun's env its
+settings."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import podcontract as pc
 from controller.api import CLAIM_DELETE, DGLJob
 from controller.builders.meta import _add_mounts, _add_volumes, _main, _meta
 from kubeclient import Obj
+from podcontract import settings as dglrun
+from podcontract.settings import env_pairs
 
 # spec.storage: one claim, mounted in every pod of the job at pc.STORAGE_DIR
 STORAGE_VOLUME = "dgl-storage"
@@ -72,3 +75,27 @@ def _mount_storage(job: DGLJob, pod: Obj) -> None:
         _add_mounts(container, (STORAGE_VOLUME, pc.STORAGE_DIR))
     claim = {"name": STORAGE_VOLUME, "persistentVolumeClaim": {"claimName": job.claim_name}}
     _add_volumes(pod["spec"], claim)
+
+
+class Storage:
+    """The feature's entry (controller/features/registry.py): dglrun's settings of the
+    storage, in every pod that runs it. Its claim and its mount are not an entry's (the
+    registry's docstring says why)."""
+
+    name = "storage"
+
+    def job_env(self, job: DGLJob, role: str) -> tuple[tuple[str, str], ...]:
+        """Its folder, the run's name, whether other jobs' partitions count, the cache's
+        limit."""
+        st = job.spec.storage
+        if st is None:
+            return ()
+        return env_pairs(
+            dglrun.STORAGE.pair(storage_folder(job)),
+            dglrun.RUN_NAME.pair(job.run_name),
+            dglrun.SHARE_PARTITIONS.pair(True) if st.share_partitions else None,
+            None if st.cache_limit is None else dglrun.CACHE_LIMIT.pair(st.cache_limit),
+        )
+
+
+STORAGE = Storage()

@@ -1,8 +1,8 @@
 """The partition transfer over HTTP (``spec.partitionTransfer: HTTP``): the workers pull their
 parts from the partitioner's server, which asks a token of every request. The token is a
 Secret the operator makes once, before any pod (:func:`transfer_secret`), mounted in the
-partitioner, the workers and the launcher (:func:`_mount_token`); dglrun's env for it is in
-controller/builders/env.py.
+partitioner, the workers and the launcher (:func:`_mount_token`); dglrun's env for the
+transfer (HTTP or kubectl) is its entry's (:data:`TRANSFER`).
 
 Its Secret's name, and why it is random.
 
@@ -26,16 +26,20 @@ import secrets
 from collections.abc import Iterable
 
 import podcontract as pc
-from controller.api import DGLJob
+from controller.api import TRANSFER_HTTP, TRANSFER_KUBECTL, DGLJob
 from controller.builders.meta import MODE_READ, _add_mounts, _add_volumes, _main, _meta
 from controller.builders.options import BuildOptions
 from kubeclient import Obj
+from podcontract import settings as dglrun
+from podcontract.settings import env_pairs
 
 STATUS = "transferSecret"
 NAME = "transfer"
 TRANSFER_VOLUME = "transfer-token"
 # on every pod that mounts the transfer token: its Secret's name (see above)
 TRANSFER_SECRET_ANNOTATION = "dgl.qihoo.net/transfer-secret"
+# spec.partitionTransfer as dglrun's --partition-transfer (the pod contract's names)
+DGLRUN_TRANSFER = {TRANSFER_HTTP: pc.TRANSFER_HTTP, TRANSFER_KUBECTL: pc.TRANSFER_KUBECTL}
 
 
 def transfer_secret_name(job: DGLJob) -> str:
@@ -102,7 +106,8 @@ def _mounted(job: DGLJob, pods: Iterable[Obj]) -> str:
 
 class Transfer:
     """The feature's entry (controller/features/registry.py): the token Secret, made once
-    after the job's accounts; an attempt's Secret name, found again."""
+    after the job's accounts; an attempt's Secret name, found again; dglrun's settings of the
+    transfer."""
 
     name = NAME
     before_rbac = False
@@ -114,6 +119,16 @@ class Transfer:
 
     def for_attempt(self, job: DGLJob, status: Obj, pods: Iterable[Obj]) -> DGLJob:
         return known(job, pods)
+
+    def delivery_env(self, job: DGLJob, role: str) -> tuple[tuple[str, str], ...]:
+        """dglrun's --partition-transfer; over HTTP, where to find the partitioner's IP (none
+        without a partitioner: nothing to deliver)."""
+        if not job.spec.mode.partitioner:
+            return ()
+        return env_pairs(
+            dglrun.PARTITION_TRANSFER.pair(DGLRUN_TRANSFER[job.spec.partition_transfer]),
+            dglrun.PARTFILE_PATH.pair(pc.PARTFILE_PATH) if job.spec.pulls_partitions else None,
+        )
 
 
 TRANSFER = Transfer()

@@ -17,6 +17,7 @@ the pure functions of controller/features/elastic.py:
 from __future__ import annotations
 
 import podcontract as pc
+from controller.builders.pods import partitioner_pod
 from controller.features import elastic as policies
 from controller.features.elastic import probe_pod
 from controller.lifecycle.actions import Actions
@@ -149,7 +150,8 @@ def _ask_to_grow(ctx: Context, act: Actions) -> None:
     if want is None:  # (the partitioner would take the room of the one that runs)
         if obs.probe is None:
             if job.probe_name not in obs.terminating:
-                probe = probe_pod(job, act.options, policies.attempt(ctx.status))
+                partitioner = partitioner_pod(job, act.options, policies.attempt(ctx.status))
+                probe = probe_pod(job, partitioner)
                 act.apply.create(job, PODS, probe)
             return
         if not policies.placed(obs.probe):

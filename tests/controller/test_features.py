@@ -29,12 +29,14 @@ INTERFACES = (
     registry.AttemptCounter,
     registry.AttemptEnd,
     registry.TrainingStart,
+    registry.JobEnv,
+    registry.DeliveryEnv,
 )
 
 
-def test_each_feature_module_but_the_storage_has_one_entry_that_implements_an_interface() -> None:
+def test_each_feature_module_has_one_entry_that_implements_an_interface() -> None:
     names = {m.name for m in pkgutil.iter_modules(controller.features.__path__)}
-    modules = names - {"registry", "storage"}  # (the storage: none fits, registry.py says why)
+    modules = names - {"registry"}
     entries = {type(f).__module__.rsplit(".", 1)[-1]: f for f in registry.FEATURES}
     assert len(entries) == len(registry.FEATURES)  # (one entry per module)
     assert set(entries) == modules
@@ -53,7 +55,8 @@ def test_the_features_kinds_are_watched_after_the_jobs_own() -> None:
 class Tagged:
     """A feature that is not there: a ConfigMap of its own, a label on every pod, a key on
     every podSet, a view of the attempt, one more attempt counted, a key of the status
-    forgotten when one ends."""
+    forgotten when one ends, a variable of the job's and one of the delivery's in dglrun's
+    env."""
 
     name: str = "tagged"
     before_rbac: bool = False
@@ -80,6 +83,12 @@ class Tagged:
     def attempt_over(self, status: Obj) -> None:
         status.pop("tagged", None)
 
+    def job_env(self, job: DGLJob, role: str) -> tuple[tuple[str, str], ...]:
+        return (("TAGGED_JOB", role),)
+
+    def delivery_env(self, job: DGLJob, role: str) -> tuple[tuple[str, str], ...]:
+        return (("TAGGED_DELIVERY", role),)
+
 
 def test_a_new_feature_is_one_more_entry(
     seed_job_raw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
@@ -101,3 +110,11 @@ def test_a_new_feature_is_one_more_entry(
     assert tagged.views == [2]
     registry.attempt_over(status)
     assert status == {"restartCount": 1}
+    for pod, role in ((want.partitioner, "Partitioner"), (want.launcher, "Launcher")):
+        assert pod is not None
+        env = [(e["name"], e.get("value")) for e in pod["spec"]["containers"][0]["env"]]
+        names = [n for n, _ in env]
+        # the job's before the delivery's, the delivery's after the transfer's (last here)
+        assert ("TAGGED_JOB", role) in env and env[-1] == ("TAGGED_DELIVERY", role)
+        assert names.index("TAGGED_JOB") < names.index("DGL_OPERATOR_PARTITION_TRANSFER")
+    assert all("TAGGED_JOB" not in str(w) for w in want.workers)
