@@ -21,9 +21,10 @@ from dgljob.names import (
     TRANSFER_HTTP,
     WAIT_FOR_WORKERS_READY,
 )
-from podcontract import DEFAULT_PAGE_CACHE_FRACTION, SHARED
+from podcontract import SHARED
 from podcontract.progress import ProgressDetail as ProgressDetail  # (the client's, through here)
 from podcontract.progress import ProgressReading, read
+from podcontract.settings import PAGE_CACHE_FRACTION
 
 
 def _set(pairs: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
@@ -137,12 +138,12 @@ class OutOfCoreSpec:
     ``page_cache_fraction`` of them as page cache."""
 
     enabled: bool = False
-    page_cache_fraction: float = DEFAULT_PAGE_CACHE_FRACTION
+    page_cache_fraction: float = PAGE_CACHE_FRACTION.when_unset
 
     def to_dict(self) -> dict[str, Any]:
         return _set(
             {"enabled": self.enabled, "pageCacheFraction": self.page_cache_fraction},
-            {"pageCacheFraction": DEFAULT_PAGE_CACHE_FRACTION},
+            {"pageCacheFraction": PAGE_CACHE_FRACTION.default},
         )
 
 

@@ -47,8 +47,9 @@ from dgljob.names import (
     WAIT_FOR_WORKERS_READY,
     WORKER,
 )
-from podcontract import CHUNKED_LAYOUTS, DEFAULT_PAGE_CACHE_FRACTION, DGL_API, SHARED
+from podcontract import CHUNKED_LAYOUTS, DGL_API, SHARED
 from podcontract.quantity import parse_quantity
+from podcontract.settings import PAGE_CACHE_FRACTION
 
 STORAGE_KEYS = (
     "claimName",
@@ -342,7 +343,7 @@ def _out_of_core(value: Any, mode: modes.PartitionMode) -> OutOfCoreSpec | None:
     enabled = ooc.get("enabled", False)
     if not isinstance(enabled, bool):
         raise SpecError(f"{field}.enabled", f"must be true or false, got {enabled!r}")
-    fraction = ooc.get("pageCacheFraction", DEFAULT_PAGE_CACHE_FRACTION)
+    fraction = ooc.get("pageCacheFraction", PAGE_CACHE_FRACTION.default)
     if (
         isinstance(fraction, bool)
         or not isinstance(fraction, (int, float))

@@ -4,7 +4,9 @@ The operator (``controller.builders``) writes these names into the pods it build
 variables, mount paths, ports, container names. The programs in those pods (``dglrun``,
 ``watcher-loop``, ``kubectl-download``) read them; ``dglrun`` writes back what the operator
 reads (the status fields it patches, the first words of its termination messages). Each name
-is spelled here once and imported on both sides: neither side spells one of them itself.
+is spelled once, here or, for a variable the operator sets for dglrun, in its declaration in
+``podcontract.settings`` (its name, default, and how it is written and read), and imported on
+both sides: neither side spells one of them itself.
 ``tests/test_pod_contract.py`` builds the pods for real DGLJobs and parses them with the
 programs' own parsers.
 
@@ -44,78 +46,31 @@ TRANSFER_PORT = 30070  # the partitioner's partition server (HTTP) ...
 TRANSFER_READY_PATH = "/ready"  # ... answers here once it serves: its readiness probe
 
 # -- dglrun's environment ------------------------------------------------------------------------
+# Each variable the operator sets for dglrun is declared once, its name and default included,
+# in podcontract/settings.py. Here: the values they take that both sides name.
 
-OPERATOR_ENV = "DGL_OPERATOR_ENV"  # OPERATOR_ENV_ON in every pod of a DGLJob with workers
-OPERATOR_ENV_ON = "1"
-KUBEXEC_PATH_ENV = "DGL_OPERATOR_KUBEXEC_PATH"
-HOSTFILE_PATH_ENV = "DGL_OPERATOR_HOSTFILE_PATH"
-LEADFILE_PATH_ENV = "DGL_OPERATOR_LEADFILE_PATH"  # the partitioner's
-PARTFILE_PATH_ENV = "DGL_OPERATOR_PARTFILE_PATH"  # HTTP: where the partitioner's IP is
-KUBECTL_PATH_ENV = "DGL_OPERATOR_KUBECTL_PATH"
-
-# Which part of the work the pod's dglrun does: unset in the launcher of a job with workers
-PHASE_ENV = "DGL_OPERATOR_PHASE_ENV"
+# Which part of the work the pod's dglrun does (settings.PHASE; unset in the launcher of a job
+# with workers)
 PHASE_PARTITIONER = "Partitioner"  # the partitioner pod: partition and deliver
 PHASE_LAUNCHER_WORKLOAD = "Launcher_Workload"  # Skip mode: train alone in the launcher
 
-# The DGLJob dglrun reports its progress and Events to
-JOB_NAME_ENV = "DGL_OPERATOR_JOB_NAME"
-JOB_UID_ENV = "DGL_OPERATOR_JOB_UID"  # the Events' involvedObject.uid
-JOB_NAMESPACE_ENV = "DGL_OPERATOR_JOB_NAMESPACE"
-
 # spec.partitionMode as dglrun's --partition-mode (Skip is PHASE_LAUNCHER_WORKLOAD instead)
-PARTITION_MODE_ENV = "DGL_OPERATOR_PARTITION_MODE"
 DGL_API = "DGL-API"
 PARMETIS = "ParMETIS"
 DIST_PARMETIS = "DistParMETIS"
 PARTITION_MODES = (DGL_API, PARMETIS, DIST_PARMETIS)
-# spec.chunkedGraph (the ParMETIS modes) as dglrun's --chunked-graph and --chunked-layout
-CHUNKED_GRAPH_ENV = "DGL_OPERATOR_CHUNKED_GRAPH"
-CHUNKED_LAYOUT_ENV = "DGL_OPERATOR_CHUNKED_LAYOUT"
+# spec.chunkedGraph.layout (the ParMETIS modes) as dglrun's --chunked-layout
 SHARED = "Shared"  # every rank sees every chunk
 PER_WORKER = "PerWorker"  # worker i holds only its own chunks (DistParMETIS)
 CHUNKED_LAYOUTS = (SHARED, PER_WORKER)
-CPU_LIMIT_ENV = "DGL_OPERATOR_CPU_LIMIT"  # whole cores (downward API): ParMETIS's default ranks
 
 # spec.partitionTransfer as dglrun's --partition-transfer
-PARTITION_TRANSFER_ENV = "DGL_OPERATOR_PARTITION_TRANSFER"
 TRANSFER_HTTP = "http"  # each worker pulls its part from the partitioner pod
 TRANSFER_KUBECTL = "kubectl"  # kubectl cp through the API server, via the launcher
 TRANSFERS = (TRANSFER_HTTP, TRANSFER_KUBECTL)
 
-# The Worker template's memory limit in bytes: what dglrun's memory plan checks against
-WORKER_MEMORY_LIMIT_ENV = "DGL_OPERATOR_WORKER_MEMORY_LIMIT"
-
-# spec.outOfCore as dglrun's --out-of-core and --page-cache-fraction: the workers' node
-# features stay on their local disk, memory-mapped (outofcore); the memory plan counts this
-# share of them as page cache
-OUT_OF_CORE_ENV = "DGL_OPERATOR_OUT_OF_CORE"
-OUT_OF_CORE_ON = "true"
-PAGE_CACHE_FRACTION_ENV = "DGL_OPERATOR_PAGE_CACHE_FRACTION"
-DEFAULT_PAGE_CACHE_FRACTION = 0.5
-
-# spec.storage: the folder dglrun keeps things in (under STORAGE_DIR), the run's name in it
-# (``<job name>-<first 8 characters of its uid>``), whether other jobs' partitions count, and
-# the partition cache's limit over every graph (spec.storage.cacheLimit as written, a quantity
-# of bytes: dglrun's --cache-limit)
-STORAGE_ENV = "DGL_OPERATOR_STORAGE"
-RUN_NAME_ENV = "DGL_OPERATOR_RUN_NAME"
-SHARE_PARTITIONS_ENV = "DGL_OPERATOR_SHARE_PARTITIONS"
-SHARE_PARTITIONS_ON = "true"
-CACHE_LIMIT_ENV = "DGL_OPERATOR_CACHE_LIMIT"
-
-# spec.elasticPolicy: ELASTIC_ENV on every pod dglrun runs in: --batch-size is the global
-# batch of a step, shared by every trainer of the attempt, and the partition count is the
-# attempt's, whatever --num-partitions says: NUM_PARTITIONS_ENV where the operator knows it
-# when it makes the pod (the launcher); the partitioner, made while the attempt's workers are
-# being chosen (so that it holds its room), reads it from status.elastic.members
-ELASTIC_ENV = "DGL_OPERATOR_ELASTIC"
-ELASTIC_ON = "true"
-NUM_PARTITIONS_ENV = "DGL_OPERATOR_NUM_PARTITIONS"
-# an elastic job's counts, "minReplicas-maxReplicas" (dglrun's --partition-counts): in the
-# ParMETIS modes the first partitioning writes every one of them, and the run's later attempts
-# take theirs from the partition cache (no partitioner runs again)
-PARTITION_COUNTS_ENV = "DGL_OPERATOR_PARTITION_COUNTS"
+# spec.elasticPolicy: the partitioner, made while the attempt's workers are being chosen (so
+# that it holds its room), reads the attempt's partition count from status.elastic.members
 STATUS_MEMBERS = "members"
 # an elastic job's grow: the operator asks for it in status.elastic.growTo (the workers the
 # next attempt may have); dglrun stops the trainers at the next epoch boundary (the next whole

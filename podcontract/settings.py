@@ -1,5 +1,7 @@
 """The settings the operator gives dglrun through its pods' environment, each declared once:
-the variable, its value's type, how the operator writes a value and how it is read back.
+the variable's name, its value's type, its default, how the operator writes a value and how it
+is read back. Nothing else spells a variable's name or default: both sides use the
+declaration (``PAGE_CACHE_FRACTION.env``, ``PAGE_CACHE_FRACTION.default``).
 
 The operator writes them (``controller.builders``: ``PAGE_CACHE_FRACTION.pair(0.5)``);
 dglrun declares each of its options that one of them sets (``launcher.options``: the
@@ -25,14 +27,22 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, eq=False)
 class Setting(Generic[T]):
-    """One variable of dglrun's environment: ``env`` holds a value of type T, written by
-    ``write`` and read back by ``read`` (a ValueError saying what is wrong with the text);
-    ``default``: dglrun's value when the variable is unset or empty."""
+    """One variable of dglrun's environment: ``env`` its name; it holds a value of type T,
+    written by ``write`` and read back by ``read`` (a ValueError saying what is wrong with the
+    text); ``default``: dglrun's value when the variable is unset or empty."""
 
     env: str
     read: Callable[[str], T]
     write: Callable[[T], str]
     default: T | None = None
+
+    @property
+    def when_unset(self) -> T:
+        """dglrun's value when the variable is unset: the default, typed (a setting without
+        one has no such value)."""
+        if self.default is None:
+            raise TypeError(f"{self.env} has no default")
+        return self.default
 
     def pair(self, value: T) -> tuple[str, str]:
         """``(variable, text)``: what the operator puts in a container's env."""
@@ -134,40 +144,60 @@ def write_count_range(counts: tuple[int, ...]) -> str:
 
 # -- the settings ---------------------------------------------------------------------------
 
-OPERATOR = Setting(pc.OPERATOR_ENV, switch(pc.OPERATOR_ENV_ON), switch_text(pc.OPERATOR_ENV_ON))
-KUBEXEC_PATH = Setting(pc.KUBEXEC_PATH_ENV, text, str, pc.KUBEXEC_PATH)
-HOSTFILE_PATH = Setting(pc.HOSTFILE_PATH_ENV, text, str, pc.HOSTFILE_PATH)
-LEADFILE_PATH = Setting(pc.LEADFILE_PATH_ENV, text, str, pc.LEADFILE_PATH)
-PARTFILE_PATH = Setting(pc.PARTFILE_PATH_ENV, text, str, pc.PARTFILE_PATH)
-KUBECTL_PATH = Setting(pc.KUBECTL_PATH_ENV, text, str, pc.KUBECTL_PATH)
-PHASE = Setting(pc.PHASE_ENV, one_of((pc.PHASE_PARTITIONER, pc.PHASE_LAUNCHER_WORKLOAD)), str, "")
-JOB_NAME = Setting(pc.JOB_NAME_ENV, text, str, "")
-JOB_UID = Setting(pc.JOB_UID_ENV, text, str, "")
-JOB_NAMESPACE = Setting(pc.JOB_NAMESPACE_ENV, text, str, "")
-PARTITION_MODE = Setting(pc.PARTITION_MODE_ENV, one_of(pc.PARTITION_MODES), str, pc.DGL_API)
-CHUNKED_GRAPH: Setting[str] = Setting(pc.CHUNKED_GRAPH_ENV, text, str)
-CHUNKED_LAYOUT = Setting(pc.CHUNKED_LAYOUT_ENV, one_of(pc.CHUNKED_LAYOUTS), str, pc.SHARED)
-CPU_LIMIT = Setting(pc.CPU_LIMIT_ENV, positive_count, str)  # (the downward API writes it)
-PARTITION_TRANSFER = Setting(pc.PARTITION_TRANSFER_ENV, one_of(pc.TRANSFERS), str, pc.TRANSFER_HTTP)
-WORKER_MEMORY_LIMIT = Setting(pc.WORKER_MEMORY_LIMIT_ENV, byte_count, str)
-OUT_OF_CORE = Setting(
-    pc.OUT_OF_CORE_ENV, switch(pc.OUT_OF_CORE_ON), switch_text(pc.OUT_OF_CORE_ON), False
+# The paths of the operator's files (mounted from the job's ConfigMap and kubectl's emptyDir)
+OPERATOR = Setting("DGL_OPERATOR_ENV", switch("1"), switch_text("1"))  # in every pod with workers
+KUBEXEC_PATH = Setting("DGL_OPERATOR_KUBEXEC_PATH", text, str, pc.KUBEXEC_PATH)
+HOSTFILE_PATH = Setting("DGL_OPERATOR_HOSTFILE_PATH", text, str, pc.HOSTFILE_PATH)
+LEADFILE_PATH = Setting("DGL_OPERATOR_LEADFILE_PATH", text, str, pc.LEADFILE_PATH)  # partitioner's
+# partitionTransfer HTTP: where the partitioner's IP is
+PARTFILE_PATH = Setting("DGL_OPERATOR_PARTFILE_PATH", text, str, pc.PARTFILE_PATH)
+KUBECTL_PATH = Setting("DGL_OPERATOR_KUBECTL_PATH", text, str, pc.KUBECTL_PATH)
+# Which part of the work the pod's dglrun does: unset in the launcher of a job with workers
+PHASE = Setting(
+    "DGL_OPERATOR_PHASE_ENV", one_of((pc.PHASE_PARTITIONER, pc.PHASE_LAUNCHER_WORKLOAD)), str, ""
 )
-PAGE_CACHE_FRACTION = Setting(
-    pc.PAGE_CACHE_FRACTION_ENV, fraction, write_fraction, pc.DEFAULT_PAGE_CACHE_FRACTION
+# The DGLJob dglrun reports its progress and Events to (the uid: the Events' involvedObject.uid)
+JOB_NAME = Setting("DGL_OPERATOR_JOB_NAME", text, str, "")
+JOB_UID = Setting("DGL_OPERATOR_JOB_UID", text, str, "")
+JOB_NAMESPACE = Setting("DGL_OPERATOR_JOB_NAMESPACE", text, str, "")
+# spec.partitionMode as dglrun's --partition-mode (Skip is pc.PHASE_LAUNCHER_WORKLOAD instead);
+# spec.chunkedGraph (the ParMETIS modes) as its --chunked-graph and --chunked-layout
+PARTITION_MODE = Setting("DGL_OPERATOR_PARTITION_MODE", one_of(pc.PARTITION_MODES), str, pc.DGL_API)
+CHUNKED_GRAPH: Setting[str] = Setting("DGL_OPERATOR_CHUNKED_GRAPH", text, str)
+CHUNKED_LAYOUT = Setting("DGL_OPERATOR_CHUNKED_LAYOUT", one_of(pc.CHUNKED_LAYOUTS), str, pc.SHARED)
+# whole cores (the downward API writes it: Setting.value_from): ParMETIS's default ranks
+CPU_LIMIT = Setting("DGL_OPERATOR_CPU_LIMIT", positive_count, str)
+# spec.partitionTransfer as dglrun's --partition-transfer
+PARTITION_TRANSFER = Setting(
+    "DGL_OPERATOR_PARTITION_TRANSFER", one_of(pc.TRANSFERS), str, pc.TRANSFER_HTTP
 )
-STORAGE: Setting[str] = Setting(pc.STORAGE_ENV, text, str)
-RUN_NAME = Setting(pc.RUN_NAME_ENV, text, str, "local")
+# The Worker template's memory limit in bytes: what dglrun's memory plan checks against
+WORKER_MEMORY_LIMIT = Setting("DGL_OPERATOR_WORKER_MEMORY_LIMIT", byte_count, str)
+# spec.outOfCore as dglrun's --out-of-core and --page-cache-fraction: the workers' node
+# features stay on their local disk, memory-mapped (outofcore); the memory plan counts this
+# share of them as page cache
+OUT_OF_CORE = Setting("DGL_OPERATOR_OUT_OF_CORE", switch("true"), switch_text("true"), False)
+PAGE_CACHE_FRACTION = Setting("DGL_OPERATOR_PAGE_CACHE_FRACTION", fraction, write_fraction, 0.5)
+# spec.storage: the folder dglrun keeps things in (under pc.STORAGE_DIR), the run's name in it
+# (``<job name>-<first 8 characters of its uid>``), whether other jobs' partitions count, and
+# the partition cache's limit over every graph (spec.storage.cacheLimit as written, a quantity
+# of bytes: dglrun's --cache-limit)
+STORAGE: Setting[str] = Setting("DGL_OPERATOR_STORAGE", text, str)
+RUN_NAME = Setting("DGL_OPERATOR_RUN_NAME", text, str, "local")
 SHARE_PARTITIONS = Setting(
-    pc.SHARE_PARTITIONS_ENV,
-    switch(pc.SHARE_PARTITIONS_ON),
-    switch_text(pc.SHARE_PARTITIONS_ON),
-    False,
+    "DGL_OPERATOR_SHARE_PARTITIONS", switch("true"), switch_text("true"), False
 )
-CACHE_LIMIT: Setting[str] = Setting(pc.CACHE_LIMIT_ENV, quantity, str)
-ELASTIC = Setting(pc.ELASTIC_ENV, switch(pc.ELASTIC_ON), switch_text(pc.ELASTIC_ON), False)
-NUM_PARTITIONS = Setting(pc.NUM_PARTITIONS_ENV, positive_count, str)
-PARTITION_COUNTS = Setting(pc.PARTITION_COUNTS_ENV, count_range, write_count_range)
+CACHE_LIMIT: Setting[str] = Setting("DGL_OPERATOR_CACHE_LIMIT", quantity, str)
+# spec.elasticPolicy: ELASTIC on every pod dglrun runs in: --batch-size is the global batch of
+# a step, shared by every trainer of the attempt, and the partition count is the attempt's,
+# whatever --num-partitions says: NUM_PARTITIONS where the operator knows it when it makes the
+# pod (the launcher; the partitioner reads it from status.elastic.members, pc.STATUS_MEMBERS)
+ELASTIC = Setting("DGL_OPERATOR_ELASTIC", switch("true"), switch_text("true"), False)
+NUM_PARTITIONS = Setting("DGL_OPERATOR_NUM_PARTITIONS", positive_count, str)
+# an elastic job's counts, "minReplicas-maxReplicas" (dglrun's --partition-counts): in the
+# ParMETIS modes the first partitioning writes every one of them, and the run's later attempts
+# take theirs from the partition cache (no partitioner runs again)
+PARTITION_COUNTS = Setting("DGL_OPERATOR_PARTITION_COUNTS", count_range, write_count_range)
 
 DGLRUN_SETTINGS: tuple[Setting[Any], ...] = (
     OPERATOR,

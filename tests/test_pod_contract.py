@@ -38,13 +38,9 @@ from launcher.workers import oom
 from launcher.workers.hostfile import parse_hostfile
 from podcontract import (
     CHUNKED_LAYOUTS,
-    CPU_LIMIT_ENV,
     DATASET,
     DGL_PORT,
     DGL_PORT_COUNT,
-    OPERATOR_ENV,
-    OPERATOR_ENV_ON,
-    PARTFILE_PATH_ENV,
     PARTITION_MODES,
     PHASE_LAUNCHER_WORKLOAD,
     PHASE_PARTITIONER,
@@ -59,6 +55,8 @@ from podcontract.settings import (
     CACHE_LIMIT,
     CPU_LIMIT,
     DGLRUN_SETTINGS,
+    OPERATOR,
+    PARTFILE_PATH,
     Setting,
 )
 from podprogram.flagfields import every_flag, values
@@ -270,7 +268,7 @@ def test_the_launchers_dglrun_reads_what_the_operator_meant(name: str) -> None:
     spec = job.spec
     assert opts.phase == ""
     assert opts.job == ProgressTarget(job.name, job.uid, job.namespace)
-    assert seen.env[OPERATOR_ENV] == OPERATOR_ENV_ON
+    assert seen.env[OPERATOR.env] == OPERATOR.write(True)
     assert opts.partition_mode == spec.partition_mode
     if spec.chunked_graph is not None:
         assert (opts.chunked_graph, opts.chunked_layout) == (
@@ -308,7 +306,7 @@ def test_the_launcher_gets_the_parts_the_way_the_partitioner_gives_them(name: st
         # HTTP: the partfile names the partitioner; the token is where the workers' pulls
         # (started with this dglrun's --token-file) and the server find it
         assert _pod_files(seen, opts.partfile) == [job.partitioner_name]
-        assert seen.env[PARTFILE_PATH_ENV] == opts.partfile == str(config.file)
+        assert seen.env[PARTFILE_PATH.env] == opts.partfile == str(config.file)
         assert seen.files[opts.transfer_token_file][0] == TOKEN
         for worker in d.workers:
             assert _seen(worker, d).files[opts.transfer_token_file][0] == TOKEN
@@ -398,7 +396,7 @@ def test_the_partitioners_dglrun_reads_what_the_operator_meant(name: str) -> Non
         # ParMETIS's default ranks: the pod's CPU limit, through the downward API
         limits = main.get("resources", {}).get("limits", {})
         assert mpirun.default_ranks(seen.env) == max(2, int(limits.get("cpu", NODE_CPUS)))
-        assert CPU_LIMIT_ENV in seen.env
+        assert CPU_LIMIT.env in seen.env
 
 
 # -- the worker pods ------------------------------------------------------------------------
@@ -412,7 +410,7 @@ def test_the_workers_serve_dgl_where_the_hostfile_says(name: str) -> None:
     for worker, host in zip(d.workers, hosts, strict=True):
         assert worker["metadata"]["name"] == host.name
         seen = _seen(worker, d)
-        assert seen.env[OPERATOR_ENV] == OPERATOR_ENV_ON
+        assert seen.env[OPERATOR.env] == OPERATOR.write(True)
         ports = {p["containerPort"] for p in seen.container["ports"]}
         assert set(range(host.port, host.port + opts.num_servers)) <= ports
         assert set(range(DGL_PORT, DGL_PORT + DGL_PORT_COUNT)) <= ports
@@ -534,7 +532,7 @@ def test_what_the_operator_writes_reads_back_as_the_value_written(
 def test_an_env_path_moves_the_file_dglrun_reads() -> None:
     """The operator's paths are dglrun's defaults; its env names move them."""
     base = ["-g", "g", "--train-entry-point", "t.py"]
-    moved = parse(base, env={PARTFILE_PATH_ENV: "/elsewhere/partfile"})
+    moved = parse(base, env={PARTFILE_PATH.env: "/elsewhere/partfile"})
     assert moved.partfile == "/elsewhere/partfile"
     assert parse(base, env={}).partfile == Options.partfile
 

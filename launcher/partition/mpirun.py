@@ -25,7 +25,7 @@ from chunkedgraph.job import PartitionJob
 from launcher import programs
 from launcher.workers.hostfile import Host
 from launcher.workers.remote import RANK_END_RE, signal_name
-from podcontract import CPU_LIMIT_ENV  # the operator sets it from the pod's limits.cpu
+from podcontract.settings import CPU_LIMIT  # the operator sets it from the pod's limits.cpu
 
 PIDFILE_DIR = "/tmp/dglrun"
 MIN_RANKS = 2
@@ -92,7 +92,7 @@ def default_ranks(env: dict[str, str] | None = None) -> int:
     """The pod's CPU limit (the operator passes it through the downward API), else the CPUs
     this process may use; at least 2."""
     env = dict(os.environ) if env is None else env
-    raw = env.get(CPU_LIMIT_ENV, "")
+    raw = env.get(CPU_LIMIT.env, "")
     try:
         cpus = int(raw)
     except ValueError:

@@ -12,6 +12,7 @@ from controller.features import elastic as elastic_policies
 from controller.features.elastic import STATUS_FIELDS
 from kubeclient import CONFIGMAPS, PODS, Obj
 from kubeclient import PERSISTENTVOLUMECLAIMS as PVCS
+from podcontract import settings as dglrun
 from tests.controller.harness import (
     LAUNCH,
     MAIN,
@@ -129,9 +130,9 @@ def test_it_starts_with_the_workers_that_run_after_the_settling_window(h: Harnes
     h.settle()
     assert set(h.pods()) == {PART, *W}, "no launcher while the count is chosen"
     part = h.pods()[PART]
-    assert env_of(part, pc.ELASTIC_ENV) == pc.ELASTIC_ON
-    assert env_of(part, pc.NUM_PARTITIONS_ENV) is None, "it reads the count from the status"
-    assert env_of(part, pc.PARTITION_COUNTS_ENV) == "1-3"  # (it partitions for each at once)
+    assert env_of(part, dglrun.ELASTIC.env) == dglrun.ELASTIC.write(True)
+    assert env_of(part, dglrun.NUM_PARTITIONS.env) is None, "it reads the count from the status"
+    assert env_of(part, dglrun.PARTITION_COUNTS.env) == "1-3"  # (it partitions for each at once)
     room_for_one(h)
     cond = h.wait_condition_status("PodsReady", "False", reason="Settling")
     assert "1 of 3 worker pods run (minReplicas 1)" in cond["message"]
@@ -143,9 +144,9 @@ def test_it_starts_with_the_workers_that_run_after_the_settling_window(h: Harnes
     assert elastic(h)["workers"] == 1 and elastic(h)["scale"] == "1/3"
     train_with(h, [W[0]])
     launcher = h.pods()[LAUNCH]
-    assert env_of(launcher, pc.NUM_PARTITIONS_ENV) == "1"
-    assert env_of(launcher, pc.ELASTIC_ENV) == pc.ELASTIC_ON
-    assert env_of(launcher, pc.PARTITION_COUNTS_ENV) == "1-3"
+    assert env_of(launcher, dglrun.NUM_PARTITIONS.env) == "1"
+    assert env_of(launcher, dglrun.ELASTIC.env) == dglrun.ELASTIC.write(True)
+    assert env_of(launcher, dglrun.PARTITION_COUNTS.env) == "1-3"
     assert hostfile(h) == f"10.0.1.1 30050 {W[0]} slots=1\n"
     watcher = next(c for c in launcher["spec"]["initContainers"] if c["name"] == pc.WATCHER_WORKERS)
     assert env_of({"spec": {"containers": [watcher]}}, pc.WATCHER_EXPECTED_PODS_ENV) == "1"
@@ -160,7 +161,7 @@ def test_every_worker_running_starts_at_once(h: Harness) -> None:
         h.run_pod(name, f"10.0.1.{i + 1}")
     wait_for(lambda: elastic(h).get("members") == W, what="all three chosen, no window")
     train_with(h, W)
-    assert env_of(h.pods()[LAUNCH], pc.NUM_PARTITIONS_ENV) == "3"
+    assert env_of(h.pods()[LAUNCH], dglrun.NUM_PARTITIONS.env) == "3"
 
 
 def test_below_min_replicas_it_waits_saying_why(h: Harness) -> None:
@@ -227,7 +228,7 @@ def test_a_preempted_member_rescales_to_the_workers_left_without_a_restart(h: Ha
     assert 10 <= st["elastic"]["rescaleSeconds"] < 30
     assert "rescalingSince" not in st["elastic"]
     assert hostfile(h) == f"10.0.1.4 30050 {W[0]} slots=1\n10.0.1.5 30050 {W[1]} slots=1\n"
-    assert env_of(h.pods()[LAUNCH], pc.NUM_PARTITIONS_ENV) == "2"
+    assert env_of(h.pods()[LAUNCH], dglrun.NUM_PARTITIONS.env) == "2"
     h.settle()
     assert h.sample("dgl_operator_jobs_rescaled_total", namespace=NS, reason="Preempted") == 1
     assert h.sample("dgl_operator_jobs_restarted_total", namespace=NS) == 0

@@ -18,13 +18,8 @@ from launcher.report import outcome
 from launcher.report.progress import StatusProgress
 from launcher.training.rescale import GrowWatch, RescaleStop, wait_for_count
 from launcher.training.train import _supervise
-from podcontract import (
-    ELASTIC_ENV,
-    ELASTIC_ON,
-    NUM_PARTITIONS_ENV,
-    PHASE_LAUNCHER_WORKLOAD,
-    RESCALE_EXIT_CODE,
-)
+from podcontract import PHASE_LAUNCHER_WORKLOAD, RESCALE_EXIT_CODE
+from podcontract.settings import ELASTIC, NUM_PARTITIONS
 from tests.launcher.fake_procs import FakeProc, job
 
 ARGS = ["-g", "g", "--train-entry-point", "train.py", "--num-partitions", "2",
@@ -33,7 +28,7 @@ SKIP = {"DGL_OPERATOR_PHASE": PHASE_LAUNCHER_WORKLOAD}
 
 
 def test_the_operator_count_overrides_num_partitions_and_the_batch_is_global() -> None:
-    env = {**SKIP, NUM_PARTITIONS_ENV: "3", ELASTIC_ENV: ELASTIC_ON}
+    env = {**SKIP, NUM_PARTITIONS.env: "3", ELASTIC.env: ELASTIC.write(True)}
     o = options.parse(ARGS, env)
     assert o.num_partitions == 3
     assert o.global_batch == 1000 and o.batch_size == 1000 // (3 * 2)
@@ -42,16 +37,16 @@ def test_the_operator_count_overrides_num_partitions_and_the_batch_is_global() -
 
 
 def test_a_batch_smaller_than_the_trainers_gives_each_one_node() -> None:
-    env = {**SKIP, NUM_PARTITIONS_ENV: "3", ELASTIC_ENV: ELASTIC_ON}
+    env = {**SKIP, NUM_PARTITIONS.env: "3", ELASTIC.env: ELASTIC.write(True)}
     o = options.parse([*ARGS[:-4], "--batch-size", "4", "--num-trainers", "2"], env)
     assert o.batch_size == 1
 
 
 def test_a_bad_count_names_the_variable(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
-        options.parse(ARGS, {**SKIP, NUM_PARTITIONS_ENV: "three"})
+        options.parse(ARGS, {**SKIP, NUM_PARTITIONS.env: "three"})
     assert e.value.code == 2
-    assert f"${NUM_PARTITIONS_ENV}='three': must be a positive integer" in capsys.readouterr().err
+    assert f"${NUM_PARTITIONS.env}='three': must be a positive integer" in capsys.readouterr().err
 
 
 def test_grow_to_reads_the_status_field() -> None:
@@ -176,7 +171,7 @@ def test_the_rescale_exit_code_and_what_it_says() -> None:
 
 
 def test_the_partitioner_without_a_count_reads_it_from_the_job() -> None:
-    o = options.parse(ARGS, {**SKIP, ELASTIC_ENV: ELASTIC_ON})
+    o = options.parse(ARGS, {**SKIP, ELASTIC.env: ELASTIC.write(True)})
     assert o.count_from_job and o.num_partitions == 2 and o.global_batch is None
     answers: list[list[str] | None] = [None, None, ["j-worker-0", "j-worker-2"]]
     said: list[str] = []
