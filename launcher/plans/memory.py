@@ -44,6 +44,7 @@ from chunkedgraph.job import KAMINPAR, PTSCOTCH
 from launcher.errors import LauncherError
 from podcontract import DGL_API, DIST_PARMETIS, MEMORY_PLAN_PREFIX, PARMETIS
 from podcontract.quantity import parse_quantity
+from podcontract.settings import PAGE_CACHE_FRACTION
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -128,7 +129,8 @@ class Shape:
     servers: int
     trainers: int
     out_of_core: bool = False  # node data memory-mapped from the workers' disk
-    page_cache: float = 0.5  # out of core: the share of the node data counted as page cache
+    # out of core: the share of the node data counted as page cache (dglrun's default's)
+    page_cache: float = PAGE_CACHE_FRACTION.when_unset
     batch_size: int = 1000  # seeds per minibatch (out of core: the sampling working set)
     partitioner: str = KAMINPAR  # the ParMETIS modes' (chunkedgraph.job.PARTITIONERS)
 
