@@ -636,3 +636,48 @@ def test_out_of_core_reaches_dglrun_in_the_launcher_and_the_partitioner(
     assert parse_job(raw).spec.out_of_core is None
     plain = desired(parse_job(seed_job_raw), SEED_OPTS)
     assert "DGL_OPERATOR_OUT_OF_CORE" not in _env(plain.launcher["spec"]["containers"][0])
+
+
+def test_the_order_of_dglruns_env_is_the_operators_then_each_features_at_its_place() -> None:
+    """The env of the pods that run dglrun, in order: the paths and the job, the memory limit,
+    the features' settings of the job (the storage's, then the elastic rule), out of core, the
+    pod's own (the partitioner's leadfile and phase), then the delivery's (the transfer's). The
+    order is part of the pods the operator builds: a change of it changes every pod."""
+    raw = copy.deepcopy(load_fixture("seed_dgljob.yaml"))
+    raw["metadata"]["uid"] = "0123abcd-0000"
+    raw["spec"].update(
+        partitionTransfer="HTTP",
+        outOfCore={"enabled": True, "pageCacheFraction": 0.3},
+        storage={"claimName": "c", "sharePartitions": True, "cacheLimit": "2Gi"},
+        elasticPolicy={"minReplicas": 1, "maxReplicas": 2},
+    )
+    worker = raw["spec"]["dglReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker.setdefault("resources", {}).setdefault("limits", {})["memory"] = "4Gi"
+    d = desired(parse_job(raw), BuildOptions(), token="t")
+    job = [
+        "KUBEXEC_PATH",
+        "HOSTFILE_PATH",
+        "KUBECTL_PATH",
+        "ENV",
+        "JOB_NAME",
+        "JOB_UID",
+        "JOB_NAMESPACE",
+        "WORKER_MEMORY_LIMIT",
+        "STORAGE",
+        "RUN_NAME",
+        "SHARE_PARTITIONS",
+        "CACHE_LIMIT",
+        "ELASTIC",
+        "PARTITION_COUNTS",
+        "OUT_OF_CORE",
+        "PAGE_CACHE_FRACTION",
+    ]
+    delivery = ["PARTITION_TRANSFER", "PARTFILE_PATH"]
+    want = {
+        "partitioner": [*job, "LEADFILE_PATH", "PHASE_ENV", *delivery],
+        "launcher": [*job, *delivery],
+    }
+    for role, pod in (("partitioner", d.partitioner), ("launcher", d.launcher)):
+        assert pod is not None
+        names = [e["name"] for e in pod["spec"]["containers"][0]["env"]]
+        assert names == [f"DGL_OPERATOR_{n}" for n in want[role]], role
