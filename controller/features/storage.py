@@ -77,7 +77,7 @@ def _mount_storage(job: DGLJob, pod: Obj) -> None:
     _add_volumes(pod["spec"], claim)
 
 
-class Storage:
+class StorageFeature:
     """The feature's entry (controller/features/registry.py): dglrun's settings of the
     storage, in every pod that runs it. Its claim and its mount are not an entry's (the
     registry's docstring says why)."""
@@ -98,4 +98,4 @@ class Storage:
         )
 
 
-STORAGE = Storage()
+STORAGE = StorageFeature()
