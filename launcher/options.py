@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from chunkedgraph.job import KAMINPAR, PARTITIONERS
-from launcher.plans.memory import GraphSize, PlanError, parse_bytes, parse_graph_size
+from launcher.plans.memory import (
+    GraphSize,
+    OutOfCore,
+    PlanError,
+    Processes,
+    parse_bytes,
+    parse_graph_size,
+)
 from launcher.report.progress import ProgressTarget
 from launcher.storage.layout import Storage, check_run_name, claim_mount
 from podcontract import (
@@ -254,18 +261,32 @@ class Options:
     num_epochs: int = option("--num-epochs", group=TRAINING, type=positive_int, default=1)
     # each trainer's (an elastic attempt's: its share of the global batch, global_batch)
     batch_size: int = option("--batch-size", group=TRAINING, type=positive_int, default=1000)
-    num_trainers: int = option(
-        "--num-trainers", group=TRAINING, type=positive_int, default=1, help="trainers per worker"
-    )
-    num_samplers: int = option(
-        "--num-samplers",
-        group=TRAINING,
-        type=non_negative_int,
-        default=0,
-        help="samplers per trainer",
-    )
-    num_servers: int = option(
-        "--num-servers", group=TRAINING, type=positive_int, default=1, help="DGL servers per worker"
+    # DGL's processes on each worker: the memory plan's and phase 5's
+    processes: Processes = nested(
+        Processes,
+        {
+            "trainers": option(
+                "--num-trainers",
+                group=TRAINING,
+                type=positive_int,
+                default=1,
+                help="trainers per worker",
+            ),
+            "samplers": option(
+                "--num-samplers",
+                group=TRAINING,
+                type=non_negative_int,
+                default=0,
+                help="samplers per trainer",
+            ),
+            "servers": option(
+                "--num-servers",
+                group=TRAINING,
+                type=positive_int,
+                default=1,
+                help="DGL servers per worker",
+            ),
+        },
     )
     train_args: list[str] = option(
         "--train-args",
@@ -282,23 +303,29 @@ class Options:
         help="torch rendezvous port",
     )
     # node features memory-mapped from the workers' disk (outofcore), and the share of them
-    # the memory plan counts as page cache
-    out_of_core: bool = option(
-        "--out-of-core",
-        group=TRAINING,
-        setting=pc.OUT_OF_CORE,
-        action="store_true",
-        help="keep each worker's node features on its local disk, memory-mapped, instead of in "
-        "memory: partitions get .npy feature files and the DGL servers and trainers run under "
-        "python -m outofcore (DGL 2.1; default: {env})",
-    )
-    page_cache_fraction: float = option(
-        "--page-cache-fraction",
-        group=TRAINING,
-        setting=pc.PAGE_CACHE_FRACTION,
-        metavar="F",
-        help="--out-of-core: the share of a worker's node features the memory plan counts as "
-        f"page cache, between 0 and 1 (default: {{env}}, else {pc.PAGE_CACHE_FRACTION.default})",
+    # the memory plan counts as page cache: the memory plan's, the partitions' and phase 5's
+    out_of_core: OutOfCore = nested(
+        OutOfCore,
+        {
+            "enabled": option(
+                "--out-of-core",
+                group=TRAINING,
+                setting=pc.OUT_OF_CORE,
+                action="store_true",
+                help="keep each worker's node features on its local disk, memory-mapped, instead "
+                "of in memory: partitions get .npy feature files and the DGL servers and trainers "
+                "run under python -m outofcore (DGL 2.1; default: {env})",
+            ),
+            "page_cache_fraction": option(
+                "--page-cache-fraction",
+                group=TRAINING,
+                setting=pc.PAGE_CACHE_FRACTION,
+                metavar="F",
+                help="--out-of-core: the share of a worker's node features the memory plan "
+                "counts as page cache, between 0 and 1 (default: {env}, else "
+                f"{pc.PAGE_CACHE_FRACTION.default})",
+            ),
+        },
     )
     # -- where and how
     workspace: Path = option(
@@ -523,10 +550,10 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         parser.error("--partition-mode DistParMETIS partitions on the workers: no partitioner pod")
     if phase != PHASE_PARTITIONER and not a.train_entry_point:
         parser.error("--train-entry-point is required")
-    if a.out_of_core and a.num_samplers:
+    if a.out_of_core.enabled and a.processes.samplers:
         parser.error(
-            f"--out-of-core with --num-samplers {a.num_samplers}: sampler processes are spawned "
-            "by DGL without the out-of-core patch; use --num-samplers 0"
+            f"--out-of-core with --num-samplers {a.processes.samplers}: sampler processes are "
+            "spawned by DGL without the out-of-core patch; use --num-samplers 0"
         )
     if (
         a.in_dgljob
@@ -576,4 +603,4 @@ def _elastic(a: argparse.Namespace) -> None:
         a.count_from_job = True
         return
     a.global_batch = a.batch_size
-    a.batch_size = max(1, a.batch_size // (a.num_partitions * a.num_trainers))
+    a.batch_size = max(1, a.batch_size // (a.num_partitions * a.processes.trainers))

@@ -361,7 +361,7 @@ def _run(opts: Options, console: Console, report: Report) -> int:
             opts.storage.prepare()
             console.copy_to(keeping.open_log(opts.storage, _role(opts)))
         if opts.global_batch is not None:
-            trainers = opts.num_partitions * opts.num_trainers
+            trainers = opts.num_partitions * opts.processes.trainers
             console.say(
                 f"elastic: this attempt has {opts.num_partitions} workers (partitions); global "
                 f"batch {opts.global_batch} = {opts.batch_size} per trainer x {trainers} trainers"

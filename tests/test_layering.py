@@ -231,11 +231,13 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
     },
     # phase 5 from its request: the DGL processes on the workers, the results (the report's
     # metrics, storage's); an elastic attempt's stop for a grow (the checkpoints it watches, a
-    # phase error); of the partition step, only the partition set's format
+    # phase error); of the partition step, only the partition set's format; of the plans, the
+    # groups of options the memory plan shares with it (its processes, out of core)
     "launcher.training": {
         "launcher.errors",
         "launcher.programs",
         "launcher.checkpoints",
+        "launcher.plans.memory",
         "launcher.workers",
         "launcher.console",
         "launcher.partition.output",

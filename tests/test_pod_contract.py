@@ -416,7 +416,7 @@ def test_the_workers_serve_dgl_where_the_hostfile_says(name: str) -> None:
         seen = _seen(worker, d)
         assert seen.env[OPERATOR_ENV] == OPERATOR_ENV_ON
         ports = {p["containerPort"] for p in seen.container["ports"]}
-        assert set(range(host.port, host.port + opts.num_servers)) <= ports
+        assert set(range(host.port, host.port + opts.processes.servers)) <= ports
         assert set(range(DGL_PORT, DGL_PORT + DGL_PORT_COUNT)) <= ports
         # DistParMETIS's ranks reach the other workers through the same kubexec.sh
         assert seen.files[opts.kubexec] == launcher.files[opts.kubexec]
@@ -538,7 +538,8 @@ def test_dglruns_memory_failures_are_what_the_operator_recognises() -> None:
     """A refusal of the memory plan and a process killed for memory, as dglrun's termination
     message says them, become the condition reasons the operator sets."""
     size = memplan.GraphSize(nodes=2_449_029, edges=123_718_280, node_bytes=412)
-    shape = memplan.Shape("DGL-API", workers=2, parts=2, ranks=1, servers=1, trainers=1)
+    one_each = memplan.Processes(servers=1, trainers=1)
+    shape = memplan.Shape("DGL-API", workers=2, parts=2, ranks=1, processes=one_each)
     steps = memplan.plan(size, shape, 1 << 30)
     with pytest.raises(memplan.PlanError) as refused:
         memplan.check(size, shape, steps)

@@ -17,6 +17,7 @@ from launcher import programs
 from launcher.console import Console, PhaseError, Report, phase
 from launcher.partition import output as parts
 from launcher.partition.output import WORKLOAD
+from launcher.plans.memory import OutOfCore, Processes
 from launcher.report.outcome import read_metrics
 from launcher.storage import keeping
 from launcher.storage.layout import Storage
@@ -42,19 +43,18 @@ class TrainingRequest:
     python: str
     num_epochs: int
     batch_size: int  # each trainer's (an elastic attempt's share of the global batch)
-    num_servers: int  # DGL servers per worker
-    num_trainers: int  # trainers per worker
-    num_samplers: int  # sampler processes per trainer
+    processes: Processes  # DGL's processes on each worker (the memory plan's too)
     master_port: int  # torch's rendezvous, on the first worker
     timeout: float  # seconds; 0: none
-    out_of_core: bool  # the servers and trainers run under python -m outofcore
+    out_of_core: OutOfCore  # enabled: the servers and trainers run under python -m outofcore
     elastic: bool  # an elastic DGLJob's attempt: the operator may ask it to grow
     storage: Storage | None  # checkpoints, resume and results (None: results copied back)
     output: Path  # where this pod keeps the results without storage
 
     def topology(self, num_workers: int) -> Topology:
         """DGL's process counts over ``num_workers`` workers."""
-        return Topology(num_workers, self.num_servers, self.num_trainers, self.num_samplers)
+        p = self.processes
+        return Topology(num_workers, p.servers, p.trainers, p.samplers)
 
 
 @dataclass
@@ -139,7 +139,7 @@ def train_argv(
     """The training entry point's command line: with ``configs`` (ip_config, partition config)
     a DGL server's or trainer's on a worker, without (Skip mode) the one process in the pod."""
     argv = [what.python, script, "--graph_name", what.graph_name]
-    if configs is not None and what.out_of_core:
+    if configs is not None and what.out_of_core.enabled:
         argv[1:1] = programs.argv("", programs.OUT_OF_CORE, "run")[1:]
     if configs is not None:
         ip_conf, part_conf = configs
