@@ -119,6 +119,59 @@ def _comma_paths(given: list[str]) -> list[str]:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Transfer:
+    """How the partitions travel from the pod that made them to the workers (phases 2 and 3,
+    launcher/phases.py): over HTTP (the partition server's port, the job's token, each
+    worker connection's rate cap; the partfile names the partitioner pod that serves) or by
+    ``kubectl cp``. A group of :class:`Options`, passed whole to the phases."""
+
+    mode: str = option(
+        "--partition-transfer",
+        group=WHERE,
+        setting=pc.PARTITION_TRANSFER,
+        choices=TRANSFERS,
+        help="http: workers pull their parts straight from the pod that holds them; kubectl: "
+        "kubectl cp through the API server, via the launcher (default: {env}, else http)",
+    )
+    port: int = option(
+        "--transfer-port",
+        group=WHERE,
+        type=positive_int,
+        default=TRANSFER_PORT,
+        help="http: the partition server's port",
+    )
+    # MB/s per worker connection; 0: unlimited
+    max_rate: float = option(
+        "--transfer-max-rate",
+        group=WHERE,
+        type=number_type(float, "a number of MB/s", 0.0),
+        default=0.0,
+        metavar="MB_PER_S",
+        help="http: cap each worker's pull at this many MB/s (0 = no cap), to spare a shared "
+        "network",
+    )
+    token_file: str = option(
+        "--transfer-token-file",
+        group=WHERE,
+        default=TRANSFER_TOKEN_PATH,
+        help="http: the job's token (the operator mounts its Secret here)",
+    )
+    # the partitioner pod, whose server the launcher's workers pull from
+    partfile: str = option(setting=pc.PARTFILE_PATH)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timeouts:
+    """Each phase's seconds (0: none): a group of :class:`Options`."""
+
+    partition: float = option("--partition-timeout", group=TIMEOUTS, type=seconds, default=0.0)
+    deliver: float = option("--deliver-timeout", group=TIMEOUTS, type=seconds, default=1800.0)
+    dispatch: float = option("--dispatch-timeout", group=TIMEOUTS, type=seconds, default=1800.0)
+    configure: float = option("--configure-timeout", group=TIMEOUTS, type=seconds, default=300.0)
+    train: float = option("--train-timeout", group=TIMEOUTS, type=seconds, default=0.0)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Options:
     """dglrun's options: each field declares, once, the flag or variable that sets it (its
     metadata: :func:`option`), from which :func:`build_parser` makes the parser and
@@ -432,58 +485,16 @@ class Options:
         help="local transport: each worker's /dev/shm, as tmpfs's size= (e.g. 8g; DGL's "
         "servers keep the partition there, its node features unless --out-of-core)",
     )
-    partition_transfer: str = option(
-        "--partition-transfer",
-        group=WHERE,
-        setting=pc.PARTITION_TRANSFER,
-        choices=TRANSFERS,
-        help="http: workers pull their parts straight from the pod that holds them; kubectl: "
-        "kubectl cp through the API server, via the launcher (default: {env}, else http)",
-    )
-    transfer_port: int = option(
-        "--transfer-port",
-        group=WHERE,
-        type=positive_int,
-        default=TRANSFER_PORT,
-        help="http: the partition server's port",
-    )
-    # MB/s per worker connection; 0: unlimited
-    transfer_max_rate: float = option(
-        "--transfer-max-rate",
-        group=WHERE,
-        type=number_type(float, "a number of MB/s", 0.0),
-        default=0.0,
-        metavar="MB_PER_S",
-        help="http: cap each worker's pull at this many MB/s (0 = no cap), to spare a shared "
-        "network",
-    )
-    transfer_token_file: str = option(
-        "--transfer-token-file",
-        group=WHERE,
-        default=TRANSFER_TOKEN_PATH,
-        help="http: the job's token (the operator mounts its Secret here)",
-    )
+    # how the partitions travel to the workers (phases 2 and 3)
+    transfer: Transfer = nested(Transfer)
     # -- timeouts
-    partition_timeout: float = option(
-        "--partition-timeout", group=TIMEOUTS, type=seconds, default=0.0
-    )
-    deliver_timeout: float = option(
-        "--deliver-timeout", group=TIMEOUTS, type=seconds, default=1800.0
-    )
-    dispatch_timeout: float = option(
-        "--dispatch-timeout", group=TIMEOUTS, type=seconds, default=1800.0
-    )
-    configure_timeout: float = option(
-        "--configure-timeout", group=TIMEOUTS, type=seconds, default=300.0
-    )
-    train_timeout: float = option("--train-timeout", group=TIMEOUTS, type=seconds, default=0.0)
+    timeouts: Timeouts = nested(Timeouts)
     # -- the operator's variables alone
     # which part of the job this pod does: "" (the launcher), or PHASE's
     phase: str = option(setting=pc.PHASE)
     kubexec: str = option(setting=pc.KUBEXEC_PATH)
     hostfile: str = option(setting=pc.HOSTFILE_PATH)
     leadfile: str = option(setting=pc.LEADFILE_PATH)
-    partfile: str = option(setting=pc.PARTFILE_PATH)
     kubectl: str = option(setting=pc.KUBECTL_PATH)
     in_dgljob: bool = option(setting=pc.OPERATOR)  # a pod of a DGLJob with workers
     # an elastic DGLJob's attempt, and its count of workers once they are chosen (parse:
@@ -559,7 +570,7 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         a.in_dgljob
         and a.transport == "kubectl"
         and phase != PHASE_LAUNCHER_WORKLOAD
-        and a.partition_transfer == TRANSFER_KUBECTL
+        and a.transfer.mode == TRANSFER_KUBECTL
         and a.workspace != Path(WORKSPACE)
     ):
         parser.error(

@@ -36,7 +36,7 @@ from launcher import checksums, programs
 from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.delivery.pull import Puller
 from launcher.delivery.wire import TransferError, build_manifest, read_token
-from launcher.options import Options
+from launcher.options import Options, Timeouts, Transfer
 from launcher.partition import mpirun, parmetis_modes
 from launcher.partition import output as parts
 from launcher.partition.output import WORKLOAD
@@ -131,7 +131,7 @@ def partition_request(opts: Options) -> PartitionRequest:
             tuple(opts.partition_inputs),
         ),
         ranks=Ranks(opts.mpirun, tuple(opts.mpirun_args), opts.num_ranks),
-        timeout=opts.partition_timeout,
+        timeout=opts.timeouts.partition,
         config_path=opts.partition_config_path,
     )
 
@@ -148,20 +148,6 @@ class PartitionStep:
 
 
 @dataclass(frozen=True)
-class TransferSettings:
-    """``--partition-transfer http``: the partition server's port, the job's token, each
-    worker connection's rate cap, how long a server serves, the partfile that names the
-    partitioner pod's server, and the interpreter that runs the server and the pulls."""
-
-    port: int
-    token_file: str
-    max_rate: float  # MB/s per worker connection; 0: unlimited
-    timeout: float  # seconds a server serves (--deliver-timeout); 0: no limit
-    partfile: str
-    python: str
-
-
-@dataclass(frozen=True)
 class PhaseInputs:
     """Every phase's input, built once per run from dglrun's options (:func:`phase_inputs`):
     only the drivers (this module and launcher/runs.py) read the options, and each step
@@ -169,9 +155,9 @@ class PhaseInputs:
 
     plan: memplan.PlanInput  # the memory plan, before phase 1
     partition: PartitionStep  # phase 1
-    transfer: TransferSettings  # phases 2 and 3 over HTTP
-    dispatch_timeout: float  # phase 3
-    configure_timeout: float  # phase 4
+    transfer: Transfer  # phases 2 and 3
+    timeouts: Timeouts  # phases 2-4 (phase 1's and 5's are in their requests)
+    python: str  # the partition server's and the pulls' interpreter
     training: TrainingRequest  # phase 5 (Skip mode's one process)
 
 
@@ -194,16 +180,9 @@ def phase_inputs(opts: Options) -> PhaseInputs:
     return PhaseInputs(
         plan=plan,
         partition=PartitionStep(partition_request(opts), opts.storage, plan),
-        transfer=TransferSettings(
-            port=opts.transfer_port,
-            token_file=opts.transfer_token_file,
-            max_rate=opts.transfer_max_rate,
-            timeout=opts.deliver_timeout,
-            partfile=opts.partfile,
-            python=opts.python,
-        ),
-        dispatch_timeout=opts.dispatch_timeout,
-        configure_timeout=opts.configure_timeout,
+        transfer=opts.transfer,
+        timeouts=opts.timeouts,
+        python=opts.python,
         training=TrainingRequest(
             script=opts.train_entry_point,
             args=tuple(opts.train_args),
@@ -213,7 +192,7 @@ def phase_inputs(opts: Options) -> PhaseInputs:
             batch_size=opts.batch_size,
             processes=opts.processes,
             master_port=opts.master_port,
-            timeout=opts.train_timeout,
+            timeout=opts.timeouts.train,
             out_of_core=opts.out_of_core,
             elastic=opts.global_batch is not None,
             storage=opts.storage,
@@ -504,7 +483,7 @@ def deliver_to_launcher(
             WATCHER_PARTITIONER,
             str(opts.workspace / DATASET),
             expected,
-            timeout=opts.deliver_timeout,
+            timeout=opts.timeouts.deliver,
         )
         console.say(f"  {mb(checksums.total_bytes(expected))} verified in {pod}")
 
@@ -522,9 +501,14 @@ def deliver_locally(src: Path, dst: Path, console: Console, report: Report) -> N
 
 
 def serve(
-    transfer: TransferSettings, pset: parts.PartitionSet, console: Console, report: Report
+    transfer: Transfer,
+    timeout: float,
+    pset: parts.PartitionSet,
+    console: Console,
+    report: Report,
 ) -> None:
-    """Phase 2 over HTTP: serve the parts until the launcher says every worker has its own."""
+    """Phase 2 over HTTP: serve the parts until the launcher says every worker has its own,
+    for ``timeout`` seconds at most (0: no limit)."""
     from launcher.delivery.server import PartitionServer, serve_and_wait
 
     # the partitioner's runtime includes serving: the partition time goes to the status
@@ -549,14 +533,14 @@ def serve(
             manifest,
             token,
             port=transfer.port,
-            timeout=transfer.timeout or None,
+            timeout=timeout or None,
             max_rate=transfer.max_rate * 1e6,
             on_start=started,
         )
         if not stats.told_done:
             console.say(
                 f"  warning: no launcher said the workers have their parts within "
-                f"{transfer.timeout:.0f}s; every file was served to its end: stopping"
+                f"{timeout:.0f}s; every file was served to its end: stopping"
             )
         console.say(f"  {mb(stats.bytes_sent)} served to {len(stats.peers)} pods")
 
@@ -581,7 +565,7 @@ class Source:
         )
 
 
-def partition_server(transfer: TransferSettings, console: Console) -> Source:
+def partition_server(transfer: Transfer, console: Console) -> Source:
     """The partitioner pod's server, from the partfile the operator keeps up to date."""
     partfile = transfer.partfile
     try:

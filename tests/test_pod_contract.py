@@ -30,7 +30,7 @@ from controller.status.conditions import REASON_MEMORY_PLAN, REASON_OOM_KILLED
 from controller.status.failures import PodFailure
 from dgljob.modes import MODES, SKIP
 from kubectl_download.config import load_config as kubectl_download_config
-from launcher.options import Options, build_parser, parse
+from launcher.options import Options, Transfer, build_parser, parse
 from launcher.partition import mpirun
 from launcher.plans import memory as memplan
 from launcher.report.progress import ProgressTarget
@@ -302,18 +302,18 @@ def test_the_launchers_dglrun_reads_what_the_operator_meant(name: str) -> None:
 @pytest.mark.parametrize("name", WITH_PARTITIONER)
 def test_the_launcher_gets_the_parts_the_way_the_partitioner_gives_them(name: str) -> None:
     job, d, seen, opts = _dglrun_in(name, "launcher")
-    assert opts.partition_transfer == DGLRUN_TRANSFER[job.spec.partition_transfer]
+    assert opts.transfer.mode == DGLRUN_TRANSFER[job.spec.partition_transfer]
     watch = _init(d.launcher, WATCHER_PARTITIONER)
     config = watcher_loop_config(_env(watch), namespace_file=Path("/nonexistent"))
     assert config.expected_pods == 1
     if job.spec.pulls_partitions:
         # HTTP: the partfile names the partitioner; the token is where the workers' pulls
         # (started with this dglrun's --token-file) and the server find it
-        assert _pod_files(seen, opts.partfile) == [job.partitioner_name]
-        assert seen.env[PARTFILE_PATH_ENV] == opts.partfile == str(config.file)
-        assert seen.files[opts.transfer_token_file][0] == TOKEN
+        assert _pod_files(seen, opts.transfer.partfile) == [job.partitioner_name]
+        assert seen.env[PARTFILE_PATH_ENV] == opts.transfer.partfile == str(config.file)
+        assert seen.files[opts.transfer.token_file][0] == TOKEN
         for worker in d.workers:
-            assert _seen(worker, d).files[opts.transfer_token_file][0] == TOKEN
+            assert _seen(worker, d).files[opts.transfer.token_file][0] == TOKEN
         assert config.mode.value == "ready"
     else:
         # KubectlCp: the partitioner copies the dataset into the init container that waits
@@ -382,17 +382,17 @@ def test_the_partitioners_dglrun_reads_what_the_operator_meant(name: str) -> Non
     assert opts.phase == PHASE_PARTITIONER
     assert opts.job == ProgressTarget(job.name, job.uid, job.namespace)
     assert opts.partition_mode == job.spec.partition_mode
-    assert opts.partition_transfer == DGLRUN_TRANSFER[job.spec.partition_transfer]
+    assert opts.transfer.mode == DGLRUN_TRANSFER[job.spec.partition_transfer]
     assert opts.worker_memory_limit == _worker_memory_limit(job)
     # the launcher it delivers to, or tells the workers' pulls are done
     assert _pod_files(seen, opts.leadfile) == [job.launcher_name]
     main = seen.container
     if job.spec.pulls_partitions:
-        assert seen.files[opts.transfer_token_file][0] == TOKEN
+        assert seen.files[opts.transfer.token_file][0] == TOKEN
         ports = {p["containerPort"] for p in main["ports"]}
-        assert opts.transfer_port in ports
+        assert opts.transfer.port in ports
         probe = main["readinessProbe"]["httpGet"]
-        assert probe == {"path": TRANSFER_READY_PATH, "port": opts.transfer_port}
+        assert probe == {"path": TRANSFER_READY_PATH, "port": opts.transfer.port}
     else:
         assert _folder(seen, opts.kubectl)[0] == str(Path(opts.kubectl).parent)
         assert f"{opts.kubectl} exec " in seen.files[opts.kubexec][0]
@@ -530,8 +530,8 @@ def test_an_env_path_moves_the_file_dglrun_reads() -> None:
     """The operator's paths are dglrun's defaults; its env names move them."""
     base = ["-g", "g", "--train-entry-point", "t.py"]
     moved = parse(base, env={PARTFILE_PATH_ENV: "/elsewhere/partfile"})
-    assert moved.partfile == "/elsewhere/partfile"
-    assert parse(base, env={}).partfile == Options.partfile
+    assert moved.transfer.partfile == "/elsewhere/partfile"
+    assert parse(base, env={}).transfer.partfile == Transfer.partfile
 
 
 def test_dglruns_memory_failures_are_what_the_operator_recognises() -> None:
