@@ -20,6 +20,7 @@ Standard library only, like the rest of dglrun's process: ``dglrun --help`` is i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import sys
@@ -39,6 +40,7 @@ from launcher.plans.memory import (
 )
 from launcher.report.progress import ProgressTarget
 from launcher.storage.layout import Storage, check_run_name, claim_mount
+from launcher.training.train import Training
 from podcontract import (
     CHUNKED_LAYOUTS,
     DATASET,
@@ -110,12 +112,12 @@ def _cache_limit(value: str) -> int:
     return int(parse_quantity(pc.quantity(value)))
 
 
-def _shell_words(text: str) -> list[str]:
-    return shlex.split(text)  # (a ValueError: a usage error naming the flag)
+def _shell_words(text: str) -> tuple[str, ...]:
+    return tuple(shlex.split(text))  # (a ValueError: a usage error naming the flag)
 
 
-def _comma_paths(given: list[str]) -> list[str]:
-    return [x for each in given for x in each.split(",") if x]
+def _comma_paths(given: list[str]) -> tuple[str, ...]:
+    return tuple(x for each in given for x in each.split(",") if x)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -232,7 +234,7 @@ class Options:
     mpirun: str = option(
         "--mpirun", group=GRAPH, default="mpirun", help="Open MPI's mpirun (the ParMETIS modes)"
     )
-    mpirun_args: list[str] = option(
+    mpirun_args: tuple[str, ...] = option(
         "--mpirun-args",
         group=GRAPH,
         default="",
@@ -262,7 +264,7 @@ class Options:
         "template)",
     )
     # what the cache key hashes
-    partition_inputs: list[str] = option(
+    partition_inputs: tuple[str, ...] = option(
         "--partition-inputs",
         group=GRAPH,
         action="append",
@@ -296,87 +298,93 @@ class Options:
         default=None,
         help="passed to the partition entry point as --dataset_url",
     )
-    partition_args: list[str] = option(
+    partition_args: tuple[str, ...] = option(
         "--partition-args",
         group=GRAPH,
         default="",
         convert=_shell_words,
         help="extra arguments for the partition entry point (one shell-quoted string)",
     )
-    # -- training
-    train_entry_point: str | None = option(
-        "--train-entry-point",
-        group=TRAINING,
-        default=None,
-        help="script run by every DGL server and trainer with "
-        "--graph_name --ip_config --part_config --num_epochs --batch_size",
-    )
-    num_epochs: int = option("--num-epochs", group=TRAINING, type=positive_int, default=1)
-    # each trainer's (an elastic attempt's: its share of the global batch, global_batch)
-    batch_size: int = option("--batch-size", group=TRAINING, type=positive_int, default=1000)
-    # DGL's processes on each worker: the memory plan's and phase 5's
-    processes: Processes = nested(
-        Processes,
+    # -- training: phase 5's options (the memory plan's too: the processes, out of core)
+    training: Training = nested(
+        Training,
         {
-            "trainers": option(
-                "--num-trainers",
+            "script": option(
+                "--train-entry-point",
+                group=TRAINING,
+                default=None,
+                help="script run by every DGL server and trainer with "
+                "--graph_name --ip_config --part_config --num_epochs --batch_size",
+            ),
+            "num_epochs": option("--num-epochs", group=TRAINING, type=positive_int, default=1),
+            # each trainer's (an elastic attempt's: its share of the global batch, global_batch)
+            "batch_size": option("--batch-size", group=TRAINING, type=positive_int, default=1000),
+            # DGL's processes on each worker
+            "processes": nested(
+                Processes,
+                {
+                    "trainers": option(
+                        "--num-trainers",
+                        group=TRAINING,
+                        type=positive_int,
+                        default=1,
+                        help="trainers per worker",
+                    ),
+                    "samplers": option(
+                        "--num-samplers",
+                        group=TRAINING,
+                        type=non_negative_int,
+                        default=0,
+                        help="samplers per trainer",
+                    ),
+                    "servers": option(
+                        "--num-servers",
+                        group=TRAINING,
+                        type=positive_int,
+                        default=1,
+                        help="DGL servers per worker",
+                    ),
+                },
+            ),
+            "args": option(
+                "--train-args",
+                group=TRAINING,
+                default="",
+                convert=_shell_words,
+                help="extra arguments for the training entry point (one shell-quoted string)",
+            ),
+            "master_port": option(
+                "--master-port",
                 group=TRAINING,
                 type=positive_int,
-                default=1,
-                help="trainers per worker",
+                default=29500,
+                help="torch rendezvous port",
             ),
-            "samplers": option(
-                "--num-samplers",
-                group=TRAINING,
-                type=non_negative_int,
-                default=0,
-                help="samplers per trainer",
-            ),
-            "servers": option(
-                "--num-servers",
-                group=TRAINING,
-                type=positive_int,
-                default=1,
-                help="DGL servers per worker",
-            ),
-        },
-    )
-    train_args: list[str] = option(
-        "--train-args",
-        group=TRAINING,
-        default="",
-        convert=_shell_words,
-        help="extra arguments for the training entry point (one shell-quoted string)",
-    )
-    master_port: int = option(
-        "--master-port",
-        group=TRAINING,
-        type=positive_int,
-        default=29500,
-        help="torch rendezvous port",
-    )
-    # node features memory-mapped from the workers' disk (outofcore), and the share of them
-    # the memory plan counts as page cache: the memory plan's, the partitions' and phase 5's
-    out_of_core: OutOfCore = nested(
-        OutOfCore,
-        {
-            "enabled": option(
-                "--out-of-core",
-                group=TRAINING,
-                setting=pc.OUT_OF_CORE,
-                action="store_true",
-                help="keep each worker's node features on its local disk, memory-mapped, instead "
-                "of in memory: partitions get .npy feature files and the DGL servers and trainers "
-                "run under python -m outofcore (DGL 2.1; default: {env})",
-            ),
-            "page_cache_fraction": option(
-                "--page-cache-fraction",
-                group=TRAINING,
-                setting=pc.PAGE_CACHE_FRACTION,
-                metavar="F",
-                help="--out-of-core: the share of a worker's node features the memory plan "
-                "counts as page cache, between 0 and 1 (default: {env}, else "
-                f"{pc.PAGE_CACHE_FRACTION.default})",
+            # node features memory-mapped from the workers' disk (outofcore), and the share
+            # of them the memory plan counts as page cache
+            "out_of_core": nested(
+                OutOfCore,
+                {
+                    "enabled": option(
+                        "--out-of-core",
+                        group=TRAINING,
+                        setting=pc.OUT_OF_CORE,
+                        action="store_true",
+                        help="keep each worker's node features on its local disk, "
+                        "memory-mapped, instead of in memory: partitions get .npy feature "
+                        "files and the DGL servers and trainers run under python -m "
+                        "outofcore (DGL 2.1; default: {env})",
+                    ),
+                    "page_cache_fraction": option(
+                        "--page-cache-fraction",
+                        group=TRAINING,
+                        setting=pc.PAGE_CACHE_FRACTION,
+                        metavar="F",
+                        help="--out-of-core: the share of a worker's node features the "
+                        "memory plan counts as page cache, between 0 and 1 (default: {env}, "
+                        f"else {pc.PAGE_CACHE_FRACTION.default})",
+                    ),
+                },
             ),
         },
     )
@@ -559,12 +567,13 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         )
     if mode == DIST_PARMETIS and phase == PHASE_PARTITIONER:
         parser.error("--partition-mode DistParMETIS partitions on the workers: no partitioner pod")
-    if phase != PHASE_PARTITIONER and not a.train_entry_point:
+    training = a.training
+    if phase != PHASE_PARTITIONER and not training.script:
         parser.error("--train-entry-point is required")
-    if a.out_of_core.enabled and a.processes.samplers:
+    if training.out_of_core.enabled and training.processes.samplers:
         parser.error(
-            f"--out-of-core with --num-samplers {a.processes.samplers}: sampler processes are "
-            "spawned by DGL without the out-of-core patch; use --num-samplers 0"
+            f"--out-of-core with --num-samplers {training.processes.samplers}: sampler "
+            "processes are spawned by DGL without the out-of-core patch; use --num-samplers 0"
         )
     if (
         a.in_dgljob
@@ -613,5 +622,7 @@ def _elastic(a: argparse.Namespace) -> None:
     if a.elastic_workers is None:
         a.count_from_job = True
         return
-    a.global_batch = a.batch_size
-    a.batch_size = max(1, a.batch_size // (a.num_partitions * a.processes.trainers))
+    given = a.training
+    a.global_batch = given.batch_size
+    share = max(1, given.batch_size // (a.num_partitions * given.processes.trainers))
+    a.training = dataclasses.replace(given, batch_size=share)

@@ -117,7 +117,7 @@ def partition_request(opts: Options) -> PartitionRequest:
             layout=opts.chunked_layout,
             balance_train=opts.balance_train,
             balance_edges=opts.balance_edges,
-            feature_files=opts.out_of_core.enabled,
+            feature_files=opts.training.out_of_core.enabled,
             counts=opts.partition_counts if mode_partitions_counts(opts) else (),
             partitioner=opts.partitioner,
             seed=opts.partition_seed,
@@ -125,12 +125,9 @@ def partition_request(opts: Options) -> PartitionRequest:
         python=opts.python,
         workspace=opts.workspace,
         entry=EntryPoint(
-            opts.partition_entry_point,
-            tuple(opts.partition_args),
-            opts.dataset_url,
-            tuple(opts.partition_inputs),
+            opts.partition_entry_point, opts.partition_args, opts.dataset_url, opts.partition_inputs
         ),
-        ranks=Ranks(opts.mpirun, tuple(opts.mpirun_args), opts.num_ranks),
+        ranks=Ranks(opts.mpirun, opts.mpirun_args, opts.num_ranks),
         timeout=opts.timeouts.partition,
         config_path=opts.partition_config_path,
     )
@@ -163,16 +160,16 @@ class PhaseInputs:
 
 def phase_inputs(opts: Options) -> PhaseInputs:
     """Each phase's value, from dglrun's flags (as this attempt counts its partitions)."""
-    mode = opts.partition_mode
+    mode, training = opts.partition_mode, opts.training
     ranks = opts.num_ranks or (mpirun.default_ranks() if mode == PARMETIS else 1)
     shape = memplan.Shape(
         mode,
         workers=opts.num_partitions,
         parts=opts.num_partitions,
         ranks=ranks,
-        processes=opts.processes,
-        out_of_core=opts.out_of_core,
-        batch_size=opts.batch_size,
+        processes=training.processes,
+        out_of_core=training.out_of_core,
+        batch_size=training.batch_size,
         partitioner=opts.partitioner,
     )
     chunked = opts.chunked_graph if mode != DGL_API else None
@@ -184,16 +181,10 @@ def phase_inputs(opts: Options) -> PhaseInputs:
         timeouts=opts.timeouts,
         python=opts.python,
         training=TrainingRequest(
-            script=opts.train_entry_point,
-            args=tuple(opts.train_args),
+            options=training,
             graph_name=opts.graph_name,
             python=opts.python,
-            num_epochs=opts.num_epochs,
-            batch_size=opts.batch_size,
-            processes=opts.processes,
-            master_port=opts.master_port,
             timeout=opts.timeouts.train,
-            out_of_core=opts.out_of_core,
             elastic=opts.global_batch is not None,
             storage=opts.storage,
             output=opts.workspace / OUTPUT,

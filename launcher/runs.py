@@ -164,7 +164,7 @@ def run_on_workers(
     parts from it, else dglrun copies them."""
     try:
         setup()
-        script = str(inputs.training.script)
+        script = str(inputs.training.options.script)
         if pset is None:
             _entry_point_on(transport, script)
 
@@ -211,7 +211,7 @@ def run_local(opts: Options, inputs: PhaseInputs, console: Console, report: Repo
     from launcher.workers.local import check_prerequisites
 
     # what can fail without partitioning fails before it
-    check_entry_point(inputs.training.script, "--train-entry-point")
+    check_entry_point(inputs.training.options.script, "--train-entry-point")
     check_prerequisites()
     plan_memory(inputs.plan, console, report)
     n = opts.local_workers or opts.num_partitions
@@ -317,13 +317,13 @@ def _start_local_server(
 
 def run_workload(what: TrainingRequest, console: Console, report: Report) -> None:
     """Skip mode: the training entry point alone, in this pod."""
-    script = check_entry_point(what.script, "--train-entry-point")
+    script = check_entry_point(what.options.script, "--train-entry-point")
     with phase(console, report, 5, "train"):
         argv = train_argv(what, script)
         env = {
             "OUTDATED_IGNORE": "1",
             "DGLRUN_OUTPUT_DIR": str(what.output),
-            **keeping.trainer_env(what.storage, what.num_epochs, console),
+            **keeping.trainer_env(what.storage, what.options.num_epochs, console),
         }
         run_local_process(
             console, "train", argv, env, what.timeout, f"the training entry point {script}"
@@ -337,7 +337,8 @@ def run(opts: Options, console: Console | None = None) -> int:
     """This pod's part of the job (or all of it, locally); dglrun's exit code."""
     console = console or Console()
     if opts.transport != "local" and isinstance(console.progress, NoProgress):
-        console.progress = for_job(opts.job, opts.kubectl, opts.num_epochs, console.say)
+        epochs = opts.training.num_epochs
+        console.progress = for_job(opts.job, opts.kubectl, epochs, console.say)
     progress = console.progress
     report = Report()
     try:
@@ -361,10 +362,11 @@ def _run(opts: Options, console: Console, report: Report) -> int:
             opts.storage.prepare()
             console.copy_to(keeping.open_log(opts.storage, _role(opts)))
         if opts.global_batch is not None:
-            trainers = opts.num_partitions * opts.processes.trainers
+            each = opts.training.batch_size
+            trainers = opts.num_partitions * opts.training.processes.trainers
             console.say(
                 f"elastic: this attempt has {opts.num_partitions} workers (partitions); global "
-                f"batch {opts.global_batch} = {opts.batch_size} per trainer x {trainers} trainers"
+                f"batch {opts.global_batch} = {each} per trainer x {trainers} trainers"
             )
         inputs = phase_inputs(_counted(opts, console))
         if opts.transport == "local":

@@ -89,7 +89,8 @@ def flag(
 
 
 # field name -> its Flag, for a dataclass declared elsewhere; or the field as :func:`flag`
-# makes it, whose default (when it has one) is the value's default instead of the class's
+# makes it, whose default (when it has one) is the value's default instead of the class's;
+# or a group of them, as :func:`nested` makes it
 Declared = Mapping[str, "Flag | dataclasses.Field[Any]"]
 
 
@@ -99,7 +100,7 @@ def nested(cls: type, declared: Declared | None = None) -> Any:
     is, and :func:`values` makes the value of them; its default is made of theirs."""
 
     def made() -> Any:
-        return cls(**{f.name: _default(f, declared) for f, _ in flags(cls, declared)})
+        return cls(**{f.name: _default(f, declared) for f, *_ in _in_order(cls, declared)})
 
     return dataclasses.field(default_factory=made, metadata={NESTED: (cls, declared)})
 
@@ -108,14 +109,16 @@ def _flag(declaration: Flag | dataclasses.Field[Any]) -> Flag:
     return declaration if isinstance(declaration, Flag) else declaration.metadata[KEY]
 
 
-def _nested(cls: type) -> list[tuple[dataclasses.Field[Any], type, Declared | None]]:
-    return [(f, *f.metadata[NESTED]) for f in dataclasses.fields(cls) if NESTED in f.metadata]
+def _nested(
+    cls: type, declared: Declared | None = None
+) -> list[tuple[dataclasses.Field[Any], type, Declared | None]]:
+    return [(f, *sub) for f, _, sub in _in_order(cls, declared) if sub is not None]
 
 
 def every_flag(cls: type, declared: Declared | None = None) -> list[tuple[tuple[str, ...], Flag]]:
     """Every Flag of ``cls`` and of its nested fields, with the path of field names to it."""
     out: list[tuple[tuple[str, ...], Flag]] = [((f.name,), fl) for f, fl in flags(cls, declared)]
-    for f, sub, subdeclared in _nested(cls):
+    for f, sub, subdeclared in _nested(cls, declared):
         out += [((f.name, *path), fl) for path, fl in every_flag(sub, subdeclared)]
     return out
 
@@ -123,10 +126,7 @@ def every_flag(cls: type, declared: Declared | None = None) -> list[tuple[tuple[
 def flags(cls: type, declared: Declared | None = None) -> list[tuple[dataclasses.Field[Any], Flag]]:
     """``cls``'s fields that declare a Flag, in order (``declared``: the Flags of a class
     whose fields carry none, by field name, in the declarations' order)."""
-    if declared is not None:
-        by_name = {f.name: f for f in dataclasses.fields(cls)}
-        return [(by_name[name], _flag(d)) for name, d in declared.items()]
-    return [(f, f.metadata[KEY]) for f in dataclasses.fields(cls) if KEY in f.metadata]
+    return [(f, fl) for f, fl, _ in _in_order(cls, declared) if fl is not None]
 
 
 def _default(f: dataclasses.Field[Any], declared: Declared | None = None) -> Any:
@@ -144,18 +144,22 @@ _Slot = tuple[dataclasses.Field[Any], Flag | None, tuple[type, Declared | None] 
 
 
 def _in_order(cls: type, declared: Declared | None) -> list[_Slot]:
-    """``cls``'s flags and nested fields, each where it is declared: a field with its Flag,
-    or with the class (and declarations) it nests."""
-    inner: list[_Slot] = [(f, None, (sub, subdeclared)) for f, sub, subdeclared in _nested(cls)]
-    if declared is not None:
-        own: list[_Slot] = [(f, fl, None) for f, fl in flags(cls, declared)]
-        return own + inner
-    sub_of = {f.name: made for f, _, made in inner}
-    by_name = {f.name: fl for f, fl in flags(cls)}
+    """``cls``'s flags and nested fields, in the order of their declarations (its fields',
+    or ``declared``'s): a field with its Flag, or with the class (and declarations) it
+    nests."""
+    found: list[tuple[dataclasses.Field[Any], Flag | dataclasses.Field[Any]]]
+    if declared is None:
+        found = [
+            (f, f) for f in dataclasses.fields(cls) if KEY in f.metadata or NESTED in f.metadata
+        ]
+    else:
+        by_name = {f.name: f for f in dataclasses.fields(cls)}
+        found = [(by_name[name], d) for name, d in declared.items()]
     return [
-        (f, by_name.get(f.name), sub_of.get(f.name))
-        for f in dataclasses.fields(cls)
-        if f.name in by_name or f.name in sub_of
+        (f, None, d.metadata[NESTED])
+        if isinstance(d, dataclasses.Field) and NESTED in d.metadata
+        else (f, _flag(d), None)
+        for f, d in found
     ]
 
 
@@ -244,7 +248,7 @@ def _values(
                     raise
                 parser.error(f"{fl.name}: {e}")
         out[f.name] = value
-    for f, sub, subdeclared in _nested(cls):
+    for f, sub, subdeclared in _nested(cls, declared):
         out[f.name] = sub(**_values(sub, namespace, env, parser, subdeclared, inner=True))
     return out
 
@@ -265,6 +269,6 @@ def to_argv(obj: Any, declared: Declared | None = None) -> list[str]:
             argv += [fl.name, *map(str, value)] if value else []
         elif value is not None:
             argv += [fl.name, str(value)]
-    for f, _, subdeclared in _nested(type(obj)):
+    for f, _, subdeclared in _nested(type(obj), declared):
         argv += to_argv(getattr(obj, f.name), subdeclared)
     return argv

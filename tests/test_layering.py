@@ -245,11 +245,13 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.report",
     },
     # dglrun's flags and environment, parsed (sizes by the memory plan's parsers, the claim's
-    # layout, the job to report progress on)
+    # layout, the job to report progress on; the groups of options the steps take whole: the
+    # memory plan's processes and out of core, phase 5's training options)
     "launcher.options": {
         "launcher.plans.memory",
         "launcher.storage.layout",
         "launcher.report.progress",
+        "launcher.training.train",
     },
     # the drivers: the phases read the options and hand each step its values; only runs
     # imports the phases, and only cli imports runs

@@ -416,7 +416,7 @@ def test_the_workers_serve_dgl_where_the_hostfile_says(name: str) -> None:
         seen = _seen(worker, d)
         assert seen.env[OPERATOR_ENV] == OPERATOR_ENV_ON
         ports = {p["containerPort"] for p in seen.container["ports"]}
-        assert set(range(host.port, host.port + opts.processes.servers)) <= ports
+        assert set(range(host.port, host.port + opts.training.processes.servers)) <= ports
         assert set(range(DGL_PORT, DGL_PORT + DGL_PORT_COUNT)) <= ports
         # DistParMETIS's ranks reach the other workers through the same kubexec.sh
         assert seen.files[opts.kubexec] == launcher.files[opts.kubexec]
