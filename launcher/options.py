@@ -14,6 +14,12 @@ the operator writes with), type, default, help and group. The parser (:func:`bui
 and the values (:func:`parse`) are made from the fields (``podprogram.flagfields``); adding an
 option is adding a field, and using it.
 
+The options a step takes together are a group: a nested field whose value is the step's own
+dataclass, its fields' flags declared here (``training``: phase 5's
+:class:`~launcher.training.train.Training`, holding the memory plan's ``Processes`` and
+``OutOfCore``; ``transfer``: :class:`Transfer`; ``timeouts``: :class:`Timeouts`). The steps
+take the groups whole (launcher/phases.py): nothing copies their fields one by one.
+
 Standard library only, like the rest of dglrun's process: ``dglrun --help`` is instant.
 """
 
@@ -176,9 +182,9 @@ class Timeouts:
 @dataclass(frozen=True, kw_only=True)
 class Options:
     """dglrun's options: each field declares, once, the flag or variable that sets it (its
-    metadata: :func:`option`), from which :func:`build_parser` makes the parser and
-    :func:`parse` the values; the rest (``storage``, ``job``, ``global_batch``,
-    ``count_from_job``) :func:`parse` derives from them."""
+    metadata: :func:`option`), or is a group of them (:func:`~podprogram.flagfields.nested`),
+    from which :func:`build_parser` makes the parser and :func:`parse` the values; the rest
+    (``storage``, ``global_batch``, ``count_from_job``) :func:`parse` derives from them."""
 
     # -- graph and partitioning
     graph_name: str = option(

@@ -3,8 +3,9 @@
 peer's (launcher/workers/blame.py). An elastic attempt stops at an epoch boundary when the
 operator asks it to grow (launcher/training/rescale.py).
 
-The request is built once per run from dglrun's options (``launcher.phases.phase_inputs``); Skip
-mode (launcher/runs.py) runs the same command line, :func:`train_argv`, as one process.
+The request is built once per run from dglrun's options (``launcher.phases.phase_inputs``),
+whose training options are one group, :class:`Training`, held whole; Skip mode
+(launcher/runs.py) runs the same command line, :func:`train_argv`, as one process.
 """
 
 from __future__ import annotations
