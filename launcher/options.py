@@ -17,7 +17,7 @@ option is adding a field, and using it.
 The options a step takes together are a group: a nested field whose value is the step's own
 dataclass, its fields' flags declared here (``training``: phase 5's
 :class:`~launcher.training.train.Training`, holding the memory plan's ``Processes`` and
-``OutOfCore``; ``transfer``: :class:`Transfer`; ``timeouts``: :class:`Timeouts`). The steps
+``OutOfCore``; ``transfer``: :class:`PartitionTransfer`; ``timeouts``: :class:`Timeouts`). The steps
 take the groups whole (launcher/phases.py): nothing copies their fields one by one.
 
 Standard library only, like the rest of dglrun's process: ``dglrun --help`` is instant.
@@ -127,7 +127,7 @@ def _comma_paths(given: list[str]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Transfer:
+class PartitionTransfer:
     """How the partitions travel from the pod that made them to the workers (phases 2 and 3,
     launcher/phases.py): over HTTP (the partition server's port, the job's token, each
     worker connection's rate cap; the partfile names the partitioner pod that serves) or by
@@ -500,7 +500,7 @@ class Options:
         "servers keep the partition there, its node features unless --out-of-core)",
     )
     # how the partitions travel to the workers (phases 2 and 3)
-    transfer: Transfer = nested(Transfer)
+    transfer: PartitionTransfer = nested(PartitionTransfer)
     # -- timeouts
     timeouts: Timeouts = nested(Timeouts)
     # -- the operator's variables alone

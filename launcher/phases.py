@@ -36,7 +36,7 @@ from launcher import checksums, programs
 from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.delivery.pull import Puller
 from launcher.delivery.wire import TransferError, build_manifest, read_token
-from launcher.options import Options, Timeouts, Transfer
+from launcher.options import Options, PartitionTransfer, Timeouts
 from launcher.partition import mpirun, parmetis_modes
 from launcher.partition import output as parts
 from launcher.partition.output import WORKLOAD
@@ -152,7 +152,7 @@ class PhaseInputs:
 
     plan: memplan.PlanInput  # the memory plan, before phase 1
     partition: PartitionStep  # phase 1
-    transfer: Transfer  # phases 2 and 3
+    transfer: PartitionTransfer  # phases 2 and 3
     timeouts: Timeouts  # phases 2-4 (phase 1's and 5's are in their requests)
     python: str  # the partition server's and the pulls' interpreter
     training: TrainingRequest  # phase 5 (Skip mode's one process)
@@ -492,7 +492,7 @@ def deliver_locally(src: Path, dst: Path, console: Console, report: Report) -> N
 
 
 def serve(
-    transfer: Transfer,
+    transfer: PartitionTransfer,
     timeout: float,
     pset: parts.PartitionSet,
     console: Console,
@@ -556,7 +556,7 @@ class Source:
         )
 
 
-def partition_server(transfer: Transfer, console: Console) -> Source:
+def partition_server(transfer: PartitionTransfer, console: Console) -> Source:
     """The partitioner pod's server, from the partfile the operator keeps up to date."""
     partfile = transfer.partfile
     try:

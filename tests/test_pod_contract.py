@@ -30,7 +30,7 @@ from controller.status.conditions import REASON_MEMORY_PLAN, REASON_OOM_KILLED
 from controller.status.failures import PodFailure
 from dgljob.modes import MODES, SKIP
 from kubectl_download.config import load_config as kubectl_download_config
-from launcher.options import Options, Transfer, build_parser, parse
+from launcher.options import Options, PartitionTransfer, build_parser, parse
 from launcher.partition import mpirun
 from launcher.plans import memory as memplan
 from launcher.report.progress import ProgressTarget
@@ -531,7 +531,7 @@ def test_an_env_path_moves_the_file_dglrun_reads() -> None:
     base = ["-g", "g", "--train-entry-point", "t.py"]
     moved = parse(base, env={PARTFILE_PATH_ENV: "/elsewhere/partfile"})
     assert moved.transfer.partfile == "/elsewhere/partfile"
-    assert parse(base, env={}).transfer.partfile == Transfer.partfile
+    assert parse(base, env={}).transfer.partfile == PartitionTransfer.partfile
 
 
 def test_dglruns_memory_failures_are_what_the_operator_recognises() -> None:
