@@ -197,6 +197,8 @@ def _add_flags(
         if given:
             default = fl.read_env(given) if fl.read_env else given
         dest = fl.dest if inner else f.name
+        if any(action.dest == dest for action in parser._actions):
+            raise ValueError(f"{fl.name}: another flag sets {dest!r} too")
         kw: dict[str, Any] = {"dest": dest, "default": default, "help": fl.help}
         if fl.required:
             kw["required"] = True

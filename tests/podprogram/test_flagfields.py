@@ -200,3 +200,13 @@ def test_a_nested_groups_flags_are_where_its_field_is_with_their_declared_defaul
         Counts(servers=5, trainers=2),
         Counts(servers=6, trainers=7),
     )
+
+
+def test_a_nested_flag_may_not_set_what_another_sets() -> None:
+    @dataclass(frozen=True, kw_only=True)
+    class Clash:
+        num_servers: int = flag("--servers", type=int, default=1)
+        counts: Counts = nested(Counts, {"servers": declare("--num-servers", type=int)})
+
+    with pytest.raises(ValueError, match="--num-servers: another flag sets 'num_servers' too"):
+        add_flags(argparse.ArgumentParser(), Clash)
