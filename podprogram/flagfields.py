@@ -97,10 +97,17 @@ Declared = Mapping[str, "Flag | dataclasses.Field[Any]"]
 def nested(cls: type, declared: Declared | None = None) -> Any:
     """A field whose value is the dataclass ``cls``, made of its own flags (``declared``: its
     Flags by field name, when its fields carry none): they join the parser where the field
-    is, and :func:`values` makes the value of them; its default is made of theirs."""
+    is, and :func:`values` makes the value of them; its default is made of their defaults
+    (converted, as parsing no flag would)."""
 
     def made() -> Any:
-        return cls(**{f.name: _default(f, declared) for f, *_ in _in_order(cls, declared)})
+        out = {}
+        for f, fl, _ in _in_order(cls, declared):
+            value = _default(f, declared)
+            if fl is not None and fl.convert is not None and value is not None:
+                value = fl.convert(value)
+            out[f.name] = value
+        return cls(**out)
 
     return dataclasses.field(default_factory=made, metadata={NESTED: (cls, declared)})
 

@@ -210,3 +210,24 @@ def test_a_nested_flag_may_not_set_what_another_sets() -> None:
 
     with pytest.raises(ValueError, match="--num-servers: another flag sets 'num_servers' too"):
         add_flags(argparse.ArgumentParser(), Clash)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Words:
+    words: tuple[str, ...]
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+@dataclass(frozen=True, kw_only=True)
+class WithWords:
+    w: Words = nested(Words, {"words": flag("--words", default="a b", convert=_split)})
+
+
+def test_a_nested_default_is_converted_as_parsing_no_flag_would() -> None:
+    p = argparse.ArgumentParser()
+    add_flags(p, WithWords)
+    parsed = WithWords(**values(WithWords, p.parse_args([])))
+    assert WithWords() == parsed == WithWords(w=Words(words=("a", "b")))
