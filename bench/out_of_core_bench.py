@@ -374,12 +374,21 @@ def main() -> int:
     )  # fmt: skip
     size = memplan.chunked_graph_size(data / "chunked")
     features = size.nodes / WORKERS * size.node_bytes
+    one_each = memplan.Processes(servers=1, trainers=1)
     shape = memplan.Shape(
-        "ParMETIS", WORKERS, WORKERS, 2, 1, 1, True, a.plan_fraction, a.batch_size
+        "ParMETIS",
+        WORKERS,
+        WORKERS,
+        2,
+        one_each,
+        memplan.OutOfCore(True, a.plan_fraction),
+        a.batch_size,
     )
     step = memplan.train_step(size, shape, None)
     assert step.smallest is not None
-    in_memory = memplan.train_step(size, memplan.Shape("ParMETIS", WORKERS, WORKERS, 2, 1, 1), None)
+    in_memory = memplan.train_step(
+        size, memplan.Shape("ParMETIS", WORKERS, WORKERS, 2, one_each), None
+    )
     say(
         f"graph: {size.describe()}; node data per worker {features / 2**30:.2f} GiB; plan: in "
         f"memory ~{in_memory.estimate / 2**30:.2f} GiB per worker, out of core from "
@@ -452,7 +461,13 @@ def main() -> int:
         else:
             share = 1.0 if "no limit" in r["label"] else float(r["label"].split(", ")[1].split()[0])
             ooc_shape = memplan.Shape(
-                "ParMETIS", WORKERS, WORKERS, 2, 1, 1, True, share, a.batch_size
+                "ParMETIS",
+                WORKERS,
+                WORKERS,
+                2,
+                memplan.Processes(servers=1, trainers=1),
+                memplan.OutOfCore(True, share),
+                a.batch_size,
             )
             plan = memplan.train_step(size, ooc_shape, None).estimate
         peak = max(r["peaks_mib"]) * MiB

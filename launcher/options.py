@@ -14,12 +14,19 @@ the operator writes with), type, default, help and group. The parser (:func:`bui
 and the values (:func:`parse`) are made from the fields (``podprogram.flagfields``); adding an
 option is adding a field, and using it.
 
+The options a step takes together are a group: a nested field whose value is the step's own
+dataclass, its fields' flags declared here (``training``: phase 5's
+:class:`~launcher.training.train.Training`, holding the memory plan's ``Processes`` and
+``OutOfCore``; ``transfer``: :class:`PartitionTransfer`; ``timeouts``: :class:`Timeouts`). The steps
+take the groups whole (launcher/phases.py): nothing copies their fields one by one.
+
 Standard library only, like the rest of dglrun's process: ``dglrun --help`` is instant.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import sys
@@ -29,9 +36,17 @@ from pathlib import Path
 from typing import Any
 
 from chunkedgraph.job import KAMINPAR, PARTITIONERS
-from launcher.plans.memory import GraphSize, PlanError, parse_bytes, parse_graph_size
+from launcher.plans.memory import (
+    GraphSize,
+    OutOfCore,
+    PlanError,
+    Processes,
+    parse_bytes,
+    parse_graph_size,
+)
 from launcher.report.progress import ProgressTarget
 from launcher.storage.layout import Storage, check_run_name, claim_mount
+from launcher.training.train import Training
 from podcontract import (
     CHUNKED_LAYOUTS,
     DATASET,
@@ -103,20 +118,73 @@ def _cache_limit(value: str) -> int:
     return int(parse_quantity(pc.quantity(value)))
 
 
-def _shell_words(text: str) -> list[str]:
-    return shlex.split(text)  # (a ValueError: a usage error naming the flag)
+def _shell_words(text: str) -> tuple[str, ...]:
+    return tuple(shlex.split(text))  # (a ValueError: a usage error naming the flag)
 
 
-def _comma_paths(given: list[str]) -> list[str]:
-    return [x for each in given for x in each.split(",") if x]
+def _comma_paths(given: list[str]) -> tuple[str, ...]:
+    return tuple(x for each in given for x in each.split(",") if x)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PartitionTransfer:
+    """How the partitions travel from the pod that made them to the workers (phases 2 and 3,
+    launcher/phases.py): over HTTP (the partition server's port, the job's token, each
+    worker connection's rate cap; the partfile names the partitioner pod that serves) or by
+    ``kubectl cp``. A group of :class:`Options`, passed whole to the phases."""
+
+    mode: str = option(
+        "--partition-transfer",
+        group=WHERE,
+        setting=pc.PARTITION_TRANSFER,
+        choices=TRANSFERS,
+        help="http: workers pull their parts straight from the pod that holds them; kubectl: "
+        "kubectl cp through the API server, via the launcher (default: {env}, else http)",
+    )
+    port: int = option(
+        "--transfer-port",
+        group=WHERE,
+        type=positive_int,
+        default=TRANSFER_PORT,
+        help="http: the partition server's port",
+    )
+    # MB/s per worker connection; 0: unlimited
+    max_rate: float = option(
+        "--transfer-max-rate",
+        group=WHERE,
+        type=number_type(float, "a number of MB/s", 0.0),
+        default=0.0,
+        metavar="MB_PER_S",
+        help="http: cap each worker's pull at this many MB/s (0 = no cap), to spare a shared "
+        "network",
+    )
+    token_file: str = option(
+        "--transfer-token-file",
+        group=WHERE,
+        default=TRANSFER_TOKEN_PATH,
+        help="http: the job's token (the operator mounts its Secret here)",
+    )
+    # the partitioner pod, whose server the launcher's workers pull from
+    partfile: str = option(setting=pc.PARTFILE_PATH)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timeouts:
+    """Each phase's seconds (0: none): a group of :class:`Options`."""
+
+    partition: float = option("--partition-timeout", group=TIMEOUTS, type=seconds, default=0.0)
+    deliver: float = option("--deliver-timeout", group=TIMEOUTS, type=seconds, default=1800.0)
+    dispatch: float = option("--dispatch-timeout", group=TIMEOUTS, type=seconds, default=1800.0)
+    configure: float = option("--configure-timeout", group=TIMEOUTS, type=seconds, default=300.0)
+    train: float = option("--train-timeout", group=TIMEOUTS, type=seconds, default=0.0)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Options:
     """dglrun's options: each field declares, once, the flag or variable that sets it (its
-    metadata: :func:`option`), from which :func:`build_parser` makes the parser and
-    :func:`parse` the values; the rest (``storage``, ``job``, ``global_batch``,
-    ``count_from_job``) :func:`parse` derives from them."""
+    metadata: :func:`option`), or is a group of them (:func:`~podprogram.flagfields.nested`),
+    from which :func:`build_parser` makes the parser and :func:`parse` the values; the rest
+    (``storage``, ``global_batch``, ``count_from_job``) :func:`parse` derives from them."""
 
     # -- graph and partitioning
     graph_name: str = option(
@@ -172,7 +240,7 @@ class Options:
     mpirun: str = option(
         "--mpirun", group=GRAPH, default="mpirun", help="Open MPI's mpirun (the ParMETIS modes)"
     )
-    mpirun_args: list[str] = option(
+    mpirun_args: tuple[str, ...] = option(
         "--mpirun-args",
         group=GRAPH,
         default="",
@@ -202,7 +270,7 @@ class Options:
         "template)",
     )
     # what the cache key hashes
-    partition_inputs: list[str] = option(
+    partition_inputs: tuple[str, ...] = option(
         "--partition-inputs",
         group=GRAPH,
         action="append",
@@ -236,69 +304,95 @@ class Options:
         default=None,
         help="passed to the partition entry point as --dataset_url",
     )
-    partition_args: list[str] = option(
+    partition_args: tuple[str, ...] = option(
         "--partition-args",
         group=GRAPH,
         default="",
         convert=_shell_words,
         help="extra arguments for the partition entry point (one shell-quoted string)",
     )
-    # -- training
-    train_entry_point: str | None = option(
-        "--train-entry-point",
-        group=TRAINING,
-        default=None,
-        help="script run by every DGL server and trainer with "
-        "--graph_name --ip_config --part_config --num_epochs --batch_size",
-    )
-    num_epochs: int = option("--num-epochs", group=TRAINING, type=positive_int, default=1)
-    # each trainer's (an elastic attempt's: its share of the global batch, global_batch)
-    batch_size: int = option("--batch-size", group=TRAINING, type=positive_int, default=1000)
-    num_trainers: int = option(
-        "--num-trainers", group=TRAINING, type=positive_int, default=1, help="trainers per worker"
-    )
-    num_samplers: int = option(
-        "--num-samplers",
-        group=TRAINING,
-        type=non_negative_int,
-        default=0,
-        help="samplers per trainer",
-    )
-    num_servers: int = option(
-        "--num-servers", group=TRAINING, type=positive_int, default=1, help="DGL servers per worker"
-    )
-    train_args: list[str] = option(
-        "--train-args",
-        group=TRAINING,
-        default="",
-        convert=_shell_words,
-        help="extra arguments for the training entry point (one shell-quoted string)",
-    )
-    master_port: int = option(
-        "--master-port",
-        group=TRAINING,
-        type=positive_int,
-        default=29500,
-        help="torch rendezvous port",
-    )
-    # node features memory-mapped from the workers' disk (outofcore), and the share of them
-    # the memory plan counts as page cache
-    out_of_core: bool = option(
-        "--out-of-core",
-        group=TRAINING,
-        setting=pc.OUT_OF_CORE,
-        action="store_true",
-        help="keep each worker's node features on its local disk, memory-mapped, instead of in "
-        "memory: partitions get .npy feature files and the DGL servers and trainers run under "
-        "python -m outofcore (DGL 2.1; default: {env})",
-    )
-    page_cache_fraction: float = option(
-        "--page-cache-fraction",
-        group=TRAINING,
-        setting=pc.PAGE_CACHE_FRACTION,
-        metavar="F",
-        help="--out-of-core: the share of a worker's node features the memory plan counts as "
-        f"page cache, between 0 and 1 (default: {{env}}, else {pc.PAGE_CACHE_FRACTION.default})",
+    # -- training: phase 5's options (the memory plan's too: the processes, out of core)
+    training: Training = nested(
+        Training,
+        {
+            "script": option(
+                "--train-entry-point",
+                group=TRAINING,
+                default=None,
+                help="script run by every DGL server and trainer with "
+                "--graph_name --ip_config --part_config --num_epochs --batch_size",
+            ),
+            "num_epochs": option("--num-epochs", group=TRAINING, type=positive_int, default=1),
+            # each trainer's (an elastic attempt's: its share of the global batch, global_batch)
+            "batch_size": option("--batch-size", group=TRAINING, type=positive_int, default=1000),
+            # DGL's processes on each worker
+            "processes": nested(
+                Processes,
+                {
+                    "trainers": option(
+                        "--num-trainers",
+                        group=TRAINING,
+                        type=positive_int,
+                        default=1,
+                        help="trainers per worker",
+                    ),
+                    "samplers": option(
+                        "--num-samplers",
+                        group=TRAINING,
+                        type=non_negative_int,
+                        default=0,
+                        help="samplers per trainer",
+                    ),
+                    "servers": option(
+                        "--num-servers",
+                        group=TRAINING,
+                        type=positive_int,
+                        default=1,
+                        help="DGL servers per worker",
+                    ),
+                },
+            ),
+            "args": option(
+                "--train-args",
+                group=TRAINING,
+                default="",
+                convert=_shell_words,
+                help="extra arguments for the training entry point (one shell-quoted string)",
+            ),
+            "master_port": option(
+                "--master-port",
+                group=TRAINING,
+                type=positive_int,
+                default=29500,
+                help="torch rendezvous port",
+            ),
+            # node features memory-mapped from the workers' disk (outofcore), and the share
+            # of them the memory plan counts as page cache
+            "out_of_core": nested(
+                OutOfCore,
+                {
+                    "enabled": option(
+                        "--out-of-core",
+                        group=TRAINING,
+                        setting=pc.OUT_OF_CORE,
+                        action="store_true",
+                        help="keep each worker's node features on its local disk, "
+                        "memory-mapped, instead of in memory: partitions get .npy feature "
+                        "files and the DGL servers and trainers run under python -m "
+                        "outofcore (DGL 2.1; default: {env})",
+                    ),
+                    "page_cache_fraction": option(
+                        "--page-cache-fraction",
+                        group=TRAINING,
+                        setting=pc.PAGE_CACHE_FRACTION,
+                        metavar="F",
+                        help="--out-of-core: the share of a worker's node features the "
+                        "memory plan counts as page cache, between 0 and 1 (default: {env}, "
+                        f"else {pc.PAGE_CACHE_FRACTION.default})",
+                    ),
+                },
+            ),
+        },
     )
     # -- where and how
     workspace: Path = option(
@@ -405,58 +499,16 @@ class Options:
         help="local transport: each worker's /dev/shm, as tmpfs's size= (e.g. 8g; DGL's "
         "servers keep the partition there, its node features unless --out-of-core)",
     )
-    partition_transfer: str = option(
-        "--partition-transfer",
-        group=WHERE,
-        setting=pc.PARTITION_TRANSFER,
-        choices=TRANSFERS,
-        help="http: workers pull their parts straight from the pod that holds them; kubectl: "
-        "kubectl cp through the API server, via the launcher (default: {env}, else http)",
-    )
-    transfer_port: int = option(
-        "--transfer-port",
-        group=WHERE,
-        type=positive_int,
-        default=TRANSFER_PORT,
-        help="http: the partition server's port",
-    )
-    # MB/s per worker connection; 0: unlimited
-    transfer_max_rate: float = option(
-        "--transfer-max-rate",
-        group=WHERE,
-        type=number_type(float, "a number of MB/s", 0.0),
-        default=0.0,
-        metavar="MB_PER_S",
-        help="http: cap each worker's pull at this many MB/s (0 = no cap), to spare a shared "
-        "network",
-    )
-    transfer_token_file: str = option(
-        "--transfer-token-file",
-        group=WHERE,
-        default=TRANSFER_TOKEN_PATH,
-        help="http: the job's token (the operator mounts its Secret here)",
-    )
+    # how the partitions travel to the workers (phases 2 and 3)
+    transfer: PartitionTransfer = nested(PartitionTransfer)
     # -- timeouts
-    partition_timeout: float = option(
-        "--partition-timeout", group=TIMEOUTS, type=seconds, default=0.0
-    )
-    deliver_timeout: float = option(
-        "--deliver-timeout", group=TIMEOUTS, type=seconds, default=1800.0
-    )
-    dispatch_timeout: float = option(
-        "--dispatch-timeout", group=TIMEOUTS, type=seconds, default=1800.0
-    )
-    configure_timeout: float = option(
-        "--configure-timeout", group=TIMEOUTS, type=seconds, default=300.0
-    )
-    train_timeout: float = option("--train-timeout", group=TIMEOUTS, type=seconds, default=0.0)
+    timeouts: Timeouts = nested(Timeouts)
     # -- the operator's variables alone
     # which part of the job this pod does: "" (the launcher), or PHASE's
     phase: str = option(setting=pc.PHASE)
     kubexec: str = option(setting=pc.KUBEXEC_PATH)
     hostfile: str = option(setting=pc.HOSTFILE_PATH)
     leadfile: str = option(setting=pc.LEADFILE_PATH)
-    partfile: str = option(setting=pc.PARTFILE_PATH)
     kubectl: str = option(setting=pc.KUBECTL_PATH)
     in_dgljob: bool = option(setting=pc.OPERATOR)  # a pod of a DGLJob with workers
     # an elastic DGLJob's attempt, and its count of workers once they are chosen (parse:
@@ -521,18 +573,19 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         )
     if mode == DIST_PARMETIS and phase == PHASE_PARTITIONER:
         parser.error("--partition-mode DistParMETIS partitions on the workers: no partitioner pod")
-    if phase != PHASE_PARTITIONER and not a.train_entry_point:
+    training = a.training
+    if phase != PHASE_PARTITIONER and not training.script:
         parser.error("--train-entry-point is required")
-    if a.out_of_core and a.num_samplers:
+    if training.out_of_core.enabled and training.processes.samplers:
         parser.error(
-            f"--out-of-core with --num-samplers {a.num_samplers}: sampler processes are spawned "
-            "by DGL without the out-of-core patch; use --num-samplers 0"
+            f"--out-of-core with --num-samplers {training.processes.samplers}: sampler "
+            "processes are spawned by DGL without the out-of-core patch; use --num-samplers 0"
         )
     if (
         a.in_dgljob
         and a.transport == "kubectl"
         and phase != PHASE_LAUNCHER_WORKLOAD
-        and a.partition_transfer == TRANSFER_KUBECTL
+        and a.transfer.mode == TRANSFER_KUBECTL
         and a.workspace != Path(WORKSPACE)
     ):
         parser.error(
@@ -575,5 +628,7 @@ def _elastic(a: argparse.Namespace) -> None:
     if a.elastic_workers is None:
         a.count_from_job = True
         return
-    a.global_batch = a.batch_size
-    a.batch_size = max(1, a.batch_size // (a.num_partitions * a.num_trainers))
+    given = a.training
+    a.global_batch = given.batch_size
+    share = max(1, given.batch_size // (a.num_partitions * given.processes.trainers))
+    a.training = dataclasses.replace(given, batch_size=share)

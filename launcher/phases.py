@@ -36,7 +36,7 @@ from launcher import checksums, programs
 from launcher.console import Console, PhaseError, Report, mb, phase
 from launcher.delivery.pull import Puller
 from launcher.delivery.wire import TransferError, build_manifest, read_token
-from launcher.options import Options
+from launcher.options import Options, PartitionTransfer, Timeouts
 from launcher.partition import mpirun, parmetis_modes
 from launcher.partition import output as parts
 from launcher.partition.output import WORKLOAD
@@ -117,7 +117,7 @@ def partition_request(opts: Options) -> PartitionRequest:
             layout=opts.chunked_layout,
             balance_train=opts.balance_train,
             balance_edges=opts.balance_edges,
-            feature_files=opts.out_of_core,
+            feature_files=opts.training.out_of_core.enabled,
             counts=opts.partition_counts if mode_partitions_counts(opts) else (),
             partitioner=opts.partitioner,
             seed=opts.partition_seed,
@@ -125,13 +125,10 @@ def partition_request(opts: Options) -> PartitionRequest:
         python=opts.python,
         workspace=opts.workspace,
         entry=EntryPoint(
-            opts.partition_entry_point,
-            tuple(opts.partition_args),
-            opts.dataset_url,
-            tuple(opts.partition_inputs),
+            opts.partition_entry_point, opts.partition_args, opts.dataset_url, opts.partition_inputs
         ),
-        ranks=Ranks(opts.mpirun, tuple(opts.mpirun_args), opts.num_ranks),
-        timeout=opts.partition_timeout,
+        ranks=Ranks(opts.mpirun, opts.mpirun_args, opts.num_ranks),
+        timeout=opts.timeouts.partition,
         config_path=opts.partition_config_path,
     )
 
@@ -148,20 +145,6 @@ class PartitionStep:
 
 
 @dataclass(frozen=True)
-class TransferSettings:
-    """``--partition-transfer http``: the partition server's port, the job's token, each
-    worker connection's rate cap, how long a server serves, the partfile that names the
-    partitioner pod's server, and the interpreter that runs the server and the pulls."""
-
-    port: int
-    token_file: str
-    max_rate: float  # MB/s per worker connection; 0: unlimited
-    timeout: float  # seconds a server serves (--deliver-timeout); 0: no limit
-    partfile: str
-    python: str
-
-
-@dataclass(frozen=True)
 class PhaseInputs:
     """Every phase's input, built once per run from dglrun's options (:func:`phase_inputs`):
     only the drivers (this module and launcher/runs.py) read the options, and each step
@@ -169,26 +152,24 @@ class PhaseInputs:
 
     plan: memplan.PlanInput  # the memory plan, before phase 1
     partition: PartitionStep  # phase 1
-    transfer: TransferSettings  # phases 2 and 3 over HTTP
-    dispatch_timeout: float  # phase 3
-    configure_timeout: float  # phase 4
+    transfer: PartitionTransfer  # phases 2 and 3
+    timeouts: Timeouts  # phases 2-4 (phase 1's and 5's are in their requests)
+    python: str  # the partition server's and the pulls' interpreter
     training: TrainingRequest  # phase 5 (Skip mode's one process)
 
 
 def phase_inputs(opts: Options) -> PhaseInputs:
     """Each phase's value, from dglrun's flags (as this attempt counts its partitions)."""
-    mode = opts.partition_mode
+    mode, training = opts.partition_mode, opts.training
     ranks = opts.num_ranks or (mpirun.default_ranks() if mode == PARMETIS else 1)
     shape = memplan.Shape(
         mode,
         workers=opts.num_partitions,
         parts=opts.num_partitions,
         ranks=ranks,
-        servers=opts.num_servers,
-        trainers=opts.num_trainers,
-        out_of_core=opts.out_of_core,
-        page_cache=opts.page_cache_fraction,
-        batch_size=opts.batch_size,
+        processes=training.processes,
+        out_of_core=training.out_of_core,
+        batch_size=training.batch_size,
         partitioner=opts.partitioner,
     )
     chunked = opts.chunked_graph if mode != DGL_API else None
@@ -196,29 +177,14 @@ def phase_inputs(opts: Options) -> PhaseInputs:
     return PhaseInputs(
         plan=plan,
         partition=PartitionStep(partition_request(opts), opts.storage, plan),
-        transfer=TransferSettings(
-            port=opts.transfer_port,
-            token_file=opts.transfer_token_file,
-            max_rate=opts.transfer_max_rate,
-            timeout=opts.deliver_timeout,
-            partfile=opts.partfile,
-            python=opts.python,
-        ),
-        dispatch_timeout=opts.dispatch_timeout,
-        configure_timeout=opts.configure_timeout,
+        transfer=opts.transfer,
+        timeouts=opts.timeouts,
+        python=opts.python,
         training=TrainingRequest(
-            script=opts.train_entry_point,
-            args=tuple(opts.train_args),
+            options=training,
             graph_name=opts.graph_name,
             python=opts.python,
-            num_epochs=opts.num_epochs,
-            batch_size=opts.batch_size,
-            num_servers=opts.num_servers,
-            num_trainers=opts.num_trainers,
-            num_samplers=opts.num_samplers,
-            master_port=opts.master_port,
-            timeout=opts.train_timeout,
-            out_of_core=opts.out_of_core,
+            timeout=opts.timeouts.train,
             elastic=opts.global_batch is not None,
             storage=opts.storage,
             output=opts.workspace / OUTPUT,
@@ -508,7 +474,7 @@ def deliver_to_launcher(
             WATCHER_PARTITIONER,
             str(opts.workspace / DATASET),
             expected,
-            timeout=opts.deliver_timeout,
+            timeout=opts.timeouts.deliver,
         )
         console.say(f"  {mb(checksums.total_bytes(expected))} verified in {pod}")
 
@@ -526,9 +492,14 @@ def deliver_locally(src: Path, dst: Path, console: Console, report: Report) -> N
 
 
 def serve(
-    transfer: TransferSettings, pset: parts.PartitionSet, console: Console, report: Report
+    transfer: PartitionTransfer,
+    timeout: float,
+    pset: parts.PartitionSet,
+    console: Console,
+    report: Report,
 ) -> None:
-    """Phase 2 over HTTP: serve the parts until the launcher says every worker has its own."""
+    """Phase 2 over HTTP: serve the parts until the launcher says every worker has its own,
+    for ``timeout`` seconds at most (0: no limit)."""
     from launcher.delivery.server import PartitionServer, serve_and_wait
 
     # the partitioner's runtime includes serving: the partition time goes to the status
@@ -553,14 +524,14 @@ def serve(
             manifest,
             token,
             port=transfer.port,
-            timeout=transfer.timeout or None,
+            timeout=timeout or None,
             max_rate=transfer.max_rate * 1e6,
             on_start=started,
         )
         if not stats.told_done:
             console.say(
                 f"  warning: no launcher said the workers have their parts within "
-                f"{transfer.timeout:.0f}s; every file was served to its end: stopping"
+                f"{timeout:.0f}s; every file was served to its end: stopping"
             )
         console.say(f"  {mb(stats.bytes_sent)} served to {len(stats.peers)} pods")
 
@@ -585,7 +556,7 @@ class Source:
         )
 
 
-def partition_server(transfer: TransferSettings, console: Console) -> Source:
+def partition_server(transfer: PartitionTransfer, console: Console) -> Source:
     """The partitioner pod's server, from the partfile the operator keeps up to date."""
     partfile = transfer.partfile
     try:

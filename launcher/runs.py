@@ -41,7 +41,6 @@ from launcher.partition import parmetis_modes
 from launcher.phases import (
     PhaseInputs,
     Source,
-    TransferSettings,
     check_entry_point,
     configure,
     deliver_locally,
@@ -90,8 +89,8 @@ def run_partitioner(opts: Options, inputs: PhaseInputs, console: Console, report
     """The partitioner pod's part: phases 1 and 2."""
     plan_memory(inputs.plan, console, report)
     pset = partition(inputs.partition, console, report)
-    if opts.partition_transfer == TRANSFER_HTTP:
-        serve(inputs.transfer, pset, console, report)
+    if opts.transfer.mode == TRANSFER_HTTP:
+        serve(inputs.transfer, inputs.timeouts.deliver, pset, console, report)
     else:
         deliver_to_launcher(opts, pset, console, report)
 
@@ -114,7 +113,7 @@ def run_launcher(opts: Options, inputs: PhaseInputs, console: Console, report: R
     # in DistParMETIS the plan is made once the workers have checked the graph they see)
     if opts.partition_mode != DIST_PARMETIS:
         plan_memory(inputs.plan, console, report, check=False)
-    if opts.partition_mode != DIST_PARMETIS and opts.partition_transfer == TRANSFER_HTTP:
+    if opts.partition_mode != DIST_PARMETIS and opts.transfer.mode == TRANSFER_HTTP:
         source = partition_server(inputs.transfer, console)
         try:
             pset = fetch_partition_config(inputs.partition.request, source, console)
@@ -165,7 +164,7 @@ def run_on_workers(
     parts from it, else dglrun copies them."""
     try:
         setup()
-        script = str(inputs.training.script)
+        script = str(inputs.training.options.script)
         if pset is None:
             _entry_point_on(transport, script)
 
@@ -179,11 +178,11 @@ def run_on_workers(
                 step.request.job.graph_name, transport, hosts, console, report
             )
         elif source is not None:
-            timeout, python = inputs.dispatch_timeout, inputs.transfer.python
+            timeout, python = inputs.timeouts.dispatch, inputs.python
             hosts = dispatch_pull(pset, source, transport, console, report, timeout, script, python)
         else:
-            hosts = dispatch(pset, transport, console, report, inputs.dispatch_timeout, script)
-        configure(hosts, transport, console, report, inputs.configure_timeout)
+            hosts = dispatch(pset, transport, console, report, inputs.timeouts.dispatch, script)
+        configure(hosts, transport, console, report, inputs.timeouts.configure)
         train(inputs.training, pset, hosts, transport, console, report)
     finally:
         transport.close()
@@ -212,7 +211,7 @@ def run_local(opts: Options, inputs: PhaseInputs, console: Console, report: Repo
     from launcher.workers.local import check_prerequisites
 
     # what can fail without partitioning fails before it
-    check_entry_point(inputs.training.script, "--train-entry-point")
+    check_entry_point(inputs.training.options.script, "--train-entry-point")
     check_prerequisites()
     plan_memory(inputs.plan, console, report)
     n = opts.local_workers or opts.num_partitions
@@ -227,7 +226,7 @@ def run_local(opts: Options, inputs: PhaseInputs, console: Console, report: Repo
         run_on_workers(inputs, None, dist, console, report, dist_setup)
         return
     pset = partition(inputs.partition, console, report)
-    if opts.partition_transfer == TRANSFER_HTTP:
+    if opts.transfer.mode == TRANSFER_HTTP:
         transport = _local_workers(opts, n, root, console)
         _run_local_http(inputs, pset, transport, root, console, report)
         return
@@ -265,7 +264,7 @@ def _run_local_http(
     server: list[Proc] = []
 
     def done() -> None:
-        argv = [*programs.argv(transfer.python, programs.PULL), "--url", url, "--done",
+        argv = [*programs.argv(inputs.python, programs.PULL), "--url", url, "--done",
                 "--token-file", str(token_file)]  # fmt: skip
         if transport.start_coordinator(argv, {}, "pull", console.line).wait(60) != 0:
             raise PhaseError(f"cannot stop the partition server: {console.last_line('pull')}")
@@ -278,13 +277,13 @@ def _run_local_http(
         hosts = transport.setup()
         console.say(f"  local workers: {', '.join(f'{h.name}={h.ip}' for h in hosts)}")
         with phase(console, report, 2, "deliver"):
-            server.append(_start_local_server(transfer, pset, transport, str(token_file), console))
+            server.append(_start_local_server(inputs, pset, transport, str(token_file), console))
 
     run_on_workers(inputs, pset, transport, console, report, setup, source=source)
 
 
 def _start_local_server(
-    transfer: TransferSettings,
+    inputs: PhaseInputs,
     pset: parts.PartitionSet,
     transport: Transport,
     token_file: str,
@@ -297,9 +296,10 @@ def _start_local_server(
         if line.startswith("serving "):
             ready.set()
 
-    argv = [*programs.argv(transfer.python, programs.SERVE), "--config", str(pset.config),
+    transfer = inputs.transfer
+    argv = [*programs.argv(inputs.python, programs.SERVE), "--config", str(pset.config),
             "--port", str(transfer.port), "--token-file", token_file,
-            "--timeout", str(transfer.timeout),
+            "--timeout", str(inputs.timeouts.deliver),
             "--max-rate", str(transfer.max_rate)]  # fmt: skip
     proc = transport.start_coordinator(argv, {}, "partition-server", sink)
     deadline = time.monotonic() + 300
@@ -317,13 +317,13 @@ def _start_local_server(
 
 def run_workload(what: TrainingRequest, console: Console, report: Report) -> None:
     """Skip mode: the training entry point alone, in this pod."""
-    script = check_entry_point(what.script, "--train-entry-point")
+    script = check_entry_point(what.options.script, "--train-entry-point")
     with phase(console, report, 5, "train"):
         argv = train_argv(what, script)
         env = {
             "OUTDATED_IGNORE": "1",
             "DGLRUN_OUTPUT_DIR": str(what.output),
-            **keeping.trainer_env(what.storage, what.num_epochs, console),
+            **keeping.trainer_env(what.storage, what.options.num_epochs, console),
         }
         run_local_process(
             console, "train", argv, env, what.timeout, f"the training entry point {script}"
@@ -337,7 +337,8 @@ def run(opts: Options, console: Console | None = None) -> int:
     """This pod's part of the job (or all of it, locally); dglrun's exit code."""
     console = console or Console()
     if opts.transport != "local" and isinstance(console.progress, NoProgress):
-        console.progress = for_job(opts.job, opts.kubectl, opts.num_epochs, console.say)
+        epochs = opts.training.num_epochs
+        console.progress = for_job(opts.job, opts.kubectl, epochs, console.say)
     progress = console.progress
     report = Report()
     try:
@@ -361,10 +362,11 @@ def _run(opts: Options, console: Console, report: Report) -> int:
             opts.storage.prepare()
             console.copy_to(keeping.open_log(opts.storage, _role(opts)))
         if opts.global_batch is not None:
-            trainers = opts.num_partitions * opts.num_trainers
+            each = opts.training.batch_size
+            trainers = opts.num_partitions * opts.training.processes.trainers
             console.say(
                 f"elastic: this attempt has {opts.num_partitions} workers (partitions); global "
-                f"batch {opts.global_batch} = {opts.batch_size} per trainer x {trainers} trainers"
+                f"batch {opts.global_batch} = {each} per trainer x {trainers} trainers"
             )
         inputs = phase_inputs(_counted(opts, console))
         if opts.transport == "local":

@@ -7,7 +7,9 @@ group, and the environment variable that gives its default. The rest follows fro
   field name, for the dataclass's constructor;
 - :func:`to_argv`: an instance as the command line that parses back to it;
 - :func:`nested`: a field that is a dataclass of flags itself, made of them (a group of
-  settings passed on whole).
+  settings passed on whole); its flags take their place among the others (``--help``'s
+  order is the fields'), and a class declared elsewhere gets its flags, and their defaults,
+  from the declarations.
 
     @dataclass(frozen=True, kw_only=True)
     class Settings:
@@ -60,6 +62,12 @@ class Flag:
         """The name errors say: the first long one."""
         return next((n for n in self.names if n.startswith("--")), self.names[0])
 
+    @property
+    def dest(self) -> str:
+        """argparse's own name for the value (``--num-servers``: ``num_servers``): a nested
+        field's, whose own name may be another group's too."""
+        return self.name.lstrip("-").replace("-", "_")
+
 
 def declare(*names: str, **how: Any) -> Flag:
     """The Flag of a field declared apart from its dataclass (``declared`` below)."""
@@ -80,42 +88,86 @@ def flag(
     return dataclasses.field(default=default, metadata=meta)
 
 
-Declared = Mapping[str, Flag]  # field name -> its Flag, for a dataclass declared elsewhere
+# field name -> its Flag, for a dataclass declared elsewhere; or the field as :func:`flag`
+# makes it, whose default (when it has one) is the value's default instead of the class's;
+# or a group of them, as :func:`nested` makes it
+Declared = Mapping[str, "Flag | dataclasses.Field[Any]"]
 
 
 def nested(cls: type, declared: Declared | None = None) -> Any:
     """A field whose value is the dataclass ``cls``, made of its own flags (``declared``: its
-    Flags by field name, when its fields carry none): they join the parser, and
-    :func:`values` makes the value of them."""
-    return dataclasses.field(default_factory=cls, metadata={NESTED: (cls, declared)})
+    Flags by field name, when its fields carry none): they join the parser where the field
+    is, and :func:`values` makes the value of them; its default is made of their defaults
+    (converted, as parsing no flag would)."""
+
+    def made() -> Any:
+        out = {}
+        for f, fl, _ in _in_order(cls, declared):
+            value = _default(f, declared)
+            if fl is not None and fl.convert is not None and value is not None:
+                value = fl.convert(value)
+            out[f.name] = value
+        return cls(**out)
+
+    return dataclasses.field(default_factory=made, metadata={NESTED: (cls, declared)})
 
 
-def _nested(cls: type) -> list[tuple[dataclasses.Field[Any], type, Declared | None]]:
-    return [(f, *f.metadata[NESTED]) for f in dataclasses.fields(cls) if NESTED in f.metadata]
+def _flag(declaration: Flag | dataclasses.Field[Any]) -> Flag:
+    return declaration if isinstance(declaration, Flag) else declaration.metadata[KEY]
+
+
+def _nested(
+    cls: type, declared: Declared | None = None
+) -> list[tuple[dataclasses.Field[Any], type, Declared | None]]:
+    return [(f, *sub) for f, _, sub in _in_order(cls, declared) if sub is not None]
 
 
 def every_flag(cls: type, declared: Declared | None = None) -> list[tuple[tuple[str, ...], Flag]]:
     """Every Flag of ``cls`` and of its nested fields, with the path of field names to it."""
     out: list[tuple[tuple[str, ...], Flag]] = [((f.name,), fl) for f, fl in flags(cls, declared)]
-    for f, sub, subdeclared in _nested(cls):
+    for f, sub, subdeclared in _nested(cls, declared):
         out += [((f.name, *path), fl) for path, fl in every_flag(sub, subdeclared)]
     return out
 
 
 def flags(cls: type, declared: Declared | None = None) -> list[tuple[dataclasses.Field[Any], Flag]]:
     """``cls``'s fields that declare a Flag, in order (``declared``: the Flags of a class
-    whose fields carry none, by field name)."""
-    if declared is not None:
-        return [(f, declared[f.name]) for f in dataclasses.fields(cls) if f.name in declared]
-    return [(f, f.metadata[KEY]) for f in dataclasses.fields(cls) if KEY in f.metadata]
+    whose fields carry none, by field name, in the declarations' order)."""
+    return [(f, fl) for f, fl, _ in _in_order(cls, declared) if fl is not None]
 
 
-def _default(f: dataclasses.Field[Any]) -> Any:
-    if f.default is not MISSING:
-        return f.default
-    if f.default_factory is not MISSING:
-        return f.default_factory()
+def _default(f: dataclasses.Field[Any], declared: Declared | None = None) -> Any:
+    """The field's default: its declaration's, when it has one, else the class's."""
+    for source in (declared.get(f.name) if declared else None, f):
+        if isinstance(source, dataclasses.Field):
+            if source.default is not MISSING:
+                return source.default
+            if source.default_factory is not MISSING:
+                return source.default_factory()
     return None
+
+
+_Slot = tuple[dataclasses.Field[Any], Flag | None, tuple[type, Declared | None] | None]
+
+
+def _in_order(cls: type, declared: Declared | None) -> list[_Slot]:
+    """``cls``'s flags and nested fields, in the order of their declarations (its fields',
+    or ``declared``'s): a field with its Flag, or with the class (and declarations) it
+    nests."""
+    found: list[tuple[dataclasses.Field[Any], Flag | dataclasses.Field[Any]]]
+    if declared is None:
+        found = [
+            (f, f) for f in dataclasses.fields(cls) if KEY in f.metadata or NESTED in f.metadata
+        ]
+    else:
+        by_name = {f.name: f for f in dataclasses.fields(cls)}
+        found = [(by_name[name], d) for name, d in declared.items()]
+    return [
+        (f, None, d.metadata[NESTED])
+        if isinstance(d, dataclasses.Field) and NESTED in d.metadata
+        else (f, _flag(d), None)
+        for f, d in found
+    ]
 
 
 def add_flags(
@@ -124,28 +176,43 @@ def add_flags(
     env: Mapping[str, str] | None = None,
     declared: Declared | None = None,
 ) -> None:
-    """Every flag of ``cls`` on ``parser`` (each in its group, the groups in the order of
-    their first flag); a flag's default is its variable's value in ``env`` when set."""
-    env = env or {}
-    groups: dict[str | None, Any] = {None: parser}
-    for f, fl in flags(cls, declared):
+    """Every flag of ``cls`` on ``parser``, a nested group's where its field is (each in its
+    argparse group, the groups in the order of their first flag); a flag's default is its
+    variable's value in ``env`` when set."""
+    _add_flags(parser, cls, env or {}, declared, {None: parser}, inner=False)
+
+
+def _add_flags(
+    parser: argparse.ArgumentParser,
+    cls: type,
+    env: Mapping[str, str],
+    declared: Declared | None,
+    groups: dict[str | None, Any],
+    inner: bool,
+) -> None:
+    for f, fl, sub in _in_order(cls, declared):
+        if sub is not None:
+            _add_flags(parser, sub[0], env, sub[1], groups, inner=True)
+            continue
+        assert fl is not None
         if not fl.names:
             continue
         if fl.group not in groups:
             groups[fl.group] = parser.add_argument_group(fl.group)
-        default = _default(f)
+        default = _default(f, declared)
         given = env.get(fl.env) if fl.env else None
         if given:
             default = fl.read_env(given) if fl.read_env else given
-        kw: dict[str, Any] = {"dest": f.name, "default": default, "help": fl.help}
+        dest = fl.dest if inner else f.name
+        if any(action.dest == dest for action in parser._actions):
+            raise ValueError(f"{fl.name}: another flag sets {dest!r} too")
+        kw: dict[str, Any] = {"dest": dest, "default": default, "help": fl.help}
         if fl.required:
             kw["required"] = True
         for key in ("type", "choices", "action", "nargs", "metavar"):
             if getattr(fl, key) is not None:
                 kw[key] = getattr(fl, key)
         groups[fl.group].add_argument(*fl.names, **kw)
-    for _, sub, subdeclared in _nested(cls):
-        add_flags(parser, sub, env, subdeclared)
 
 
 def values(
@@ -159,15 +226,25 @@ def values(
     for a variable alone, ``read_env`` of its value in ``env`` (else the field's default). A
     ValueError is ``parser.error`` naming the flag or the variable (raised without a
     parser)."""
-    env = env or {}
+    return _values(cls, namespace, env or {}, parser, declared, inner=False)
+
+
+def _values(
+    cls: type,
+    namespace: argparse.Namespace,
+    env: Mapping[str, str],
+    parser: argparse.ArgumentParser | None,
+    declared: Declared | None,
+    inner: bool,
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f, fl in flags(cls, declared):
         if fl.names:
-            value = getattr(namespace, f.name)
+            value = getattr(namespace, fl.dest if inner else f.name)
         else:
             given = env.get(fl.env) if fl.env else None
             try:
-                value = (fl.read_env or str)(given) if given else _default(f)
+                value = (fl.read_env or str)(given) if given else _default(f, declared)
             except ValueError as e:
                 if parser is None:
                     raise
@@ -180,8 +257,8 @@ def values(
                     raise
                 parser.error(f"{fl.name}: {e}")
         out[f.name] = value
-    for f, sub, subdeclared in _nested(cls):
-        out[f.name] = sub(**values(sub, namespace, env, parser, subdeclared))
+    for f, sub, subdeclared in _nested(cls, declared):
+        out[f.name] = sub(**_values(sub, namespace, env, parser, subdeclared, inner=True))
     return out
 
 
@@ -193,7 +270,7 @@ def to_argv(obj: Any, declared: Declared | None = None) -> list[str]:
         if not fl.names:
             continue
         value = getattr(obj, f.name)
-        if fl.skip_default and value == _default(f):
+        if fl.skip_default and value == _default(f, declared):
             continue
         if fl.action == "store_true":
             argv += [fl.name] if value else []
@@ -201,6 +278,6 @@ def to_argv(obj: Any, declared: Declared | None = None) -> list[str]:
             argv += [fl.name, *map(str, value)] if value else []
         elif value is not None:
             argv += [fl.name, str(value)]
-    for f, _, subdeclared in _nested(type(obj)):
+    for f, _, subdeclared in _nested(type(obj), declared):
         argv += to_argv(getattr(obj, f.name), subdeclared)
     return argv

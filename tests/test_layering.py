@@ -231,11 +231,13 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
     },
     # phase 5 from its request: the DGL processes on the workers, the results (the report's
     # metrics, storage's); an elastic attempt's stop for a grow (the checkpoints it watches, a
-    # phase error); of the partition step, only the partition set's format
+    # phase error); of the partition step, only the partition set's format; of the plans, the
+    # groups of options the memory plan shares with it (its processes, out of core)
     "launcher.training": {
         "launcher.errors",
         "launcher.programs",
         "launcher.checkpoints",
+        "launcher.plans.memory",
         "launcher.workers",
         "launcher.console",
         "launcher.partition.output",
@@ -243,11 +245,13 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.report",
     },
     # dglrun's flags and environment, parsed (sizes by the memory plan's parsers, the claim's
-    # layout, the job to report progress on)
+    # layout, the job to report progress on; the groups of options the steps take whole: the
+    # memory plan's processes and out of core, phase 5's training options)
     "launcher.options": {
         "launcher.plans.memory",
         "launcher.storage.layout",
         "launcher.report.progress",
+        "launcher.training.train",
     },
     # the drivers: the phases read the options and hand each step its values; only runs
     # imports the phases, and only cli imports runs

@@ -30,7 +30,7 @@ from controller.status.conditions import REASON_MEMORY_PLAN, REASON_OOM_KILLED
 from controller.status.failures import PodFailure
 from dgljob.modes import MODES, SKIP
 from kubectl_download.config import load_config as kubectl_download_config
-from launcher.options import Options, build_parser, parse
+from launcher.options import Options, PartitionTransfer, build_parser, parse
 from launcher.partition import mpirun
 from launcher.plans import memory as memplan
 from launcher.report.progress import ProgressTarget
@@ -298,18 +298,18 @@ def test_the_launchers_dglrun_reads_what_the_operator_meant(name: str) -> None:
 @pytest.mark.parametrize("name", WITH_PARTITIONER)
 def test_the_launcher_gets_the_parts_the_way_the_partitioner_gives_them(name: str) -> None:
     job, d, seen, opts = _dglrun_in(name, "launcher")
-    assert opts.partition_transfer == DGLRUN_TRANSFER[job.spec.partition_transfer]
+    assert opts.transfer.mode == DGLRUN_TRANSFER[job.spec.partition_transfer]
     watch = _init(d.launcher, WATCHER_PARTITIONER)
     config = watcher_loop_config(_env(watch), namespace_file=Path("/nonexistent"))
     assert config.expected_pods == 1
     if job.spec.pulls_partitions:
         # HTTP: the partfile names the partitioner; the token is where the workers' pulls
         # (started with this dglrun's --token-file) and the server find it
-        assert _pod_files(seen, opts.partfile) == [job.partitioner_name]
-        assert seen.env[PARTFILE_PATH.env] == opts.partfile == str(config.file)
-        assert seen.files[opts.transfer_token_file][0] == TOKEN
+        assert _pod_files(seen, opts.transfer.partfile) == [job.partitioner_name]
+        assert seen.env[PARTFILE_PATH.env] == opts.transfer.partfile == str(config.file)
+        assert seen.files[opts.transfer.token_file][0] == TOKEN
         for worker in d.workers:
-            assert _seen(worker, d).files[opts.transfer_token_file][0] == TOKEN
+            assert _seen(worker, d).files[opts.transfer.token_file][0] == TOKEN
         assert config.mode.value == "ready"
     else:
         # KubectlCp: the partitioner copies the dataset into the init container that waits
@@ -378,17 +378,17 @@ def test_the_partitioners_dglrun_reads_what_the_operator_meant(name: str) -> Non
     assert opts.phase == PHASE_PARTITIONER
     assert opts.job == ProgressTarget(job.name, job.uid, job.namespace)
     assert opts.partition_mode == job.spec.partition_mode
-    assert opts.partition_transfer == DGLRUN_TRANSFER[job.spec.partition_transfer]
+    assert opts.transfer.mode == DGLRUN_TRANSFER[job.spec.partition_transfer]
     assert opts.worker_memory_limit == _worker_memory_limit(job)
     # the launcher it delivers to, or tells the workers' pulls are done
     assert _pod_files(seen, opts.leadfile) == [job.launcher_name]
     main = seen.container
     if job.spec.pulls_partitions:
-        assert seen.files[opts.transfer_token_file][0] == TOKEN
+        assert seen.files[opts.transfer.token_file][0] == TOKEN
         ports = {p["containerPort"] for p in main["ports"]}
-        assert opts.transfer_port in ports
+        assert opts.transfer.port in ports
         probe = main["readinessProbe"]["httpGet"]
-        assert probe == {"path": TRANSFER_READY_PATH, "port": opts.transfer_port}
+        assert probe == {"path": TRANSFER_READY_PATH, "port": opts.transfer.port}
     else:
         assert _folder(seen, opts.kubectl)[0] == str(Path(opts.kubectl).parent)
         assert f"{opts.kubectl} exec " in seen.files[opts.kubexec][0]
@@ -412,7 +412,7 @@ def test_the_workers_serve_dgl_where_the_hostfile_says(name: str) -> None:
         seen = _seen(worker, d)
         assert seen.env[OPERATOR.env] == OPERATOR.write(True)
         ports = {p["containerPort"] for p in seen.container["ports"]}
-        assert set(range(host.port, host.port + opts.num_servers)) <= ports
+        assert set(range(host.port, host.port + opts.training.processes.servers)) <= ports
         assert set(range(DGL_PORT, DGL_PORT + DGL_PORT_COUNT)) <= ports
         # DistParMETIS's ranks reach the other workers through the same kubexec.sh
         assert seen.files[opts.kubexec] == launcher.files[opts.kubexec]
@@ -533,15 +533,16 @@ def test_an_env_path_moves_the_file_dglrun_reads() -> None:
     """The operator's paths are dglrun's defaults; its env names move them."""
     base = ["-g", "g", "--train-entry-point", "t.py"]
     moved = parse(base, env={PARTFILE_PATH.env: "/elsewhere/partfile"})
-    assert moved.partfile == "/elsewhere/partfile"
-    assert parse(base, env={}).partfile == Options.partfile
+    assert moved.transfer.partfile == "/elsewhere/partfile"
+    assert parse(base, env={}).transfer.partfile == PartitionTransfer.partfile
 
 
 def test_dglruns_memory_failures_are_what_the_operator_recognises() -> None:
     """A refusal of the memory plan and a process killed for memory, as dglrun's termination
     message says them, become the condition reasons the operator sets."""
     size = memplan.GraphSize(nodes=2_449_029, edges=123_718_280, node_bytes=412)
-    shape = memplan.Shape("DGL-API", workers=2, parts=2, ranks=1, servers=1, trainers=1)
+    one_each = memplan.Processes(servers=1, trainers=1)
+    shape = memplan.Shape("DGL-API", workers=2, parts=2, ranks=1, processes=one_each)
     steps = memplan.plan(size, shape, 1 << 30)
     with pytest.raises(memplan.PlanError) as refused:
         memplan.check(size, shape, steps)

@@ -118,6 +118,25 @@ COSTS: dict[str, Cost] = {
 # random-graph worst case the partition sizes assume)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Processes:
+    """DGL's processes on each worker: what the memory plan counts and phase 5 starts
+    (launcher.training.train). dglrun's options are this group (launcher.options)."""
+
+    servers: int  # DGL servers per worker
+    trainers: int  # trainers per worker
+    samplers: int = 0  # sampler processes per trainer
+
+
+@dataclass(frozen=True)
+class OutOfCore:
+    """Node features memory-mapped from the workers' disk (``outofcore``), and the share of
+    them the memory plan counts as page cache. dglrun's options are this group."""
+
+    enabled: bool = False
+    page_cache_fraction: float = PAGE_CACHE_FRACTION.when_unset
+
+
 @dataclass(frozen=True)
 class Shape:
     """The job's shape, as dglrun runs it."""
@@ -126,11 +145,8 @@ class Shape:
     workers: int
     parts: int
     ranks: int  # MPI ranks of ParMETIS in the partitioner pod (DistParMETIS: = workers)
-    servers: int
-    trainers: int
-    out_of_core: bool = False  # node data memory-mapped from the workers' disk
-    # out of core: the share of the node data counted as page cache (dglrun's default's)
-    page_cache: float = PAGE_CACHE_FRACTION.when_unset
+    processes: Processes
+    out_of_core: OutOfCore = OutOfCore()
     batch_size: int = 1000  # seeds per minibatch (out of core: the sampling working set)
     partitioner: str = KAMINPAR  # the ParMETIS modes' (chunkedgraph.job.PARTITIONERS)
 
@@ -216,10 +232,11 @@ def train_step(g: GraphSize, shape: Shape, limit: int | None) -> Step:
         structure = cost.bytes(nodes, edges, 0, 0)
         return structure + cost.data_copies * (inner * g.node_bytes + edges * g.edge_bytes)
 
-    what = f"{shape.servers} DGL server(s) and {shape.trainers} trainer(s)"
-    if shape.out_of_core:
+    p = shape.processes
+    what = f"{p.servers} DGL server(s) and {p.trainers} trainer(s)"
+    if shape.out_of_core.enabled:
         return _out_of_core_step(g, shape, limit, nodes, edges, inner, what)
-    est = shape.servers * one(COSTS["server"]) + shape.trainers * one(COSTS["trainer"])
+    est = p.servers * one(COSTS["server"]) + p.trainers * one(COSTS["trainer"])
     return Step("train", "each worker pod", what, int(est), limit)
 
 
@@ -240,19 +257,20 @@ def _out_of_core_step(
     what: str,
 ) -> Step:
     server, trainer = COSTS["server"], COSTS["trainer"]
-    structure = shape.servers * server.bytes(nodes, edges, 0, 0) + shape.trainers * (
+    p, fraction = shape.processes, shape.out_of_core.page_cache_fraction
+    structure = p.servers * server.bytes(nodes, edges, 0, 0) + p.trainers * (
         trainer.bytes(nodes, edges, 0, 0)
     )
     # edge data stays in shared memory, as in memory
-    structure += (shape.servers * server.data_copies + shape.trainers * trainer.data_copies) * (
+    structure += (p.servers * server.data_copies + p.trainers * trainer.data_copies) * (
         edges * g.edge_bytes
     )
-    working = shape.trainers * working_set(g, shape, nodes)
+    working = p.trainers * working_set(g, shape, nodes)
     features = inner * g.node_bytes
-    cache = shape.page_cache * features
+    cache = fraction * features
     detail = (
         f"structure {gib(structure)} + sampling working set {gib(working)} + page cache "
-        f"{shape.page_cache:g} x {gib(features)} of node data"
+        f"{fraction:g} x {gib(features)} of node data"
     )
     return Step(
         "train",
@@ -363,22 +381,24 @@ def out_of_core_line(step: Step, shape: Shape) -> str:
     )
     if step.limit is not None and step.fits and step.limit < step.estimate:
         room = (step.limit - step.smallest) / max(step.estimate - step.smallest, 1)
+        fraction = shape.out_of_core.page_cache_fraction
         line += (
-            f"\n  warning: the limit leaves page cache for ~{room * shape.page_cache:.2f} of the "
-            f"node data, not {shape.page_cache:g}: more feature reads go to disk"
+            f"\n  warning: the limit leaves page cache for ~{room * fraction:.2f} of the "
+            f"node data, not {fraction:g}: more feature reads go to disk"
         )
     return line
 
 
 def out_of_core_option(g: GraphSize, shape: Shape, limit: int | None) -> str:
     """The out-of-core option, with what it would need per worker pod."""
-    ooc = train_step(g, replace(shape, out_of_core=True), limit)
+    fraction = shape.out_of_core.page_cache_fraction
+    ooc = train_step(g, replace(shape, out_of_core=OutOfCore(True, fraction)), limit)
     assert ooc.smallest is not None
     fits = "" if ooc.fits else ", which does not fit either"
     return (
         f"keep the node features on the workers' disk with spec.outOfCore.enabled: true "
         f"(dglrun --out-of-core): from ~{gib(ooc.smallest)} per worker pod, "
-        f"~{gib(ooc.estimate)} with page cache for {shape.page_cache:g} of the features{fits}"
+        f"~{gib(ooc.estimate)} with page cache for {fraction:g} of the features{fits}"
     )
 
 

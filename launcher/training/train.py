@@ -3,8 +3,9 @@
 peer's (launcher/workers/blame.py). An elastic attempt stops at an epoch boundary when the
 operator asks it to grow (launcher/training/rescale.py).
 
-The request is built once per run from dglrun's options (``launcher.phases.phase_inputs``); Skip
-mode (launcher/runs.py) runs the same command line, :func:`train_argv`, as one process.
+The request is built once per run from dglrun's options (``launcher.phases.phase_inputs``),
+whose training options are one group, :class:`Training`, held whole; Skip mode
+(launcher/runs.py) runs the same command line, :func:`train_argv`, as one process.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from launcher import programs
 from launcher.console import Console, PhaseError, Report, phase
 from launcher.partition import output as parts
 from launcher.partition.output import WORKLOAD
+from launcher.plans.memory import OutOfCore, Processes
 from launcher.report.outcome import read_metrics
 from launcher.storage import keeping
 from launcher.storage.layout import Storage
@@ -30,31 +32,40 @@ OUTPUT = "output"  # the results' folder, under a workload folder and this pod's
 SERVER_GRACE = 60.0  # seconds servers get to exit after the last trainer finished
 
 
-@dataclass(frozen=True)
-class TrainingRequest:
-    """What phase 5 (and Skip mode) runs: the training entry point and the values of its
-    command line, the DGL processes on each worker, the time they get, and where the
-    results go. Built once from dglrun's flags (``launcher.phases.phase_inputs``)."""
+@dataclass(frozen=True, kw_only=True)
+class Training:
+    """dglrun's training options, a group of its options (launcher.options) that phase 5
+    takes whole: the training entry point and the values of its command line, DGL's
+    processes on each worker (the memory plan's too), torch's rendezvous port, and whether
+    the node features stay on the workers' disk."""
 
     script: str | None  # the training entry point (None: this pod does not train)
-    args: tuple[str, ...]  # --train-args, after the ones dglrun passes
-    graph_name: str
-    python: str
     num_epochs: int
     batch_size: int  # each trainer's (an elastic attempt's share of the global batch)
-    num_servers: int  # DGL servers per worker
-    num_trainers: int  # trainers per worker
-    num_samplers: int  # sampler processes per trainer
+    processes: Processes
+    args: tuple[str, ...]  # --train-args, after the ones dglrun passes
     master_port: int  # torch's rendezvous, on the first worker
+    out_of_core: OutOfCore  # enabled: the servers and trainers run under python -m outofcore
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingRequest:
+    """What phase 5 (and Skip mode) runs: the training ``options``, the graph, the
+    interpreter, the time the processes get, and where the results go. Built once from
+    dglrun's options (``launcher.phases.phase_inputs``)."""
+
+    options: Training
+    graph_name: str
+    python: str
     timeout: float  # seconds; 0: none
-    out_of_core: bool  # the servers and trainers run under python -m outofcore
     elastic: bool  # an elastic DGLJob's attempt: the operator may ask it to grow
     storage: Storage | None  # checkpoints, resume and results (None: results copied back)
     output: Path  # where this pod keeps the results without storage
 
     def topology(self, num_workers: int) -> Topology:
         """DGL's process counts over ``num_workers`` workers."""
-        return Topology(num_workers, self.num_servers, self.num_trainers, self.num_samplers)
+        p = self.options.processes
+        return Topology(num_workers, p.servers, p.trainers, p.samplers)
 
 
 @dataclass
@@ -76,18 +87,19 @@ def train(
     """Phase 5 on ``hosts``, each holding its part of ``pset`` in its workload folder; then
     the results are read from the storage, or copied from the first worker."""
     topo = what.topology(len(hosts))
-    assert what.script is not None
+    script = what.options.script
+    assert script is not None
     running: list[_Running] = []
     with phase(console, report, 5, "train"):
         # checkpoints, resume, results on storage
-        kept = keeping.trainer_env(what.storage, what.num_epochs, console)
+        kept = keeping.trainer_env(what.storage, what.options.num_epochs, console)
         try:
             # each worker's workload folder, its (ip_config, partition config) and argv
             where = []
             for host in hosts:
                 ws = f"{transport.workspace(host)}/{WORKLOAD}"
                 configs = (f"{ws}/ip_config.txt", f"{ws}/{pset.config.name}")
-                where.append((ws, configs, train_argv(what, what.script, configs)))
+                where.append((ws, configs, train_argv(what, script, configs)))
             for i, host in enumerate(hosts):
                 _, configs, args = where[i]
                 for k in range(topo.num_servers):
@@ -97,7 +109,8 @@ def train(
             for i, host in enumerate(hosts):
                 ws, configs, args = where[i]
                 for t in range(topo.num_trainers):
-                    env = trainer_env(topo, i, t, *configs, hosts[0].ip, what.master_port)
+                    port = what.options.master_port
+                    env = trainer_env(topo, i, t, *configs, hosts[0].ip, port)
                     env.update({"DGLRUN_OUTPUT_DIR": f"{ws}/{OUTPUT}", **kept})
                     proc = transport.start(host, args, env, f"{host.name}/trainer-{t}")
                     running.append(_Running(host, "trainer", t, proc))
@@ -138,8 +151,9 @@ def train_argv(
 ) -> list[str]:
     """The training entry point's command line: with ``configs`` (ip_config, partition config)
     a DGL server's or trainer's on a worker, without (Skip mode) the one process in the pod."""
+    given = what.options
     argv = [what.python, script, "--graph_name", what.graph_name]
-    if configs is not None and what.out_of_core:
+    if configs is not None and given.out_of_core.enabled:
         argv[1:1] = programs.argv("", programs.OUT_OF_CORE, "run")[1:]
     if configs is not None:
         ip_conf, part_conf = configs
@@ -147,10 +161,10 @@ def train_argv(
     return [
         *argv,
         "--num_epochs",
-        str(what.num_epochs),
+        str(given.num_epochs),
         "--batch_size",
-        str(what.batch_size),
-        *what.args,
+        str(given.batch_size),
+        *given.args,
     ]
 
 
@@ -159,7 +173,7 @@ def _grow_watch(what: TrainingRequest, console: Console) -> GrowWatch | None:
     ask = getattr(console.progress, "grow_to", None)
     if not what.elastic or what.storage is None or ask is None:
         return None
-    return GrowWatch(ask, what.storage.checkpoints, last_epoch=what.num_epochs)
+    return GrowWatch(ask, what.storage.checkpoints, last_epoch=what.options.num_epochs)
 
 
 def _supervise(

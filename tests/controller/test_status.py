@@ -90,7 +90,8 @@ def test_a_memory_plans_refusal_is_quoted_whole_with_the_options_that_make_it_fi
     """dglrun's refusal ends with its advice (the e2e job under a limit below its in-memory
     need lost the out-of-core option when the quote was cut at 300 characters)."""
     size = memplan.GraphSize(nodes=200_000, edges=2_000_000, node_bytes=4107)
-    shape = memplan.Shape("DistParMETIS", workers=2, parts=2, ranks=2, servers=1, trainers=1,
+    shape = memplan.Shape("DistParMETIS", workers=2, parts=2, ranks=2,
+                          processes=memplan.Processes(servers=1, trainers=1),
                           batch_size=64)  # fmt: skip
     limit = 1792 << 20
     with pytest.raises(memplan.PlanError) as refused:

@@ -7,7 +7,7 @@ import pytest
 
 from chunkedgraph.job import KAMINPAR, PTSCOTCH
 from launcher.plans import time as timeplan
-from launcher.plans.memory import GraphSize, Shape
+from launcher.plans.memory import GraphSize, Processes, Shape
 from launcher.report.eta import Eta
 from podcontract import DGL_API, DIST_PARMETIS, PARMETIS
 from podcontract.progress import (
@@ -19,6 +19,8 @@ from podcontract.progress import (
     human,
     read,
 )
+
+ONE_EACH = Processes(servers=1, trainers=1)  # DGL server and trainer per worker
 
 
 class Clock:
@@ -214,14 +216,16 @@ def test_the_time_model_fits_its_measurements() -> None:
         for edges, seconds in points:
             assert fit.seconds(edges) == pytest.approx(seconds, rel=0.5), (key, edges)
     products = GraphSize(2_449_029, 123_718_280, 400)
-    shape = Shape(PARMETIS, workers=3, parts=3, ranks=3, servers=1, trainers=1)
+    shape = Shape(PARMETIS, workers=3, parts=3, ranks=3, processes=ONE_EACH)
     est = timeplan.estimate(products, shape)
     assert (est.partitioner, est.ranks) == (KAMINPAR, 3)
     assert "partition: ~" in est.line() and "123,718,280 edges on 3 ranks" in est.line()
-    slow = timeplan.estimate(products, Shape(DIST_PARMETIS, 8, 8, 8, 1, 1, partitioner=PTSCOTCH))
+    slow = timeplan.estimate(
+        products, Shape(DIST_PARMETIS, 8, 8, 8, ONE_EACH, partitioner=PTSCOTCH)
+    )
     assert (slow.partitioner, slow.ranks) == (PTSCOTCH, 3), "the nearest rank count measured"
     assert slow.seconds > est.seconds
-    one = timeplan.estimate(GraphSize(10_000, 100_000, 100), Shape(DGL_API, 2, 2, 1, 1, 1))
+    one = timeplan.estimate(GraphSize(10_000, 100_000, 100), Shape(DGL_API, 2, 2, 1, ONE_EACH))
     assert one.seconds == timeplan.FLOOR_SECONDS and "one process" in one.line()
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from chunkedgraph.job import KAMINPAR, PTSCOTCH
 from launcher.plans import memory as memplan
-from launcher.plans.memory import GiB, GraphSize, PlanError, Shape
+from launcher.plans.memory import GiB, GraphSize, OutOfCore, PlanError, Shape
 from tests.launcher.chunked_graph import write_graph
 from tests.launcher.helpers import FIXTURES, dglrun
 
@@ -25,7 +25,8 @@ SMALL = GraphSize(20_000, 200_000, 139)
 
 
 def shape(mode: str, workers: int = 2, ranks: int = 2, partitioner: str = KAMINPAR) -> Shape:
-    return Shape(mode, workers, workers, ranks, servers=1, trainers=1, partitioner=partitioner)
+    one_each = memplan.Processes(servers=1, trainers=1)
+    return Shape(mode, workers, workers, ranks, one_each, partitioner=partitioner)
 
 
 def test_estimates_grow_with_the_graph_and_shrink_with_more_workers() -> None:
@@ -307,7 +308,7 @@ WIDE = GraphSize(1_000_000, 10_000_000, 4 * 1024 + 11)
 def test_training_that_does_not_fit_in_memory_names_the_out_of_core_option() -> None:
     sh = shape("DistParMETIS")
     in_memory = memplan.train_step(WIDE, sh, None)
-    ooc = memplan.train_step(WIDE, replace(sh, out_of_core=True), None)
+    ooc = memplan.train_step(WIDE, replace(sh, out_of_core=OutOfCore(True)), None)
     assert ooc.smallest is not None and ooc.smallest < ooc.estimate < in_memory.estimate
     limit = (ooc.estimate + in_memory.estimate) // 2  # enough out of core, not in memory
     steps = [memplan.train_step(WIDE, sh, limit)]
@@ -320,19 +321,21 @@ def test_training_that_does_not_fit_in_memory_names_the_out_of_core_option() -> 
     assert f"~{ooc.estimate / GiB:.1f} GiB with page cache for 0.5 of the features" in text
     assert "does not fit either" not in text
     # out of core at that limit: it fits, and the plan says what it is made of
-    fits = memplan.train_step(WIDE, replace(sh, out_of_core=True), limit)
+    fits = memplan.train_step(WIDE, replace(sh, out_of_core=OutOfCore(True)), limit)
     assert fits.fits and fits.what.endswith(", out of core")
     memplan.check(WIDE, sh, [fits])
 
 
 def test_out_of_core_fits_down_to_its_smallest_limit_and_says_what_page_cache_is_left() -> None:
-    sh = replace(shape("DistParMETIS"), out_of_core=True, page_cache=0.5)
+    sh = replace(shape("DistParMETIS"), out_of_core=OutOfCore(True, page_cache_fraction=0.5))
     step = memplan.train_step(WIDE, sh, None)
     assert step.smallest is not None
     features = WIDE.nodes / 2 * WIDE.node_bytes
     assert step.estimate - step.smallest == pytest.approx(0.5 * features, rel=1e-6)
     # more page cache asked: a larger estimate, the same smallest limit
-    more = memplan.train_step(WIDE, replace(sh, page_cache=1.0), None)
+    more = memplan.train_step(
+        WIDE, replace(sh, out_of_core=OutOfCore(True, page_cache_fraction=1.0)), None
+    )
     assert more.estimate > step.estimate and more.smallest == step.smallest
     # a bigger batch: a bigger sampling working set
     bigger = memplan.train_step(WIDE, replace(sh, batch_size=4000), None).smallest

@@ -160,7 +160,7 @@ def test_the_mode_and_its_input_come_from_the_operators_env() -> None:
     assert parse().partition_mode == "DGL-API"
     flags = parse("--partition-mode", "ParMETIS", "--chunked-graph", "/g", "--num-ranks", "3",
                   "--mpirun-args", "--mca btl_tcp_if_include eth0")  # fmt: skip
-    assert flags.num_ranks == 3 and flags.mpirun_args == ["--mca", "btl_tcp_if_include", "eth0"]
+    assert flags.num_ranks == 3 and flags.mpirun_args == ("--mca", "btl_tcp_if_include", "eth0")
 
 
 @pytest.mark.parametrize(

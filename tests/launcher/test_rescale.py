@@ -31,15 +31,19 @@ def test_the_operator_count_overrides_num_partitions_and_the_batch_is_global() -
     env = {**SKIP, NUM_PARTITIONS.env: "3", ELASTIC.env: ELASTIC.write(True)}
     o = options.parse(ARGS, env)
     assert o.num_partitions == 3
-    assert o.global_batch == 1000 and o.batch_size == 1000 // (3 * 2)
+    assert o.global_batch == 1000 and o.training.batch_size == 1000 // (3 * 2)
     rigid = options.parse(ARGS, SKIP)
-    assert rigid.num_partitions == 2 and rigid.batch_size == 1000 and rigid.global_batch is None
+    assert (
+        rigid.num_partitions == 2
+        and rigid.training.batch_size == 1000
+        and rigid.global_batch is None
+    )
 
 
 def test_a_batch_smaller_than_the_trainers_gives_each_one_node() -> None:
     env = {**SKIP, NUM_PARTITIONS.env: "3", ELASTIC.env: ELASTIC.write(True)}
     o = options.parse([*ARGS[:-4], "--batch-size", "4", "--num-trainers", "2"], env)
-    assert o.batch_size == 1
+    assert o.training.batch_size == 1
 
 
 def test_a_bad_count_names_the_variable(capsys: pytest.CaptureFixture[str]) -> None:

@@ -495,7 +495,7 @@ def test_resuming_and_skipping_are_reported_in_status_and_events(tmp_path: Path)
     save(opts.storage.checkpoints, 2).write_text("overwritten")
     progress = Recorded()
     console = Console(write=lambda _: None, progress=progress)
-    env = keeping.trainer_env(opts.storage, opts.num_epochs, console)
+    env = keeping.trainer_env(opts.storage, opts.training.num_epochs, console)
     assert env["DGLRUN_RESUME_EPOCH"] == "1" and env["DGLRUN_RESUME_FROM"].endswith("epoch-1.pt")
     assert env["DGLRUN_OUTPUT_DIR"] == str(tmp_path / "runs" / "r" / "output")
     assert progress.fields["resume"] == {"epoch": 1, "checkpoint": "runs/r/checkpoints/epoch-1.pt"}

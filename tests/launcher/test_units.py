@@ -105,8 +105,9 @@ def test_flags_and_the_original_misspelling() -> None:
         ],
         env={},
     )
-    assert o.workspace == Path("/ws") and o.num_partitions == 4 and o.num_samplers == 2
-    assert o.train_args == ["--lr", "0.1", "--fan_out", "10, 5"]
+    assert o.workspace == Path("/ws") and o.num_partitions == 4
+    assert o.training.processes.samplers == 2
+    assert o.training.args == ("--lr", "0.1", "--fan_out", "10, 5")
     assert o.phase == "" and o.python == "python3", "pods run entry points with python3"
     e = {
         "DGL_OPERATOR_PHASE_ENV": "Partitioner",

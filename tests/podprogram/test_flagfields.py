@@ -150,3 +150,84 @@ def test_the_ranks_command_line_reads_back_as_the_job_dglrun_wrote() -> None:
     p = argparse.ArgumentParser()
     add_arguments(p)
     assert PartitionJob.from_args(p.parse_args(job.argv())) == job
+
+
+@dataclass(frozen=True, kw_only=True)
+class Counts:
+    servers: int
+    trainers: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    name: str = flag("--name", default="j", group="what")
+    # declared as the options of a class declared elsewhere: flags, help and defaults, in
+    # their own order (not the class's)
+    counts: Counts = nested(
+        Counts,
+        {
+            "trainers": flag("--num-trainers", type=positive_int, default=2, group="how"),
+            "servers": flag("--num-servers", type=positive_int, default=1, group="how"),
+        },
+    )
+    verbose: bool = flag("--verbose", action="store_true", default=False, group="what")
+    # the same class again, other flags: its field names are the first group's too
+    other: Counts = nested(
+        Counts,
+        {
+            "servers": declare("--other-servers", type=int),
+            "trainers": declare("--other-trainers", type=int),
+        },
+    )
+
+
+def test_a_nested_groups_flags_are_where_its_field_is_with_their_declared_defaults() -> None:
+    p = argparse.ArgumentParser(prog="prog")
+    add_flags(p, Job)
+    usage = p.format_usage()
+    order = ["--name", "--num-trainers", "--num-servers", "--verbose", "--other-servers"]
+    assert [usage.index(f) for f in order] == sorted(usage.index(f) for f in order)
+    assert [g.title for g in p._action_groups[2:]] == ["what", "how"]
+    # the declarations' defaults make the value, and the nested field's default
+    assert Job(**values(Job, p.parse_args(["--other-servers", "3", "--other-trainers", "4"]))) == (
+        Job(counts=Counts(servers=1, trainers=2), other=Counts(servers=3, trainers=4))
+    )
+    assert Job(other=Counts(servers=0, trainers=0)).counts == Counts(servers=1, trainers=2)
+    # each flag's value is its own, though the fields' names are the same
+    got = values(Job, p.parse_args(["--num-servers", "5", "--other-servers", "6",
+                                    "--other-trainers", "7"]))  # fmt: skip
+    assert (got["counts"], got["other"]) == (
+        Counts(servers=5, trainers=2),
+        Counts(servers=6, trainers=7),
+    )
+
+
+def test_a_nested_flag_may_not_set_what_another_sets() -> None:
+    @dataclass(frozen=True, kw_only=True)
+    class Clash:
+        num_servers: int = flag("--servers", type=int, default=1)
+        counts: Counts = nested(Counts, {"servers": declare("--num-servers", type=int)})
+
+    with pytest.raises(ValueError, match="--num-servers: another flag sets 'num_servers' too"):
+        add_flags(argparse.ArgumentParser(), Clash)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Words:
+    words: tuple[str, ...]
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+@dataclass(frozen=True, kw_only=True)
+class WithWords:
+    w: Words = nested(Words, {"words": flag("--words", default="a b", convert=_split)})
+
+
+def test_a_nested_default_is_converted_as_parsing_no_flag_would() -> None:
+    p = argparse.ArgumentParser()
+    add_flags(p, WithWords)
+    parsed = WithWords(**values(WithWords, p.parse_args([])))
+    assert WithWords() == parsed == WithWords(w=Words(words=("a", "b")))
