@@ -4,10 +4,10 @@ Product packages (installed, in the images): clock, podprogram and podcontract u
 standard library; workqueue only it and clock; chunkedgraph only it, podcontract and
 podprogram.flagfields (its flags declared on its dataclass's fields, as dglrun's); launcher
 (whose parts import each other in one direction, LAUNCHER_ORDER: errors, programs, checksums,
-checkpoints, plans (memory, time) <- workers <- console <- partition <- storage <- delivery <-
-report <- training (train, rescale) <- options <- phases <- runs <- cli; each part's row in
-LAUNCHER_IMPORTS) only it, podprogram, podcontract and chunkedgraph; kubectl_download only it,
-podprogram and podcontract; distpart chunkedgraph and outofcore's .npy layout, never launcher;
+jsonfile, checkpoints, plans (memory, time) <- workers <- console <- partition <- storage <-
+delivery <- report <- training (train, rescale) <- options <- phases <- runs <- cli; each part's
+row in LAUNCHER_IMPORTS) only it, podprogram, podcontract and chunkedgraph; kubectl_download only
+it, podprogram and podcontract; distpart chunkedgraph and outofcore's .npy layout, never launcher;
 outofcore (out-of-core workers' DGL patch) no project package; kubeclient (the only HTTP code) knows
 nothing of caches; informers know nothing of the controller; nothing imports the controller
 (whose parts stand on floors, CONTROLLER_FLOORS: machinery <- job logic <- the lifecycle's
@@ -162,6 +162,7 @@ LAUNCHER_ORDER = [
     "launcher.errors",
     "launcher.programs",
     "launcher.checksums",
+    "launcher.jsonfile",
     "launcher.checkpoints",
     "launcher.plans",
     "launcher.workers",
@@ -181,6 +182,8 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
     "launcher.errors": set(),
     "launcher.programs": set(),
     "launcher.checksums": set(),
+    # the one bounded reader of JSON files on the claim (size, depth, type)
+    "launcher.jsonfile": {"launcher.errors"},
     "launcher.checkpoints": {"launcher.checksums"},  # the training scripts' API
     # the plans: the memory plan (every step's; its refusal is a PlanError) and the partition's
     # time plan (the memory plan's graph sizes and job shape)
@@ -197,6 +200,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.errors",
         "launcher.programs",
         "launcher.checksums",
+        "launcher.jsonfile",
         "launcher.plans.memory",
         "launcher.workers",
         "launcher.console",
@@ -207,6 +211,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.errors",
         "launcher.programs",
         "launcher.checksums",
+        "launcher.jsonfile",
         "launcher.checkpoints",
         "launcher.workers",
         "launcher.console",

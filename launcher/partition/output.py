@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher import checksums
+from launcher import checksums, jsonfile
 from launcher.errors import LauncherError
 
 # a worker's folder under its workspace: its part (DistParMETIS writes it there; the other
@@ -63,10 +62,11 @@ def load(
 ) -> PartitionSet:
     """Read and verify a partition config: every part's files exist (unless they live
     elsewhere: ``check_files`` False, as on the launcher in DistParMETIS mode)."""
-    try:
-        meta = json.loads(config.read_text())
-    except (OSError, ValueError) as e:
+    try:  # (bounded: a cache entry's config may be another job's, or planted)
+        meta = jsonfile.read(config)
+    except (OSError, jsonfile.Unreadable) as e:
         raise PartitionError(f"cannot read partition config {config}: {e}") from e
+    assert isinstance(meta, dict)
     num_parts = meta.get("num_parts")
     if not isinstance(num_parts, int) or num_parts < 1:
         raise PartitionError(f"{config}: num_parts is missing or invalid ({num_parts!r})")

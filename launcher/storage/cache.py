@@ -26,6 +26,11 @@ used go first, never the entry in use. Sizes are the indexes' (a walk of the ent
 its index does not list them); ``.staging-`` folders (entries another job is writing) are
 neither counted nor touched, nor is an entry whose index cannot be read.
 
+An index is read bounded (launcher/jsonfile.py: its size, its nesting depth, an object): one
+that is too large, too deep, not JSON or of another shape (a ``files`` that is not an object of
+``[size, sha256]`` pairs) is no entry: the lookup removes it and says which file, and the graph
+is partitioned again; the eviction neither counts nor removes it.
+
 Standard library only (dglrun's layer).
 """
 
@@ -46,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from launcher import checksums, programs
+from launcher import checksums, jsonfile, programs
 from launcher.errors import LauncherError
 from launcher.partition import output as parts
 from launcher.partition.request import PartitionRequest
@@ -73,12 +78,19 @@ class UnsafeIndex(CacheError, ValueError):
     is not dglrun, and nothing it names is read or written."""
 
 
-def _files(doc: object, index: Path) -> dict[str, tuple[int, str]]:
+def files_of(doc: object, index: Path) -> dict[str, tuple[int, str]]:
     """An index's files (relative path -> size, sha256), every name checked to stay inside
-    its entry (:class:`UnsafeIndex` names the first that does not)."""
-    if not isinstance(doc, dict):
-        raise TypeError("not an object")
-    files = {str(k): (int(v[0]), str(v[1])) for k, v in doc["files"].items()}
+    its entry (:class:`UnsafeIndex` names the first that does not); ``ValueError`` naming the
+    index when it is not an object whose ``files`` maps names to ``[size, sha256]``."""
+    listed = doc.get("files") if isinstance(doc, dict) else None
+    if not isinstance(listed, dict):
+        raise jsonfile.Unreadable(f"{index} has no object 'files'")
+    files = {}
+    for k, v in listed.items():
+        ok = isinstance(v, list) and len(v) == 2 and type(v[0]) is int and v[0] >= 0
+        if not (ok and isinstance(v[1], str)):
+            raise jsonfile.Unreadable(f"{index}: file {k[:200]!r} is not listed as [size, sha256]")
+        files[k] = (v[0], v[1])
     for rel in files:
         why = checksums.outside(rel)
         if why is not None:
@@ -212,15 +224,15 @@ def _held(entry: Path) -> Held | None:
     it when a job looks it up). The size comes from the index's ``files``; from a walk of the
     entry where those are not sizes."""
     index = entry / INDEX
-    try:
-        doc = json.loads(index.read_text())
-        stat = index.stat()
-    except (OSError, ValueError):
-        return None
+    doc = jsonfile.entry(index)
     if not isinstance(doc, dict):
         return None
     try:
-        sizes = [size for size, _ in _files(doc, index).values()]
+        stat = index.stat()
+    except OSError:
+        return None
+    try:
+        sizes = [size for size, _ in files_of(doc, index).values()]
         if any(size < 0 for size in sizes):
             raise ValueError("a negative size")
         size = sum(sizes) + stat.st_size
@@ -291,10 +303,10 @@ class Cache:
         with contextlib.suppress(OSError):
             os.utime(index)
         try:
-            want = _files(json.loads(index.read_text()), index)
-        except UnsafeIndex as e:
+            want = files_of(jsonfile.read(index), index)
+        except (UnsafeIndex, jsonfile.Unreadable) as e:
             return Lookup(problem=self._drop(entry, str(e)))
-        except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+        except OSError as e:
             return Lookup(problem=self._drop(entry, f"{index} is unreadable ({e})"))
         linked = checksums.links(entry)
         if linked:
@@ -335,18 +347,18 @@ class Cache:
         checked), or None; :class:`UnsafeIndex` for an index naming a file outside it."""
         path = self.entry(key) / INDEX
         try:
-            return _files(json.loads(path.read_text()), path)
+            return files_of(jsonfile.read(path), path)
         except UnsafeIndex:
             raise
-        except (OSError, ValueError, KeyError, TypeError, IndexError):
+        except jsonfile.Unreadable as e:
+            print(f"dglrun: warning: {e}; taken as no entry", flush=True)
+            return None
+        except OSError:
             return None
 
     def inputs_of(self, key: str) -> dict[str, object] | None:
         """What a committed entry was made from (its index's ``inputs``), or None."""
-        try:
-            doc = json.loads((self.entry(key) / INDEX).read_text())
-        except (OSError, ValueError):
-            return None
+        doc = jsonfile.entry(self.entry(key) / INDEX)
         inputs = doc.get("inputs") if isinstance(doc, dict) else None
         return inputs if isinstance(inputs, dict) else None
 
@@ -370,10 +382,10 @@ class Cache:
             index = self.root / name / INDEX
             if name.startswith(".") or name == key:
                 continue
+            kept = jsonfile.entry(index)
             try:
-                kept = json.loads(index.read_text())
                 used = index.stat().st_mtime
-            except (OSError, ValueError):
+            except OSError:
                 continue
             other = kept.get("inputs") if isinstance(kept, dict) else None
             if isinstance(other, dict) and family_of(other) == family:

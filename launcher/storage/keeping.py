@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from chunkedgraph.job import PartitionJob, count_dir
-from launcher import checkpoints, programs
+from launcher import checkpoints, jsonfile, programs
 from launcher.console import NORMAL, WARNING, Console, PhaseError, Report
 from launcher.partition import output as parts
 from launcher.partition.output import WORKLOAD
@@ -41,6 +41,7 @@ from launcher.storage.cache import (
     CacheError,
     Lookup,
     UnsafeIndex,
+    files_of,
     for_count,
     inputs,
     key_of,
@@ -427,14 +428,13 @@ class DistCache:
         files: dict[str, tuple[int, str]] = {}
         for host, code, line in self._run(transport, [h for _, h in holders], argv):
             try:
-                got = json.loads(line) if code == 0 else None
-            except ValueError:
-                got = None
-            if got is None:
-                console.say(f"  warning: {what} were not cached: {host.name}: {line}")
+                if code != 0:
+                    raise jsonfile.Unreadable(line)
+                files.update(files_of(jsonfile.parse(line, line[:200]), staging))
+            except (jsonfile.Unreadable, UnsafeIndex):
+                console.say(f"  warning: {what} were not cached: {host.name}: {line[:200]}")
                 shutil.rmtree(staging, ignore_errors=True)
                 return ""
-            files.update({str(k): (int(v[0]), str(v[1])) for k, v in got["files"].items()})
         return _commit(self.cache, staging, staging / self.config, key, doc, count, console, files)
 
 

@@ -11,8 +11,10 @@ and the memory plan takes the graph's sizes recorded with it. A recorded entry t
 started with: its checkpoints were trained on them.
 
 The file is the run's own (its folder is named after the job's uid); what it names is checked
-before use: a key is 32 hex digits (a folder of the cache, nothing else) and sizes are
-integers. An unreadable record is no record. Standard library only (dglrun's layer).
+before use: a key is 32 hex digits (a folder of the cache, nothing else), a count a few
+decimal digits and sizes are integers. It is read bounded (launcher/jsonfile.py): an unreadable
+record (too large, too deep, not JSON, not an object) is no record, said once in the log; a
+count or key of another shape is not taken. Standard library only (dglrun's layer).
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from launcher import jsonfile
 from launcher.storage.layout import Storage
 
 RECORD = "partitions.json"
 KEY = re.compile(r"[0-9a-f]{32}")
+COUNT = re.compile(r"[1-9][0-9]{0,5}")  # a partition count, as _save writes it (ASCII digits)
 SIZE_FIELDS = ("nodes", "edges", "node_bytes", "edge_bytes")
 
 
@@ -45,18 +49,16 @@ def _path(storage: Storage) -> str:
 
 def read(storage: Storage) -> RunPartitions:
     """The run's record (empty when there is none, or it cannot be read or is not ours)."""
-    try:
-        with open(_path(storage)) as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        return RunPartitions()
+    doc = jsonfile.entry(_path(storage))
     if not isinstance(doc, dict):
         return RunPartitions()
+    raw_keys = doc.get("keys")
     keys = {}
-    for count, key in (doc.get("keys") or {}).items():
-        if str(count).isdigit() and isinstance(key, str) and KEY.fullmatch(key):
+    for count, key in raw_keys.items() if isinstance(raw_keys, dict) else ():
+        if COUNT.fullmatch(count) and isinstance(key, str) and KEY.fullmatch(key):
             keys[int(count)] = key
-    raw = doc.get("size") or {}
+    raw = doc.get("size")
+    raw = raw if isinstance(raw, dict) else {}
     size = {k: v for k, v in raw.items() if k in SIZE_FIELDS and type(v) is int and v >= 0}
     return RunPartitions(keys, size if set(size) == set(SIZE_FIELDS) else {})
 
