@@ -374,7 +374,11 @@ class DGLJobClient:
         ns = self._ns(namespace)
         job = self._get(name, ns)
         selector = f"involvedObject.kind={KIND},involvedObject.name={name}"
-        out = self._call(lambda: self.api.list(EVENTS, ns, field_selector=selector))
+        out = self._call(
+            lambda: self.api.list(
+                EVENTS, ns, field_selector=selector, limit=report_mod.EVENTS_LIMIT
+            )
+        )
         uid = job["metadata"].get("uid")
         items = [
             e

@@ -6,6 +6,11 @@ write :mod:`dgl_operator.report`'s page.
 * dglrun's logs with their times: the launcher's and the partitioner's pods' (``kubectl logs
   --timestamps``), and for a job with ``spec.storage`` every attempt's stamped copy on the claim
   (through a reader pod, :mod:`dgl_operator.client.results`; ``claim=False``: not).
+
+What it reads is bounded: a pod's log to :data:`LOG_BYTES` (the request's ``limitBytes``, and
+no more read of the answer), a log kept on the claim to as many, the namespace's Events to
+:data:`EVENTS_LIMIT` (the list's ``limit``); a cut is a note on the page. A line too long or
+that cannot be read is skipped (:mod:`dgl_operator.report.readings`).
 """
 
 from __future__ import annotations
@@ -37,18 +42,34 @@ from dgljob.names import JOB_NAME_LABEL
 from kubeclient import EVENTS, PODS, ApiError, NotFound, RestClient, TransportError
 
 ROLES = ("partitioner", "launcher")  # the pods whose log is dglrun's
+LOG_BYTES = 64 * 1024 * 1024  # of one log read (a pod's, or one kept on the claim): its start
+EVENTS_LIMIT = 5000  # the namespace's Events read
 
 
-def pod_log(api: RestClient, namespace: str, pod: dict[str, Any]) -> list[str]:
+def _cut(data: bytes, what: str, notes: list[str]) -> list[str]:
+    """``data`` (read up to :data:`LOG_BYTES` + 1) as lines: what is past the bound dropped,
+    with a note naming ``what``."""
+    if len(data) > LOG_BYTES:
+        data = data[:LOG_BYTES]
+        notes.append(f"{what} is longer than {LOG_BYTES} bytes: only its first ones were read")
+    return data.decode(errors="replace").splitlines()
+
+
+def pod_log(
+    api: RestClient, namespace: str, pod: dict[str, Any], notes: list[str] | None = None
+) -> list[str]:
     """A pod's main container's log, each line with the kubelet's time ([] if none yet; an
-    :class:`ApiError` or :class:`TransportError` when it cannot be read)."""
+    :class:`ApiError` or :class:`TransportError` when it cannot be read): at most
+    :data:`LOG_BYTES` asked for and read (a longer log is cut, said in ``notes``)."""
     container = main_container(pod)
     if not started(pod, container):
         return []
-    query = {"container": container, "timestamps": True}
+    # (one byte more than the bound: a log that was cut is seen to be)
+    query = {"container": container, "timestamps": True, "limitBytes": LOG_BYTES + 1}
     name = pod["metadata"]["name"]
     with contextlib.closing(api.stream(PODS, namespace, name, "log", query=query)) as s:
-        return s.read().decode(errors="replace").splitlines()
+        data = s.read(LOG_BYTES + 1)
+    return _cut(data, f"the log of pod {namespace}/{name}", [] if notes is None else notes)
 
 
 def gone(api: RestClient, namespace: str, name: str) -> bool:
@@ -60,8 +81,12 @@ def gone(api: RestClient, namespace: str, name: str) -> bool:
     return False
 
 
-def claim_logs(api: RestClient, job: dict[str, Any], image: str | None) -> list[DglrunLog]:
-    """Every attempt's log kept on the job's claim (none without ``spec.storage``)."""
+def claim_logs(
+    api: RestClient, job: dict[str, Any], image: str | None, notes: list[str] | None = None
+) -> list[DglrunLog]:
+    """Every attempt's log kept on the job's claim (none without ``spec.storage``), each read
+    to at most :data:`LOG_BYTES` (a longer one is cut, said in ``notes``)."""
+    notes = [] if notes is None else notes
     try:
         src = results_mod.source_of(job)
     except NoResults:
@@ -76,7 +101,9 @@ def claim_logs(api: RestClient, job: dict[str, Any], image: str | None) -> list[
             role = f.name.split("-")[0]
             if role not in ROLES:
                 continue
-            lines = stamped_lines(f.read_text(errors="replace").splitlines())
+            with f.open("rb") as fh:
+                data = fh.read(LOG_BYTES + 1)
+            lines = stamped_lines(_cut(data, f"the log {f.name} kept on the claim", notes))
             out.append(DglrunLog(role, lines))
     return out
 
@@ -103,18 +130,21 @@ def collect(
     not read again)."""
     name = job["metadata"]["name"]
     pods = api.list(PODS, namespace, label_selector=f"{JOB_NAME_LABEL}={name}").get("items") or []
-    events = [e for e in api.list(EVENTS, namespace).get("items") or [] if ours(job, e)]
+    listed = api.list(EVENTS, namespace, limit=EVENTS_LIMIT)
+    events = [e for e in listed.get("items") or [] if ours(job, e)]
+    notes: list[str] = []
+    if (listed.get("metadata") or {}).get("continue"):
+        notes.append(f"namespace {namespace} has more than {EVENTS_LIMIT} Events: not all read")
     stored = kept
     if stored is None:
-        stored = claim_logs(api, job, options.image) if options.claim else []
+        stored = claim_logs(api, job, options.image, notes) if options.claim else []
     logs = list(stored)
-    notes: list[str] = []
     for role in ROLES:
         pod = next((p for p in pods if p["metadata"]["name"] == f"{name}-{role}"), None)
         if pod is None:
             continue
         try:
-            lines = stamped_lines(pod_log(api, namespace, pod))
+            lines = stamped_lines(pod_log(api, namespace, pod, notes))
         except (ApiError, TransportError) as e:
             if not (isinstance(e, NotFound) and gone(api, namespace, f"{name}-{role}")):
                 notes.append(f"the log of pod {namespace}/{name}-{role} could not be read: {e}")

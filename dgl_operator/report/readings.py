@@ -5,12 +5,17 @@ kept on the claim). Pure functions: :func:`read` takes the objects, :class:`Read
 the page (:mod:`dgl_operator.report.page`) draws.
 
 Times are seconds since the job was created.
+
+A log line is anyone's text (the user's processes print into dglrun's log): one longer than
+:data:`MAX_LINE`, or whose figures cannot be read (``peak / / MiB``, a number of more than
+:data:`MAX_DIGITS` digits, ``1.2.3s``), is skipped, never a crash.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,6 +27,8 @@ from podcontract.progress import read as read_progress
 from podcontract.quantity import parse_quantity
 
 MiB = 1 << 20
+MAX_LINE = 64 * 1024  # characters of a log line read; a longer one is skipped
+MAX_DIGITS = 18  # of a figure in a log line (an int past 4300 digits is a ValueError)
 # a trainer's line at the end of an epoch (0-based), with the epoch's own seconds if it says
 EPOCH = re.compile(r"\bepoch (\d+)\b(?:.*?\btime ([\d.]+)s)?")
 # the operator's Events drawn as marks on the timeline (a new attempt, a lost node, ...)
@@ -110,22 +117,46 @@ class Readings:
     limit: float = 0.0  # MiB: the largest memory limit of the plan's or a pod's (0: none)
 
 
+def figure(text: str) -> float:
+    """A number of a log line: ``ValueError`` when it is not one, has more than
+    :data:`MAX_DIGITS` digits or is not finite."""
+    if len(text) > MAX_DIGITS + 1:  # (a point)
+        raise ValueError(f"{text[:20]}... is too long a number")
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
+    return value
+
+
+def count(text: str) -> int:
+    """A whole number of a log line (:func:`figure`'s bounds)."""
+    if len(text) > MAX_DIGITS or not text.isascii():
+        raise ValueError(f"{text[:20]} is not a count")
+    return int(text)
+
+
+_FRACTION = re.compile(r"[0-9]{1,9}")
+
+
 def timestamp(text: str | None) -> float | None:
     """An RFC 3339 time (the API's, the kubelet's) as seconds since the epoch."""
-    if not text:
+    if not text or not isinstance(text, str) or len(text) > 64:
         return None
     try:
         whole, _, frac = text.rstrip("Z").partition(".")
         t = datetime.fromisoformat(whole + "+00:00").timestamp()
     except ValueError:
         return None
-    return t + (float("0." + frac) if frac.isdigit() else 0.0)
+    return t + (float("0." + frac) if _FRACTION.fullmatch(frac) else 0.0)
 
 
 def stamped_lines(raw: Iterable[str]) -> list[LogLine]:
-    """``<RFC 3339> <text>`` lines (the kubelet's or the claim's copy); others are dropped."""
+    """``<RFC 3339> <text>`` lines (the kubelet's or the claim's copy); others are dropped,
+    and those longer than :data:`MAX_LINE`."""
     out = []
     for line in raw:
+        if len(line) > MAX_LINE:
+            continue
         ts, _, text = line.partition(" ")
         t = timestamp(ts)
         if t is not None:
@@ -158,9 +189,13 @@ def step_windows(log: DglrunLog) -> list[tuple[str, float, float]]:
             label, text = lab.group(1), lab.group(2)
             e = EPOCH.search(text)
             if e and (not trainer or label == trainer):
+                try:
+                    own = figure(e.group(2)) if e.group(2) else None
+                    epoch = count(e.group(1))
+                except ValueError:
+                    continue  # (a line it cannot read: skipped)
                 trainer = label
-                own = float(e.group(2)) if e.group(2) else None
-                epochs.setdefault(len(phases) - 1, []).append((line.t, int(e.group(1)), own))
+                epochs.setdefault(len(phases) - 1, []).append((line.t, epoch, own))
     last_t = log.lines[-1].t if log.lines else 0.0
     out: list[tuple[str, float, float]] = []
     for n, (name, t0, t1) in enumerate(phases):
@@ -188,7 +223,8 @@ def step_seconds(log: DglrunLog) -> list[tuple[str, float]]:
     for line in log.lines:
         m = logline.PHASE.match(line.text)
         if m and m.group(4) is not None:
-            out.append((f"{m.group(1)}/{m.group(2)} {m.group(3)}", float(m.group(4))))
+            with contextlib.suppress(ValueError):  # (a line it cannot read: skipped)
+                out.append((f"{m.group(1)}/{m.group(2)} {m.group(3)}", figure(m.group(4))))
     return out
 
 
@@ -200,8 +236,11 @@ def profile(logs: list[DglrunLog]) -> PartitionProfile:
             m = logline.DISTPART_STEP.search(text)
             if m:
                 step = m.group(1)
-                peak = [float(x) for x in m.group(2).split(" / ")]
-                sent = [float(x) for x in m.group(3).split(" / ")]
+                try:
+                    peak = [figure(x) for x in m.group(2).split(" / ")]
+                    sent = [figure(x) for x in m.group(3).split(" / ")]
+                except ValueError:
+                    continue  # (``peak / / MiB``: a line it cannot read, skipped)
                 if step in prof.peak and len(prof.peak[step]) == len(peak):
                     peak = [max(a, b) for a, b in zip(prof.peak[step], peak, strict=True)]
                     sent = [a + b for a, b in zip(prof.sent[step], sent, strict=True)]
@@ -212,11 +251,13 @@ def profile(logs: list[DglrunLog]) -> PartitionProfile:
                 for item in s.group(1).split(", "):
                     name, _, secs = item.rpartition(" ")
                     with contextlib.suppress(ValueError):
-                        prof.seconds[name] = float(secs.rstrip("s"))
+                        prof.seconds[name] = figure(secs.rstrip("s"))
                 continue
             c = logline.EDGE_CUT.search(text)
             if c:
-                prof.cut = f"{c.group(1)}% of {int(c.group(2)):,} edges"
+                with contextlib.suppress(ValueError):  # (a 5000-digit count: skipped)
+                    figure(c.group(1))  # (as printed, once it reads as a number)
+                    prof.cut = f"{c.group(1)}% of {count(c.group(2)):,} edges"
     return prof
 
 
@@ -231,7 +272,8 @@ def moved(logs: list[DglrunLog], prof: PartitionProfile) -> list[tuple[str, floa
             if lab and lab.group(1).endswith("/pull"):
                 p = logline.PULL.match(lab.group(2))
                 if p:
-                    pulled[int(p.group(1))] = int(p.group(2))
+                    with contextlib.suppress(ValueError):  # (a line it cannot read: skipped)
+                        pulled[count(p.group(1))] = count(p.group(2))
         for part, done in sorted(pulled.items()):
             out.append((f"attempt {log.attempt}: partition {part} pulled by its worker", done))
     for step, sent in prof.sent.items():
@@ -248,7 +290,7 @@ def memory(logs: list[DglrunLog], created: float, job: str = "") -> list[Series]
         for line in log.lines:
             lab = logline.LABELLED.match(line.text)
             mib = logline.memory_mib(lab.group(2)) if lab else None
-            if lab is None or mib is None:
+            if lab is None or mib is None or not math.isfinite(mib) or mib >= 10**MAX_DIGITS:
                 continue
             pod = _short(job, lab.group(1).split("/")[0])
             key = f"{pod} #{log.attempt}"
