@@ -17,11 +17,13 @@ them.
 from __future__ import annotations
 
 import copy
+import json
 import random
 import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from dataclasses import replace as dc_replace
@@ -91,6 +93,25 @@ def _builtin_group(group: str) -> bool:
     return group == "" or "." not in group or group.endswith(".k8s.io")
 
 
+class LogStream:
+    """A pod's log as :meth:`FakeKube.stream` answers it (kubeclient's ``ByteStream``)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data, self._at = data, 0
+
+    def read(self, amt: int | None = None) -> bytes:
+        end = len(self._data) if amt is None else self._at + amt
+        out, self._at = self._data[self._at : end], min(end, len(self._data))
+        return out
+
+    def __iter__(self) -> Iterator[bytes]:
+        rest = self.read()
+        yield from rest.splitlines(keepends=True)
+
+    def close(self) -> None:
+        self._at = len(self._data)
+
+
 class FakeKube:
     """In-memory :class:`kubeclient.KubeClient` for unit tests (thread-safe, one lock)."""
 
@@ -118,6 +139,8 @@ class FakeKube:
         self._actions: list[Action] = []
         self._faults: list[_Fault] = []
         self._random = random.Random()
+        self._logs: dict[tuple[str, str], bytes] = {}  # (namespace, pod) -> its log
+        self.log_queries: list[dict[str, Any]] = []  # every pod log request's query
 
     # -- test helpers ---------------------------------------------------------------------------
 
@@ -132,6 +155,11 @@ class FakeKube:
         """A copy of the action log, oldest first."""
         with self._cond:
             return list(self._actions)
+
+    def set_log(self, namespace: str, pod: str, text: str | bytes) -> None:
+        """What ``pods/<pod>/log`` answers (:meth:`stream`), as a kubelet would."""
+        with self._cond:
+            self._logs[(namespace, pod)] = text.encode() if isinstance(text, str) else text
 
     def clear_actions(self) -> None:
         with self._cond:
@@ -521,9 +549,13 @@ class FakeKube:
             self._parse_rv(resource_version)
             strip_type = _builtin_group(res.group)
             items: list[Obj] = []
-            for (ns, _), obj in sorted(self._bucket(res).items()):
+            keys: list[tuple[str, str]] = []
+            after = tuple(json.loads(continue_token)) if continue_token else None
+            for (ns, name), obj in sorted(self._bucket(res).items()):
                 if res.namespaced and namespace and ns != namespace:
                     continue
+                if after is not None and (ns, name) <= after:
+                    continue  # (a page after the one the token ended)
                 if label_selector and not match_label_selector(label_selector, object_labels(obj)):
                     continue
                 if field_selector and not match_field_selector(field_selector, obj):
@@ -534,12 +566,47 @@ class FakeKube:
                     item.pop("kind", None)
                     item.pop("apiVersion", None)
                 items.append(item)
+                keys.append((ns, name))
+            meta: dict[str, Any] = {"resourceVersion": str(self._rv)}
+            if limit and len(items) > limit:  # a page: the token names its last item's key
+                meta["continue"] = json.dumps(keys[limit - 1])
+                meta["remainingItemCount"] = len(items) - limit
+                items = items[:limit]
             return {
                 "apiVersion": res.api_version,
                 "kind": f"{res.kind}List",
-                "metadata": {"resourceVersion": str(self._rv)},
+                "metadata": meta,
                 "items": items,
             }
+
+    def stream(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        subresource: str,
+        *,
+        query: dict[str, Any] | None = None,
+        read_timeout: float | None = None,
+    ) -> LogStream:
+        """``pods/<name>/log`` (what :meth:`set_log` set; empty by default) with the API
+        server's ``tailLines`` (the last lines) and ``limitBytes`` (at most that many bytes,
+        from the first); another subresource is a 404."""
+        with self._cond:
+            self._begin("get", res, namespace, name, subresource)
+            ns = self._object_ns(res, namespace)
+            self._lookup(res, ns, name)  # (NotFound for a pod that is not there)
+            if res.kind != "Pod" or subresource != "log":
+                not_found(res, f"{name}/{subresource}")
+            q = dict(query or {})
+            self.log_queries.append(q)
+            data = self._logs.get((ns or "", name), b"")
+            if q.get("tailLines") is not None:
+                lines = data.splitlines(keepends=True)
+                data = b"".join(lines[len(lines) - min(int(q["tailLines"]), len(lines)) :])
+            if q.get("limitBytes") is not None:
+                data = data[: int(q["limitBytes"])]
+            return LogStream(data)
 
     def watch(
         self,
