@@ -3,7 +3,13 @@
 ``load_ogb_graph`` works for ogb's own node-property datasets (``ogbn-products``,
 ``ogbn-arxiv``, ... in a pre-downloaded ``root``: ogb's master.csv supplies their meta) and for
 datasets written by ``make_dataset.py`` (their ``meta.json`` supplies ogb's ``meta_dict``).
-Either way ogb's real loader reads the files; nothing is downloaded.
+Either way ogb's real loader reads the graph; nothing is downloaded. The split is read here,
+from the split folder's CSV files (``read_split``): ogb's ``get_idx_split`` would
+``torch.load`` a ``split_dict.pt`` there instead, a pickle, which runs any code it names.
+Nothing the loading reads from the dataset folder is unpickled: ogb's processed cache
+(``processed/dgl_data_processed``) is DGL's own binary format (``dgl.load_graphs``, parsed by
+DGL's C++ reader), and the npz layout's files are read by ``numpy.load``, which refuses
+pickled data.
 
 The train and eval loops take any iterable of ``(input_nodes, output_nodes, blocks)`` (a
 ``dgl.dataloading.DataLoader`` or a ``dgl.dataloading.DistNodeDataLoader``) and anything
@@ -15,11 +21,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import json
 import os
 import pickle
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,6 +41,7 @@ from dgl.nn import SAGEConv
 from torch import nn
 
 META_FILE = "meta.json"  # written by make_dataset.py next to RELEASE_v1.txt
+SPLIT_PARTS = ("train", "valid", "test")  # split/<type>/<part>.csv.gz, as ogb names them
 
 
 class WeightsRefused(RuntimeError):
@@ -110,7 +118,7 @@ def load_ogb_dataset(name: str, root: str | os.PathLike[str]) -> Any:
     path = dataset_dir(name, root)
     _check_present(path, name)
     if name in ogb_names():
-        return DglNodePropPredDataset(name=name, root=str(root))
+        return _ogb_dataset(path, name, lambda: DglNodePropPredDataset(name=name, root=str(root)))
     try:
         meta = json.loads((path / META_FILE).read_text())
     except (OSError, ValueError) as e:
@@ -120,7 +128,65 @@ def load_ogb_dataset(name: str, root: str | os.PathLike[str]) -> Any:
         ) from e
     meta = {k: v for k, v in meta.items() if isinstance(v, str)}
     meta["dir_path"] = str(path)
-    return DglNodePropPredDataset(name=name, root=str(root), meta_dict=meta)
+    return _ogb_dataset(path, name, lambda: DglNodePropPredDataset(name, str(root), meta))
+
+
+def _ogb_dataset(path: Path, name: str, make: Callable[[], Any]) -> Any:
+    """``make()`` (ogb's loader), with what it cannot read (a processed cache that is not a DGL
+    graph file, an npz file holding pickled data) as a :class:`DatasetError` naming it."""
+    from dgl import DGLError
+
+    try:
+        return make()
+    except (DGLError, ValueError) as e:
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0].rsplit(": ", 1)[-1]
+        cache = path / "processed" / "dgl_data_processed"
+        what = f"{cache} (ogb's cache: delete it to rebuild it from raw/)"
+        raise DatasetError(
+            f"dataset {name}: ogb's loader cannot read "
+            f"{what if cache.is_file() else path / 'raw'}: {why}"
+        ) from e
+
+
+def read_split(ds: Any, num_nodes: int) -> dict[str, torch.Tensor]:
+    """The split ``ds`` names (its meta's ``split``: ``random``, ``time``, ...) as int64 node ids
+    per part (``train``, ``valid``, ``test``), read from ``split/<type>/<part>.csv.gz`` (one
+    node id per line, ogb's layout) with gzip and pandas. A ``split_dict.pt`` there is never
+    read: it is a pickle (what ogb's ``get_idx_split`` loads first, with ``torch.load``, when it
+    exists), and anyone who can write the dataset's volume could make it run code.
+    :class:`DatasetError` names the file that is missing or holds anything but node ids."""
+    import pandas as pd
+
+    split_type = str(ds.meta_info["split"])
+    if not split_type or split_type in (".", "..") or "/" in split_type or "\\" in split_type:
+        raise DatasetError(f"dataset {ds.name}: its split {split_type!r} is not a folder name")
+    folder = Path(ds.root) / "split" / split_type
+    out: dict[str, torch.Tensor] = {}
+    for part in SPLIT_PARTS:
+        f = folder / f"{part}.csv.gz"
+        try:
+            with gzip.open(f, "rb") as text:
+                ids = pd.read_csv(text, header=None, dtype=np.int64).to_numpy()
+        except FileNotFoundError:
+            also = (
+                " (its split_dict.pt is not read: a pickle)"
+                if (folder / "split_dict.pt").exists()
+                else ""
+            )
+            raise DatasetError(f"dataset {ds.name}: {f} is missing{also}") from None
+        except (OSError, ValueError, EOFError) as e:
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise DatasetError(f"dataset {ds.name}: {f} is not a list of node ids: {why}") from e
+        if ids.ndim != 2 or ids.shape[1] != 1:
+            raise DatasetError(f"dataset {ds.name}: {f} has more than one column")
+        ids = ids[:, 0]
+        bad = (ids < 0) | (ids >= num_nodes)
+        if bad.any():
+            raise DatasetError(
+                f"dataset {ds.name}: {f} names node {int(ids[bad][0])}, outside 0..{num_nodes - 1}"
+            )
+        out[part] = torch.from_numpy(ids)
+    return out
 
 
 def load_ogb_graph(name: str, root: str | os.PathLike[str]) -> tuple[dgl.DGLGraph, int]:
@@ -134,7 +200,7 @@ def load_ogb_graph(name: str, root: str | os.PathLike[str]) -> tuple[dgl.DGLGrap
     if ds.is_hetero:
         raise DatasetError(f"dataset {name} is heterogeneous; this example needs a homogeneous one")
     g, labels = ds[0]
-    split = ds.get_idx_split()
+    split = read_split(ds, g.num_nodes())  # never ds.get_idx_split(): see read_split
     bidirected = str(ds.meta_info.get("bidirected")) == "True"
     if str(ds.meta_info["add_inverse_edge"]) != "True" and not bidirected:
         g = dgl.to_bidirected(g, copy_ndata=True)
