@@ -4,6 +4,7 @@ partitions -> single-process baseline vs features-only MLP -> a 1-machine distri
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import subprocess
@@ -109,6 +110,152 @@ def test_an_ogb_named_dataset_uses_ogbs_own_meta(
     assert info["num_edges"] == NUM_NODES * 10  # edge.csv.gz lists each edge once
     assert info["reverse_edges_missing"] == 0
     assert info["split_sizes"] == SPLITS
+
+
+# Run with the DGL interpreter: a pickle whose unpickling runs os.system("touch <marker>"),
+# saved the way each file is written: torch.save (split_dict.pt), pickle.dump (others).
+PLANT = """
+import os, pickle, sys, torch
+
+class Payload:
+    def __reduce__(self):
+        return (os.system, ("touch " + sys.argv[3],))
+
+if sys.argv[1] == "torch":
+    torch.save({"train": Payload(), "valid": Payload(), "test": Payload()}, sys.argv[2])
+else:
+    with open(sys.argv[2], "wb") as f:
+        pickle.dump(Payload(), f)
+"""
+
+# Loads a dataset through the example's loader; prints its split and masks, or its error.
+LOAD = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import common
+try:
+    ds = common.load_ogb_dataset(sys.argv[2], sys.argv[3])
+    g, _ = common.load_ogb_graph(sys.argv[2], sys.argv[3])
+except common.DatasetError as e:
+    print(json.dumps({"error": str(e)}))
+    sys.exit(0)
+split = common.read_split(ds, g.num_nodes())
+masks = {k: g.ndata[k].nonzero()[:, 0].tolist() for k in ("train_mask", "val_mask", "test_mask")}
+print(json.dumps({"split": {k: v.tolist() for k, v in split.items()}, "masks": masks}))
+"""
+
+TINY = ["--num-nodes", 200, "--avg-degree", 4, "--num-classes", 4, "--feat-dim", 4]
+
+
+def _tiny(dgl: Dgl, root: Path, *extra: Arg) -> Path:
+    """A 200-node dataset written by make_dataset.py under ``root``; returns its folder."""
+    dgl.run([EXAMPLE / "make_dataset.py", "--root", root, *TINY, "--seed", SEED, *extra])
+    return root / DATASET_DIR
+
+
+def _plant(dgl: Dgl, tmp_path: Path, how: str, path: Path, marker: Path) -> None:
+    script = tmp_path / "plant.py"
+    script.write_text(PLANT)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    dgl.run([script, how, path, marker])
+    assert path.is_file() and not marker.exists()
+
+
+def _load(dgl: Dgl, root: Path) -> dict[str, Any]:
+    out = dgl.run(["-c", LOAD, EXAMPLE, DATASET, root]).stdout.strip().splitlines()
+    result = json.loads(out[-1])
+    assert isinstance(result, dict)
+    return result
+
+
+def _csv_ids(path: Path) -> list[int]:
+    with gzip.open(path, "rt") as f:
+        return [int(line) for line in f if line.strip()]
+
+
+def test_a_planted_split_dict_is_not_read(dgl: Dgl, tmp_path: Path) -> None:
+    """A split_dict.pt beside the CSV split (the file ogb's get_idx_split torch.loads first,
+    unpickling it) carrying a payload: the example reads the CSV files, and the payload never
+    runs. The same file through ogb's get_idx_split does run it: the attack is real."""
+    d = _tiny(dgl, tmp_path / "data")
+    split_dir = d / "split" / "random"
+    marker = tmp_path / "ran"
+    _plant(dgl, tmp_path, "torch", split_dir / "split_dict.pt", marker)
+
+    got = _load(dgl, tmp_path / "data")
+    assert not marker.exists(), "the payload ran"
+    want = {p: _csv_ids(split_dir / f"{p}.csv.gz") for p in ("train", "valid", "test")}
+    assert [len(v) for v in want.values()] == [120, 40, 40]
+    assert got["split"] == want
+    assert got["masks"] == {
+        "train_mask": sorted(want["train"]),
+        "val_mask": sorted(want["valid"]),
+        "test_mask": sorted(want["test"]),
+    }
+
+    ogb = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import common; "
+        "common.load_ogb_dataset(sys.argv[2], sys.argv[3]).get_idx_split()"
+    )
+    dgl.run(["-c", ogb, EXAMPLE, DATASET, tmp_path / "data"])
+    assert marker.exists(), "ogb's get_idx_split should run the planted payload"
+
+
+def test_a_split_without_its_csv_files_is_an_error_naming_the_file(
+    dgl: Dgl, tmp_path: Path
+) -> None:
+    """split_dict.pt alone (as ogb's DatasetSaver writes a split) is not read either: the
+    missing CSV file is named, with a word on why the pickle beside it is ignored."""
+    d = _tiny(dgl, tmp_path / "data")
+    split_dir = d / "split" / "random"
+    marker = tmp_path / "ran"
+    (split_dir / "valid.csv.gz").unlink()
+    _plant(dgl, tmp_path, "torch", split_dir / "split_dict.pt", marker)
+    got = _load(dgl, tmp_path / "data")
+    assert got == {
+        "error": f"dataset {DATASET}: {split_dir / 'valid.csv.gz'} is missing "
+        "(its split_dict.pt is not read: a pickle)"
+    }
+    assert not marker.exists(), "the payload ran"
+    with gzip.open(split_dir / "valid.csv.gz", "wt") as f:
+        f.write("1\n200\n")  # node 200 of 0..199
+    assert _load(dgl, tmp_path / "data") == {
+        "error": f"dataset {DATASET}: {split_dir / 'valid.csv.gz'} names node 200, outside 0..199"
+    }
+    with gzip.open(split_dir / "valid.csv.gz", "wt") as f:
+        f.write("1\nx\n")
+    error = _load(dgl, tmp_path / "data")["error"]
+    assert error.startswith(
+        f"dataset {DATASET}: {split_dir / 'valid.csv.gz'} is not a list of node ids: "
+    ), error
+
+
+def test_ogbs_cache_and_npz_files_are_never_unpickled(dgl: Dgl, tmp_path: Path) -> None:
+    """The other files ogb's loader reads from the dataset's folder: its processed cache
+    (dgl.load_graphs: DGL's own binary format, read by its C++ reader) and the npz layout's
+    data.npz (numpy.load, which refuses pickled data). A pickle payload planted at either is
+    refused with an error naming the file, and never runs; unpickled, it would."""
+    marker = tmp_path / "ran"
+    d = _tiny(dgl, tmp_path / "csv")
+    cache = d / "processed" / "dgl_data_processed"
+    _plant(dgl, tmp_path, "pickle", cache, marker)
+    assert _load(dgl, tmp_path / "csv") == {
+        "error": f"dataset {DATASET}: ogb's loader cannot read {cache} (ogb's cache: delete it "
+        "to rebuild it from raw/): Invalid DGL files"
+    }
+    assert not marker.exists(), "the payload ran"
+
+    b = _tiny(dgl, tmp_path / "npz", "--binary")
+    _plant(dgl, tmp_path, "pickle", b / "raw" / "data.npz", marker)
+    assert _load(dgl, tmp_path / "npz") == {
+        "error": f"dataset {DATASET}: ogb's loader cannot read {b / 'raw'}: Cannot load file "
+        "containing pickled data when allow_pickle=False"
+    }
+    assert not marker.exists(), "the payload ran"
+
+    unpickle = "import pickle, sys; pickle.load(open(sys.argv[1], 'rb'))"
+    dgl.run(["-c", unpickle, cache], check=False)
+    assert marker.exists(), "the planted payload should run when unpickled"
 
 
 # -- partitioning ---------------------------------------------------------------------------
