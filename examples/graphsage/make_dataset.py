@@ -13,6 +13,7 @@ local directory, with no download and no ``input()`` prompt::
         raw/node-feat.csv.gz           # N lines of feat_dim floats
         raw/node-label.csv.gz          # N lines, one class id each
         split/random/{train,valid,test}.csv.gz   # node ids, one per line
+                                       # (no split_dict.pt: common.py reads no pickle)
 
 The graph is a planted partition (stochastic block model): every node has a class, and an edge
 joins two nodes of the same class with probability ``--homophily`` (else a uniformly random
