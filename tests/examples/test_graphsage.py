@@ -144,7 +144,7 @@ masks = {k: g.ndata[k].nonzero()[:, 0].tolist() for k in ("train_mask", "val_mas
 print(json.dumps({"split": {k: v.tolist() for k, v in split.items()}, "masks": masks}))
 """
 
-TINY = ["--num-nodes", 200, "--avg-degree", 4, "--num-classes", 4, "--feat-dim", 4]
+TINY: list[Arg] = ["--num-nodes", 200, "--avg-degree", 4, "--num-classes", 4, "--feat-dim", 4]
 
 
 def _tiny(dgl: Dgl, root: Path, *extra: Arg) -> Path:
