@@ -222,3 +222,16 @@ def test_a_caller_past_the_review_rate_gets_429(serve: Callable[..., ms.MetricsS
     assert scrape(server, "a") == "HTTP/1.0 200 OK"
     assert scrape(server, "b") == "HTTP/1.0 429 Too Many Requests"
     assert scrape(server, "a") == "HTTP/1.0 200 OK"  # (kept: no review)
+
+
+def test_the_operations_guide_states_the_limits() -> None:
+    limits = ms.Limits()
+    text = " ".join((Path(__file__).parents[2] / "docs" / "operations.md").read_text().split())
+    for said in (
+        f"must finish within {limits.handshake_timeout:g} s",
+        f"arrive within {limits.read_timeout:g} s",
+        f"at most {limits.max_connections} connections",
+        f"at most {limits.reviews_per_second:g} a second, in bursts of {limits.review_burst}",
+        f"kept {ms.DECISION_TTL:g} s per token digest",
+    ):
+        assert said in text, said
