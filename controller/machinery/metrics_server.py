@@ -303,6 +303,8 @@ class MetricsServer:
     def _send(req: BaseHTTPRequestHandler, code: int, body: bytes, ctype: str) -> None:
         req.send_response(code)
         req.send_header("Content-Type", ctype)
+        if code == LIMITED.code:
+            req.send_header("Retry-After", "1")
         req.send_header("Content-Length", str(len(body)))
         req.end_headers()
         req.wfile.write(body)

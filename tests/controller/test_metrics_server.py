@@ -131,18 +131,22 @@ def handshake(server: ms.MetricsServer) -> ssl.SSLSocket:
     return client_tls().wrap_socket(connect(server))
 
 
-def get(conn: ssl.SSLSocket, token: str) -> str:
-    """The status line of GET /metrics on ``conn``, read to the end."""
+def get(conn: ssl.SSLSocket, token: str, header: str = "") -> str:
+    """The status line of GET /metrics on ``conn`` (and the value of ``header``), read to the
+    end."""
     conn.sendall(f"GET /metrics HTTP/1.0\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
     answer = b""
     while chunk := conn.recv(65536):
         answer += chunk
     conn.close()
-    return answer.split(b"\r\n", 1)[0].decode()
+    head = answer.split(b"\r\n\r\n", 1)[0].decode().split("\r\n")
+    if header:
+        head[0] += "".join(f" ({h})" for h in head[1:] if h.startswith(f"{header}:"))
+    return head[0]
 
 
-def scrape(server: ms.MetricsServer, token: str) -> str:
-    return get(handshake(server), token)
+def scrape(server: ms.MetricsServer, token: str, header: str = "") -> str:
+    return get(handshake(server), token, header)
 
 
 def still_open(sock: socket.socket) -> bool:
@@ -220,7 +224,7 @@ def test_connections_past_the_cap_are_refused_while_the_others_finish(
 def test_a_caller_past_the_review_rate_gets_429(serve: Callable[..., ms.MetricsServer]) -> None:
     server = serve(ms.Limits(reviews_per_second=0.001, review_burst=1), a="prom", b="prom")
     assert scrape(server, "a") == "HTTP/1.0 200 OK"
-    assert scrape(server, "b") == "HTTP/1.0 429 Too Many Requests"
+    assert scrape(server, "b", "Retry-After") == "HTTP/1.0 429 Too Many Requests (Retry-After: 1)"
     assert scrape(server, "a") == "HTTP/1.0 200 OK"  # (kept: no review)
 
 
