@@ -17,7 +17,8 @@ What one caller can take is bounded by :class:`Limits` (constants, no flags):
 
 - the TLS handshake runs in the connection's own thread, within ``handshake_timeout``; an idle
   connection never holds up the accept loop, so never another caller's scrape;
-- a request must arrive within ``read_timeout`` of the handshake;
+- each read of the request must come within ``read_timeout``, and the whole connection ends
+  within ``connection_deadline`` (a request trickled byte by byte holds no slot longer);
 - at most ``max_connections`` connections are served at once; one more is closed at once
   (``refused``);
 - reviews (a TokenReview and a SubjectAccessReview) start at most ``reviews_per_second``, in
@@ -31,6 +32,7 @@ The operator needs ``create`` on ``tokenreviews`` and ``subjectaccessreviews``
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import socket
 import ssl
@@ -65,6 +67,7 @@ class Limits:
 
     handshake_timeout: float = 10.0
     read_timeout: float = 10.0
+    connection_deadline: float = 30.0  # (the whole connection, however slowly it trickles)
     max_connections: int = 32
     reviews_per_second: float = 5.0
     review_burst: int = 20
@@ -196,6 +199,7 @@ class _Server(ThreadingHTTPServer):
         self.active = 0  # connections being served
         self.refused = 0  # connections closed at once: max_connections were being served
         self.failed_handshakes = 0
+        self.cut = 0  # connections shut down at their connection_deadline
 
     def _count(self, name: str, by: int) -> None:
         with self._lock:
@@ -216,6 +220,10 @@ class _Server(ThreadingHTTPServer):
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         conn = request
+        cut = request.dup()  # (the same connection, for the deadline to shut down)
+        deadline = threading.Timer(self.limits.connection_deadline, self._cut, (cut,))
+        deadline.daemon = True
+        deadline.start()
         try:
             conn = self._handshake(request)
             if conn is not None:
@@ -223,9 +231,16 @@ class _Server(ThreadingHTTPServer):
         except Exception as e:
             log.debug("metrics: a connection failed", error=str(e))
         finally:
+            deadline.cancel()
             self.shutdown_request(conn if conn is not None else request)
+            cut.close()
             self._count("active", -1)
             self._slots.release()
+
+    def _cut(self, sock: socket.socket) -> None:
+        self._count("cut", 1)
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)  # (wakes the thread's blocked read or write)
 
     def _handshake(self, sock: socket.socket) -> socket.socket | None:
         if self.tls is None:

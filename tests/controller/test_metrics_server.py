@@ -175,7 +175,7 @@ def test_an_idle_connection_stops_no_scrape(serve: Callable[..., ms.MetricsServe
     """The attack: a TCP connection that never starts its handshake. The handshake timeout is
     longer than the whole test may wait, so the scrape can only be answered while the idle
     socket still waits (a handshake in the accept loop would hold every scrape for it)."""
-    server = serve(ms.Limits(handshake_timeout=10 * WAIT), t="prom")
+    server = serve(ms.Limits(handshake_timeout=10 * WAIT, connection_deadline=10 * WAIT), t="prom")
     idle = connect(server)
     until(lambda: server.httpd.active == 1)  # (accepted, its thread waits for the handshake)
     assert scrape(server, "t") == "HTTP/1.0 200 OK"
@@ -203,10 +203,25 @@ def test_a_request_that_never_comes_is_cut(serve: Callable[..., ms.MetricsServer
     assert scrape(server, "t") == "HTTP/1.0 200 OK"
 
 
+def test_a_request_trickled_slowly_is_cut_at_the_deadline(
+    serve: Callable[..., ms.MetricsServer],
+) -> None:
+    server = serve(ms.Limits(read_timeout=10 * WAIT, connection_deadline=0.5), t="prom")
+    slow = handshake(server)
+    slow.sendall(b"GET /metrics HTTP/1.0\r\n")  # (and never the end of the headers)
+    until(lambda: server.httpd.active == 0)
+    assert server.httpd.cut == 1
+    assert scrape(server, "t") == "HTTP/1.0 200 OK"
+    slow.close()
+
+
 def test_connections_past_the_cap_are_refused_while_the_others_finish(
     serve: Callable[..., ms.MetricsServer],
 ) -> None:
-    server = serve(ms.Limits(max_connections=2, handshake_timeout=10 * WAIT), t="prom")
+    server = serve(
+        ms.Limits(max_connections=2, handshake_timeout=10 * WAIT, connection_deadline=10 * WAIT),
+        t="prom",
+    )
     first = handshake(server)  # (handshaken, its request not sent yet)
     idle = connect(server)
     until(lambda: server.httpd.active == 2)
@@ -233,7 +248,8 @@ def test_the_operations_guide_states_the_limits() -> None:
     text = " ".join((Path(__file__).parents[2] / "docs" / "operations.md").read_text().split())
     for said in (
         f"must finish within {limits.handshake_timeout:g} s",
-        f"arrive within {limits.read_timeout:g} s",
+        f"every read within {limits.read_timeout:g} s",
+        f"ends within {limits.connection_deadline:g} s",
         f"at most {limits.max_connections} connections",
         f"at most {limits.reviews_per_second:g} a second, in bursts of {limits.review_burst}",
         f"kept {ms.DECISION_TTL:g} s per token digest",
