@@ -406,6 +406,63 @@ def test_metrics_service_targets_the_metrics_port(rendered: dict[str, Any]) -> N
     assert "Service" not in kinds(rendered["no-service"])
 
 
+def test_the_operator_pod_takes_ingress_on_its_metrics_port_only(
+    rendered: dict[str, Any], helm: Helm, tmp_path: Path
+) -> None:
+    docs = rendered["default"]
+    policy = find(docs, "NetworkPolicy")
+    assert policy["metadata"]["name"] == "dgl-operator"
+    assert policy["metadata"]["namespace"] == NS
+    pod = deployment(docs)["spec"]["template"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]  # (egress: the API server, as before)
+    # by default: from every pod of every namespace, to the metrics port, nothing else
+    assert policy["spec"]["ingress"] == [
+        {
+            "from": [{"namespaceSelector": {}, "podSelector": {}}],
+            "ports": [{"port": 8080, "protocol": "TCP"}],
+        }
+    ]
+    monitoring = {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}
+    prometheus = {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}
+    outside = {"from": [{"ipBlock": {"cidr": "10.9.0.0/16"}}], "ports": [{"port": 8080}]}
+    narrowed = helm.template(
+        {
+            "metrics": {"port": 9090},
+            "networkPolicy": {
+                "operator": {
+                    "metricsFrom": {"namespaceSelector": monitoring, "podSelector": prometheus},
+                    "extraIngress": [outside],
+                }
+            },
+        },
+        tmp=tmp_path,
+        release=RELEASE,
+        namespace=NS,
+    )
+    assert find(narrowed, "NetworkPolicy")["spec"]["ingress"] == [
+        {
+            "from": [{"namespaceSelector": monitoring, "podSelector": prometheus}],
+            "ports": [{"port": 9090, "protocol": "TCP"}],
+        },
+        outside,
+    ]
+    off = helm.template(
+        {"networkPolicy": {"operator": {"enabled": False}}},
+        tmp=tmp_path,
+        release=RELEASE,
+        namespace=NS,
+    )
+    assert "NetworkPolicy" not in kinds(off)
+    # (the jobs' policies are the operator's flag, apart from the operator's own)
+    jobs_off = helm.template(
+        {"networkPolicy": {"enabled": False}}, tmp=tmp_path, release=RELEASE, namespace=NS
+    )
+    assert "NetworkPolicy" in kinds(jobs_off)
+    assert "--no-network-policy" in container(jobs_off)["args"]
+
+
 # -- RBAC -----------------------------------------------------------------------------------
 
 Triple = tuple[str, str, str]
