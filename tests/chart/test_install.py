@@ -21,6 +21,7 @@ from dgl_operator.client import DGLJobClient, ReportOptions
 from kubeclient import (
     CONFIGMAPS,
     NAMESPACES,
+    NETWORKPOLICIES,
     PODS,
     ROLEBINDINGS,
     ROLES,
@@ -63,6 +64,7 @@ BY_KIND = {
         ROLEBINDINGS,
         CLUSTERROLES,
         CLUSTERROLEBINDINGS,
+        NETWORKPOLICIES,
     )
 }
 
@@ -228,6 +230,8 @@ def test_install_upgrade_uninstall(release: Release, kube: RestClient) -> None:
         ("ClusterRole", None, f"{fullname}-view"),
         ("Service", ns, f"{fullname}-metrics"),
         ("Deployment", ns, fullname),
+        # the operator's own pod: ingress to its metrics port only (networkPolicy.operator)
+        ("NetworkPolicy", ns, fullname),
     }
     for key in first:
         assert exists(kube, key), key
@@ -336,6 +340,8 @@ def test_install_watching_one_namespace(release: Release, kube: RestClient) -> N
         ("ClusterRole", None, f"{fullname}-view"),
         ("Service", ns, f"{fullname}-metrics"),
         ("Deployment", ns, fullname),
+        # the operator's own pod: ingress to its metrics port only (networkPolicy.operator)
+        ("NetworkPolicy", ns, fullname),
         # leader election (the default): the Lease in the release's own namespace
         ("Role", ns, f"{fullname}-leader-election"),
         ("RoleBinding", ns, f"{fullname}-leader-election"),
