@@ -29,6 +29,10 @@ class JobMemo:
     claim_ready_for: str = ""
     # the uid of the job told (a Warning) that its spec.storage.claimName does not exist
     claim_missing_told: str = ""
+    # dglrun's report: the last Event recorded per (attempt, reporter), by its seq; the
+    # refusal last told (a Warning once per message)
+    report_events: dict[tuple[int, str], int] = field(default_factory=dict)
+    report_refusal_told: str = ""
     # (namespace, reason) counted in the jobs-waiting gauge for the job
     waiting: tuple[str, str] | None = None
     # what a feature's step remembers of the job, one record of its own type each (:meth:`of`)

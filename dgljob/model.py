@@ -20,10 +20,12 @@ from dgljob.names import (
     DEFAULT_SETTLE_SECONDS,
     TRANSFER_HTTP,
     WAIT_FOR_WORKERS_READY,
+    run_name,
 )
 from podcontract import SHARED
 from podcontract.progress import ProgressDetail as ProgressDetail  # (the client's, through here)
 from podcontract.progress import ProgressReading, read
+from podcontract.report import report_name
 from podcontract.settings import PAGE_CACHE_FRACTION
 
 
@@ -335,6 +337,11 @@ class DGLJob:
     def config_name(self) -> str:
         return f"{self.name}-config"
 
+    @property
+    def report_name(self) -> str:
+        """dglrun's report (podcontract/report.py)."""
+        return report_name(self.name)
+
     def worker_name(self, index: int) -> str:
         return f"{self.name}-worker-{index}"
 
@@ -349,9 +356,8 @@ class DGLJob:
 
     @property
     def run_name(self) -> str:
-        """This job's folder on its storage (launcher/storage/layout.py): every restart shares it,
-        a new job of the same name does not."""
-        return f"{self.name}-{self.uid[:8]}"
+        """This job's folder on its storage (:func:`dgljob.names.run_name`)."""
+        return run_name(self.name, self.uid)
 
     def worker_names(self) -> list[str]:
         return [self.worker_name(i) for i in range(self.spec.workers)]

@@ -13,6 +13,13 @@ API_VERSION = f"{GROUP}/{VERSION}"
 PLURAL = "dgljobs"
 JOB_NAME_LABEL = "dgl.qihoo.net/job-name"  # on every object the operator makes for a job
 
+
+def run_name(name: str, uid: str) -> str:
+    """A job's folder on its storage (launcher/storage/layout.py): every restart shares it, a
+    new job of the same name does not."""
+    return f"{name}-{uid[:8]}"
+
+
 # Replica types
 LAUNCHER = "Launcher"
 WORKER = "Worker"

@@ -30,7 +30,7 @@ NORMAL, WARNING = "Normal", "Warning"  # the types of a Kubernetes Event (Progre
 
 
 # -- where a run's progress goes besides the console: the DGLJob's status.progress and its
-# Events (launcher.report.progress.StatusProgress in a pod; NoProgress elsewhere)
+# Events (launcher.report.progress.ReportProgress in a pod; NoProgress elsewhere)
 
 
 class Progress(Protocol):

@@ -522,6 +522,7 @@ class Options:
             "name": variable(pc.JOB_NAME),
             "uid": variable(pc.JOB_UID),
             "namespace": variable(pc.JOB_NAMESPACE),
+            "attempt": variable(pc.ATTEMPT),
         },
     )
     # -- made by parse from the above

@@ -71,6 +71,7 @@ from podcontract import (
     PHASE_PARTITIONER,
     TRANSFER_HTTP,
 )
+from podcontract import report as reporters
 
 if TYPE_CHECKING:
     from launcher.workers.local import LocalTransport
@@ -338,7 +339,7 @@ def run(opts: Options, console: Console | None = None) -> int:
     console = console or Console()
     if opts.transport != "local" and isinstance(console.progress, NoProgress):
         epochs = opts.training.num_epochs
-        console.progress = for_job(opts.job, opts.kubectl, epochs, console.say)
+        console.progress = for_job(opts.job, opts.kubectl, epochs, console.say, _role(opts))
     progress = console.progress
     report = Report()
     try:
@@ -352,8 +353,9 @@ def run(opts: Options, console: Console | None = None) -> int:
 
 
 def _role(opts: Options) -> str:
-    """This pod's role: its log's name on the claim, its memory samples' label."""
-    return "partitioner" if opts.phase == PHASE_PARTITIONER else "launcher"
+    """This pod's role: its log's name on the claim, its memory samples' label, its key of the
+    job's report (podcontract/report.py)."""
+    return reporters.PARTITIONER if opts.phase == PHASE_PARTITIONER else reporters.LAUNCHER
 
 
 def _run(opts: Options, console: Console, report: Report) -> int:

@@ -100,7 +100,9 @@ WATCHER_WORKERS = "watcher-loop-worker"
 
 # -- what dglrun tells the operator --------------------------------------------------------------
 
-# The DGLJob's status fields dglrun patches (the status subresource), besides the controller
+# The DGLJob's status fields that come from dglrun's report (podcontract/report.py: dglrun
+# writes them to the ConfigMap ``<job>-report``; the operator validates them and copies them
+# into the status, which no pod of the job can write)
 STATUS_PROGRESS = "progress"  # for display: ``3/5 dispatch``, ``5/5 train: epoch 2/10``, ``done``
 PROGRESS_DONE = "done"
 STATUS_PARTITION_SECONDS = "partitionSeconds"

@@ -156,7 +156,7 @@ def _metrics(given: object) -> dict[str, float]:
     }
 
 
-def _checked(raw: Mapping[str, Any]) -> ProgressDetail:
+def checked(raw: Mapping[str, Any]) -> ProgressDetail:
     """The detail a dglrun of this version wrote, every field checked (:class:`DetailError`)."""
     step, steps = _whole(raw, STEP), _whole(raw, STEPS)
     done, epochs = _whole(raw, EPOCHS_DONE), _whole(raw, EPOCHS)
@@ -265,7 +265,7 @@ def read(status: Mapping[str, Any] | None) -> ProgressReading:
         return ProgressReading(None, text, problem=f"{why}: ignored")
     if raw is not None and (EPOCHS in raw or EPOCHS_DONE in raw):
         try:
-            return ProgressReading(_checked(raw), text, FROM_DETAIL)
+            return ProgressReading(checked(raw), text, FROM_DETAIL)
         except DetailError as e:
             return ProgressReading(None, text, problem=f"{e}: ignored")
     old = from_old_text(text)

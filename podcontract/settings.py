@@ -101,6 +101,13 @@ def write_fraction(value: float) -> str:
     return f"{value:g}"
 
 
+def whole_count(value: str) -> int:
+    """A whole number, 0 or more."""
+    if not value.isascii() or not value.isdigit() or len(value) > 9:
+        raise ValueError("must be a whole number (0 or more)")
+    return int(value)
+
+
 def positive_count(value: str) -> int:
     try:
         n = int(value)
@@ -160,6 +167,9 @@ PHASE = Setting(
 JOB_NAME = Setting("DGL_OPERATOR_JOB_NAME", text, str, "")
 JOB_UID = Setting("DGL_OPERATOR_JOB_UID", text, str, "")
 JOB_NAMESPACE = Setting("DGL_OPERATOR_JOB_NAMESPACE", text, str, "")
+# The attempt the pod belongs to (its dglrun's report says it: the operator copies only the
+# running attempt's, podcontract/report.py)
+ATTEMPT = Setting("DGL_OPERATOR_ATTEMPT", whole_count, str, 0)
 # spec.partitionMode as dglrun's --partition-mode (Skip is pc.PHASE_LAUNCHER_WORKLOAD instead);
 # spec.chunkedGraph (the ParMETIS modes) as its --chunked-graph and --chunked-layout
 PARTITION_MODE = Setting("DGL_OPERATOR_PARTITION_MODE", one_of(pc.PARTITION_MODES), str, pc.DGL_API)
@@ -210,6 +220,7 @@ DGLRUN_SETTINGS: tuple[Setting[Any], ...] = (
     JOB_NAME,
     JOB_UID,
     JOB_NAMESPACE,
+    ATTEMPT,
     PARTITION_MODE,
     CHUNKED_GRAPH,
     CHUNKED_LAYOUT,

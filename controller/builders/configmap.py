@@ -71,3 +71,14 @@ def config_map(job: DGLJob, pods: Mapping[str, Obj]) -> Obj:
             pc.LEADFILE_KEY: _single_line(job.launcher_name, pods),
         },
     }
+
+
+def report_map(job: DGLJob) -> Obj:
+    """``<job>-report``: dglrun's report, the one object the job's pods may write
+    (podcontract/report.py); made empty, then left alone (the operator reads it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(job, job.report_name),
+        "data": {},
+    }

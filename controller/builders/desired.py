@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.api import DGLJob
-from controller.builders.configmap import config_map
+from controller.builders.configmap import config_map, report_map
 from controller.builders.options import BuildOptions
 from controller.builders.pods import launcher_pod, partitioner_pod, worker_pod
 from controller.builders.rbac import rbac
@@ -38,6 +38,8 @@ class Desired:
     features: Mapping[str, list[Obj]] = field(default_factory=dict)
     # the features whose children are made before the job's accounts (rbac), in order
     before_rbac: tuple[str, ...] = ()
+    # dglrun's report (made once, left alone: its pods write it, the operator reads it)
+    report: Obj | None = None
 
     @property
     def pod_group(self) -> Obj | None:
@@ -93,4 +95,5 @@ def desired(
         launcher=pod(launcher_pod(job, opts, attempt)),
         features=features,
         before_rbac=before,
+        report=report_map(job),
     )

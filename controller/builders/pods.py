@@ -177,6 +177,7 @@ def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
             PARTITIONER,
             dglrun.LEADFILE_PATH.pair(pc.LEADFILE_PATH),
             dglrun.PHASE.pair(pc.PHASE_PARTITIONER),
+            dglrun.ATTEMPT.pair(attempt),
         ),
     )
     if job.spec.pulls_partitions:
@@ -213,7 +214,7 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     if not job.spec.mode.workers:
         _set_env(main, *workload_env(job))
         return pod
-    _set_env(main, *operator_env(job, LAUNCHER))
+    _set_env(main, *operator_env(job, LAUNCHER, dglrun.ATTEMPT.pair(attempt)))
     config_mount = {"name": CONFIG_VOLUME, "mountPath": pc.CONFIG_DIR}
     _add_mounts(main, (KUBE_VOLUME, pc.KUBE_DIR), (CONFIG_VOLUME, pc.CONFIG_DIR))
     waits = []

@@ -5,6 +5,8 @@ looks at the job and returns ``GO_ON`` (the next step looks), ``DONE`` (decided:
 written) or ``NOTHING`` (nothing to decide yet). The sync keeps only the loop and the status
 write; a new policy is one more step here.
 
+    reported        -> dglrun's report of the running attempt (``<job>-report``), checked,
+                       copied into the status; its Events recorded once; a refusal said
     finished?       -> cleanPodPolicy, then the TTL; then the features' steps (finished): a
                        queued job's Workload Finished
     invalid spec?   -> Failed/InvalidSpec (once; no retry loop)
@@ -52,6 +54,7 @@ from controller.lifecycle import (
     invalid,
     node_lost,
     observed,
+    reported,
     running,
     succeeded,
     suspended,
@@ -66,6 +69,7 @@ from controller.lifecycle.points import FeatureStep, Point
 def steps(ctx: Context, act: Actions) -> Iterator[Next]:
     """The lifecycle's steps, in order: each runs once the one before it said go on (the
     caller stops at the first that does not)."""
+    yield reported.copy_report(ctx, act)
     yield finished.clean_up(ctx, act)
     yield invalid.parse(ctx, act)
     yield caught_up.wait_for_caches(ctx, act)

@@ -109,6 +109,9 @@ def _create_missing(ctx: Context, act: Actions, *, sizing: bool, placed: bool) -
             act.apply.create(job, CONFIGMAPS, want.config_map)
         elif (cm.get("data") or {}) != want.config_map["data"]:
             written.remember(act.apply.update_data(CONFIGMAPS, cm, want.config_map["data"]))
+    reports = act.listers[CONFIGMAPS]
+    if want.report is not None and reports.get(job.namespace, job.report_name) is None:
+        act.apply.create(job, CONFIGMAPS, want.report)
     _tell_ignored(act, job, want)
     for child in want.once:
         if child["kind"] == "Secret":
@@ -244,6 +247,8 @@ def _check_ownership(act: Actions, job: DGLJob, want: Desired) -> None:
     children: list[tuple[Resource, Obj]] = []
     if want.config_map is not None:
         children.append((CONFIGMAPS, want.config_map))
+    if want.report is not None:
+        children.append((CONFIGMAPS, want.report))
     once = [c for c in want.once if c["kind"] in ONCE_BY_KIND]
     children += [(ONCE_BY_KIND[c["kind"]], c) for c in once]
     children += [(SERVICES, s) for s in want.services]

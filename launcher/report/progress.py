@@ -1,6 +1,6 @@
-"""dglrun's progress, published to the DGLJob's ``status.progress`` (the PROGRESS column, for
-display) and, beside it, ``status.progressDetail`` (:mod:`launcher.report.eta`: the values the
-operator and the client read).
+"""dglrun's progress, reported to the operator: the text ``progress`` (the PROGRESS column, for
+display) and, beside it, ``progressDetail`` (:mod:`launcher.report.eta`: the values the
+operator and the client read), with the other fields of its report (podcontract/report.py).
 
 The text is short: ``3/5 dispatch``, ``3/5 dispatch: 210/420 MB``, ``5/5 train: epoch 2/10``,
 ``done``, ``failed in 5/5 train``. Trainer output lines that contain ``epoch <n>`` (0-based, as
@@ -8,17 +8,17 @@ DGL's examples print them, e.g. ``Epoch 00003 | Loss ...``) advance the epoch co
 seen wins, capped at ``--num-epochs``. The workers' pull progress lines (``<worker>/pull``)
 add up to the bytes delivered so far.
 
-In a pod, :class:`StatusProgress` sends the latest text with
-``kubectl patch dgljob <job> --subresource=status --type=merge`` (the launcher's and the
-partitioner's Roles allow exactly that, on their own job), at most once per ``interval``
-seconds from a background thread, so training never waits for the API server. Progress is
-best effort: a refused or failing patch is reported once on the console and never fails the
-job. Without a job name or a kubectl (Skip mode, ``--transport local``) :class:`NoProgress`
-does nothing.
+In a pod, :class:`ReportProgress` writes its report, whole, to its key of the job's report
+ConfigMap (``kubectl patch configmap <job>-report --type=merge``; the launcher's and the
+partitioner's Roles may patch that one object, and never the DGLJob): the operator checks it
+and copies it into the DGLJob's status. At most once per ``interval`` seconds, from a
+background thread, so training never waits for the API server. Reporting is best effort: a
+refused or failing patch is said once on the console and never fails the job. Without a job
+name or a kubectl (Skip mode, ``--transport local``) :class:`NoProgress` does nothing.
 
-:meth:`Progress.event` records a Kubernetes Event on the DGLJob (``kubectl create``; the job's
-Roles allow creating events) for what only dglrun knows: partitions reused from the job's
-storage, a checkpoint resumed from or skipped. Events are best effort too. The interface
+:meth:`Progress.event` asks for a Kubernetes Event on the DGLJob, for what only dglrun knows:
+partitions reused from the job's storage, a checkpoint resumed from or skipped. It goes in the
+report too (the operator records it once; the pods may create no Events). The interface
 (``Progress``, ``NoProgress``) is launcher.console's, whose lines the progress follows.
 """
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import threading
 import time
@@ -46,14 +45,15 @@ from podcontract import (
     STATUS_PROGRESS,
     STATUS_PROGRESS_DETAIL,
 )
+from podcontract import report as rep
 from podcontract.progress import ProgressDetail
 
-SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 FAILED = "failed"
 # Stopped from outside (SIGTERM: the operator deletes the pod to suspend or restart the job,
 # and clears the progress itself): publish nothing more, not even what is pending.
 ABANDONED = "abandoned"
 PATCH_TIMEOUT = 10.0  # seconds per `kubectl patch`
+EVENT_TYPES = rep.EVENT_TYPES
 # seconds between patches that only move the estimates (the ETA counts down between events)
 REFRESH = 15.0
 EPOCH = re.compile(r"\bepoch\s+(\d+)\b", re.IGNORECASE)
@@ -138,8 +138,9 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, timeout=PATCH_TIMEOUT)
 
 
-class StatusProgress:
-    """Publishes :class:`Tracker`'s text to ``status.progress`` of the DGLJob ``job``."""
+class ReportProgress:
+    """Reports :class:`Tracker`'s text, the detail and the recorded fields to the DGLJob
+    ``job``'s report ConfigMap, under ``reporter`` (podcontract/report.py), as ``attempt``'s."""
 
     def __init__(
         self,
@@ -148,16 +149,16 @@ class StatusProgress:
         num_epochs: int,
         warn: Callable[[str], None],
         *,
-        uid: str = "",
-        namespace: str = "",
+        reporter: str = rep.LAUNCHER,
+        attempt: int = 0,
         interval: float = 2.0,
         refresh: float = REFRESH,
         run: Runner = _run,
     ) -> None:
         self.kubectl = kubectl
         self.job = job
-        self.uid = uid
-        self.namespace = namespace
+        self.reporter = reporter
+        self.attempt = attempt
         self.tracker = Tracker(num_epochs)
         self._warn = warn
         self._interval = interval
@@ -168,7 +169,9 @@ class StatusProgress:
         self._pending: str | None = None
         self._failures = 0
         self._fields: dict[str, object] = {}
-        self._fields_sent = True  # every recorded field went out with a patch
+        self._fields_sent = True  # every recorded field and event went out with a patch
+        self._events: list[dict[str, object]] = []  # the last rep.MAX_EVENTS asked for
+        self._seq = 0
         self._last_text = ""
         self._last_detail: dict[str, object] | None = None  # as last published
         self._final: ProgressDetail | None = None  # the outcome's, once finished
@@ -177,19 +180,17 @@ class StatusProgress:
         self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
         self._thread.start()
 
-    def argv(self, text: str, fields: dict[str, object] | None = None) -> list[str]:
+    def argv(
+        self,
+        text: str,
+        fields: dict[str, object] | None = None,
+        events: list[dict[str, object]] | None = None,
+    ) -> list[str]:
         status: dict[str, object] = {STATUS_PROGRESS: text, **(fields or {})}
-        patch = json.dumps({"status": status}, separators=(",", ":"))
-        return [
-            self.kubectl,
-            "patch",
-            "dgljob",
-            self.job,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            patch,
-        ]
+        doc = rep.document(self.attempt, status, events or [])
+        patch = json.dumps({"data": {self.reporter: doc}}, separators=(",", ":"))
+        name = rep.report_name(self.job)
+        return [self.kubectl, "patch", "configmap", name, "--type=merge", "-p", patch]
 
     def _elastic_field(self, name: str) -> str:
         """``status.elastic.<name>`` as kubectl's jsonpath prints it ('' when absent or
@@ -243,52 +244,25 @@ class StatusProgress:
             self._fields[field] = value
             self._fields_sent = False
 
-    def event_object(self, type_: str, reason: str, message: str) -> dict[str, object]:
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        host = socket.gethostname()
-        return {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{self.job}.", "namespace": self.namespace},
-            "involvedObject": {
-                "apiVersion": "qihoo.net/v1alpha1",
-                "kind": "DGLJob",
-                "name": self.job,
-                "namespace": self.namespace,
-                "uid": self.uid,
-            },
-            "type": type_,
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": "dglrun", "host": host},
-            "reportingComponent": "dglrun",
-            "reportingInstance": host,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-
     def event(self, type_: str, reason: str, message: str) -> None:
-        doc = json.dumps(self.event_object(type_, reason, message))
-        try:
-            out = subprocess.run(
-                [self.kubectl, "create", "-f", "-", "-o", "name"],
-                input=doc,
-                capture_output=True,
-                text=True,
-                timeout=PATCH_TIMEOUT,
-            )
-            why = "" if out.returncode == 0 else out.stderr.strip()[-300:]
-        except (OSError, subprocess.SubprocessError) as e:
-            why = str(e)
-        if why:
-            self._warn(f"  warning: cannot record the event {reason} on DGLJob {self.job}: {why}")
+        """Ask for an Event on the job: it goes out with the next report."""
+        with self._lock:
+            self._seq += 1
+            event = {"seq": self._seq, "type": type_, "reason": reason,
+                     "message": message[: rep.MAX_MESSAGE]}  # fmt: skip
+            self._events = [*self._events, event][-rep.MAX_EVENTS :]
+            self._fields_sent = False
+            if self._last_text and self._pending is None:
+                self._pending = self._last_text
+                self._wake.notify()
 
-    def _publish(self, text: str, fields: dict[str, object]) -> None:
+    def _publish(
+        self, text: str, fields: dict[str, object], events: list[dict[str, object]]
+    ) -> None:
         if self._failures >= MAX_FAILURES:
             return
         try:
-            out = self._run(self.argv(text, fields))
+            out = self._run(self.argv(text, fields, events))
             ok, why = out.returncode == 0, out.stderr.strip()[-300:]
         except (OSError, subprocess.SubprocessError) as e:
             ok, why = False, str(e)
@@ -323,8 +297,9 @@ class StatusProgress:
                 text, self._pending = self._pending, None
                 fields = dict(self._fields)
                 fields[STATUS_PROGRESS_DETAIL] = self._last_detail = self._detail()
+                events = list(self._events)
                 self._fields_sent = True
-            self._publish(text, fields)
+            self._publish(text, fields, events)
             deadline = time.monotonic() + self._interval  # at most one patch per interval
             with self._lock:
                 while not self._closed and (left := deadline - time.monotonic()) > 0:
@@ -353,24 +328,25 @@ class StatusProgress:
 
 @dataclass(frozen=True)
 class ProgressTarget:
-    """The DGLJob a dglrun in a pod reports to (from the operator's env; no name outside one).
-    Without a namespace, the pod's own is taken."""
+    """The DGLJob a dglrun in a pod reports to, and the attempt its pod belongs to (from the
+    operator's env; no name outside one)."""
 
     name: str = ""
     uid: str = ""
     namespace: str = ""
+    attempt: int = 0
 
 
 def for_job(
-    job: ProgressTarget, kubectl: str, num_epochs: int, warn: Callable[[str], None]
+    job: ProgressTarget,
+    kubectl: str,
+    num_epochs: int,
+    warn: Callable[[str], None],
+    reporter: str = rep.LAUNCHER,
 ) -> Progress:
     """The job's progress reporter; :class:`NoProgress` without a job or a kubectl."""
     if not job.name or not Path(kubectl).is_file():
         return NoProgress()
-    namespace = job.namespace
-    if not namespace:
-        try:
-            namespace = SA_NAMESPACE.read_text().strip()
-        except OSError:
-            namespace = ""
-    return StatusProgress(kubectl, job.name, num_epochs, warn, uid=job.uid, namespace=namespace)
+    return ReportProgress(
+        kubectl, job.name, num_epochs, warn, reporter=reporter, attempt=job.attempt
+    )

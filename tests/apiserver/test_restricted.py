@@ -28,6 +28,14 @@ from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
 QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 RESTRICTED = REPO / "examples" / "graphsage" / "dgljob-restricted.yaml"
+# How long the quota controller may take to fill in a quota's status. Whenever discovery
+# changes (a CRD another test installed: Kueue's, the PodGroup's; the API servers restarted by
+# test_reliability.py) its workers stop until its new monitors' caches sync, for up to 30 s
+# (kube-controller-manager v1.34, pkg/controller/resourcequota Sync: workerLock held through
+# WaitForNamedCacheSync with the hard-coded 30 s period), and a monitor whose watch is refused
+# meanwhile holds them that long. A CI run waited past 30 s (LIVE_TIMEOUT) for a status that
+# came later.
+QUOTA_STATUS_TIMEOUT = 120.0
 ROOMY = {
     "requests.cpu": "8",
     "requests.memory": "16Gi",
@@ -56,7 +64,7 @@ def lock_down(api: RestClient, ns: str, hard: dict[str, str]) -> None:
     wait_for(
         lambda: (api.get(QUOTAS, ns, "team").get("status") or {}).get("hard") == hard,
         what="the quota's status",
-        timeout=LIVE_TIMEOUT,
+        timeout=QUOTA_STATUS_TIMEOUT,
     )
 
 
@@ -65,7 +73,7 @@ def set_quota(api: RestClient, ns: str, hard: dict[str, str]) -> None:
     wait_for(
         lambda: (api.get(QUOTAS, ns, "team").get("status") or {}).get("hard") == hard,
         what="the quota's new status",
-        timeout=LIVE_TIMEOUT,
+        timeout=QUOTA_STATUS_TIMEOUT,
     )
 
 
