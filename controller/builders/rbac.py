@@ -15,36 +15,32 @@ def service_account(job: DGLJob, name: str) -> Obj:
     }
 
 
-def role(job: DGLJob, name: str, exec_targets: list[str]) -> Obj:
-    rules: list[Obj] = [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
-    ]
-    if exec_targets:  # (empty resourceNames would mean every pod)
-        rules.append(
-            {
-                "apiGroups": [""],
-                "resources": ["pods/exec"],
-                "resourceNames": exec_targets,
-                "verbs": ["create", "get"],
-            }
-        )
-    # dglrun's progress (`kubectl patch --subresource=status`, which reads the object first),
-    # on this job only; and its Events (partitions reused, a checkpoint resumed from)
-    rules.append(
-        {
-            "apiGroups": [GROUP],
-            "resources": ["dgljobs/status"],
-            "resourceNames": [job.name],
-            "verbs": ["get", "patch"],
-        }
-    )
-    rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]})
+def role(
+    job: DGLJob, name: str, pods: list[str], exec_targets: list[str], watch: bool = True
+) -> Obj:
+    """Least privilege for a pod that runs the user's image and command: read the job's own
+    ``pods`` by name (with ``watch``, list and watch them too, by name: a field selector on
+    metadata.name, as watcher-loop does), exec
+    into ``exec_targets``, read the job's status (an elastic job's grow and members), and
+    write dglrun's report (podcontract/report.py). Never the DGLJob itself (the operator alone
+    writes its status), never Events (the report asks for them), nothing of another job."""
+    rules: list[Obj] = []
+    if pods:  # (empty resourceNames would mean every pod)
+        rules.append(_on(["pods"], pods, ["get", "list", "watch"] if watch else ["get"]))
+    if exec_targets:
+        rules.append(_on(["pods/exec"], exec_targets, ["create", "get"]))
+    rules.append(_on(["dgljobs/status"], [job.name], ["get"], GROUP))
+    rules.append(_on(["configmaps"], [job.report_name], ["get", "patch"]))
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": _meta(job, name),
         "rules": rules,
     }
+
+
+def _on(resources: list[str], names: list[str], verbs: list[str], group: str = "") -> Obj:
+    return {"apiGroups": [group], "resources": resources, "resourceNames": names, "verbs": verbs}
 
 
 def role_binding(job: DGLJob, name: str) -> Obj:
@@ -58,16 +54,19 @@ def role_binding(job: DGLJob, name: str) -> Obj:
 
 
 def rbac(job: DGLJob) -> list[Obj]:
-    """ServiceAccount, Role and RoleBinding for the launcher (exec into this job's workers:
-    dglrun's commands, and in DistParMETIS mpirun's daemons through kubexec.sh) and, in the
-    modes that have one, the partitioner (exec into this job's launcher with KubectlCp)."""
+    """ServiceAccount, Role and RoleBinding for the launcher (it waits for this job's workers
+    and partitioner, and execs into its workers: dglrun's commands, and in DistParMETIS
+    mpirun's daemons through kubexec.sh) and, in the modes that have one, the partitioner
+    (with KubectlCp it execs into this job's launcher; over HTTP it only serves)."""
     # made once for the job's life: every worker any attempt may have, not this one's
-    accounts = [(job.launcher_name, job.every_worker_name())]
+    workers = job.every_worker_name()
+    waits = [*workers, job.partitioner_name] if job.spec.mode.partitioner else workers
+    roles = [role(job, job.launcher_name, waits, workers)]
     if job.spec.mode.partitioner:
-        # over HTTP the partitioner only serves: it execs into nothing
         targets = [] if job.spec.pulls_partitions else [job.launcher_name]
-        accounts.append((job.partitioner_name, targets))
+        roles.append(role(job, job.partitioner_name, targets, targets, watch=False))
     out: list[Obj] = []
-    for name, targets in accounts:
-        out += [service_account(job, name), role(job, name, targets), role_binding(job, name)]
+    for r in roles:
+        name = r["metadata"]["name"]
+        out += [service_account(job, name), r, role_binding(job, name)]
     return out

@@ -102,6 +102,7 @@ def test_launcher_matches_seed(seed_job_raw: dict[str, Any]) -> None:
         "DGL_OPERATOR_JOB_NAME": "dgl-graphsage",  # ours: dglrun reports progress to it
         "DGL_OPERATOR_JOB_UID": "uid-1234",  # ours: its Events name the job by uid ...
         "DGL_OPERATOR_JOB_NAMESPACE": "dgl-operator",  # ... and namespace
+        "DGL_OPERATOR_ATTEMPT": "0",  # ours: its report says which attempt's it is
         "DGL_OPERATOR_PARTITION_TRANSFER": "kubectl",  # ours: spec.partitionTransfer
     }
     assert got["spec"]["serviceAccountName"] == "dgl-graphsage-launcher"
@@ -286,24 +287,24 @@ def test_rbac_limits_exec_to_the_jobs_pods(seed_job_raw: dict[str, Any]) -> None
         ("RoleBinding", "dgl-graphsage-partitioner"),
     ]
     launcher_role, partitioner_role = objs[1], objs[4]
-    exec_rule = next(r for r in launcher_role["rules"] if r["resources"] == ["pods/exec"])
-    assert exec_rule["resourceNames"] == ["dgl-graphsage-worker-0", "dgl-graphsage-worker-1"]
-    assert "create" in exec_rule["verbs"]
-    exec_rule = next(r for r in partitioner_role["rules"] if r["resources"] == ["pods/exec"])
-    assert exec_rule["resourceNames"] == ["dgl-graphsage-launcher"]
-    read_rule = next(r for r in launcher_role["rules"] if r["resources"] == ["pods"])
-    assert sorted(read_rule["verbs"]) == ["get", "list", "watch"]
-    for role in (launcher_role, partitioner_role):  # progress: this job's status only
-        rule = next(r for r in role["rules"] if r["resources"] == ["dgljobs/status"])
-        assert rule == {
-            "apiGroups": ["qihoo.net"],
-            "resources": ["dgljobs/status"],
-            "resourceNames": ["dgl-graphsage"],
-            "verbs": ["get", "patch"],
-        }
-        events = {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
-        assert events in role["rules"]  # dglrun's Events (partitions reused, resumed)
-    assert len(launcher_role["rules"]) == len(partitioner_role["rules"]) == 4
+    workers = ["dgl-graphsage-worker-0", "dgl-graphsage-worker-1"]
+    # before issue 57 each also held: pods get/list/watch on every pod of the namespace,
+    # dgljobs/status get+patch (a pod could write its job's status) and events create
+    assert launcher_role["rules"] == [
+        _rule("pods", [*workers, "dgl-graphsage-partitioner"], "get", "list", "watch"),
+        _rule("pods/exec", workers, "create", "get"),
+        _rule("dgljobs/status", ["dgl-graphsage"], "get", group="qihoo.net"),
+        _rule("configmaps", ["dgl-graphsage-report"], "get", "patch"),
+    ]
+    assert partitioner_role["rules"] == [  # KubectlCp: it copies into the launcher
+        _rule("pods", ["dgl-graphsage-launcher"], "get"),
+        _rule("pods/exec", ["dgl-graphsage-launcher"], "create", "get"),
+        _rule("dgljobs/status", ["dgl-graphsage"], "get", group="qihoo.net"),
+        _rule("configmaps", ["dgl-graphsage-report"], "get", "patch"),
+    ]
+    for role in (launcher_role, partitioner_role):
+        assert all(r.get("resourceNames") for r in role["rules"]), "a rule on every object"
+        assert not any("patch" in r["verbs"] for r in role["rules"] if "dgljobs" in str(r))
     binding = objs[2]
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -318,8 +319,13 @@ def test_rbac_limits_exec_to_the_jobs_pods(seed_job_raw: dict[str, Any]) -> None
 def test_over_http_the_partitioner_execs_into_nothing(seed_job_raw: dict[str, Any]) -> None:
     partitioner_role = rbac(parse_job(seed_job_raw))[4]
     resources = [r["resources"] for r in partitioner_role["rules"]]
-    assert resources == [["pods"], ["dgljobs/status"], ["events"]]
-    assert all(r.get("resourceNames") != [] for r in partitioner_role["rules"])
+    assert resources == [["dgljobs/status"], ["configmaps"]]
+    assert all(r.get("resourceNames") for r in partitioner_role["rules"])
+
+
+def _rule(resource: str, names: list[str], *verbs: str, group: str = "") -> dict[str, Any]:
+    return {"apiGroups": [group], "resources": [resource], "resourceNames": names,
+            "verbs": list(verbs)}  # fmt: skip
 
 
 def _env(container: dict[str, Any]) -> dict[str, Any]:
@@ -674,8 +680,8 @@ def test_the_order_of_dglruns_env_is_the_operators_then_each_features_at_its_pla
     ]
     delivery = ["PARTITION_TRANSFER", "PARTFILE_PATH"]
     want = {
-        "partitioner": [*job, "LEADFILE_PATH", "PHASE_ENV", *delivery],
-        "launcher": [*job, *delivery],
+        "partitioner": [*job, "LEADFILE_PATH", "PHASE_ENV", "ATTEMPT", *delivery],
+        "launcher": [*job, "ATTEMPT", *delivery],
     }
     for role, pod in (("partitioner", d.partitioner), ("launcher", d.launcher)):
         assert pod is not None

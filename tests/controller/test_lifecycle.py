@@ -56,7 +56,8 @@ def test_happy_path(h: Harness) -> None:
     h.wait_condition("Created")
     assert h.status()["phase"] == "Pending"
     assert LAUNCH not in h.pods(), "launcher must wait for workers (WaitForWorkersReady)"
-    assert h.names(CONFIGMAPS) == [f"{J}-config"]
+    assert h.names(CONFIGMAPS) == [f"{J}-config", f"{J}-report"]  # (dglrun's report: empty)
+    assert h.kube.get(CONFIGMAPS, NS, f"{J}-report").get("data") in (None, {})
     assert h.names(SERVICEACCOUNTS) == [LAUNCH, PART]
     assert h.names(ROLES) == [LAUNCH, PART]
     assert h.names(ROLEBINDINGS) == [LAUNCH, PART]

@@ -22,6 +22,7 @@ from controller.lifecycle import elastic as elastic_step
 from controller.lifecycle import queued as queued_step
 
 DEFAULT = [
+    "reported",
     "finished",
     "invalid",
     "caught_up",
@@ -36,9 +37,9 @@ DEFAULT = [
     "create",
     "running",
 ]
-QUEUED = [*DEFAULT[:5], "queued", *DEFAULT[5:]]  # before start: after suspended
-ELASTIC = [*DEFAULT[:7], "elastic", *DEFAULT[7:]]  # while running: after the deadline
-BOTH = [*DEFAULT[:5], "queued", *DEFAULT[5:7], "elastic", *DEFAULT[7:]]
+QUEUED = [*DEFAULT[:6], "queued", *DEFAULT[6:]]  # before start: after suspended
+ELASTIC = [*DEFAULT[:8], "elastic", *DEFAULT[8:]]  # while running: after the deadline
+BOTH = [*DEFAULT[:6], "queued", *DEFAULT[6:8], "elastic", *DEFAULT[8:]]
 
 
 def _recorder(ran: list[str], name: str) -> Callable[[Context, Actions], Next]:
@@ -146,8 +147,8 @@ def _finished(
     options: BuildOptions,
     registered: tuple[lifecycle.FeatureStep, ...] = FEATURE_STEPS,
 ) -> list[str]:
-    """What a sync of a finished job runs: the finished step (its own work done by fakes),
-    then the features' steps at FINISHED; no other step."""
+    """What a sync of a finished job runs after the report's copy: the finished step (its own
+    work done by fakes), then the features' steps at FINISHED; no other step."""
     ran: list[str] = []
     status = {"conditions": [{"type": "Succeeded", "status": "True"}]}
     cleaned: list[str] = []
@@ -162,9 +163,11 @@ def _finished(
             cleanup=lambda ref, policy: cleaned.append("pods"),
             schedule_ttl=lambda ref, ttl, plan, now: cleaned.append("ttl"),
         )
-        said = next(steps(cast(Context, ctx), cast(Actions, act)))  # (the sync stops there)
+        # (the sync stops at the first step that does not go on)
+        said = next(n for n in steps(cast(Context, ctx), cast(Actions, act)) if n is not Next.GO_ON)
     assert said is Next.DONE and cleaned == ["pods", "ttl"]
-    return ran
+    assert ran[0] == "reported", "a finished job takes its last report too"
+    return ran[1:]
 
 
 def test_a_finished_queued_job_runs_the_features_finished_steps(

@@ -180,7 +180,9 @@ def test_an_idle_connection_stops_no_scrape(serve: Callable[..., ms.MetricsServe
     until(lambda: server.httpd.active == 1)  # (accepted, its thread waits for the handshake)
     assert scrape(server, "t") == "HTTP/1.0 200 OK"
     assert scrape(server, "t") == "HTTP/1.0 200 OK"
-    assert still_open(idle) and server.httpd.active == 1
+    # (a scrape's thread frees its slot just after its answer is read: wait for that)
+    until(lambda: server.httpd.active == 1)
+    assert still_open(idle)
     idle.close()
 
 

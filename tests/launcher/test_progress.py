@@ -8,12 +8,13 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from launcher.console import NoProgress
 from launcher.report.progress import (
     MAX_FAILURES,
     ProgressTarget,
-    StatusProgress,
+    ReportProgress,
     Tracker,
     for_job,
     is_trainer,
@@ -72,38 +73,80 @@ class Runner:
         self.first.set()
         return subprocess.CompletedProcess(argv, self.code, "", self.stderr)
 
+    def docs(self, reporter: str = "launcher") -> list[dict[str, Any]]:
+        """Each report sent: the reporter's document in the ConfigMap's data."""
+        return [json.loads(json.loads(a[-1])["data"][reporter]) for a in self.calls]
+
     def texts(self) -> list[str]:
-        return [json.loads(a[-1])["status"]["progress"] for a in self.calls]
+        return [d["status"]["progress"] for d in self.docs()]
 
 
 def test_patch_command() -> None:
+    """dglrun patches its key of the job's report ConfigMap, never the DGLJob."""
     run = Runner()
-    p = StatusProgress("/opt/kube/kubectl", "job", 2, print, run=run)
+    p = ReportProgress("/opt/kube/kubectl", "job", 2, print, attempt=3, run=run)
     p.phase(3, 5, "dispatch")
     assert run.first.wait(10)
     p.finish("done")
-    assert run.calls[0] == [
+    assert run.calls[0][:-1] == [
         "/opt/kube/kubectl",
         "patch",
-        "dgljob",
-        "job",
-        "--subresource=status",
+        "configmap",
+        "job-report",
         "--type=merge",
         "-p",
-        '{"status":{"progress":"3/5 dispatch","progressDetail":{"step":3,"steps":5,'
-        '"stepName":"dispatch","epochsDone":0,"epochs":2,"percentage":40,'
-        '"stepRemainingSeconds":null,'
-        '"estimatedRemainingSeconds":null,"eta":null,"metrics":null}}}',
     ]
+    assert list(json.loads(run.calls[0][-1])) == ["data"]
+    assert run.docs()[0] == {
+        "attempt": 3,
+        "events": [],
+        "status": {
+            "progress": "3/5 dispatch",
+            "progressDetail": {"step": 3, "steps": 5, "stepName": "dispatch", "epochsDone": 0,
+                               "epochs": 2, "percentage": 40, "stepRemainingSeconds": None,
+                               "estimatedRemainingSeconds": None, "eta": None, "metrics": None},
+        },
+    }  # fmt: skip
     assert run.texts() == ["3/5 dispatch", "done"] == p.published
-    done = json.loads(run.calls[-1][-1])["status"]["progressDetail"]
+    done = run.docs()[-1]["status"]["progressDetail"]
     assert (done["percentage"], done["estimatedRemainingSeconds"], done["eta"]) == (100, 0, None)
     assert (done["epochsDone"], done["epochs"]) == (0, 2), "no epoch line: none counted"
 
 
+def test_the_partitioner_reports_under_its_own_key() -> None:
+    run = Runner()
+    p = ReportProgress("kubectl", "job", 2, print, reporter="partitioner", run=run)
+    p.phase(1, 5, "partition")
+    p.finish(None)
+    assert list(json.loads(run.calls[0][-1])["data"]) == ["partitioner"]
+    assert run.docs("partitioner")[0]["status"]["progress"] == "1/5 partition"
+
+
+def test_events_go_out_in_the_report_numbered() -> None:
+    """An Event dglrun asks for travels with the report (the pods may create no Events), each
+    with its number; only the last MAX_EVENTS are kept."""
+    run = Runner()
+    p = ReportProgress("kubectl", "job", 2, print, interval=0, run=run)
+    p.phase(5, 5, "train")
+    assert run.first.wait(10)
+    p.event("Normal", "Resuming", "Resuming at epoch 1 from the checkpoint x")
+    deadline = time.monotonic() + 10
+    while not any(d["events"] for d in run.docs()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for i in range(40):
+        p.event("Warning", "CheckpointSkipped", f"skipped {i}")
+    p.finish(None)
+    events = run.docs()[-1]["events"]
+    assert len(events) == 32 and [e["seq"] for e in events] == list(range(10, 42))
+    assert events[-1] == {"seq": 41, "type": "Warning", "reason": "CheckpointSkipped",
+                          "message": "skipped 39"}  # fmt: skip
+    first = [e for d in run.docs() for e in d["events"] if e["seq"] == 1]
+    assert first and first[0]["reason"] == "Resuming", "the first event went out before"
+
+
 def test_updates_are_throttled_and_the_last_one_wins() -> None:
     run = Runner()
-    p = StatusProgress("kubectl", "job", 100, print, interval=3600, run=run)
+    p = ReportProgress("kubectl", "job", 100, print, interval=3600, run=run)
     p.phase(5, 5, "train")
     assert run.first.wait(10)
     for epoch in range(100):
@@ -116,15 +159,15 @@ def test_fields_recorded_after_the_last_patch_still_go_out() -> None:
     """The partitioner records its measured peaks after its last phase: finishing without
     an outcome sends them with the text already published."""
     run = Runner()
-    p = StatusProgress("kubectl", "job", 1, print, interval=0, run=run)
+    p = ReportProgress("kubectl", "job", 1, print, interval=0, run=run)
     p.phase(2, 5, "deliver")
     assert run.first.wait(10)
     p.record("memory", {"partition": {"peakMiB": 1130}})
     p.finish(None)
     assert run.texts() == ["2/5 deliver", "2/5 deliver"]
-    assert '"memory":{"partition":{"peakMiB":1130}}' in run.calls[-1][-1]
+    assert run.docs()[-1]["status"]["memory"] == {"partition": {"peakMiB": 1130}}
     quiet = Runner()
-    q = StatusProgress("kubectl", "job", 1, print, interval=0, run=quiet)
+    q = ReportProgress("kubectl", "job", 1, print, interval=0, run=quiet)
     q.phase(2, 5, "deliver")
     assert quiet.first.wait(10)
     q.finish(None)  # nothing new: no second patch
@@ -133,7 +176,7 @@ def test_fields_recorded_after_the_last_patch_still_go_out() -> None:
 
 def test_failed_names_the_phase() -> None:
     run = Runner()
-    p = StatusProgress("kubectl", "job", 1, print, interval=3600, run=run)
+    p = ReportProgress("kubectl", "job", 1, print, interval=3600, run=run)
     p.phase(4, 5, "configure")
     p.finish("failed")
     assert run.texts()[-1] == "failed in 4/5 configure"
@@ -142,7 +185,7 @@ def test_failed_names_the_phase() -> None:
 def test_refusals_warn_once_then_stop_trying() -> None:
     run = Runner(code=1, stderr='Error from server (Forbidden): "job" is forbidden')
     warned: list[str] = []
-    p = StatusProgress("kubectl", "job", 1, warned.append, interval=0, run=run)
+    p = ReportProgress("kubectl", "job", 1, warned.append, interval=0, run=run)
     for k in range(1, 6):
         p.phase(k, 5, f"p{k}")
         deadline = time.monotonic() + 10
@@ -157,7 +200,7 @@ def test_refusals_warn_once_then_stop_trying() -> None:
 
 def test_a_missing_kubectl_is_a_warning(tmp_path: Path) -> None:
     warned: list[str] = []
-    p = StatusProgress(str(tmp_path / "nope"), "job", 1, warned.append)
+    p = ReportProgress(str(tmp_path / "nope"), "job", 1, warned.append)
     p.finish("done")
     assert warned and "cannot report progress to DGLJob job" in warned[0]
 
@@ -167,8 +210,9 @@ def test_for_job(tmp_path: Path) -> None:
     assert isinstance(for_job(ProgressTarget("j"), str(kubectl), 1, print), NoProgress)
     kubectl.write_text("#!/bin/sh\n")
     assert isinstance(for_job(ProgressTarget(), str(kubectl), 1, print), NoProgress)
-    p = for_job(ProgressTarget("j", "u", "ns"), str(kubectl), 1, print)
-    assert isinstance(p, StatusProgress) and (p.job, p.uid, p.namespace) == ("j", "u", "ns")
+    p = for_job(ProgressTarget("j", "u", "ns", 4), str(kubectl), 1, print, "partitioner")
+    assert isinstance(p, ReportProgress)
+    assert (p.job, p.attempt, p.reporter) == ("j", 4, "partitioner")
     p.finish(None)
 
 
@@ -176,21 +220,21 @@ def test_the_estimates_are_published_again_as_they_move() -> None:
     """Between events a step's ETA counts down: with nothing new to say, the detail alone goes
     out again once per refresh, and not at all when it did not move (a step with no estimate)."""
     run = Runner()
-    p = StatusProgress("kubectl", "job", 4, print, interval=0, refresh=0.05, run=run)
+    p = ReportProgress("kubectl", "job", 4, print, interval=0, refresh=0.05, run=run)
     p.phase(5, 5, "train")
     p.output("w/trainer-0", "epoch 0 loss 1.0 nodes 100 time 30.00s")
     deadline = time.monotonic() + 10
     while len(run.calls) < 4 and time.monotonic() < deadline:
         time.sleep(0.01)
     p.finish("failed")
-    details = [json.loads(a[-1])["status"]["progressDetail"] for a in run.calls]
+    details = [d["status"]["progressDetail"] for d in run.docs()]
     left = [d["estimatedRemainingSeconds"] for d in details if d["stepRemainingSeconds"]]
     assert len(left) >= 2 and left[0] == 90, left  # 3 epochs left of 30 s each
     assert run.texts()[-1] == "failed in 5/5 train"
     assert details[-1]["eta"] is None and details[-1]["estimatedRemainingSeconds"] is None
 
     idle = Runner()
-    q = StatusProgress("kubectl", "job", 1, print, interval=0, refresh=0.01, run=idle)
+    q = ReportProgress("kubectl", "job", 1, print, interval=0, refresh=0.01, run=idle)
     q.phase(4, 5, "configure")
     assert idle.first.wait(10)
     time.sleep(0.2)  # ~20 refreshes: nothing moved, nothing sent

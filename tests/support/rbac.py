@@ -18,12 +18,12 @@ RULES: list[dict[str, Any]] = [
         "resources": ["dgljobs"],
         "verbs": ["get", "list", "watch", "delete"],
     },
-    # get, patch: only to grant them to the launcher's and partitioner's Roles (their
-    # progress; RBAC's escalation check); the operator itself updates.
+    # the operator alone writes the status (update); get: only to grant it to the launcher's
+    # and partitioner's Roles (an elastic job's grow and members; RBAC's escalation check)
     {
         "apiGroups": ["qihoo.net"],
         "resources": ["dgljobs/status"],
-        "verbs": ["get", "update", "patch"],
+        "verbs": ["get", "update"],
     },
     # blockOwnerDeletion on children needs update on the owner's finalizers subresource
     # (OwnerReferencesPermissionEnforcement admission).
@@ -33,10 +33,11 @@ RULES: list[dict[str, Any]] = [
         "resources": ["pods", "services"],
         "verbs": ["get", "list", "watch", "create", "delete"],
     },
+    # patch: only to grant it to the job Roles, on the job's report (dglrun writes it)
     {
         "apiGroups": [""],
         "resources": ["configmaps"],
-        "verbs": ["get", "list", "watch", "create", "update"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch"],
     },
     {
         "apiGroups": [""],
