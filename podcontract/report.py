@@ -240,13 +240,13 @@ def read(data: Mapping[str, object] | None, attempt: int, run_name: str) -> Read
             out.problems.append(f"{reporter}: the report is larger than {MAX_DOCUMENT} bytes")
             continue
         try:
-            doc = json.loads(raw) if _depth_of_text(raw) <= MAX_DEPTH + 2 else None
+            doc = json.loads(raw) if _depth_of_text(raw) <= 2 * MAX_DEPTH else None
         except ValueError as e:
             out.problems.append(f"{reporter}: the report is not JSON ({e})")
             continue
         if not isinstance(doc, dict):
             out.problems.append(f"{reporter}: the report is not a JSON object of at most "
-                                f"{MAX_DEPTH + 2} levels")  # fmt: skip
+                                f"{2 * MAX_DEPTH} levels")  # fmt: skip
             continue
         given = doc.get(ATTEMPT)
         if isinstance(given, bool) or not isinstance(given, int):

@@ -17,12 +17,11 @@ from controller.features import registry
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery import objects as ob
-from controller.status.conditions import get_condition
+from controller.status.conditions import REPORTED, get_condition
 from dgljob.names import run_name
 from kubeclient import CONFIGMAPS
 from podcontract import report
 
-REPORTED = "Reported"  # the condition, False while a report field is refused
 REASON_REFUSED = "ReportRefused"  # (the condition's and the Warning's)
 REASON_ACCEPTED = "ReportAccepted"
 MAX_SAID = 1024  # characters of the refusal said in the condition and the Event

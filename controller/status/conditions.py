@@ -15,6 +15,8 @@ SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 SUSPENDED = "Suspended"
 PODS_READY = "PodsReady"  # False: a pod of the job waits, the reason says why
+# dglrun's report (controller/lifecycle/reported.py): False while a field of it is refused
+REPORTED = "Reported"
 
 REASON_CREATED = "DGLJobCreated"
 REASON_RUNNING = "DGLJobRunning"
@@ -81,7 +83,7 @@ def set_condition(
         c.update(status=value, reason=reason, message=message, lastUpdateTime=stamp)
         status["conditions"] = conditions
         return True
-    if not true and ctype not in (SUSPENDED, PODS_READY):
+    if not true and ctype not in (SUSPENDED, PODS_READY, REPORTED):
         return False  # an absent condition already means False; do not clutter the list
     conditions.append(
         {

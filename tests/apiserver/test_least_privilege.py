@@ -22,6 +22,7 @@ from tests.support.rbac import cluster_role
 from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
 SECRETS = Resource("", "v1", "secrets", "Secret")
+ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 SAR = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
@@ -145,13 +146,16 @@ def sa_kubectl(
     return run
 
 
-def test_launcher_may_exec_only_into_its_own_workers(
+def test_the_job_pods_roles_reach_their_own_job_only(
     api: RestClient,
     namespace: str,
     operator_kubeconfig: Path,
     control_plane: ControlPlane,
     tmp_path: Path,
 ) -> None:
+    """What the launcher's and the partitioner's tokens may do (the user's code runs with
+    them), asked of the real API server's RBAC: exec only into their own job's pods, read
+    only their own job's pods by name, no Events, no DGLJob written; their report only."""
     with InProcessOperator(str(operator_kubeconfig)):
         for job in ("a", "b"):
             raw = load_fixture("seed_dgljob.yaml")
@@ -160,30 +164,25 @@ def test_launcher_may_exec_only_into_its_own_workers(
                 raw["spec"]["partitionTransfer"] = "KubectlCp"
             api.create(DGLJOBS, namespace, raw)
         wait_for(
-            lambda: (
-                len(
-                    api.list(
-                        Resource("rbac.authorization.k8s.io", "v1", "roles", "Role"), namespace
-                    )["items"]
-                )
-                == 4
-            ),
+            lambda: len(api.list(ROLES, namespace)["items"]) == 4,
             what="the jobs' Roles",
             timeout=LIVE_TIMEOUT,
         )
     launcher = f"system:serviceaccount:{namespace}:a-launcher"
     partitioner = f"system:serviceaccount:{namespace}:a-partitioner"
 
+    def may(user: str, verb: str, resource: str, name: str = "", sub: str = "") -> bool:
+        attrs = {"namespace": namespace, "verb": verb, "resource": resource}
+        if name:
+            attrs["name"] = name
+        if sub:
+            attrs["subresource"] = sub
+        if resource.startswith("dgljobs"):
+            attrs["group"] = "qihoo.net"
+        return allowed(api, user, **attrs)
+
     def exec_into(user: str, pod: str) -> bool:
-        return allowed(
-            api,
-            user,
-            namespace=namespace,
-            verb="create",
-            resource="pods",
-            subresource="exec",
-            name=pod,
-        )
+        return may(user, "create", "pods", pod, "exec")
 
     assert exec_into(launcher, "a-worker-0") and exec_into(launcher, "a-worker-1")
     assert not exec_into(launcher, "b-worker-0"), "exec into another job's worker"
@@ -193,61 +192,129 @@ def test_launcher_may_exec_only_into_its_own_workers(
     b_partitioner = f"system:serviceaccount:{namespace}:b-partitioner"
     assert exec_into(b_partitioner, "b-launcher")  # KubectlCp (b): into its launcher only
     assert not exec_into(b_partitioner, "b-worker-0") and not exec_into(b_partitioner, "a-launcher")
-    assert allowed(api, launcher, namespace=namespace, verb="watch", resource="pods")
-    assert not allowed(api, launcher, namespace=namespace, verb="get", resource="secrets")
-    assert not allowed(api, launcher, namespace=namespace, verb="delete", resource="pods")
-    # dglrun's progress report, exactly as it sends it, with the launcher's own token
+    # reading pods: its own job's, by name (watcher-loop watches each by name); never the
+    # namespace's list (other jobs' pods, a results reader's spec), never another job's pod
+    for verb in ("get", "list", "watch"):
+        assert may(launcher, verb, "pods", "a-worker-0") and may(
+            launcher, verb, "pods", "a-partitioner"
+        )
+        assert not may(launcher, verb, "pods"), f"{verb} every pod of the namespace"
+        assert not may(launcher, verb, "pods", "b-worker-0"), f"{verb} another job's pod"
+    assert not may(partitioner, "get", "pods", "a-worker-0")  # (HTTP: it reads no pod)
+    assert may(b_partitioner, "get", "pods", "b-launcher")
+    assert not may(b_partitioner, "list", "pods", "b-launcher")
+    for user in (launcher, partitioner):
+        assert not may(user, "create", "events"), "Events: the operator records dglrun's"
+        assert not may(user, "get", "secrets") and not may(user, "delete", "pods", "a-worker-0")
+        assert may(user, "get", "dgljobs/status", "a")  # (an elastic job's grow, members)
+        for verb in ("patch", "update"):
+            assert not may(user, verb, "dgljobs/status", "a"), f"{verb} its job's status"
+            assert not may(user, verb, "dgljobs", "a")
+        assert may(user, "patch", "configmaps", "a-report")
+        assert not may(user, "patch", "configmaps", "b-report")
+        assert not may(user, "patch", "configmaps", "a-config")  # (the operator's files)
+    # The attack of issue 57, with the launcher's own token and the real kubectl: its code
+    # writes Succeeded into its job's status. Refused; the twin (its report) is allowed.
     kubectl = sa_kubectl(api, control_plane, namespace, "a-launcher", tmp_path)
-    patch = ["--subresource=status", "--type=merge", "-p"]
-    body = '{"status":{"progress":"3/5 dispatch"}}'
-    done = kubectl("patch", "dgljob", "a", *patch, body)
+    forged = '{"status":{"conditions":[{"type":"Succeeded","status":"True","reason":"X"}]}}'
+    done = kubectl("patch", "dgljob", "a", "--subresource=status", "--type=merge", "-p", forged)
+    assert done.returncode != 0 and "forbidden" in done.stderr.lower(), done.stderr
+    assert not (api.get(DGLJOBS, namespace, "a").get("status") or {}).get("conditions") or all(
+        c["type"] != "Succeeded" for c in api.get(DGLJOBS, namespace, "a")["status"]["conditions"]
+    )
+    report_patch = '{"data":{"launcher":"{}"}}'
+    done = kubectl("patch", "configmap", "a-report", "--type=merge", "-p", report_patch)
     assert done.returncode == 0, done.stderr
-    assert api.get(DGLJOBS, namespace, "a")["status"]["progress"] == "3/5 dispatch"
-    other = kubectl("patch", "dgljob", "b", *patch, body)
+    other = kubectl("patch", "configmap", "b-report", "--type=merge", "-p", report_patch)
     assert other.returncode != 0 and "forbidden" in other.stderr.lower(), other.stderr
-    spec = kubectl("patch", "dgljob", "a", "--type=merge", "-p", '{"spec":{"slotsPerWorker":2}}')
-    assert spec.returncode != 0 and "forbidden" in spec.stderr.lower(), spec.stderr
-    # the detail beside it, as dglrun's publisher sends it: the schema takes it, `kubectl get`
-    # shows the ETA column, and the last word ends the estimates (null removes them)
-    from launcher.report.progress import StatusProgress
+    listed = kubectl("get", "pods")
+    assert listed.returncode != 0 and "forbidden" in listed.stderr.lower(), listed.stderr
 
-    sender = StatusProgress(
-        "kubectl", "a", 4, print, interval=0, run=lambda argv: kubectl(*argv[1:])
-    )
-    sender.phase(5, 5, "train")
-    sender.output("a-worker-0/trainer-0", "epoch 0 loss 1.25 nodes 500 time 100.00s")
 
-    def detail() -> dict[str, Any]:
-        return dict(api.get(DGLJOBS, namespace, "a")["status"].get("progressDetail") or {})
+def test_dglruns_report_reaches_the_status_through_the_operator_alone(
+    api: RestClient,
+    namespace: str,
+    operator_kubeconfig: Path,
+    control_plane: ControlPlane,
+    tmp_path: Path,
+) -> None:
+    """dglrun's report, exactly as its reporter sends it with the launcher's token, reaches the
+    DGLJob's status only through the operator (with the chart's RBAC): the detail, the ETA
+    column, the last word, the Events asked for; a forged field in it is refused and said."""
+    from launcher.report.progress import ReportProgress
+    from podcontract import report
 
-    wait_for(lambda: "loss" in (detail().get("metrics") or {}), what="the detail", timeout=30)
-    got = detail()
-    assert got["stepName"] == "train" and got["percentage"] == 85, got
-    assert 280 <= got["estimatedRemainingSeconds"] <= 300, got  # 3 epochs of 100 s
-    assert got["metrics"] == {"epoch": 1, "loss": 1.25, "samplesPerSecond": 5}, got
-    admin = [str(k8s_binaries("kubectl") / "kubectl"), f"--kubeconfig={control_plane.kubeconfig}"]
-    table = subprocess.run([*admin, "-n", namespace, "get", "dgljob", "a"], capture_output=True,
-                           text=True, timeout=60, check=True)  # fmt: skip
-    header, row = table.stdout.splitlines()[:2]
-    column = header.index("ETA")
-    assert "ETA" in header.split() and row[column:].startswith(got["eta"]), (header, row)
-    sender.finish("done")
-    final = api.get(DGLJOBS, namespace, "a")["status"]
-    assert final["progress"] == "done" and final["progressDetail"]["percentage"] == 100
-    assert "eta" not in final["progressDetail"], final["progressDetail"]
-    # dglrun's own Events (partitions reused, a checkpoint resumed from), exactly as it sends
-    # them: an Event on the job, made with the launcher's token
-    from launcher.console import NORMAL
-    from launcher.report.progress import StatusProgress
+    with InProcessOperator(str(operator_kubeconfig)):
+        raw = load_fixture("seed_dgljob.yaml")
+        raw["metadata"].update(name="a", namespace=namespace)
+        api.create(DGLJOBS, namespace, raw)
+        wait_for(
+            lambda: len(api.list(ROLES, namespace)["items"]) == 2,
+            what="the job's Roles",
+            timeout=LIVE_TIMEOUT,
+        )
+        kubectl = sa_kubectl(api, control_plane, namespace, "a-launcher", tmp_path)
+        sender = ReportProgress(
+            "kubectl", "a", 4, print, interval=0, run=lambda argv: kubectl(*argv[1:])
+        )
+        sender.phase(5, 5, "train")
+        sender.event("Normal", "Resuming", "Resuming training at epoch 2 of 4")
+        sender.output("a-worker-0/trainer-0", "epoch 0 loss 1.25 nodes 500 time 100.00s")
 
-    uid = api.get(DGLJOBS, namespace, "a")["metadata"]["uid"]
-    event = StatusProgress("kubectl", "a", 1, print, uid=uid, namespace=namespace).event_object(
-        NORMAL, "Resuming", "Resuming training at epoch 2 of 4"
-    )
-    made = kubectl("create", "-f", "-", "-o", "name", input=json.dumps(event))
-    assert made.returncode == 0, made.stderr
-    name = made.stdout.strip().rsplit("/", 1)[-1]
-    got = api.get(EVENTS, namespace, name)
-    assert got["reason"] == "Resuming" and got["source"]["component"] == "dglrun"
-    assert got["involvedObject"]["uid"] == uid and got["involvedObject"]["kind"] == "DGLJob"
-    assert not allowed(api, launcher, namespace=namespace, verb="delete", resource="events")
+        def status() -> dict[str, Any]:
+            return dict(api.get(DGLJOBS, namespace, "a").get("status") or {})
+
+        def detail() -> dict[str, Any]:
+            return dict(status().get("progressDetail") or {})
+
+        wait_for(lambda: "loss" in (detail().get("metrics") or {}), what="the detail", timeout=30)
+        got = detail()
+        assert got["stepName"] == "train" and got["percentage"] == 85, got
+        assert 280 <= got["estimatedRemainingSeconds"] <= 300, got  # 3 epochs of 100 s
+        assert got["metrics"] == {"epoch": 1, "loss": 1.25, "samplesPerSecond": 5}, got
+        admin = [
+            str(k8s_binaries("kubectl") / "kubectl"),
+            f"--kubeconfig={control_plane.kubeconfig}",
+        ]
+        table = subprocess.run([*admin, "-n", namespace, "get", "dgljob", "a"], capture_output=True,
+                               text=True, timeout=60, check=True)  # fmt: skip
+        header, row = table.stdout.splitlines()[:2]
+        column = header.index("ETA")
+        assert "ETA" in header.split() and row[column:].startswith(got["eta"]), (header, row)
+
+        def resuming() -> list[dict[str, Any]]:
+            found = api.list(EVENTS, namespace)["items"]
+            return [e for e in found if e["reason"] == "Resuming"]
+
+        wait_for(resuming, what="the Event dglrun asked for", timeout=LIVE_TIMEOUT)
+        event = resuming()[0]
+        assert event["message"] == "Resuming training at epoch 2 of 4"
+        assert (
+            event["involvedObject"]["kind"] == "DGLJob" and event["involvedObject"]["name"] == "a"
+        )
+        sender.finish("done")
+        wait_for(lambda: status().get("progress") == "done", what="the last word", timeout=30)
+        final = status()
+        assert final["progressDetail"]["percentage"] == 100 and "eta" not in final["progressDetail"]
+        assert len(resuming()) == 1, "recorded once"
+        # the attack, through the report: the launcher's code writes Succeeded there
+        succeeded = [{"type": "Succeeded", "status": "True"}]
+        lies = {"progress": "done", "phase": "Succeeded", "conditions": succeeded}
+        forged = report.document(0, lies, [])
+        done = kubectl("patch", "configmap", "a-report", "--type=merge", "-p",
+                       json.dumps({"data": {"launcher": forged}}))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+        def refused() -> dict[str, Any] | None:
+            for c in status().get("conditions") or []:
+                if c["type"] == "Reported" and c["status"] == "False":
+                    return dict(c)
+            return None
+
+        said = wait_for(refused, what="the refusal said", timeout=LIVE_TIMEOUT)
+        assert "status.phase is not a field dglrun reports" in said["message"]
+        assert "status.conditions is not a field dglrun reports" in said["message"]
+        assert all(c["type"] != "Succeeded" for c in status().get("conditions") or [])
+        assert status().get("phase") != "Succeeded"
+        warned = [e for e in api.list(EVENTS, namespace)["items"] if e["reason"] == "ReportRefused"]
+        assert warned and warned[0]["type"] == "Warning"

@@ -21,12 +21,14 @@ from clock import FakeClock
 from controller.api import DGLJOBS
 from controller.builders import ATTEMPT_ANNOTATION, BuildOptions
 from controller.controller import Controller
+from controller.features import registry
 from controller.machinery.events import EventRecorder
 from controller.metrics import Metrics
 from controller.status.conditions import now_rfc3339
 from controller.status.pod_state import is_terminating as terminating
 from informers.factory import SharedInformerFactory
-from kubeclient import EVENTS, NODES, PODS, Conflict, Obj, Resource
+from kubeclient import CONFIGMAPS, EVENTS, NODES, PODS, Conflict, Obj, Resource
+from podcontract import report
 from tests.fakekube import FakeKube
 from tests.support.dgljobs import load_fixture
 from tests.support.waiting import wait_for
@@ -70,6 +72,8 @@ class Harness:
             clock=self.clock,
         )
         self.stop_event = threading.Event()
+        # what each dglrun reported so far: (job, reporter, attempt) -> its status fields
+        self._reported: dict[tuple[str, str, int], dict[str, Any]] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -210,13 +214,19 @@ class Harness:
             lambda: self.status(name).get("phase") == phase, what=f"phase {phase}", timeout=timeout
         )
 
-    def report_progress(self, text: str, name: str = "dgl-graphsage", **fields: Any) -> None:
-        """What dglrun sends: a merge patch of status.progress (and any `fields`) through the
-        status subresource. A merge patch carries no resourceVersion, so it never conflicts
-        with the operator's own status writes."""
-        self.kube.patch(
-            DGLJOBS, NS, name, {"status": {"progress": text, **fields}}, subresource="status"
-        )
+    def report_progress(
+        self, text: str, name: str = "dgl-graphsage", reporter: str = "launcher", **fields: Any
+    ) -> None:
+        """What dglrun sends: its whole report (every field it reported in this attempt, and
+        these) to its key of the job's report ConfigMap; then the operator, which alone writes
+        the status, copies it there."""
+        attempt = registry.attempt(self.status(name))
+        sent = self._reported.setdefault((name, reporter, attempt), {})
+        sent.update({"progress": text, **fields})
+        where = report.report_name(name)
+        wait_for(lambda: self.kube.get(CONFIGMAPS, NS, where) is not None, what=f"{where}")
+        doc = report.document(attempt, sent, [])
+        self.kube.patch(CONFIGMAPS, NS, where, {"data": {reporter: doc}})
         wait_for(
             lambda: self.status(name).get("progress") == text, what="the progress in the status"
         )

@@ -343,8 +343,7 @@ def test_happy_path_over_http(h: Harness) -> None:
     bring_up(h)
     h.wait_phase("Partitioning")
     # dglrun in the partitioner: partitioned in 42 s, now serving
-    h.kube.patch(DGLJOBS, NS, J, {"status": {"progress": "2/5 deliver", "partitionSeconds": 42}},
-                 subresource="status")  # fmt: skip
+    h.report_progress("2/5 deliver", reporter="partitioner", partitionSeconds=42)
     # (in a cluster the report is seconds ahead: the launcher waits for the partitioner to be
     # Ready, which it becomes only after sending it)
     wait_for(
@@ -363,9 +362,8 @@ def test_happy_path_over_http(h: Harness) -> None:
         lambda: h.sample("dgl_operator_job_partition_duration_seconds_sum", namespace=NS) == 42,
         what="the partition time observed",
     )
-    report = {"progress": "4/5 configure", "deliveryBytes": 420_000_000, "deliverySeconds": 2.5}
-    h.kube.patch(DGLJOBS, NS, J, {"status": report}, subresource="status")
-    wait_for(lambda: h.status().get("deliveryBytes") == 420_000_000, what="the delivery report")
+    h.report_progress("4/5 configure", deliveryBytes=420_000_000, deliverySeconds=2.5)
+    assert h.status().get("deliveryBytes") == 420_000_000
     h.finish_pod(LAUNCH, seconds=100)
     h.wait_condition("Succeeded")
     wait_for(
@@ -382,9 +380,8 @@ def test_happy_path_over_http(h: Harness) -> None:
 def test_a_restart_observes_and_clears_the_attempts_delivery(h: Harness) -> None:
     h.create_job(seed(runPolicy={"backoffLimit": 1}))
     train(h)
-    report = {"deliveryBytes": 1000, "deliverySeconds": 1.0, "progress": "5/5 train"}
-    h.kube.patch(DGLJOBS, NS, J, {"status": report}, subresource="status")
-    wait_for(lambda: h.status().get("deliveryBytes") == 1000, what="the delivery report")
+    h.report_progress("5/5 train", deliveryBytes=1000, deliverySeconds=1.0)
+    assert h.status().get("deliveryBytes") == 1000
     h.finish_pod(W0, exit_code=1)
     h.wait_condition("Restarting")
     wait_for(lambda: h.status().get("restartCount") == 1, what="restartCount 1")

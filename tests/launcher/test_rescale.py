@@ -15,7 +15,7 @@ from launcher import options
 from launcher.checkpoints import newest_finished, saving
 from launcher.console import Console, PhaseError, Report
 from launcher.report import outcome
-from launcher.report.progress import StatusProgress
+from launcher.report.progress import ReportProgress
 from launcher.training.rescale import GrowWatch, RescaleStop, wait_for_count
 from launcher.training.train import _supervise
 from podcontract import PHASE_LAUNCHER_WORKLOAD, RESCALE_EXIT_CODE
@@ -60,7 +60,7 @@ def test_grow_to_reads_the_status_field() -> None:
         calls.append(argv)
         return subprocess.CompletedProcess(argv, 0, "3" if len(calls) > 1 else "", "")
 
-    p = StatusProgress("/k/kubectl", "job", 1, print, interval=3600, run=run)
+    p = ReportProgress("/k/kubectl", "job", 1, print, interval=3600, run=run)
     try:
         assert p.grow_to() is None  # (no request: the field is empty)
         assert p.grow_to() == 3
@@ -74,7 +74,7 @@ def test_grow_to_is_none_when_the_api_refuses() -> None:
     def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(argv, 1, "", "Forbidden")
 
-    p = StatusProgress("kubectl", "job", 1, print, interval=3600, run=run)
+    p = ReportProgress("kubectl", "job", 1, print, interval=3600, run=run)
     try:
         assert p.grow_to() is None
     finally:
@@ -194,7 +194,7 @@ def test_members_reads_the_status_field() -> None:
     def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(argv, 0, outputs.pop(0), "")
 
-    p = StatusProgress("kubectl", "job", 1, print, interval=3600, run=run)
+    p = ReportProgress("kubectl", "job", 1, print, interval=3600, run=run)
     try:
         assert p.members() is None
         assert p.members() == ["j-worker-0", "j-worker-1"]
