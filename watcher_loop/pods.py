@@ -11,10 +11,12 @@ informers handle them; nothing polls the API server.
 
 The cost, for N pods (thousands of workers): N watches, that is N HTTP connections from this
 init container to the API server (a watch holds its connection), N watchers on the API server,
-N lists at the start, and two threads each here (the reflector, and the one that closes its
-stream on stop). A throttled or broken watch backs off that pod's reflector alone. One watch of
-the namespace would be one connection, but it needs a Role that may read every pod of the
-namespace (other jobs' pods, their specs and env), which is what this trades it for.
+N lists at the start, and one thread each here (its reflector; :meth:`PodWatch.stop` closes
+every watch itself): thousands of threads count against a pod's PID limit (the kubelet's
+``podPidsLimit``, when a cluster sets one). A throttled (429) or broken watch backs off that
+pod's reflector alone. One watch of the namespace would be one connection and one thread, but
+it needs a Role that may read every pod of the namespace (other jobs' pods, their specs and
+env), which is what this trades them for.
 """
 
 from __future__ import annotations
@@ -106,13 +108,17 @@ class PodWatch:
 
     def start(self) -> None:
         for r in self._reflectors:
-            t = threading.Thread(target=r.run, args=(self._stop,), name=r.name, daemon=True)
+            t = threading.Thread(
+                target=r.run, args=(self._stop,), kwargs={"closer": False}, name=r.name, daemon=True
+            )
             t.start()
             self._threads.append(t)
 
     def stop(self) -> None:
         """Stop every reflector (their watches close) and wait a little for their threads."""
         self._stop.set()
+        for r in self._reflectors:
+            r.close_watch()
         deadline = time.monotonic() + JOIN_TIMEOUT
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -286,9 +287,12 @@ def test_follows_each_pod_by_name_as_a_by_name_role_allows(
         kube.create(PODS, NS, pod(n, "Pending"))
     kube.create(PODS, NS, pod("other-job-worker-0", "Failed"))  # not listed, not allowed
     api = ByNameOnly(kube, names)
+    threads = threading.active_count()
     r = start(config(f, expected_pods=len(names)), api)
     assert kube.wait_for_watches(len(names)), r.output
     r.wait_output("waiting for 300 of 300 pod(s)")
+    # one thread per pod (its reflector) and run()'s own: none to close each watch on stop
+    assert threading.active_count() - threads <= len(names) + 1
     for n in names:
         set_status(kube, n, "Running", ready=True)
     assert r.wait(20) == EXIT_OK, r.output
