@@ -85,12 +85,16 @@ class Reflector:
 
     # -- public ---------------------------------------------------------------------------
 
-    def run(self, stop: threading.Event) -> None:
-        """Blocks until ``stop`` is set. Never raises for API or transport errors."""
-        closer = threading.Thread(
-            target=self._close_on_stop, args=(stop,), name=f"{self.name}-stop", daemon=True
-        )
-        closer.start()
+    def run(self, stop: threading.Event, *, closer: bool = True) -> None:
+        """Blocks until ``stop`` is set. Never raises for API or transport errors.
+
+        A thread of its own closes the open watch when ``stop`` is set; with ``closer=False``
+        there is none, and whoever sets ``stop`` then calls :meth:`close_watch` (one thread
+        for many reflectors: watcher-loop runs one per pod)."""
+        if closer:
+            threading.Thread(
+                target=self._close_on_stop, args=(stop,), name=f"{self.name}-stop", daemon=True
+            ).start()
         while not stop.is_set():
             try:
                 self._list_and_watch(stop)
@@ -119,12 +123,17 @@ class Reflector:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _close_on_stop(self, stop: threading.Event) -> None:
-        stop.wait()
+    def close_watch(self) -> None:
+        """Close the open watch, if any: called after ``stop`` is set, it ends :meth:`run`'s
+        wait on the stream (a watch opened after this sees ``stop`` and closes itself)."""
         with self._lock:
             stream = self._stream
         if stream is not None:
             stream.close()
+
+    def _close_on_stop(self, stop: threading.Event) -> None:
+        stop.wait()
+        self.close_watch()
 
     def _list_and_watch(self, stop: threading.Event) -> None:
         items, rv = self.lw.list()

@@ -1,23 +1,23 @@
 """The wait itself: re-read the pod file until it is complete, then watch the listed pods.
 
-The pods are followed with a list+watch through the project's informers (a ``SharedInformer``
-over a ``ListWatch``), so dropped connections, expired resourceVersions (410) and throttling
-are handled by the reflector; nothing polls the API server.
+Each listed pod is followed by name (:class:`~watcher_loop.pods.PodWatch`: one list+watch per
+pod, ``fieldSelector=metadata.name=<pod>``, the only list/watch a Role limited to the job's pod
+names allows), so dropped connections, expired resourceVersions (410) and throttling are
+handled by the informers' reflector; nothing polls the API server. N pods are N watches (N
+connections): the trade-off is in :mod:`watcher_loop.pods`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from informers.listwatch import ListWatch
-from informers.shared import EventHandler, SharedInformer
-from kubeclient import PODS, KubeClient, Obj
+from kubeclient import KubeClient
 from podprogram.log import Log
 from watcher_loop.config import PROG, WatcherConfig
 from watcher_loop.podfile import PodFileError, read_pod_file
+from watcher_loop.pods import PodWatch
 from watcher_loop.state import Mode, describe, evaluate
 
 EXIT_OK = 0
@@ -25,20 +25,9 @@ EXIT_POD_FAILED = 1  # a listed pod can never reach the mode
 EXIT_ERROR = 2  # bad configuration or pod file, or timed out
 EXIT_STOPPED = 130  # the stop event was set (SIGTERM/SIGINT)
 
-REPLICA_NAME_LABEL = "dgl-replica-name"  # set by the operator on every pod it creates
-# Above this length the watch selects every pod carrying the label and filters by name here,
-# rather than sending a URL that proxies and load balancers in front of the API server may
-# refuse (thousands of workers).
-MAX_SELECTOR_LENGTH = 4096
 # How often the wait loop looks at the stop event while nothing changes.
 _TICK = 0.25
 _MAX_NAMES_SHOWN = 10
-
-
-def label_selector(names: Sequence[str]) -> str:
-    """``dgl-replica-name in (a,b,...)``, or just ``dgl-replica-name`` when that is too long."""
-    selector = f"{REPLICA_NAME_LABEL} in ({','.join(names)})"
-    return selector if len(selector) <= MAX_SELECTOR_LENGTH else REPLICA_NAME_LABEL
 
 
 def _shorten(items: Sequence[str]) -> str:
@@ -88,16 +77,6 @@ def wait_for_file(
             return EXIT_STOPPED
 
 
-def _pods_by_name(objs: Iterable[Obj], namespace: str, names: set[str]) -> dict[str, Obj]:
-    out: dict[str, Obj] = {}
-    for obj in objs:
-        meta = obj.get("metadata") or {}
-        name = meta.get("name")
-        if name in names and meta.get("namespace", namespace) == namespace:
-            out[str(name)] = obj
-    return out
-
-
 def wait_for_pods(
     config: WatcherConfig,
     client: KubeClient,
@@ -107,17 +86,8 @@ def wait_for_pods(
     deadline: float | None,
 ) -> int:
     """Watch the pods until every one reached the mode, one failed, or the deadline."""
-    lw = ListWatch(client, PODS, namespace=config.namespace, label_selector=label_selector(names))
-    informer = SharedInformer(lw, name=f"{PROG} pods in {config.namespace}")
-    changed = threading.Event()
-
-    def poke(*_: Any) -> None:
-        changed.set()
-
-    informer.add_event_handler(EventHandler(on_add=poke, on_update=poke, on_delete=poke))
-    informer_stop = threading.Event()
-    thread = informer.start(informer_stop)
-    wanted = set(names)
+    watch = PodWatch(client, config.namespace, names, name=PROG)
+    watch.start()
     goal = _goal(config.mode)
     log.info(f"watching {len(names)} pod(s) in namespace {config.namespace} until {goal}")
     last_progress = ""
@@ -126,10 +96,10 @@ def wait_for_pods(
             if stop.is_set():
                 log.info("stopped")
                 return EXIT_STOPPED
-            synced = informer.has_synced()
-            if synced:
-                changed.clear()  # before reading the store: a later change wakes us again
-                pods = _pods_by_name(informer.store.list(), config.namespace, wanted)
+            watch.changed.clear()  # before reading: a later change wakes us again
+            unlisted = watch.unlisted()
+            if not unlisted:
+                pods = watch.pods()
                 outcome = evaluate(config.mode, names, pods)
                 if outcome.failed is not None:
                     log.error(outcome.failed)
@@ -141,8 +111,8 @@ def wait_for_pods(
                 progress = f"{len(outcome.waiting)} of {len(names)} pod(s): {_shorten(states)}"
             else:
                 progress = (
-                    f"the pods in namespace {config.namespace} could not be listed yet "
-                    "(see the errors above, if any)"
+                    f"{len(unlisted)} of {len(names)} pod(s) in namespace {config.namespace} "
+                    f"could not be listed yet: {_shorten(unlisted)} (see the errors above, if any)"
                 )
             remaining = _remaining(deadline)
             if remaining is not None and remaining <= 0:
@@ -151,17 +121,12 @@ def wait_for_pods(
                     f"not there yet: {progress}"
                 )
                 return EXIT_ERROR
-            if synced and progress != last_progress:
+            if not unlisted and progress != last_progress:
                 log.info(f"waiting for {progress}")
                 last_progress = progress
-            wait = _TICK if remaining is None else min(_TICK, remaining)
-            if synced:
-                changed.wait(wait)
-            else:
-                informer.wait_for_sync(wait)
+            watch.changed.wait(_TICK if remaining is None else min(_TICK, remaining))
     finally:
-        informer_stop.set()
-        thread.join(5.0)
+        watch.stop()
 
 
 def run(

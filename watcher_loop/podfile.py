@@ -20,8 +20,8 @@ LAUNCHER_SUFFIX = "launcher"
 FORMAT = "<ip> <port> <pod-name> [slots=N]"
 
 # A pod name that can also be a label value (the operator labels each pod
-# dgl-replica-name=<pod name>, and the watch selects on that label): a DNS-1123 subdomain of at
-# most 63 characters.
+# dgl-replica-name=<pod name>): a DNS-1123 subdomain of at most 63 characters. Nothing in it
+# can break the field selector (metadata.name=<pod>) that the watch sends.
 MAX_NAME_LENGTH = 63
 _POD_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _SLOTS = re.compile(r"slots=([1-9][0-9]*)")

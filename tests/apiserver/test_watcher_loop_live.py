@@ -1,4 +1,5 @@
-"""watcher-loop against the real API server: waits, succeeds, fails fast, times out."""
+"""watcher-loop against the real API server: waits, succeeds, fails fast, times out; and with
+a ServiceAccount whose Role may read only the listed pods, by name (as the launcher's)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from kubeclient import PODS, RestClient
-from localcluster.cluster import ControlPlane
+from kubeclient import PODS, ROLEBINDINGS, ROLES, SERVICEACCOUNTS, Forbidden, RestClient
+from localcluster.cluster import ControlPlane, kubeconfig
 from tests.support.live import Kubelet
 from tests.support.paths import REPO
+from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
 
 def make_pods(api: RestClient, ns: str, *names: str) -> None:
@@ -86,12 +88,20 @@ def no_watcher_outlives_its_test() -> Iterator[None]:
 
 
 def watcher(
-    cp: ControlPlane, ns: str, file: Path, mode: str, *, expected: int, timeout: float = 0
+    cp: ControlPlane,
+    ns: str,
+    file: Path,
+    mode: str,
+    *,
+    expected: int,
+    timeout: float = 0,
+    config: Path | None = None,
 ) -> Watcher:
+    """watcher-loop as ``config`` (a kubeconfig; the cluster's admin by default)."""
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO),
-        "KUBECONFIG": str(cp.kubeconfig),
+        "KUBECONFIG": str(config or cp.kubeconfig),
         "WATCHERFILE": str(file),
         "WATCHERMODE": mode,
         "NAMESPACE": ns,
@@ -174,3 +184,149 @@ def test_times_out_cleanly(
     code, err = watcher(control_plane, namespace, hostfile, "ready", expected=1, timeout=3).finish()
     assert code == 2
     assert "j-worker-0" in err and "Traceback" not in err
+
+
+# -- a Role that may read the listed pods only, by name (as the launcher's) ----------------------
+
+LISTED = ["j-worker-0", "j-worker-1"]
+OTHER = "other-worker-0"  # another job's pod in the same namespace, not in the Role
+
+
+def by_name_account(
+    api: RestClient, cp: ControlPlane, ns: str, names: list[str], tmp: Path
+) -> Path:
+    """ServiceAccount ``j-launcher`` whose Role allows ``get, list, watch`` on pods only with
+    ``resourceNames: names``; its kubeconfig, with a TokenRequest token (as in its pod)."""
+    sa = "j-launcher"
+    meta = {"name": sa, "namespace": ns}
+    api.create(
+        SERVICEACCOUNTS, ns, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}
+    )
+    rbac = "rbac.authorization.k8s.io"
+    rule = {"apiGroups": [""], "resources": ["pods"], "resourceNames": names}
+    api.create(
+        ROLES,
+        ns,
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "Role",
+            "metadata": meta,
+            "rules": [{**rule, "verbs": ["get", "list", "watch"]}],
+        },
+    )
+    api.create(
+        ROLEBINDINGS,
+        ns,
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": rbac, "kind": "Role", "name": sa},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}],
+        },
+    )
+    review = api.create(
+        SERVICEACCOUNTS,
+        ns,
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+        name=sa,
+        subresource="token",
+    )
+    path = kubeconfig(
+        tmp / f"{sa}.kubeconfig", cp.server, cp.pki, sa, token=review["status"]["token"]
+    )
+    as_sa = RestClient.from_config(str(path))
+
+    def bound() -> bool:  # the authorizer's cache has the Role and its binding
+        try:
+            as_sa.get(PODS, ns, names[0])
+        except Forbidden:
+            return False
+        return True
+
+    wait_for(bound, what="the Role to take effect", timeout=LIVE_TIMEOUT)
+    return path
+
+
+@pytest.fixture
+def limited(
+    api: RestClient, namespace: str, control_plane: ControlPlane, tmp_path: Path
+) -> tuple[Path, RestClient]:
+    """The listed pods and another job's, and the kubeconfig and client of an account that
+    may read only the listed ones."""
+    make_pods(api, namespace, *LISTED, OTHER)
+    path = by_name_account(api, control_plane, namespace, LISTED, tmp_path)
+    return path, RestClient.from_config(str(path))
+
+
+def test_a_role_limited_to_the_listed_pod_names_is_enough(
+    api: RestClient,
+    namespace: str,
+    control_plane: ControlPlane,
+    tmp_path: Path,
+    limited: tuple[Path, RestClient],
+) -> None:
+    """(a) watcher-loop with the limited account's token follows the listed pods to the end."""
+    config, _ = limited
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text(
+        "".join(f"10.1.0.{i + 1} 30050 {n} slots=1\n" for i, n in enumerate(LISTED))
+    )
+    w = watcher(control_plane, namespace, hostfile, "ready", expected=2, timeout=60, config=config)
+    w.logged("waiting for 2 of 2 pod(s)")  # it listed both, by name
+    kubelet = Kubelet(api, namespace)
+    kubelet.run("j-worker-0", "10.1.0.1")
+    w.logged("waiting for 1 of 2 pod(s): j-worker-1")  # it watches them
+    kubelet.run("j-worker-1", "10.1.0.2")
+    code, err = w.finish()
+    assert code == 0, err
+    assert "all 2 pod(s) are ready" in err
+    assert "403" not in err and "Forbidden" not in err, err  # never refused along the way
+
+
+def test_the_role_refuses_a_label_selector_list_or_watch(
+    namespace: str, limited: tuple[Path, RestClient]
+) -> None:
+    """(b) The twin: the same token is refused what watcher-loop asked before (every pod with
+    the label), and a list of the namespace; so the test above would fail if the Role or
+    watcher-loop went back to it. By name, the same token may list and watch."""
+    _, as_sa = limited
+    selector = f"dgl-replica-name in ({','.join(LISTED)})"
+    with pytest.raises(Forbidden):
+        as_sa.list(PODS, namespace, label_selector=selector)
+    with pytest.raises(Forbidden):
+        as_sa.watch(PODS, namespace, label_selector=selector, timeout_seconds=1)
+    with pytest.raises(Forbidden):
+        as_sa.list(PODS, namespace)
+    for name in LISTED:
+        items = as_sa.list(PODS, namespace, field_selector=f"metadata.name={name}")["items"]
+        assert [p["metadata"]["name"] for p in items] == [name]
+        as_sa.watch(
+            PODS, namespace, field_selector=f"metadata.name={name}", timeout_seconds=1
+        ).close()
+
+
+def test_a_pod_not_named_in_the_role_cannot_be_read(
+    namespace: str,
+    control_plane: ControlPlane,
+    tmp_path: Path,
+    limited: tuple[Path, RestClient],
+) -> None:
+    """(c) Another job's pod, in the same namespace, is refused to the same token: get, list
+    and watch by its name; and watcher-loop, asked to wait for it, times out naming it (while
+    a listed pod, its twin, is read)."""
+    config, as_sa = limited
+    assert as_sa.get(PODS, namespace, LISTED[0])["metadata"]["name"] == LISTED[0]
+    with pytest.raises(Forbidden):
+        as_sa.get(PODS, namespace, OTHER)
+    with pytest.raises(Forbidden):
+        as_sa.list(PODS, namespace, field_selector=f"metadata.name={OTHER}")
+    with pytest.raises(Forbidden):
+        as_sa.watch(PODS, namespace, field_selector=f"metadata.name={OTHER}", timeout_seconds=1)
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text(f"10.1.0.1 30050 {LISTED[0]} slots=1\n10.1.0.9 30050 {OTHER} slots=1\n")
+    w = watcher(control_plane, namespace, hostfile, "ready", expected=2, timeout=5, config=config)
+    code, err = w.finish()
+    assert code == 2, err
+    assert f"could not be listed yet: {OTHER} (see the errors above" in err, err
+    assert "403" in err and "Traceback" not in err, err

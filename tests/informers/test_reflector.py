@@ -324,6 +324,27 @@ def test_stop_ends_run_promptly_while_blocked_in_watch() -> None:
     assert lw.watch_count() == 1
 
 
+def test_without_a_closer_thread_close_watch_ends_the_blocked_watch() -> None:
+    """``run(stop, closer=False)`` starts no thread of its own; setting ``stop`` alone leaves it
+    in the stream (the twin), and :meth:`Reflector.close_watch` then ends it."""
+    blocked = ScriptedStream([ev("ADDED", obj("a", 6))], block=True)
+    lw = ScriptedLW(lists=[([], "5")], watches=[blocked])
+    refl = make_reflector(lw, RecordingSink())
+    stop = threading.Event()
+    before = threading.active_count()
+    t = threading.Thread(target=refl.run, args=(stop,), kwargs={"closer": False}, daemon=True)
+    t.start()
+    wait_for(blocked.exhausted.is_set, what="the reflector to block inside the stream")
+    assert threading.active_count() == before + 1  # its own thread only
+    stop.set()
+    t.join(0.5)
+    assert t.is_alive(), "nothing closed the stream, yet run() returned"
+    refl.close_watch()
+    t.join(2)
+    assert not t.is_alive(), "run() did not return after close_watch"
+    assert blocked.closed.is_set()
+
+
 def test_stop_during_backoff_ends_run_promptly() -> None:
     lw = ScriptedLW(lists=[TransportError("down")] * 100)
     refl = make_reflector(lw, RecordingSink(), backoff=None)  # default 0.8 s first step

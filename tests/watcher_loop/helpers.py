@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kubeclient import KubeClient, Obj
+from kubeclient import PODS, Forbidden, KubeClient, Obj, Resource, WatchStream
 from podprogram.log import Log
 from tests.support.waiting import wait_for
 from watcher_loop.config import PROG, WatcherConfig
@@ -51,7 +51,9 @@ def pod(
 
 
 def hostfile(*names: str, slots: int = 1) -> str:
-    return "".join(f"10.0.0.{i + 1} 30050 {n} slots={slots}\n" for i, n in enumerate(names))
+    return "".join(
+        f"10.0.{i // 250}.{i % 250 + 1} 30050 {n} slots={slots}\n" for i, n in enumerate(names)
+    )
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -59,6 +61,39 @@ def write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".new")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+class ByNameOnly:
+    """A client as a Role with ``pods: get,list,watch`` and ``resourceNames: names`` makes it:
+    a list or watch of pods is refused (403) unless it selects one of ``names`` with
+    ``fieldSelector=metadata.name=<name>`` (Kubernetes' RBAC authorizes no other). Records the
+    field selectors asked for (``selectors[verb]``) and those refused (``refused``)."""
+
+    def __init__(self, kube: KubeClient, names: list[str]) -> None:
+        self.kube = kube
+        self.allowed = {f"metadata.name={n}" for n in names}
+        self.selectors: dict[str, list[str]] = {"list": [], "watch": []}
+        self.refused: list[str] = []
+        self._lock = threading.Lock()
+
+    def _authorize(self, verb: str, res: Resource, kwargs: dict[str, Any]) -> None:
+        selector = str(kwargs.get("field_selector") or "")
+        with self._lock:
+            self.selectors[verb].append(selector)
+            if res == PODS and selector not in self.allowed:
+                self.refused.append(selector)
+                raise Forbidden(403, "Forbidden", f"cannot {verb} pods [{selector or '*'}]")
+
+    def list(self, res: Resource, namespace: str | None = None, **kwargs: Any) -> Obj:
+        self._authorize("list", res, kwargs)
+        return self.kube.list(res, namespace, **kwargs)
+
+    def watch(self, res: Resource, namespace: str | None = None, **kwargs: Any) -> WatchStream:
+        self._authorize("watch", res, kwargs)
+        return self.kube.watch(res, namespace, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kube, name)
 
 
 class Running:

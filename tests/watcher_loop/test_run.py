@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from kubeclient import PODS, KubeClient, TransportError
+from kubeclient import PODS, Forbidden, KubeClient, TransportError
 from tests.fakekube import FakeKube
-from tests.watcher_loop.helpers import NS, Running, hostfile, pod, status, write_atomically
-from watcher_loop import loop
+from tests.watcher_loop.helpers import (
+    NS,
+    ByNameOnly,
+    Running,
+    hostfile,
+    pod,
+    status,
+    write_atomically,
+)
 from watcher_loop.config import WatcherConfig
-from watcher_loop.loop import EXIT_ERROR, EXIT_OK, EXIT_POD_FAILED, EXIT_STOPPED, label_selector
+from watcher_loop.loop import EXIT_ERROR, EXIT_OK, EXIT_POD_FAILED, EXIT_STOPPED
+from watcher_loop.pods import name_selector
 from watcher_loop.state import Mode
 
 Start = Callable[[WatcherConfig, KubeClient], Running]
@@ -48,7 +57,7 @@ def test_waits_until_every_pod_is_ready(kube: FakeKube, workers_file: Path, star
     for n in WORKERS:
         kube.create(PODS, NS, pod(n, "Pending"))
     r = start(config(workers_file, expected_pods=2), kube)
-    assert kube.wait_for_watches(1)
+    assert kube.wait_for_watches(2)  # one watch per pod
     r.wait_output("waiting for 2 of 2 pod(s): job-worker-0 (Pending), job-worker-1 (Pending)")
 
     set_status(kube, "job-worker-0", "Running", ready=True)
@@ -59,10 +68,11 @@ def test_waits_until_every_pod_is_ready(kube: FakeKube, workers_file: Path, star
     set_status(kube, "job-worker-1", "Running", ready=True)
     assert r.wait() == EXIT_OK
     assert "all 2 pod(s) are ready" in r.output
-    # It watched: one list, then events; no polling of the API server.
-    assert [a.verb for a in kube.actions] == ["create", "create", "list", "watch", "patch"] + [
-        "patch"
-    ] * 2
+    # It watched: one list per pod, then events; no polling of the API server.
+    verbs = [a.verb for a in kube.actions]
+    assert verbs[:2] == ["create", "create"]
+    assert sorted(verbs[2:6]) == ["list", "list", "watch", "watch"]
+    assert verbs[6:] == ["patch"] * 3
 
 
 def test_finished_mode(kube: FakeKube, tmp_path: Path, start: Start) -> None:
@@ -70,7 +80,7 @@ def test_finished_mode(kube: FakeKube, tmp_path: Path, start: Start) -> None:
     f.write_text("10.0.0.9 30050 job-partitioner\n")
     kube.create(PODS, NS, pod("job-partitioner", "Running", True))
     r = start(config(f, Mode.FINISHED, expected_pods=1), kube)
-    assert kube.wait_for_watches(1)
+    assert kube.wait_for_watches(1)  # its one pod
     r.wait_output("job-partitioner (Running)")
     assert not r.finished.is_set()
     set_status(kube, "job-partitioner", "Succeeded")
@@ -90,7 +100,7 @@ def test_a_failed_pod_fails_fast_naming_it(
     for n in WORKERS:
         kube.create(PODS, NS, pod(n, "Pending"))
     r = start(config(workers_file), kube)
-    assert kube.wait_for_watches(1)
+    assert kube.wait_for_watches(2)
     terminated = {"exitCode": 137, "reason": "OOMKilled"}
     failed_at = time.monotonic()
     set_status(
@@ -203,7 +213,7 @@ def test_survives_a_broken_watch(kube: FakeKube, workers_file: Path, start: Star
     for n in WORKERS:
         kube.create(PODS, NS, pod(n, "Pending"))
     r = start(config(workers_file), kube)
-    assert kube.wait_for_watches(1)
+    assert kube.wait_for_watches(2)
     kube.break_watches()
     for n in WORKERS:
         set_status(kube, n, "Running", ready=True)  # while the watch is down
@@ -216,7 +226,8 @@ def test_survives_a_failed_list(kube: FakeKube, workers_file: Path, start: Start
         kube.create(PODS, NS, pod(n, "Running", True))
     r = start(config(workers_file), kube)
     assert r.wait(10) == EXIT_OK
-    assert [a.verb for a in kube.actions if a.verb == "list"] == ["list", "list"]
+    # one list per pod, and the failed one again
+    assert [a.verb for a in kube.actions if a.verb == "list"] == ["list"] * (len(WORKERS) + 1)
 
 
 def test_times_out_when_the_pods_cannot_be_listed(
@@ -225,7 +236,11 @@ def test_times_out_when_the_pods_cannot_be_listed(
     kube.fail_next("list", PODS, TransportError("connection refused (injected)"), times=100)
     r = start(config(workers_file, timeout=0.3), kube)
     assert r.wait() == EXIT_ERROR
-    assert "could not be listed yet" in (r.log.last_error or "")
+    assert r.log.last_error == (
+        "timed out after 0.3s waiting for pods to be ready; not there yet: 2 of 2 pod(s) in "
+        f"namespace {NS} could not be listed yet: job-worker-0, job-worker-1 "
+        "(see the errors above, if any)"
+    )
 
 
 def test_malformed_file_is_a_configuration_error(
@@ -241,10 +256,10 @@ def test_malformed_file_is_a_configuration_error(
 
 def test_stop_event_ends_the_wait(kube: FakeKube, workers_file: Path, start: Start) -> None:
     r = start(config(workers_file), kube)
-    assert kube.wait_for_watches(1)
+    assert kube.wait_for_watches(2)
     r.stop.set()
     assert r.wait(2) == EXIT_STOPPED
-    assert kube.wait_for_watches(0)  # the informer stopped and closed its watch
+    assert kube.open_watches() == 0  # every reflector stopped and closed its watch
 
 
 def test_stop_event_while_waiting_for_the_file(
@@ -256,17 +271,67 @@ def test_stop_event_while_waiting_for_the_file(
     assert r.wait(2) == EXIT_STOPPED
 
 
-def test_label_selector() -> None:
-    assert label_selector(["a", "b-1"]) == "dgl-replica-name in (a,b-1)"
-    many = [f"job-worker-{i}" for i in range(1000)]
-    assert label_selector(many) == "dgl-replica-name"  # too long for a URL: filter here
+def test_name_selector() -> None:
+    assert name_selector("job-worker-1") == "metadata.name=job-worker-1"
 
 
-def test_watch_by_label_only_when_the_list_is_long(
-    kube: FakeKube, workers_file: Path, start: Start, monkeypatch: pytest.MonkeyPatch
+def test_follows_each_pod_by_name_as_a_by_name_role_allows(
+    kube: FakeKube, tmp_path: Path, start: Start
 ) -> None:
-    monkeypatch.setattr(loop, "MAX_SELECTOR_LENGTH", 10)
-    for n in WORKERS:
+    """A Role with ``resourceNames`` allows a list/watch only with ``metadata.name=<pod>``
+    (:class:`ByNameOnly` answers as it does): watcher-loop asks for nothing else, for many pods."""
+    names = [f"job-worker-{i}" for i in range(300)]
+    f = tmp_path / "hostfile"
+    f.write_text(hostfile(*names))
+    for n in names:
+        kube.create(PODS, NS, pod(n, "Pending"))
+    kube.create(PODS, NS, pod("other-job-worker-0", "Failed"))  # not listed, not allowed
+    api = ByNameOnly(kube, names)
+    threads = threading.active_count()
+    r = start(config(f, expected_pods=len(names)), api)
+    assert kube.wait_for_watches(len(names)), r.output
+    r.wait_output("waiting for 300 of 300 pod(s)")
+    # one thread per pod (its reflector) and run()'s own: none to close each watch on stop
+    assert threading.active_count() - threads <= len(names) + 1
+    for n in names:
+        set_status(kube, n, "Running", ready=True)
+    assert r.wait(20) == EXIT_OK, r.output
+    assert api.refused == []
+    assert sorted(api.selectors["list"]) == sorted(name_selector(n) for n in names)
+    assert sorted(api.selectors["watch"]) == sorted(name_selector(n) for n in names)
+
+
+def test_by_name_role_refuses_a_label_selector_and_other_pods(kube: FakeKube) -> None:
+    """The twin: :class:`ByNameOnly` does refuse what the old label-selector watch asked, and
+    a pod it does not name, so the test above can fail."""
+    kube.create(PODS, NS, pod("job-worker-0", "Running", True))
+    kube.create(PODS, NS, pod("other-job-worker-0", "Running", True))
+    api = ByNameOnly(kube, ["job-worker-0"])
+    with pytest.raises(Forbidden):
+        api.list(PODS, NS, label_selector="dgl-replica-name in (job-worker-0)")
+    with pytest.raises(Forbidden):
+        api.watch(PODS, NS, label_selector="dgl-replica-name in (job-worker-0)")
+    with pytest.raises(Forbidden):
+        api.list(PODS, NS, field_selector=name_selector("other-job-worker-0"))
+    assert [
+        p["metadata"]["name"]
+        for p in api.list(PODS, NS, field_selector=name_selector("job-worker-0"))["items"]
+    ] == ["job-worker-0"]
+
+
+def test_a_pod_the_role_does_not_name_is_waited_for_then_named(
+    kube: FakeKube, tmp_path: Path, start: Start
+) -> None:
+    """Refused for one pod (403), the others still followed: the time-out names that pod."""
+    f = tmp_path / "hostfile"
+    f.write_text(hostfile("w-0", "w-1"))
+    for n in ("w-0", "w-1"):
         kube.create(PODS, NS, pod(n, "Running", True))
-    kube.create(PODS, NS, pod("job-worker-2", "Failed"))  # selected too, but not listed
-    assert start(config(workers_file), kube).wait() == EXIT_OK
+    api = ByNameOnly(kube, ["w-0"])
+    r = start(config(f, timeout=0.5), api)
+    assert r.wait(5) == EXIT_ERROR
+    assert r.log.last_error == (
+        "timed out after 0.5s waiting for pods to be ready; not there yet: 1 of 2 pod(s) in "
+        f"namespace {NS} could not be listed yet: w-1 (see the errors above, if any)"
+    )
+    assert name_selector("w-1") in api.refused
