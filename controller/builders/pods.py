@@ -49,30 +49,26 @@ def _base_pod(job: DGLJob, template: Obj, name: str, replica_type: str, attempt:
     priority = job.spec.run_policy.scheduling_policy.priority_class
     if priority and not spec.get("priorityClassName"):
         spec["priorityClassName"] = priority
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "labels": dict(tmeta.get("labels") or {}),
-            "annotations": dict(tmeta.get("annotations") or {}),
-        },
-        "spec": spec,
+    added: Obj = {
+        "labels": dict(tmeta.get("labels") or {}),
+        "annotations": dict(tmeta.get("annotations") or {}),
     }
+    pod: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": added, "spec": spec}
     placed = job.spec.placement.get(replica_type)
     if placed is not None:  # a queued job's admission (its Placement)
         placed.apply(pod)
     # then the operator's own labels and annotations: an admission's (or a template's) may add
     # to them, never replace them (the job-name label is what the job's Service and
     # NetworkPolicy select: another value would move the pod into another job's)
-    added = pod["metadata"]
-    pod["metadata"] = _meta(
+    meta = _meta(
         job, name, {**added["labels"], REPLICA_NAME_LABEL: name, REPLICA_TYPE_LABEL: replica_type}
     )
-    pod["metadata"]["annotations"] = {
+    meta["annotations"] = {
         **added["annotations"],
         REPLICA_ANNOTATION: replica_type,
         ATTEMPT_ANNOTATION: str(attempt),
     }
+    pod["metadata"] = meta
     return pod
 
 
