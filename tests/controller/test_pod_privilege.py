@@ -26,7 +26,9 @@ from controller.features import kueue
 from controller.features.elastic import probe_pod
 from controller.features.gang import POD_GROUP_LABEL
 from controller.features.transfer import TRANSFER_SECRET_ANNOTATION
+from controller.lifecycle.invalid import refuse_the_operators_account
 from tests.controller.crd_validate import Validator, load_crd
+from tests.controller.harness import NS, Harness, seed
 from tests.support.paths import CRD_PATH
 
 OPTS = BuildOptions()
@@ -260,3 +262,58 @@ def test_a_placement_without_labels_leaves_the_pods_as_they_were(
         job, spec=dataclasses.replace(job.spec, placement={WORKER: Placement()})
     )
     assert worker_pod(nothing, 1) == worker_pod(job, 1)
+
+
+# -- the operator's own account (--operator-service-account) ---------------------------------
+
+
+def test_a_template_wearing_the_operators_own_account_fails_the_job_naming_the_field() -> None:
+    """Attack: a job in the operator's namespace whose Worker template names the operator's
+    own service account (its rights in every namespace). The operator knows it from the
+    chart (--operator-service-account) and fails the job InvalidSpec, naming the field, with
+    no pod made; the twin: another job there, wearing an account of its own, runs."""
+    h = Harness(options=BuildOptions(operator_service_account=f"{NS}/dgl-operator")).start()
+    try:
+        wearing = seed()
+        wearing["spec"]["dglReplicaSpecs"][WORKER]["template"]["spec"]["serviceAccountName"] = (
+            "dgl-operator"
+        )
+        h.create_job(wearing)
+        cond = h.wait_condition("Failed")
+        assert cond["reason"] == "InvalidSpec"
+        assert cond["message"].startswith(
+            "invalid spec: spec.dglReplicaSpecs.Worker.template.spec.serviceAccountName: "
+            '"dgl-operator" is the operator\'s own service account'
+        ), cond["message"]
+        assert h.pods() == {}
+        own = seed()
+        own["metadata"]["name"] = "own"
+        own["spec"]["dglReplicaSpecs"][WORKER]["template"]["spec"]["serviceAccountName"] = "trainer"
+        h.create_job(own)
+        h.wait_pods("own-worker-0", "own-worker-1")
+        assert h.condition("Failed", "own") is None
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize(
+    ("account", "refused"),
+    [
+        (f"{NS}/dgl-operator", True),
+        ("elsewhere/dgl-operator", False),  # (an account of that name in another namespace)
+        (f"{NS}/other", False),
+        ("", False),  # unknown (run outside the chart): nothing to compare
+    ],
+)
+def test_only_the_operators_own_account_in_its_namespace_is_refused(
+    seed_job_raw: dict[str, Any], account: str, refused: bool
+) -> None:
+    assert seed_job_raw["metadata"]["namespace"] == NS
+    for field in ("serviceAccountName", "serviceAccount"):
+        job = _job(seed_job_raw, {field: "dgl-operator"})
+        if refused:
+            with pytest.raises(SpecError) as err:
+                refuse_the_operators_account(job, account)
+            assert err.value.field == f"spec.dglReplicaSpecs.Worker.template.spec.{field}"
+        else:
+            refuse_the_operators_account(job, account)
