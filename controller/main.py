@@ -6,6 +6,7 @@ import argparse
 import faulthandler
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -158,6 +159,12 @@ BUILD_FLAGS: dict[str, Flag] = {
         "(--no-network-policy: the cluster's administrators manage policy themselves; "
         "docs/operations.md, Network isolation)",
     ),
+    "operator_service_account": declare(
+        "--operator-service-account",
+        metavar="NAMESPACE/NAME",
+        help="the operator's own service account: a job in its namespace whose pod templates "
+        "name it is refused (the chart sets it)",
+    ),
 }
 
 
@@ -206,6 +213,9 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
         parser.error("--metrics-secure needs --metrics-cert-dir (tls.crt, tls.key)")
     if a.metrics_cert_dir and not a.metrics_secure:
         parser.error("--metrics-cert-dir goes with --metrics-secure")
+    account = a.operator_service_account
+    if account and not re.fullmatch(r"[^/\s]+/[^/\s]+", account):
+        parser.error(f"--operator-service-account: {account!r} is not NAMESPACE/NAME")
     options = BuildOptions(**values(BuildOptions, a, declared=BUILD_FLAGS))
     return OperatorSettings(**values(OperatorSettings, a, os.environ, parser), options=options)
 

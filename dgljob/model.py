@@ -199,7 +199,10 @@ class Placement:
 
     def apply(self, pod: dict[str, Any]) -> None:
         """Onto a pod: its labels, annotations and nodeSelector take the admission's (the
-        admission's win: it is what the quota was counted on); tolerations are added."""
+        admission's win over the template's: it is what the quota was counted on);
+        tolerations are added. The operator's own labels and annotations (the job's name, the
+        replica's, the attempt) are set after this (controller/builders/pods.py): an
+        admission may add to them, never replace them."""
         meta, spec = pod["metadata"], pod["spec"]
         meta["labels"] = {**(meta.get("labels") or {}), **self.labels}
         meta["annotations"] = {**(meta.get("annotations") or {}), **self.annotations}

@@ -59,3 +59,10 @@ MAX_BACKOFF_LIMIT = 100
 MAX_SETTLE_SECONDS = 3600
 MAX_COOLDOWN_SECONDS = 86400
 MAX_NAME = 63  # DNS-1035 label: pod hostnames, Service names, label values
+
+# The service accounts the operator makes for each job, <job><suffix>: its launcher's and its
+# partitioner's, with rights on that job's pods. No template may name one (dgljob.parse), of
+# this job or of any other, made yet or not.
+OPERATOR_ACCOUNT_SUFFIXES = ("-launcher", "-partitioner")
+# a pod's service account, as a template may name it (serviceAccount: the deprecated alias)
+ACCOUNT_FIELDS = ("serviceAccountName", "serviceAccount")

@@ -28,6 +28,7 @@ from dgljob.model import (
     StorageSpec,
 )
 from dgljob.names import (
+    ACCOUNT_FIELDS,
     CLAIM_POLICIES,
     CLAIM_RETAIN,
     CLEAN_POD_POLICIES,
@@ -42,6 +43,7 @@ from dgljob.names import (
     MAX_REPLICAS,
     MAX_SETTLE_SECONDS,
     MAX_SLOTS_PER_WORKER,
+    OPERATOR_ACCOUNT_SUFFIXES,
     PARTITION_TRANSFERS,
     TRANSFER_HTTP,
     WAIT_FOR_WORKERS_READY,
@@ -155,7 +157,29 @@ def _template(value: Any, field: str) -> dict[str, Any]:
                         f'must be a string, got {item!r} (quote numbers in YAML: "{item}")',
                     )
         _resources(c.get("resources"), f"{cfield}.resources")
+    for key in ACCOUNT_FIELDS:
+        _account(spec.get(key), f"{field}.spec.{key}")
     return tpl
+
+
+def _account(value: Any, field: str) -> None:
+    """A template's service account: not one the operator makes for a job (``<job>-launcher``,
+    ``<job>-partitioner``: rights on that job's pods, exec into its workers). The rule is the
+    name's suffix, not a lookup of the jobs there are: a job made later would give the name
+    to an account with those rights, and the CRD refuses the same at admission."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise SpecError(field, f"must be a string, got {value!r}")
+    for suffix in OPERATOR_ACCOUNT_SUFFIXES:
+        if value.endswith(suffix):
+            raise SpecError(
+                field,
+                f'"{value}" is the service account of DGLJob {value[: -len(suffix)]}\'s '
+                f"{suffix[1:]} (the operator makes <job>-launcher and <job>-partitioner, with "
+                "rights on that job's pods): a template may not name it; name an account of "
+                f"your own (not ending in {' or '.join(OPERATOR_ACCOUNT_SUFFIXES)})",
+            )
 
 
 def _resources(value: Any, field: str) -> None:

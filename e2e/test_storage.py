@@ -48,7 +48,7 @@ from e2e.helpers import (
     wait_job,
     wait_ready,
 )
-from kubeclient import NETWORKPOLICIES, PODS, NotFound, RestClient
+from kubeclient import NETWORKPOLICIES, PODS, SECRETS, NotFound, RestClient
 from podcontract import logline
 from tests.support.browser import open_page
 from tests.support.waiting import wait_for
@@ -352,7 +352,8 @@ def test_the_results_reader_serves_its_copy_alone(
     api = RestClient.from_config(str(cluster.kubeconfig))
     try:
         api.create(NETWORKPOLICIES, ns, results.reader_policy(src, name))
-        api.create(PODS, ns, results.reader_pod(src, name, ("output",), token))
+        api.create(SECRETS, ns, results.reader_secret(src, name, token))
+        api.create(PODS, ns, results.reader_pod(src, name, ("output",)))
         start_prober(cluster, foe_ns, "foe", IMAGE)
         start_prober(cluster, ns, "neighbour", IMAGE)
         reader_pod = wait_ready(cluster, ns, name, 180)
@@ -372,6 +373,8 @@ def test_the_results_reader_serves_its_copy_alone(
             api.delete(PODS, ns, name, grace_period_seconds=0)
         with contextlib.suppress(NotFound):
             api.delete(NETWORKPOLICIES, ns, name)
+        with contextlib.suppress(NotFound):
+            api.delete(SECRETS, ns, name)
         with contextlib.suppress(NotFound):
             api.delete(PODS, ns, "neighbour", grace_period_seconds=0)
     figure("results reader: unreachable from another namespace and its own, 404 without its token")

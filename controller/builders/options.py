@@ -30,6 +30,9 @@ class BuildOptions:
     kueue: bool = False
     # --network-policy (the chart's networkPolicy.enabled): each job gets network_policy()
     network_policy: bool = True
+    # --operator-service-account NAMESPACE/NAME (the chart's: the operator's own account): a
+    # job in that namespace whose template names it is refused (controller/lifecycle/invalid.py)
+    operator_service_account: str = ""
 
     def __post_init__(self) -> None:
         if self.gang_scheduling not in GANG_SCHEDULERS:

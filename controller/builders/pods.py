@@ -33,6 +33,7 @@ from controller.builders.options import BuildOptions
 from controller.builders.service import _dgl_ports, worker_service_name
 from controller.features.storage import _mount_storage
 from controller.features.transfer import _mount_token
+from dgljob.names import ACCOUNT_FIELDS
 from kubeclient import Obj
 from podcontract import settings as dglrun
 
@@ -43,26 +44,52 @@ HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
 def _base_pod(job: DGLJob, template: Obj, name: str, replica_type: str, attempt: int) -> Obj:
     tpl = copy.deepcopy(template)
     tmeta = tpl.get("metadata") or {}
-    meta = _meta(
-        job,
-        name,
-        {**(tmeta.get("labels") or {}), REPLICA_NAME_LABEL: name, REPLICA_TYPE_LABEL: replica_type},
-    )
-    meta["annotations"] = {
-        **(tmeta.get("annotations") or {}),
-        REPLICA_ANNOTATION: replica_type,
-        ATTEMPT_ANNOTATION: str(attempt),
-    }
     spec = tpl.get("spec") or {}
     spec["restartPolicy"] = "Never"
     priority = job.spec.run_policy.scheduling_policy.priority_class
     if priority and not spec.get("priorityClassName"):
         spec["priorityClassName"] = priority
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    added: Obj = {
+        "labels": dict(tmeta.get("labels") or {}),
+        "annotations": dict(tmeta.get("annotations") or {}),
+    }
+    pod: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": added, "spec": spec}
     placed = job.spec.placement.get(replica_type)
     if placed is not None:  # a queued job's admission (its Placement)
         placed.apply(pod)
+    # then the operator's own labels and annotations: an admission's (or a template's) may add
+    # to them, never replace them (the job-name label is what the job's Service and
+    # NetworkPolicy select: another value would move the pod into another job's)
+    meta = _meta(
+        job, name, {**added["labels"], REPLICA_NAME_LABEL: name, REPLICA_TYPE_LABEL: replica_type}
+    )
+    meta["annotations"] = {
+        **added["annotations"],
+        REPLICA_ANNOTATION: replica_type,
+        ATTEMPT_ANNOTATION: str(attempt),
+    }
+    pod["metadata"] = meta
     return pod
+
+
+def _api_token(spec: Obj, needed: bool) -> None:
+    """Whether the pod gets a service-account token: the launcher and the partitioner do
+    (``needed``: kubectl, with the account the operator made for them, whatever the template
+    says); a worker talks to no API (the launcher reaches it with kubectl exec, it pulls its
+    partitions over HTTP with the transfer token), so it gets none, unless its template names
+    an account of its own: then the template's automountServiceAccountToken (or the
+    account's) decides."""
+    if needed:
+        spec["automountServiceAccountToken"] = True
+    elif not any(spec.get(key) for key in ACCOUNT_FIELDS):
+        spec["automountServiceAccountToken"] = False
+
+
+def _wear(spec: Obj, account: str) -> None:
+    """The pod runs as ``account`` (one the operator made), with its token."""
+    spec.pop("serviceAccount", None)  # (the deprecated alias: serviceAccountName wins anyway)
+    spec["serviceAccountName"] = account
+    _api_token(spec, needed=True)
 
 
 def _kubectl_download(opts: BuildOptions) -> Obj:
@@ -129,6 +156,7 @@ def worker_pod(job: DGLJob, index: int, attempt: int = 0) -> Obj:
     )
     _mount_token(job, pod)
     _mount_storage(job, pod)  # the trainers' checkpoints and results
+    _api_token(pod["spec"], needed=False)
     _spread(job, pod)
     # DNS name <pod>.<job>-worker (the EndpointSlice names a pod only with both fields set),
     # unless the template chose its own subdomain
@@ -199,7 +227,7 @@ def partitioner_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
         main["env"].append(_cpu_limit_env(main))
     _add_mounts(main, (CONFIG_VOLUME, pc.CONFIG_DIR), (KUBE_VOLUME, pc.KUBE_DIR))
     spec = pod["spec"]
-    spec["serviceAccountName"] = name
+    _wear(spec, name)
     spec["initContainers"] = [_kubectl_download(opts), *(spec.get("initContainers") or [])]
     _add_volumes(spec, _config_volume(job, ALL_CONFIG_KEYS), {"name": KUBE_VOLUME, "emptyDir": {}})
     return pod
@@ -248,7 +276,7 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
                 [config_mount, {"name": DATASET_VOLUME, "mountPath": pc.DATASET_DIR}],
             )
         )
-    spec["serviceAccountName"] = name
+    _wear(spec, name)
     spec["initContainers"] = [
         _kubectl_download(opts),
         *waits,

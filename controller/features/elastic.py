@@ -48,6 +48,7 @@ from controller.metrics import Metrics
 from controller.status.conditions import REASON_UNSCHEDULABLE, now_rfc3339, parse_time
 from controller.status.pod_state import is_terminating, pod_ip, pod_phase
 from controller.status.waiting import pod_waiting_problem
+from dgljob.names import ACCOUNT_FIELDS
 from kubeclient import Obj
 from podcontract import (
     DIST_PARMETIS,
@@ -372,6 +373,11 @@ def probe_pod(job: DGLJob, partitioner: Obj) -> Obj:
     }
     spec.pop("initContainers", None)
     spec["terminationGracePeriodSeconds"] = 0
+    # sleep talks to no API: no token, and not the partitioner's account (a projected token
+    # volume of the template would be that account's)
+    for key in ACCOUNT_FIELDS:
+        spec.pop(key, None)
+    spec["automountServiceAccountToken"] = False
     return pod
 
 

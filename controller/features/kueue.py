@@ -17,8 +17,9 @@ Go job reconciler (pkg/controller/jobframework/reconciler.go, v0.17) is the refe
 - **run with podSet info** (:func:`placement`): per podSet the admitted count, the assigned
   flavors' ``nodeLabels`` as nodeSelector and their tolerations, and every admission check's
   ``podSetUpdates``: applied to the pods the operator makes (controller/api.py
-  :class:`Placement`); the job's spec is never changed, so restoring the podSet info is
-  making pods without it.
+  :class:`Placement`), before the operator's own labels and annotations (an update naming the
+  job-name label cannot move a pod into another job's NetworkPolicy); the job's spec is never
+  changed, so restoring the podSet info is making pods without it.
 - **stop on eviction** (:func:`clear_reservation`): once no pod of the job runs, the
   reservation is cleared (QuotaReserved False ``Pending``, no admission, ``Requeued``) so Kueue
   queues the Workload again.

@@ -14,13 +14,17 @@ contexts (so the namespace's Pod Security level admits it), the claim mounted re
 
 Both are read through the API server's pod proxy (``pods/<pod>:<port>/proxy/...``: the same
 credentials as every other call, no port-forward, no kubectl). The reader is kept to the one
-copy that started it: ``<token>`` is random per call (:data:`TOKEN_ENV`; anything else is a
-404), it listens on the pod's own IP only (what the proxy and the kubelet connect to), and a
-NetworkPolicy made with it (:func:`reader_policy`) admits no pod at all: the API server's proxy
-comes from the node, not from a pod. The archive is unpacked into a
+copy that started it: ``<token>`` is random per call (anything else is a 404), it listens on
+the pod's own IP only (what the proxy and the kubelet connect to), and a NetworkPolicy made
+with it (:func:`reader_policy`) admits no pod at all: the API server's proxy comes from the
+node, not from a pod. The token reaches the reader through a Secret made for the copy
+(:func:`reader_secret`; the env :data:`TOKEN_ENV` is a ``secretKeyRef``, popped from the
+environment as the server starts), never in the pod's spec, which whoever may read pods
+reads; the Secret is deleted with the pod. The archive is unpacked into a
 hidden folder next to the destination, every file is checked against the manifest, and only
 then is the folder renamed into place: a copy that breaks leaves nothing half-written. The
-reader pod is deleted whatever happens (and it exits by itself after :data:`DEADLINE`).
+reader pod and its Secret are deleted whatever happens (and the pod exits by itself after
+:data:`DEADLINE`).
 """
 
 from __future__ import annotations
@@ -39,10 +43,19 @@ from typing import Any
 
 from dgl_operator.client.errors import NoResults, ResultsCopyFailed
 from dgl_operator.units import size
-from kubeclient import NETWORKPOLICIES, PODS, ApiError, NotFound, RestClient, TransportError
+from kubeclient import (
+    NETWORKPOLICIES,
+    PODS,
+    SECRETS,
+    ApiError,
+    NotFound,
+    RestClient,
+    TransportError,
+)
 
 PORT = 8470
 TOKEN_ENV = "DGLCTL_READER_TOKEN"
+TOKEN_KEY = "token"  # the reader's Secret's key
 POD_IP_ENV = "POD_IP"
 READER_LABEL = "dgl.qihoo.net/results-reader"
 DEADLINE = 900  # seconds the reader pod may live (activeDeadlineSeconds)
@@ -203,14 +216,27 @@ def reader_policy(src: ResultsSource, name: str) -> dict[str, Any]:
     }
 
 
-def reader_pod(src: ResultsSource, name: str, parts: tuple[str, ...], token: str) -> dict[str, Any]:
+def reader_secret(src: ResultsSource, name: str, token: str) -> dict[str, Any]:
+    """The Secret that carries the copy's token to the reader pod of the same name."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _reader_meta(src, name),
+        "type": "Opaque",
+        "immutable": True,
+        "stringData": {TOKEN_KEY: token},
+    }
+
+
+def reader_pod(src: ResultsSource, name: str, parts: tuple[str, ...]) -> dict[str, Any]:
+    """The reader pod; its token is its Secret's (:func:`reader_secret`, of the same name)."""
     root = f"{MOUNT}{src.run}" if src.run.startswith("/") else f"{MOUNT}/{src.run}"
     container = {
         "name": "reader",
         "image": src.image,
         "command": ["python3", "-c", SERVER, root, str(PORT), ",".join(parts), str(DEADLINE)],
         "env": [
-            {"name": TOKEN_ENV, "value": token},
+            {"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": name, "key": TOKEN_KEY}}},
             {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         ],
         "ports": [{"containerPort": PORT, "name": "results"}],
@@ -346,7 +372,15 @@ def copy(
         ) from e
     staging = dest.parent / f".{dest.name}.partial-{secrets.token_hex(3)}"
     try:
-        api.create(PODS, src.namespace, reader_pod(src, name, parts, token))
+        try:
+            api.create(SECRETS, src.namespace, reader_secret(src, name, token))
+        except ApiError as e:
+            raise ResultsCopyFailed(
+                f"cannot create the Secret {src.namespace}/{name} that carries the reader pod's "
+                f"token ({e}): copying results needs create and delete on secrets in "
+                f"{src.namespace}"
+            ) from e
+        api.create(PODS, src.namespace, reader_pod(src, name, parts))
         deadline = time.monotonic() + start_timeout
         while True:
             try:
@@ -395,6 +429,8 @@ def copy(
     finally:
         with contextlib.suppress(ApiError, TransportError):
             api.delete(PODS, src.namespace, name, grace_period_seconds=0)
+        with contextlib.suppress(ApiError, TransportError):
+            api.delete(SECRETS, src.namespace, name)
         with contextlib.suppress(ApiError, TransportError):
             api.delete(NETWORKPOLICIES, src.namespace, name)
         if staging.exists():

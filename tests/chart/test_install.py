@@ -436,8 +436,9 @@ def test_users_bound_to_edit_submit_and_follow_jobs_and_view_only_reads(
     with pytest.raises(Forbidden):
         alice.list(DGLJOBS, "default")  # bound in the team's namespace only
 
-    # follow (the launcher's log, the events) and collect (dglctl results: a reader pod and
-    # its NetworkPolicy, read through the pod proxy): Kubernetes' own edit and view
+    # follow (the launcher's log, the events) and collect (dglctl results: a reader pod, its
+    # NetworkPolicy and its token's Secret, read through the pod proxy): Kubernetes' own edit
+    # and view
     for verb, group, resource in [
         ("get", "", "pods/log"),
         ("list", "", "events"),
@@ -452,6 +453,8 @@ def test_users_bound_to_edit_submit_and_follow_jobs_and_view_only_reads(
         ("get", "", "pods/proxy"),
         ("create", "networking.k8s.io", "networkpolicies"),
         ("delete", "networking.k8s.io", "networkpolicies"),
+        ("create", "", "secrets"),
+        ("delete", "", "secrets"),
         ("delete", "qihoo.net", "dgljobs"),
     ]:
         assert can(kube, edit, verb, group, resource, team), (verb, resource)

@@ -20,6 +20,7 @@ import pytest
 
 from dgl_operator.client import NoResults, ResultsCopyFailed
 from dgl_operator.client import results as r
+from kubeclient import ApiError
 
 
 def free_port() -> int:
@@ -137,10 +138,18 @@ def test_the_reader_pod_mounts_the_claim_read_only_and_is_owned_by_the_job() -> 
         job(spec={"storage": {"claimName": "c"}}, status={"results": "c:/team/runs/j-1/output"})
     )
     assert (src.claim, src.run, src.image) == ("c", "/team/runs/j-1", "img:1")
-    pod = r.reader_pod(src, "j-results-ab12", ("output", "logs"), "t0k")
+    pod = r.reader_pod(src, "j-results-ab12", ("output", "logs"))
     spec = pod["spec"]
     env = {e["name"]: e for e in spec["containers"][0]["env"]}
-    assert env[r.TOKEN_ENV]["value"] == "t0k"
+    # the token: its Secret's, of the same name (never a value in the pod's spec)
+    assert env[r.TOKEN_ENV] == {
+        "name": r.TOKEN_ENV,
+        "valueFrom": {"secretKeyRef": {"name": "j-results-ab12", "key": r.TOKEN_KEY}},
+    }
+    secret = r.reader_secret(src, "j-results-ab12", "t0k")
+    assert secret["stringData"] == {r.TOKEN_KEY: "t0k"} and secret["immutable"] is True
+    assert secret["metadata"]["ownerReferences"] == pod["metadata"]["ownerReferences"]
+    assert secret["metadata"]["name"] == pod["metadata"]["name"]
     assert env[r.POD_IP_ENV]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     # its NetworkPolicy selects it alone and admits no pod
     policy = r.reader_policy(src, "j-results-ab12")
@@ -177,3 +186,71 @@ def test_a_destination_with_files_is_not_touched(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x")
     with pytest.raises(ResultsCopyFailed, match="exists and is not a folder"):
         r._check_dest(tmp_path / "file", overwrite=False)
+
+
+class RecordingApi:
+    """The calls :func:`results.copy` makes, in order; the reader pod never starts (its image
+    cannot be pulled), so the copy fails after it made everything."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, str, Any]] = []
+
+    def create(self, res: Any, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("create", res.kind, obj["metadata"]["name"], obj))
+        return obj
+
+    def get(self, res: Any, namespace: str, name: str) -> dict[str, Any]:
+        waiting = {"reason": "ErrImagePull", "message": "no such image"}
+        return {"status": {"containerStatuses": [{"state": {"waiting": waiting}}]}}
+
+    def delete(self, res: Any, namespace: str, name: str, **kw: Any) -> None:
+        self.calls.append(("delete", res.kind, name, None))
+
+
+def test_the_copys_token_reaches_the_reader_by_its_secret_deleted_with_the_pod(
+    tmp_path: Path,
+) -> None:
+    """Attack: whoever may get pods reads the reader's spec. The token is in the Secret made
+    for the copy (created before the pod, deleted with it, even when the copy fails), never
+    in the pod: the same search finds it in the Secret (the check can fail)."""
+    src = r.source_of(
+        job(spec={"storage": {"claimName": "c"}}, status={"results": "c:/team/runs/j-1/output"})
+    )
+    api = RecordingApi()
+    with pytest.raises(ResultsCopyFailed, match="ErrImagePull"):
+        r.copy(api, src, tmp_path / "dest")  # type: ignore[arg-type]
+    made = [(verb, kind) for verb, kind, _, _ in api.calls]
+    assert made == [
+        ("create", "NetworkPolicy"),
+        ("create", "Secret"),
+        ("create", "Pod"),
+        ("delete", "Pod"),
+        ("delete", "Secret"),
+        ("delete", "NetworkPolicy"),
+    ]
+    assert len({name for _, _, name, _ in api.calls}) == 1  # one name for the three
+    secret = next(obj for verb, kind, _, obj in api.calls if kind == "Secret" and obj)
+    pod = next(obj for verb, kind, _, obj in api.calls if kind == "Pod" and obj)
+    token = secret["stringData"][r.TOKEN_KEY]
+    assert len(token) >= 32
+    assert token in json.dumps(secret)  # the twin: the search finds the token where it is
+    assert token not in json.dumps(pod)
+    assert pod["spec"]["automountServiceAccountToken"] is False
+
+
+def test_a_copy_that_may_not_make_the_secret_says_so_and_makes_no_pod(tmp_path: Path) -> None:
+    src = r.source_of(
+        job(spec={"storage": {"claimName": "c"}}, status={"results": "c:/team/runs/j-1/output"})
+    )
+
+    class NoSecrets(RecordingApi):
+        def create(self, res: Any, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
+            if res.kind == "Secret":
+                raise ApiError(403, "Forbidden", "secrets is forbidden")
+            return super().create(res, namespace, obj)
+
+    api = NoSecrets()
+    with pytest.raises(ResultsCopyFailed, match="needs create and delete on secrets in a"):
+        r.copy(api, src, tmp_path / "dest")  # type: ignore[arg-type]
+    assert [(v, k) for v, k, _, _ in api.calls if v == "create"] == [("create", "NetworkPolicy")]
+    assert ("delete", "NetworkPolicy") in [(v, k) for v, k, _, _ in api.calls]

@@ -37,6 +37,11 @@ def _main(o: Obj, rtype: str) -> Obj:
     return c
 
 
+def _pod_spec(o: Obj, rtype: str) -> Obj:
+    spec: Obj = _rs(o, rtype)["template"]["spec"]
+    return spec
+
+
 def _run_policy(o: Obj) -> Obj:
     rp: Obj = o["spec"].setdefault("runPolicy", {})
     return rp
@@ -412,6 +417,28 @@ CASES: list[Case] = [
         "out-of-core-in-skip-mode",
         lambda o: _spec(_skip(o)).update(outOfCore={"enabled": True}),
         "needs workers: partitionMode Skip",
+    ),
+    # a template wearing a service account the operator makes (another job's launcher, this
+    # job's own launcher, a Skip launcher taking a partitioner's): refused naming the field
+    Case(
+        "worker-wears-another-jobs-launcher-account",
+        lambda o: _pod_spec(o, "Worker").update(serviceAccountName="other-launcher"),
+        "spec.dglReplicaSpecs.Worker.template.spec.serviceAccountName",
+    ),
+    Case(
+        "worker-wears-its-own-jobs-launcher-account-by-the-old-field",
+        lambda o: _pod_spec(o, "Worker").update(serviceAccount="dgl-graphsage-launcher"),
+        "spec.dglReplicaSpecs.Worker.template.spec.serviceAccount",
+    ),
+    Case(
+        "skip-launcher-wears-a-partitioner-account",
+        lambda o: _pod_spec(_skip(o), "Launcher").update(serviceAccountName="other-partitioner"),
+        "spec.dglReplicaSpecs.Launcher.template.spec.serviceAccountName",
+    ),
+    Case(
+        "worker-service-account-not-a-string",
+        lambda o: _pod_spec(o, "Worker").update(serviceAccountName=7),
+        "spec.dglReplicaSpecs.Worker.template.spec.serviceAccountName",
     ),
 ]
 
