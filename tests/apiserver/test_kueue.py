@@ -21,7 +21,16 @@ import pytest
 
 from controller.api import DGLJOBS
 from controller.features import kueue as kq
-from kubeclient import EVENTS, PODS, PRIORITYCLASSES, WORKLOADS, AlreadyExists, Obj, RestClient
+from kubeclient import (
+    EVENTS,
+    LOCALQUEUES,
+    PODS,
+    PRIORITYCLASSES,
+    WORKLOADS,
+    AlreadyExists,
+    Obj,
+    RestClient,
+)
 from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess
 from tests.support.apiserver import operator_identity
@@ -30,7 +39,6 @@ from tests.support.kueue import (
     CLUSTERQUEUES,
     FLAVOR_LABELS,
     FLAVOR_TOLERATION,
-    LOCALQUEUES,
     cluster_queue,
     ensure,
     flavor,
