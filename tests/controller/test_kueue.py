@@ -449,6 +449,25 @@ def test_the_default_local_queue_made_later_takes_the_jobs_waiting_for_a_queue()
         h.close()
 
 
+def test_a_default_local_queue_made_later_stops_an_unlabelled_job_running_outside_kueue(
+    h: Harness,
+) -> None:
+    """A job without the label runs unqueued while its namespace has no LocalQueue default
+    (the twin: the check can fail); once one is made it is queued there, its pods stopped
+    until Kueue admits it (it no longer runs outside the quota)."""
+    h.create_job(seed())
+    h.wait_pods(W0, W1, PART)
+    bring_up(h)
+    h.settle()
+    assert h.kube.objects(WORKLOADS, NS) == []
+    h.kube.create(LOCALQUEUES, NS, local_queue())
+    wait_for(lambda: h.kube.objects(WORKLOADS, NS), what="the Workload in default")
+    assert workload(h)["spec"]["queueName"] == "default"
+    h.wait_condition_status("Queued", "True", reason="Pending")
+    h.settle()
+    assert all(p["metadata"].get("deletionTimestamp") for p in h.pods().values()), h.pods()
+
+
 def test_a_job_waiting_for_a_queue_is_queued_once_labelled() -> None:
     h = Harness(options=BuildOptions(kueue=True, kueue_manage_jobs_without_queue_name=True))
     h.kube.create(RESOURCEFLAVORS, None, copy.deepcopy(FLAVOR))
