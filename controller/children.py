@@ -9,6 +9,10 @@ here (and building it in controller/builders/), or, for a feature's, to its entr
 (``enabled``): :func:`active` is the registry for those settings, and a kind not in use is not
 watched (the PodGroup's CRD exists only where a gang scheduler is installed).
 
+The kinds the operator reads but does not own (Kueue's LocalQueues, a feature's) are
+:data:`WATCHED`: an informer and a lister each, and handlers that queue the jobs of the
+namespace of an object that concerns them.
+
 Not here: the children created blind and never watched (the transfer Secret: the operator may
 create Secrets but not read them; the storage claim, which may outlive the job).
 """
@@ -18,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from controller.builders import BuildOptions
-from controller.builders.kind import ChildKind
+from controller.builders.kind import ChildKind, WatchedKind
 from controller.features import registry
 from controller.machinery.slim import slim_metadata, slim_pod
 from informers.lister import Lister
@@ -32,7 +36,7 @@ from kubeclient import (
     Resource,
 )
 
-__all__ = ["CHILDREN", "ONCE_BY_KIND", "ChildKind", "Listers", "active"]
+__all__ = ["CHILDREN", "ONCE_BY_KIND", "WATCHED", "ChildKind", "Listers", "active", "watched"]
 
 
 CHILDREN: tuple[ChildKind, ...] = (
@@ -53,13 +57,22 @@ def active(options: BuildOptions) -> tuple[ChildKind, ...]:
     return tuple(c for c in CHILDREN if c.in_use(options))
 
 
+# the kinds the operator reads but does not own: the features' (Kueue's LocalQueues)
+WATCHED: tuple[WatchedKind, ...] = registry.watched()
+
+
+def watched(options: BuildOptions) -> tuple[WatchedKind, ...]:
+    """The entries of :data:`WATCHED` in use with these settings."""
+    return tuple(w for w in WATCHED if w.in_use(options))
+
+
 # the children created once and left alone, by the kind their objects carry
 ONCE_BY_KIND: Mapping[str, Resource] = {c.resource.kind: c.resource for c in CHILDREN if c.once}
 
 
 class Listers:
-    """The DGLJob lister and one lister per entry of :data:`CHILDREN` in use with
-    ``options``, by resource."""
+    """The DGLJob lister and one lister per entry of :data:`CHILDREN` and :data:`WATCHED` in
+    use with ``options``, by resource."""
 
     def __init__(
         self,
@@ -67,7 +80,8 @@ class Listers:
         children: Mapping[Resource, Lister],
         options: BuildOptions | None = None,
     ) -> None:
-        kinds = active(options or BuildOptions())
+        options = options or BuildOptions()
+        kinds: list[ChildKind | WatchedKind] = [*active(options), *watched(options)]
         missing = [str(c.resource) for c in kinds if c.resource not in children]
         if missing:
             raise ValueError(f"no lister for the child resources {missing}")

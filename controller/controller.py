@@ -3,7 +3,10 @@
 One informer watches DGLJobs and one each child kind of controller/children.py's registry;
 one watches Nodes (cluster-wide, only what says whether a node is lost): a node that turns
 NotReady/Unknown, gets tainted unreachable or is deleted queues every job with a pod bound
-to it (the pods informer is indexed by ``spec.nodeName``).
+to it (the pods informer is indexed by ``spec.nodeName``). One watches each kind the
+features read but do not own (controller/children.py's WATCHED: Kueue's LocalQueues): one
+added or deleted that concerns the jobs (a LocalQueue named ``default``) queues every job of
+its namespace.
 One ``Clock`` runs the queue (requeue-afters, retries), the sync's times and the expectations.
 
 Handlers only enqueue keys (a child's key is its controlling DGLJob's); workers pull keys,
@@ -24,7 +27,8 @@ import structlog
 from clock import Clock, RealClock
 from controller.api import API_VERSION, DGLJOBS, KIND
 from controller.builders import BuildOptions
-from controller.children import Listers, active
+from controller.builders.kind import WatchedKind
+from controller.children import Listers, active, watched
 from controller.machinery import objects as ob
 from controller.machinery.apply import ForeignObjectError
 from controller.machinery.events import EventRecorder
@@ -114,9 +118,16 @@ class Controller:
         }
         self.child_informers[PODS].store.add_indexers({NODE_NAME_INDEX: node_name_index})
         self.node_informer = factory.informer_for(NODES, transform=slim_node)
+        self.watched_informers: dict[WatchedKind, SharedInformer] = {
+            kind: factory.informer_for(kind.resource, transform=kind.transform)
+            for kind in watched(options)
+        }
         self.listers = Listers(
             Lister(self.job_informer.store),
-            {res: Lister(inf.store) for res, inf in self.child_informers.items()},
+            {
+                **{res: Lister(inf.store) for res, inf in self.child_informers.items()},
+                **{k.resource: Lister(inf.store) for k, inf in self.watched_informers.items()},
+            },
             options,
         )
         self.sync = JobSync(
@@ -145,6 +156,8 @@ class Controller:
                 on_delete=lambda obj: self._node_gone(_unwrap(obj)),
             )
         )
+        for kind, inf in self.watched_informers.items():
+            inf.add_event_handler(self._watched_handler(kind))
         self._workers: list[threading.Thread] = []
         self._syncing: dict[str, str] = {}  # worker thread's name -> the key it syncs
 
@@ -183,6 +196,24 @@ class Controller:
 
         return EventHandler(on_add=on_add, on_update=on_update, on_delete=on_delete)
 
+    def _watched_handler(self, kind: WatchedKind) -> EventHandler:
+        """One added or deleted that concerns the jobs queues every job of its namespace
+        (its updates queue nothing: only its being there is read)."""
+
+        def changed(obj: Obj | DeletedFinalStateUnknown) -> None:
+            real = _unwrap(obj)
+            if not kind.concerns(real):
+                return
+            namespace = ob.namespace(real)
+            if not namespace:
+                return
+            for job in self.listers.jobs.list(namespace):
+                key = meta_namespace_key(job)
+                log.info(f"a {kind.resource.kind} of the job's namespace came or went", job=key)
+                self.queue.add(key)
+
+        return EventHandler(on_add=changed, on_delete=changed)
+
     def _node_changed(self, node: Obj, old: Obj | None = None) -> None:
         """A node became lost (or recovered): its jobs look again. (Added lost: after a
         relist, or a node the operator never saw Ready.)"""
@@ -205,7 +236,12 @@ class Controller:
     # -- workers --------------------------------------------------------------------------
 
     def informers(self) -> list[SharedInformer]:
-        return [self.job_informer, *self.child_informers.values(), self.node_informer]
+        return [
+            self.job_informer,
+            *self.child_informers.values(),
+            self.node_informer,
+            *self.watched_informers.values(),
+        ]
 
     def has_synced(self) -> bool:
         return all(inf.has_synced() for inf in self.informers())

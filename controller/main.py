@@ -22,7 +22,8 @@ import structlog
 
 from controller.api import DGLJOBS
 from controller.builders import GANG_SCHEDULERS, BuildOptions
-from controller.children import active
+from controller.builders.kind import ChildKind, WatchedKind
+from controller.children import active, watched
 from controller.controller import Controller
 from controller.machinery.events import EventRecorder
 from controller.machinery.leader import LeaderConfig, LeaderElector
@@ -150,7 +151,18 @@ BUILD_FLAGS: dict[str, Flag] = {
         action="store_true",
         help="queue the DGLJobs labelled kueue.x-k8s.io/queue-name in Kueue: each gets a "
         "Workload and runs only once Kueue admits it (Kueue v0.17+ with DGLJob.v1alpha1.qihoo.net "
-        "in integrations.externalFrameworks; docs/operations.md, Running under Kueue)",
+        "in integrations.externalFrameworks; docs/operations.md, Running under Kueue). A job "
+        "without the label, in a namespace with a LocalQueue named default, is queued there "
+        "(Kueue's LocalQueueDefaulting)",
+    ),
+    "kueue_manage_jobs_without_queue_name": declare(
+        "--kueue-manage-jobs-without-queue-name",
+        action="store_true",
+        help="with --kueue, as Kueue's manageJobsWithoutQueueName: no DGLJob runs outside "
+        "Kueue; one without the label kueue.x-k8s.io/queue-name, in a namespace without a "
+        "LocalQueue named default, waits without pods (Queued, reason QueueNameMissing) until "
+        "it is labelled or that LocalQueue is made (docs/operations.md, Making the queue "
+        "mandatory)",
     ),
     "network_policy": declare(
         "--network-policy",
@@ -209,6 +221,8 @@ def parse_settings(argv: Sequence[str] | None = None) -> OperatorSettings:
         parser.error("--gang-scheduler-name must not be empty")
     if a.renew_deadline >= a.lease_duration:
         parser.error("--leader-elect-renew-deadline must be shorter than the lease duration")
+    if a.kueue_manage_jobs_without_queue_name and not a.kueue:
+        parser.error("--kueue-manage-jobs-without-queue-name needs --kueue")
     if a.metrics_secure and not a.metrics_cert_dir:
         parser.error("--metrics-secure needs --metrics-cert-dir (tls.crt, tls.key)")
     if a.metrics_cert_dir and not a.metrics_secure:
@@ -286,7 +300,9 @@ def check_api(
     """Say clearly, once, what stops the operator from working (it keeps retrying anyway)."""
     # the CRDs its settings need besides DGLJob's (controller/children.py), and what to say
     # when one is missing
-    optional = [c for c in active(options or BuildOptions()) if c.missing]
+    options = options or BuildOptions()
+    kinds: list[ChildKind | WatchedKind] = [*active(options), *watched(options)]
+    optional = [c for c in kinds if c.missing]
     try:
         client.list(DGLJOBS, namespace, limit=1)
         for kind in optional:
@@ -304,7 +320,8 @@ def check_api(
         return False
     except Forbidden as e:
         log.error(
-            "not allowed to list DGLJobs, PodGroups or Workloads: check the operator's RBAC",
+            "not allowed to list DGLJobs, PodGroups, Workloads or LocalQueues: check the "
+            "operator's RBAC",
             error=e.message,
         )
         return False

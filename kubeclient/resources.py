@@ -56,6 +56,8 @@ PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 # Kueue (--kueue): the Workload of a queued job, and what its admission names (CRDs, installed
 # with Kueue; v1beta2 is the version Kueue stores and the only one served without webhooks)
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+# (read: a namespace's LocalQueue named default takes its jobs without the queue label)
+LOCALQUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
 RESOURCEFLAVORS = Resource(
     "kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False
 )

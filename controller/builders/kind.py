@@ -1,7 +1,8 @@
 """A kind of object a DGLJob owns and the controller watches (:class:`ChildKind`): how its
 informer is filtered, what it keeps, whether the sync creates it once, and with which settings it
 is in use. The registry of them is controller/children.py; a feature's kinds are its entry's
-(controller/features/registry.py)."""
+(controller/features/registry.py). A kind it only reads, owned by others, is a
+:class:`WatchedKind` (a feature's ``watches``)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,24 @@ class ChildKind:
     transform: Callable[[Obj], Obj] | None = None
     # a kind of a CRD the settings need: what the operator says while it is not installed
     # (the settings that need it, what to install); "": a kind every cluster serves
+    missing: str = ""
+
+    def in_use(self, options: BuildOptions) -> bool:
+        return self.enabled is None or self.enabled(options)
+
+
+@dataclass(frozen=True)
+class WatchedKind:
+    """A kind of object the operator reads but does not own (a feature's: Kueue's
+    LocalQueues): watched in the namespaces the operator watches, its lister among the sync's
+    (controller/children.py :class:`Listers`). An object added or deleted for which
+    ``concerns`` is true queues every DGLJob of its namespace (its updates queue nothing: only
+    its being there is read)."""
+
+    resource: Resource
+    concerns: Callable[[Obj], bool]
+    enabled: Callable[[BuildOptions], bool] | None = None
+    transform: Callable[[Obj], Obj] | None = None
     missing: str = ""
 
     def in_use(self, options: BuildOptions) -> bool:

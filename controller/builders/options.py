@@ -28,6 +28,10 @@ class BuildOptions:
     # --kueue: a job labelled kueue.x-k8s.io/queue-name runs only once Kueue admits its
     # Workload (controller/features/kueue.py)
     kueue: bool = False
+    # --kueue-manage-jobs-without-queue-name (Kueue's manageJobsWithoutQueueName): with
+    # --kueue, a job without the label and no LocalQueue named default to take it waits,
+    # without pods, instead of running outside Kueue
+    kueue_manage_jobs_without_queue_name: bool = False
     # --network-policy (the chart's networkPolicy.enabled): each job gets network_policy()
     network_policy: bool = True
     # --operator-service-account NAMESPACE/NAME (the chart's: the operator's own account): a

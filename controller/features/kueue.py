@@ -27,7 +27,12 @@ Go job reconciler (pkg/controller/jobframework/reconciler.go, v0.17) is the refe
   side sets on the Workload.
 - **no way around the queue** (:func:`queue_of`, :func:`changed`): the Workload is the job's by
   owner UID, never by name or label; a job that has a Workload (or had one: ``status.queue``)
-  stays queued, label or not; a Workload no longer equivalent to the job (another queue, or
+  stays queued, label or not; a job without the label, in a namespace that has a LocalQueue
+  named ``default``, is queued there (Kueue's ``LocalQueueDefaulting``, GA and always on in
+  v0.17: always with ``--kueue``); with ``--kueue-manage-jobs-without-queue-name`` (Kueue's
+  ``manageJobsWithoutQueueName``) a job left without a queue waits, without pods
+  (:data:`REASON_QUEUE_NAME_MISSING`, :func:`queue_name_missing`), as Kueue keeps such a job
+  suspended; a Workload no longer equivalent to the job (another queue, or
   podSets whose quota-relevant parts changed: the builder's ``pod_sets_hash``, kept on the
   Workload) is
   replaced, the running attempt stopped first, as Kueue's own integrations do.
@@ -41,9 +46,10 @@ from dataclasses import dataclass
 
 from controller.api import LAUNCHER, PARTITIONER, WORKER, DGLJob, Placement
 from controller.builders import BuildOptions
-from controller.builders.kind import ChildKind
+from controller.builders.kind import ChildKind, WatchedKind
+from controller.machinery.slim import slim_metadata
 from controller.status.conditions import get_condition, is_true, now_rfc3339
-from kubeclient import WORKLOADS, Obj
+from kubeclient import LOCALQUEUES, WORKLOADS, Obj
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
@@ -51,6 +57,10 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 POD_SETS_HASH_ANNOTATION = "dgl.qihoo.net/pod-sets-hash"
 STATUS_QUEUE = "queue"  # status.queue: {localQueue, workload}, once the job was ever queued
 REASON_WORKLOAD_CHANGED = "WorkloadChanged"  # Queued True: the Workload is made again
+# Kueue's LocalQueueDefaulting: the LocalQueue that takes a namespace's jobs without the label
+DEFAULT_LOCAL_QUEUE = "default"
+# --kueue-manage-jobs-without-queue-name: Queued True, the job has no queue and waits
+REASON_QUEUE_NAME_MISSING = "QueueNameMissing"
 # the job's side (its status): the condition Queued, True while the job waits for Kueue to
 # admit it (Kueue's reason and message), and the phase meanwhile; the events' reasons
 QUEUED = "Queued"
@@ -91,11 +101,14 @@ def queue_name(raw: Obj) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
-def queue_of(job: DGLJob, owned: list[Obj]) -> tuple[str | None, Obj | None]:
+def queue_of(
+    job: DGLJob, owned: list[Obj], *, default_queue: bool = False
+) -> tuple[str | None, Obj | None]:
     """The LocalQueue a job is under and its Workload (``owned``: the Workloads it controls,
     by owner UID). Its label names the queue; without one, the queue of the Workload it has,
-    else the one ``status.queue`` recorded: once queued, a job stays queued until it finishes.
-    (None, None): never queued."""
+    else the one ``status.queue`` recorded: once queued, a job stays queued until it finishes;
+    else, when its namespace has a LocalQueue named ``default`` (``default_queue``), that one.
+    (None, None): not queued."""
     workload = owned[0] if owned else None
     for wl in owned:  # (one being replaced, until it is gone, else the one that stands)
         if not (wl.get("metadata") or {}).get("deletionTimestamp"):
@@ -106,7 +119,31 @@ def queue_of(job: DGLJob, owned: list[Obj]) -> tuple[str | None, Obj | None]:
     if queue is None:
         recorded = (job.status.get(STATUS_QUEUE) or {}).get("localQueue")
         queue = recorded if isinstance(recorded, str) and recorded else None
+    if queue is None and default_queue:
+        queue = DEFAULT_LOCAL_QUEUE
     return queue, workload
+
+
+def defaulted(job: DGLJob, queue: str) -> bool:
+    """Whether ``queue`` is the job's by Kueue's LocalQueueDefaulting (no label: its
+    namespace's LocalQueue ``default``), not by a label it had and lost."""
+    return queue == DEFAULT_LOCAL_QUEUE and queue_name(job.raw) is None
+
+
+def queue_name_missing(job: DGLJob) -> str:
+    """Why a job without a queue waits, under --kueue-manage-jobs-without-queue-name."""
+    return (
+        f"the label {QUEUE_LABEL} is required (the operator runs with "
+        "--kueue-manage-jobs-without-queue-name) and the namespace "
+        f"{job.namespace} has no LocalQueue named {DEFAULT_LOCAL_QUEUE}: the job waits, "
+        f"without pods, until it is labelled {QUEUE_LABEL}=<a LocalQueue of its namespace> "
+        f"or a LocalQueue {DEFAULT_LOCAL_QUEUE} is made there"
+    )
+
+
+def is_default_queue(lq: Obj) -> bool:
+    """A LocalQueue that takes its namespace's jobs without the label."""
+    return (lq.get("metadata") or {}).get("name") == DEFAULT_LOCAL_QUEUE
 
 
 def changed(wl: Obj, queue: str, want: Callable[[], str]) -> str | None:
@@ -354,8 +391,10 @@ def _kueue(options: BuildOptions) -> bool:
 class Kueue:
     """The feature's entry (controller/features/registry.py): a queued job's Workload,
     watched: created once (its podSets are immutable); its status is read (Kueue's admission)
-    and written (PodsReady, Finished, a reservation cleared) whole. The rest is the queued
-    step's (controller/lifecycle/queued.py)."""
+    and written (PodsReady, Finished, a reservation cleared) whole. The LocalQueues, watched
+    and never written: one named ``default`` made or deleted queues its namespace's jobs
+    (whether it is there decides the queue of a job without the label). The rest is the
+    queued step's (controller/lifecycle/queued.py)."""
 
     name = "kueue"
     kinds = (
@@ -364,6 +403,16 @@ class Kueue:
             once=True,
             enabled=_kueue,
             missing="--kueue: the Workload CRD (workloads.kueue.x-k8s.io, v1beta2) is not "
+            "installed: install Kueue (docs/operations.md, Running under Kueue)",
+        ),
+    )
+    watches = (
+        WatchedKind(
+            LOCALQUEUES,
+            concerns=is_default_queue,
+            enabled=_kueue,
+            transform=slim_metadata,
+            missing="--kueue: the LocalQueue CRD (localqueues.kueue.x-k8s.io, v1beta2) is not "
             "installed: install Kueue (docs/operations.md, Running under Kueue)",
         ),
     )

@@ -8,6 +8,8 @@ of :data:`FEATURES`:
 
 - :class:`ChildKinds`: the kinds of child it owns that the controller watches (each
   informer, lister and creation follows, controller/children.py);
+- :class:`WatchedKinds`: the kinds it reads but does not own (an informer and a lister each;
+  one added or deleted queues the jobs of its namespace);
 - :class:`ChildrenBuilder`: its children, made once and left alone, before any pod
   (``desired()``, controller/builders/desired.py);
 - :class:`PodMutator`: its last change to every pod ``desired()`` makes;
@@ -46,7 +48,7 @@ from collections.abc import Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 from controller.api import DGLJob
-from controller.builders.kind import ChildKind
+from controller.builders.kind import ChildKind, WatchedKind
 from controller.builders.options import BuildOptions
 from controller.features.elastic import ELASTIC
 from controller.features.gang import GANG
@@ -63,6 +65,13 @@ class ChildKinds(Protocol):
     """The kinds of child this feature owns that the controller watches."""
 
     kinds: tuple[ChildKind, ...]
+
+
+@runtime_checkable
+class WatchedKinds(Protocol):
+    """The kinds this feature reads but does not own, that the controller watches."""
+
+    watches: tuple[WatchedKind, ...]
 
 
 @runtime_checkable
@@ -144,6 +153,11 @@ FEATURES: tuple[object, ...] = (GANG, KUEUE, NETWORK, STORAGE, ELASTIC, TRANSFER
 def kinds() -> tuple[ChildKind, ...]:
     """The kinds of child the features own, in the order of :data:`FEATURES`."""
     return tuple(k for f in FEATURES if isinstance(f, ChildKinds) for k in f.kinds)
+
+
+def watched() -> tuple[WatchedKind, ...]:
+    """The kinds the features read but do not own, in the order of :data:`FEATURES`."""
+    return tuple(k for f in FEATURES if isinstance(f, WatchedKinds) for k in f.watches)
 
 
 def builders() -> list[ChildrenBuilder]:

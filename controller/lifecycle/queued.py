@@ -1,6 +1,11 @@
-"""queued? (``--kueue`` and the job's ``kueue.x-k8s.io/queue-name`` label) -> Kueue's contract
-(controller/features/kueue.py) acted on:
+"""queued? (``--kueue`` and the job's ``kueue.x-k8s.io/queue-name`` label, else its
+namespace's LocalQueue named ``default``) -> Kueue's contract (controller/features/kueue.py)
+acted on:
 
+    no queue?          -> the job runs outside Kueue; with
+                          --kueue-manage-jobs-without-queue-name it waits instead, without
+                          pods (Queued True, QueueNameMissing, a Warning naming the label),
+                          until it is labelled or its namespace gets a LocalQueue default
     no Workload?       -> create it; the job waits (Queued)
     not admitted?      -> no pods (deleted if any), Queued True with Kueue's reason and message
                           (the LocalQueue is missing, the quota is short, a check is pending)
@@ -37,6 +42,7 @@ from controller.machinery import objects as ob
 from controller.machinery.events import NORMAL, WARNING
 from controller.status import conditions, observation, pod_state
 from kubeclient import (
+    LOCALQUEUES,
     PRIORITYCLASSES,
     RESOURCEFLAVORS,
     WORKLOADS,
@@ -71,16 +77,29 @@ def wait_for_admission(ctx: Context, act: Actions) -> Next:
     """The job as its admission runs it (unchanged when it is not queued), or done: it waits
     for Kueue, without pods (none counted)."""
     job = ctx.job
-    queue, wl = kueue.queue_of(job, act.listers[WORKLOADS].controlled_by(job.uid))
+    default = act.listers[LOCALQUEUES].get(job.namespace, kueue.DEFAULT_LOCAL_QUEUE) is not None
+    owned = act.listers[WORKLOADS].controlled_by(job.uid)
+    queue, wl = kueue.queue_of(job, owned, default_queue=default)
     if queue is None:
-        return Next.GO_ON
-    if kueue.queue_name(job.raw) is None:
+        if not act.options.kueue_manage_jobs_without_queue_name:
+            return Next.GO_ON
+        _hold_for_admission(
+            ctx, act, kueue.REASON_QUEUE_NAME_MISSING, kueue.queue_name_missing(job)
+        )
+        return _waits(ctx)
+    defaulted = kueue.defaulted(job, queue)
+    if kueue.queue_name(job.raw) is None and not defaulted:
         _label_removed(ctx, act, queue)
     if wl is None:
         name = _create_workload(ctx, act, queue)
         if name:
             ctx.status[kueue.STATUS_QUEUE] = {"localQueue": queue, "workload": name}
             message = f"Workload {name} is queued in LocalQueue {queue}"
+            if defaulted:
+                message += (
+                    f" (the job has no label {kueue.QUEUE_LABEL}: its namespace's LocalQueue "
+                    f"{queue} takes it)"
+                )
             _hold_for_admission(ctx, act, kueue.REASON_PENDING, message)
         return _waits(ctx)
     if ob.being_deleted(wl):  # (replaced: the new one is made once this one is gone)
@@ -223,7 +242,8 @@ def _hold_for_admission(ctx: Context, act: Actions, reason: str, message: str) -
     """No pods until Kueue admits the job: Queued True with Kueue's reason and message."""
     old = conditions.get_condition(ctx.status, kueue.QUEUED) or {}
     if old.get("status") != "True" or old.get("reason") != reason:
-        kind = WARNING if reason.startswith("Evicted") else NORMAL
+        warn = reason.startswith("Evicted") or reason == kueue.REASON_QUEUE_NAME_MISSING
+        kind = WARNING if warn else NORMAL
         ctx.plan.announce(kind, kueue.REASON_QUEUED, f"{reason}: {message}")
     if old.get("message") != message or old.get("reason") != reason:
         ctx.set_condition(kueue.QUEUED, True, reason, message)

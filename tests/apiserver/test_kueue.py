@@ -21,7 +21,16 @@ import pytest
 
 from controller.api import DGLJOBS
 from controller.features import kueue as kq
-from kubeclient import EVENTS, PODS, PRIORITYCLASSES, WORKLOADS, AlreadyExists, Obj, RestClient
+from kubeclient import (
+    EVENTS,
+    LOCALQUEUES,
+    PODS,
+    PRIORITYCLASSES,
+    WORKLOADS,
+    AlreadyExists,
+    Obj,
+    RestClient,
+)
 from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess
 from tests.support.apiserver import operator_identity
@@ -30,7 +39,6 @@ from tests.support.kueue import (
     CLUSTERQUEUES,
     FLAVOR_LABELS,
     FLAVOR_TOLERATION,
-    LOCALQUEUES,
     cluster_queue,
     ensure,
     flavor,
@@ -57,20 +65,47 @@ def kueue(control_plane: ControlPlane, api: RestClient, tmp_path_factory: Any) -
         yield
 
 
+@contextlib.contextmanager
+def kueue_operator(
+    api: RestClient, control_plane: ControlPlane, namespace: str, tmp_path: Path, *flags: str
+) -> Iterator[OperatorProcess]:
+    """The operator with ``--kueue`` (and ``flags``) under the chart's RBAC with kueue."""
+    role = cluster_role(kueue=True)
+    with operator_identity(api, control_plane, role, tmp_path / "sa.kubeconfig") as (config, _):
+        op = OperatorProcess(
+            config,
+            tmp_path / "operator.log",
+            "--namespace",
+            namespace,
+            "--kueue",
+            *flags,
+            metrics=True,
+        )
+        try:
+            # the Workload and LocalQueue informers synced: list and watch allowed
+            op.start().wait_ready()
+            yield op
+        finally:
+            op.stop()
+
+
 @pytest.fixture
 def operator(
     api: RestClient, control_plane: ControlPlane, namespace: str, kueue: None, tmp_path: Path
 ) -> Iterator[OperatorProcess]:
-    role = cluster_role(kueue=True)
-    with operator_identity(api, control_plane, role, tmp_path / "sa.kubeconfig") as (config, _):
-        op = OperatorProcess(
-            config, tmp_path / "operator.log", "--namespace", namespace, "--kueue", metrics=True
-        )
-        try:
-            op.start().wait_ready()  # the Workload informer synced: list and watch allowed
-            yield op
-        finally:
-            op.stop()
+    with kueue_operator(api, control_plane, namespace, tmp_path) as op:
+        yield op
+
+
+@pytest.fixture
+def mandatory_queue_operator(
+    api: RestClient, control_plane: ControlPlane, namespace: str, kueue: None, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    """The operator as a platform team makes the queue mandatory (the chart's
+    kueueManageJobsWithoutQueueName)."""
+    flag = "--kueue-manage-jobs-without-queue-name"
+    with kueue_operator(api, control_plane, namespace, tmp_path, flag) as op:
+        yield op
 
 
 def queue_objects(api: RestClient, namespace: str, cq: Obj) -> str:
@@ -379,3 +414,92 @@ def test_no_way_around_the_queue(
     )
     assert not admitted(workload_of(api, namespace, "holder"))
     assert condition(api, namespace, "holder", "Queued").get("status") == "True"
+
+
+# -- a job without the queue label (issue 57) ---------------------------------------------------
+
+
+def test_a_job_without_the_label_is_queued_in_the_local_queue_default_within_its_quota(
+    api: RestClient, namespace: str, operator: OperatorProcess
+) -> None:
+    """The attack: a job without the queue label, in a namespace whose LocalQueue is named
+    ``default``, ran outside Kueue beside the job that held the quota. The twin first (the
+    check can fail): with no LocalQueue ``default`` such a job runs unqueued. Once the
+    platform makes ``default`` (Kueue's LocalQueueDefaulting, always on with --kueue), that
+    job is stopped and queued there, and a second one without the label waits, without pods,
+    while the first holds the whole quota; it runs once the first is done."""
+    cq = queue_objects(api, namespace, cluster_queue("cq", "4"))  # (and LocalQueue lq)
+    api.create(DGLJOBS, namespace, job(namespace, "early", queue=None))
+    wait_for(lambda: "early-worker-0" in pods(api, namespace, "early"), what="early's pods")
+    assert workload_of(api, namespace, "early") is None  # runs outside Kueue: no default yet
+    api.create(LOCALQUEUES, namespace, local_queue("default", namespace, cq))
+    wait_for(
+        lambda: (w := workload_of(api, namespace, "early")) and w["spec"]["queueName"],
+        what="early's Workload",
+        timeout=30,
+    )
+    assert (workload_of(api, namespace, "early") or {})["spec"]["queueName"] == "default"
+    wait_for(lambda: admitted(workload_of(api, namespace, "early")), what="early admitted")
+    api.create(DGLJOBS, namespace, job(namespace, "late", queue=None))
+    wait_for(
+        lambda: (w := workload_of(api, namespace, "late")) and w["spec"]["queueName"],
+        what="late's Workload",
+        timeout=30,
+    )
+    assert (workload_of(api, namespace, "late") or {})["spec"]["queueName"] == "default"
+    wait_for(
+        lambda: condition(api, namespace, "late", "Queued").get("status") == "True",
+        what="late queued",
+        timeout=30,
+    )
+    said = events_of(api, namespace, "late", "DGLJobQueued")
+    assert any("no label kueue.x-k8s.io/queue-name" in m for m in said), said
+    # the quota holds: early's 4 CPUs are the queue's all; late waits without pods
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        assert pods(api, namespace, "late") == {}, "late ran beyond the quota"
+        assert not admitted(workload_of(api, namespace, "late"))
+        time.sleep(0.5)
+    run_to_success(api, namespace, "early", 80)
+    wait_for(
+        lambda: admitted(workload_of(api, namespace, "late")), what="late admitted", timeout=60
+    )
+    run_to_success(api, namespace, "late", 90)
+
+
+def test_with_the_queue_mandatory_a_job_without_the_label_waits_naming_it(
+    api: RestClient, namespace: str, mandatory_queue_operator: OperatorProcess
+) -> None:
+    """--kueue-manage-jobs-without-queue-name, no LocalQueue ``default``: a job without the
+    label never runs outside Kueue: no pods, no Workload, ``Queued`` True QueueNameMissing
+    and a Warning, both naming the label (its twin, the same job under an operator without
+    the option, runs at once: test_one_job_at_a_time..., the job ``free``, and the first step
+    of the test above). Labelled, it is queued and runs once admitted."""
+    queue_objects(api, namespace, cluster_queue("cq", "4"))  # (LocalQueue lq, not default)
+    api.create(DGLJOBS, namespace, job(namespace, "unnamed", queue=None))
+    wait_for(
+        lambda: condition(api, namespace, "unnamed", "Queued").get("reason") == "QueueNameMissing",
+        what="unnamed refused",
+        timeout=30,
+    )
+    said = condition(api, namespace, "unnamed", "Queued")
+    assert said["status"] == "True" and kq.QUEUE_LABEL in said["message"], said
+    assert api.get(DGLJOBS, namespace, "unnamed")["status"]["phase"] == "Queued"
+    warned = wait_for(
+        lambda: [
+            e
+            for e in api.list(EVENTS, namespace)["items"]
+            if e["involvedObject"]["name"] == "unnamed" and e["type"] == "Warning"
+        ],
+        what="the Warning",
+        timeout=30,
+    )
+    assert any(kq.QUEUE_LABEL in str(e.get("message")) for e in warned), warned
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        assert pods(api, namespace, "unnamed") == {}, "the job ran outside Kueue"
+        assert workload_of(api, namespace, "unnamed") is None
+        time.sleep(0.5)
+    api.patch(DGLJOBS, namespace, "unnamed", {"metadata": {"labels": {kq.QUEUE_LABEL: "lq"}}})
+    wait_for(lambda: admitted(workload_of(api, namespace, "unnamed")), what="admitted", timeout=60)
+    run_to_success(api, namespace, "unnamed", 100)

@@ -131,6 +131,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     },
     "kueue": {"kueue": True},
     "kueue-in-namespace": {"kueue": True, "watchNamespace": "team-a"},
+    "kueue-mandatory": {"kueue": True, "kueueManageJobsWithoutQueueName": True},
     "no-service": {"metrics": {"service": {"enabled": False}, "podMonitor": {"enabled": True}}},
     "secure-metrics": {"metrics": {"secure": True, "serviceMonitor": {"enabled": True}}},
     "secure-metrics-own-cert": {
@@ -658,6 +659,9 @@ def test_args_are_the_operators_flags(rendered: dict[str, Any], name: str) -> No
     )
     assert opts.kueue == bool(values.get("kueue"))
     assert args.count("--kueue") == int(bool(values.get("kueue")))
+    mandatory = bool(values.get("kueueManageJobsWithoutQueueName"))
+    assert opts.kueue_manage_jobs_without_queue_name == mandatory
+    assert args.count("--kueue-manage-jobs-without-queue-name") == int(mandatory)
     assert c["image"] == _image(values, None, "dgloperator/dgl-operator")
     for extra in values.get("extraArgs", []):
         assert args[-len(values["extraArgs"]) :].count(extra) == 1
@@ -855,6 +859,7 @@ FAILURES = [
     ),
     ({"metrics": {"port": 8081}}, "metrics.port and health.port must differ"),
     ({"serviceAccount": {"create": False}}, "rbac.create with serviceAccount.create=false needs"),
+    ({"kueueManageJobsWithoutQueueName": True}, "kueueManageJobsWithoutQueueName needs kueue"),
     # values.schema.json
     ({"logFormat": "text"}, "logFormat"),
     ({"workers": 0}, "workers"),

@@ -76,3 +76,10 @@ def kueue_writes(h: Harness, status: Obj) -> None:
     """Kueue's scheduler writes the Workload's status."""
     wl = workload(h)
     h.kube.patch(WORKLOADS, NS, wl["metadata"]["name"], {"status": status}, subresource="status")
+
+
+def local_queue(name: str = kueue.DEFAULT_LOCAL_QUEUE, namespace: str = NS) -> Obj:
+    """A LocalQueue (what the operator reads of it: that it is there)."""
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterQueue": "cq"}}  # fmt: skip

@@ -15,7 +15,7 @@ from controller.builders import BuildOptions
 from controller.builders import workload as built
 from controller.builders.desired import desired
 from controller.features import kueue
-from kubeclient import PODS, RESOURCEFLAVORS, WORKLOADS, Obj
+from kubeclient import LOCALQUEUES, PODS, RESOURCEFLAVORS, WORKLOADS, Obj
 from tests.controller.harness import LAUNCH, MAIN, NS, PART, W0, W1, Harness, bring_up, seed
 from tests.controller.kueue_fixtures import (
     FLAVOR,
@@ -24,6 +24,7 @@ from tests.controller.kueue_fixtures import (
     admitted_status,
     cond,
     kueue_writes,
+    local_queue,
     parsed,
     queued,
     workload,
@@ -97,6 +98,37 @@ def test_an_elastic_job_may_be_admitted_partially_down_to_min_replicas() -> None
 def test_a_job_without_the_label_is_not_queued() -> None:
     assert kueue.queue_name(seed()) is None
     assert kueue.queue_name(queued("lq")) == "lq"
+
+
+def test_a_job_without_the_label_takes_its_namespaces_local_queue_named_default() -> None:
+    """Kueue's LocalQueueDefaulting: only a job with no queue of its own (no label, no
+    Workload, none recorded) goes to ``default``, and only where that LocalQueue is."""
+    free, labelled = parsed(seed()), parsed(queued("team-a"))
+    assert kueue.queue_of(free, []) == (None, None)  # (the check can fail: no default queue)
+    assert kueue.queue_of(free, [], default_queue=True) == ("default", None)
+    assert kueue.defaulted(free, "default")
+    # a label, a Workload or a recorded queue wins over the default
+    assert kueue.queue_of(labelled, [], default_queue=True) == ("team-a", None)
+    assert not kueue.defaulted(labelled, "team-a")
+    wl = {"metadata": {"name": "w"}, "spec": {"queueName": "team-b"}}
+    assert kueue.queue_of(free, [wl], default_queue=True) == ("team-b", wl)
+    was = parsed({**seed(), "status": {"queue": {"localQueue": "team-c", "workload": "w"}}})
+    assert kueue.queue_of(was, [], default_queue=True) == ("team-c", None)
+    # a label that named default is not a default's: its removal is said as ever
+    assert not kueue.defaulted(parsed(queued("default")), "default")
+    assert kueue.is_default_queue(local_queue())
+    assert not kueue.is_default_queue(local_queue("team-a"))
+
+
+def test_the_refusal_of_a_job_without_a_queue_names_the_label_and_the_way_out() -> None:
+    said = kueue.queue_name_missing(parsed(seed()))
+    for part in (
+        "the label kueue.x-k8s.io/queue-name is required",
+        "--kueue-manage-jobs-without-queue-name",
+        f"the namespace {NS} has no LocalQueue named default",
+        "without pods",
+    ):
+        assert part in said, said
 
 
 # -- what Kueue wrote --------------------------------------------------------------------------
@@ -362,6 +394,98 @@ def test_a_job_without_the_label_runs_as_ever_and_has_no_workload(h: Harness) ->
     h.settle()
     assert h.kube.objects(WORKLOADS, NS) == []
     assert h.condition("Queued") is None
+
+
+# -- a job without the label (issue 57: LocalQueueDefaulting, manageJobsWithoutQueueName) -------
+
+
+def test_a_job_without_the_label_is_queued_in_the_namespaces_local_queue_default(
+    h: Harness,
+) -> None:
+    """Kueue's LocalQueueDefaulting, always on with --kueue: no pod before the admission, a
+    Workload in LocalQueue default, and no "label removed" Warning (it never had one)."""
+    h.kube.create(LOCALQUEUES, NS, local_queue())
+    h.kube.create(LOCALQUEUES, NS, local_queue("team-a"))
+    h.settle()
+    h.create_job(seed())
+    wait_for(lambda: h.kube.objects(WORKLOADS, NS), what="the Workload")
+    h.settle()
+    assert workload(h)["spec"]["queueName"] == "default"
+    assert h.pods() == {}, "the job ran outside Kueue"
+    assert h.status()["phase"] == "Queued"
+    assert h.status()["queue"]["localQueue"] == "default"
+    said = [e["message"] for e in h.events() if e["reason"] == "DGLJobQueued"]
+    assert any("no label kueue.x-k8s.io/queue-name" in m for m in said), said
+    assert "QueueLabelRemoved" not in h.event_reasons()
+    complete_once_admitted(h, "the Workload Finished")
+
+
+def test_the_default_local_queue_made_later_takes_the_jobs_waiting_for_a_queue() -> None:
+    """--kueue-manage-jobs-without-queue-name: a job without the label, where no LocalQueue
+    named default is, waits without pods, said with the label's name (a Warning); once the
+    platform makes that LocalQueue the job is queued there at once (its creation queues the
+    namespace's jobs), and runs when admitted."""
+    h = Harness(options=BuildOptions(kueue=True, kueue_manage_jobs_without_queue_name=True))
+    h.kube.create(RESOURCEFLAVORS, None, copy.deepcopy(FLAVOR))
+    h.kube.create(LOCALQUEUES, NS, local_queue("team-a"))  # (not default: no help)
+    h.start()
+    try:
+        h.create_job(seed())
+        h.wait_condition_status("Queued", "True", reason="QueueNameMissing")
+        h.settle()
+        assert h.pods() == {}, "the job ran outside Kueue"
+        assert h.kube.objects(WORKLOADS, NS) == []
+        assert h.status()["phase"] == "Queued"
+        q = h.condition("Queued")
+        assert q is not None and "kueue.x-k8s.io/queue-name" in q["message"], q
+        warned = [e for e in h.events() if e["type"] == "Warning"]
+        assert any("kueue.x-k8s.io/queue-name" in e["message"] for e in warned), warned
+        h.kube.create(LOCALQUEUES, NS, local_queue())
+        wait_for(lambda: h.kube.objects(WORKLOADS, NS), what="the Workload in default")
+        assert workload(h)["spec"]["queueName"] == "default"
+        h.wait_condition_status("Queued", "True", reason="Pending")
+        complete_once_admitted(h, "the Workload Finished")
+    finally:
+        h.close()
+
+
+def test_a_default_local_queue_made_later_stops_an_unlabelled_job_running_outside_kueue(
+    h: Harness,
+) -> None:
+    """A job without the label runs unqueued while its namespace has no LocalQueue default
+    (the twin: the check can fail); once one is made it is queued there, its pods stopped
+    until Kueue admits it (it no longer runs outside the quota)."""
+    h.create_job(seed())
+    h.wait_pods(W0, W1, PART)
+    bring_up(h)
+    h.settle()
+    assert h.kube.objects(WORKLOADS, NS) == []
+    h.kube.create(LOCALQUEUES, NS, local_queue())
+    wait_for(lambda: h.kube.objects(WORKLOADS, NS), what="the Workload in default")
+    assert workload(h)["spec"]["queueName"] == "default"
+    h.wait_condition_status("Queued", "True", reason="Pending")
+    h.settle()
+    assert all(p["metadata"].get("deletionTimestamp") for p in h.pods().values()), h.pods()
+
+
+def test_a_job_waiting_for_a_queue_is_queued_once_labelled() -> None:
+    h = Harness(options=BuildOptions(kueue=True, kueue_manage_jobs_without_queue_name=True))
+    h.kube.create(RESOURCEFLAVORS, None, copy.deepcopy(FLAVOR))
+    h.start()
+    try:
+        h.create_job(seed())
+        h.wait_condition_status("Queued", "True", reason="QueueNameMissing")
+        h.kube.patch(
+            DGLJOBS, NS, "dgl-graphsage", {"metadata": {"labels": {kueue.QUEUE_LABEL: "team-a"}}}
+        )
+        wait_for(lambda: h.kube.objects(WORKLOADS, NS), what="the Workload")
+        assert workload(h)["spec"]["queueName"] == "team-a"
+        h.settle()
+        assert h.pods() == {}
+        assert "QueueLabelRemoved" not in h.event_reasons()
+        complete_once_admitted(h, "the Workload Finished")
+    finally:
+        h.close()
 
 
 # -- no way around the queue (issue 42) ---------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from controller.builders import GANG_SCHEDULER_PLUGINS, BuildOptions
 from controller.main import HealthServer, check_api, parse_addr, parse_settings
-from kubeclient import PODGROUPS, WORKLOADS, Forbidden, NotFound, Resource
+from kubeclient import LOCALQUEUES, PODGROUPS, WORKLOADS, Forbidden, NotFound, Resource
 from tests.fakekube import FakeKube
 
 
@@ -52,6 +52,15 @@ def test_flags() -> None:
     assert parse_addr(s.health_addr, "--health-addr") is None
 
 
+def test_the_queue_is_made_mandatory_by_a_flag_of_its_own() -> None:
+    """--kueue-manage-jobs-without-queue-name (the chart's kueueManageJobsWithoutQueueName)
+    mirrors Kueue's manageJobsWithoutQueueName; off by default, as Kueue's."""
+    assert not parse_settings([]).options.kueue_manage_jobs_without_queue_name
+    assert not parse_settings(["--kueue"]).options.kueue_manage_jobs_without_queue_name
+    s = parse_settings(["--kueue", "--kueue-manage-jobs-without-queue-name"])
+    assert s.options.kueue and s.options.kueue_manage_jobs_without_queue_name
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -64,6 +73,10 @@ def test_flags() -> None:
         (["--kubectl-download-url", "http://x/kubectl"], "--kubectl-download-sha256"),
         (["--log-format", "xml"], "--log-format"),
         (["--leader-elect-renew-deadline", "20"], "renew-deadline"),
+        (
+            ["--kueue-manage-jobs-without-queue-name"],
+            "--kueue-manage-jobs-without-queue-name needs --kueue",
+        ),
         (["--bogus"], "--bogus"),
     ],
 )
@@ -174,6 +187,11 @@ def test_missing_crd_and_rbac_are_said_clearly(capsys: pytest.CaptureFixture[str
                 WORKLOADS,
                 BuildOptions(kueue=True),
                 "--kueue: the Workload CRD (workloads.kueue.x-k8s.io",
+            ),
+            (
+                LOCALQUEUES,
+                BuildOptions(kueue=True),
+                "--kueue: the LocalQueue CRD (localqueues.kueue.x-k8s.io",
             ),
         ):
             missing = _Missing(res)

@@ -16,7 +16,6 @@ from localcluster.kubectl import Kubectl
 from tests.support.prerequisites import unavailable
 
 CLUSTERQUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", False)
-LOCALQUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
 FLAVOR = "default-flavor"
 
 

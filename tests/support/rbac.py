@@ -87,6 +87,9 @@ KUEUE_RULES: list[dict[str, Any]] = [
         "verbs": ["get", "list", "watch", "create", "delete"],
     },
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]},
+    # the LocalQueues, read (never written): one named default takes its namespace's jobs
+    # without the queue label (Kueue's LocalQueueDefaulting)
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues"], "verbs": ["list", "watch"]},
 ]
 # ... and, cluster-scoped (the ClusterRole beside the nodes'): the admitted ResourceFlavors'
 # nodeLabels and tolerations, and the value of a job's priority class (the Workload's priority)

@@ -134,6 +134,9 @@ booleans). */}}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled (a ServiceMonitor scrapes through the Service); use metrics.podMonitor without the Service" }}
 {{- end }}
+{{- if and .Values.kueueManageJobsWithoutQueueName (not .Values.kueue) }}
+{{- fail "kueueManageJobsWithoutQueueName needs kueue: true (the queue is Kueue's; without Kueue no DGLJob could run)" }}
+{{- end }}
 {{- if and (not .Values.serviceAccount.create) .Values.rbac.create (not .Values.serviceAccount.name) }}
 {{- fail "rbac.create with serviceAccount.create=false needs serviceAccount.name (the chart will not grant the operator's permissions to the namespace's default ServiceAccount)" }}
 {{- end }}
