@@ -49,7 +49,7 @@ from e2e.helpers import (
     wait_ready,
 )
 from kubeclient import NETWORKPOLICIES, PODS, SECRETS, NotFound, RestClient
-from podcontract import logline
+from podcontract import STORAGE_DIR, logline
 from tests.support.browser import open_page
 from tests.support.waiting import wait_for
 
@@ -427,6 +427,57 @@ def test_a_damaged_checkpoint_and_damaged_partitions_are_detected(cluster: Any, 
     assert "the cached partitions are damaged" in partitioner and "partitioning again" in (
         partitioner
     )
+
+
+def test_a_planted_checkpoint_fails_the_job_at_once_naming_the_file(cluster: Any, ns: str) -> None:
+    """issue 57: suspended after 2 epochs, every kept checkpoint overwritten with a pickle
+    payload and its digest rewritten (as anybody who mounts the claim can). On resuming, the
+    trainers refuse the newest, naming it, and the job fails FileRefused at once (backoffLimit
+    2 unused), its condition and Warning event quoting the refusal; the payload never ran.
+    (The twin, a damaged checkpoint that is only skipped, is the test above.)"""
+    apply(cluster, storage_job(ns, "planted", backoffLimit=2))
+    wait_job(cluster, ns, "planted", lambda j: epochs_done(j) >= 2, 900, "2 epochs trained")
+    suspend(cluster, ns, "planted", True)
+    wait_for(
+        lambda: get_job(cluster, ns, "planted")["status"].get("phase") == "Suspended"
+        and not cluster.kubectl(["get", "pods", "-n", ns, "-l",
+                                 "dgl.qihoo.net/job-name=planted"])["items"],
+        what="the job suspended and its pods gone",
+        timeout=300,
+        interval=1.0,
+    )  # fmt: skip
+    run = get_job(cluster, ns, "planted")["status"]["results"].split(":", 1)[1].rsplit("/", 1)[0]
+    script = (
+        "import glob, hashlib, os, re, torch\n"
+        "class Payload:\n"
+        "    def __reduce__(self):\n"
+        f"        return (os.system, ('touch {STORAGE_DIR}{run}/pwned',))\n"
+        f"ckpts = sorted(glob.glob('/results{run}/checkpoints/epoch-*.pt'),\n"
+        "               key=lambda p: int(re.findall(r'\\d+', os.path.basename(p))[0]))\n"
+        "for path in ckpts:\n"
+        "    torch.save({'epochs_done': 1, 'model': Payload()}, path)\n"
+        "    digest = hashlib.sha256(open(path, 'rb').read()).hexdigest()\n"
+        "    open(path + '.sha256', 'w').write(digest + '\\n')\n"
+        "print(len(ckpts), os.path.basename(ckpts[-1]))\n"
+    )
+    planted = on_claim(cluster, ns, "planted-results", script, "plant").split()
+    count, newest = int(planted[-2]), planted[-1]
+    assert count == 2, planted
+    suspend(cluster, ns, "planted", False)
+    done = wait_finished(cluster, ns, "planted", timeout=900)
+    failed = conditions(done).get("Failed", {})
+    assert failed.get("status") == "True" and failed.get("reason") == "FileRefused", conditions(
+        done
+    )
+    path = f"{STORAGE_DIR}{run}/checkpoints/{newest}"
+    assert f"checkpoint {path} is refused: it holds more than tensors" in failed["message"], failed
+    assert "posix.system" in failed["message"], failed
+    assert int(done["status"].get("restartCount") or 0) == 0, done["status"]
+    refused = event_messages(cluster, ns, "FileRefused")
+    assert any(path in m and "is refused" in m for m in refused), refused
+    left = on_claim(cluster, ns, "planted-results",
+                    f"import os; print(os.path.exists('/results{run}/pwned'))", "look")  # fmt: skip
+    assert left.split()[-1] == "False", "the planted payload ran"
 
 
 def test_a_path_on_a_new_claim_is_made_and_holds_everything(cluster: Any, ns: str) -> None:

@@ -11,7 +11,10 @@ Before training, dglrun (:func:`choose`) takes the newest checkpoint whose conte
 digest; one that does not (a truncated or overwritten file) is reported and the one before it
 taken, and one without a digest was never finished and does not count. Every trainer then
 gets ``$DGLRUN_RESUME_FROM`` (the file) and ``$DGLRUN_RESUME_EPOCH`` (``n``: the epoch to run
-next, 0-based); without them it starts from epoch 0.
+next, 0-based); without them it starts from epoch 0. A digest proves the file whole, not who
+wrote it: a trainer that refuses to load it (weights-only: it could run code) ends with one
+line naming it and podcontract's ``REFUSED_EXIT_CODE``, and the job fails at once
+(launcher/workers/refusal.py).
 
 Standard library only: dglrun checks checkpoints without torch, and entry points may import
 :func:`saving` wherever dglrun is installed.

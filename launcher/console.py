@@ -6,7 +6,9 @@ A phase (:func:`phase`) prints ``[k/5] name`` and ``[k/5] name done in 1.2s``; a
 failure inside it (a bad file, a worker that cannot be reached) becomes a :class:`PhaseError`
 ``<phase> failed: <why>``, the line dglrun ends with (and the pod's termination message).
 When a process of the phase was killed for memory (:mod:`launcher.workers.oom`), the error is an
-:class:`OutOfMemory` whose line starts ``OOMKilled: <process> in pod <pod> ...``.
+:class:`OutOfMemory` whose line starts ``OOMKilled: <process> in pod <pod> ...``; when one refused
+a file it was to load (:mod:`launcher.workers.refusal`), a :class:`Refused` whose line starts
+``refused: `` and quotes the process, naming the file.
 """
 
 from __future__ import annotations
@@ -81,6 +83,12 @@ class PhaseError(LauncherError, RuntimeError):
 class OutOfMemory(PhaseError):
     """A phase failed because the kernel killed one of its processes for memory; ``str()``
     starts with podcontract's ``OOM_PREFIX`` and names the process and its pod."""
+
+
+class Refused(PhaseError):
+    """A phase failed because one of its processes refused a file it was to load (a checkpoint
+    or a model that could run code: launcher.workers.refusal); ``str()`` starts with
+    podcontract's ``REFUSED_PREFIX`` and quotes the process's refusal, which names the file."""
 
 
 # Failures outside any phase (reading the hostfile, setting up a transport, fetching the
@@ -181,8 +189,8 @@ def phase(console: Console, report: Report, k: int, name: str) -> Iterator[None]
     started = time.monotonic()
     try:
         yield
-    except PlanError:
-        raise  # the memory plan's refusal says all, and the operator reads its first words
+    except (PlanError, Refused):
+        raise  # the memory plan's or a process's refusal says all; the operator reads its start
     except USER_ERRORS as e:
         # (a process killed for memory is why its phase failed, whatever else broke then)
         killed = console.out_of_memory()

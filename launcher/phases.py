@@ -33,7 +33,7 @@ from typing import Any
 
 from chunkedgraph.job import PartitionJob
 from launcher import checksums, programs
-from launcher.console import Console, PhaseError, Report, mb, phase
+from launcher.console import Console, PhaseError, Refused, Report, mb, phase
 from launcher.delivery.pull import Puller
 from launcher.delivery.wire import TransferError, build_manifest, read_token
 from launcher.options import Options, PartitionTransfer, Timeouts
@@ -46,7 +46,7 @@ from launcher.plans import time as timeplan
 from launcher.storage import keeping
 from launcher.storage.layout import Storage
 from launcher.training.train import OUTPUT, TrainingRequest
-from launcher.workers import oom
+from launcher.workers import oom, refusal
 from launcher.workers.hostfile import Host, HostfileError, ip_config, parse_hostfile
 from launcher.workers.transport import PopenProc, Proc, Transport, stop_all, time_limit
 from podcontract import (
@@ -82,7 +82,8 @@ def run_local_process(
     what: str,
 ) -> None:
     """Run a process on this machine, streaming its output; raise PhaseError if it fails
-    (after telling ``console`` when the kernel killed it for memory)."""
+    (after telling ``console`` when the kernel killed it for memory), Refused if it refused a
+    file it was to load (launcher.workers.refusal: its last line names the file)."""
     watch = oom.Watch()
     proc = PopenProc(label, argv, console.line, env={**os.environ, **env})
     try:
@@ -96,6 +97,9 @@ def run_local_process(
     if code != 0:
         if watch.killed(code):
             console.killed_for_memory(label, oom.here())
+        refused = refusal.describe(code, console.last_line(label), what)
+        if refused is not None:  # (the job's next attempt would refuse the file again)
+            raise Refused(refused)
         raise PhaseError(f"{what} exited with code {code}")
 
 

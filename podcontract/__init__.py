@@ -125,3 +125,9 @@ DGLRUN_STATUS_FIELDS = (
 # How dglrun's termination message starts when the job failed for memory
 OOM_PREFIX = "OOMKilled: "  # a process was killed for memory (it names the process and pod)
 MEMORY_PLAN_PREFIX = "memory plan: "  # a step will not fit the pods' memory limit
+# A process of the job that refuses a file it was to load from the claim (a checkpoint or a model
+# that could run code when loaded) exits with REFUSED_EXIT_CODE (sysexits' EX_DATAERR), its last
+# line naming the file and why; dglrun's termination message then starts with REFUSED_PREFIX and
+# quotes that line, and the operator fails the job at once: another attempt would refuse it again
+REFUSED_EXIT_CODE = 65
+REFUSED_PREFIX = "refused: "

@@ -26,7 +26,11 @@ from controller.builders import BuildOptions
 from controller.builders.desired import Desired, desired
 from controller.features.storage import results_location
 from controller.features.transfer import DGLRUN_TRANSFER
-from controller.status.conditions import REASON_MEMORY_PLAN, REASON_OOM_KILLED
+from controller.status.conditions import (
+    REASON_FILE_REFUSED,
+    REASON_MEMORY_PLAN,
+    REASON_OOM_KILLED,
+)
 from controller.status.failures import PodFailure
 from dgljob.modes import MODES, SKIP
 from kubectl_download.config import load_config as kubectl_download_config
@@ -34,7 +38,7 @@ from launcher.options import Options, PartitionTransfer, build_parser, parse
 from launcher.partition import mpirun
 from launcher.plans import memory as memplan
 from launcher.report.progress import ProgressTarget
-from launcher.workers import oom
+from launcher.workers import oom, refusal
 from launcher.workers.hostfile import parse_hostfile
 from podcontract import (
     CHUNKED_LAYOUTS,
@@ -44,6 +48,7 @@ from podcontract import (
     PARTITION_MODES,
     PHASE_LAUNCHER_WORKLOAD,
     PHASE_PARTITIONER,
+    REFUSED_EXIT_CODE,
     STORAGE_DIR,
     TRANSFER_READY_PATH,
     TRANSFERS,
@@ -550,3 +555,16 @@ def test_dglruns_memory_failures_are_what_the_operator_recognises() -> None:
     for message, reason in ((str(refused.value), REASON_MEMORY_PLAN), (killed, REASON_OOM_KILLED)):
         failure = PodFailure("Launcher", "j-launcher", "dgl", 1, "Error", message)
         assert failure.condition_reason == reason
+
+
+def test_dglruns_refusal_of_a_file_is_what_the_operator_fails_for_good() -> None:
+    """A process that refused a file (REFUSED_EXIT_CODE, its last line naming it), as dglrun's
+    termination message says it, becomes FileRefused, a failure no restart retries; the same
+    line with another exit code is an ordinary failure."""
+    line = "train_dist.py: error: [rank 0] checkpoint /dgl_storage/x/epoch-3.pt is refused: ..."
+    said = refusal.describe(REFUSED_EXIT_CODE, line, "trainer 0 on w-0 (10.0.0.1)")
+    assert said is not None
+    failure = PodFailure("Launcher", "j-launcher", "dgl", 1, "Error", said)
+    assert failure.condition_reason == REASON_FILE_REFUSED and failure.permanent
+    assert failure.describe().startswith(line)
+    assert refusal.describe(REFUSED_EXIT_CODE - 1, line, "trainer 0") is None

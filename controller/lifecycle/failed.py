@@ -1,6 +1,8 @@
 """a pod failed? (or, once training runs, a worker or the launcher vanished) -> restart the
-whole job while backoffLimit allows, else Failed (MemoryPlanExceeded: dglrun found a step that
-cannot fit; never retried). :func:`end_attempt` serves the node-lost step too."""
+whole job while backoffLimit allows, else Failed. A failure every attempt would meet again
+(failures.PERMANENT: MemoryPlanExceeded, dglrun found a step that cannot fit; FileRefused, a
+process refused a file it was to load) is never retried. :func:`end_attempt` serves the
+node-lost step too."""
 
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ def end_attempt(ctx: Context, act: Actions, failure: failures.PodFailure) -> Nex
     policy = ctx.job.spec.run_policy
     if failure.reason == conditions.REASON_NODE_LOST:
         ctx.plan.on_written.append(lambda: act.metrics.node_losses.inc())
-    # (a memory plan that does not fit fails again on every attempt: no restart)
-    retry = failure.condition_reason != conditions.REASON_MEMORY_PLAN
+    # (a memory plan that does not fit, a refused file: every attempt fails so, no restart)
+    retry = not failure.permanent
     if retry and ctx.attempt < policy.backoff_limit:
         _restart(ctx, act, failure)
         return Next.DONE

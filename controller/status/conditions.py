@@ -32,6 +32,9 @@ REASON_OOM_KILLED = "OOMKilled"  # a container of the job was killed for memory
 # (or a process in one: dglrun's termination message starts with OOM_PREFIX and says which)
 # dglrun's memory plan found a step that will not fit (its message: MEMORY_PLAN_PREFIX)
 REASON_MEMORY_PLAN = "MemoryPlanExceeded"
+# a process of the job refused a file it was to load (a checkpoint or a model that could run
+# code): dglrun's termination message starts with REFUSED_PREFIX and quotes it, naming the file
+REASON_FILE_REFUSED = "FileRefused"
 # PodsReady: every pod of the attempt has started; or still starting after a wait was resolved
 REASON_PODS_READY = "PodsReady"
 REASON_PODS_STARTING = "PodsStarting"

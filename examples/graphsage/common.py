@@ -44,9 +44,16 @@ META_FILE = "meta.json"  # written by make_dataset.py next to RELEASE_v1.txt
 SPLIT_PARTS = ("train", "valid", "test")  # split/<type>/<part>.csv.gz, as ogb names them
 
 
+# How a script that refused a file ends (dglrun's contract, podcontract.REFUSED_EXIT_CODE): its
+# last line names the file and why; dglrun quotes it, and the operator fails the job at once
+# (FileRefused), since every attempt would refuse the same file again
+REFUSED_EXIT_CODE = 65
+
+
 class WeightsRefused(RuntimeError):
     """A checkpoint or model file that holds more than tensors and plain values: loading it
-    could run code (a pickle's objects), so it is not loaded. ``str()`` names the file."""
+    could run code (a pickle's objects), so it is not loaded. ``str()`` names the file; a
+    script that meets one says so on its last line and exits with :data:`REFUSED_EXIT_CODE`."""
 
 
 def load_weights(path: str | os.PathLike[str]) -> Any:
@@ -57,6 +64,8 @@ def load_weights(path: str | os.PathLike[str]) -> Any:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         why = (str(e).strip().splitlines() or ["not a weights-only file"])[-1]
+        # (torch's words before it advise loading the file anyway: what it found is enough)
+        why = why.rpartition("WeightsUnpickler error: ")[2] or why
         raise WeightsRefused(
             f"{path} is refused: it holds more than tensors and plain values, and loading it "
             f"could run code ({why})"

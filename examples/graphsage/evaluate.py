@@ -6,7 +6,9 @@ e.g. on a DGLJob's storage) and measure its accuracy on a split of the graph, in
 
 The model's shape (hidden units, layers, classes) comes from ``metrics.json``; evaluation is
 exact (full neighbourhoods) unless ``--eval_fan_out`` says otherwise. Prints one JSON line:
-``{"split": ..., "accuracy": ..., "nodes": ..., "trained_accuracy": ...}``.
+``{"split": ..., "accuracy": ..., "nodes": ..., "trained_accuracy": ...}``. A ``model.pt``
+that holds more than tensors (a pickle that would run code) is refused: one line naming it,
+exit code 65 (dglrun's for a refused file).
 """
 
 from __future__ import annotations
@@ -50,9 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         metrics = json.loads((results / "metrics.json").read_text())
         state = common.load_weights(results / "model.pt")
-    except common.WeightsRefused as e:
+    except common.WeightsRefused as e:  # (a pod's step that scores it fails for good)
         print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+        return common.REFUSED_EXIT_CODE
     except (OSError, ValueError, RuntimeError) as e:
         print(f"{PROG}: error: cannot read the results in {results}: {e}", file=sys.stderr)
         return 2

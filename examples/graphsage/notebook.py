@@ -83,8 +83,10 @@ if not (data / "ogbn_synth").exists():
                    capture_output=True)  # fmt: skip
 scored = subprocess.run(
     [python, str(HERE / "evaluate.py"), "--results", str(results_dir), "--dataset_root", str(data)],
-    check=True, capture_output=True, text=True,
+    capture_output=True, text=True,
 )  # fmt: skip
+if scored.returncode != 0:  # (e.g. a model.pt that could run code: its one line names the file)
+    raise SystemExit((scored.stderr.strip().splitlines() or ["evaluate.py failed"])[-1])
 evaluated = json.loads(scored.stdout.strip().splitlines()[-1])
 print(f"model.pt scores {evaluated['accuracy']:.4f} on {evaluated['nodes']} test nodes here "
       f"(the job reported {metrics['test_accuracy']:.4f})")  # fmt: skip

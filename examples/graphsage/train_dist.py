@@ -157,12 +157,16 @@ def _save_checkpoint(
 
 def _load_checkpoint(path: str, tag: str) -> dict[str, Any]:
     """The checkpoint to resume from, loaded weights-only (no code runs); a file that holds
-    anything else stops the trainer with one line naming it (exit 2)."""
+    anything else stops the trainer at once with one line naming it, and
+    ``common.REFUSED_EXIT_CODE``: dglrun quotes that line, and the operator fails the job
+    without restarts (each would refuse the file again). At once: past
+    dgl.distributed.initialize, DGL's exit handler would wait for the other trainers."""
     try:
         state: dict[str, Any] = common.load_weights(path)
     except common.WeightsRefused as e:
         print(f"{PROG}: error: {tag} checkpoint {e}", file=sys.stderr, flush=True)
-        raise SystemExit(2) from None
+        sys.stdout.flush()
+        os._exit(common.REFUSED_EXIT_CODE)
     print(f"{tag} resumed from {path}: {state['epochs_done']} epoch(s) were done", flush=True)
     return state
 

@@ -1,7 +1,8 @@
 """Phase 5, train: the DGL servers, then the trainers, on every worker, from one
 :class:`TrainingRequest`; the first failure stops all and is named, unless it died of a
-peer's (launcher/workers/blame.py). An elastic attempt stops at an epoch boundary when the
-operator asks it to grow (launcher/training/rescale.py).
+peer's (launcher/workers/blame.py); a trainer that refused a file it was to load (a
+checkpoint that could run code) is quoted (launcher/workers/refusal.py). An elastic attempt
+stops at an epoch boundary when the operator asks it to grow (launcher/training/rescale.py).
 
 The request is built once per run from dglrun's options (``launcher.phases.phase_inputs``),
 whose training options are one group, :class:`Training`, held whole; Skip mode
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher import programs
-from launcher.console import Console, PhaseError, Report, phase
+from launcher.console import Console, PhaseError, Refused, Report, phase
 from launcher.partition import output as parts
 from launcher.partition.output import WORKLOAD
 from launcher.plans.memory import OutOfCore, Processes
@@ -23,7 +24,7 @@ from launcher.report.outcome import read_metrics
 from launcher.storage import keeping
 from launcher.storage.layout import Storage
 from launcher.training.rescale import GrowWatch, RescaleStop
-from launcher.workers import blame
+from launcher.workers import blame, refusal
 from launcher.workers.dgl_env import Topology, server_env, trainer_env
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import Proc, Transport, stop_all
@@ -188,9 +189,12 @@ def _supervise(
         if any(codes):
             r, code, last = _the_cause(running)
             stop_all(other.proc for other in running)
+            who = f"{r.role} {r.index} on {r.host.name} ({r.host.ip})"
+            refused = refusal.describe(code, last, who)
+            if refused is not None:  # (the job's next attempt would refuse the file again)
+                raise Refused(f"{refused}; stopped every DGL process on every worker")
             raise PhaseError(
-                f"{r.role} {r.index} on {r.host.name} ({r.host.ip}) exited with "
-                f"code {code}{f' ({last[-200:]})' if last else ''}; "
+                f"{who} exited with code {code}{f' ({last[-200:]})' if last else ''}; "
                 "stopped every DGL process on every worker"
             )
         pending = [r for r, code in zip(running, codes, strict=True) if code is None]

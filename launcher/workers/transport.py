@@ -21,6 +21,7 @@ from typing import IO, Protocol
 from launcher.errors import LauncherError
 from launcher.workers.hostfile import Host
 from launcher.workers.remote import peak_mb
+from podcontract import logline
 
 #: Receives every output line of a started process, with the process's label.
 LineSink = Callable[[str, str], None]
@@ -141,8 +142,9 @@ class PopenProc:
         self._last = ""
 
         def keep(label: str, line: str) -> None:
-            # the process's own words, not launcher.workers.remote's closing memory report
-            if line.strip() and peak_mb(line) is None:
+            # the process's own words, not launcher.workers.remote's memory reports (its
+            # samples while the process runs, its peak once it ended)
+            if line.strip() and peak_mb(line) is None and logline.memory_mib(line) is None:
                 self._last = line.strip()
             sink(label, line)
 

@@ -128,3 +128,21 @@ def test_the_plain_bar_shows_the_eta_and_metrics() -> None:
     assert out.getvalue().splitlines()[-1] == (
         "gnn: Training 5/5 train ETA 1m15s epoch 3/10 loss 0.4"
     ), "the detail's epochs, not the text's"
+
+
+def test_a_refused_model_is_the_clients_error_naming_the_file() -> None:
+    """A job failed FileRefused (a process refused a model or checkpoint on the claim): what a
+    wait raises says so in one line, the operator's quote naming the file."""
+    from dgl_operator.client import JobFailed
+
+    model = "/dgl_storage/runs/j-1a2b3c4d/output/model.pt"
+    message = (
+        f"evaluate.py: error: {model} is refused: it holds more than tensors and plain values, "
+        "and loading it could run code (Unsupported class posix.system) (reported by launcher "
+        "pod j-launcher)"
+    )
+    failed = job(phase="Failed", conditions=[cond("Failed", reason="FileRefused", message=message)])
+    assert ended(failed) == "Failed"
+    error = JobFailed("j", *failure(failed), failed)
+    assert str(error) == f"dgljob j failed: FileRefused: {message}"
+    assert "\n" not in str(error) and model in str(error)

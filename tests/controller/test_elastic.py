@@ -424,6 +424,30 @@ def test_a_count_the_memory_plan_refuses_waits_for_the_workers_it_needs(h: Harne
     assert "1 of the 2 the memory plan needs (minReplicas 1) worker pods run" in cond["message"]
 
 
+def test_a_refused_file_fails_an_elastic_job_without_a_restart_or_rescale(h: Harness) -> None:
+    """A process that refused a file it was to load (dglrun's ``refused: `` message) fails an
+    elastic job as a rigid one: FileRefused, neither restarted within backoffLimit nor
+    rescaled, its condition naming the file."""
+    raw = elastic_job()
+    raw["spec"]["runPolicy"] = {"backoffLimit": 3}
+    start(h, raw, settleSeconds=600)
+    for i, name in enumerate(W):
+        h.run_pod(name, f"10.0.1.{i + 1}")
+    wait_for(lambda: elastic(h).get("members") == W, what="all three")
+    h.wait_pods(PART)
+    h.run_pod(PART, "10.0.1.9")
+    planted = "/dgl_storage/raw_data/g/weights.pt"
+    refusal = (
+        f"refused: partition.py: error: {planted} is refused: it holds more than tensors (the "
+        "partition entry point partition.py exited with code 65: it refused a file it was to "
+        "load, and would refuse it again on a restart)"
+    )
+    h.finish_pod(PART, exit_code=1, message=refusal)
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "FileRefused" and planted in cond["message"], cond
+    assert elastic(h)["rescales"] == 0 and int(h.status().get("restartCount") or 0) == 0
+
+
 def test_a_refusal_more_workers_cannot_help_fails_the_job(h: Harness) -> None:
     start(h, settleSeconds=600)  # (all three, not whichever ran first)
     for i, name in enumerate(W):

@@ -231,6 +231,53 @@ def test_a_memory_plan_that_does_not_fit_fails_at_once_without_restarts(h: Harne
     wait_for(lambda: "MemoryPlanExceeded" in h.event_reasons(), what="the event")  # (after)
 
 
+# dglrun's termination message when a trainer refused the checkpoint it was to resume from
+# (launcher.workers.refusal.describe; the trainer's line as train_dist.py prints it)
+CHECKPOINT = "/dgl_storage/runs/dgl-graphsage-1a2b3c4d/checkpoints/epoch-3.pt"
+REFUSED = (
+    f"refused: train_dist.py: error: [rank 0] checkpoint {CHECKPOINT} is refused: it holds "
+    "more than tensors and plain values, and loading it could run code (Unsupported global: "
+    "GLOBAL posix.system was not an allowed global by default.) (trainer 0 on "
+    f"{W0} (10.0.0.1) exited with code 65: it refused a file it was to load, and would "
+    "refuse it again on a restart); stopped every DGL process on every worker"
+)
+
+
+def test_a_refused_checkpoint_fails_the_job_at_once_quoting_the_refusal(h: Harness) -> None:
+    """Every kept checkpoint overwritten with a pickle payload (its digest too): the trainers
+    refuse it, dglrun's termination message quotes them, and the job fails FileRefused at
+    once, naming the file in its condition and its Warning Event, whatever backoffLimit
+    allows (the next attempt would read the same file)."""
+    h.create_job(seed(runPolicy={"backoffLimit": 3}))
+    train(h)
+    h.finish_pod(LAUNCH, exit_code=1, message=REFUSED)
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "FileRefused", cond
+    assert cond["message"].startswith(f"train_dist.py: error: [rank 0] checkpoint {CHECKPOINT} "
+                                      "is refused: it holds more than tensors"), cond  # fmt: skip
+    assert "GLOBAL posix.system" in cond["message"], cond
+    assert cond["message"].endswith(f"(reported by launcher pod {LAUNCH})"), cond
+    assert int(h.status().get("restartCount") or 0) == 0
+    assert h.status()["phase"] == "Failed"
+    wait_for(lambda: "FileRefused" in h.event_reasons(), what="the event")
+    (event,) = [e for e in h.events() if e["reason"] == "FileRefused"]
+    assert event["type"] == "Warning" and CHECKPOINT in event["message"], event
+    assert "is refused: it holds more than tensors" in event["message"], event
+    assert "DGLJobRestarting" not in h.event_reasons()
+
+
+def test_the_same_failure_without_the_refusal_is_retried(h: Harness) -> None:
+    """The twin: the trainer's line as an ordinary failure (dglrun's message without the
+    ``refused: `` start) restarts the job, as any failure within backoffLimit does."""
+    h.create_job(seed(runPolicy={"backoffLimit": 3}))
+    train(h)
+    h.finish_pod(LAUNCH, exit_code=1, message=REFUSED.removeprefix("refused: "))
+    cond = h.wait_condition("Restarting")
+    assert "restart 1 of 3" in cond["message"] and CHECKPOINT in cond["message"], cond
+    wait_for(lambda: h.status().get("restartCount") == 1, what="restartCount 1")
+    assert h.condition("Failed") is None
+
+
 def test_launcher_init_container_failure_is_named(h: Harness) -> None:
     h.create_job(seed())
     bring_up(h)

@@ -11,6 +11,8 @@ from controller.api import DGLJob
 from controller.builders import ATTEMPT_ANNOTATION, REPLICA_TYPE_LABEL
 from controller.status import conditions, failures, observation, pod_state, rebase
 from launcher.plans import memory as memplan
+from launcher.workers import refusal
+from podcontract import REFUSED_EXIT_CODE, REFUSED_PREFIX
 
 T0 = 1_700_000_000.0
 
@@ -103,6 +105,48 @@ def test_a_memory_plans_refusal_is_quoted_whole_with_the_options_that_make_it_fi
     f = failures.pod_failure(p)
     assert f is not None and f.condition_reason == conditions.REASON_MEMORY_PLAN
     assert f.describe().endswith(message.strip())
+
+
+def launcher_failed(message: str) -> failures.PodFailure:
+    p = pod("j-launcher", "Launcher", "Failed", containerStatuses=[{"name": "main", "state": {
+        "terminated": {"exitCode": 1, "reason": "Error", "message": message}}}])  # fmt: skip
+    f = failures.pod_failure(p)
+    assert f is not None
+    return f
+
+
+def test_a_refused_file_is_a_permanent_failure_quoting_the_refusal_and_the_file() -> None:
+    """dglrun's termination message for a trainer that refused its checkpoint (its line as
+    launcher.workers.refusal quotes it): reason FileRefused, never retried, the condition
+    quotes the refusal with the file named, however long the rest of it (a payload's global
+    name is the attacker's to choose)."""
+    ckpt = "/dgl_storage/" + "deep/" * 30 + "runs/j-1a2b3c4d/checkpoints/epoch-3.pt"
+    line = (
+        f"train_dist.py: error: [rank 0] checkpoint {ckpt} is refused: it holds more than "
+        f"tensors and plain values, and loading it could run code (GLOBAL {'x' * 5000})"
+    )
+    text = refusal.describe(REFUSED_EXIT_CODE, line, "trainer 0 on j-worker-0 (10.0.0.1)")
+    assert text is not None and text.startswith(REFUSED_PREFIX + "train_dist.py: error:")
+    f = launcher_failed(text + "; stopped every DGL process on every worker")
+    assert f.condition_reason == conditions.REASON_FILE_REFUSED == "FileRefused"
+    assert f.permanent
+    said = f.describe()
+    assert said.startswith(f"train_dist.py: error: [rank 0] checkpoint {ckpt} is refused: it")
+    assert said.endswith("(reported by launcher pod j-launcher)") and len(said) < 2000, said
+    assert "GLOBAL xxx" in said
+
+
+def test_only_a_refusal_or_a_memory_plan_is_permanent() -> None:
+    """The twins: the same line without dglrun's ``refused: `` start is an ordinary failure
+    (retried within backoffLimit); a memory plan's refusal was permanent before and is."""
+    line = "checkpoint /dgl_storage/runs/j/checkpoints/epoch-3.pt is refused: it holds more"
+    ordinary = launcher_failed(f"train failed: trainer 0 exited with code 65 ({line})")
+    assert ordinary.condition_reason == "LauncherFailed" and not ordinary.permanent
+    plan = launcher_failed("memory plan: the train step needs ~3.1 GiB in each worker pod")
+    assert plan.condition_reason == conditions.REASON_MEMORY_PLAN and plan.permanent
+    killed = launcher_failed("OOMKilled: trainer-0 in pod j-worker-0 was killed for memory")
+    assert killed.condition_reason == conditions.REASON_OOM_KILLED and not killed.permanent
+    assert {conditions.REASON_MEMORY_PLAN, conditions.REASON_FILE_REFUSED} == failures.PERMANENT
 
 
 def test_evicted_pod_failure_uses_the_pod_reason() -> None:

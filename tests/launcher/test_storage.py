@@ -282,6 +282,48 @@ def test_a_restart_resumes_from_the_last_whole_checkpoint(
     assert metrics["started_at_epoch"] == 2
 
 
+def test_a_planted_checkpoint_is_refused_and_dglrun_ends_quoting_the_refusal(
+    tmp_path: Path, no_leftovers: None
+) -> None:
+    """Every kept checkpoint overwritten with a payload, and its digest with the payload's (as
+    anybody who can write the claim can): dglrun resumes from the newest, every trainer
+    refuses it naming the file (REFUSED_EXIT_CODE), and dglrun's last line (the pod's
+    termination message, which the operator turns into FileRefused) starts ``refused: `` and
+    quotes the refusal. The twin: the same files well-formed again are resumed from."""
+    storage = tmp_path / "storage"
+    storage.mkdir()
+    lost = dglrun(*local(tmp_path / "ws1", storage), env={"FAKE_FAIL_EPOCH": "2"})
+    assert lost.returncode == 1, lost.stdout + lost.stderr
+    folder = storage / "runs" / "job-1234abcd" / "checkpoints"
+    kept = sorted(folder.glob("epoch-*.pt"))
+    assert [p.name for p in kept] == ["epoch-2.pt", "epoch-3.pt"]
+    for path in kept:
+        path.write_bytes(b"\x80\x04\x95payload: cposix\nsystem\n")
+        path.with_name(path.name + checkpoints.DIGEST).write_text(file_sha256(path) + "\n")
+    refused = dglrun(*local(tmp_path / "ws2", storage))
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    out = refused.stdout
+    assert "resuming at epoch 3 of 4 from the checkpoint runs/job-1234abcd/checkpoints/" in out
+    last = out.strip().splitlines()[-1]
+    newest = folder / "epoch-3.pt"
+    assert re.match(
+        rf"dglrun: error: refused: fake_train.py: error: \[rank [01]\] checkpoint {newest} is "
+        r"refused: it holds more than a state \('.+'\) \(trainer 0 on worker-[01] "
+        r"\(10\.\d+\.\d+\.\d+\) exited with code 65: it refused a file it was to load, and "
+        r"would refuse it again on a restart\); stopped every DGL process on every worker$",
+        last,
+    ), last
+    assert "Traceback" not in out + refused.stderr
+    summary = json.loads((folder.parent / "output" / "dglrun.json").read_text())
+    assert summary["outcome"] == "failed" and summary["summary"].startswith("refused: "), summary
+    for path in kept:  # the twin: well-formed, the same checkpoints are resumed from
+        with checkpoints.saving(folder, int(path.stem.split("-")[1])) as tmp:
+            tmp.write_text(f"state after {path.stem.split('-')[1]} epochs")
+    resumed = dglrun(*local(tmp_path / "ws3", storage))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "trainer rank 0 resumed after 3 epochs (state after 3 epochs)" in resumed.stdout
+
+
 def test_storage_that_cannot_be_used_is_named(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="does not exist"):
         Storage(tmp_path / "nope", "r").prepare()
