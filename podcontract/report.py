@@ -97,7 +97,7 @@ class Reading:
     problems: list[str] = field(default_factory=list)
 
 
-class Refused(ValueError):
+class ReportFieldRefused(ValueError):
     """A report field that fails its check (the message names it)."""
 
 
@@ -119,12 +119,12 @@ def _depth(value: object, limit: int = MAX_DEPTH) -> int:
 
 def _number(name: str, value: object, top: float, whole: bool = False) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise Refused(f"{name} is {_shown(value)}, not a number")
+        raise ReportFieldRefused(f"{name} is {_shown(value)}, not a number")
     if not math.isfinite(value) or not 0 <= value <= top:
-        raise Refused(f"{name} is {_shown(value)}, outside 0..{top:g}")
+        raise ReportFieldRefused(f"{name} is {_shown(value)}, outside 0..{top:g}")
     if whole:
         if not float(value).is_integer():
-            raise Refused(f"{name} is {_shown(value)}, not a whole number")
+            raise ReportFieldRefused(f"{name} is {_shown(value)}, not a whole number")
         return int(value)
     return value
 
@@ -136,19 +136,19 @@ def _shown(value: object) -> str:
 
 def _object(name: str, value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise Refused(f"{name} is {_shown(value)}, not an object")
+        raise ReportFieldRefused(f"{name} is {_shown(value)}, not an object")
     if _depth(value) > MAX_DEPTH:
-        raise Refused(f"{name} is nested deeper than {MAX_DEPTH} levels")
+        raise ReportFieldRefused(f"{name} is nested deeper than {MAX_DEPTH} levels")
     if len(json.dumps(value)) > MAX_OBJECT:
-        raise Refused(f"{name} is larger than {MAX_OBJECT} bytes")
+        raise ReportFieldRefused(f"{name} is larger than {MAX_OBJECT} bytes")
     return value
 
 
 def _text(name: str, value: object, limit: int = MAX_TEXT) -> str:
     if not isinstance(value, str):
-        raise Refused(f"{name} is {_shown(value)}, not a string")
+        raise ReportFieldRefused(f"{name} is {_shown(value)}, not a string")
     if len(value) > limit or not value.isprintable():
-        raise Refused(f"{name} is not a printable string of at most {limit} characters")
+        raise ReportFieldRefused(f"{name} is not a printable string of at most {limit} characters")
     return value
 
 
@@ -159,7 +159,7 @@ def _resume(name: str, value: object, run_name: str) -> dict[str, Any]:
     folder = f"{STORAGE_RUNS}/{run_name}/"
     rest = where[len(folder) :].split("/") if where.startswith(folder) else []
     if not run_name or len(rest) < 2 or not all(_FILE.match(p) for p in rest):
-        raise Refused(f"{name}.checkpoint {_shown(where)} is not a file of the job's run folder "
+        raise ReportFieldRefused(f"{name}.checkpoint {_shown(where)} is not a file of the job's run folder "
                       f"{folder}")  # fmt: skip
     return {"epoch": epoch, "checkpoint": where}
 
@@ -168,15 +168,15 @@ def _partitions(name: str, value: object) -> dict[str, Any]:
     raw = _object(name, value)
     key = raw.get("key")
     if not isinstance(key, str) or not _KEY.match(key):
-        raise Refused(f"{name}.key is {_shown(key)}, not a cache key")
+        raise ReportFieldRefused(f"{name}.key is {_shown(key)}, not a cache key")
     reused = raw.get("reused")
     if not isinstance(reused, bool):
-        raise Refused(f"{name}.reused is {_shown(reused)}, not true or false")
+        raise ReportFieldRefused(f"{name}.reused is {_shown(reused)}, not true or false")
     return {"key": key, "path": _text(f"{name}.path", raw.get("path"), 1024), "reused": reused}
 
 
 def check_field(key: str, value: object, run_name: str) -> object:
-    """One status field of a report, checked (:class:`Refused` names it)."""
+    """One status field of a report, checked (:class:`ReportFieldRefused` names it)."""
     name = f"status.{key}"
     if key == STATUS_PROGRESS:
         return _text(name, value)
@@ -185,7 +185,7 @@ def check_field(key: str, value: object, run_name: str) -> object:
         try:
             checked(detail)
         except DetailError as e:
-            raise Refused(str(e)) from None
+            raise ReportFieldRefused(str(e)) from None
         return detail
     if key in (STATUS_PARTITION_SECONDS, STATUS_DELIVERY_SECONDS):
         return _number(name, value, MAX_SECONDS)
@@ -197,7 +197,7 @@ def check_field(key: str, value: object, run_name: str) -> object:
         return _partitions(name, value)
     if key == STATUS_RESUME:
         return _resume(name, value, run_name)
-    raise Refused(f"{name} is not a field dglrun reports")
+    raise ReportFieldRefused(f"{name} is not a field dglrun reports")
 
 
 def _events(reporter: str, given: object, problems: list[str]) -> list[ReportEvent]:
@@ -261,7 +261,7 @@ def read(data: Mapping[str, object] | None, attempt: int, run_name: str) -> Read
         for key, value in status.items():
             try:
                 out.status[str(key)] = check_field(str(key), value, run_name)
-            except Refused as e:
+            except ReportFieldRefused as e:
                 out.problems.append(f"{reporter}: {e}")
         out.events += _events(reporter, doc.get(EVENTS), out.problems)
     return out
