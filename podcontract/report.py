@@ -159,8 +159,8 @@ def _resume(name: str, value: object, run_name: str) -> dict[str, Any]:
     folder = f"{STORAGE_RUNS}/{run_name}/"
     rest = where[len(folder) :].split("/") if where.startswith(folder) else []
     if not run_name or len(rest) < 2 or not all(_FILE.match(p) for p in rest):
-        raise ReportFieldRefused(f"{name}.checkpoint {_shown(where)} is not a file of the job's run folder "
-                      f"{folder}")  # fmt: skip
+        why = f"{name}.checkpoint {_shown(where)} is not a file of the job's run folder {folder}"
+        raise ReportFieldRefused(why)
     return {"epoch": epoch, "checkpoint": where}
 
 
