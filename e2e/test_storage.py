@@ -380,6 +380,19 @@ def test_the_results_reader_serves_its_copy_alone(
     figure("results reader: unreachable from another namespace and its own, 404 without its token")
 
 
+def suspend_until_gone(cluster: Any, ns: str, name: str) -> None:
+    """Suspend the job and wait until it says so and its pods are gone."""
+    suspend(cluster, ns, name, True)
+    wait_for(
+        lambda: get_job(cluster, ns, name)["status"].get("phase") == "Suspended"
+        and not cluster.kubectl(["get", "pods", "-n", ns, "-l",
+                                 f"dgl.qihoo.net/job-name={name}"])["items"],
+        what="the job suspended and its pods gone",
+        timeout=300,
+        interval=1.0,
+    )  # fmt: skip
+
+
 def test_a_damaged_checkpoint_and_damaged_partitions_are_detected(cluster: Any, ns: str) -> None:
     """Suspended after 3 epochs, the newest checkpoint truncated and a cached partition file
     altered: on resuming, the partitioner names the file and partitions again, dglrun falls
@@ -387,15 +400,7 @@ def test_a_damaged_checkpoint_and_damaged_partitions_are_detected(cluster: Any, 
     apply(cluster, storage_job(ns, "damaged"))
 
     wait_job(cluster, ns, "damaged", lambda j: epochs_done(j) >= 3, 900, "3 epochs trained")
-    suspend(cluster, ns, "damaged", True)
-    wait_for(
-        lambda: get_job(cluster, ns, "damaged")["status"].get("phase") == "Suspended"
-        and not cluster.kubectl(["get", "pods", "-n", ns, "-l",
-                                 "dgl.qihoo.net/job-name=damaged"])["items"],
-        what="the job suspended and its pods gone",
-        timeout=300,
-        interval=1.0,
-    )  # fmt: skip
+    suspend_until_gone(cluster, ns, "damaged")
     run = get_job(cluster, ns, "damaged")["status"]["results"].split(":", 1)[1].rsplit("/", 1)[0]
     script = (
         "import glob, os, re\n"
@@ -437,15 +442,7 @@ def test_a_planted_checkpoint_fails_the_job_at_once_naming_the_file(cluster: Any
     (The twin, a damaged checkpoint that is only skipped, is the test above.)"""
     apply(cluster, storage_job(ns, "planted", backoffLimit=2))
     wait_job(cluster, ns, "planted", lambda j: epochs_done(j) >= 2, 900, "2 epochs trained")
-    suspend(cluster, ns, "planted", True)
-    wait_for(
-        lambda: get_job(cluster, ns, "planted")["status"].get("phase") == "Suspended"
-        and not cluster.kubectl(["get", "pods", "-n", ns, "-l",
-                                 "dgl.qihoo.net/job-name=planted"])["items"],
-        what="the job suspended and its pods gone",
-        timeout=300,
-        interval=1.0,
-    )  # fmt: skip
+    suspend_until_gone(cluster, ns, "planted")
     run = get_job(cluster, ns, "planted")["status"]["results"].split(":", 1)[1].rsplit("/", 1)[0]
     script = (
         "import glob, hashlib, os, re, torch\n"

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from controller.api import DGLJOBS
-from kubeclient import EVENTS, PODS, SERVICEACCOUNTS, Forbidden, Resource, RestClient
-from localcluster.cluster import ControlPlane, k8s_binaries, kubeconfig
-from tests.support.apiserver import operator_identity
+from kubeclient import EVENTS, PODS, Forbidden, Resource, RestClient
+from localcluster.cluster import ControlPlane, k8s_binaries
+from tests.support.apiserver import operator_identity, token_kubeconfig
 from tests.support.dgljobs import load_fixture
 from tests.support.live import InProcessOperator, Kubelet
 from tests.support.rbac import cluster_role
@@ -127,16 +127,7 @@ def sa_kubectl(
     api: RestClient, cp: ControlPlane, namespace: str, sa: str, tmp: Path
 ) -> Callable[..., subprocess.CompletedProcess[str]]:
     """The real kubectl with a TokenRequest token of ``sa``, as in its pod."""
-    review = api.create(
-        SERVICEACCOUNTS,
-        namespace,
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-        name=sa,
-        subresource="token",
-    )
-    config = kubeconfig(
-        tmp / f"{sa}.kubeconfig", cp.server, cp.pki, sa, token=review["status"]["token"]
-    )
+    config = token_kubeconfig(api, cp, namespace, sa, tmp / f"{sa}.kubeconfig")
     kubectl = str(k8s_binaries("kubectl") / "kubectl")
 
     def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:

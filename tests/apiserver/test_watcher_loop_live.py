@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from kubeclient import PODS, ROLEBINDINGS, ROLES, SERVICEACCOUNTS, Forbidden, RestClient
-from localcluster.cluster import ControlPlane, kubeconfig
+from localcluster.cluster import ControlPlane
+from tests.support.apiserver import token_kubeconfig
 from tests.support.live import Kubelet
 from tests.support.paths import REPO
 from tests.support.waiting import LIVE_TIMEOUT, wait_for
@@ -225,16 +226,7 @@ def by_name_account(
             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": ns}],
         },
     )
-    review = api.create(
-        SERVICEACCOUNTS,
-        ns,
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-        name=sa,
-        subresource="token",
-    )
-    path = kubeconfig(
-        tmp / f"{sa}.kubeconfig", cp.server, cp.pki, sa, token=review["status"]["token"]
-    )
+    path = token_kubeconfig(api, cp, ns, sa, tmp / f"{sa}.kubeconfig")
     as_sa = RestClient.from_config(str(path))
 
     def bound() -> bool:  # the authorizer's cache has the Role and its binding

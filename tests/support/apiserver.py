@@ -102,6 +102,19 @@ CLUSTERROLEBINDINGS = Resource(
 )
 
 
+def token_kubeconfig(api: RestClient, cp: ControlPlane, ns: str, sa: str, path: Path) -> Path:
+    """A kubeconfig for ServiceAccount ``sa`` of ``ns``, with a TokenRequest token (what its
+    pod would mount)."""
+    review = api.create(
+        SERVICEACCOUNTS,
+        ns,
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+        name=sa,
+        subresource="token",
+    )
+    return kubeconfig(path, cp.server, cp.pki, sa, token=review["status"]["token"])
+
+
 @contextlib.contextmanager
 def operator_identity(
     api: RestClient, cp: ControlPlane, role: dict[str, Any], path: Path
