@@ -43,6 +43,8 @@ MARKS = (
     "DGLJobAdmitted",
     "BelowMinReplicas",
     "MemoryPlanExceeded",
+    "FileRefused",
+    "ReportRefused",
     "Evicted",
     "Preempted",
 )
