@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import subprocess
 import threading
 import time
@@ -123,6 +124,23 @@ def pump(stream: IO[bytes], label: str, sink: LineSink) -> threading.Thread:
     return t
 
 
+# what kubectl exec itself prints (on stderr) after a remote command that failed: never the
+# process's own last words (a trainer's refusal, which names the file, comes before it)
+KUBECTL_EXEC_EXIT = re.compile(r"^command terminated with exit code \d+$")
+
+
+def own_words(line: str) -> bool:
+    """A line the process itself said: not launcher.workers.remote's memory reports (its
+    samples while the process runs, its peak once it ended), nor kubectl exec's exit line."""
+    text = line.strip()
+    return (
+        bool(text)
+        and peak_mb(line) is None
+        and logline.memory_mib(line) is None
+        and not KUBECTL_EXEC_EXIT.match(text)
+    )
+
+
 class PopenProc:
     """A local child process in a session of its own, with its output pumped to a sink."""
 
@@ -142,9 +160,7 @@ class PopenProc:
         self._last = ""
 
         def keep(label: str, line: str) -> None:
-            # the process's own words, not launcher.workers.remote's memory reports (its
-            # samples while the process runs, its peak once it ended)
-            if line.strip() and peak_mb(line) is None and logline.memory_mib(line) is None:
+            if own_words(line):
                 self._last = line.strip()
             sink(label, line)
 

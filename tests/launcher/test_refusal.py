@@ -16,6 +16,7 @@ from launcher.console import Console, PhaseError, Refused, Report, phase
 from launcher.phases import run_local_process
 from launcher.training.train import _supervise
 from launcher.workers import refusal
+from launcher.workers.transport import PopenProc
 from podcontract import REFUSED_EXIT_CODE, REFUSED_PREFIX
 from tests.launcher.fake_procs import FakeProc, job
 
@@ -119,3 +120,23 @@ def test_skip_modes_entry_point_failing_otherwise_is_an_ordinary_failure() -> No
     error = run_skip_mode(1, LINE)
     assert not isinstance(error, Refused)
     assert str(error) == "train failed: the training entry point t.py exited with code 1"
+
+
+def test_kubectl_execs_exit_line_does_not_hide_the_refusal() -> None:
+    """Through kubectl exec, kubectl prints `command terminated with exit code 65` after the
+    remote trainer's refusal (seen on the local cluster: the job failed FileRefused quoting
+    kubectl's line instead of the file). The process's last words are its own."""
+    said = "train_dist.py: error: [rank 0] checkpoint /c/epoch-3.pt is refused: x"
+    script = (
+        f"echo '{said}'; echo 'peak 12 MiB' >/dev/null; "
+        "echo 'command terminated with exit code 65' >&2; exit 65"
+    )
+    lines: list[str] = []
+    proc = PopenProc("worker-0/trainer-0", ["sh", "-c", script], lambda _l, t: lines.append(t))
+    assert proc.wait(10) == REFUSED_EXIT_CODE
+    assert proc.last_line() == said
+    assert "command terminated with exit code 65" in [t.strip() for t in lines]  # (still shown)
+    # the twin: a process whose own last line merely mentions it keeps it
+    own = "it said: command terminated with exit code 65"
+    other = PopenProc("w", ["sh", "-c", f"echo '{own}'; exit 1"], lambda _l, _t: None)
+    assert other.wait(10) == 1 and other.last_line() == own
