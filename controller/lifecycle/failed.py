@@ -6,13 +6,13 @@ node-lost step too."""
 
 from __future__ import annotations
 
-from controller.api import WORKER
+from controller.api import PARTITIONER, WORKER
 from controller.features import registry
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery.events import WARNING
 from controller.status import conditions, failures, pod_state
-from podcontract import DGLRUN_STATUS_FIELDS
+from podcontract import DGLRUN_STATUS_FIELDS, STATUS_DELIVERY_BYTES
 
 
 def restart_or_fail(ctx: Context, act: Actions) -> Next:
@@ -43,7 +43,10 @@ def end_attempt(ctx: Context, act: Actions, failure: failures.PodFailure) -> Nex
 
 
 def _missing_pod_failure(ctx: Context) -> failures.PodFailure | None:
-    """Once training runs, a worker or launcher that disappears is a failure."""
+    """Once training runs, a worker or launcher that disappears is a failure; so is the
+    partitioner that serves the parts over HTTP, gone (deleted or being deleted) before the
+    launcher reported their delivery: no pull can reach it again in this attempt (without this
+    the attempt ended only when the pulls gave up, 90 s later on the local cluster)."""
     job, obs = ctx.job, ctx.obs
     launcher = obs.pod(job.launcher_name)
     if launcher is None:
@@ -54,6 +57,17 @@ def _missing_pod_failure(ctx: Context) -> failures.PodFailure | None:
         return None
     if not pod_state.main_started(launcher):
         return None
+    serving = job.spec.mode.partitioner and job.spec.pulls_partitions
+    delivered = ctx.status.get(STATUS_DELIVERY_BYTES) is not None
+    if serving and not delivered and job.partitioner_name not in obs.pods:
+        return failures.PodFailure(
+            PARTITIONER,
+            job.partitioner_name,
+            "",
+            None,
+            "PodDeleted",
+            "deleted while serving the partitions (before every worker had its part)",
+        )
     for name in job.training_worker_names():
         if name not in obs.pods:
             return failures.PodFailure(

@@ -297,6 +297,36 @@ def test_worker_deleted_while_training_fails_the_job(h: Harness) -> None:
     assert W0 in cond["message"] and "deleted" in cond["message"]
 
 
+def test_the_serving_partitioner_deleted_mid_delivery_restarts_at_once(h: Harness) -> None:
+    """Over HTTP the partitioner serves the parts while the workers pull: deleted then, no pull
+    can reach it again in this attempt, so the attempt ends at once (it used to end only when
+    the pulls gave up, 90 s later on the local cluster). The twin: once the launcher reported
+    the delivery, the partitioner may go (it would have exited anyway)."""
+    h.create_job(seed(runPolicy={"backoffLimit": 1}))
+    bring_up(h)
+    h.run_pod(LAUNCH, "10.0.0.4")  # (dglrun dispatches: the workers pull from the partitioner)
+    h.wait_phase("Training")
+    h.report_progress("3/5 dispatch: 1/8 MB")
+    h.kube.delete(PODS, NS, PART, uid=h.pods()[PART]["metadata"]["uid"])
+    wait_for(lambda: h.status().get("restartCount") == 1, what="the restart")
+    restarting = [e["message"] for e in h.events() if e["reason"] == "DGLJobRestarting"]
+    assert restarting and PART in restarting[0] and "serving the partitions" in restarting[0]
+
+
+def test_the_partitioner_gone_after_the_delivery_is_no_failure(h: Harness) -> None:
+    h.create_job(seed(runPolicy={"backoffLimit": 1}))
+    bring_up(h)
+    h.run_pod(LAUNCH, "10.0.0.4")
+    h.wait_phase("Training")
+    h.report_progress("4/5 configure", deliveryBytes=8_000_000, deliverySeconds=1.0)
+    h.kube.delete(PODS, NS, PART, uid=h.pods()[PART]["metadata"]["uid"])
+    poke(h)
+    h.settle()
+    assert int(h.status().get("restartCount") or 0) == 0 and h.condition("Failed") is None
+    h.finish_pod(LAUNCH, seconds=60)
+    h.wait_condition("Succeeded")
+
+
 def test_worker_deleted_before_training_is_recreated_and_hostfile_follows(h: Harness) -> None:
     h.create_job(seed(launcherCreationPolicy="AtStartup"))
     h.wait_pods(W0, W1, PART, LAUNCH)
