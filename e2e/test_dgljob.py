@@ -165,9 +165,7 @@ def test_a_worker_deleted_mid_training_restarts_the_job_within_its_backoff_limit
     job = example_job(namespace, "again")
     job["spec"]["runPolicy"] = {"backoffLimit": 1}
     args = launcher_args(job)
-    # (long enough to be deleted mid-training after the first epoch's line, short enough
-    # that the second attempt, which trains them all, is not the test's longest part)
-    args[args.index("--num-epochs") + 1] = "15"
+    args[args.index("--num-epochs") + 1] = "30"
     apply(cluster, job)
     wait_epochs(cluster, namespace, "again")  # the trainers are under way
     first = {n: p["metadata"]["uid"] for n, p in pods(cluster, namespace).items()}

@@ -14,7 +14,6 @@ from __future__ import annotations
 from controller.features import registry
 from controller.lifecycle.actions import STOPPED_GRACE_SECONDS, Actions
 from controller.lifecycle.context import Context, Next
-from controller.machinery import objects as ob
 from controller.machinery.events import NORMAL, WARNING
 from controller.status import conditions, node_loss, observation, pod_state
 from kubeclient import Obj
@@ -28,22 +27,13 @@ def observe_attempt(ctx: Context, act: Actions) -> Next:
     ctx.go_on_with(job, obs)
     if obs.stale:
         for pod in obs.stale:
-            if not pod_state.is_terminating(pod) or _slower_than_a_stop(pod):
+            if not pod_state.is_terminating(pod):
                 act.delete_pod(job, pod, "restarting the job", STOPPED_GRACE_SECONDS)
         _node_lost_while_restarting(ctx, act, obs.stale)
         return Next.DONE
     _record_partition_time(ctx, act)
     ctx.lost = act.lost_nodes([p for p in obs.pods.values() if pod_state.is_active(p)])
     return Next.GO_ON
-
-
-def _slower_than_a_stop(pod: Obj) -> bool:
-    """A pod of the old attempt already being deleted with a longer grace period than a
-    stopped attempt's (someone deleted it with the default 30 s: the restart's cause, most
-    often): deleted again, its grace is shortened (the API server only ever shortens it), so
-    that the restart, which reuses its name, does not wait for it."""
-    grace = ob.meta(pod).get("deletionGracePeriodSeconds")
-    return isinstance(grace, int) and grace > STOPPED_GRACE_SECONDS
 
 
 def _node_lost_while_restarting(ctx: Context, act: Actions, stale: list[Obj]) -> None:

@@ -39,8 +39,6 @@ from tests.controller.harness import (
     W0,
     W1,
     Harness,
-    add_nodes,
-    bind,
     bring_up,
     poke,
     seed,
@@ -327,25 +325,6 @@ def test_the_partitioner_gone_after_the_delivery_is_no_failure(h: Harness) -> No
     assert int(h.status().get("restartCount") or 0) == 0 and h.condition("Failed") is None
     h.finish_pod(LAUNCH, seconds=60)
     h.wait_condition("Succeeded")
-
-
-def test_a_worker_deleted_with_a_long_grace_is_hurried_by_the_restart(h: Harness) -> None:
-    """A worker deleted by someone with the default grace period (30 s; its `sleep` ignores
-    SIGTERM, so the kubelet waits all of it) restarts the job; the restart reuses its name,
-    so it deletes it again with a stopped attempt's grace (5 s): the API server only ever
-    shortens a deletion's grace. The twin: the other pods, not being deleted, get 5 s too."""
-    h.create_job(seed(runPolicy={"backoffLimit": 1}))
-    train(h)
-    add_nodes(h, "node-a")
-    bind(h, {W0: "node-a", W1: "node-a", LAUNCH: "node-a"})  # (the fake keeps them Terminating)
-    h.kube.delete(PODS, NS, W1, uid=h.pods()[W1]["metadata"]["uid"])  # (grace: the default)
-    wait_for(lambda: h.status().get("restartCount") == 1, what="the restart")
-
-    def graces() -> dict[str, object]:
-        return {n: p["metadata"].get("deletionGracePeriodSeconds") for n, p in h.pods().items()}
-
-    wait_for(lambda: graces().get(W1) == 5, what=f"{W1}'s grace shortened to 5 s")
-    assert graces()[W0] == 5 and graces()[LAUNCH] == 5, graces()
 
 
 def test_worker_deleted_before_training_is_recreated_and_hostfile_follows(h: Harness) -> None:

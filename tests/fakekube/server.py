@@ -504,18 +504,9 @@ class FakeKube:
         bound = res.kind == "Pod" and bool((current.get("spec") or {}).get("nodeName"))
         if bound and grace != 0 and meta.get("deletionGracePeriodSeconds") != 0:
             # a graceful deletion of a pod on a node: only its kubelet (none here) would end
-            # it; it stays Terminating until a delete with grace period 0. Deleted again, its
-            # grace period may only be shortened (as the API server's graceful deletion does)
+            # it; it stays Terminating until a delete with grace period 0
             if meta.get("deletionTimestamp"):
-                before = meta.get("deletionGracePeriodSeconds")
-                if grace is None or (isinstance(before, int) and grace >= before):
-                    return new
-                self._rv += 1
-                new["metadata"]["deletionGracePeriodSeconds"] = grace
-                new["metadata"]["resourceVersion"] = str(self._rv)
-                bucket[(ns, name)] = new
-                self._emit(res, ns, "MODIFIED", new, current)
-                return copy.deepcopy(new)
+                return new
             self._rv += 1
             new["metadata"]["deletionTimestamp"] = self._now()
             new["metadata"]["deletionGracePeriodSeconds"] = 30 if grace is None else grace
