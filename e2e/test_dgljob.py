@@ -165,12 +165,18 @@ def test_a_worker_deleted_mid_training_restarts_the_job_within_its_backoff_limit
     job = example_job(namespace, "again")
     job["spec"]["runPolicy"] = {"backoffLimit": 1}
     args = launcher_args(job)
-    args[args.index("--num-epochs") + 1] = "30"
+    # (long enough to be deleted mid-training after the first epoch's line, short enough
+    # that the second attempt, which trains them all, is not the test's longest part)
+    args[args.index("--num-epochs") + 1] = "15"
     apply(cluster, job)
     wait_epochs(cluster, namespace, "again")  # the trainers are under way
     first = {n: p["metadata"]["uid"] for n, p in pods(cluster, namespace).items()}
+    # (a grace of 5 s, a stopped attempt's: the worker's `sleep` ignores SIGTERM, and the
+    # restart, which reuses its name, would wait the default 30 s for it; the kubelet does not
+    # shorten a stop already under way when the operator deletes it again with 5 s)
     cluster.kubectl(
-        ["delete", "pod", "again-worker-1", "-n", namespace, "--wait=false"], as_dict=False
+        ["delete", "pod", "again-worker-1", "-n", namespace, "--wait=false", "--grace-period=5"],
+        as_dict=False,
     )
     done = wait_finished(cluster, namespace, "again", timeout=900)
     assert succeeded(done), conditions(done)
