@@ -624,9 +624,13 @@ def test_suspend_and_resume(h: Harness) -> None:
     assert h.status()["startTime"]
     train(h)
     h.report_progress("5/5 train")
+    h.kube.clear_actions()
     h.kube.patch(DGLJOBS, NS, J, {"spec": {"runPolicy": {"suspend": True}}})
     wait_for(lambda: not h.pods(), what="pods deleted on suspend")
     h.wait_phase("Suspended")
+    # with a stopped attempt's grace (the workers' sleep would hold them 30 s)
+    deleted = {a.name: a.grace_period_seconds for a in h.kube.actions if a.verb == "delete"}
+    assert deleted == {W0: 5, W1: 5, LAUNCH: 5, PART: 5} or deleted == {W0: 5, W1: 5, LAUNCH: 5}
     assert "progress" not in h.status()
     assert h.condition("Running")["status"] == "False"  # type: ignore[index]
     assert "DGLJobResumed" in h.event_reasons()
