@@ -53,7 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         metrics = json.loads((results / "metrics.json").read_text())
         state = common.load_weights(results / "model.pt")
     except common.WeightsRefused as e:  # (a pod's step that scores it fails for good)
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        sys.stdout.flush()  # (its refusal is its last line: dglrun quotes that one)
+        print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
         return common.REFUSED_EXIT_CODE
     except (OSError, ValueError, RuntimeError) as e:
         print(f"{PROG}: error: cannot read the results in {results}: {e}", file=sys.stderr)

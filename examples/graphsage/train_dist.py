@@ -164,8 +164,11 @@ def _load_checkpoint(path: str, tag: str) -> dict[str, Any]:
     try:
         state: dict[str, Any] = common.load_weights(path)
     except common.WeightsRefused as e:
-        print(f"{PROG}: error: {tag} checkpoint {e}", file=sys.stderr, flush=True)
+        # what it printed before goes out first, its refusal last: dglrun quotes the last
+        # line, and over kubectl exec stdout and stderr travel apart (flushed after the
+        # refusal, a buffered line of stdout came last on the local cluster)
         sys.stdout.flush()
+        print(f"{PROG}: error: {tag} checkpoint {e}", file=sys.stderr, flush=True)
         os._exit(common.REFUSED_EXIT_CODE)
     print(f"{tag} resumed from {path}: {state['epochs_done']} epoch(s) were done", flush=True)
     return state
