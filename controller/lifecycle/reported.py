@@ -17,6 +17,7 @@ from controller.features import registry
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
 from controller.machinery import objects as ob
+from controller.machinery.events import WARNING
 from controller.status.conditions import REPORTED, get_condition
 from dgljob.names import run_name
 from kubeclient import CONFIGMAPS
@@ -61,5 +62,5 @@ def _say_refusal(ctx: Context, act: Actions, problems: list[str], where: str) ->
     ctx.set_condition(REPORTED, False, REASON_REFUSED, message)
     memo = act.memos[ob.key(ctx.raw)]
     if memo.report_refusal_told != message:
-        ctx.plan.announce("Warning", REASON_REFUSED, message)
+        ctx.plan.announce(WARNING, REASON_REFUSED, message)
         ctx.plan.on_written.append(lambda: setattr(memo, "report_refusal_told", message))
