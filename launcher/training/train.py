@@ -190,7 +190,7 @@ def _supervise(
             r, code, last = _the_cause(running)
             stop_all(other.proc for other in running)
             who = f"{r.role} {r.index} on {r.host.name} ({r.host.ip})"
-            refused = refusal.describe(code, last, who)
+            refused = refusal.describe(code, r.proc.last_error_line() or last, who)
             if refused is not None:  # (the job's next attempt would refuse the file again)
                 raise Refused(f"{refused}; stopped every DGL process on every worker")
             raise PhaseError(

@@ -47,6 +47,11 @@ class Proc(Protocol):
         """The last non-blank line of its output so far ("" when none): why it failed."""
         ...
 
+    def last_error_line(self) -> str:
+        """The last line it said as a program's error (``<prog>: error: ...``; "" when
+        none): a refusal's line, wherever its stream put it among the others."""
+        ...
+
 
 class Transport(Protocol):
     def workers(self) -> list[Host]:
@@ -124,6 +129,8 @@ def pump(stream: IO[bytes], label: str, sink: LineSink) -> threading.Thread:
     return t
 
 
+# a program's one-line error (podprogram's convention, and the example's): ``<prog>: error: ...``
+ERROR_LINE = re.compile(r"^\S+: error: ")
 # what kubectl exec itself prints (on stderr) after a remote command that failed: never the
 # process's own last words (a trainer's refusal, which names the file, comes before it)
 KUBECTL_EXEC_EXIT = re.compile(r"^command terminated with exit code \d+$")
@@ -158,10 +165,13 @@ class PopenProc:
         self._on_stop = on_stop
         self._stopped = False
         self._last = ""
+        self._last_error = ""
 
         def keep(label: str, line: str) -> None:
             if own_words(line):
                 self._last = line.strip()
+                if ERROR_LINE.match(self._last):
+                    self._last_error = self._last
             sink(label, line)
 
         try:
@@ -184,6 +194,11 @@ class PopenProc:
 
     def last_line(self) -> str:
         return self._last
+
+    def last_error_line(self) -> str:
+        # (over kubectl exec a process's stdout and stderr travel apart: a refusal said on
+        # stderr may come before a line it had printed on stdout; seen on the local cluster)
+        return self._last_error
 
     def wait(self, timeout: float | None = None) -> int:
         code = self.popen.wait(timeout)

@@ -37,6 +37,10 @@ class FakeProc:
     def last_line(self) -> str:
         return self._last if self.poll() == self._code else ""
 
+    def last_error_line(self) -> str:
+        line = self.last_line()
+        return line if ": error: " in line else ""
+
 
 def job(*trainers: FakeProc) -> list[_Running]:
     """One server (runs until stopped) and one trainer per worker, in dglrun's order."""

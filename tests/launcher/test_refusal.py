@@ -140,3 +140,21 @@ def test_kubectl_execs_exit_line_does_not_hide_the_refusal() -> None:
     own = "it said: command terminated with exit code 65"
     other = PopenProc("w", ["sh", "-c", f"echo '{own}'; exit 1"], lambda _l, _t: None)
     assert other.wait(10) == 1 and other.last_line() == own
+
+
+def test_a_refusal_said_before_a_late_line_of_the_other_stream_is_still_quoted() -> None:
+    """Over kubectl exec a process's stdout and stderr travel apart: on the local cluster a
+    line the trainer had printed on stdout arrived after its refusal on stderr, and was
+    quoted instead (FileRefused naming no file). The refusal is its last error line."""
+    said = "train_dist.py: error: [rank 0] checkpoint /c/epoch-3.pt is refused: x"
+    late = "[rank 0] graphsage: 20000 nodes, 200000 edges, 2 partition(s)"
+    script = f"echo '{said}'; echo '{late}'; exit 65"
+    proc = PopenProc("worker-0/trainer-0", ["sh", "-c", script], lambda _l, _t: None)
+    assert proc.wait(10) == REFUSED_EXIT_CODE
+    assert proc.last_line() == late  # (what the streams delivered last)
+    assert proc.last_error_line() == said
+    line = refusal.describe(REFUSED_EXIT_CODE, proc.last_error_line() or proc.last_line(), "t")
+    assert line is not None and "epoch-3.pt is refused" in line
+    # the twin: no error line said, nothing to prefer
+    quiet = PopenProc("w", ["sh", "-c", f"echo '{late}'; exit 1"], lambda _l, _t: None)
+    assert quiet.wait(10) == 1 and quiet.last_error_line() == ""
