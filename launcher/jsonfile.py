@@ -14,37 +14,21 @@ the claim runs code. Standard library only (dglrun's layer).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from launcher.errors import LauncherError
+from podcontract.jsontext import too_deep
 
 # the bytes a file on the claim may hold to be read (dglrun's own files are far smaller: an
 # entry's index lists a partition set's files, a run's record a few keys)
 LIMIT = 16 * 1024 * 1024
 # how deeply arrays and objects may nest (dglrun's files nest a few levels)
 DEPTH = 64
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_BRACKET = re.compile(r"[\[\]{}]")
 
 
 class Unreadable(LauncherError, ValueError):
     """A file on the claim that is refused: too large, too deep, not JSON, or not of the
     expected shape; ``str()`` names it and says why."""
-
-
-def too_deep(text: str, depth: int = DEPTH) -> bool:
-    """Whether ``text`` nests arrays and objects more than ``depth`` levels (brackets inside
-    strings not counted), found by counting, not by recursion."""
-    level = 0
-    for m in _BRACKET.finditer(_STRING.sub('""', text)):
-        if m.group() in "[{":
-            level += 1
-            if level > depth:
-                return True
-        else:
-            level -= 1
-    return False
 
 
 def parse(

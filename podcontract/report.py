@@ -41,6 +41,7 @@ from podcontract import (
     STATUS_RESUME,
     STORAGE_RUNS,
 )
+from podcontract.jsontext import too_deep
 from podcontract.progress import DetailError, checked
 
 LAUNCHER = "launcher"
@@ -101,22 +102,6 @@ class ReportFieldRefused(ValueError):
     """A report field that fails its check (the message names it)."""
 
 
-def _depth(value: object, limit: int = MAX_DEPTH) -> int:
-    """Nesting depth, without recursion, stopping past ``limit``."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    deepest = 0
-    while stack:
-        item, d = stack.pop()
-        deepest = max(deepest, d)
-        if deepest > limit:
-            return deepest
-        children = (
-            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        )
-        stack.extend((c, d + 1) for c in children)
-    return deepest
-
-
 def _number(name: str, value: object, top: float, whole: bool = False) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ReportFieldRefused(f"{name} is {_shown(value)}, not a number")
@@ -137,9 +122,10 @@ def _shown(value: object) -> str:
 def _object(name: str, value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ReportFieldRefused(f"{name} is {_shown(value)}, not an object")
-    if _depth(value) > MAX_DEPTH:
+    text = json.dumps(value)
+    if too_deep(text, MAX_DEPTH):
         raise ReportFieldRefused(f"{name} is nested deeper than {MAX_DEPTH} levels")
-    if len(json.dumps(value)) > MAX_OBJECT:
+    if len(text) > MAX_OBJECT:
         raise ReportFieldRefused(f"{name} is larger than {MAX_OBJECT} bytes")
     return value
 
@@ -240,7 +226,7 @@ def read(data: Mapping[str, object] | None, attempt: int, run_name: str) -> Read
             out.problems.append(f"{reporter}: the report is larger than {MAX_DOCUMENT} bytes")
             continue
         try:
-            doc = json.loads(raw) if _depth_of_text(raw) <= 2 * MAX_DEPTH else None
+            doc = None if too_deep(raw, 2 * MAX_DEPTH) else json.loads(raw)
         except ValueError as e:
             out.problems.append(f"{reporter}: the report is not JSON ({e})")
             continue
@@ -265,26 +251,3 @@ def read(data: Mapping[str, object] | None, attempt: int, run_name: str) -> Read
                 out.problems.append(f"{reporter}: {e}")
         out.events += _events(reporter, doc.get(EVENTS), out.problems)
     return out
-
-
-def _depth_of_text(text: str) -> int:
-    """The bracket nesting of JSON text, strings skipped (before parsing: a deep document is
-    refused without recursion)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-    return deepest

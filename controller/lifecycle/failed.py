@@ -57,9 +57,8 @@ def _missing_pod_failure(ctx: Context) -> failures.PodFailure | None:
         return None
     if not pod_state.main_started(launcher):
         return None
-    serving = job.spec.mode.partitioner and job.spec.pulls_partitions
     delivered = ctx.status.get(STATUS_DELIVERY_BYTES) is not None
-    if serving and not delivered and job.partitioner_name not in obs.pods:
+    if job.spec.pulls_partitions and not delivered and job.partitioner_name not in obs.pods:
         return failures.PodFailure(
             PARTITIONER,
             job.partitioner_name,
