@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from controller.api import DGLJOBS, LAUNCHER, PARTITIONER, WORKER, Placement
+from controller.api import DGLJOBS, LAUNCHER, PARTITIONER, WORKER, Placement, parse_job
 from controller.builders import BuildOptions
 from controller.builders import workload as built
 from controller.builders.desired import desired
@@ -418,6 +418,31 @@ def test_a_job_without_the_label_is_queued_in_the_namespaces_local_queue_default
     assert any("no label kueue.x-k8s.io/queue-name" in m for m in said), said
     assert "QueueLabelRemoved" not in h.event_reasons()
     complete_once_admitted(h, "the Workload Finished")
+
+
+def test_why_a_job_without_the_label_is_queued_is_said_when_its_workload_was_made_before() -> None:
+    """The sync that makes the Workload may lose its status write (and its Event) to a
+    conflict; the next one finds the Workload made. The Queued condition and its Event still
+    say why a job without the label is queued (CI saw only Kueue's words, once). The twin: a
+    job labelled ``default`` is not told it has no label."""
+    for raw, says in ((seed(), True), (queued("default"), False)):
+        h = Harness(options=BuildOptions(kueue=True))
+        try:
+            h.kube.create(RESOURCEFLAVORS, None, copy.deepcopy(FLAVOR))
+            h.kube.create(LOCALQUEUES, NS, local_queue())
+            made = h.create_job(raw)
+            wl = built.workload(parse_job(made), BuildOptions(kueue=True), None, "default")
+            h.kube.create(WORKLOADS, NS, wl)  # (made by a sync whose status was lost)
+            h.start()
+            h.wait_condition_status("Queued", "True")
+            h.settle()
+            message = h.condition("Queued")["message"]
+            said = [e["message"] for e in h.events() if e["reason"] == "DGLJobQueued"]
+            assert len(h.kube.objects(WORKLOADS, NS)) == 1  # (that one: none made again)
+            assert ("no label kueue.x-k8s.io/queue-name" in message) is says, message
+            assert any("no label kueue.x-k8s.io/queue-name" in m for m in said) is says, said
+        finally:
+            h.close()
 
 
 def test_the_default_local_queue_made_later_takes_the_jobs_waiting_for_a_queue() -> None:
