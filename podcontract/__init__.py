@@ -45,6 +45,16 @@ DGL_PORT_COUNT = 20  # the worker pods expose DGL_PORT .. DGL_PORT + DGL_PORT_CO
 TRANSFER_PORT = 30070  # the partitioner's partition server (HTTP) ...
 TRANSFER_READY_PATH = "/ready"  # ... answers here once it serves: its readiness probe
 
+# -- the worker agent: dglrun reaches each worker's processes through it, over the pod network --
+
+AGENT_DIR = "/opt/dgl-agent"  # an emptyDir in each worker: its init container installs the agent
+AGENT_ZIPAPP = f"{AGENT_DIR}/dgl-agent.pyz"  # ... as one file the worker image's Python runs
+AGENT_INIT_CONTAINER = "dgl-agent-install"  # that init container (the operator's image)
+AGENT_PORT = 30071  # each worker's agent (HTTP; every request but the probe's carries the token)
+AGENT_HEALTH_PATH = "/healthz"  # answers without a token once the agent serves: the probe
+AGENT_TOKEN_PATH = TRANSFER_TOKEN_PATH  # the job's Secret, in the workers and the launcher
+AGENT_ORPHAN_GRACE = 120.0  # seconds with no word from dglrun before an agent stops its processes
+
 # -- dglrun's environment ------------------------------------------------------------------------
 # Each variable the operator sets for dglrun is declared once, its name and default included,
 # in podcontract/settings.py. Here: the values they take that both sides name.
