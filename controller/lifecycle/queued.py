@@ -90,16 +90,19 @@ def wait_for_admission(ctx: Context, act: Actions) -> Next:
     # Why a job without the label is queued, said in every waiting message (not only the
     # one of the sync that made the Workload: that sync's status, and its Event, may be lost
     # to a conflict, and the next sync finds the Workload made)
-    why = ""
+    defaulted = ""
     if kueue.defaulted(job, queue):
-        why = f" (the job has no label {kueue.QUEUE_LABEL}: its namespace's LocalQueue {queue} takes it)"
+        defaulted = (
+            f" (the job has no label {kueue.QUEUE_LABEL}: its namespace's LocalQueue {queue} "
+            "takes it)"
+        )
     elif kueue.queue_name(job.raw) is None:
         _label_removed(ctx, act, queue)
     if wl is None:
         name = _create_workload(ctx, act, queue)
         if name:
             ctx.status[kueue.STATUS_QUEUE] = {"localQueue": queue, "workload": name}
-            message = f"Workload {name} is queued in LocalQueue {queue}{why}"
+            message = f"Workload {name} is queued in LocalQueue {queue}{defaulted}"
             _hold_for_admission(ctx, act, kueue.REASON_PENDING, message)
         return _waits(ctx)
     if ob.being_deleted(wl):  # (replaced: the new one is made once this one is gone)
@@ -111,7 +114,7 @@ def wait_for_admission(ctx: Context, act: Actions) -> Next:
         return _replace(ctx, act, wl, why)
     st = kueue.state(wl)
     if not st.admitted:
-        _hold_for_admission(ctx, act, st.reason, st.message + why)
+        _hold_for_admission(ctx, act, st.reason, (st.message or "") + defaulted)
         if st.evicted and not any(pod_state.is_active(p) for p in ctx.pods):
             act.patch_status(WORKLOADS, wl, kueue.clear_reservation(wl, ctx.now))
         return _waits(ctx)
