@@ -31,7 +31,7 @@ PROBE = "Probe"
 
 # spec.partitionTransfer: how the parts reach the workers (the modes with a Partitioner pod)
 TRANSFER_HTTP = "HTTP"  # each worker pulls its part straight from the partitioner pod
-TRANSFER_KUBECTL = "KubectlCp"  # kubectl cp through the API server, via the launcher
+TRANSFER_KUBECTL = "KubectlCp"  # the original's kubectl cp: accepted, served as HTTP (parse.py)
 PARTITION_TRANSFERS = (TRANSFER_HTTP, TRANSFER_KUBECTL)
 
 # spec.cleanPodPolicy

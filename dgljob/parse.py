@@ -486,9 +486,12 @@ def parse_spec(spec_obj: Any) -> JobSpec:
     spec = _dict(spec_obj, "spec")
     mode = _choice(spec.get("partitionMode", DGL_API), "spec.partitionMode", modes.PARTITION_MODES)
     chunked = _chunked_graph(spec.get("chunkedGraph"), modes.MODES[mode])
-    transfer = _choice(
+    # KubectlCp (kubectl cp through the API server) needs pods/exec, which no pod of a job
+    # holds since the workers' agents: a manifest that asks for it is served over HTTP
+    _choice(
         spec.get("partitionTransfer", TRANSFER_HTTP), "spec.partitionTransfer", PARTITION_TRANSFERS
     )
+    transfer = TRANSFER_HTTP
     clean = _choice(
         spec.get("cleanPodPolicy", CLEAN_RUNNING), "spec.cleanPodPolicy", CLEAN_POD_POLICIES
     )

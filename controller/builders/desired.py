@@ -90,7 +90,7 @@ def desired(
         config_map=config_map(job, pods or {}),
         rbac=rbac(job),
         services=[worker_service(job)],
-        workers=[pod(worker_pod(job, i, attempt)) for i in range(job.spec.workers)],
+        workers=[pod(worker_pod(job, i, attempt, opts)) for i in range(job.spec.workers)],
         partitioner=pod(partitioner_pod(job, opts, attempt)) if mode.partitioner else None,
         launcher=pod(launcher_pod(job, opts, attempt)),
         features=features,

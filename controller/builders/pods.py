@@ -39,6 +39,11 @@ from podcontract import settings as dglrun
 
 # Placement: the workers spread over the nodes, softly (see worker_pod)
 HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"
+AGENT_VOLUME = "dgl-agent"  # the worker agent's zipapp (an emptyDir)
+
+
+def _agent_port() -> Obj:
+    return {"name": "dgl-agent", "containerPort": pc.AGENT_PORT, "protocol": "TCP"}
 
 
 def _base_pod(job: DGLJob, template: Obj, name: str, replica_type: str, attempt: int) -> Obj:
@@ -75,8 +80,8 @@ def _base_pod(job: DGLJob, template: Obj, name: str, replica_type: str, attempt:
 def _api_token(spec: Obj, needed: bool) -> None:
     """Whether the pod gets a service-account token: the launcher and the partitioner do
     (``needed``: kubectl, with the account the operator made for them, whatever the template
-    says); a worker talks to no API (the launcher reaches it with kubectl exec, it pulls its
-    partitions over HTTP with the transfer token), so it gets none, unless its template names
+    says); a worker talks to no API (the launcher reaches it through its agent, it pulls its
+    partitions over HTTP with the job's token), so it gets none, unless its template names
     an account of its own: then the template's automountServiceAccountToken (or the
     account's) decides."""
     if needed:
@@ -133,20 +138,62 @@ def _watcher_loop(
     )
 
 
-def worker_pod(job: DGLJob, index: int, attempt: int = 0) -> Obj:
+# A worker template's command that only keeps the container running (the seed's and the
+# examples' placeholder): the agent does that now, so it is dropped rather than run beside it
+PLACEHOLDERS = ("sleep",)
+
+
+def _agent_install(opts: BuildOptions) -> Obj:
+    """The init container that copies the worker agent (workeragent/) out of the operator's
+    image, as one zipapp the worker image's Python runs."""
+    return _own(
+        {
+            "name": pc.AGENT_INIT_CONTAINER,
+            "image": opts.watcher_loop_image,
+            "imagePullPolicy": opts.init_image_pull_policy,
+            "command": ["python3", "-m", "workeragent.install", pc.AGENT_DIR],
+            "volumeMounts": [{"name": AGENT_VOLUME, "mountPath": pc.AGENT_DIR}],
+        }
+    )
+
+
+def agent_command(template_main: Obj) -> list[str]:
+    """The worker's main process: the agent (dglrun starts the DGL processes through it). The
+    template's own command and args, unless a placeholder (:data:`PLACEHOLDERS`), run beside
+    it, started by the agent (``--``); with neither, the image's entrypoint does not run."""
+    argv = ["python3", pc.AGENT_ZIPAPP, "--token-file", pc.AGENT_TOKEN_PATH]
+    own = [*(template_main.get("command") or []), *(template_main.get("args") or [])]
+    if template_main.get("command") and template_main["command"][0] not in PLACEHOLDERS:
+        argv += ["--", *own]
+    return argv
+
+
+def worker_pod(job: DGLJob, index: int, attempt: int = 0, opts: BuildOptions | None = None) -> Obj:
     assert job.spec.worker is not None
+    opts = opts or BuildOptions()
     name = job.worker_name(index)
     pod = _base_pod(job, job.spec.worker.template, name, WORKER, attempt)
     main = _main(pod)
-    if not main.get("command"):
-        main["command"] = ["sleep"]
-        main["args"] = ["365d"]
+    main["command"] = agent_command(main)
+    main.pop("args", None)
     _set_env(main, dglrun.OPERATOR.pair(True))
     taken = {p.get("containerPort") for p in main.get("ports") or []}
     main["ports"] = (main.get("ports") or []) + [
-        p for p in _dgl_ports() if p["containerPort"] not in taken
+        p for p in [*_dgl_ports(), _agent_port()] if p["containerPort"] not in taken
     ]
-    _add_mounts(main, (SHM_VOLUME, "/dev/shm"), (CONFIG_VOLUME, pc.CONFIG_DIR))
+    # Ready = the agent serves: what the launcher's watcher-loop waits for
+    main.setdefault(
+        "readinessProbe",
+        {
+            "httpGet": {"path": pc.AGENT_HEALTH_PATH, "port": pc.AGENT_PORT},
+            "periodSeconds": 2,
+            "timeoutSeconds": 2,
+            "failureThreshold": 3,
+        },
+    )
+    _add_mounts(
+        main, (SHM_VOLUME, "/dev/shm"), (CONFIG_VOLUME, pc.CONFIG_DIR), (AGENT_VOLUME, pc.AGENT_DIR)
+    )
     shm: Obj = {"medium": "Memory"}
     size = shm_size_limit(main)
     if size:
@@ -156,6 +203,12 @@ def worker_pod(job: DGLJob, index: int, attempt: int = 0) -> Obj:
     )
     _mount_token(job, pod)
     _mount_storage(job, pod)  # the trainers' checkpoints and results
+    # (after the storage's mounts: the operator's own init containers never mount the claim)
+    pod["spec"]["initContainers"] = [
+        _agent_install(opts),
+        *(pod["spec"].get("initContainers") or []),
+    ]
+    _add_volumes(pod["spec"], {"name": AGENT_VOLUME, "emptyDir": {}})
     _api_token(pod["spec"], needed=False)
     _spread(job, pod)
     # DNS name <pod>.<job>-worker (the EndpointSlice names a pod only with both fields set),
@@ -260,7 +313,6 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
                 [config_mount],
             )
         )
-        _mount_token(job, pod)
     elif job.spec.mode.partitioner:
         # the partitioner delivers the partitions into this volume, then the launcher starts
         _add_mounts(main, (DATASET_VOLUME, pc.DATASET_DIR))
@@ -276,6 +328,7 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
                 [config_mount, {"name": DATASET_VOLUME, "mountPath": pc.DATASET_DIR}],
             )
         )
+    _mount_token(job, pod)  # (the workers' agents ask it; over HTTP, the partitioner too)
     _wear(spec, name)
     spec["initContainers"] = [
         _kubectl_download(opts),

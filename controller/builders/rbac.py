@@ -55,13 +55,13 @@ def role_binding(job: DGLJob, name: str) -> Obj:
 
 def rbac(job: DGLJob) -> list[Obj]:
     """ServiceAccount, Role and RoleBinding for the launcher (it waits for this job's workers
-    and partitioner, and execs into its workers: dglrun's commands, and in DistParMETIS
-    mpirun's daemons through kubexec.sh) and, in the modes that have one, the partitioner
-    (with KubectlCp it execs into this job's launcher; over HTTP it only serves)."""
+    and partitioner; it runs its processes on the workers through their agents, never exec)
+    and, in the modes that have one, the partitioner (with KubectlCp it execs into this job's
+    launcher; over HTTP it only serves)."""
     # made once for the job's life: every worker any attempt may have, not this one's
     workers = job.every_worker_name()
     waits = [*workers, job.partitioner_name] if job.spec.mode.partitioner else workers
-    roles = [role(job, job.launcher_name, waits, workers)]
+    roles = [role(job, job.launcher_name, waits, [])]  # (the workers' agents: no exec)
     if job.spec.mode.partitioner:
         targets = [] if job.spec.pulls_partitions else [job.launcher_name]
         roles.append(role(job, job.partitioner_name, targets, targets, watch=False))

@@ -1,8 +1,11 @@
-"""The partition transfer over HTTP (``spec.partitionTransfer: HTTP``): the workers pull their
-parts from the partitioner's server, which asks a token of every request. The token is a
-Secret the operator makes once, before any pod (:func:`transfer_secret`), mounted in the
-partitioner, the workers and the launcher (:func:`_mount_token`); dglrun's env for the
-transfer (HTTP or kubectl) is its entry's (:data:`TRANSFER`).
+"""The job's token, and the partition transfer over HTTP (``spec.partitionTransfer: HTTP``).
+
+The token is a Secret the operator makes once, before any pod (:func:`transfer_secret`), for
+every job with workers, mounted in the workers and the launcher, and in the partitioner when
+the workers pull their parts from it (:func:`_mount_token`). Each worker's agent asks it of
+every request (dglrun runs the workers' processes through them, workeragent/), and so does
+the partitioner's server over HTTP. dglrun's env for the transfer (HTTP or kubectl) is its
+entry's (:data:`TRANSFER`).
 
 Its Secret's name, and why it is random.
 
@@ -59,9 +62,15 @@ def transfer_secret(job: DGLJob, token: str) -> Obj:
     }
 
 
+def has_token(job: DGLJob) -> bool:
+    """Whether the job has a token Secret: every job with workers (their agents ask it of
+    dglrun, launcher/workers/agent.py), and with it the partition transfer over HTTP."""
+    return job.spec.mode.workers
+
+
 def _mount_token(job: DGLJob, pod: Obj) -> None:
-    """The job's transfer token at pc.TRANSFER_DIR/token (HTTP only)."""
-    if not job.spec.pulls_partitions:
+    """The job's token at pc.TRANSFER_DIR/token."""
+    if not has_token(job):
         return
     annotations = pod["metadata"].setdefault("annotations", {})
     annotations[TRANSFER_SECRET_ANNOTATION] = transfer_secret_name(job)
@@ -81,7 +90,7 @@ def _mount_token(job: DGLJob, pod: Obj) -> None:
 def known(job: DGLJob, pods: Iterable[Obj]) -> DGLJob:
     """``job`` with the Secret name it has: status.transferSecret, else the one its pods
     mount (pods made before the status was written), else none yet ("")."""
-    if not job.spec.pulls_partitions:
+    if not has_token(job):
         return job
     name = str(job.status.get(STATUS) or "") or _mounted(job, pods)
     return dataclasses.replace(job, transfer_secret=name) if name else job
@@ -89,7 +98,7 @@ def known(job: DGLJob, pods: Iterable[Obj]) -> DGLJob:
 
 def chosen(job: DGLJob) -> DGLJob:
     """``job`` with a new random Secret name, if it has none yet."""
-    if not job.spec.pulls_partitions or job.transfer_secret:
+    if not has_token(job) or job.transfer_secret:
         return job
     return dataclasses.replace(job, transfer_secret=f"{job.name}-transfer-{secrets.token_hex(4)}")
 
@@ -113,7 +122,7 @@ class Transfer:
     before_rbac = False
 
     def children(self, job: DGLJob, opts: BuildOptions, token: str) -> list[Obj]:
-        if not job.spec.pulls_partitions:
+        if not has_token(job):
             return []
         return [transfer_secret(job, token or secrets.token_hex(32))]
 

@@ -17,6 +17,7 @@ from controller.builders.env import shm_size_limit
 from controller.builders.pods import launcher_pod, partitioner_pod, worker_pod
 from controller.builders.rbac import rbac
 from controller.builders.service import worker_service
+from controller.features import transfer
 from podcontract.quantity import format_bytes, parse_quantity
 from tests.support.dgljobs import load_fixture
 
@@ -74,7 +75,8 @@ def _without_main_pull_policy(seed: dict[str, Any]) -> dict[str, Any]:
 
 def _seed_job_with_launcher_args(seed_job_raw: dict[str, Any]) -> Any:
     """The seed's resulting launcher was rendered from longer args than its example DGLJob,
-    and delivered the parts the original's way (partitionTransfer KubectlCp)."""
+    and delivered the parts the original's way (partitionTransfer KubectlCp, which is served
+    as HTTP now: see _seed_launcher_over_http)."""
     seed_launcher = load_fixture("seed_launcher.yaml")
     raw = copy.deepcopy(seed_job_raw)
     raw["spec"]["partitionTransfer"] = "KubectlCp"
@@ -83,9 +85,25 @@ def _seed_job_with_launcher_args(seed_job_raw: dict[str, Any]) -> Any:
     return parse_job(raw)
 
 
+def _seed_launcher_over_http(seed: dict[str, Any]) -> dict[str, Any]:
+    """The seed's launcher had the partitioner copy the parts into its dataset volume
+    (``kubectl cp``, which needs pods/exec): over HTTP the workers pull them, and the
+    launcher has no such volume (ours, issue 58)."""
+    seed = copy.deepcopy(seed)
+    spec = seed["spec"]
+    spec["volumes"] = [v for v in spec["volumes"] if v["name"] != "dataset-volume"]
+    for c in [*spec["containers"], *spec.get("initContainers", [])]:
+        mounts = [m for m in c.get("volumeMounts", []) if m["name"] != "dataset-volume"]
+        c["volumeMounts"] = mounts
+        for e in c.get("env", []):
+            if e["name"] == "WATCHERMODE":
+                e["value"] = "ready"
+    return seed
+
+
 def test_launcher_matches_seed(seed_job_raw: dict[str, Any]) -> None:
     job = _seed_job_with_launcher_args(seed_job_raw)
-    seed = _without_main_pull_policy(load_fixture("seed_launcher.yaml"))
+    seed = _seed_launcher_over_http(_without_main_pull_policy(load_fixture("seed_launcher.yaml")))
     got = launcher_pod(job, SEED_OPTS)
     assert_matches_seed(seed, got)
     assert [c["name"] for c in got["spec"]["initContainers"]] == [
@@ -103,7 +121,8 @@ def test_launcher_matches_seed(seed_job_raw: dict[str, Any]) -> None:
         "DGL_OPERATOR_JOB_UID": "uid-1234",  # ours: its Events name the job by uid ...
         "DGL_OPERATOR_JOB_NAMESPACE": "dgl-operator",  # ... and namespace
         "DGL_OPERATOR_ATTEMPT": "0",  # ours: its report says which attempt's it is
-        "DGL_OPERATOR_PARTITION_TRANSFER": "kubectl",  # ours: spec.partitionTransfer
+        "DGL_OPERATOR_PARTITION_TRANSFER": "http",  # ours: KubectlCp is served as HTTP
+        "DGL_OPERATOR_PARTFILE_PATH": "/etc/dgl/partfile",  # ours: where the partitioner is
     }
     assert got["spec"]["serviceAccountName"] == "dgl-graphsage-launcher"
     for init in got["spec"]["initContainers"][1:]:
@@ -137,11 +156,23 @@ def test_worker_matches_seed(seed_job_raw: dict[str, Any]) -> None:
     c["resources"] = {"limits": {"memory": "20G"}}  # the seed's sizeLimit is half of it
     job = parse_job(raw)
     seed = _without_main_pull_policy(load_fixture("seed_worker.yaml"))
-    got = worker_pod(job, 0)
+    # ours: the worker's main process is the agent (issue 58), not the seed's `sleep 365d`
+    for c in seed["spec"]["containers"]:
+        assert c.pop("command") == ["sleep"] and c.pop("args") == ["365d"]
+    got = worker_pod(job, 0, opts=SEED_OPTS)
     assert_matches_seed(seed, got)
-    ports = got["spec"]["containers"][0]["ports"]
-    assert [p["containerPort"] for p in ports] == list(range(30050, 30070))
-    assert len({p["name"] for p in ports}) == 20
+    main = got["spec"]["containers"][0]
+    assert main["command"] == [
+        "python3", "/opt/dgl-agent/dgl-agent.pyz", "--token-file", "/etc/dgl-transfer/token"
+    ]  # fmt: skip
+    assert "args" not in main
+    assert main["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": 30071}
+    (install,) = got["spec"]["initContainers"]
+    assert install["image"] == SEED_OPTS.watcher_loop_image  # (the operator's image)
+    assert install["command"] == ["python3", "-m", "workeragent.install", "/opt/dgl-agent"]
+    ports = main["ports"]
+    assert [p["containerPort"] for p in ports] == [*range(30050, 30070), 30071]
+    assert len({p["name"] for p in ports}) == 21
     assert all(len(p["name"]) <= 15 for p in ports)
     assert {"name": "DGL_OPERATOR_ENV", "value": "1"} in got["spec"]["containers"][0]["env"]
 
@@ -191,7 +222,9 @@ def test_template_fields_survive_and_restart_policy_is_forced(
     assert pod["spec"]["nodeSelector"] == {"pool": "cpu"}
     assert pod["spec"]["restartPolicy"] == "Never"
     main = pod["spec"]["containers"][0]
-    assert main["command"] == ["my-entry"] and "args" not in main
+    # the template's own command runs beside the agent, started by it
+    assert main["command"][-2:] == ["--", "my-entry"] and "args" not in main
+    assert main["command"][:2] == ["python3", "/opt/dgl-agent/dgl-agent.pyz"]
     assert [e for e in main["env"] if e["name"] == "DGL_OPERATOR_ENV"] == [
         {"name": "DGL_OPERATOR_ENV", "value": "1"}
     ]
@@ -274,7 +307,7 @@ def test_hostfile_numeric_order_and_no_line_without_ip(seed_job_raw: dict[str, A
 
 def test_rbac_limits_exec_to_the_jobs_pods(seed_job_raw: dict[str, Any]) -> None:
     raw = copy.deepcopy(seed_job_raw)
-    raw["spec"]["partitionTransfer"] = "KubectlCp"  # the partitioner execs into the launcher
+    raw["spec"]["partitionTransfer"] = "KubectlCp"  # (served as HTTP: no exec either)
     job = parse_job(raw)
     objs = rbac(job)
     kinds = [(o["kind"], o["metadata"]["name"]) for o in objs]
@@ -289,16 +322,15 @@ def test_rbac_limits_exec_to_the_jobs_pods(seed_job_raw: dict[str, Any]) -> None
     launcher_role, partitioner_role = objs[1], objs[4]
     workers = ["dgl-graphsage-worker-0", "dgl-graphsage-worker-1"]
     # before issue 57 each also held: pods get/list/watch on every pod of the namespace,
-    # dgljobs/status get+patch (a pod could write its job's status) and events create
+    # dgljobs/status get+patch (a pod could write its job's status) and events create;
+    # before issue 58, pods/exec on the workers (the launcher) and on the launcher (the
+    # partitioner, KubectlCp)
     assert launcher_role["rules"] == [
         _rule("pods", [*workers, "dgl-graphsage-partitioner"], "get", "list", "watch"),
-        _rule("pods/exec", workers, "create", "get"),
         _rule("dgljobs/status", ["dgl-graphsage"], "get", group="qihoo.net"),
         _rule("configmaps", ["dgl-graphsage-report"], "get", "patch"),
     ]
-    assert partitioner_role["rules"] == [  # KubectlCp: it copies into the launcher
-        _rule("pods", ["dgl-graphsage-launcher"], "get"),
-        _rule("pods/exec", ["dgl-graphsage-launcher"], "create", "get"),
+    assert partitioner_role["rules"] == [
         _rule("dgljobs/status", ["dgl-graphsage"], "get", group="qihoo.net"),
         _rule("configmaps", ["dgl-graphsage-report"], "get", "patch"),
     ]
@@ -390,20 +422,22 @@ def test_http_transfer_children(seed_job_raw: dict[str, Any]) -> None:
         assert volume["secret"]["secretName"] == "dgl-graphsage-transfer"
 
 
-def test_kubectl_cp_transfer_is_the_originals(seed_job_raw: dict[str, Any]) -> None:
+def test_a_kubectl_cp_manifest_is_served_over_http(seed_job_raw: dict[str, Any]) -> None:
+    """The original's KubectlCp needs pods/exec, which no pod of a job holds: its manifest
+    gets HTTP's children (a twin: the same job asking HTTP), so nothing grants exec."""
     raw = copy.deepcopy(seed_job_raw)
     raw["spec"]["partitionTransfer"] = "KubectlCp"
-    want = desired(parse_job(raw), SEED_OPTS)
-    assert want.transfer == []
-    assert (
-        want.partitioner is not None
-        and "readinessProbe" not in want.partitioner["spec"]["containers"][0]
-    )
-    watcher = want.launcher["spec"]["initContainers"][1]
-    assert _env(watcher)["WATCHERMODE"] == "finished"
-    for pod in (want.partitioner, want.launcher, *want.workers):
-        assert "/etc/dgl-transfer" not in _mounts(pod)
-    assert _mounts(want.launcher)["/dgl_workspace/dataset"] == "dataset-volume"
+    kubectl_cp = desired(transfer.chosen(parse_job(raw)), SEED_OPTS)
+    raw["spec"]["partitionTransfer"] = "HTTP"
+    http = desired(transfer.chosen(parse_job(raw)), SEED_OPTS)
+    assert kubectl_cp.partitioner is not None
+    assert "readinessProbe" in kubectl_cp.partitioner["spec"]["containers"][0]
+    watcher = kubectl_cp.launcher["spec"]["initContainers"][1]
+    assert _env(watcher)["WATCHERMODE"] == "ready"
+    assert "/dgl_workspace/dataset" not in _mounts(kubectl_cp.launcher)
+    assert len(kubectl_cp.transfer) == len(http.transfer) == 1
+    assert kubectl_cp.rbac == http.rbac
+    assert "pods/exec" not in str(kubectl_cp.rbac)
 
 
 def test_the_operators_labels_win_over_a_templates(seed_job_raw: dict[str, Any]) -> None:

@@ -51,7 +51,10 @@ J = "dgl-graphsage"
 
 
 def test_happy_path(h: Harness) -> None:
-    h.create_job(seed(partitionTransfer="KubectlCp"))  # the original operator's delivery
+    """The seed's job whose manifest asks for the original operator's delivery (KubectlCp),
+    which is served over HTTP (kubectl cp needs pods/exec, which no pod of a job holds): the
+    partitioner serves, dglrun reports its partition time, the launcher trains."""
+    h.create_job(seed(partitionTransfer="KubectlCp"))
     h.wait_pods(W0, W1, PART)
     h.wait_condition("Created")
     assert h.status()["phase"] == "Pending"
@@ -80,9 +83,15 @@ def test_happy_path(h: Harness) -> None:
         ),
         what="leadfile with the launcher's IP",
     )
-    h.finish_pod(PART, seconds=42)
-    h.wait_phase("Partitioned")
-    assert h.status()["partitionSeconds"] == 42
+    assert h.status()["transferSecret"]  # (served over HTTP: the token)
+    h.report_progress("2/5 deliver", reporter="partitioner", partitionSeconds=42)
+    wait_for(lambda: h.status().get("partitionSeconds") == 42, what="the partition time")
+    wait_for(
+        lambda: (
+            (h.ctrl.listers.jobs.get(NS, J) or {}).get("status", {}).get("partitionSeconds") == 42
+        ),
+        what="the controller's cache to hold dglrun's report",
+    )
     h.run_pod(LAUNCH, "10.0.0.4")
     h.wait_phase("Training")
     assert h.status()["replicaStatuses"]["Worker"] == {
@@ -100,8 +109,9 @@ def test_happy_path(h: Harness) -> None:
     assert st["completionTime"] and st["trainingSeconds"] == 100
     assert h.condition("Running")["status"] == "False"  # type: ignore[index]
     assert st["observedGeneration"] == 1
-    # cleanPodPolicy Running: the running workers and their Services go, finished pods stay
-    wait_for(lambda: set(h.pods()) == {PART, LAUNCH}, what="running workers deleted")
+    # cleanPodPolicy Running: the running workers, the serving partitioner and the workers'
+    # Service go, finished pods stay
+    wait_for(lambda: set(h.pods()) == {LAUNCH}, what="running pods deleted")
     wait_for(lambda: h.names(SERVICES) == [], what="the workers' Service deleted")
     reasons = h.event_reasons()
     for r in (

@@ -47,8 +47,27 @@ def test_the_name_is_found_again_from_the_status_or_else_the_pods(
     assert transfer.known(job, old).transfer_secret == "dgl-graphsage-transfer"
 
 
-def test_without_http_transfer_there_is_no_secret(seed_job_raw: dict[str, Any]) -> None:
-    seed_job_raw["spec"]["partitionTransfer"] = "KubectlCp"
-    job = parse_job(seed_job_raw)
+def test_every_job_with_workers_has_a_token_and_one_without_none(
+    seed_job_raw: dict[str, Any],
+) -> None:
+    """The workers' agents ask the token of dglrun in every mode with workers (KubectlCp is
+    served as HTTP); a Skip job has no workers and no token."""
+    for mode, transfer_asked in (("DGL-API", "KubectlCp"), ("DistParMETIS", "HTTP")):
+        raw = copy.deepcopy(seed_job_raw)
+        raw["spec"]["partitionTransfer"] = transfer_asked
+        raw["spec"]["partitionMode"] = mode
+        if mode == "DistParMETIS":
+            raw["spec"]["chunkedGraph"] = {"path": "/data/chunked"}
+        job = transfer.chosen(parse_job(raw))
+        assert job.transfer_secret, mode
+        want = desired(job, BuildOptions())
+        assert [s["metadata"]["name"] for s in want.transfer] == [job.transfer_secret], mode
+        for pod in (want.launcher, *want.workers):
+            mounted = [v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v]
+            assert mounted == [job.transfer_secret], (mode, pod["metadata"]["name"])
+    raw = copy.deepcopy(seed_job_raw)
+    raw["spec"]["partitionMode"] = "Skip"
+    del raw["spec"]["dglReplicaSpecs"]["Worker"]
+    job = parse_job(raw)
     assert transfer.chosen(job).transfer_secret == ""
     assert desired(job, BuildOptions()).transfer == []

@@ -55,9 +55,6 @@ RULES: list[dict[str, Any]] = [
         "resources": ["networkpolicies"],
         "verbs": ["get", "list", "watch", "create"],
     },
-    # The launcher's Role grants exec into the job's workers; RBAC lets the operator create
-    # that Role only if it holds the same permission itself.
-    {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
     {
         "apiGroups": ["rbac.authorization.k8s.io"],
         "resources": ["roles", "rolebindings"],
