@@ -162,7 +162,8 @@ class PartitionTransfer:
         "--transfer-token-file",
         group=WHERE,
         default=TRANSFER_TOKEN_PATH,
-        help="http: the job's token (the operator mounts its Secret here)",
+        help="the job's token (the operator mounts its Secret here): the partition server and "
+        "the workers' agents ask it",
     )
     # the partitioner pod, whose server the launcher's workers pull from
     partfile: str = option(setting=pc.PARTFILE_PATH)

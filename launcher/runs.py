@@ -3,7 +3,8 @@
 * the partitioner pod (``Partitioner``): the memory plan, [1/5] partition, [2/5] deliver
   (serve the parts over HTTP, or copy them into the launcher pod);
 * the launcher pod: [1/5] and [2/5] were the partitioner's (in DistParMETIS they happen on the
-  workers), then [3/5] dispatch, [4/5] configure, [5/5] train over ``kubectl exec``;
+  workers), then [3/5] dispatch, [4/5] configure, [5/5] train through the workers' agents
+  (launcher/workers/agent.py: over the pod network, never through the API server);
 * Skip mode (``Launcher_Workload``): the training entry point alone, in this pod;
 * ``--transport local``: all five phases on this machine, one network namespace per worker.
 
@@ -63,7 +64,7 @@ from launcher.storage import keeping
 from launcher.training.rescale import RescaleStop, wait_for_count
 from launcher.training.train import TrainingRequest, train, train_argv
 from launcher.workers.hostfile import Host, parse_hostfile
-from launcher.workers.transport import Proc, Transport
+from launcher.workers.transport import Proc, Transport, WorkerTransportError
 from podcontract import (
     DATASET,
     DIST_PARMETIS,
@@ -106,7 +107,7 @@ def _hosts_from_hostfile(opts: Options) -> list[Host]:
 
 def run_launcher(opts: Options, inputs: PhaseInputs, console: Console, report: Report) -> None:
     """The launcher pod's part: phases 3-5 on the hostfile's workers (1-5 in DistParMETIS)."""
-    from launcher.workers.kubectl import KubectlTransport
+    from launcher.workers.agent import AgentTransport
 
     pset = None  # DistParMETIS: the workers partition (phases 1-2 in run_on_workers)
     source = None
@@ -140,14 +141,17 @@ def run_launcher(opts: Options, inputs: PhaseInputs, console: Console, report: R
             pset = parts.load(config, what.job.num_parts)
         except parts.PartitionError as e:
             raise PhaseError(f"dispatch failed: {e}") from e
-    transport = KubectlTransport(
-        _hosts_from_hostfile(opts),
-        kubexec=opts.kubexec,
-        kubectl=opts.kubectl,
-        workspace=str(opts.workspace),
-        python=opts.python,
-        sink=console.line,
-    )
+    try:
+        transport = AgentTransport(
+            _hosts_from_hostfile(opts),
+            token_file=opts.transfer.token_file,
+            hostfile=opts.hostfile,
+            workspace=str(opts.workspace),
+            python=opts.python,
+            sink=console.line,
+        )
+    except WorkerTransportError as e:
+        raise PhaseError(str(e)) from e
     run_on_workers(inputs, pset, transport, console, report, source=source)
 
 

@@ -58,6 +58,14 @@ EVENT_TYPES = rep.EVENT_TYPES
 REFRESH = 15.0
 EPOCH = re.compile(r"\bepoch\s+(\d+)\b", re.IGNORECASE)
 MAX_FAILURES = 3  # consecutive refused patches before giving up
+# The API server answered no: the same patch would be refused again (counted to MAX_FAILURES).
+# Any other failure (unreachable, timed out, 5xx: a control-plane restart) is retried, the
+# latest report kept, until it goes through: the status catches up once the server is back.
+REFUSED = re.compile(
+    r"Error from server \((Forbidden|NotFound|Invalid|BadRequest|Unauthorized|"
+    r"UnsupportedMediaType|RequestEntityTooLarge)\)"
+)
+RETRY_DELAYS = (1.0, 2.0, 4.0)  # then every last one, until the patch goes through
 
 
 def is_trainer(label: str) -> bool:
@@ -168,6 +176,7 @@ class ReportProgress:
         self._wake = threading.Condition(self._lock)
         self._pending: str | None = None
         self._failures = 0
+        self._unreachable = 0  # consecutive patches that did not reach the API server
         self._fields: dict[str, object] = {}
         self._fields_sent = True  # every recorded field and event went out with a patch
         self._events: list[dict[str, object]] = []  # the last rep.MAX_EVENTS asked for
@@ -176,6 +185,7 @@ class ReportProgress:
         self._last_detail: dict[str, object] | None = None  # as last published
         self._final: ProgressDetail | None = None  # the outcome's, once finished
         self._closed = False
+        self._given_up = False  # finish() waited its time: the sender stops, retries too
         self.published: list[str] = []
         self._thread = threading.Thread(target=self._loop, name="progress", daemon=True)
         self._thread.start()
@@ -258,23 +268,39 @@ class ReportProgress:
 
     def _publish(
         self, text: str, fields: dict[str, object], events: list[dict[str, object]]
-    ) -> None:
+    ) -> bool:
+        """Whether to try again (the API server was not reached)."""
         if self._failures >= MAX_FAILURES:
-            return
+            return False
+        unreachable = False
         try:
             out = self._run(self.argv(text, fields, events))
             ok, why = out.returncode == 0, out.stderr.strip()[-300:]
+            unreachable = not ok and not REFUSED.search(why)
+        except subprocess.TimeoutExpired as e:
+            ok, why, unreachable = False, f"kubectl patch timed out after {e.timeout:.0f}s", True
         except (OSError, subprocess.SubprocessError) as e:
             ok, why = False, str(e)
         if ok:
-            self._failures = 0
+            if self._unreachable:
+                self._warn(f"  the API server answers again: reporting to DGLJob {self.job}")
+            self._failures = self._unreachable = 0
             self.published.append(text)
-            return
+            return False
+        if unreachable:
+            self._unreachable += 1
+            if self._unreachable == 1:
+                self._warn(
+                    f"  warning: cannot reach the API server to report to DGLJob {self.job} "
+                    f"({why}); training goes on, the report is retried"
+                )
+            return True
         self._failures += 1
         if self._failures == 1:
             self._warn(f"  warning: cannot report progress to DGLJob {self.job}: {why}")
         if self._failures == MAX_FAILURES:
             self._warn("  warning: progress reporting stopped (the job itself is unaffected)")
+        return False
 
     def _detail(self) -> dict[str, object]:
         # (under the lock)
@@ -299,10 +325,21 @@ class ReportProgress:
                 fields[STATUS_PROGRESS_DETAIL] = self._last_detail = self._detail()
                 events = list(self._events)
                 self._fields_sent = True
-            self._publish(text, fields, events)
-            deadline = time.monotonic() + self._interval  # at most one patch per interval
-            with self._lock:
-                while not self._closed and (left := deadline - time.monotonic()) > 0:
+            pause = self._interval  # at most one patch per interval
+            retry = self._publish(text, fields, events)
+            if retry:
+                with self._lock:  # (the latest text wins: it goes with the latest fields)
+                    if self._given_up:
+                        return
+                    if self._pending is None:
+                        self._pending = text
+                    self._fields_sent = False
+                pause = max(pause, RETRY_DELAYS[min(self._unreachable, len(RETRY_DELAYS)) - 1])
+            deadline = time.monotonic() + pause
+            with self._lock:  # (a retry waits its pause even once closed)
+                while (retry or not self._closed) and (left := deadline - time.monotonic()) > 0:
+                    if self._given_up:
+                        return
                     self._wake.wait(left)
 
     def finish(self, outcome: str | None) -> None:
@@ -324,6 +361,9 @@ class ReportProgress:
             self._closed = True
             self._wake.notify()
         self._thread.join(timeout=PATCH_TIMEOUT + 5)
+        with self._lock:
+            self._given_up = True
+            self._wake.notify()
 
 
 @dataclass(frozen=True)

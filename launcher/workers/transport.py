@@ -148,6 +148,21 @@ def own_words(line: str) -> bool:
     )
 
 
+class LastWords:
+    """What a process said last, from its output lines: its last line of its own
+    (:func:`own_words`) and its last program error line (``<prog>: error: ...``)."""
+
+    def __init__(self) -> None:
+        self.line = ""
+        self.error_line = ""
+
+    def hear(self, line: str) -> None:
+        if own_words(line):
+            self.line = line.strip()
+            if ERROR_LINE.match(self.line):
+                self.error_line = self.line
+
+
 class PopenProc:
     """A local child process in a session of its own, with its output pumped to a sink."""
 
@@ -164,14 +179,10 @@ class PopenProc:
         self.label = label
         self._on_stop = on_stop
         self._stopped = False
-        self._last = ""
-        self._last_error = ""
+        self._said = LastWords()
 
         def keep(label: str, line: str) -> None:
-            if own_words(line):
-                self._last = line.strip()
-                if ERROR_LINE.match(self._last):
-                    self._last_error = self._last
+            self._said.hear(line)
             sink(label, line)
 
         try:
@@ -193,12 +204,12 @@ class PopenProc:
         return self.popen.poll()
 
     def last_line(self) -> str:
-        return self._last
+        return self._said.line
 
     def last_error_line(self) -> str:
         # (over kubectl exec a process's stdout and stderr travel apart: a refusal said on
         # stderr may come before a line it had printed on stdout; seen on the local cluster)
-        return self._last_error
+        return self._said.error_line
 
     def wait(self, timeout: float | None = None) -> int:
         code = self.popen.wait(timeout)

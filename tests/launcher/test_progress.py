@@ -20,6 +20,7 @@ from launcher.report.progress import (
     is_trainer,
 )
 from podcontract.progress import FROM_DETAIL, read
+from tests.support.waiting import wait_for
 
 
 def test_labels_of_trainers() -> None:
@@ -196,6 +197,27 @@ def test_refusals_warn_once_then_stop_trying() -> None:
     assert len(warned) == 2 and "Forbidden" in warned[0], warned
     assert "progress reporting stopped" in warned[1]
     assert p.published == []
+
+
+def test_an_unreachable_api_server_is_waited_for_and_the_latest_report_goes_through() -> None:
+    """An API server restart (issue 58): kubectl cannot connect. Unlike a refusal (the twin,
+    test_refusals_warn_once_then_stop_trying) the report keeps trying, well past
+    MAX_FAILURES, with what is latest; once the server answers, the latest report (the
+    phase reached meanwhile) goes through, and dglrun says so."""
+    down = "Unable to connect to the server: dial tcp 10.0.0.1:6443: connect: connection refused"
+    run = Runner(code=1, stderr=down)
+    warned: list[str] = []
+    p = ReportProgress("kubectl", "job", 1, warned.append, interval=0, run=run)
+    p.phase(3, 5, "dispatch")
+    wait_for(lambda: len(run.calls) > MAX_FAILURES, what="retries past MAX_FAILURES", timeout=30)
+    p.phase(5, 5, "train")  # (while the server is away)
+    run.code, run.stderr = 0, ""
+    wait_for(lambda: p.published, what="a report once the server is back", timeout=30)
+    p.finish(None)
+    assert p.published[0] == "5/5 train", p.published
+    assert len([w for w in warned if "cannot reach the API server" in w]) == 1, warned
+    assert any("answers again" in w for w in warned), warned
+    assert not any("progress reporting stopped" in w for w in warned), warned
 
 
 def test_a_missing_kubectl_is_a_warning(tmp_path: Path) -> None:

@@ -1,0 +1,297 @@
+"""Workers reached through their agents (``workeragent/``, each worker pod's main process),
+over the pod network with the job's token: nothing of dglrun's data path crosses the API
+server, so training outlives an API server restart.
+
+Each remote process runs under ``launcher.workers.remote run --keep-session`` (its peak memory,
+an OOM kill, an MPI rank's end are said as over ``kubectl exec``), in a session the agent
+started, so the agent stops it and everything it spawned at once. The agent keeps each
+process's output (one ordered stream, stdout and stderr together) by byte offset: when the
+connection drops, :class:`AgentProc` asks again from the offset it had, and the process goes on
+meanwhile. mpirun reaches the workers through the same agents (:meth:`AgentTransport.rsh_agent`:
+``workeragent.rsh``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shlex
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from launcher import programs
+from launcher.workers.hostfile import Host
+from launcher.workers.transport import (
+    LastWords,
+    LineSink,
+    PopenProc,
+    Proc,
+    WorkerTransportError,
+    default_sink,
+    stop_all,
+)
+from workeragent.client import AgentAddress, AgentClient, AgentError
+
+PIDFILE_DIR = "/tmp/dglrun"
+RSH_PROGRAM = "workeragent.rsh"
+# a remote process's id at its agent: [A-Za-z0-9._-], at most 128
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+STOP_GRACE = 3.0  # seconds between SIGTERM and SIGKILL when dglrun stops a process
+LOST_EXIT = 255  # a process whose agent could no longer be reached (its own code is unknown)
+
+
+def read_token(path: str) -> str:
+    """The job's token (the operator mounts its Secret); a clear error naming the file."""
+    try:
+        token = Path(path).read_text().strip()
+    except OSError as e:
+        raise WorkerTransportError(
+            f"cannot read the job's token {path}: {e.strerror} (the workers' agents ask it)"
+        ) from e
+    if not token:
+        raise WorkerTransportError(f"the job's token {path} is empty")
+    return token
+
+
+class _Lines:
+    """Bytes as they arrive, cut into lines for the sink."""
+
+    def __init__(self, label: str, sink: LineSink, said: LastWords) -> None:
+        self.label, self.sink, self.said = label, sink, said
+        self._partial = b""
+
+    def feed(self, data: bytes) -> None:
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for raw in lines:
+            self.line(raw.decode("utf-8", "replace"))
+
+    def line(self, text: str) -> None:
+        self.said.hear(text)
+        self.sink(self.label, text)
+
+    def flush(self) -> None:
+        if self._partial:
+            self.line(self._partial.decode("utf-8", "replace"))
+            self._partial = b""
+
+
+class AgentProc:
+    """A process an agent runs, followed from a thread of its own: its output to the sink,
+    its exit code once it ended (:data:`LOST_EXIT` when its agent stayed unreachable)."""
+
+    def __init__(self, label: str, client: AgentClient, proc_id: str, sink: LineSink) -> None:
+        self.label = label
+        self.id = proc_id
+        self._client = client
+        self._said = LastWords()
+        self._lines = _Lines(label, sink, self._said)
+        self._exit: int | None = None
+        self._done = threading.Event()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._follow, name=f"agent-{label}", daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        try:
+            code = self._client.follow(self.id, 0, self._lines.feed)
+        except AgentError as e:
+            self._lines.flush()
+            self._lines.line(f"dglrun: lost the process: {e}")
+            code = LOST_EXIT
+        self._lines.flush()
+        self._exit = code
+        self._done.set()
+
+    def poll(self) -> int | None:
+        return self._exit if self._done.is_set() else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._done.wait(timeout):
+            raise subprocess.TimeoutExpired(self.label, timeout or 0.0)
+        assert self._exit is not None
+        return self._exit
+
+    def last_line(self) -> str:
+        return self._said.line
+
+    def last_error_line(self) -> str:
+        return self._said.error_line
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if not self._done.is_set():
+            try:
+                self._client.stop(self.id, STOP_GRACE)
+            except AgentError as e:
+                self._lines.line(f"dglrun: warning: could not stop the process: {e}")
+        self._done.wait(STOP_GRACE + 10)
+
+
+class AgentTransport:
+    """The :class:`~launcher.workers.transport.Transport` of dglrun in a launcher pod."""
+
+    def __init__(
+        self,
+        hosts: list[Host],
+        *,
+        token_file: str,
+        hostfile: str,
+        workspace: str,
+        python: str = "python3",
+        sink: LineSink = default_sink,
+        timeout: float = 600.0,
+        unreachable_after: float = 60.0,
+        scratch: Path | None = None,
+    ) -> None:
+        self._hosts = hosts
+        self._token_file = token_file
+        self._token = read_token(token_file)
+        self._hostfile = hostfile
+        self._workspace = workspace
+        self.python = python
+        self.sink = sink
+        self.timeout = timeout
+        self.unreachable_after = unreachable_after
+        self._scratch = scratch or Path(tempfile.mkdtemp(prefix="dglrun-agent-"))
+        self._procs: list[AgentProc] = []
+        self._coordinators: list[Proc] = []
+        self._seq = 0
+        # ids and pidfiles of this run only: a restarted launcher never reads a previous run's
+        self._run_id = secrets.token_hex(4)
+        self._deadline: float | None = None
+        self._lock = threading.Lock()
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def until(self, deadline: float | None) -> None:
+        self._deadline = deadline
+
+    def _left(self, what: str, timeout: float | None = None) -> float:
+        """The time a call may take: its own limit, within the phase's deadline."""
+        left = timeout or self.timeout
+        if self._deadline is not None:
+            left = min(left, self._deadline - time.monotonic())
+            if left <= 0:
+                raise WorkerTransportError(f"{what}: no time left in the phase")
+        return left
+
+    def client(self, worker: Host, timeout: float | None = None) -> AgentClient:
+        return AgentClient(
+            AgentAddress(worker.name, worker.ip),
+            self._token,
+            timeout=min(timeout or self.timeout, 60.0),
+            unreachable_after=self.unreachable_after,
+        )
+
+    def _next_id(self, label: str) -> str:
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        return _UNSAFE.sub("-", f"{self._run_id}-{seq}-{label}")[:128]
+
+    # -- Transport ------------------------------------------------------------------------
+
+    def workers(self) -> list[Host]:
+        return list(self._hosts)
+
+    def workspace(self, worker: Host) -> str:
+        return self._workspace
+
+    def copy_to(self, worker: Host, local: Path, remote: str) -> None:
+        self._left(f"{worker.name}: copy {local}")
+        files = sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]
+        try:
+            client = self.client(worker)
+            for path in files:
+                target = remote if path == local else f"{remote}/{path.relative_to(local)}"
+                client.put_file(target, path)
+        except AgentError as e:
+            raise WorkerTransportError(f"copy {local} to {worker.name}:{remote}: {e}") from e
+
+    def write_file(self, worker: Host, remote: str, content: str) -> None:
+        local = self._scratch / f"write-{self._next_id('file')}"
+        local.write_text(content)
+        try:
+            self.client(worker).put_file(remote, local)
+        except AgentError as e:
+            raise WorkerTransportError(f"write {worker.name}:{remote}: {e}") from e
+        finally:
+            local.unlink(missing_ok=True)
+
+    def manifest(self, worker: Host, remote_dir: str) -> dict[str, tuple[int, str]]:
+        self._left(f"{worker.name}: manifest of {remote_dir}")
+        try:
+            return self.client(worker).manifest(remote_dir)
+        except AgentError as e:
+            raise WorkerTransportError(f"manifest of {worker.name}:{remote_dir}: {e}") from e
+
+    def fetch(self, worker: Host, remote: str, local: Path) -> bool:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return self.client(worker).get_file(remote, local)
+        except AgentError as e:
+            raise WorkerTransportError(f"fetch {worker.name}:{remote}: {e}") from e
+
+    def exists(self, worker: Host, path: str) -> bool:
+        try:
+            return bool(self.client(worker, 60).stat(path).get("file"))
+        except AgentError:
+            return False
+
+    def start(self, worker: Host, argv: list[str], env: dict[str, str], label: str) -> Proc:
+        proc_id = self._next_id(label)
+        pidfile = f"{PIDFILE_DIR}/{proc_id}.pid"
+        wrap = programs.argv(self.python, programs.REMOTE, "run", "--keep-session", "--pidfile")
+        client = self.client(worker)
+        try:
+            client.start(proc_id, [*wrap, pidfile, "--", *argv], env)
+        except AgentError as e:
+            raise WorkerTransportError(f"{label}: cannot start {argv[0]}: {e}") from e
+        proc = AgentProc(label, client, proc_id, self.sink)
+        self._procs.append(proc)
+        return proc
+
+    def run(self, worker: Host, argv: list[str], timeout: float) -> tuple[int, str]:
+        what = f"{worker.name}: {argv[0]}"
+        left = self._left(what, timeout)
+        try:
+            return self.client(worker, left).run(argv, timeout=left)
+        except AgentError as e:
+            raise WorkerTransportError(f"{what}: {e}") from e
+
+    def kill(self, worker: Host, pidfiles: list[str]) -> None:
+        argv = programs.argv(self.python, programs.REMOTE, "kill", "--pidfile", *pidfiles)
+        try:
+            self.client(worker, 30).run(argv, timeout=30)
+        except AgentError as e:
+            self.sink("dglrun", f"warning: could not stop processes on {worker.name}: {e}")
+
+    def rsh_agent(self) -> str:
+        """A script mpirun runs as ssh: ``workeragent.rsh`` with the hostfile and the token."""
+        script = self._scratch / "agent-rsh"
+        if not script.exists():
+            env = (
+                f"DGL_AGENT_HOSTFILE={shlex.quote(self._hostfile)} "
+                f"DGL_AGENT_TOKEN_FILE={shlex.quote(self._token_file)}"
+            )
+            python = shlex.join(programs.argv(self.python, RSH_PROGRAM))
+            script.write_text(f'#!/bin/sh\n{env} exec {python} "$@"\n')
+            script.chmod(0o755)
+        return str(script)
+
+    def start_coordinator(
+        self, argv: list[str], env: dict[str, str], label: str, sink: LineSink
+    ) -> Proc:
+        proc = PopenProc(label, argv, sink, env={**os.environ, **env})
+        self._coordinators.append(proc)
+        return proc
+
+    def close(self) -> None:
+        stop_all([*self._coordinators, *self._procs])
+        self._procs, self._coordinators = [], []
