@@ -8,7 +8,8 @@ jsonfile, checkpoints, plans (memory, time) <- workers <- console <- partition <
 delivery <- report <- training (train, rescale) <- options <- phases <- runs <- cli; each part's
 row in LAUNCHER_IMPORTS) only it, podprogram, podcontract, chunkedgraph and workeragent (the
 workers' agents' client); workeragent (the worker pods' agent, a zipapp for any python3 >= 3.9)
-only it and podcontract; kubectl_download only it, podprogram and podcontract; distpart chunkedgraph and outofcore's .npy layout, never launcher;
+only it and podcontract; kubectl_download only it, podprogram and podcontract; distpart
+chunkedgraph and outofcore's .npy layout, never launcher;
 outofcore (out-of-core workers' DGL patch) no project package; kubeclient (the only HTTP code) knows
 nothing of caches; informers know nothing of the controller; nothing imports the controller
 (whose parts stand on floors, CONTROLLER_FLOORS: machinery <- job logic <- the lifecycle's

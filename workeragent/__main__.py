@@ -3,7 +3,8 @@
 The worker pod's main process: reads the job's token, serves the API
 (:mod:`workeragent.server`) and prints ``dgl-agent: serving on HOST:PORT`` (the port it got,
 for ``--port 0``), watches for orphans, and serves until SIGTERM or SIGINT (the pod is
-deleted): then it stops its processes (SIGTERM, a few seconds, SIGKILL) and exits 0.
+deleted): then it stops its processes (SIGTERM, a few seconds, SIGKILL) and exits 0. As the
+pod's PID 1, it also reaps the zombies it inherits.
 
 ``CMD``, when given, is the pod template's own worker command: started at boot with the
 agent's stdout and stderr (the pod's log), in the agent's workdir; its exit is logged and the
@@ -94,6 +95,11 @@ def run(argv: Sequence[str]) -> int:
     _say(f"serving on {host}:{port}")
     threading.Thread(target=table.watch_orphans, args=(stop,), name="orphans", daemon=True).start()
     boot = BootCommand(settings.command, settings.workdir) if settings.command else None
+    if os.getpid() == 1:  # (the pod's init: orphans become the agent's children)
+        known = [boot.popen.pid] if boot is not None and boot.popen is not None else []
+        threading.Thread(
+            target=table.watch_adopted, args=(stop, known), name="zombies", daemon=True
+        ).start()
     stop.wait()
     running = [p.id for p in table.list() if p.running]
     _say(

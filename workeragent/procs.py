@@ -12,7 +12,8 @@ A process has ended once its output is closed (all read) and it was reaped; only
 exit code given, with the last bytes. A process killed by signal N exits 128+N, as a shell
 says. dglrun touches the table with every request; when processes run and nobody has asked
 anything for ``orphan_grace`` seconds, dglrun is gone: the table stops them all (SIGTERM, then
-SIGKILL) and says so on the agent's stdout.
+SIGKILL) and says so on the agent's stdout. An agent that is the pod's PID 1 also reaps the
+zombies it inherits (processes whose parent died), which no one else would.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import NamedTuple
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -38,6 +39,7 @@ SIGNALS = {
 }
 ORPHAN_TERM_WAIT = 10.0  # seconds between SIGTERM and SIGKILL for orphans
 KILL_WAIT = 10.0  # seconds a stop waits for the end after SIGKILL (output held open elsewhere)
+ADOPTED_INTERVAL = 5.0  # seconds between two looks for adopted zombies (PID 1 only)
 
 
 class ProcError(Exception):
@@ -348,3 +350,46 @@ class ProcTable:
         interval = min(1.0, self.orphan_grace / 4)
         while not stop.wait(interval):
             self.reap_orphans()
+
+    # -- adopted children -----------------------------------------------------------------
+
+    def reap_adopted(self, also_known: Collection[int] = ()) -> builtins.list[int]:
+        """Reap the agent's zombie children that are no running process of the table (nor
+        in ``also_known``); their pids. As the pod's PID 1, the agent inherits every process
+        whose parent died (a shell's background job, a daemon's child), and nobody else would
+        reap them. (The table's lock: no process is being started, unknown yet, meanwhile.)"""
+        me = os.getpid()
+        reaped = []
+        with self._lock:
+            known = {p.pid for p in self._procs.values() if p.running} | set(also_known)
+            for pid in zombie_children(me):
+                if pid in known:
+                    continue
+                try:
+                    if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                        reaped.append(pid)
+                except ChildProcessError:
+                    pass
+        return reaped
+
+    def watch_adopted(self, stop: threading.Event, also_known: Collection[int] = ()) -> None:
+        """Reap adopted zombies every few seconds until ``stop`` is set (a thread's target,
+        for an agent that is PID 1)."""
+        while not stop.wait(ADOPTED_INTERVAL):
+            self.reap_adopted(also_known)
+
+
+def zombie_children(parent: int) -> builtins.list[int]:
+    """The pids of ``parent``'s children that have exited and wait to be reaped (/proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # (gone meanwhile)
+        if len(fields) > 1 and fields[0] == b"Z" and int(fields[1]) == parent:
+            found.append(int(entry))
+    return found

@@ -83,20 +83,27 @@ def run(argv: Sequence[str]) -> int:
         return 2
     client = AgentClient(address, token)
     proc_id = f"rsh-{secrets.token_hex(8)}"
+    started = threading.Event()
+    pending: list[str] = []
+
+    def send(name: str) -> None:
+        with contextlib.suppress(AgentError):  # (it has ended meanwhile: nothing to stop)
+            client.signal(proc_id, name)
 
     def forward(signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
+        if started.is_set():
+            threading.Thread(target=send, args=(name,), daemon=True).start()
+        else:
+            pending.append(name)  # (sent once the remote process exists)
 
-        def send() -> None:
-            with contextlib.suppress(AgentError):  # (it has ended meanwhile: nothing to stop)
-                client.signal(proc_id, name)
-
-        threading.Thread(target=send, daemon=True).start()
-
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
     try:
         client.start(proc_id, ["sh", "-c", " ".join(words)])
-        for sig in FORWARDED:
-            signal.signal(sig, forward)
+        started.set()
+        for name in pending:
+            send(name)
         code = client.follow(proc_id, 0, _write)
     except AgentError as e:
         print(f"{PROG}: {e}", file=sys.stderr)

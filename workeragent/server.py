@@ -341,7 +341,10 @@ class AgentRequestHandler(BaseHTTPRequestHandler):
                 return
             self.server.table.touch()
             query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
-            self._route(url.path, query)
+            try:
+                self._route(url.path, query)
+            finally:
+                self.server.table.touch()  # (a long request, a stop or a manifest, counts)
         except AgentRequestError as e:
             self._error(e.status, str(e))
         except ProcError as e:

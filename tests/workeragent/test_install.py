@@ -87,8 +87,11 @@ def test_the_zipapp_serves_and_runs_processes(tmp_path: Path, python: str) -> No
     finally:
         agent.close()
     assert agent.proc.returncode == 0
-    # and dglrun's side (the client, mpirun's remote shell) imports under it too
-    imports = f"import sys; sys.path.insert(0, {str(archive)!r}); import workeragent.rsh"
+    # and the rest (dglrun's client, mpirun's remote shell, the installer) imports under it
+    imports = (
+        f"import sys; sys.path.insert(0, {str(archive)!r}); "
+        "import workeragent.rsh, workeragent.install"
+    )
     p = subprocess.run(
         [python, "-I", "-c", imports], capture_output=True, text=True, env=_bare_env()
     )

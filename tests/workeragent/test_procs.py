@@ -3,12 +3,14 @@ codes, and the orphan reaper on an injected clock."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.waiting import wait_for
+from tests.workeragent.helpers import python_env
 from workeragent.procs import (
     InvalidProcRequest,
     OutputRing,
@@ -143,3 +145,47 @@ def test_the_table_refuses_what_cannot_be(table: ProcTable, tmp_path: Path) -> N
     with pytest.raises(UnknownProcId):
         table.get("a")
     wait_for(lambda: not table.list(), what="an empty table")
+
+
+ADOPTING = """
+import ctypes, os, sys, time
+from workeragent.procs import ProcTable, zombie_children
+
+def until(predicate):
+    deadline = time.monotonic() + 20
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+# a subreaper gets its descendants' orphans, as the pod's PID 1 does
+assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
+table = ProcTable(sys.argv[1], 1 << 16, 0.0)
+me = os.getpid()
+# an orphan: the shell exits at once, its background sleep later (adopted by us)
+orphan_maker, _ = table.start("p", ["sh", "-c", "sleep 0.2 >/dev/null & echo $!"], {}, None)
+until(lambda: not orphan_maker.running)
+orphan = int(table.read("p", 0, 0).data)
+until(lambda: orphan in zombie_children(me))
+print("zombie before", orphan in zombie_children(me))
+# a process of the table that has exited but is not reaped yet (its output is held open)
+held, _ = table.start("q", ["sh", "-c", "sleep 0.5 & exit 3"], {}, None)
+until(lambda: held.pid in zombie_children(me))
+reaped = table.reap_adopted()
+print("reaped", reaped == [orphan], orphan in zombie_children(me))
+until(lambda: not held.running)
+print("table's exit", held.exit)
+"""
+
+
+def test_adopted_zombies_are_reaped_but_not_the_tables(tmp_path: Path) -> None:
+    """As a subreaper (what the pod's PID 1 is): the orphan's zombie stays until reaped (the
+    twin: before reap_adopted), and a process of the table keeps its own exit code."""
+    p = subprocess.run(
+        [sys.executable, "-c", ADOPTING, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=python_env(),
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["zombie before True", "reaped True False", "table's exit 3"]
