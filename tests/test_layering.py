@@ -6,8 +6,10 @@ podprogram.flagfields (its flags declared on its dataclass's fields, as dglrun's
 (whose parts import each other in one direction, LAUNCHER_ORDER: errors, programs, checksums,
 jsonfile, checkpoints, plans (memory, time) <- workers <- console <- partition <- storage <-
 delivery <- report <- training (train, rescale) <- options <- phases <- runs <- cli; each part's
-row in LAUNCHER_IMPORTS) only it, podprogram, podcontract and chunkedgraph; kubectl_download only
-it, podprogram and podcontract; distpart chunkedgraph and outofcore's .npy layout, never launcher;
+row in LAUNCHER_IMPORTS) only it, podprogram, podcontract, chunkedgraph and workeragent (the
+workers' agents' client); workeragent (the worker pods' agent, a zipapp for any python3 >= 3.9)
+only it and podcontract; kubectl_download only it, podprogram and podcontract; distpart
+chunkedgraph and outofcore's .npy layout, never launcher;
 outofcore (out-of-core workers' DGL patch) no project package; kubeclient (the only HTTP code) knows
 nothing of caches; informers know nothing of the controller; nothing imports the controller
 (whose parts stand on floors, CONTROLLER_FLOORS: machinery <- job logic <- the lifecycle's
@@ -79,7 +81,8 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     # ranks' command line declared on PartitionJob's fields: podprogram.flagfields, which the
     # operator's and dglrun's command lines use too)
     "chunkedgraph": ({"podcontract", "podprogram.flagfields"}, set()),
-    "launcher": ({"podprogram", "podcontract", "chunkedgraph"}, set()),
+    # dglrun reaches the workers' agents with workeragent's client
+    "launcher": ({"podprogram", "podcontract", "chunkedgraph", "workeragent"}, set()),
     "watcher_loop": (
         {"kubeclient", "informers", "podprogram", "podcontract"},
         {"kubernetes", "urllib3", "structlog"},
@@ -93,6 +96,9 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     # the users' client and dglctl: the API client and nothing of the operator's side (it
     # speaks to the API server as kubectl does); tqdm draws its progress bar when installed
     "dgl_operator": ({"kubeclient", "dgljob", "podcontract"}, {"kubernetes", "yaml", "tqdm"}),
+    # the worker pods' agent (their main process; a zipapp under the worker image's python3,
+    # 3.9 or later): the standard library and the pod contract only
+    "workeragent": ({"podcontract"}, set()),
     # out-of-core workers: the .npy layout (numpy; distpart writes it) and DGL 2.1's patch
     "outofcore": (set(), {"numpy", "torch", "dgl"}),
     # -- development code -----------------------------------------------------------------------
