@@ -2,9 +2,10 @@
 ``plm_rsh_agent``), through the worker agents instead of ssh or ``kubectl exec``.
 
 mpirun calls its remote shell as ssh would be called: a host, then the words of a command for
-a shell there. This one finds the host in ``$DGL_AGENT_HOSTFILE`` (lines ``<ip> <port> <pod>
-slots=N``, the port the agent's; blank and ``#`` lines skipped; the host matched by pod name
-or IP), joins the words with spaces and runs ``sh -c <joined>`` on that host's agent under a
+a shell there. This one finds the host in ``$DGL_AGENT_HOSTFILE`` (the operator's hostfile:
+lines ``<ip> <port> <pod> slots=N``, the port DGL's; blank and ``#`` lines skipped; the host
+matched by pod name or IP), reaches its agent on ``$DGL_AGENT_PORT`` (default: the pod
+contract's), joins the words with spaces and runs ``sh -c <joined>`` on that host's agent under a
 random id, with the token in ``$DGL_AGENT_TOKEN_FILE`` (default: the pod contract's path). The
 output (stdout and stderr, as one stream) goes to this process's stdout as it comes; SIGTERM,
 SIGINT and SIGHUP are forwarded to the remote process's group; the exit status is the remote
@@ -37,8 +38,21 @@ class RshHostError(Exception):
     """The hostfile cannot be read, is malformed, or does not list the host."""
 
 
-def find_host(hostfile: str, host: str) -> AgentAddress:
-    """The agent of ``host`` (a pod name or an IP) as the hostfile lists it."""
+PORT_ENV = "DGL_AGENT_PORT"
+
+
+def _agent_port() -> int:
+    text = os.environ.get(PORT_ENV) or ""
+    if text.isascii() and text.isdigit() and 0 < int(text) < 65536:
+        return int(text)
+    if text:
+        raise RshHostError(f"{PORT_ENV}={text!r} is not a port")
+    return pc.AGENT_PORT
+
+
+def find_host(hostfile: str, host: str, port: int = pc.AGENT_PORT) -> AgentAddress:
+    """The agent of ``host`` (a pod name or an IP) the hostfile lists, on ``port`` (the
+    hostfile's own port column is DGL's servers')."""
     try:
         with open(hostfile, encoding="utf-8") as f:
             lines = f.read().splitlines()
@@ -54,7 +68,7 @@ def find_host(hostfile: str, host: str) -> AgentAddress:
                 f"hostfile {hostfile} line {number}: {line.strip()!r} is not "
                 "'<ip> <port> <pod> slots=N'"
             )
-        ip, port, pod = words[0], int(words[1]), words[2]
+        ip, pod = words[0], words[2]
         if host in (pod, ip):
             return AgentAddress(name=pod, ip=ip, port=port)
     raise RshHostError(f"host {host!r} is not in the hostfile {hostfile}")
@@ -76,7 +90,7 @@ def run(argv: Sequence[str]) -> int:
         print(f"{PROG}: {HOSTFILE_ENV} is not set (the agents' hostfile)", file=sys.stderr)
         return 2
     try:
-        address = find_host(hostfile, host)
+        address = find_host(hostfile, host, _agent_port())
         token = read_token(os.environ.get(TOKEN_FILE_ENV) or pc.AGENT_TOKEN_PATH)
     except (RshHostError, TokenFileError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)

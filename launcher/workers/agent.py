@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+import podcontract as pc
 from launcher import programs
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import (
@@ -41,6 +42,8 @@ RSH_PROGRAM = "workeragent.rsh"
 # a remote process's id at its agent: [A-Za-z0-9._-], at most 128
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 STOP_GRACE = 3.0  # seconds between SIGTERM and SIGKILL when dglrun stops a process
+POLL_WAIT = 20.0  # seconds an agent holds a request for output that has none yet
+REQUEST_TIMEOUT = 30.0  # seconds of silence on a connection before it counts as lost
 LOST_EXIT = 255  # a process whose agent could no longer be reached (its own code is unknown)
 
 
@@ -83,8 +86,16 @@ class AgentProc:
     """A process an agent runs, followed from a thread of its own: its output to the sink,
     its exit code once it ended (:data:`LOST_EXIT` when its agent stayed unreachable)."""
 
-    def __init__(self, label: str, client: AgentClient, proc_id: str, sink: LineSink) -> None:
+    def __init__(
+        self,
+        label: str,
+        client: AgentClient,
+        proc_id: str,
+        sink: LineSink,
+        poll_wait: float = POLL_WAIT,
+    ) -> None:
         self.label = label
+        self._poll_wait = poll_wait
         self.id = proc_id
         self._client = client
         self._said = LastWords()
@@ -97,7 +108,7 @@ class AgentProc:
 
     def _follow(self) -> None:
         try:
-            code = self._client.follow(self.id, 0, self._lines.feed)
+            code = self._client.follow(self.id, 0, self._lines.feed, wait=self._poll_wait)
         except AgentError as e:
             self._lines.flush()
             self._lines.line(f"dglrun: lost the process: {e}")
@@ -148,6 +159,9 @@ class AgentTransport:
         timeout: float = 600.0,
         unreachable_after: float = 60.0,
         scratch: Path | None = None,
+        agent_port: int = pc.AGENT_PORT,
+        poll_wait: float = POLL_WAIT,
+        request_timeout: float = REQUEST_TIMEOUT,
     ) -> None:
         self._hosts = hosts
         self._token_file = token_file
@@ -158,6 +172,9 @@ class AgentTransport:
         self.sink = sink
         self.timeout = timeout
         self.unreachable_after = unreachable_after
+        self.agent_port = agent_port
+        self.poll_wait = poll_wait
+        self.request_timeout = request_timeout  # (more than poll_wait)
         self._scratch = scratch or Path(tempfile.mkdtemp(prefix="dglrun-agent-"))
         self._procs: list[AgentProc] = []
         self._coordinators: list[Proc] = []
@@ -182,10 +199,11 @@ class AgentTransport:
         return left
 
     def client(self, worker: Host, timeout: float | None = None) -> AgentClient:
+        """A client of the worker's agent; ``timeout``: a call's own limit (a run's)."""
         return AgentClient(
-            AgentAddress(worker.name, worker.ip),
+            AgentAddress(worker.name, worker.ip, self.agent_port),
             self._token,
-            timeout=min(timeout or self.timeout, 60.0),
+            timeout=min(timeout or self.request_timeout, self.request_timeout),
             unreachable_after=self.unreachable_after,
         )
 
@@ -210,7 +228,7 @@ class AgentTransport:
             client = self.client(worker)
             for path in files:
                 target = remote if path == local else f"{remote}/{path.relative_to(local)}"
-                client.put_file(target, path)
+                client.put_file(target, str(path))
         except AgentError as e:
             raise WorkerTransportError(f"copy {local} to {worker.name}:{remote}: {e}") from e
 
@@ -218,7 +236,7 @@ class AgentTransport:
         local = self._scratch / f"write-{self._next_id('file')}"
         local.write_text(content)
         try:
-            self.client(worker).put_file(remote, local)
+            self.client(worker).put_file(remote, str(local))
         except AgentError as e:
             raise WorkerTransportError(f"write {worker.name}:{remote}: {e}") from e
         finally:
@@ -234,13 +252,13 @@ class AgentTransport:
     def fetch(self, worker: Host, remote: str, local: Path) -> bool:
         local.parent.mkdir(parents=True, exist_ok=True)
         try:
-            return self.client(worker).get_file(remote, local)
+            return self.client(worker).get_file(remote, str(local))
         except AgentError as e:
             raise WorkerTransportError(f"fetch {worker.name}:{remote}: {e}") from e
 
     def exists(self, worker: Host, path: str) -> bool:
         try:
-            return bool(self.client(worker, 60).stat(path).get("file"))
+            return self.client(worker, 60).stat(path).file
         except AgentError:
             return False
 
@@ -253,7 +271,7 @@ class AgentTransport:
             client.start(proc_id, [*wrap, pidfile, "--", *argv], env)
         except AgentError as e:
             raise WorkerTransportError(f"{label}: cannot start {argv[0]}: {e}") from e
-        proc = AgentProc(label, client, proc_id, self.sink)
+        proc = AgentProc(label, client, proc_id, self.sink, self.poll_wait)
         self._procs.append(proc)
         return proc
 
@@ -278,7 +296,8 @@ class AgentTransport:
         if not script.exists():
             env = (
                 f"DGL_AGENT_HOSTFILE={shlex.quote(self._hostfile)} "
-                f"DGL_AGENT_TOKEN_FILE={shlex.quote(self._token_file)}"
+                f"DGL_AGENT_TOKEN_FILE={shlex.quote(self._token_file)} "
+                f"DGL_AGENT_PORT={self.agent_port}"
             )
             python = shlex.join(programs.argv(self.python, RSH_PROGRAM))
             script.write_text(f'#!/bin/sh\n{env} exec {python} "$@"\n')

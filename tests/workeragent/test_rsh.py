@@ -19,9 +19,13 @@ RSH = [sys.executable, "-m", "workeragent.rsh"]
 def _env(agent: RunningAgent, hostfile: Path) -> dict[str, str]:
     hostfile.write_text(
         "# the agents of the job\n\n"
-        f"127.0.0.2 1 worker-1 slots=1\n127.0.0.1 {agent.port} worker-0 slots=2\n"
+        "127.0.0.2 30050 worker-1 slots=1\n127.0.0.1 30050 worker-0 slots=2\n"
+    )  # (the operator's hostfile: DGL's port; the agents' is DGL_AGENT_PORT)
+    return python_env(
+        DGL_AGENT_HOSTFILE=str(hostfile),
+        DGL_AGENT_TOKEN_FILE=str(agent.token_file),
+        DGL_AGENT_PORT=str(agent.port),
     )
-    return python_env(DGL_AGENT_HOSTFILE=str(hostfile), DGL_AGENT_TOKEN_FILE=str(agent.token_file))
 
 
 @pytest.mark.parametrize("host", ["worker-0", "127.0.0.1"])

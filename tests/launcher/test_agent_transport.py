@@ -1,0 +1,197 @@
+"""dglrun's AgentTransport (launcher/workers/agent.py) against real worker agents
+(``python -m workeragent``, two "workers" on 127.0.0.1 and 127.0.0.2, one port), with real
+processes: what phases 3-5 and the ParMETIS modes ask of a transport, a process that outlives
+its agent being away, and a token that is not the job's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from launcher.workers.agent import LOST_EXIT, AgentTransport
+from launcher.workers.hostfile import Host
+from launcher.workers.transport import WorkerTransportError
+from tests.support.waiting import wait_for
+from tests.workeragent.helpers import RunningAgent, python_env
+
+
+@pytest.fixture
+def agents(tmp_path: Path) -> Iterator[list[RunningAgent]]:
+    first = RunningAgent(tmp_path / "w0")
+    second = RunningAgent(tmp_path / "w1", "--host", "127.0.0.2", "--port", str(first.port))
+    yield [first, second]
+    for a in (first, second):
+        a.close()
+
+
+HOSTS = [Host("127.0.0.1", 30050, "worker-0"), Host("127.0.0.2", 30050, "worker-1")]
+
+
+def transport(
+    agents: list[RunningAgent], tmp_path: Path, token_file: Path | None = None, **kw: object
+) -> tuple[AgentTransport, list[tuple[str, str]]]:
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("".join(f"{h.ip} {h.port} {h.name} slots=1\n" for h in HOSTS))
+    lines: list[tuple[str, str]] = []
+    t = AgentTransport(
+        HOSTS,
+        token_file=str(token_file or agents[0].token_file),
+        hostfile=str(hostfile),
+        workspace=str(agents[0].workdir),
+        python=sys.executable,
+        sink=lambda label, line: lines.append((label, line)),
+        agent_port=agents[0].port,
+        scratch=tmp_path,
+        **kw,  # type: ignore[arg-type]
+    )
+    return t, lines
+
+
+def said(lines: list[tuple[str, str]], label: str) -> list[str]:
+    return [line for who, line in lines if who == label]
+
+
+def test_a_process_on_each_worker_its_output_in_order_and_its_exit_code(
+    agents: list[RunningAgent], tmp_path: Path
+) -> None:
+    t, lines = transport(agents, tmp_path)
+    script = "import os,sys; print('out', os.environ['K']); print('prog: error: no', file=sys.stderr); sys.exit(3)"  # noqa: E501
+    procs = [
+        t.start(h, [sys.executable, "-c", script], {"K": h.name}, f"{h.name}/x") for h in HOSTS
+    ]
+    assert [p.wait(30) for p in procs] == [3, 3]
+    for h, p in zip(HOSTS, procs, strict=True):
+        out = said(lines, f"{h.name}/x")
+        assert out[:2] == [f"out {h.name}", "prog: error: no"], out  # (one ordered stream)
+        assert any("peak memory" in line for line in out)  # (launcher.workers.remote's)
+        assert p.last_error_line() == "prog: error: no"
+    t.close()
+
+
+def test_files_copy_manifest_fetch_exists_and_run(
+    agents: list[RunningAgent], tmp_path: Path
+) -> None:
+    t, _ = transport(agents, tmp_path)
+    part = tmp_path / "part0"
+    (part / "sub").mkdir(parents=True)
+    (part / "a.bin").write_bytes(os.urandom(3_000_000))
+    (part / "sub" / "b.json").write_text("{}")
+    w1 = HOSTS[1]
+    t.copy_to(w1, part, "dataset/part0")
+    got = t.manifest(w1, "dataset/part0")
+    assert sorted(got) == ["a.bin", "sub/b.json"] and got["a.bin"][0] == 3_000_000
+    assert (agents[1].workdir / "dataset/part0/a.bin").read_bytes() == (part / "a.bin").read_bytes()
+    assert t.exists(w1, "dataset/part0/sub/b.json") and not t.exists(w1, "dataset/none")
+    t.write_file(w1, "conf/ip_config.txt", "10.0.0.1 30050\n")
+    assert t.fetch(w1, "conf/ip_config.txt", tmp_path / "back.txt")
+    assert (tmp_path / "back.txt").read_text() == "10.0.0.1 30050\n"
+    assert not t.fetch(w1, "conf/none", tmp_path / "none")
+    assert t.run(w1, ["sh", "-c", "echo hi; exit 4"], timeout=30) == (4, "hi\n")
+    t.close()
+
+
+def test_a_process_outlives_its_agent_being_away_and_is_followed_to_its_end(
+    agents: list[RunningAgent], tmp_path: Path
+) -> None:
+    """The agent stops answering (SIGSTOP: its connections hang, as across a network blip)
+    for a few seconds while the process prints: dglrun re-attaches at the offset it had,
+    every line arrives once, in order, and the exit code is the process's. The twin: away
+    longer than ``unreachable_after``, the process is reported lost (LOST_EXIT), not hung."""
+    t, lines = transport(agents, tmp_path, unreachable_after=30.0)
+    script = "import time\nfor i in range(8):\n    print(i, flush=True); time.sleep(0.5)"
+    proc = t.start(HOSTS[0], [sys.executable, "-c", script], {}, "worker-0/count")
+    wait_for(lambda: "1" in said(lines, "worker-0/count"), what="the first lines")
+    os.kill(agents[0].proc.pid, signal.SIGSTOP)
+    time.sleep(3)
+    os.kill(agents[0].proc.pid, signal.SIGCONT)
+    assert proc.wait(60) == 0
+    numbers = [x for x in said(lines, "worker-0/count") if x.isdigit()]
+    assert numbers == [str(i) for i in range(8)], numbers
+    t.close()
+    # the twin: away for longer than unreachable_after
+    t2, lines2 = transport(
+        agents, tmp_path, unreachable_after=2.0, poll_wait=1.0, request_timeout=3.0
+    )
+    proc = t2.start(HOSTS[1], ["sleep", "30"], {}, "worker-1/sleep")
+    os.kill(agents[1].proc.pid, signal.SIGSTOP)
+    try:
+        assert proc.wait(60) == LOST_EXIT
+    finally:
+        os.kill(agents[1].proc.pid, signal.SIGCONT)
+    assert any("lost the process" in x for x in said(lines2, "worker-1/sleep")), lines2
+    t2.close()
+
+
+def test_stop_ends_the_process_and_what_it_started(
+    agents: list[RunningAgent], tmp_path: Path
+) -> None:
+    t, _ = transport(agents, tmp_path)
+    pidfile = tmp_path / "child.pid"
+    script = f"sleep 300 & echo $! > {pidfile}; wait"
+    proc = t.start(HOSTS[0], ["sh", "-c", script], {}, "worker-0/tree")
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the child's pid")
+    child = int(pidfile.read_text())
+    proc.stop()
+    assert proc.poll() is not None
+    wait_for(lambda: not _alive(child), what="the grandchild stopped", timeout=15)
+    t.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.split(")")[1].split()[0] != "Z"
+
+
+def test_a_token_that_is_not_the_jobs_is_refused_and_nothing_runs(
+    agents: list[RunningAgent], tmp_path: Path
+) -> None:
+    """The attack: a pod that is not the job's (it has not its token) asks a worker's agent to
+    run a command. Refused, naming the worker; the command never ran. The twin: the job's
+    token runs the same command."""
+    wrong = tmp_path / "wrong-token"
+    wrong.write_text("not-the-jobs\n")
+    marker = agents[0].workdir / "ran"
+    t, _ = transport(agents, tmp_path, token_file=wrong)
+    with pytest.raises(WorkerTransportError, match=r"worker-0.*401"):
+        t.start(HOSTS[0], ["touch", str(marker)], {}, "worker-0/attack")
+    time.sleep(0.5)
+    assert not marker.exists()
+    good, _ = transport(agents, tmp_path)
+    assert good.start(HOSTS[0], ["touch", str(marker)], {}, "worker-0/job").wait(30) == 0
+    assert marker.exists()
+    good.close()
+
+
+def test_an_unreadable_token_is_a_clear_error(tmp_path: Path, agents: list[RunningAgent]) -> None:
+    with pytest.raises(WorkerTransportError, match=r"cannot read the job's token .*nope"):
+        transport(agents, tmp_path, token_file=tmp_path / "nope")
+
+
+def test_mpiruns_remote_shell_runs_a_command_on_the_named_worker(
+    agents: list[RunningAgent], tmp_path: Path
+) -> None:
+    """``rsh_agent()`` as mpirun calls it: ``<agent> <pod> <words...>``, the words one shell
+    command there (the operator's hostfile names the pods; its port is DGL's)."""
+    t, _ = transport(agents, tmp_path)
+    rsh = t.rsh_agent()
+    out = subprocess.run(
+        [rsh, "worker-1", "echo", "$((6*7))", "from", "$PWD;", "exit", "5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=python_env(),
+    )
+    assert out.returncode == 5, out
+    assert out.stdout.strip() == f"42 from {agents[1].workdir}", out
+    t.close()
