@@ -3,8 +3,11 @@
 The worker pod's main process: reads the job's token, serves the API
 (:mod:`workeragent.server`) and prints ``dgl-agent: serving on HOST:PORT`` (the port it got,
 for ``--port 0``), watches for orphans, and serves until SIGTERM or SIGINT (the pod is
-deleted): then it stops its processes (SIGTERM, a few seconds, SIGKILL) and exits 0. As the
-pod's PID 1, it also reaps the zombies it inherits.
+deleted): then it stops its processes (SIGTERM, a few seconds, SIGKILL) and exits 128 + the
+signal's number, as a process the signal ended: a worker pod stopped from outside (a drain, an
+eviction) ends Failed, as it did with the placeholder ``sleep`` the agent replaced, so the
+operator restarts the attempt rather than count the worker done. As the pod's PID 1, it also
+reaps the zombies it inherits.
 
 ``CMD``, when given, is the pod template's own worker command: started at boot with the
 agent's stdout and stderr (the pod's log), in the agent's workdir; its exit is logged and the
@@ -84,8 +87,10 @@ def run(argv: Sequence[str]) -> int:
         )
         return 1
     stop = threading.Event()
+    caught: list[int] = []
 
     def on_signal(signum: int, frame: object) -> None:
+        caught.append(signum)
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -111,7 +116,7 @@ def run(argv: Sequence[str]) -> int:
     table.stop_all(STOP_GRACE)
     stopper.join()
     _say("stopped")
-    return 0
+    return 128 + caught[0] if caught else 0
 
 
 def main() -> None:

@@ -197,7 +197,7 @@ def test_sigterm_stops_the_agent_and_its_processes(agent: RunningAgent) -> None:
     client = agent.client()
     pid = client.start("p", ["sleep", "300"])
     agent.proc.send_signal(signal.SIGTERM)
-    assert agent.proc.wait(30) == 0
+    assert agent.proc.wait(30) == 128 + signal.SIGTERM  # (a worker pod stopped: Failed)
     assert not alive(pid)
     agent.wait_line("stopping: 1 process(es) running: p")
 
