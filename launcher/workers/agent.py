@@ -250,9 +250,19 @@ class AgentTransport:
             raise WorkerTransportError(f"manifest of {worker.name}:{remote_dir}: {e}") from e
 
     def fetch(self, worker: Host, remote: str, local: Path) -> bool:
+        """A file, or a folder and everything under it (as ``kubectl cp`` copied)."""
         local.parent.mkdir(parents=True, exist_ok=True)
         try:
-            return self.client(worker).get_file(remote, str(local))
+            client = self.client(worker)
+            found = client.stat(remote)
+            if not found.dir:
+                return found.file and client.get_file(remote, str(local))
+            for relative in sorted(client.manifest(remote)):
+                target = local / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                client.get_file(f"{remote}/{relative}", str(target))
+            local.mkdir(parents=True, exist_ok=True)  # (an empty folder too)
+            return True
         except AgentError as e:
             raise WorkerTransportError(f"fetch {worker.name}:{remote}: {e}") from e
 

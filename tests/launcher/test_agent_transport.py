@@ -93,6 +93,9 @@ def test_files_copy_manifest_fetch_exists_and_run(
     assert t.fetch(w1, "conf/ip_config.txt", tmp_path / "back.txt")
     assert (tmp_path / "back.txt").read_text() == "10.0.0.1 30050\n"
     assert not t.fetch(w1, "conf/none", tmp_path / "none")
+    assert t.fetch(w1, "dataset/part0", tmp_path / "back")  # a folder, whole
+    assert (tmp_path / "back/sub/b.json").read_text() == "{}"
+    assert (tmp_path / "back/a.bin").read_bytes() == (part / "a.bin").read_bytes()
     assert t.run(w1, ["sh", "-c", "echo hi; exit 4"], timeout=30) == (4, "hi\n")
     t.close()
 
