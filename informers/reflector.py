@@ -34,6 +34,12 @@ from kubeclient import (
 log = structlog.get_logger("informers.reflector")
 
 
+# The longest pause between two failed list/watch attempts (before jitter, which may double
+# it): client-go's 30 s would let a job's status lag up to a minute behind an API server that
+# came back from a restart; a few reflectors asking every 5-10 s cost a recovering server
+# little (issue 58: the status catches up within 30 s of the server's return).
+RELIST_BACKOFF_MAX = 5.0
+
 class ReflectorSink(Protocol):
     """Where a reflector delivers what it sees (the shared informer)."""
 
@@ -76,7 +82,7 @@ class Reflector:
         self.read_timeout_margin = read_timeout_margin
         self.short_watch = short_watch
         self._clock: Clock = clock or RealClock()
-        self.backoff = backoff or Backoff(clock=self._clock)
+        self.backoff = backoff or Backoff(maximum=RELIST_BACKOFF_MAX, clock=self._clock)
         self._lock = threading.Lock()
         self._stream: WatchStream | None = None
         self.last_resource_version = ""

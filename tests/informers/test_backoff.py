@@ -85,3 +85,17 @@ def test_reset() -> None:
 def test_test_backoff_used_by_reflector_tests_is_fast() -> None:
     b = Backoff(initial=0.01, maximum=0.05, jitter=0)
     assert [b.next() for _ in range(5)] == pytest.approx([0.01, 0.02, 0.04, 0.05, 0.05])
+
+
+def test_a_reflector_asks_again_within_ten_seconds_however_long_the_server_was_away() -> None:
+    """Issue 58: a job's status catches up within 30 s of an API server's return. client-go's
+    30 s cap (the twin: Backoff's own default, above) would pause a reflector up to 60 s with
+    jitter; the reflector's own backoff pauses at most RELIST_BACKOFF_MAX * 2."""
+    from informers.reflector import RELIST_BACKOFF_MAX, Reflector
+
+    reflector = Reflector(object(), object(), name="r")  # type: ignore[arg-type]
+    reflector.backoff._rand = lambda: 0.999999
+    waits = [reflector.backoff.next() for _ in range(30)]  # (an outage of minutes)
+    assert max(waits) <= 2 * RELIST_BACKOFF_MAX <= 10.0, waits
+    client_go = Backoff(rand=lambda: 0.999999)
+    assert max(client_go.next() for _ in range(30)) > 30.0  # (what it replaces)
