@@ -54,6 +54,10 @@ AGENT_PORT = 30071  # each worker's agent (HTTP; every request but the probe's c
 AGENT_HEALTH_PATH = "/healthz"  # answers without a token once the agent serves: the probe
 AGENT_TOKEN_PATH = TRANSFER_TOKEN_PATH  # the job's Secret, in the workers and the launcher
 AGENT_ORPHAN_GRACE = 120.0  # seconds with no word from dglrun before an agent stops its processes
+# mpirun's remote shell (``<it> <pod> <command...>``: workeragent.rsh), in the job's ConfigMap:
+# the orted daemons check that their own plm_rsh_agent path exists, so it is one every pod has
+AGENT_RSH_KEY = "agent-rsh"
+AGENT_RSH_PATH = f"{CONFIG_DIR}/{AGENT_RSH_KEY}"
 
 # -- dglrun's environment ------------------------------------------------------------------------
 # Each variable the operator sets for dglrun is declared once, its name and default included,

@@ -10,6 +10,9 @@ from controller.api import DGLJob
 from controller.builders.meta import CONFIG_VOLUME, MODE_EXEC, MODE_READ, _meta
 from kubeclient import Obj
 
+# mpirun's remote shell through the workers' agents (dglrun gives it the hostfile, the token
+# and the agents' port in its env: launcher/workers/agent.py)
+AGENT_RSH_SCRIPT = '#!/bin/sh\nexec python3 -P -m workeragent.rsh "$@"\n'
 KUBEXEC_SCRIPT = (
     "#!/bin/sh\nset -x\nPOD_NAME=$1\nshift\n"
     f'{pc.KUBECTL_PATH} exec ${{POD_NAME}} -- /bin/sh -c "$*"\n'
@@ -31,10 +34,12 @@ ALL_CONFIG_KEYS = (
     (pc.HOSTFILE_KEY, MODE_READ),
     (pc.PARTFILE_KEY, MODE_READ),
     (pc.LEADFILE_KEY, MODE_READ),
+    (pc.AGENT_RSH_KEY, MODE_EXEC),
 )
 
 
-LAUNCHER_CONFIG_KEYS = ALL_CONFIG_KEYS[:3]  # the seed's launcher mounts no leadfile
+# the seed's launcher mounts no leadfile
+LAUNCHER_CONFIG_KEYS = (*ALL_CONFIG_KEYS[:3], ALL_CONFIG_KEYS[4])
 
 
 def _ip(pod: Obj | None) -> str:
@@ -59,7 +64,8 @@ def _single_line(pod_name: str, pods: Mapping[str, Obj]) -> str:
 
 
 def config_map(job: DGLJob, pods: Mapping[str, Obj]) -> Obj:
-    """``<job>-config`` with kubexec.sh, hostfile, partfile and leadfile."""
+    """``<job>-config`` with kubexec.sh (the original's; unused since the agents), hostfile,
+    partfile, leadfile and agent-rsh."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -69,6 +75,7 @@ def config_map(job: DGLJob, pods: Mapping[str, Obj]) -> Obj:
             pc.HOSTFILE_KEY: hostfile(job, pods),
             pc.PARTFILE_KEY: _single_line(job.partitioner_name, pods),
             pc.LEADFILE_KEY: _single_line(job.launcher_name, pods),
+            pc.AGENT_RSH_KEY: AGENT_RSH_SCRIPT,
         },
     }
 

@@ -35,6 +35,7 @@ from launcher.workers.transport import (
     default_sink,
     stop_all,
 )
+from workeragent import rsh as agent_rsh
 from workeragent.client import AgentAddress, AgentClient, AgentError
 
 PIDFILE_DIR = "/tmp/dglrun"
@@ -162,6 +163,7 @@ class AgentTransport:
         agent_port: int = pc.AGENT_PORT,
         poll_wait: float = POLL_WAIT,
         request_timeout: float = REQUEST_TIMEOUT,
+        rsh_path: str = pc.AGENT_RSH_PATH,
     ) -> None:
         self._hosts = hosts
         self._token_file = token_file
@@ -175,6 +177,7 @@ class AgentTransport:
         self.agent_port = agent_port
         self.poll_wait = poll_wait
         self.request_timeout = request_timeout  # (more than poll_wait)
+        self._rsh_path = rsh_path
         self._scratch = scratch or Path(tempfile.mkdtemp(prefix="dglrun-agent-"))
         self._procs: list[AgentProc] = []
         self._coordinators: list[Proc] = []
@@ -301,23 +304,28 @@ class AgentTransport:
             self.sink("dglrun", f"warning: could not stop processes on {worker.name}: {e}")
 
     def rsh_agent(self) -> str:
-        """A script mpirun runs as ssh: ``workeragent.rsh`` with the hostfile and the token."""
+        """The program mpirun runs as ssh (``workeragent.rsh``): the job's ConfigMap's, a path
+        every pod has (each orted checks that its own plm_rsh_agent exists), else (outside a
+        pod) a script of our own. It finds the hostfile, the token and the agents' port in its
+        env (:meth:`start_coordinator`'s)."""
+        if Path(self._rsh_path).is_file():
+            return self._rsh_path
         script = self._scratch / "agent-rsh"
         if not script.exists():
-            env = (
-                f"DGL_AGENT_HOSTFILE={shlex.quote(self._hostfile)} "
-                f"DGL_AGENT_TOKEN_FILE={shlex.quote(self._token_file)} "
-                f"DGL_AGENT_PORT={self.agent_port}"
-            )
             python = shlex.join(programs.argv(self.python, RSH_PROGRAM))
-            script.write_text(f'#!/bin/sh\n{env} exec {python} "$@"\n')
+            script.write_text(f'#!/bin/sh\nexec {python} "$@"\n')
             script.chmod(0o755)
         return str(script)
 
     def start_coordinator(
         self, argv: list[str], env: dict[str, str], label: str, sink: LineSink
     ) -> Proc:
-        proc = PopenProc(label, argv, sink, env={**os.environ, **env})
+        rsh = {  # (what workeragent.rsh reads: mpirun passes its env on)
+            agent_rsh.HOSTFILE_ENV: self._hostfile,
+            agent_rsh.TOKEN_FILE_ENV: self._token_file,
+            agent_rsh.PORT_ENV: str(self.agent_port),
+        }
+        proc = PopenProc(label, argv, sink, env={**os.environ, **rsh, **env})
         self._coordinators.append(proc)
         return proc
 

@@ -275,6 +275,8 @@ def test_config_map_formats(seed_job_raw: dict[str, Any]) -> None:
         "10.0.0.6 30050 dgl-graphsage-worker-1 slots=2\n",
         "partfile": "10.0.0.7 30050 dgl-graphsage-partitioner\n",
         "leadfile": "10.0.0.8 30050 dgl-graphsage-launcher\n",
+        # ours: mpirun's remote shell through the workers' agents
+        "agent-rsh": '#!/bin/sh\nexec python3 -P -m workeragent.rsh "$@"\n',
     }
     assert KUBEXEC_SCRIPT.splitlines() == [
         "#!/bin/sh",

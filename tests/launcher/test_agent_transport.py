@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -185,16 +184,18 @@ def test_mpiruns_remote_shell_runs_a_command_on_the_named_worker(
     agents: list[RunningAgent], tmp_path: Path
 ) -> None:
     """``rsh_agent()`` as mpirun calls it: ``<agent> <pod> <words...>``, the words one shell
-    command there (the operator's hostfile names the pods; its port is DGL's)."""
+    command there (the operator's hostfile names the pods; its port is DGL's), started as
+    mpirun is (start_coordinator: the env tells it the hostfile, the token and the port).
+    In a pod it is the job's ConfigMap's (a path every pod has: each orted checks it)."""
     t, _ = transport(agents, tmp_path)
     rsh = t.rsh_agent()
-    out = subprocess.run(
-        [rsh, "worker-1", "echo", "$((6*7))", "from", "$PWD;", "exit", "5"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=python_env(),
-    )
-    assert out.returncode == 5, out
-    assert out.stdout.strip() == f"42 from {agents[1].workdir}", out
+    lines: list[str] = []
+    argv = [rsh, "worker-1", "echo", "$((6*7))", "from", "$PWD;", "exit", "5"]
+    proc = t.start_coordinator(argv, python_env(), "rsh", lambda _, line: lines.append(line))
+    assert proc.wait(60) == 5, lines
+    assert lines == [f"42 from {agents[1].workdir}"], lines
     t.close()
+    in_pod = tmp_path / "config-agent-rsh"
+    in_pod.write_text("#!/bin/sh\n")
+    t, _ = transport(agents, tmp_path, rsh_path=str(in_pod))
+    assert t.rsh_agent() == str(in_pod)
