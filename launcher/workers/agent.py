@@ -18,6 +18,7 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -187,6 +188,8 @@ class AgentTransport:
         self.agent_port = agent_port
         self.poll_wait = poll_wait
         self.request_timeout = request_timeout  # (more than poll_wait)
+        # (its own is removed at close: it holds mpirun's remote shell script)
+        self._own_scratch = scratch is None
         self._scratch = scratch or Path(tempfile.mkdtemp(prefix="dglrun-agent-"))
         self._procs: list[AgentProc] = []
         self._coordinators: list[Proc] = []
@@ -372,3 +375,5 @@ class AgentTransport:
     def close(self) -> None:
         stop_all([*self._coordinators, *self._procs])
         self._procs, self._coordinators = [], []
+        if self._own_scratch:
+            shutil.rmtree(self._scratch, ignore_errors=True)

@@ -203,6 +203,25 @@ def test_mpiruns_remote_shell_runs_a_command_on_the_named_worker(
     t.close()
 
 
+def test_close_removes_the_scratch_folder_it_made(
+    agents: list[RunningAgent], tmp_path: Path
+) -> None:
+    """The folder of mpirun's remote shell script goes with the transport (one a caller
+    gave stays theirs)."""
+    t, _ = transport(agents, tmp_path)
+    rsh = Path(t.rsh_agent())
+    t.close()
+    assert rsh.exists()  # (tmp_path: given)
+    own = AgentTransport(
+        HOSTS, token_file=str(agents[0].token_file), hostfile="/h", workspace="/w",
+        agent_port=agents[0].port,
+    )  # fmt: skip
+    made = Path(own.rsh_agent()).parent
+    assert made.is_dir()
+    own.close()
+    assert not made.exists()
+
+
 def test_fetch_copies_a_file_or_a_folder_back_every_file_checked(
     agents: list[RunningAgent], tmp_path: Path
 ) -> None:
