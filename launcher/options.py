@@ -48,6 +48,7 @@ from launcher.report.progress import ProgressTarget
 from launcher.storage.layout import Storage, check_run_name, claim_mount
 from launcher.training.train import Training
 from podcontract import (
+    AGENT_PORT,
     CHUNKED_LAYOUTS,
     DATASET,
     DGL_API,
@@ -116,6 +117,14 @@ def variable(setting: Setting[Any]) -> Flag:
 def _cache_limit(value: str) -> int:
     """A quantity of bytes (``20Gi``, ``500G``, ``0``: only the partitions in use stay)."""
     return int(parse_quantity(pc.quantity(value)))
+
+
+def _port(value: str) -> int:
+    """A TCP port (1 to 65535)."""
+    port = positive_int(value)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"must be at most 65535 (a port), got {port}")
+    return port
 
 
 def _shell_words(text: str) -> tuple[str, ...]:
@@ -499,6 +508,15 @@ class Options:
         metavar="SIZE",
         help="local transport: each worker's /dev/shm, as tmpfs's size= (e.g. 8g; DGL's "
         "servers keep the partition there, its node features unless --out-of-core)",
+    )
+    # the port every worker's agent serves on (workeragent/), at the hostfile's IPs
+    agent_port: int = option(
+        "--agent-port",
+        group=WHERE,
+        type=_port,
+        default=AGENT_PORT,
+        metavar="PORT",
+        help="the workers' agents' port",
     )
     # how the partitions travel to the workers (phases 2 and 3)
     transfer: PartitionTransfer = nested(PartitionTransfer)

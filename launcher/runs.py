@@ -149,6 +149,7 @@ def run_launcher(opts: Options, inputs: PhaseInputs, console: Console, report: R
             workspace=str(opts.workspace),
             python=opts.python,
             sink=console.line,
+            agent_port=opts.agent_port,
         )
     except WorkerTransportError as e:
         raise PhaseError(str(e)) from e

@@ -5,9 +5,10 @@ hostfile, and the one line that says why a run failed.
   P may exceed the pod's cores.
 * ``DistParMETIS``: one rank per worker pod. ``--hostfile`` lists the worker pods by name with
   one slot each (rank ``i`` runs on worker ``i``: ``--map-by node`` in hostfile order), and
-  ``plm_rsh_agent`` is the operator's ``kubexec.sh``: mpirun starts its daemon on every worker
-  with ``kubexec.sh <pod> orted ...`` (``kubectl exec``), the way MPI's ssh would. The daemons
-  connect back to mpirun over the pod network; the ranks talk to each other over TCP.
+  ``plm_rsh_agent`` is the transport's remote shell (in a launcher pod: ``workeragent.rsh``,
+  launcher/workers/agent.py): mpirun starts its daemon on every worker with ``<rsh> <pod>
+  orted ...`` through the worker's agent, the way MPI's ssh would. The daemons connect back
+  to mpirun over the pod network; the ranks talk to each other over TCP.
 
 Every rank runs under ``python -P -m launcher.workers.remote run --pidfile
 .../rank-{rank}.pid`` (:mod:`launcher.programs`), so that dglrun can stop a rank by session on
@@ -46,7 +47,7 @@ class Launch:
     mpirun: str
     ranks: int
     hostfile: str | None = None  # DistParMETIS: the worker pods
-    rsh_agent: str | None = None  # DistParMETIS: kubexec.sh
+    rsh_agent: str | None = None  # DistParMETIS: the transport's remote shell
     env: dict[str, str] = field(default_factory=dict)  # exported to every rank
     extra: tuple[str, ...] = ()  # the user's --mpirun-args
 
@@ -75,7 +76,8 @@ def mpirun_argv(
     else:
         argv.append("--oversubscribe")
     if launch.rsh_agent:
-        # workers have no kubectl: mpirun itself starts every daemon (no tree spawn)
+        # the workers have no remote shell of their own (neither the script nor the
+        # token): mpirun itself starts every daemon (no tree spawn)
         argv += ["--mca", "plm_rsh_agent", launch.rsh_agent]
         argv += ["--mca", "plm_rsh_no_tree_spawn", "1"]
     for key, value in sorted(launch.env.items()):

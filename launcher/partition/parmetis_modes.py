@@ -4,7 +4,7 @@ then run the ranks of ``python -m distpart partition`` under mpirun.
 * ``ParMETIS`` (:func:`partition_in_pod`, the partitioner pod): every rank here, writing the
   partitions into ``<workspace>/dataset``; delivery and dispatch follow as in ``DGL-API``.
 * ``DistParMETIS`` (:func:`partition_with_mpi`, the launcher): one rank per worker, started
-  through the transport's remote-shell agent (``kubexec.sh`` in a cluster); rank ``i`` writes
+  through the transport's remote shell (``workeragent.rsh`` in a cluster); rank ``i`` writes
   partition ``i`` into worker ``i``'s ``<workspace>/workload``. :func:`verify_on_workers` then
   checks that every worker holds its part and the same partition JSON: nothing is copied.
   launcher.phases.partition_on_workers runs the phase: :func:`check_workers`, the partition

@@ -13,18 +13,22 @@ meanwhile. mpirun reaches the workers through the same agents (:meth:`AgentTrans
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import secrets
 import shlex
+import shutil
 import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import podcontract as pc
-from launcher import programs
+from launcher import checksums, programs
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import (
     LastWords,
@@ -36,7 +40,15 @@ from launcher.workers.transport import (
     stop_all,
 )
 from workeragent import rsh as agent_rsh
-from workeragent.client import AgentAddress, AgentClient, AgentError
+from workeragent.client import (
+    AgentAddress,
+    AgentClient,
+    AgentError,
+    AgentRefused,
+    AgentUnreachable,
+)
+
+T = TypeVar("T")
 
 PIDFILE_DIR = "/tmp/dglrun"
 RSH_PROGRAM = "workeragent.rsh"
@@ -45,6 +57,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 STOP_GRACE = 3.0  # seconds between SIGTERM and SIGKILL when dglrun stops a process
 POLL_WAIT = 20.0  # seconds an agent holds a request for output that has none yet
 REQUEST_TIMEOUT = 30.0  # seconds of silence on a connection before it counts as lost
+UNREACHABLE_AFTER = 60.0  # seconds of failed requests in a row before an agent counts as lost
 LOST_EXIT = 255  # a process whose agent could no longer be reached (its own code is unknown)
 
 
@@ -158,7 +171,7 @@ class AgentTransport:
         python: str = "python3",
         sink: LineSink = default_sink,
         timeout: float = 600.0,
-        unreachable_after: float = 60.0,
+        unreachable_after: float = UNREACHABLE_AFTER,
         scratch: Path | None = None,
         agent_port: int = pc.AGENT_PORT,
         poll_wait: float = POLL_WAIT,
@@ -178,6 +191,8 @@ class AgentTransport:
         self.poll_wait = poll_wait
         self.request_timeout = request_timeout  # (more than poll_wait)
         self._rsh_path = rsh_path
+        # (its own is removed at close: it holds mpirun's remote shell script)
+        self._own_scratch = scratch is None
         self._scratch = scratch or Path(tempfile.mkdtemp(prefix="dglrun-agent-"))
         self._procs: list[AgentProc] = []
         self._coordinators: list[Proc] = []
@@ -210,6 +225,33 @@ class AgentTransport:
             unreachable_after=self.unreachable_after,
         )
 
+    def _bounded(
+        self,
+        worker: Host,
+        what: str,
+        call: Callable[[AgentClient], T],
+        timeout: float | None = None,
+    ) -> T:
+        """``call`` with a client whose requests and retries end within ``timeout`` and the
+        phase's deadline: an agent that hangs or is away fails the phase when its time is up,
+        not after ``unreachable_after``. An AgentError is a WorkerTransportError naming
+        ``what``, which says when the phase's time ran out."""
+        left = self._left(what, timeout)
+        client = AgentClient(
+            AgentAddress(worker.name, worker.ip, self.agent_port),
+            self._token,
+            timeout=min(left, self.request_timeout),
+            unreachable_after=min(left, self.unreachable_after),
+        )
+        try:
+            return call(client)
+        except AgentError as e:
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                raise WorkerTransportError(
+                    f"{what}: timed out, the phase's time ran out: {e}"
+                ) from e
+            raise WorkerTransportError(f"{what}: {e}") from e
+
     def _next_id(self, label: str) -> str:
         with self._lock:
             self._seq += 1
@@ -225,55 +267,67 @@ class AgentTransport:
         return self._workspace
 
     def copy_to(self, worker: Host, local: Path, remote: str) -> None:
-        self._left(f"{worker.name}: copy {local}")
         files = sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]
-        try:
-            client = self.client(worker)
-            for path in files:
-                target = remote if path == local else f"{remote}/{path.relative_to(local)}"
-                client.put_file(target, str(path))
-        except AgentError as e:
-            raise WorkerTransportError(f"copy {local} to {worker.name}:{remote}: {e}") from e
+        for path in files:  # (each file within the phase's time left)
+            target = remote if path == local else f"{remote}/{path.relative_to(local)}"
+            put = functools.partial(AgentClient.put_file, remote=target, local_path=str(path))
+            self._bounded(worker, f"copy {local} to {worker.name}:{remote}", put)
 
     def write_file(self, worker: Host, remote: str, content: str) -> None:
         local = self._scratch / f"write-{self._next_id('file')}"
         local.write_text(content)
         try:
-            self.client(worker).put_file(remote, str(local))
-        except AgentError as e:
-            raise WorkerTransportError(f"write {worker.name}:{remote}: {e}") from e
+            self._bounded(
+                worker, f"write {worker.name}:{remote}", lambda c: c.put_file(remote, str(local))
+            )
         finally:
             local.unlink(missing_ok=True)
 
     def manifest(self, worker: Host, remote_dir: str) -> dict[str, tuple[int, str]]:
-        self._left(f"{worker.name}: manifest of {remote_dir}")
-        try:
-            return self.client(worker).manifest(remote_dir)
-        except AgentError as e:
-            raise WorkerTransportError(f"manifest of {worker.name}:{remote_dir}: {e}") from e
+        what = f"manifest of {worker.name}:{remote_dir}"
+        left = self._left(what)  # (the agent hashes every file before it answers)
+        return self._bounded(worker, what, lambda c: c.manifest(remote_dir, timeout=left))
 
     def fetch(self, worker: Host, remote: str, local: Path) -> bool:
-        """A file, or a folder and everything under it (as ``kubectl cp`` copied)."""
+        """A file, or a folder (every file in it, each checked against the SHA-256 the agent
+        lists: a name that would land outside ``local`` is refused)."""
+        what = f"fetch {worker.name}:{remote}"
+        found = self._bounded(worker, what, lambda c: c.stat(remote))
+        if not found.exists:
+            return False
         local.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            client = self.client(worker)
-            found = client.stat(remote)
-            if not found.dir:
-                return found.file and client.get_file(remote, str(local))
-            for relative in sorted(client.manifest(remote)):
-                target = local / relative
-                target.parent.mkdir(parents=True, exist_ok=True)
-                client.get_file(f"{remote}/{relative}", str(target))
-            local.mkdir(parents=True, exist_ok=True)  # (an empty folder too)
-            return True
-        except AgentError as e:
-            raise WorkerTransportError(f"fetch {worker.name}:{remote}: {e}") from e
+        if not found.dir:
+            return self._bounded(worker, what, lambda c: c.get_file(remote, str(local)))
+        left = self._left(what)
+        files = self._bounded(worker, what, lambda c: c.manifest(remote, timeout=left))
+        local.mkdir(exist_ok=True)
+        for rel, (size, sha) in sorted(files.items()):
+            why = checksums.outside(rel)
+            if why is not None:
+                raise WorkerTransportError(f"{what}: the agent listed {rel!r}, {why}")
+            target = local / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            get = functools.partial(
+                AgentClient.get_file, remote=f"{remote}/{rel}", local_path=str(target)
+            )
+            got = self._bounded(worker, what, get)
+            if not got or (target.stat().st_size, checksums.file_sha256(target)) != (size, sha):
+                raise WorkerTransportError(f"{what}: {rel} did not arrive intact (changed?)")
+        return True
 
     def exists(self, worker: Host, path: str) -> bool:
-        try:
-            return self.client(worker, 60).stat(path).file
-        except AgentError:
-            return False
+        """Whether ``path`` is a file on the worker; an agent that cannot be reached (or
+        refuses the token) is an error, never a missing file."""
+
+        def stat(client: AgentClient) -> bool:
+            try:
+                return client.stat(path).file
+            except (AgentUnreachable, AgentRefused):
+                raise
+            except AgentError:  # (the agent's answer about the path: cannot stat it)
+                return False
+
+        return self._bounded(worker, f"look for {path} on {worker.name}", stat, 60)
 
     def start(self, worker: Host, argv: list[str], env: dict[str, str], label: str) -> Proc:
         proc_id = self._next_id(label)
@@ -291,10 +345,7 @@ class AgentTransport:
     def run(self, worker: Host, argv: list[str], timeout: float) -> tuple[int, str]:
         what = f"{worker.name}: {argv[0]}"
         left = self._left(what, timeout)
-        try:
-            return self.client(worker, left).run(argv, timeout=left)
-        except AgentError as e:
-            raise WorkerTransportError(f"{what}: {e}") from e
+        return self._bounded(worker, what, lambda c: c.run(argv, timeout=left), timeout)
 
     def kill(self, worker: Host, pidfiles: list[str]) -> None:
         argv = programs.argv(self.python, programs.REMOTE, "kill", "--pidfile", *pidfiles)
@@ -332,3 +383,5 @@ class AgentTransport:
     def close(self) -> None:
         stop_all([*self._coordinators, *self._procs])
         self._procs, self._coordinators = [], []
+        if self._own_scratch:
+            shutil.rmtree(self._scratch, ignore_errors=True)

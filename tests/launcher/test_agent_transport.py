@@ -5,15 +5,21 @@ its agent being away, and a token that is not the job's."""
 
 from __future__ import annotations
 
+import hashlib
+import http.server
+import json
 import os
 import signal
 import sys
+import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from launcher.checksums import manifest
 from launcher.workers.agent import LOST_EXIT, AgentTransport
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import WorkerTransportError
@@ -199,3 +205,102 @@ def test_mpiruns_remote_shell_runs_a_command_on_the_named_worker(
     in_pod.write_text("#!/bin/sh\n")
     t, _ = transport(agents, tmp_path, rsh_path=str(in_pod))
     assert t.rsh_agent() == str(in_pod)
+
+
+def test_close_removes_the_scratch_folder_it_made(
+    agents: list[RunningAgent], tmp_path: Path
+) -> None:
+    """The folder of mpirun's remote shell script goes with the transport (one a caller
+    gave stays theirs)."""
+    t, _ = transport(agents, tmp_path)
+    rsh = Path(t.rsh_agent())
+    t.close()
+    assert rsh.exists()  # (tmp_path: given)
+    own = AgentTransport(
+        HOSTS, token_file=str(agents[0].token_file), hostfile="/h", workspace="/w",
+        agent_port=agents[0].port,
+    )  # fmt: skip
+    made = Path(own.rsh_agent()).parent
+    assert made.is_dir()
+    own.close()
+    assert not made.exists()
+
+
+def test_fetch_copies_a_file_or_a_folder_back_every_file_checked(
+    agents: list[RunningAgent], tmp_path: Path
+) -> None:
+    """What training leaves in worker-0's output folder comes back whole (train.py fetches
+    the folder), each file checked against the SHA-256 the agent lists."""
+    t, _ = transport(agents, tmp_path)
+    out = agents[0].workdir / "workload" / "output"
+    (out / "sub").mkdir(parents=True)
+    (out / "metrics.json").write_text('{"test_accuracy": 0.5}')
+    (out / "sub" / "model.bin").write_bytes(os.urandom(300_000))
+    back = tmp_path / "back" / "output"
+    assert t.fetch(HOSTS[0], "workload/output", back)
+    assert manifest(back) == manifest(out)
+    assert t.fetch(HOSTS[0], "workload/output/metrics.json", tmp_path / "m.json")
+    assert (tmp_path / "m.json").read_text() == '{"test_accuracy": 0.5}'
+    assert not t.fetch(HOSTS[0], "workload/none", tmp_path / "none")
+    assert not (tmp_path / "none").exists()
+    t.close()
+
+
+def test_an_unreachable_agent_is_an_error_not_a_missing_file(
+    agents: list[RunningAgent], tmp_path: Path
+) -> None:
+    """dglrun checks that the entry point exists on a worker before anything starts: an agent
+    that cannot be reached says so, naming the worker, rather than "does not exist"."""
+    t, _ = transport(agents, tmp_path, unreachable_after=1.0)
+    agents[1].close()
+    with pytest.raises(WorkerTransportError, match=r"worker-1 .*unreachable"):
+        t.exists(HOSTS[1], sys.executable)
+    assert t.exists(HOSTS[0], sys.executable)  # (the twin: a reachable one answers)
+    t.close()
+
+
+class _HostileAgent(http.server.BaseHTTPRequestHandler):
+    """A worker's agent that lists a file outside the folder dglrun fetches (a worker pod
+    taken over); it serves every file it is asked for."""
+
+    CONTENT = b"planted"
+
+    def do_GET(self) -> None:
+        path = urllib.parse.urlparse(self.path).path
+        sha = hashlib.sha256(self.CONTENT).hexdigest()
+        if path == "/v1/stat":
+            body = json.dumps({"exists": True, "file": False, "dir": True, "size": 0}).encode()
+        elif path == "/v1/manifest":
+            body = json.dumps({"../planted": [len(self.CONTENT), sha]}).encode()
+        else:
+            body = self.CONTENT
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_name_outside_the_fetched_folder_is_refused(tmp_path: Path) -> None:
+    """The attack: a worker's agent answers the fetch of its output folder with a name that
+    climbs out of it (``../planted``), to make dglrun write beside the folder in the launcher
+    pod. Refused, naming it; nothing is written outside (without the check, the file lands at
+    ``back/planted``)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _HostileAgent)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    token = tmp_path / "token"
+    token.write_text("t\n")
+    host = Host("127.0.0.1", 30050, "worker-0")
+    t = AgentTransport(
+        [host], token_file=str(token), hostfile="/nonexistent", workspace="/w",
+        agent_port=server.server_address[1], scratch=tmp_path,
+    )  # fmt: skip
+    try:
+        with pytest.raises(WorkerTransportError, match=r"'\.\./planted', a name with '\.\.'"):
+            t.fetch(host, "/w/workload/output", tmp_path / "back" / "output")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not (tmp_path / "back" / "planted").exists()

@@ -39,14 +39,18 @@ def test_parmetis_runs_every_rank_here_and_oversubscribes() -> None:
     assert rank[rank.index("--num-parts") + 1] == "2"
 
 
-def test_distparmetis_uses_the_worker_pods_and_kubexec() -> None:
-    launch = mpirun.Launch("mpirun", 2, hostfile="/tmp/h", rsh_agent="/etc/dgl/kubexec.sh")
+def test_distparmetis_uses_the_worker_pods_through_their_agents() -> None:
+    """mpirun's remote shell is AgentTransport.rsh_agent()'s script (workeragent.rsh); the
+    run through real agents: test_launcher_in_a_pod.py's DistParMETIS test."""
+    rsh = "/tmp/dglrun-agent-x/agent-rsh"
+    launch = mpirun.Launch("mpirun", 2, hostfile="/tmp/h", rsh_agent=rsh)
     argv = mpirun.mpirun_argv(launch, ["cmd"], as_root=True)
     assert "--allow-run-as-root" in argv and "--oversubscribe" not in argv
     assert argv[argv.index("--hostfile") + 1] == "/tmp/h"
     assert argv[argv.index("--map-by") + 1] == "node"  # rank i on worker i
-    assert argv[argv.index("plm_rsh_agent") + 1] == "/etc/dgl/kubexec.sh"
-    assert argv[argv.index("plm_rsh_no_tree_spawn") + 1] == "1"  # workers have no kubectl
+    assert argv[argv.index("plm_rsh_agent") + 1] == rsh
+    # the launcher starts every daemon (the workers have neither the script nor the token)
+    assert argv[argv.index("plm_rsh_no_tree_spawn") + 1] == "1"
     assert argv[-1] == "cmd"
     assert mpirun.mpi_hostfile(HOSTS) == "j-worker-0 slots=1\nj-worker-1 slots=1\n"
 

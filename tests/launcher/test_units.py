@@ -16,6 +16,7 @@ from launcher.options import parse
 from launcher.partition.output import PartitionError, find_config, load
 from launcher.workers.dgl_env import Topology, server_env, trainer_env
 from launcher.workers.hostfile import HostfileError, ip_config, parse_hostfile
+from podcontract import AGENT_PORT
 from tests.launcher.helpers import dglrun, fake_partition
 from tests.support.paths import REPO
 
@@ -109,6 +110,8 @@ def test_flags_and_the_original_misspelling() -> None:
     assert o.training.processes.samplers == 2
     assert o.training.args == ("--lr", "0.1", "--fan_out", "10, 5")
     assert o.phase == "" and o.python == "python3", "pods run entry points with python3"
+    assert o.agent_port == AGENT_PORT  # the pod contract's (the workers' agents listen there)
+    assert parse([*BASE, "--agent-port", "31000"], env={}).agent_port == 31000
     e = {
         "DGL_OPERATOR_PHASE_ENV": "Partitioner",
         "DGL_OPERATOR_KUBEXEC_PATH": "/k.sh",
@@ -135,6 +138,8 @@ def test_flags_and_the_original_misspelling() -> None:
             "--workspace /ws: in a DGLJob",
         ),
         ([*BASE, "--partition-transfer", "scp"], {}, "--partition-transfer: invalid choice"),
+        ([*BASE, "--agent-port", "0"], {}, "--agent-port: must be at least 1"),
+        ([*BASE, "--agent-port", "65536"], {}, "--agent-port: must be at most 65535"),
     ],
 )
 def test_bad_usage_exits_2(argv: list[str], env: dict[str, str], message: str) -> None:
