@@ -40,6 +40,7 @@ log = structlog.get_logger("informers.reflector")
 # little (issue 58: the status catches up within 30 s of the server's return).
 RELIST_BACKOFF_MAX = 5.0
 
+
 class ReflectorSink(Protocol):
     """Where a reflector delivers what it sees (the shared informer)."""
 

@@ -436,7 +436,7 @@ def test_why_a_job_without_the_label_is_queued_is_said_when_its_workload_was_mad
             h.start()
             h.wait_condition_status("Queued", "True")
             h.settle()
-            message = h.condition("Queued")["message"]
+            message = (h.condition("Queued") or {})["message"]
             said = [e["message"] for e in h.events() if e["reason"] == "DGLJobQueued"]
             assert len(h.kube.objects(WORKLOADS, NS)) == 1  # (that one: none made again)
             assert ("no label kueue.x-k8s.io/queue-name" in message) is says, message
