@@ -110,14 +110,16 @@ def kubectl() -> str:
 def test_happy_path_with_kubectl(
     api: RestClient, namespace: str, operator: InProcessOperator, control_plane: ControlPlane
 ) -> None:
+    """A manifest asking for the original's delivery (KubectlCp) runs to the end, served as
+    HTTP (the job's token Secret; no partition runtime taken from the partitioner pod)."""
     ns = namespace
-    create(api, ns, partitionTransfer="KubectlCp")  # partitionSeconds: the pod's runtime
+    create(api, ns, partitionTransfer="KubectlCp")
     wait_condition(api, ns, "Created")
     kubelet = train(api, ns)
     cm = api.get(CONFIGMAPS, ns, f"{J}-config")["data"]
     assert cm["hostfile"] == f"10.0.1.1 30050 {W0} slots=1\n10.0.1.2 30050 {W1} slots=1\n"
     assert cm["partfile"] == f"10.0.1.3 30050 {PART}\n"
-    assert status(api, ns)["partitionSeconds"] == 12
+    assert status(api, ns)["transferSecret"].startswith(f"{J}-transfer-")
     kubelet.finish(LAUNCH, seconds=30)
     kc = [kubectl(), "--kubeconfig", str(control_plane.kubeconfig), "-n", ns]
     out = subprocess.run(

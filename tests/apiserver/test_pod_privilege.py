@@ -79,8 +79,8 @@ def test_borrowing_another_jobs_service_account_is_refused(
     api: RestClient, namespace: str, control_plane: ControlPlane
 ) -> None:
     """Attack: job b's Worker template (or a Skip launcher's) wears a-launcher, whose Role
-    may exec into a's workers. The API server itself would run such a pod (the twin below:
-    a pod naming a-launcher is admitted and that account may exec into a-worker-0), so the
+    may write a's report (and read a's pods). The API server itself would run such a pod (the
+    twin below: a pod naming a-launcher is admitted and that account may patch a-report), so the
     DGLJob is refused at admission, naming the field; so is b wearing its own launcher's."""
     with InProcessOperator(str(control_plane.kubeconfig), namespace):
         api.create(DGLJOBS, namespace, seed(namespace, "a"))
@@ -89,10 +89,8 @@ def test_borrowing_another_jobs_service_account_is_refused(
         )
     user = f"system:serviceaccount:{namespace}:a-launcher"
     groups = ["system:serviceaccounts", "system:authenticated"]
-    exec_a = dict(
-        namespace=namespace, verb="create", resource="pods", subresource="exec", name="a-worker-0"
-    )
-    assert allowed(api, user, groups, **exec_a), "the stake: a-launcher may exec into a's workers"
+    report_a = dict(namespace=namespace, verb="patch", resource="configmaps", name="a-report")
+    assert allowed(api, user, groups, **report_a), "the stake: a-launcher may write a's report"
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -124,6 +124,7 @@ def test_the_restricted_example_runs_in_a_restricted_namespace_with_a_quota(
     made = pods(api, namespace)
     inits = [c for p in made.values() for c in p["spec"].get("initContainers") or []]
     assert {c["name"] for c in inits} == {
+        "dgl-agent-install",  # (the workers')
         "kubectl-download",
         WATCHER_PARTITIONER,
         WATCHER_WORKERS,
