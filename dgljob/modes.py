@@ -12,9 +12,9 @@ ParMETIS       yes      yes          Shared         the partitioner pod: MPI ran
                                                     ``distpart`` (ParMETIS API), then
                                                     delivered like DGL-API's
 DistParMETIS   yes      no           Shared or      the workers: the launcher's dglrun runs
-                                     PerWorker      one MPI rank on each (``kubexec.sh`` as
-                                                    MPI's remote shell); each writes its own
-                                                    part on its own disk
+                                     PerWorker      one MPI rank on each (the workers'
+                                                    agents as MPI's remote shell); each
+                                                    writes its own part on its own disk
 Skip           no       no           no             nowhere: the launcher trains alone
 =============  =======  ===========  =============  ======================================
 """

@@ -4,7 +4,8 @@
 * A watch that ends cleanly is re-opened from the last resourceVersion (no relist).
 * "Expired"/410 (an in-stream ERROR or an HTTP 410 when opening) and "too large resource
   version" relist; the sink's ``replace`` turns objects that vanished meanwhile into tombstones.
-* Connection errors and 429 back off (0.8 s doubling to 30 s, with jitter) and retry.
+* Connection errors and 429 back off (0.8 s doubling to RELIST_BACKOFF_MAX, 5 s, with jitter)
+  and retry: client-go's 30 s cap would keep a job's status behind an API server that is back.
 * A watch that ends at once with no events (shorter than ``short_watch`` seconds of the
   :class:`clock.Clock`'s ``now()``) backs off too instead of spinning.
 """

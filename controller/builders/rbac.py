@@ -15,20 +15,16 @@ def service_account(job: DGLJob, name: str) -> Obj:
     }
 
 
-def role(
-    job: DGLJob, name: str, pods: list[str], exec_targets: list[str], watch: bool = True
-) -> Obj:
-    """Least privilege for a pod that runs the user's image and command: read the job's own
-    ``pods`` by name (with ``watch``, list and watch them too, by name: a field selector on
-    metadata.name, as watcher-loop does), exec
-    into ``exec_targets``, read the job's status (an elastic job's grow and members), and
-    write dglrun's report (podcontract/report.py). Never the DGLJob itself (the operator alone
-    writes its status), never Events (the report asks for them), nothing of another job."""
+def role(job: DGLJob, name: str, pods: list[str]) -> Obj:
+    """Least privilege for a pod that runs the user's image and command: read, list and watch
+    the job's own ``pods`` by name (a field selector on metadata.name, as watcher-loop does),
+    read the job's status (an elastic job's grow and members), and write dglrun's report
+    (podcontract/report.py). Never the DGLJob itself (the operator alone writes its status),
+    never Events (the report asks for them), never exec (dglrun reaches the workers through
+    their agents), nothing of another job."""
     rules: list[Obj] = []
     if pods:  # (empty resourceNames would mean every pod)
-        rules.append(_on(["pods"], pods, ["get", "list", "watch"] if watch else ["get"]))
-    if exec_targets:
-        rules.append(_on(["pods/exec"], exec_targets, ["create", "get"]))
+        rules.append(_on(["pods"], pods, ["get", "list", "watch"]))
     rules.append(_on(["dgljobs/status"], [job.name], ["get"], GROUP))
     rules.append(_on(["configmaps"], [job.report_name], ["get", "patch"]))
     return {
@@ -56,15 +52,14 @@ def role_binding(job: DGLJob, name: str) -> Obj:
 def rbac(job: DGLJob) -> list[Obj]:
     """ServiceAccount, Role and RoleBinding for the launcher (it waits for this job's workers
     and partitioner; it runs its processes on the workers through their agents, never exec)
-    and, in the modes that have one, the partitioner (with KubectlCp it execs into this job's
-    launcher; over HTTP it only serves)."""
+    and, in the modes that have one, the partitioner (it serves the parts over HTTP, reading
+    no pod; a KubectlCp manifest is served as HTTP)."""
     # made once for the job's life: every worker any attempt may have, not this one's
     workers = job.every_worker_name()
     waits = [*workers, job.partitioner_name] if job.spec.mode.partitioner else workers
-    roles = [role(job, job.launcher_name, waits, [])]  # (the workers' agents: no exec)
+    roles = [role(job, job.launcher_name, waits)]
     if job.spec.mode.partitioner:
-        targets = [] if job.spec.pulls_partitions else [job.launcher_name]
-        roles.append(role(job, job.partitioner_name, targets, targets, watch=False))
+        roles.append(role(job, job.partitioner_name, []))
     out: list[Obj] = []
     for r in roles:
         name = r["metadata"]["name"]

@@ -4,8 +4,8 @@ The token is a Secret the operator makes once, before any pod (:func:`transfer_s
 every job with workers, mounted in the workers and the launcher, and in the partitioner when
 the workers pull their parts from it (:func:`_mount_token`). Each worker's agent asks it of
 every request (dglrun runs the workers' processes through them, workeragent/), and so does
-the partitioner's server over HTTP. dglrun's env for the transfer (HTTP or kubectl) is its
-entry's (:data:`TRANSFER`).
+the partitioner's server over HTTP. dglrun's env for the transfer (always HTTP: a KubectlCp
+manifest is served so) is its entry's (:data:`TRANSFER`).
 
 Its Secret's name, and why it is random.
 

@@ -46,9 +46,10 @@ log = structlog.get_logger("controller.lifecycle")
 # The pods of an attempt that is over (evicted from its queue, restarted, rescaled) go with at most
 # this grace period: their quota and their nodes are given to the next attempt or job once
 # they are gone, and nothing is lost by not waiting longer (training resumes from the last
-# epoch's checkpoint). The workers' default `sleep 365d` ignores SIGTERM: with their own grace
-# period (30 s unless the template says otherwise) every rescale and restart would wait that
-# long (demo-large's shrink did: 30 of its 82 s).
+# epoch's checkpoint). The workers' `sleep 365d` of old ignored SIGTERM: with their own grace
+# period (30 s unless the template says otherwise) every rescale and restart waited that long
+# (demo-large's shrink did: 30 of its 82 s). (Their agent now stops on SIGTERM; a template's
+# own command beside it may not.)
 STOPPED_GRACE_SECONDS = 5
 
 

@@ -53,8 +53,8 @@ from launcher.workers.transport import (
 from podcontract import SHARED
 
 STATS_PREFIX = "distpart-stats "
-# what mpirun relays from its remote-shell agent: kubexec.sh's `set -x` trace, and kubectl's
-# note when a worker pod has init containers
+# what mpirun may relay from a remote shell (kubexec.sh's `set -x` trace, kubectl's note when
+# a worker pod has init containers: the original's remote shell; workeragent.rsh says neither)
 TRANSPORT_NOISE = ("+ ", "Defaulted container ")
 CHECK_TIMEOUT = 600.0  # seconds to verify one worker's chunk files
 # what every rank needs whatever its image sets (ogb's PyPI check, DGL's backend)
