@@ -159,10 +159,21 @@ def leftovers(at: float, job: JobRecord, objects: Iterable[Obj]) -> list[Violati
 
 def outcome(at: float, job: JobRecord) -> list[Violation]:
     """Every job ends Succeeded, or Failed with a reason that names what happened: a fault
-    that struck it (a job no fault struck has nothing to fail of)."""
+    that struck it (a job no fault struck has nothing to fail of), and only a fault that
+    struck it restarts it (an API server restart strikes no job: dglrun follows the workers
+    through their agents, not through the API server)."""
     where = f"{job.namespace}/{job.name} ({job.kind})"
+    restarted = []
+    if len(job.attempts) > 1 and not job.faults:
+        restarted.append(
+            Violation(
+                at,
+                "restarted though no fault struck it",
+                f"{where}: {len(job.attempts)} attempts",
+            )
+        )
     if job.outcome in ("Succeeded", "Deleted"):
-        return []
+        return restarted
     if job.outcome == "":
         phase = job.last_status.get("phase")
         return [
@@ -172,9 +183,10 @@ def outcome(at: float, job: JobRecord) -> list[Violation]:
                 f"{where} never finished: phase {phase}, "
                 f"progress {job.last_status.get('progress')!r}, "
                 f"conditions {conditions_line(job.last_status)}",
-            )
+            ),
+            *restarted,
         ]
-    found = []
+    found = restarted
     if job.reason not in FAILURE_REASONS or not job.message:
         found.append(
             Violation(

@@ -133,6 +133,16 @@ def test_a_job_fails_only_for_a_fault_that_struck_it_and_says_what() -> None:
     assert stuck.rule == "stuck" and "Training" in stuck.what
 
 
+def test_only_a_fault_that_struck_a_job_restarts_it() -> None:
+    """An API server restart strikes no job (issue 58): a job that took a second attempt
+    though no fault struck it is a violation; the twin, struck, is not."""
+    twice = [inv.Attempt("a", done=2), inv.Attempt("b", done=4, resumed_at=2)]
+    unstruck = record(outcome="Succeeded", attempts=list(twice))
+    assert [v.rule for v in inv.outcome(1.0, unstruck)] == ["restarted though no fault struck it"]
+    struck = record(outcome="Succeeded", attempts=list(twice), faults=["killed pod j-worker-0"])
+    assert inv.outcome(1.0, struck) == []
+
+
 def test_a_resumed_job_trains_no_epoch_twice_and_keeps_its_accuracy() -> None:
     good = record(outcome="Succeeded", accuracy=0.870, attempts=[
         inv.Attempt("a", done=3), inv.Attempt("b", done=6, resumed_at=3)
