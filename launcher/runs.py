@@ -150,10 +150,19 @@ def run_launcher(opts: Options, inputs: PhaseInputs, console: Console, report: R
             python=opts.python,
             sink=console.line,
             agent_port=opts.agent_port,
+            attempt_tag=attempt_tag(opts),
         )
     except WorkerTransportError as e:
         raise PhaseError(str(e)) from e
     run_on_workers(inputs, pset, transport, console, report, source=source)
+
+
+def attempt_tag(opts: Options) -> str:
+    """What names this attempt's processes at the workers' agents, the same for every launcher
+    pod of the attempt (one replacing a lost launcher re-attaches to them): the job's uid and
+    the attempt; "" outside a DGLJob (each run its own)."""
+    job = opts.job
+    return f"{job.uid[:8]}-a{job.attempt}" if job.uid else ""
 
 
 def run_on_workers(
@@ -190,6 +199,9 @@ def run_on_workers(
             hosts = dispatch(pset, transport, console, report, inputs.timeouts.dispatch, script)
         configure(hosts, transport, console, report, inputs.timeouts.configure)
         train(inputs.training, pset, hosts, transport, console, report)
+    except Terminated:
+        transport.release()  # (the agents' processes wait for the launcher replacing this one)
+        raise
     finally:
         transport.close()
 

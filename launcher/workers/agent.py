@@ -177,6 +177,7 @@ class AgentTransport:
         poll_wait: float = POLL_WAIT,
         request_timeout: float = REQUEST_TIMEOUT,
         rsh_path: str = pc.AGENT_RSH_PATH,
+        attempt_tag: str = "",
     ) -> None:
         self._hosts = hosts
         self._token_file = token_file
@@ -196,9 +197,14 @@ class AgentTransport:
         self._scratch = scratch or Path(tempfile.mkdtemp(prefix="dglrun-agent-"))
         self._procs: list[AgentProc] = []
         self._coordinators: list[Proc] = []
-        self._seq = 0
-        # ids and pidfiles of this run only: a restarted launcher never reads a previous run's
-        self._run_id = secrets.token_hex(4)
+        self._starts: dict[str, int] = {}  # label -> how many times this run started it
+        # Ids and pidfiles: with an ``attempt_tag`` (a launcher pod's: its job's uid and
+        # attempt) the same for every launcher of the attempt, so that one replacing a lost
+        # launcher finds the processes again (the agent answers a start of an id it runs, with
+        # the same argv, with that process: start() then follows it, from its first byte);
+        # without one, this run's only
+        self._run_id = attempt_tag or secrets.token_hex(4)
+        self.reattaches = bool(attempt_tag)
         self._deadline: float | None = None
         self._lock = threading.Lock()
 
@@ -253,10 +259,11 @@ class AgentTransport:
             raise WorkerTransportError(f"{what}: {e}") from e
 
     def _next_id(self, label: str) -> str:
+        """``<run id>-<label>-<n>``: the n-th start of ``label`` in this run (a launcher
+        replaying the attempt starts the same labels in the same order)."""
         with self._lock:
-            self._seq += 1
-            seq = self._seq
-        return _UNSAFE.sub("-", f"{self._run_id}-{seq}-{label}")[:128]
+            n = self._starts[label] = self._starts.get(label, 0) + 1
+        return _UNSAFE.sub("-", f"{self._run_id}-{label}-{n}")[-128:]
 
     # -- Transport ------------------------------------------------------------------------
 
@@ -379,6 +386,15 @@ class AgentTransport:
         proc = PopenProc(label, argv, sink, env={**os.environ, **rsh, **env})
         self._coordinators.append(proc)
         return proc
+
+    def release(self) -> None:
+        """dglrun was told to stop (SIGTERM: its pod is being deleted). With an attempt tag
+        the workers' processes are left running for the launcher that replaces this one (or,
+        if none comes, for their agents to stop after the orphan grace; a restart deletes the
+        worker pods anyway); what runs here (mpirun) stops."""
+        if self.reattaches:
+            stop_all(self._coordinators)
+            self._procs, self._coordinators = [], []
 
     def close(self) -> None:
         stop_all([*self._coordinators, *self._procs])

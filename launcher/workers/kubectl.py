@@ -210,6 +210,9 @@ class KubectlTransport:
         except WorkerTransportError as e:
             self.sink("dglrun", f"warning: could not stop processes on {worker.name}: {e}")
 
+    def release(self) -> None:
+        """Nothing to leave running: close() stops everything."""
+
     def close(self) -> None:
         stop_all([*self._coordinators, *(proc for _, proc, _ in self._procs)])
         self._procs, self._coordinators = [], []

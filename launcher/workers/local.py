@@ -240,6 +240,9 @@ class LocalTransport:
             f"local transport: worker namespace {ns} did not come up in 10 s"
         )
 
+    def release(self) -> None:
+        """Nothing to leave running: close() stops everything."""
+
     def close(self) -> None:
         for proc in self._procs:
             proc.stop()

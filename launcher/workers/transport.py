@@ -110,6 +110,13 @@ class Transport(Protocol):
         """Stop whatever still runs and release what the transport set up."""
         ...
 
+    def release(self) -> None:
+        """dglrun is being stopped from outside (SIGTERM): a transport whose processes a
+        replacing launcher can find again (the agents') leaves them running and forgets
+        them, so that :meth:`close`, which follows, stops only what runs on dglrun's side;
+        the others do nothing here (close stops everything)."""
+        ...
+
     def until(self, deadline: float | None) -> None:
         """Every call from now on must end by ``deadline`` (``time.monotonic()``), or raise
         WorkerTransportError; None lifts the limit. A phase's timeout bounds its calls this way."""

@@ -304,3 +304,39 @@ def test_a_name_outside_the_fetched_folder_is_refused(tmp_path: Path) -> None:
         server.shutdown()
         server.server_close()
     assert not (tmp_path / "back" / "planted").exists()
+
+
+def test_a_launcher_replacing_a_lost_one_re_attaches_and_nothing_runs_twice(
+    agents: list[RunningAgent], tmp_path: Path
+) -> None:
+    """A launcher pod of the attempt is lost mid-training (SIGTERM: release) and a new one
+    replays the attempt: with the attempt's tag its start of the same label and argv is the
+    running process, followed from its first byte to its end; the process ran once. The
+    twin: without a tag (each run its own), the second start runs it again."""
+    marker = tmp_path / "runs"
+    script = (
+        f"import time\nopen({str(marker)!r}, 'a').write('run\\n')\n"
+        "for i in range(6):\n    print('epoch', i, flush=True); time.sleep(0.5)"
+    )
+    argv = [sys.executable, "-c", script]
+    first, said_first = transport(agents, tmp_path, attempt_tag="0f1e2d3c-a0")
+    first.start(HOSTS[0], argv, {}, "worker-0/trainer-0")
+    wait_for(lambda: "epoch 1" in said(said_first, "worker-0/trainer-0"), what="epoch 1")
+    first.release()  # (its pod deleted)
+    first.close()
+    second, said_second = transport(agents, tmp_path, attempt_tag="0f1e2d3c-a0")
+    proc = second.start(HOSTS[0], argv, {}, "worker-0/trainer-0")
+    assert proc.wait(60) == 0
+    epochs = [x for x in said(said_second, "worker-0/trainer-0") if x.startswith("epoch")]
+    assert epochs == [f"epoch {i}" for i in range(6)], epochs
+    assert marker.read_text() == "run\n", "the process ran twice"
+    second.close()
+    # the twin: no tag, no re-attach
+    marker.unlink()
+    third, _ = transport(agents, tmp_path)
+    assert third.start(HOSTS[0], argv, {}, "worker-0/trainer-0").wait(60) == 0
+    fourth, _ = transport(agents, tmp_path)
+    assert fourth.start(HOSTS[0], argv, {}, "worker-0/trainer-0").wait(60) == 0
+    assert marker.read_text() == "run\nrun\n"
+    third.close()
+    fourth.close()
