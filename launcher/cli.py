@@ -31,8 +31,9 @@ import sys
 from collections.abc import Sequence
 
 from launcher import programs
+from launcher.errors import Terminated
 from launcher.options import parse
-from launcher.runs import Terminated, run
+from launcher.runs import run
 
 
 def _as_user_namespace_root(argv: Sequence[str] | None) -> None:

@@ -15,3 +15,14 @@ from __future__ import annotations
 
 class LauncherError(Exception):
     """An expected failure of dglrun; ``str()`` is the one line a user sees."""
+
+
+class Terminated(BaseException):
+    """SIGTERM (the pod is being deleted, suspended or restarted): like Ctrl-C, it unwinds
+    through every ``finally`` so that what dglrun started is stopped; but the workers'
+    processes under their agents are left to a launcher that replaces this one
+    (``Transport.release``)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

@@ -36,9 +36,11 @@ from launcher.console import (
     phase,
 )
 from launcher.delivery.wire import TransferError, build_manifest
+from launcher.errors import Terminated
 from launcher.options import Options
 from launcher.partition import output as parts
 from launcher.partition import parmetis_modes
+from launcher.partition.output import WORKLOAD
 from launcher.phases import (
     PhaseInputs,
     Source,
@@ -78,15 +80,6 @@ if TYPE_CHECKING:
     from launcher.workers.local import LocalTransport
 
 
-class Terminated(BaseException):
-    """SIGTERM (the pod is being deleted, suspended or restarted): like Ctrl-C, it unwinds
-    through every ``finally`` so that what dglrun started on the workers is stopped."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
 def run_partitioner(opts: Options, inputs: PhaseInputs, console: Console, report: Report) -> None:
     """The partitioner pod's part: phases 1 and 2."""
     plan_memory(inputs.plan, console, report)
@@ -111,6 +104,28 @@ def run_launcher(opts: Options, inputs: PhaseInputs, console: Console, report: R
 
     pset = None  # DistParMETIS: the workers partition (phases 1-2 in run_on_workers)
     source = None
+    try:
+        transport = AgentTransport(
+            _hosts_from_hostfile(opts),
+            token_file=opts.transfer.token_file,
+            hostfile=opts.hostfile,
+            workspace=str(opts.workspace),
+            python=opts.python,
+            sink=console.line,
+            agent_port=opts.agent_port,
+            attempt_tag=attempt_tag(opts),
+        )
+        if transport.attempt_training():
+            pset = _config_on_worker(inputs, transport)
+    except WorkerTransportError as e:
+        raise PhaseError(str(e)) from e
+    if pset is not None:  # (a launcher before this one was lost: its trainers run on)
+        console.say(
+            "re-attached: this attempt's DGL processes run on the workers (a launcher before "
+            "this one started them and was lost); phases 1-4 were done"
+        )
+        run_on_workers(inputs, pset, transport, console, report, reattached=True)
+        return
     # (in the other modes the partitioner pod checked the plan; this reports its estimates;
     # in DistParMETIS the plan is made once the workers have checked the graph they see)
     if opts.partition_mode != DIST_PARMETIS:
@@ -141,20 +156,22 @@ def run_launcher(opts: Options, inputs: PhaseInputs, console: Console, report: R
             pset = parts.load(config, what.job.num_parts)
         except parts.PartitionError as e:
             raise PhaseError(f"dispatch failed: {e}") from e
-    try:
-        transport = AgentTransport(
-            _hosts_from_hostfile(opts),
-            token_file=opts.transfer.token_file,
-            hostfile=opts.hostfile,
-            workspace=str(opts.workspace),
-            python=opts.python,
-            sink=console.line,
-            agent_port=opts.agent_port,
-            attempt_tag=attempt_tag(opts),
-        )
-    except WorkerTransportError as e:
-        raise PhaseError(str(e)) from e
     run_on_workers(inputs, pset, transport, console, report, source=source)
+
+
+def _config_on_worker(inputs: PhaseInputs, transport: Transport) -> parts.PartitionSet:
+    """The partition config the first worker trains with (phase 3 put it there), for a
+    launcher that re-attaches: the partitioner may be gone by now."""
+    what = inputs.partition.request
+    host = transport.workers()[0]
+    name = f"{what.job.graph_name}.json"
+    dest = what.workspace / DATASET
+    if not transport.fetch(host, f"{transport.workspace(host)}/{WORKLOAD}/{name}", dest / name):
+        raise PhaseError(f"re-attach failed: no partition config {name} on {host.name}")
+    try:
+        return parts.load(dest / name, what.job.num_parts, check_files=False)
+    except parts.PartitionError as e:
+        raise PhaseError(f"re-attach failed: {host.name}'s {name}: {e}") from e
 
 
 def attempt_tag(opts: Options) -> str:
@@ -173,12 +190,18 @@ def run_on_workers(
     report: Report,
     setup: Callable[[], object] = lambda: None,
     source: Source | None = None,
+    reattached: bool = False,
 ) -> None:
     """Phases 3-5 over a transport, which is closed whatever happens; without ``pset``
     (DistParMETIS) phases 1-2 too, on the workers. With a ``source`` the workers pull their
-    parts from it, else dglrun copies them."""
+    parts from it, else dglrun copies them. ``reattached``: phases 3-4 were done by a
+    launcher before this one, whose processes run on: phase 5 follows them."""
     try:
         setup()
+        if reattached:
+            assert pset is not None
+            train(inputs.training, pset, transport.workers(), transport, console, report)
+            return
         script = str(inputs.training.options.script)
         if pset is None:
             _entry_point_on(transport, script)
@@ -403,7 +426,8 @@ def _run(opts: Options, console: Console, report: Report) -> int:
     except KeyboardInterrupt:
         return outcome.interrupted(_ending(opts), console, report)
     except Terminated as e:
-        return outcome.terminated(_ending(opts), console, report, e.signum)
+        left = opts.transport != "local" and not opts.phase and bool(attempt_tag(opts))
+        return outcome.terminated(_ending(opts), console, report, e.signum, left)
     return outcome.succeeded(_ending(opts), console, report)
 
 

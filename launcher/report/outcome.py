@@ -74,8 +74,18 @@ def interrupted(end: Ending, console: Console, report: Report) -> int:
     return 130
 
 
-def terminated(end: Ending, console: Console, report: Report, signum: int) -> int:
-    text = f"terminated by signal {signum}; stopped every process it started"
+# SIGTERM in a launcher pod whose workers have agents: what it started there goes on
+LEFT_RUNNING = (
+    "the DGL processes on the workers go on for the launcher that replaces this one (their "
+    "agents stop them if none comes); stopped every other process it started"
+)
+
+
+def terminated(
+    end: Ending, console: Console, report: Report, signum: int, left_running: bool = False
+) -> int:
+    what = LEFT_RUNNING if left_running else "stopped every process it started"
+    text = f"terminated by signal {signum}; {what}"
     console.say(f"dglrun: {text}")
     termination_message(text)
     _keep_summary(end, report, "terminated", text)

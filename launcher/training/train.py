@@ -17,6 +17,7 @@ from pathlib import Path
 
 from launcher import programs
 from launcher.console import Console, PhaseError, Refused, Report, phase
+from launcher.errors import Terminated
 from launcher.partition import output as parts
 from launcher.partition.output import WORKLOAD
 from launcher.plans.memory import OutOfCore, Processes
@@ -116,6 +117,10 @@ def train(
                     proc = transport.start(host, args, env, f"{host.name}/trainer-{t}")
                     running.append(_Running(host, "trainer", t, proc))
             _supervise(running, what.timeout, console, _grow_watch(what, console))
+        except Terminated:  # (this pod is being deleted: the agents' processes wait for the
+            transport.release()  # launcher that replaces it; the others are stopped)
+            stop_all(r.proc for r in running)
+            raise
         except BaseException:
             stop_all(r.proc for r in running)
             raise

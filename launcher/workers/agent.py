@@ -146,6 +146,11 @@ class AgentProc:
     def last_error_line(self) -> str:
         return self._said.error_line
 
+    def detach(self) -> None:
+        """Leave the process running: :meth:`stop` no longer stops it (a launcher that
+        replaces this one follows it)."""
+        self._stopped = True
+
     def stop(self) -> None:
         if self._stopped:
             return
@@ -387,12 +392,24 @@ class AgentTransport:
         self._coordinators.append(proc)
         return proc
 
+    def attempt_training(self) -> bool:
+        """Whether a launcher of this attempt before this one started trainers (the first
+        worker's agent runs or ran one under the attempt's tag): phases 1-4 are done, and
+        phase 5 re-attaches. Never without a tag."""
+        if not self.reattaches or not self._hosts:
+            return False
+        host = self._hosts[0]
+        listed = self._bounded(host, f"list {host.name}'s processes", lambda c: c.list())
+        return any(p.id.startswith(f"{self._run_id}-") and "-trainer-" in p.id for p in listed)
+
     def release(self) -> None:
         """dglrun was told to stop (SIGTERM: its pod is being deleted). With an attempt tag
         the workers' processes are left running for the launcher that replaces this one (or,
         if none comes, for their agents to stop after the orphan grace; a restart deletes the
         worker pods anyway); what runs here (mpirun) stops."""
         if self.reattaches:
+            for proc in self._procs:
+                proc.detach()
             stop_all(self._coordinators)
             self._procs, self._coordinators = [], []
 

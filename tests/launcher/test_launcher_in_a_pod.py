@@ -120,7 +120,9 @@ def test_launcher_dispatches_configures_and_trains(cluster: Cluster) -> None:
     assert "[job-worker-1/trainer-0] trainer rank 1/2 met the master" in proc.stdout
     # every worker's server and trainer ran through its own agent, and nothing through kubectl
     for pod in ("job-worker-0", "job-worker-1"):
-        ran = [p for p in cluster.agent_procs(pod) if p.id.endswith(("server-0", "trainer-0"))]
+        ran = [
+            p for p in cluster.agent_procs(pod) if p.id.endswith(("server-0-1", "trainer-0-1"))
+        ]  # (the 1st start of each)
         assert len(ran) == 2 and all(p.exit == 0 for p in ran), ran
     assert cluster.worker_calls() == []
     cluster.assert_pods_empty()
@@ -392,3 +394,48 @@ def test_a_rank_killed_in_its_pod_fails_the_partition_and_stops_every_rank(
     ), "".join(lines)[-3000:]
     cluster.assert_pods_empty()
     assert cluster.worker_calls() == []
+
+
+def test_a_launcher_lost_mid_training_is_replaced_and_re_attaches(cluster: Cluster) -> None:
+    """Issue 58: the launcher pod of a DGLJob's attempt is deleted while its trainers train
+    (SIGTERM): its DGL processes go on under the workers' agents, and a new launcher of the
+    same attempt (the job's uid and attempt in its env) re-attaches: phases 1-4 are not done
+    again, it follows the running trainers to their end, and each trainer ran once. The
+    twin: the same run outside a DGLJob (no uid) stops them at SIGTERM
+    (test_sigterm_stops_every_remote_process)."""
+    cluster.partition()
+    workers(cluster)
+    args = launcher_args(cluster, "--train-args", "--sleep 6")
+    env = {**os.environ, **cluster.env, "DGL_OPERATOR_JOB_NAME": "job",
+           "DGL_OPERATOR_JOB_UID": "0f1e2d3c-0000-4000-8000-000000000001",
+           "DGL_OPERATOR_ATTEMPT": "0"}  # fmt: skip
+    first = subprocess.Popen(
+        [sys.executable, "-m", "launcher.cli", *args], env=env, cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert first.stdout is not None
+        met = 0
+        for line in first.stdout:  # both trainers run (and sleep) on their workers
+            met += "met the master" in line
+            if met == 2:
+                break
+        first.send_signal(signal.SIGTERM)
+        rest, _ = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 128 + signal.SIGTERM, rest
+    assert "go on for the launcher that replaces this one" in rest, rest
+    running = [p for pod in cluster.agents for p in cluster.agent_procs(pod) if p.running]
+    assert len([p for p in running if "trainer" in p.id]) == 2, running  # (they go on)
+    second = dglrun(*args, env=env, timeout=120)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "re-attached: this attempt's DGL processes run on the workers" in second.stdout
+    assert "[3/5] dispatch" not in second.stdout and "[4/5] configure" not in second.stdout
+    assert "[job-worker-1/trainer-0] trainer rank 1/2 met the master" in second.stdout
+    assert json.loads((cluster.ws / "output" / "metrics.json").read_text())["world_size"] == 2
+    for pod in cluster.agents:  # each server and trainer started once, ended 0
+        ran = [p for p in cluster.agent_procs(pod) if "trainer" in p.id or "server" in p.id]
+        assert len(ran) == 2 and all(p.exit == 0 for p in ran), ran
+    cluster.assert_pods_empty()
