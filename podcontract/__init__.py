@@ -107,6 +107,9 @@ WATCHER_NAMESPACE_ENV = "NAMESPACE"
 WATCHER_EXPECTED_PODS_ENV = "WATCHER_EXPECTED_PODS"
 WATCH_READY = "ready"  # Running and Ready
 WATCH_FINISHED = "finished"  # Succeeded
+# Running and Ready, or Succeeded: the partitioner over HTTP, which exits once every worker has
+# its part (a launcher made again mid-training, to re-attach, finds it so)
+WATCH_SERVED = "served"
 # the launcher's init containers; KubectlCp: the partitioner copies the partitions into the
 # launcher pod through WATCHER_PARTITIONER, which mounts the dataset volume at DATASET_DIR
 WATCHER_PARTITIONER = "watcher-loop-partitioner"

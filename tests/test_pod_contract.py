@@ -315,7 +315,7 @@ def test_the_launcher_gets_the_parts_the_way_the_partitioner_gives_them(name: st
         assert seen.files[opts.transfer.token_file][0] == TOKEN
         for worker in d.workers:
             assert _seen(worker, d).files[opts.transfer.token_file][0] == TOKEN
-        assert config.mode.value == "ready"
+        assert config.mode.value == "served"  # (Ready, or Succeeded once it has served)
     else:
         # KubectlCp: the partitioner copies the dataset into the init container that waits
         # for it, which mounts the volume the launcher's dglrun reads from

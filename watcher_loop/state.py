@@ -8,12 +8,13 @@ from enum import StrEnum
 from typing import Any
 
 from kubeclient import Obj
-from podcontract import WATCH_FINISHED, WATCH_READY
+from podcontract import WATCH_FINISHED, WATCH_READY, WATCH_SERVED
 
 
 class Mode(StrEnum):
     READY = WATCH_READY  # every pod is Running and its Ready condition is True
     FINISHED = WATCH_FINISHED  # every pod is Succeeded
+    SERVED = WATCH_SERVED  # every pod is Ready, or Succeeded (it served and has finished)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def _failure(mode: Mode, name: str, pod: Obj) -> str | None:
 
 def _reached(mode: Mode, pod: Obj) -> bool:
     phase = _phase(pod)
-    if mode == Mode.FINISHED:
+    if mode == Mode.FINISHED or (mode == Mode.SERVED and phase == "Succeeded"):
         return phase == "Succeeded"
     return phase == "Running" and is_ready(pod) and not _terminating(pod)
 

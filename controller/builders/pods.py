@@ -301,14 +301,15 @@ def launcher_pod(job: DGLJob, opts: BuildOptions, attempt: int = 0) -> Obj:
     waits = []
     volumes: list[Obj] = [{"name": KUBE_VOLUME, "emptyDir": {}}]
     if job.spec.pulls_partitions:
-        # the partitioner is Ready once it serves the parts; then the launcher starts
+        # the partitioner is Ready once it serves the parts; then the launcher starts (or it
+        # has served them and finished: a launcher made again mid-training, to re-attach)
         waits.append(
             _watcher_loop(
                 job,
                 opts,
                 pc.WATCHER_PARTITIONER,
                 pc.PARTFILE_PATH,
-                pc.WATCH_READY,
+                pc.WATCH_SERVED,
                 1,
                 [config_mount],
             )

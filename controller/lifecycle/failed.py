@@ -6,20 +6,65 @@ node-lost step too."""
 
 from __future__ import annotations
 
-from controller.api import PARTITIONER, WORKER
+from dataclasses import dataclass
+
+from controller.api import LAUNCHER, PARTITIONER, WORKER
 from controller.features import registry
 from controller.lifecycle.actions import Actions
 from controller.lifecycle.context import Context, Next
-from controller.machinery.events import WARNING
+from controller.machinery import objects as ob
+from controller.machinery.events import NORMAL, WARNING
 from controller.status import conditions, failures, pod_state
 from podcontract import DGLRUN_STATUS_FIELDS, STATUS_DELIVERY_BYTES
+
+# A launcher pod lost while its attempt trains (deleted, evicted with its node drained): the
+# workers' agents keep the DGL processes, and the launcher made again re-attaches to them
+REASON_LAUNCHER_REPLACED = "LauncherReplaced"
 
 
 def restart_or_fail(ctx: Context, act: Actions) -> Next:
     failure = ctx.obs.failure or _missing_pod_failure(ctx)
     if failure is None:
         return Next.GO_ON
+    if _launcher_replaced(ctx, act, failure):
+        return Next.GO_ON  # (the create step makes it again once it is gone)
     return end_attempt(ctx, act, failure)
+
+
+@dataclass
+class ReplacedMemo:
+    """The lost launcher last told of (its uid, or 'gone', and the attempt)."""
+
+    told: str = ""
+
+
+def _launcher_replaced(ctx: Context, act: Actions, failure: failures.PodFailure) -> bool:
+    """The launcher, lost (gone, or being deleted: dglrun ended at SIGTERM) while the workers
+    of the attempt all run: not a failure. A new launcher of the attempt is made and
+    re-attaches to the DGL processes, which the workers' agents kept (a Normal Event says so,
+    once per lost pod); lost before training, it replays the phases (the agents answer a
+    start they run with that process). A launcher whose dglrun failed on its own (not being
+    deleted) is a failure as ever; so is any loss when a worker is gone too (a restart)."""
+    job, obs = ctx.job, ctx.obs
+    if failure.replica_type != LAUNCHER:
+        return False
+    launcher = obs.pod(job.launcher_name)
+    if launcher is not None and not pod_state.is_terminating(launcher):
+        return False
+    for name in job.training_worker_names():
+        worker = obs.pod(name)
+        if worker is None or not pod_state.is_active(worker):
+            return False
+    lost = f"{ob.uid(launcher) if launcher is not None else 'gone'}@{ctx.attempt}"
+    memo = act.memos[job.key].of(ReplacedMemo)
+    if memo.told != lost:
+        memo.told = lost
+        message = (
+            f"launcher pod {job.launcher_name} was lost while training ({failure.message}); a "
+            "new one re-attaches to the DGL processes the workers' agents kept running"
+        )
+        ctx.plan.announce(NORMAL, REASON_LAUNCHER_REPLACED, message)
+    return True
 
 
 def end_attempt(ctx: Context, act: Actions, failure: failures.PodFailure) -> Next:

@@ -96,8 +96,8 @@ def _seed_launcher_over_http(seed: dict[str, Any]) -> dict[str, Any]:
         mounts = [m for m in c.get("volumeMounts", []) if m["name"] != "dataset-volume"]
         c["volumeMounts"] = mounts
         for e in c.get("env", []):
-            if e["name"] == "WATCHERMODE":
-                e["value"] = "ready"
+            if e["name"] == "WATCHERMODE" and c["name"] == "watcher-loop-partitioner":
+                e["value"] = "served"  # (Ready, or Succeeded once it served: a re-attach)
     return seed
 
 
@@ -416,7 +416,7 @@ def test_http_transfer_children(seed_job_raw: dict[str, Any]) -> None:
     assert _env(lmain)["DGL_OPERATOR_PARTFILE_PATH"] == "/etc/dgl/partfile"
     watcher = launcher["spec"]["initContainers"][1]
     assert watcher["name"] == "watcher-loop-partitioner"
-    assert _env(watcher)["WATCHERMODE"] == "ready"  # serving, not finished
+    assert _env(watcher)["WATCHERMODE"] == "served"  # serving (or served), not copied
     assert "dataset-volume" not in {v["name"] for v in launcher["spec"]["volumes"]}
     for pod in (part, launcher, *want.workers):
         assert _mounts(pod)["/etc/dgl-transfer"] == "transfer-token", pod["metadata"]["name"]
@@ -435,7 +435,7 @@ def test_a_kubectl_cp_manifest_is_served_over_http(seed_job_raw: dict[str, Any])
     assert kubectl_cp.partitioner is not None
     assert "readinessProbe" in kubectl_cp.partitioner["spec"]["containers"][0]
     watcher = kubectl_cp.launcher["spec"]["initContainers"][1]
-    assert _env(watcher)["WATCHERMODE"] == "ready"
+    assert _env(watcher)["WATCHERMODE"] == "served"
     assert "/dgl_workspace/dataset" not in _mounts(kubectl_cp.launcher)
     assert len(kubectl_cp.transfer) == len(http.transfer) == 1
     assert kubectl_cp.rbac == http.rbac

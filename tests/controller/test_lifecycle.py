@@ -39,6 +39,7 @@ from tests.controller.harness import (
     W0,
     W1,
     Harness,
+    add_nodes,
     bring_up,
     poke,
     seed,
@@ -928,3 +929,55 @@ def test_shutdown_abandons_a_stuck_sync_at_its_deadline_naming_the_job() -> None
     finally:
         stuck.release.set()
         h.factory.join(5)
+
+
+def test_a_launcher_lost_while_training_is_made_again_and_the_attempt_goes_on(
+    h: Harness,
+) -> None:
+    """Issue 58: the launcher pod is deleted while the attempt trains (its dglrun ended at
+    SIGTERM with 143, the pod being deleted; then it is gone). The workers' agents keep the
+    DGL processes, so this is no failure: no restart, a new launcher pod of the same attempt
+    (it re-attaches), a Normal Event once. The twins: a launcher whose dglrun failed on its
+    own fails the job (below); so does a worker deleted while training
+    (test_worker_deleted_while_training_fails_the_job)."""
+    h.create_job(seed())
+    train(h)
+    old = h.pods()[LAUNCH]["metadata"]["uid"]
+    # being deleted (a pod on a node stays until its kubelet confirms): dglrun got SIGTERM
+    # and ended, the kubelet reports the container's end
+    add_nodes(h, "node-1")
+    h.kube.patch(PODS, NS, LAUNCH, {"spec": {"nodeName": "node-1"}})
+    h.kube.delete(PODS, NS, LAUNCH, uid=old)
+    assert h.pods()[LAUNCH]["metadata"].get("deletionTimestamp")
+    h.finish_pod(LAUNCH, exit_code=143)
+    h.settle()
+    assert h.status().get("restartCount", 0) == 0 and h.condition("Failed") is None
+    poke(h)  # (a later sync too: the launcher's end is still no failure)
+    h.settle()
+    assert h.status().get("restartCount", 0) == 0 and h.condition("Failed") is None
+    if h.pods().get(LAUNCH, {}).get("metadata", {}).get("uid") == old:
+        h.kube.delete(PODS, NS, LAUNCH, uid=old, grace_period_seconds=0)  # (gone)
+    wait_for(
+        lambda: LAUNCH in h.pods() and h.pods()[LAUNCH]["metadata"]["uid"] != old,
+        what="a new launcher pod",
+    )
+    new = h.pods()[LAUNCH]
+    assert new["metadata"]["annotations"]["dgl.qihoo.net/restart-attempt"] == "0"
+    assert set(h.pods()) >= {W0, W1}  # (the workers, and their processes, stayed)
+    replaced = [e for e in h.events() if e["reason"] == "LauncherReplaced"]
+    assert len(replaced) == 1 and "re-attaches" in replaced[0]["message"], replaced
+    h.run_pod(LAUNCH, "10.0.0.5")
+    h.finish_pod(LAUNCH, seconds=10)
+    h.wait_condition("Succeeded")
+    assert h.status().get("restartCount", 0) == 0
+
+
+def test_a_launcher_whose_dglrun_failed_while_training_fails_the_job(h: Harness) -> None:
+    """The twin of the replacement above: the same exit, 143, from a launcher pod that is not
+    being deleted (dglrun ended on its own) is a failure, not a replacement."""
+    h.create_job(seed())
+    train(h)
+    h.finish_pod(LAUNCH, exit_code=143)
+    cond = h.wait_condition("Failed")
+    assert cond["reason"] == "LauncherFailed", cond
+    assert not [e for e in h.events() if e["reason"] == "LauncherReplaced"]

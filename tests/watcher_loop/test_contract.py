@@ -54,7 +54,7 @@ def test_config_map_files_parse() -> None:
 
 @pytest.mark.parametrize(
     ("transfer", "partitioner_mode"),
-    [("HTTP", Mode.READY), ("KubectlCp", Mode.READY)],  # (KubectlCp is served as HTTP)
+    [("HTTP", Mode.SERVED), ("KubectlCp", Mode.SERVED)],  # (KubectlCp is served as HTTP)
 )
 def test_watcher_init_containers_configure_watcher_loop(
     transfer: str, partitioner_mode: Mode

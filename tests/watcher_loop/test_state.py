@@ -32,6 +32,14 @@ CASES = [
     (Mode.FINISHED, "Unknown", False, "waiting"),
     (Mode.FINISHED, "Succeeded", False, "done"),
     (Mode.FINISHED, "Failed", False, "failed"),
+    # the partitioner over HTTP: Ready (serving), or Succeeded (it served every worker and
+    # finished: a launcher made again mid-training finds it so); READY's twin above fails it
+    (Mode.SERVED, None, False, "waiting"),
+    (Mode.SERVED, "Pending", False, "waiting"),
+    (Mode.SERVED, "Running", False, "waiting"),
+    (Mode.SERVED, "Running", True, "done"),
+    (Mode.SERVED, "Succeeded", False, "done"),
+    (Mode.SERVED, "Failed", False, "failed"),
 ]
 
 
