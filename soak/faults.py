@@ -99,6 +99,25 @@ def _kill(replica_type: str) -> Inject:
     return inject
 
 
+def delete_launcher(scene: Scene, rng: random.Random) -> Struck | None:
+    """A training job's launcher pod deleted (as an eviction or a drain would): the operator
+    makes it again and it re-attaches to the trainers the workers' agents kept. It strikes no
+    job: a restart (or a failure) of that job is a violation."""
+    training = {
+        f"{j['metadata']['namespace']}/{j['metadata']['name']}"
+        for j in scene.running_jobs()
+        if (j.get("status") or {}).get("phase") == "Training"
+        and (j.get("spec") or {}).get("partitionMode") != "Skip"  # (its launcher trains)
+    }
+    pods = [p for p in scene.job_pods("Launcher") if job_of(p) in training]
+    if not pods:
+        return None
+    pod = rng.choice(sorted(pods, key=lambda p: p["metadata"]["name"]))
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    scene.world.run("delete", "pod", name, "-n", ns, "--wait=false")
+    return Struck(f"deleted launcher pod {ns}/{name} mid-training (it re-attaches)")
+
+
 def kill_leader(scene: Scene, rng: random.Random) -> Struck | None:
     leader = scene.world.leader()
     pods = {p["metadata"]["name"]: p for p in scene.world.operator_pods()}
@@ -234,6 +253,7 @@ FAULTS: dict[str, Inject] = {
     "kill-leader": kill_leader,
     "kill-worker": _kill("Worker"),
     "kill-launcher": _kill("Launcher"),
+    "delete-launcher": delete_launcher,
     "kill-partitioner": _kill("Partitioner"),
     "power-cycle-node": power_cycle,
     "restart-apiserver": apiserver,

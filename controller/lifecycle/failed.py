@@ -46,8 +46,8 @@ def _launcher_replaced(ctx: Context, act: Actions, failure: failures.PodFailure)
     start they run with that process). A launcher whose dglrun failed on its own (not being
     deleted) is a failure as ever; so is any loss when a worker is gone too (a restart)."""
     job, obs = ctx.job, ctx.obs
-    if failure.replica_type != LAUNCHER:
-        return False
+    if failure.replica_type != LAUNCHER or not job.spec.mode.workers:
+        return False  # (Skip mode: the launcher itself trains; nothing runs on to re-attach to)
     launcher = obs.pod(job.launcher_name)
     if launcher is not None and not pod_state.is_terminating(launcher):
         return False
