@@ -63,3 +63,50 @@ def test_training_outlives_an_api_server_restart_and_its_status_catches_up(
         f"control plane: the API server away {away:.0f}s mid-training: no restart, the status "
         f"moved again {caught:.1f}s after its return"
     )
+
+
+def test_a_launcher_deleted_mid_training_is_replaced_and_re_attaches(
+    cluster: Any, namespace: str
+) -> None:
+    """Issue 58: the launcher pod deleted while the example trains (as an eviction or a drain
+    would). The operator makes it again in the same attempt (no restart) and the new dglrun
+    re-attaches to the trainers the workers' agents kept: the job succeeds with restartCount
+    0, and the new launcher's log, which replays the trainers' output from their start, has
+    each epoch once (nothing trained twice). The twin: a launcher whose dglrun fails on its
+    own fails the job (tests/controller/test_lifecycle.py, same attempt, no deletion)."""
+    job = example_job(namespace, "reattach")
+    args = launcher_args(job)
+    args[args.index("--num-epochs") + 1] = "12"
+    apply(cluster, job)
+    wait_epochs(cluster, namespace, "reattach", epochs=2)
+    old = cluster.kubectl(["get", "pod", "reattach-launcher", "-n", namespace])
+    deleted = time.monotonic()
+    cluster.kubectl(
+        ["delete", "pod", "reattach-launcher", "-n", namespace, "--wait=false"], as_dict=False
+    )
+
+    def new_launcher_log() -> str | None:
+        try:
+            pod = cluster.kubectl(["get", "pod", "reattach-launcher", "-n", namespace])
+            if pod["metadata"]["uid"] == old["metadata"]["uid"]:
+                return None
+            log: str = cluster.logs("reattach-launcher", "dgl-graphsage", namespace)
+        except Exception:
+            return None
+        return log if "re-attached" in log else None
+
+    wait_for(new_launcher_log, what="a new launcher that re-attached", timeout=180, interval=1.0)
+    took = time.monotonic() - deleted
+    done = wait_finished(cluster, namespace, "reattach", timeout=600)
+    assert succeeded(done), conditions(done)
+    assert done["status"].get("restartCount", 0) == 0, done["status"]
+    log = cluster.logs("reattach-launcher", "dgl-graphsage", namespace)
+    assert "[3/5] dispatch" not in log, log[-2000:]  # (phases 1-4 were the first launcher's)
+    for epoch in range(12):
+        assert log.count(f"] [rank 0] epoch {epoch} loss ") == 1, (epoch, log[-2000:])
+    events = cluster.kubectl(["get", "events", "-n", namespace])["items"]
+    assert any(e["reason"] == "LauncherReplaced" for e in events), [e["reason"] for e in events]
+    figure(
+        f"control plane: the launcher deleted at epoch 2 of 12: a new one re-attached "
+        f"{took:.0f}s later, no restart, each epoch trained once"
+    )

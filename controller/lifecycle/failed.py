@@ -20,6 +20,8 @@ from podcontract import DGLRUN_STATUS_FIELDS, STATUS_DELIVERY_BYTES
 # A launcher pod lost while its attempt trains (deleted, evicted with its node drained): the
 # workers' agents keep the DGL processes, and the launcher made again re-attaches to them
 REASON_LAUNCHER_REPLACED = "LauncherReplaced"
+RUNNING_PHASES = (conditions.PENDING, conditions.PARTITIONING, conditions.PARTITIONED,
+                  conditions.TRAINING)  # fmt: skip
 
 
 def restart_or_fail(ctx: Context, act: Actions) -> Next:
@@ -48,6 +50,8 @@ def _launcher_replaced(ctx: Context, act: Actions, failure: failures.PodFailure)
     job, obs = ctx.job, ctx.obs
     if failure.replica_type != LAUNCHER or not job.spec.mode.workers:
         return False  # (Skip mode: the launcher itself trains; nothing runs on to re-attach to)
+    if ctx.status.get("phase") not in RUNNING_PHASES:
+        return False  # (the operator stops the attempt itself: a restart, a suspension)
     launcher = obs.pod(job.launcher_name)
     if launcher is not None and not pod_state.is_terminating(launcher):
         return False
