@@ -81,9 +81,13 @@ def test_no_pod_outside_the_job_reaches_its_pods_while_it_runs(
         f"{a}:{pc.DGL_PORT}" for a in service_addresses(cluster, namespace, f"{NAME}-worker")
     ]
     assert sorted(by_service) == sorted(by_ip)
-    own = connect(cluster, namespace, w1, [transfer])
-    assert own == {transfer: "connected"}, "the job's own worker must reach the partitioner"
-    targets = [transfer, *by_ip]
+    # the workers' agents (issue 58) listen from the start: a packet let through connects
+    agents = [f"{w0_ip}:{pc.AGENT_PORT}", f"{w1_ip}:{pc.AGENT_PORT}"]
+    own = connect(cluster, namespace, w1, [transfer, agents[0]])
+    assert own == dict.fromkeys([transfer, agents[0]], "connected"), (
+        f"the job's own worker must reach the partitioner and the agents: {own}"
+    )
+    targets = [transfer, *by_ip, *agents]
     for ns, pod in ((foe_ns, "foe"), (namespace, "neighbour")):
         got = connect(cluster, ns, pod, targets)
         # dropped, not refused: nothing listens on the DGL ports yet, so a packet let through
