@@ -280,6 +280,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.options",
     },
     "launcher.runs": {
+        "launcher.errors",  # (Terminated: SIGTERM, which phase 5 also tells apart)
         "launcher.programs",
         "launcher.plans.memory",
         "launcher.workers",
@@ -293,6 +294,7 @@ LAUNCHER_IMPORTS: dict[str, set[str]] = {
         "launcher.phases",
     },
     "launcher.cli": {
+        "launcher.errors",
         "launcher.programs",
         "launcher.workers",
         "launcher.options",

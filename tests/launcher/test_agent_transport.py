@@ -23,8 +23,8 @@ from launcher.checksums import manifest
 from launcher.workers.agent import LOST_EXIT, AgentTransport
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import WorkerTransportError
+from tests.support.agents import RunningAgent, python_env
 from tests.support.waiting import wait_for
-from tests.workeragent.helpers import RunningAgent, python_env
 
 
 @pytest.fixture

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from controller.api import DGLJOBS
-from kubeclient import PERSISTENTVOLUMECLAIMS, PODS, Obj, RestClient
+from kubeclient import CONFIGMAPS, PERSISTENTVOLUMECLAIMS, PODS, Obj, RestClient
 from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess
+from podcontract import report
 from tests.prometheus.promql import (
     dashboard_queries,
     load_dashboard,
@@ -187,12 +188,20 @@ def test_operator_metrics_rules_and_dashboard_in_prometheus(
     eventually(lambda: prom.value(f'up{{job="{SCRAPE_JOB}"}}') == 1, "the operator target up")
 
     # One job succeeds, one fails after a restart, one stays pending.
-    ok = Job(api, ns, "dgl-ok", 201, partitionTransfer="KubectlCp").create()
+    ok = Job(api, ns, "dgl-ok", 201).create()
     failing = Job(api, ns, "dgl-fail", 202, runPolicy={"backoffLimit": 1}).create()
     idle = Job(api, ns, "dgl-idle", 203).create()
     for job in (ok, failing, idle):
         job.wait_condition("Created")
 
+    # dglrun in ok's partitioner: partitioned in 12 s (its report; the operator copies it)
+    wait_for(
+        lambda: api.get(CONFIGMAPS, ns, report.report_name("dgl-ok")) is not None,
+        what="dgl-ok's report ConfigMap",
+        timeout=LIVE_TIMEOUT,
+    )
+    doc = report.document(0, {"progress": "2/5 deliver", "partitionSeconds": 12}, [])
+    api.patch(CONFIGMAPS, ns, report.report_name("dgl-ok"), {"data": {"partitioner": doc}})
     ok.train()
     ok.kubelet.finish(ok.launcher, seconds=30)
     ok.wait_condition("Succeeded")

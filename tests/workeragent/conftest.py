@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workeragent.helpers import RunningAgent, StartAgent
+from tests.support.agents import RunningAgent, StartAgent
 
 
 @pytest.fixture

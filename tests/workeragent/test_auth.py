@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import podcontract as pc
+from tests.support.agents import TOKEN, RunningAgent, StartAgent
 from tests.support.waiting import wait_for
-from tests.workeragent.helpers import TOKEN, RunningAgent, StartAgent
 from workeragent.client import AgentClient, AgentRefused
 from workeragent.server import MAX_CONNECTIONS
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.workeragent.helpers import TOKEN, RunningAgent, wait_ended
+from tests.support.agents import TOKEN, RunningAgent, wait_ended
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

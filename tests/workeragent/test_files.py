@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workeragent.helpers import RunningAgent
+from tests.support.agents import RunningAgent
 from workeragent.client import AgentError, AgentRefused, RemoteStat
 
 

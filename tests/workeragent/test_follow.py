@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.agents import TOKEN, RunningAgent, TcpProxy, gated
 from tests.support.waiting import wait_for
-from tests.workeragent.helpers import TOKEN, RunningAgent, TcpProxy, gated
 from workeragent.client import AgentAddress, AgentClient, AgentUnreachable
 
 

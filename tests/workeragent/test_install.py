@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import podcontract as pc
-from tests.workeragent.helpers import RunningAgent, python_env
+from tests.support.agents import RunningAgent, python_env
 
 
 def _install(folder: Path) -> Path:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.agents import RunningAgent, StartAgent, TcpProxy, alive, gated, wait_ended
 from tests.support.waiting import wait_for
-from tests.workeragent.helpers import RunningAgent, StartAgent, TcpProxy, alive, gated, wait_ended
 from workeragent.client import AgentAddress, AgentClient, AgentError, AgentUnreachable
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.agents import python_env
 from tests.support.waiting import wait_for
-from tests.workeragent.helpers import python_env
 from workeragent.procs import (
     InvalidProcRequest,
     OutputRing,

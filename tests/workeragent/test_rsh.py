@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.agents import RunningAgent, python_env
 from tests.support.waiting import wait_for
-from tests.workeragent.helpers import RunningAgent, python_env
 
 RSH = [sys.executable, "-m", "workeragent.rsh"]
 

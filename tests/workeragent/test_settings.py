@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import podcontract as pc
-from tests.workeragent.helpers import python_env
+from tests.support.agents import python_env
 from workeragent.settings import AgentSettings, parse
 
 
