@@ -98,15 +98,12 @@ def creation_time(obj: Obj) -> float | None:
 
 def pod_started(pod: Obj) -> bool:
     """The pod got past scheduling and container creation: it runs (or ran), or one of its
-    init containers does (the launcher waits for its peers in one, for as long as that
-    takes)."""
+    init containers runs (the launcher waits for its peers in one, for as long as that
+    takes). An init container that has ended is not enough: every worker's first one (the
+    agent's install) ends at once, and its main container may still wait for its image."""
     if pod_phase(pod) != "Pending":
         return True
-    for cs in ob.container_statuses(pod, init=True):
-        state = ob.state(cs)
-        if "running" in state or "terminated" in state:
-            return True
-    return False
+    return any("running" in ob.state(cs) for cs in ob.container_statuses(pod, init=True))
 
 
 def node_name(pod: Obj) -> str:

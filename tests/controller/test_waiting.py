@@ -149,6 +149,14 @@ def test_started_pods() -> None:
     assert pod_state.pod_started(in_init), "the launcher waiting for its peers in an init container"
     done = pod(PART, "Succeeded")
     assert pod_state.pod_started(done)
+    # a worker whose agent install ended, its main container still pulling a missing image:
+    # not started (the scheduleTimeoutSeconds fails it); the twin above, one running, is
+    installed = pod(
+        W0,
+        initContainerStatuses=[{"name": "dgl-agent-install", "state": {"terminated": {}}}],
+        containerStatuses=[{"name": "m", "state": {"waiting": {"reason": "ErrImagePull"}}}],
+    )
+    assert not pod_state.pod_started(installed)
     obs = observe(running(W0), unschedulable(W1), in_init)
     assert [p["metadata"]["name"] for p in waiting.not_started(obs)] == [W1]
 
