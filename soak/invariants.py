@@ -164,13 +164,10 @@ def outcome(at: float, job: JobRecord) -> list[Violation]:
     through their agents, not through the API server)."""
     where = f"{job.namespace}/{job.name} ({job.kind})"
     restarted = []
-    if len(job.attempts) > 1 and not job.faults:
+    restarts = int(job.last_status.get("restartCount") or 0)  # (a preemption is no restart)
+    if restarts and not job.faults:
         restarted.append(
-            Violation(
-                at,
-                "restarted though no fault struck it",
-                f"{where}: {len(job.attempts)} attempts",
-            )
+            Violation(at, "restarted though no fault struck it", f"{where}: {restarts} restarts")
         )
     if job.outcome in ("Succeeded", "Deleted"):
         return restarted

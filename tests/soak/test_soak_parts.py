@@ -137,10 +137,16 @@ def test_only_a_fault_that_struck_a_job_restarts_it() -> None:
     """An API server restart strikes no job (issue 58): a job that took a second attempt
     though no fault struck it is a violation; the twin, struck, is not."""
     twice = [inv.Attempt("a", done=2), inv.Attempt("b", done=4, resumed_at=2)]
-    unstruck = record(outcome="Succeeded", attempts=list(twice))
+    restarted = {"restartCount": 1}
+    unstruck = record(outcome="Succeeded", attempts=list(twice), last_status=restarted)
     assert [v.rule for v in inv.outcome(1.0, unstruck)] == ["restarted though no fault struck it"]
-    struck = record(outcome="Succeeded", attempts=list(twice), faults=["killed pod j-worker-0"])
+    struck = record(
+        outcome="Succeeded", attempts=list(twice), last_status=restarted, faults=["killed pod"]
+    )
     assert inv.outcome(1.0, struck) == []
+    # Kueue's preemption makes a second attempt without a restart: not a violation
+    preempted = record(outcome="Succeeded", attempts=list(twice), last_status={"restartCount": 0})
+    assert inv.outcome(1.0, preempted) == []
 
 
 def test_a_resumed_job_trains_no_epoch_twice_and_keeps_its_accuracy() -> None:
