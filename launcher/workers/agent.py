@@ -40,6 +40,7 @@ from launcher.workers.transport import (
     stop_all,
 )
 from workeragent import rsh as agent_rsh
+from workeragent import settings as agent_settings
 from workeragent.client import (
     AgentAddress,
     AgentClient,
@@ -62,16 +63,14 @@ LOST_EXIT = 255  # a process whose agent could no longer be reached (its own cod
 
 
 def read_token(path: str) -> str:
-    """The job's token (the operator mounts its Secret); a clear error naming the file."""
+    """The job's token (the operator mounts its Secret), read as the agents and mpirun's
+    remote shell read it; a clear error naming the file."""
     try:
-        token = Path(path).read_text().strip()
-    except OSError as e:
+        return agent_settings.read_token(path)
+    except agent_settings.TokenFileError as e:
         raise WorkerTransportError(
-            f"cannot read the job's token {path}: {e.strerror} (the workers' agents ask it)"
+            f"cannot read the job's token ({e}; the workers' agents ask it)"
         ) from e
-    if not token:
-        raise WorkerTransportError(f"the job's token {path} is empty")
-    return token
 
 
 class _Lines:
@@ -227,13 +226,18 @@ class AgentTransport:
                 raise WorkerTransportError(f"{what}: no time left in the phase")
         return left
 
-    def client(self, worker: Host, timeout: float | None = None) -> AgentClient:
-        """A client of the worker's agent; ``timeout``: a call's own limit (a run's)."""
+    def client(
+        self, worker: Host, timeout: float | None = None, unreachable_after: float | None = None
+    ) -> AgentClient:
+        """A client of the worker's agent; ``timeout``: a call's own limit (a run's), within
+        ``request_timeout``; ``unreachable_after``: by default the transport's."""
         return AgentClient(
             AgentAddress(worker.name, worker.ip, self.agent_port),
             self._token,
             timeout=min(timeout or self.request_timeout, self.request_timeout),
-            unreachable_after=self.unreachable_after,
+            unreachable_after=(
+                self.unreachable_after if unreachable_after is None else unreachable_after
+            ),
         )
 
     def _bounded(
@@ -248,12 +252,7 @@ class AgentTransport:
         not after ``unreachable_after``. An AgentError is a WorkerTransportError naming
         ``what``, which says when the phase's time ran out."""
         left = self._left(what, timeout)
-        client = AgentClient(
-            AgentAddress(worker.name, worker.ip, self.agent_port),
-            self._token,
-            timeout=min(left, self.request_timeout),
-            unreachable_after=min(left, self.unreachable_after),
-        )
+        client = self.client(worker, left, min(left, self.unreachable_after))
         try:
             return call(client)
         except AgentError as e:
