@@ -118,7 +118,7 @@ CHECK_TESTS := tests/clock tests/workqueue tests/kubeclient tests/informers test
 	tests/podprogram tests/watcher_loop tests/kubectl_download tests/distpart tests/test_layering.py \
 	tests/test_packages.py tests/test_pod_contract.py tests/test_fakekube.py tests/test_prereqs.py \
 	tests/test_support_waiting.py tests/localcluster/test_stuck.py tests/localcluster/test_node_layout.py \
-	tests/localcluster/test_kubectl.py \
+	tests/localcluster/test_kubectl.py tests/localcluster/test_ports.py \
 	tests/test_demo_large.py tests/client tests/outofcore tests/test_bench.py tests/test_class_names.py tests/docs \
 	tests/soak tests/test_flake_hunt.py tests/workeragent
 check-tests: venv

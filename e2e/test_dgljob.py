@@ -26,7 +26,7 @@ from e2e.helpers import (
     wait_epochs,
     wait_finished,
 )
-from localcluster.cluster import free_port
+from localcluster.ports import free_port
 from soak.kinds import skip_mode
 from tests.support.waiting import wait_for
 

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -29,6 +28,8 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from localcluster.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("DGL_OPERATOR_CACHE", Path.home() / ".cache" / "dgl-operator"))
@@ -45,12 +46,6 @@ CONTROLLERS = (
 
 class ClusterError(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def k8s_binaries(*components: str) -> Path:

@@ -16,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from localcluster.cluster import free_port
+from localcluster.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 

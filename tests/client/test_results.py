@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import socket
 import subprocess
 import sys
 import tarfile
@@ -21,12 +20,7 @@ import pytest
 from dgl_operator.client import NoResults, ResultsCopyFailed
 from dgl_operator.client import results as r
 from kubeclient import ApiError
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from localcluster.ports import free_port
 
 
 def run_folder(root: Path) -> Path:

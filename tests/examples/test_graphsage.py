@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from localcluster.cluster import free_port
+from localcluster.ports import free_port
 from tests.examples.helpers import (
     BATCH,
     DATASET,

@@ -9,7 +9,6 @@ the reason.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from localcluster.ports import free_port
 from tests.images.containerd import PREFIX, Containerd, sweep_stale
 from tests.images.helpers import (
     REGISTRY_TOOLS,
@@ -139,9 +139,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if missing:
         unavailable(f"missing {', '.join(missing)} (hack/tools.sh {' '.join(REGISTRY_TOOLS)})")
     folder = tmp_path_factory.mktemp("registry")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{s.getsockname()[1]}"
+    address = f"127.0.0.1:{free_port()}"
     config = folder / "config.yml"
     config.write_text(
         "version: 0.1\n"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +34,7 @@ from kubeclient import (
 )
 from kubeclient.auth import INTERVAL as AUTH_INTERVAL
 from kubeclient.auth import AuthHeaders
+from localcluster.ports import free_port
 from tests.fakekube import status_body
 from tests.support.waiting import wait_for
 
@@ -506,10 +506,7 @@ def test_empty_error_body(server: FakeApiServer, client: RestClient) -> None:
 
 
 def test_connection_refused_is_transport_error(observed: Observed) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    # the port is closed now: nothing listens there
+    port = free_port()  # nothing listens there
     client = make_client(f"http://127.0.0.1:{port}", observed)
     with pytest.raises(TransportError):
         client.get(PODS, "team", "x")

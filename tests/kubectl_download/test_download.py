@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import stat
 import time
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kubectl_download.__main__ import main
+from localcluster.ports import free_port
 from tests.kubectl_download.helpers import FAKE_KUBECTL, GIT_VERSION, Server, sha256
 
 Capture = pytest.CaptureFixture[str]
@@ -205,9 +205,7 @@ def test_all_retries_exhausted(
 def test_connection_refused_is_retried(
     target_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: Capture
 ) -> None:
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nothing listens there
     url = f"http://127.0.0.1:{port}/kubectl"
     download_env(monkeypatch, url, sha256(FAKE_KUBECTL))
     monkeypatch.setenv("KUBECTL_RETRIES", "1")

@@ -21,13 +21,13 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.workers.hostfile import parse_hostfile
+from localcluster.ports import free_port
 from tests.launcher.helpers import FIXTURES, fake_partition
 from tests.support.paths import REPO
 from tests.support.waiting import wait_for
@@ -38,12 +38,6 @@ SERVING = "dgl-agent: serving on "
 # a pod's agent in its own mount namespace, the pod's folder over the workspace:
 # sh -c SCRIPT <pod folder> <workspace> <agent argv...>
 IN_POD = 'mount --bind "$0" "$1" && cd "$1" && shift && exec "$@"'
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

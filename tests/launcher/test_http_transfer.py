@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from launcher.checksums import manifest
-from tests.launcher.fake_cluster import Cluster, free_port, launcher_args, progress_log
+from localcluster.ports import free_port
+from tests.launcher.fake_cluster import Cluster, launcher_args, progress_log
 from tests.launcher.helpers import FIXTURES
 from tests.support.paths import REPO
 

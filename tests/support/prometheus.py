@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 
 from kubeclient import Obj
-from localcluster.cluster import free_port
 from localcluster.operator_process import stop_process
+from localcluster.ports import free_port
 from tests.support.paths import RULES
 from tests.support.waiting import wait_for
 
