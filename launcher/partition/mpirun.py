@@ -109,6 +109,12 @@ _PROCESS_NAME = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _NOT_STARTED = ("ORTE was unable to reliably start", "ORTE does not know how to route")
 
 
+def rank_failed(line: str) -> bool:
+    """Whether mpirun's output ``line`` says an MPI rank ended badly (its wrapper's line, or
+    mpirun's own notice of a signal): mpirun should then stop the rest and end itself."""
+    return bool(RANK_END_RE.search(line) or _NOTICED.search(line))
+
+
 def _where(rank: int, hosts: Sequence[str]) -> str:
     return f"MPI rank {rank}" + (f" on {hosts[rank]}" if rank < len(hosts) else "")
 

@@ -28,6 +28,7 @@ import secrets
 import shlex
 import subprocess
 import tempfile
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +42,7 @@ from launcher.partition.output import WORKLOAD
 from launcher.partition.request import PartitionRequest
 from launcher.plans.memory import GraphSize
 from launcher.workers.hostfile import Host
+from launcher.workers.remote import RANK_START_RE
 from launcher.workers.transport import (
     LineSink,
     PopenProc,
@@ -57,6 +59,10 @@ STATS_PREFIX = "distpart-stats "
 # a worker pod has init containers: the original's remote shell; workeragent.rsh says neither)
 TRANSPORT_NOISE = ("+ ", "Defaulted container ")
 CHECK_TIMEOUT = 600.0  # seconds to verify one worker's chunk files
+# Open MPI can wait forever: for a daemon that never calls back (its rank never starts), and
+# in its teardown after a rank's failure. dglrun gives up on mpirun after these (seconds):
+RANK_START_TIMEOUT = 120.0  # from mpirun's start to every rank's wrapper saying it started
+RANK_FAILURE_GRACE = 20.0  # from a rank's failure to mpirun's end
 # what every rank needs whatever its image sets (ogb's PyPI check, DGL's backend)
 RANK_ENV = {"OUTDATED_IGNORE": "1", "DGLBACKEND": "pytorch", "PYTHONUNBUFFERED": "1"}
 # mpirun's own environment: pods have no SHELL, and mpirun warns when it cannot tell its shell
@@ -80,22 +86,27 @@ def run_mpirun(
     hosts: list[str],
     cleanup: Callable[[], None],
 ) -> None:
-    """Run mpirun to its end; on failure (or SIGTERM, or the timeout) stop it, then
-    ``cleanup`` (kill every rank's session), and raise one line saying why."""
+    """Run mpirun to its end; on failure (or SIGTERM, or the timeout, or ranks that never
+    start, or an end that never comes after a rank's failure) stop it, then ``cleanup``
+    (kill every rank's session), and raise one line saying why. ``hosts[i]``: rank i's."""
     lines: deque[str] = deque(maxlen=500)
+    watch = _Watch(hosts)
 
     def sink(label: str, text: str) -> None:
         if text.startswith(STATS_PREFIX):
             with contextlib.suppress(ValueError):
                 report.partition = json.loads(text[len(STATS_PREFIX) :])
             return
+        if watch.hear(text):
+            return
         lines.append(text)
         if not text.startswith(TRANSPORT_NOISE):  # kept for the failure line, not shown
             console.line(label, text)
 
     proc = start(sink)
+    deadline = time.monotonic() + timeout if timeout else None
     try:
-        code = proc.wait(timeout or None)
+        code = watch.wait(proc, deadline)
     except subprocess.TimeoutExpired:
         proc.stop()
         cleanup()
@@ -107,7 +118,66 @@ def run_mpirun(
     if code != 0:
         proc.stop()
         cleanup()
-        raise PhaseError(f"{mpirun.failure(list(lines), code, hosts)}; stopped every MPI rank")
+        # (a str: dglrun gave up on mpirun, saying why)
+        why = code if isinstance(code, str) else mpirun.failure(list(lines), code, hosts)
+        raise PhaseError(f"{why}; stopped every MPI rank")
+
+
+@dataclasses.dataclass
+class _Watch:
+    """What mpirun's output tells of its ranks, and when dglrun stops waiting for it: when a
+    rank has not started :data:`RANK_START_TIMEOUT` seconds in, or mpirun has not ended
+    :data:`RANK_FAILURE_GRACE` seconds after a rank failed. Open MPI waits forever in both
+    (a daemon that never calls back; its teardown, seen once)."""
+
+    hosts: list[str]
+    began: float = dataclasses.field(default_factory=time.monotonic)
+    started: set[int] = dataclasses.field(default_factory=set)
+    failed: list[str] = dataclasses.field(default_factory=list)  # lines, from the first
+    failed_at: float | None = None
+
+    def hear(self, line: str) -> bool:
+        """Note ``line``; True for a line of dglrun's own, not to show."""
+        m = RANK_START_RE.search(line.strip())
+        if m:
+            self.started.add(int(m.group(1)))
+            return True
+        if self.failed_at is None and mpirun.rank_failed(line):
+            self.failed_at = time.monotonic()
+        if self.failed_at is not None:
+            self.failed.append(line)
+        return False
+
+    def overdue(self, now: float) -> str | None:
+        """Why dglrun stops waiting for mpirun now; None while it waits on."""
+        if self.failed_at is not None and now >= self.failed_at + RANK_FAILURE_GRACE:
+            return (
+                f"{mpirun.failure(self.failed, 1, self.hosts)}; mpirun had not ended "
+                f"{RANK_FAILURE_GRACE:.0f}s later"
+            )
+        missing = sorted({h for i, h in enumerate(self.hosts) if i not in self.started})
+        if missing and now >= self.began + RANK_START_TIMEOUT:
+            return (
+                f"no MPI rank started on {', '.join(missing)} within {RANK_START_TIMEOUT:.0f}s "
+                "(mpirun's daemon there did not start, or did not call back)"
+            )
+        return None
+
+    def wait(self, proc: Proc, deadline: float | None) -> int | str:
+        """mpirun's exit code, or why it was given up on (:meth:`overdue`);
+        :class:`subprocess.TimeoutExpired` at ``deadline``."""
+        while True:
+            now = time.monotonic()
+            step = 1.0 if deadline is None else min(1.0, deadline - now)
+            try:
+                return proc.wait(max(0.01, step))
+            except subprocess.TimeoutExpired:
+                now = time.monotonic()
+                why = self.overdue(now)
+                if why is not None:
+                    return why
+                if deadline is not None and now >= deadline:
+                    raise
 
 
 def _summary(console: Console, report: Report) -> None:

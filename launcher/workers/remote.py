@@ -55,6 +55,10 @@ PEAK_RE = re.compile(r"^launcher\.remote: peak memory ([0-9.]+) MiB$")
 # How an MPI rank's command ended, when not with 0: mpirun's own report of it is not always
 # printed (it may exit 255 with none), so dglrun names the rank from this line as well.
 RANK_END_LINE = "launcher.remote: MPI rank {rank} {how}"
+# said as a rank's command starts: dglrun knows which ranks mpirun's daemons did start (a
+# daemon that never calls back leaves mpirun waiting for it forever)
+RANK_START_LINE = "launcher.remote: MPI rank {rank} started"
+RANK_START_RE = re.compile(r"launcher\.remote: MPI rank (\d+) started$")
 RANK_END_RE = re.compile(
     r"launcher\.remote: MPI rank (\d+) (exited with code \d+|was killed by \w+)"
 )
@@ -88,6 +92,9 @@ def _run(pidfile: Path, cmd: list[str], keep_session: bool = False) -> int:
         print(f"launcher.remote run: cannot start {cmd[0]}: {e.strerror}", file=sys.stderr)
         return 127
     pidfile.write_text(str(proc.pid))
+    rank = os.environ.get(RANK_ENV)
+    if rank is not None:
+        print(RANK_START_LINE.format(rank=rank), file=sys.stderr, flush=True)
 
     def forward(signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -110,7 +117,6 @@ def _run(pidfile: Path, cmd: list[str], keep_session: bool = False) -> int:
             pidfile.unlink()
     if watch.killed(code):
         print(oom.line(), file=sys.stderr, flush=True)
-    rank = os.environ.get(RANK_ENV)
     if rank is not None and code != 0:
         how = f"was killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
         print(RANK_END_LINE.format(rank=rank, how=how), file=sys.stderr, flush=True)

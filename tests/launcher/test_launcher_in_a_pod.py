@@ -89,13 +89,13 @@ def test_delivery_gives_up_with_a_clear_message(cluster: Cluster) -> None:
     proc = dglrun(
         *partitioner_args(cluster),
         "--deliver-timeout",
-        "1",
+        "3",  # (each `kubectl get` gets what is left of it: 1 s was too short on a busy machine)
         env={**cluster.env, "DGL_OPERATOR_PHASE_ENV": "Partitioner"},
     )
     assert proc.returncode == 1
     assert (
         "deliver failed: container watcher-loop-partitioner of pod job-launcher is not "
-        "running after 1s (last state: terminated)"
+        "running after 3s (last state: terminated)"
     ) in proc.stdout
 
 
@@ -371,6 +371,8 @@ def test_a_rank_killed_in_its_pod_fails_the_partition_and_stops_every_rank(
     )
     lines: list[str] = []
     killed = None
+    watchdog = threading.Timer(240, proc.kill)  # (a launcher that hangs fails the test)
+    watchdog.start()
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -384,13 +386,16 @@ def test_a_rank_killed_in_its_pod_fails_the_partition_and_stops_every_rank(
                 os.kill(int(killed.split()[1]), signal.SIGKILL)
         code = proc.wait(timeout=120)
     finally:
+        watchdog.cancel()
         if proc.poll() is None:
             proc.kill()
     assert killed is not None, "".join(lines)[-3000:]
     assert code == 1, "".join(lines)[-3000:]
-    assert lines[-1].strip() == (
-        "dglrun: error: partition failed: MPI rank 1 on job-worker-1 was killed by SIGKILL "
-        "(exit code 137); stopped every MPI rank"
+    # mpirun's own report, or (Open MPI's teardown hanging, as it once did here) dglrun's
+    assert re.fullmatch(
+        r"dglrun: error: partition failed: MPI rank 1 on job-worker-1 was killed by SIGKILL"
+        r"( \(exit code 137\)|; mpirun had not ended \d+s later); stopped every MPI rank",
+        lines[-1].strip(),
     ), "".join(lines)[-3000:]
     cluster.assert_pods_empty()
     assert cluster.worker_calls() == []
