@@ -64,6 +64,10 @@ MOUNT = "/results"
 SOURCE_FILE = "dglctl-source.json"
 # the kubelet's waiting reasons that are no problem
 STARTING = ("ContainerCreating", "PodInitializing")
+# nor is a CreateContainerConfigError saying this: the Secret made just before the pod is not
+# yet in the kubelet's cache, which it retries ("failed to sync secret cache: timed out
+# waiting for the condition", seen once in CI); a Secret or key missing is said otherwise
+CACHE_NOT_SYNCED = "failed to sync "
 PARTS = ("output", "logs")  # the run folder's parts copied (output's files go to the top)
 
 SERVER = r"""
@@ -276,11 +280,19 @@ def _why_not_started(pod: dict[str, Any]) -> str | None:
                 said = f": {term['message']}" if term.get("message") else ""
                 return f"it exited {term.get('exitCode')} ({term.get('reason') or 'Error'}){said}"
         return f"it ended {st.get('phase')}: {st.get('reason') or ''} {st.get('message') or ''}"
-    for cs in st.get("containerStatuses") or []:
-        waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") not in (None, *STARTING):  # (ErrImagePull, ...: a problem)
-            return f"{waiting['reason']}: {waiting.get('message') or ''}".strip()
+    reason, message = _waiting(pod)
+    if reason and reason not in STARTING and not message.startswith(CACHE_NOT_SYNCED):
+        return f"{reason}: {message}".strip()  # (ErrImagePull, ...: a problem)
     return None
+
+
+def _waiting(pod: dict[str, Any]) -> tuple[str, str]:
+    """Why the kubelet says the reader's container waits: (reason, message); ("", "")."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason"):
+            return str(waiting["reason"]), str(waiting.get("message") or "")
+    return "", ""
 
 
 def _ready(pod: dict[str, Any]) -> bool:
@@ -396,9 +408,11 @@ def copy(
                     f"{src.claim}) cannot serve the results: {why}"
                 )
             if time.monotonic() > deadline:
+                reason, message = _waiting(pod)
+                state = f"{reason}: {message}".strip() if reason else f"phase {_phase(pod)}"
                 raise ResultsCopyFailed(
                     f"the reader pod {src.namespace}/{name} did not start within "
-                    f"{start_timeout:.0f}s ({_scheduling(pod) or 'phase ' + _phase(pod)})"
+                    f"{start_timeout:.0f}s ({_scheduling(pod) or state})"
                 )
             time.sleep(0.5)
         target = f"{name}:{PORT}"

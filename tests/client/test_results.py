@@ -183,19 +183,21 @@ def test_a_destination_with_files_is_not_touched(tmp_path: Path) -> None:
 
 
 class RecordingApi:
-    """The calls :func:`results.copy` makes, in order; the reader pod never starts (its image
-    cannot be pulled), so the copy fails after it made everything."""
+    """The calls :func:`results.copy` makes, in order; the reader pod never starts (by
+    default its image cannot be pulled), so the copy fails after it made everything."""
 
-    def __init__(self) -> None:
+    def __init__(self, reason: str = "ErrImagePull", message: str = "no such image") -> None:
         self.calls: list[tuple[str, str, str, Any]] = []
+        self.waiting = {"reason": reason, "message": message}
+        self.gets = 0
 
     def create(self, res: Any, namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(("create", res.kind, obj["metadata"]["name"], obj))
         return obj
 
     def get(self, res: Any, namespace: str, name: str) -> dict[str, Any]:
-        waiting = {"reason": "ErrImagePull", "message": "no such image"}
-        return {"status": {"containerStatuses": [{"state": {"waiting": waiting}}]}}
+        self.gets += 1
+        return {"status": {"containerStatuses": [{"state": {"waiting": self.waiting}}]}}
 
     def delete(self, res: Any, namespace: str, name: str, **kw: Any) -> None:
         self.calls.append(("delete", res.kind, name, None))
@@ -230,6 +232,31 @@ def test_the_copys_token_reaches_the_reader_by_its_secret_deleted_with_the_pod(
     assert token in json.dumps(secret)  # the twin: the search finds the token where it is
     assert token not in json.dumps(pod)
     assert pod["spec"]["automountServiceAccountToken"] is False
+
+
+def test_the_kubelet_not_yet_holding_the_readers_secret_is_waited_out_a_missing_key_is_not(
+    tmp_path: Path,
+) -> None:
+    """The Secret is made just before the pod: the kubelet may say CreateContainerConfigError
+    ("failed to sync secret cache", seen once in CI) until its cache has it, and retries. That
+    is waited for (to the start timeout, then named); a key or Secret missing fails at once."""
+    src = r.source_of(
+        job(spec={"storage": {"claimName": "c"}}, status={"results": "c:/team/runs/j-1/output"})
+    )
+    syncing = RecordingApi(
+        "CreateContainerConfigError", "failed to sync secret cache: timed out waiting for the "
+        "condition",
+    )  # fmt: skip
+    with pytest.raises(ResultsCopyFailed) as info:
+        r.copy(syncing, src, tmp_path / "a", start_timeout=1.2)  # type: ignore[arg-type]
+    assert "did not start within 1s (CreateContainerConfigError: failed to sync secret" in str(
+        info.value
+    )
+    assert syncing.gets >= 2  # (asked again: waited)
+    missing = RecordingApi("CreateContainerConfigError", "couldn't find key token in Secret")
+    with pytest.raises(ResultsCopyFailed, match="cannot serve the results: CreateContainerConfig"):
+        r.copy(missing, src, tmp_path / "b", start_timeout=60)  # type: ignore[arg-type]
+    assert missing.gets == 1  # (at once)
 
 
 def test_a_copy_that_may_not_make_the_secret_says_so_and_makes_no_pod(tmp_path: Path) -> None:
