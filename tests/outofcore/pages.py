@@ -1,5 +1,5 @@
-"""What the out-of-core tests share: a file's pages out of the page cache, and the bytes this
-process has had read from storage.
+"""What the out-of-core tests share: a file's pages out of the page cache, the bytes a thread
+has had read from storage, and pages locked in memory.
 
 Why the second and not "the pages are in the page cache now": the kernel evicts freshly read,
 unmapped pages first whenever memory runs short anywhere on the machine (another process
