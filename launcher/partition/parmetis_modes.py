@@ -89,7 +89,6 @@ def run_mpirun(
     """Run mpirun to its end; on failure (or SIGTERM, or the timeout, or ranks that never
     start, or an end that never comes after a rank's failure) stop it, then ``cleanup``
     (kill every rank's session), and raise one line saying why. ``hosts[i]``: rank i's."""
-    lines: deque[str] = deque(maxlen=500)
     watch = _Watch(hosts)
 
     def sink(label: str, text: str) -> None:
@@ -99,7 +98,6 @@ def run_mpirun(
             return
         if watch.hear(text):
             return
-        lines.append(text)
         if not text.startswith(TRANSPORT_NOISE):  # kept for the failure line, not shown
             console.line(label, text)
 
@@ -119,7 +117,7 @@ def run_mpirun(
         proc.stop()
         cleanup()
         # (a str: dglrun gave up on mpirun, saying why)
-        why = code if isinstance(code, str) else mpirun.failure(list(lines), code, hosts)
+        why = code if isinstance(code, str) else mpirun.failure(list(watch.lines), code, hosts)
         raise PhaseError(f"{why}; stopped every MPI rank")
 
 
@@ -133,26 +131,26 @@ class _Watch:
     hosts: list[str]
     began: float = dataclasses.field(default_factory=time.monotonic)
     started: set[int] = dataclasses.field(default_factory=set)
-    failed: list[str] = dataclasses.field(default_factory=list)  # lines, from the first
     failed_at: float | None = None
+    lines: deque[str] = dataclasses.field(default_factory=lambda: deque(maxlen=500))
 
     def hear(self, line: str) -> bool:
-        """Note ``line``; True for a line of dglrun's own, not to show."""
+        """Note ``line`` (kept for the failure line); True for a line of dglrun's own, not
+        to show."""
         m = RANK_START_RE.search(line.strip())
         if m:
             self.started.add(int(m.group(1)))
             return True
+        self.lines.append(line)
         if self.failed_at is None and mpirun.rank_failed(line):
             self.failed_at = time.monotonic()
-        if self.failed_at is not None:
-            self.failed.append(line)
         return False
 
     def overdue(self, now: float) -> str | None:
         """Why dglrun stops waiting for mpirun now; None while it waits on."""
         if self.failed_at is not None and now >= self.failed_at + RANK_FAILURE_GRACE:
             return (
-                f"{mpirun.failure(self.failed, 1, self.hosts)}; mpirun had not ended "
+                f"{mpirun.failure(list(self.lines), 1, self.hosts)}; mpirun had not ended "
                 f"{RANK_FAILURE_GRACE:.0f}s later"
             )
         missing = sorted({h for i, h in enumerate(self.hosts) if i not in self.started})
