@@ -76,6 +76,20 @@ class Scene:
 Inject = Callable[[Scene, random.Random], Struck | None]  # None: nothing to strike now
 
 
+def struck_while_away(pods: list[Obj], away: dict[str, str]) -> dict[str, str]:
+    """The jobs a node's fault struck after it struck: ``away`` maps each node powered off
+    or drained now to its fault; a job's live pod bound to one (placed there after the fault
+    listed the node's jobs, as the scheduler does until the node is seen NotReady) is struck
+    by that fault. Returns "<namespace>/<name>" -> the fault."""
+    return {
+        job_of(p): away[p["spec"]["nodeName"]]
+        for p in pods
+        if live(p)
+        and p["spec"].get("nodeName") in away
+        and JOB_LABEL in (p["metadata"].get("labels") or {})
+    }
+
+
 def job_of(pod: Obj) -> str:
     return f"{pod['metadata']['namespace']}/{pod['metadata']['labels'][JOB_LABEL]}"
 
@@ -136,6 +150,10 @@ def _spare(scene: Scene, rng: random.Random) -> str | None:
     return rng.choice(scene.nodes)
 
 
+def _naming(jobs: set[str]) -> str:
+    return f": jobs {', '.join(sorted(jobs))} ran there" if jobs else ": no job ran there"
+
+
 def power_cycle(scene: Scene, rng: random.Random) -> Struck | None:
     node = _spare(scene, rng)
     if node is None:
@@ -148,7 +166,9 @@ def power_cycle(scene: Scene, rng: random.Random) -> Struck | None:
         start_node(scene.world.dir, node)
         return f"node {node} powered on again"
 
-    return Struck(f"powered node {node} off for {off:.0f}s", jobs, off, power_on, {node})
+    return Struck(
+        f"powered node {node} off for {off:.0f}s{_naming(jobs)}", jobs, off, power_on, {node}
+    )
 
 
 def drain(scene: Scene, rng: random.Random) -> Struck | None:
@@ -172,7 +192,11 @@ def drain(scene: Scene, rng: random.Random) -> Struck | None:
         return f"node {node} uncordoned"
 
     return Struck(
-        f"drained node {node} (uncordoned after {back:.0f}s)", jobs, back, uncordon, {node}
+        f"drained node {node} (uncordoned after {back:.0f}s){_naming(jobs)}",
+        jobs,
+        back,
+        uncordon,
+        {node},
     )
 
 

@@ -69,6 +69,16 @@ class JobRecord:
     attempts: list[Attempt] = field(default_factory=list)
     last_status: Obj = field(default_factory=dict)
     closed: bool = False  # its outcome taken and its deletion asked for (the runner's)
+    restarts: list[str] = field(default_factory=list)  # why it restarted, as the looks saw it
+
+    def saw_restart(self, status: Obj) -> None:
+        """Keeps the message of a Restarting=True condition seen (it reads "running again"
+        once the job runs again), once per restart."""
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == c.RESTARTING and cond.get("status") == "True":
+                message = f"{cond.get('reason', '')}: {cond.get('message', '')}"
+                if not self.restarts or self.restarts[-1] != message:
+                    self.restarts.append(message)
 
 
 def live(pod: Obj) -> bool:
@@ -167,7 +177,11 @@ def outcome(at: float, job: JobRecord) -> list[Violation]:
     restarts = int(job.last_status.get("restartCount") or 0)  # (a preemption is no restart)
     if restarts and not job.faults:
         restarted.append(
-            Violation(at, "restarted though no fault struck it", f"{where}: {restarts} restarts")
+            Violation(
+                at,
+                "restarted though no fault struck it",
+                f"{where}: {restarts} restarts ({'; '.join(job.restarts) or 'why not seen'})",
+            )
         )
     if job.outcome in ("Succeeded", "Deleted"):
         return restarted

@@ -181,7 +181,7 @@ class Soak:
     violations: list[inv.Violation] = field(default_factory=list)
     injected: list[Injected] = field(default_factory=list)
     missed: list[FaultAt] = field(default_factory=list)
-    down: set[str] = field(default_factory=set)
+    down: dict[str, str] = field(default_factory=dict)  # node away -> "<at>s <its fault>"
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
     memory: list[tuple[float, str, int]] = field(default_factory=list)  # (t, pod, RSS)
@@ -236,6 +236,11 @@ class Soak:
         self.violate(inv.over_quota(at, pods, inv.cpu_millis(QUOTA_CPU)))
         placed = [p for p in pods if inv.live(p) and p["spec"].get("nodeName")]
         with self.lock:
+            for key, fault in fl.struck_while_away(pods, self.down).items():
+                record = self.jobs.get(key)
+                if record is not None and fault not in record.faults:
+                    record.faults.append(fault)
+                    self.say(f"[{at:7.1f}s] {key}: a pod placed on a node away ({fault})")
             self.looks += 1
             self.peak_pods = max(self.peak_pods, len(placed))
             self.peak_cpu = max(self.peak_cpu, sum(inv.pod_cpu(p) for p in placed))
@@ -255,6 +260,7 @@ class Soak:
                         continue
                     record.uid = job["metadata"]["uid"]
                     record.last_status = job.get("status") or {}
+                    record.saw_restart(record.last_status)
                     self._attempt(record, launchers.get(key))
 
     def _attempt(self, record: inv.JobRecord, launcher: Obj | None) -> None:
@@ -357,13 +363,14 @@ class Soak:
                     if fault.kind == fl.DELETES:
                         self.jobs[key].outcome = "Deleted"
                         self.jobs[key].finished = at
-            self.down |= struck.nodes
+            self.down.update(dict.fromkeys(struck.nodes, f"{at:.0f}s {struck.what}"))
         self.say(f"[{at:7.1f}s] FAULT {fault.kind}: {struck.what}")
         if struck.then is not None:
             time.sleep(struck.after)
             self.second_half(struck)
             with self.lock:
-                self.down -= struck.nodes
+                for node in struck.nodes:
+                    self.down.pop(node, None)
 
     def second_half(self, struck: fl.Struck) -> None:
         """A fault's second half (a node powered on, uncordoned, a job resumed): tried again

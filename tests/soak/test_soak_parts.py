@@ -11,7 +11,7 @@ import pytest
 
 from controller.api import parse_job
 from soak import invariants as inv
-from soak.faults import FAULTS
+from soak.faults import FAULTS, struck_while_away
 from soak.kinds import KINDS, QUEUE_LABEL, manifest
 from soak.plan import DEFAULT, SMALL, make_plan
 from soak.run import error_event, exit_cause, queue_objects
@@ -90,6 +90,21 @@ def test_two_live_pods_for_one_replica_of_one_attempt_is_a_violation() -> None:
     assert inv.duplicate_replicas(1.0, [one, gone, later, done]) == []
 
 
+def test_a_pod_placed_on_a_node_away_is_struck_by_that_nodes_fault() -> None:
+    """CI (seed 47): a job's partitioner bound to a node just after the node was powered off
+    (the scheduler places pods there until the node is seen NotReady) was restarted NodeLost,
+    though the fault had listed the node's jobs before it: the looks count it struck. A pod
+    elsewhere, an ended one, or a node back again strikes nothing."""
+    away = {"dgl-node": "115s powered node dgl-node off for 31s"}
+    placed = pod("rigid-003-partitioner", "rigid-003", "partitioner", phase="Pending")
+    assert struck_while_away([placed], away) == {"team-a/rigid-003": away["dgl-node"]}
+    elsewhere = copy.deepcopy(placed)
+    elsewhere["spec"]["nodeName"] = "dgl-node-2"
+    ended = pod("skip-001-launcher", "skip-001", "launcher", phase="Succeeded")
+    assert struck_while_away([elsewhere, ended], away) == {}
+    assert struck_while_away([placed], {}) == {}
+
+
 def test_placed_pods_over_the_quota_are_a_violation() -> None:
     pods = [pod(f"p{i}", "j", f"p{i}") for i in range(10)]
     assert inv.over_quota(1.0, pods, 2000) == []
@@ -137,9 +152,19 @@ def test_only_a_fault_that_struck_a_job_restarts_it() -> None:
     """An API server restart strikes no job (issue 58): a job that took a second attempt
     though no fault struck it is a violation; the twin, struck, is not."""
     twice = [inv.Attempt("a", done=2), inv.Attempt("b", done=4, resumed_at=2)]
-    restarted = {"restartCount": 1}
-    unstruck = record(outcome="Succeeded", attempts=list(twice), last_status=restarted)
-    assert [v.rule for v in inv.outcome(1.0, unstruck)] == ["restarted though no fault struck it"]
+    why = "worker pod job-worker-1 failed: exit 137"
+    restarted = {
+        "restartCount": 1,
+        "conditions": [
+            {"type": "Restarting", "status": "True", "reason": "DGLJobRestarting", "message": why}
+        ],
+    }
+    unstruck = record(outcome="Succeeded", attempts=list(twice), last_status={"restartCount": 1})
+    unstruck.saw_restart(restarted)
+    unstruck.saw_restart(restarted)  # (the same restart, seen by two looks)
+    (violation,) = inv.outcome(1.0, unstruck)
+    assert violation.rule == "restarted though no fault struck it"
+    assert violation.what.endswith(f"1 restarts (DGLJobRestarting: {why})"), violation.what
     struck = record(
         outcome="Succeeded", attempts=list(twice), last_status=restarted, faults=["killed pod"]
     )
