@@ -71,6 +71,11 @@ def mpirun_argv(
     # cross-process memory copies (CMA, ptrace rights) that containers may forbid, and without
     # them ParMETIS' traffic was 3x slower than over TCP (24.8 s vs 8.0 s, 2 ranks, 4M edges)
     argv += ["--mca", "btl", "tcp,self"]
+    # no topology in shared memory (Open MPI 4.1's rtc/hwloc): two daemons that share a /tmp
+    # (two pods' agents on one host, as in the tests' cluster) write it to the same session
+    # files, and one at times dies of SIGSEGV in hwloc_shmem_topology_write (3 two-daemon
+    # starts of 60 here, 0 of 60 with this); a rank then finds the topology itself
+    argv += ["--mca", "rtc_hwloc_vmhole", "none"]
     if launch.hostfile:
         argv += ["--hostfile", launch.hostfile, "--map-by", "node"]
     else:
@@ -80,6 +85,9 @@ def mpirun_argv(
         # token): mpirun itself starts every daemon (no tree spawn)
         argv += ["--mca", "plm_rsh_agent", launch.rsh_agent]
         argv += ["--mca", "plm_rsh_no_tree_spawn", "1"]
+        # each daemon stays the remote shell's process (not daemonized): its output (a
+        # crash's) reaches mpirun, and its end is the remote shell's, which mpirun sees
+        argv.append("--leave-session-attached")
     for key, value in sorted(launch.env.items()):
         argv += ["-x", f"{key}={value}"]
     return [*argv, *launch.extra, *command]
@@ -107,6 +115,20 @@ _NOTICED = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on 
 _EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
 _PROCESS_NAME = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _NOT_STARTED = ("ORTE was unable to reliably start", "ORTE does not know how to route")
+_DAEMON_SIGNAL = re.compile(r"\] Signal: (.+?) \((\d+)\)")  # Open MPI's crash report
+
+
+def _daemon_cause(lines: Sequence[str], marker: int) -> str:
+    """What a daemon (or its remote shell) said before mpirun's help text at ``marker``: the
+    signal it died of, else its last lines; the help text's own last lines if it said none."""
+    before = lines[:marker]
+    died = next(filter(None, map(_DAEMON_SIGNAL.search, before)), None)
+    if died:
+        return f"a daemon died of {died.group(1)} (signal {died.group(2)})"
+    said = [ln.strip() for ln in before if ln.strip() and not ln.strip().startswith("-")]
+    if not said:
+        said = [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("-")]
+    return " | ".join(said[-3:])
 
 
 def rank_failed(line: str) -> bool:
@@ -144,10 +166,9 @@ def failure(lines: Sequence[str], code: int, hosts: Sequence[str] = ()) -> str:
     if ended:
         rank, how = int(ended[0].group(1)), ended[0].group(2)
         return f"{_where(rank, hosts)} {how}"
-    for line in lines:
+    for i, line in enumerate(lines):
         if any(marker in line for marker in _NOT_STARTED):
-            tail = [ln.strip() for ln in lines if ln.strip() and not ln.startswith("-")][-3:]
-            return "mpirun could not start its daemons on the workers: " + " | ".join(tail)
+            return "mpirun could not start its daemons on the workers: " + _daemon_cause(lines, i)
     tail = [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("-")]
     last = tail[-1] if tail else "no output"
     return f"mpirun exited with code {code}: {last[-300:]}"

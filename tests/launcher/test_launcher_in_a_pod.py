@@ -352,6 +352,49 @@ def test_distparmetis_runs_its_ranks_in_the_worker_pods_through_their_agents(
     cluster.assert_pods_empty()
 
 
+# a daemon that dies of SIGSEGV after mpirun started it, as Open MPI 4.1's did at times here
+# (two daemons' topology files in one /tmp, before mpirun_argv's rtc_hwloc_vmhole none): one
+# told to daemonize goes to the background first, as orted does, and its crash is silent
+CRASHING_DAEMON = """#!/bin/sh
+crash() { echo "[$(hostname):$$] *** Process received signal ***"
+  echo "[$(hostname):$$] Signal: Segmentation fault (11)"; kill -SEGV $$; }
+case " $* " in *" --daemonize "*) (crash >/dev/null 2>&1 &); exit 0;; esac
+crash
+"""
+
+
+def test_a_daemon_that_crashes_fails_the_partition_at_once_saying_so(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """DistParMETIS: mpirun's daemon on a worker dies of SIGSEGV as it starts. Each daemon
+    stays its remote shell's process (mpirun_argv's --leave-session-attached): mpirun sees
+    it end and prints what it said, and dglrun fails at once naming the signal, instead of
+    waiting RANK_START_TIMEOUT for a daemonized one that never calls back (the twin: the
+    same daemon daemonized)."""
+    daemon = tmp_path / "orted"
+    daemon.write_text(CRASHING_DAEMON)
+    daemon.chmod(0o755)
+    args = distparmetis_args(cluster, tmp_path)
+    workers(cluster)
+    agent = f"--mca orte_launch_agent {daemon}"
+    proc = dglrun(*args, "--mpirun-args", agent, env=cluster.env, timeout=100)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == (
+        "dglrun: error: partition failed: mpirun could not start its daemons on the workers: "
+        "a daemon died of Segmentation fault (signal 11); stopped every MPI rank"
+    ), proc.stdout[-3000:]
+    # the twin: told to daemonize (Open MPI's default), the crash says nothing and mpirun
+    # waits on; dglrun's bound ends it (a short one here, --partition-timeout)
+    twin = dglrun(*args, "--mpirun-args", f"{agent} --mca orte_leave_session_attached 0",
+                  "--partition-timeout", "8", env=cluster.env, timeout=100)  # fmt: skip
+    assert twin.returncode == 1, twin.stdout[-3000:]
+    assert "Segmentation fault" not in twin.stdout, twin.stdout[-3000:]
+    assert twin.stdout.strip().splitlines()[-1] == (
+        "dglrun: error: partition failed: timed out after 8s; stopped every MPI rank"
+    ), twin.stdout[-3000:]
+    cluster.assert_pods_empty()
+
+
 def test_a_rank_killed_in_its_pod_fails_the_partition_and_stops_every_rank(
     cluster: Cluster, tmp_path: Path
 ) -> None:

@@ -51,6 +51,9 @@ def test_distparmetis_uses_the_worker_pods_through_their_agents() -> None:
     assert argv[argv.index("plm_rsh_agent") + 1] == rsh
     # the launcher starts every daemon (the workers have neither the script nor the token)
     assert argv[argv.index("plm_rsh_no_tree_spawn") + 1] == "1"
+    # each daemon stays its remote shell's process: its crash reaches mpirun (a daemonized
+    # one's is silent: test_a_daemon_that_crashes_fails_the_partition_at_once_saying_so)
+    assert "--leave-session-attached" in argv
     assert argv[-1] == "cmd"
     assert mpirun.mpi_hostfile(HOSTS) == "j-worker-0 slots=1\nj-worker-1 slots=1\n"
 
@@ -107,6 +110,51 @@ ORTE was unable to reliably start one or more daemons.
 This usually is caused by:
 --------------------------------------------------------------------------
 """
+
+
+# what mpirun printed when its daemon died in rtc/hwloc (Open MPI 4.1, trimmed)
+DAEMON_CRASHED = """
+[vm:05720] *** Process received signal ***
+[vm:05720] Signal: Segmentation fault (11)
+[vm:05720] Signal code: Address not mapped (1)
+[vm:05720] [ 7] /lib/x86_64-linux-gnu/libhwloc.so.15(hwloc_shmem_topology_write+0xf9)
+[vm:05720] *** End of error message ***
+Segmentation fault
+--------------------------------------------------------------------------
+ORTE was unable to reliably start one or more daemons.
+This usually is caused by:
+* an inability to create a connection back to mpirun due to a
+  lack of common network interfaces and/or no route found between
+  them. Please check network connectivity (including firewalls
+  and network routing requirements).
+--------------------------------------------------------------------------
+"""
+
+
+def test_every_mpirun_keeps_the_topology_out_of_shared_memory() -> None:
+    """Open MPI 4.1's rtc/hwloc shares the topology through files in the session
+    directory: two daemons that share a /tmp (the tests' cluster runs two pods' agents on
+    one host) wrote the same ones, and one died of SIGSEGV about one start in ten (the
+    rank-killed DistParMETIS test, CI). Both modes turn it off."""
+    for launch in (
+        mpirun.Launch("mpirun", 2),
+        mpirun.Launch("mpirun", 2, hostfile="/tmp/h", rsh_agent="/tmp/rsh"),
+    ):
+        argv = mpirun.mpirun_argv(launch, ["cmd"], as_root=True)
+        assert argv[argv.index("rtc_hwloc_vmhole") + 1] == "none"
+
+
+def test_a_daemon_that_died_is_named_by_its_signal_not_mpiruns_help_text() -> None:
+    hosts = ["j-worker-0", "j-worker-1"]
+    assert mpirun.failure(DAEMON_CRASHED.splitlines(), 1, hosts) == (
+        "mpirun could not start its daemons on the workers: a daemon died of Segmentation "
+        "fault (signal 11)"
+    )
+    # the help text alone (nothing said before it): its last lines, as before
+    help_only = DAEMON_CRASHED.split("Segmentation fault\n", 1)[1]
+    assert mpirun.failure(help_only.splitlines(), 1, hosts).endswith(
+        "and network routing requirements)."
+    )
 
 
 def test_failure_names_the_rank_and_its_worker() -> None:
