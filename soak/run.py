@@ -355,15 +355,16 @@ class Soak:
             self.say(f"[{self.now():7.1f}s] fault {fault.kind}: nothing to strike")
             return
         at = self.now()
+        line = f"{at:.0f}s {struck.what}"  # (one string: a look adds it to a job only once)
         with self.lock:
             self.injected.append(Injected(fault, at, struck.what))
             for key in struck.jobs:
                 if key in self.jobs:
-                    self.jobs[key].faults.append(f"{at:.0f}s {struck.what}")
+                    self.jobs[key].faults.append(line)
                     if fault.kind == fl.DELETES:
                         self.jobs[key].outcome = "Deleted"
                         self.jobs[key].finished = at
-            self.down.update(dict.fromkeys(struck.nodes, f"{at:.0f}s {struck.what}"))
+            self.down.update(dict.fromkeys(struck.nodes, line))
         self.say(f"[{at:7.1f}s] FAULT {fault.kind}: {struck.what}")
         if struck.then is not None:
             time.sleep(struck.after)
