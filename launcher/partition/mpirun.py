@@ -125,10 +125,12 @@ def _daemon_cause(lines: Sequence[str], marker: int) -> str:
     died = next(filter(None, map(_DAEMON_SIGNAL.search, before)), None)
     if died:
         return f"a daemon died of {died.group(1)} (signal {died.group(2)})"
-    said = [ln.strip() for ln in before if ln.strip() and not ln.strip().startswith("-")]
-    if not said:
-        said = [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("-")]
-    return " | ".join(said[-3:])
+    return " | ".join((_said(before) or _said(lines))[-3:])
+
+
+def _said(lines: Sequence[str]) -> list[str]:
+    """``lines`` stripped, without blank ones and Open MPI's ``----`` rules."""
+    return [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("-")]
 
 
 def rank_failed(line: str) -> bool:
@@ -169,6 +171,6 @@ def failure(lines: Sequence[str], code: int, hosts: Sequence[str] = ()) -> str:
     for i, line in enumerate(lines):
         if any(marker in line for marker in _NOT_STARTED):
             return "mpirun could not start its daemons on the workers: " + _daemon_cause(lines, i)
-    tail = [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("-")]
+    tail = _said(lines)
     last = tail[-1] if tail else "no output"
     return f"mpirun exited with code {code}: {last[-300:]}"
