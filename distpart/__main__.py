@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from chunkedgraph import ChunkedError, load
 from chunkedgraph.job import PartitionJob, add_arguments
 from podcontract import SHARED
+from podcontract.logline import say  # (every rank shares mpirun's output)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -38,14 +39,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if any(c < 1 for c in a.counts):
         p.error("--counts: every count must be at least 1")
     return a
-
-
-def say(line: str) -> None:
-    """``line`` and its newline in one write: every rank of an MPI job shares mpirun's
-    output, and with PYTHONUNBUFFERED ``print`` writes the text and the newline apart, so
-    two ranks reporting at once ran their lines together."""
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

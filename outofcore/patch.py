@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from outofcore import layout, reader
+from podcontract.logline import say
 
 SUPPORTED = "2.1."  # the DGL versions whose internals this patch knows
 REGISTRY_ENV = "DGL_OUT_OF_CORE_REGISTRY"
@@ -148,10 +149,9 @@ def _look() -> None:
         share = reader.resident_share(*where)
         if share < 0.999:
             _dropped["seen"] = True
-            print(
+            say(
                 f"out-of-core: the node's memory ran short: {100 * (1 - share):.1f}% of the "
-                "warmed feature pages were dropped; reading ahead again",
-                flush=True,
+                "warmed feature pages were dropped; reading ahead again"
             )
 
 
@@ -223,10 +223,9 @@ def node_features(part_config: str, part_id: int) -> dict[str, Any]:
     warmed_path().unlink(missing_ok=True)  # (an earlier attempt's, in this pod: other files)
     _warm(feats)
     size = sum(int(t.numel()) * t.element_size() for t in feats.values())
-    print(
+    say(
         f"out-of-core: part {part_id}: {len(feats)} node feature(s), {size / 2**20:.1f} MiB, "
-        f"memory-mapped from {layout.folder(part_dir)} (not copied into shared memory)",
-        flush=True,
+        f"memory-mapped from {layout.folder(part_dir)} (not copied into shared memory)"
     )
     return feats
 
@@ -240,15 +239,14 @@ def _warm(feats: dict[str, Any]) -> None:
     total = sum(_arrays[t.data_ptr()].nbytes for t in feats.values())
     room = reader.room()
     if room < total:
-        print(
+        say(
             f"out-of-core: not warming the feature files: the pod's memory has room for "
-            f"{room / 2**20:.0f} of their {total / 2**20:.0f} MiB",
-            flush=True,
+            f"{room / 2**20:.0f} of their {total / 2**20:.0f} MiB"
         )
         return
-    for tensor in sorted(feats.values(), key=lambda t: int(t.numel())):
-        rows = _arrays[tensor.data_ptr()]
-        _reader.warm(_fds[tensor.data_ptr()], layout.DATA_OFFSET, layout.DATA_OFFSET + rows.nbytes)
+    ptrs = [t.data_ptr() for t in sorted(feats.values(), key=lambda t: int(t.numel()))]
+    start = layout.DATA_OFFSET
+    _reader.warm([(_fds[p], start, start + _arrays[p].nbytes) for p in ptrs])
 
 
 def _load_partition_feats(
@@ -509,11 +507,10 @@ def install() -> None:
 def _report() -> None:
     """A trainer's last line: what its loaders had read ahead."""
     if STATS["ahead_rows"] or STATS["ahead_words"]:
-        print(
+        say(
             f"out-of-core: read ahead {STATS['ahead_rows']:.0f} rows of this machine for the "
             f"minibatches sampled, and asked the other machines' servers for theirs "
-            f"{STATS['ahead_words']:.0f} times, in {STATS['ahead_seconds']:.1f}s",
-            flush=True,
+            f"{STATS['ahead_words']:.0f} times, in {STATS['ahead_seconds']:.1f}s"
         )
 
 

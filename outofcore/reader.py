@@ -21,7 +21,8 @@ Its work, in this order of priority:
   sequential speed instead of one page fault at a time (the patch warms only when the room
   holds all of a part's files; should the room go, warming stops).
 
-numpy and the standard library only.
+numpy, the standard library and podcontract (its lines, said whole beside the training
+thread's) only.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from podcontract.logline import say
 
 PAGE = mmap.PAGESIZE
 WARM_CHUNK = 32 << 20  # bytes a warming step asks for at once
@@ -215,15 +218,19 @@ class Reader:
         self._rows.put((0, None, job))
         self._wake.set()
 
-    def warm(self, fd: int, start: int, end: int) -> None:
-        """Read ``fd``'s bytes [start, end) in order while there is :func:`room`."""
-        if end > start:
+    def warm(self, spans: list[tuple[int, int, int]]) -> None:
+        """Read each ``(fd, start, end)``'s bytes [start, end), in order, while there is
+        :func:`room`; warming is done (said once, ``on_warmed`` called) after the last of
+        them. All are queued at once: one at a time, the thread may finish the first before
+        the next is queued, and say it is done with the rest unread."""
+        spans = [(fd, start, end) for fd, start, end in spans if end > start]
+        if spans:
             self._start()
             with self._lock:
                 if not self._warm_started:
                     self._warm_started = time.monotonic()
-                self._warm.append((fd, start, end))
-                self._warm_total += end - start
+                self._warm.extend(spans)
+                self._warm_total += sum(end - start for _, start, end in spans)
             self._wake.set()
 
     def _read(self, fd: int, start: int, length: int) -> None:
@@ -248,7 +255,7 @@ class Reader:
             try:
                 self._step()
             except Exception as e:  # (reading ahead only saves time: training goes on)
-                print(f"out-of-core: the reading thread: {type(e).__name__}: {e}", flush=True)
+                say(f"out-of-core: the reading thread: {type(e).__name__}: {e}")
 
     def _step(self) -> None:
         try:
@@ -289,8 +296,7 @@ class Reader:
 
     def _told(self, how: str) -> None:
         took = time.monotonic() - self._warm_started
-        print(
+        say(
             f"out-of-core: warming {how}: read {self.warmed / 2**20:.0f} of "
-            f"{self._warm_total / 2**20:.0f} MiB of feature files in {took:.1f}s",
-            flush=True,
+            f"{self._warm_total / 2**20:.0f} MiB of feature files in {took:.1f}s"
         )

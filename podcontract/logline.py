@@ -15,6 +15,12 @@ writer (``launcher``) and the readers (``dgl_operator.report``, the benches).
 * in the copy of the log kept on a job's claim, each line starts with its UTC time in RFC 3339
   (as ``kubectl logs --timestamps`` gives the pod's): :func:`stamped`.
 
+A program whose threads write lines (a reader thread, a memory sampler), or whose output is
+shared (the ranks of one mpirun), writes each with :func:`say`, so that no two of them run
+together: ``print`` writes the text and its newline apart, and a line another thread or rank
+writes in between is glued to the first (dglrun then reads
+``[worker-0/server-0] <first line><second line>``, the second line's label lost).
+
 Standard library only.
 """
 
@@ -22,7 +28,10 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+import threading
 import time
+from typing import TextIO
 
 SAMPLE_SECONDS = 10.0
 SAMPLE_ENV = "DGLRUN_MEMORY_SAMPLE_SECONDS"  # 0: no samples
@@ -64,3 +73,15 @@ def stamp(now: float | None = None) -> str:
 
 def stamped(text: str, now: float | None = None) -> str:
     return f"{stamp(now)} {text}"
+
+
+_ONE_AT_A_TIME = threading.Lock()
+
+
+def say(line: str, stream: TextIO | None = None) -> None:
+    """``line`` and its newline in one write, flushed, one thread at a time (``stream``:
+    sys.stdout as it is at the call)."""
+    out = sys.stdout if stream is None else stream
+    with _ONE_AT_A_TIME:
+        out.write(line + "\n")
+        out.flush()

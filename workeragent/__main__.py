@@ -23,6 +23,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from podcontract import logline
 from workeragent.procs import ProcTable, exit_code
 from workeragent.server import AgentServer
 from workeragent.settings import PROG, TokenFileError, parse, read_token
@@ -31,7 +32,7 @@ STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL when the agent stops
 
 
 def _say(line: str) -> None:
-    print(f"{PROG}: {line}", flush=True)
+    logline.say(f"{PROG}: {line}")
 
 
 class BootCommand:

@@ -24,11 +24,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import NamedTuple
+
+from podcontract import logline
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9._-]{1,128}")
 MAX_READ = 1 << 20  # bytes given per read: a reader asks again for the rest
@@ -186,10 +187,6 @@ class ManagedProc:
             }
 
 
-def _print_line(line: str) -> None:
-    print(line, file=sys.stdout, flush=True)
-
-
 class ProcTable:
     """The processes by id. Every method is safe to call from any thread."""
 
@@ -200,7 +197,7 @@ class ProcTable:
         orphan_grace: float,
         *,
         clock: Callable[[], float] = time.monotonic,
-        log: Callable[[str], None] = _print_line,
+        log: Callable[[str], None] = logline.say,
     ) -> None:
         self.workdir = workdir
         self.buffer_bytes = buffer_bytes

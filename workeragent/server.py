@@ -35,7 +35,6 @@ import math
 import os
 import re
 import socket
-import sys
 import tempfile
 import threading
 import urllib.parse
@@ -45,6 +44,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
 import podcontract as pc
+from podcontract import logline
 from workeragent.procs import (
     InvalidProcRequest,
     ProcError,
@@ -81,10 +81,6 @@ class AgentRequestError(Exception):
 
 class ClientGone(Exception):
     """The client closed the connection before its request's body was whole."""
-
-
-def _print_line(line: str) -> None:
-    print(line, file=sys.stdout, flush=True)
 
 
 class AgentHTTPServer(ThreadingHTTPServer):
@@ -586,7 +582,7 @@ class AgentServer:
         port: int = pc.AGENT_PORT,
         max_connections: int = MAX_CONNECTIONS,
         timeout: float = CONNECTION_TIMEOUT,
-        log: Callable[[str], None] = _print_line,
+        log: Callable[[str], None] = logline.say,
     ) -> None:
         self.table = table
         self._httpd = AgentHTTPServer(

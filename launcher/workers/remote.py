@@ -39,6 +39,7 @@ from pathlib import Path
 
 from launcher import programs
 from launcher.workers import oom
+from podcontract import logline
 
 
 def _manifest(root: Path) -> dict[str, list[object]]:
@@ -94,7 +95,7 @@ def _run(pidfile: Path, cmd: list[str], keep_session: bool = False) -> int:
     pidfile.write_text(str(proc.pid))
     rank = os.environ.get(RANK_ENV)
     if rank is not None:
-        print(RANK_START_LINE.format(rank=rank), file=sys.stderr, flush=True)
+        say(RANK_START_LINE.format(rank=rank))
 
     def forward(signum: int, _frame: object) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -116,17 +117,18 @@ def _run(pidfile: Path, cmd: list[str], keep_session: bool = False) -> int:
         with contextlib.suppress(FileNotFoundError):
             pidfile.unlink()
     if watch.killed(code):
-        print(oom.line(), file=sys.stderr, flush=True)
+        say(oom.line())
     if rank is not None and code != 0:
         how = f"was killed by {signal_name(-code)}" if code < 0 else f"exited with code {code}"
-        print(RANK_END_LINE.format(rank=rank, how=how), file=sys.stderr, flush=True)
+        say(RANK_END_LINE.format(rank=rank, how=how))
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
-    print(PEAK_LINE.format(mib=peak), file=sys.stderr, flush=True)
+    say(PEAK_LINE.format(mib=peak))
     return 128 - code if code < 0 else code
 
 
 def say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    """A line on stderr (the memory sampler's thread says its lines beside this one's)."""
+    logline.say(line, sys.stderr)
 
 
 def signal_name(number: int) -> str:

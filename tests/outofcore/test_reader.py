@@ -99,7 +99,7 @@ def test_the_reader_thread_reads_rows_first_and_warms_a_file_in_order(
     assert 2 * PAGE <= rows < 1000 * PAGE, rows  # the two rows' pages, not the file's 3000
     fd = os.open(path, os.O_RDONLY)
     try:
-        r.warm(fd, layout.DATA_OFFSET, layout.DATA_OFFSET + mapped.nbytes)
+        r.warm([(fd, layout.DATA_OFFSET, layout.DATA_OFFSET + mapped.nbytes)])
         deadline = time.monotonic() + 20
         while "warming done" not in capsys.readouterr().out and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -108,6 +108,47 @@ def test_the_reader_thread_reads_rows_first_and_warms_a_file_in_order(
         assert warmed >= 3000 * PAGE, warmed  # every page read from the disk
     finally:
         os.close(fd)
+
+
+def warm_files(fds: list[int], sizes: list[int], at_once: bool) -> tuple[reader.Reader, str]:
+    """Warm the files with a new reader, all in one call or one call each (waiting for each
+    to be read); the reader and what it said (``reader.say`` is patched to append to OUT)."""
+    OUT.clear()
+    done = threading.Event()
+    r = reader.Reader(on_warmed=done.set)
+    ends = [layout.DATA_OFFSET + n for n in sizes]
+    spans = [(fd, layout.DATA_OFFSET, end) for fd, end in zip(fds, ends, strict=True)]
+    for batch in [spans] if at_once else [[span] for span in spans]:
+        done.clear()
+        r.warm(batch)
+        assert done.wait(20)
+    return r, "\n".join(line for line in OUT if "warming" in line)
+
+
+OUT: list[str] = []
+
+
+def test_files_warmed_together_are_done_once_after_the_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A part's files are queued in one call: the reader says it is done (and the server
+    writes its warmed mark, which tells trainers to stop reading ahead) once, after the last
+    file, naming them all. Twin: one call per file lets the thread say "done" after the first,
+    with the rest unread: what that one line forbids."""
+    monkeypatch.setattr(reader, "say", OUT.append)
+    files = [feature_file(tmp_path / str(k), rows) for k, rows in enumerate((300, 3000, 6000))]
+    fds = [os.open(path, os.O_RDONLY) for path, _ in files]
+    sizes = [mapped.nbytes for _, mapped in files]
+    try:
+        r, said = warm_files(fds, sizes, at_once=True)
+        assert said.count("warming done") == 1, said
+        assert r.warmed == sum(sizes), (r.warmed, sizes)
+        assert f"read {sum(sizes) / 2**20:.0f} of {sum(sizes) / 2**20:.0f} MiB" in said, said
+        _, said = warm_files(fds, sizes, at_once=False)
+        assert said.count("warming done") == 3, said  # (the first after 1 of the 3 files)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def test_warming_stops_where_the_room_ends(
@@ -119,7 +160,7 @@ def test_warming_stops_where_the_room_ends(
     r = reader.Reader()
     fd = os.open(path, os.O_RDONLY)
     try:
-        r.warm(fd, layout.DATA_OFFSET, layout.DATA_OFFSET + mapped.nbytes)
+        r.warm([(fd, layout.DATA_OFFSET, layout.DATA_OFFSET + mapped.nbytes)])
         deadline = time.monotonic() + 20
         out = ""
         while "warming stopped" not in out and time.monotonic() < deadline:
