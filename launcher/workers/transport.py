@@ -292,4 +292,5 @@ def stop_all(procs: Iterable[Proc]) -> None:
 
 
 def default_sink(label: str, line: str) -> None:
-    print(f"[{label}] {line}", flush=True)
+    """``[label] line`` on stdout, whole: each process is followed from a thread of its own."""
+    logline.say(f"[{label}] {line}")

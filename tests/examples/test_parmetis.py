@@ -76,6 +76,12 @@ def partitions_check(dgl: Dgl, config: Path, dataset_root: Path) -> dict[str, An
     return info
 
 
+@pytest.fixture(scope="session")
+def metis(dgl: Dgl, two_parts: Path, dataset_root: Path) -> dict[str, Any]:
+    """DGL's METIS partitions (two_parts), checked once: the cut the ParMETIS modes' is held to."""
+    return partitions_check(dgl, two_parts / f"{METIS_GRAPH}.json", dataset_root)
+
+
 def mpirun_distpart(
     dgl: Dgl,
     mpirun: str,
@@ -193,7 +199,7 @@ def test_parmetis_partitions_hold_exactly_the_source_graph(
     mpi: str,
     dataset_root: Path,
     chunked: Path,
-    two_parts: Path,
+    metis: dict[str, Any],
     tmp_path: Path,
     ranks: int,
     parts: int,
@@ -232,7 +238,6 @@ def test_parmetis_partitions_hold_exactly_the_source_graph(
     sizes = [p["inner_nodes"] for p in info["parts"]]
     assert max(sizes) <= 1.1 * sum(sizes) / parts  # ParMETIS' balance (5 %, weighted)
     # the cut is METIS-like (a random split would cut half of the edges)
-    metis = partitions_check(dgl, two_parts / f"{METIS_GRAPH}.json", dataset_root)
     print(
         f"edge cut, {parts} parts: {partitioner} ({ranks} ranks, {layout}) {info['edge_cut']} "
         f"({100 * info['edge_cut_fraction']:.2f}%); METIS (DGL-API, 2 parts) "
@@ -309,7 +314,7 @@ def test_one_partitioning_serves_every_count_of_an_elastic_job(
 
 
 def test_kaminpar_writes_every_count_from_one_load_of_the_graph(
-    dgl: Dgl, mpi: str, dataset_root: Path, chunked: Path, two_parts: Path, tmp_path: Path
+    dgl: Dgl, mpi: str, dataset_root: Path, chunked: Path, metis: dict[str, Any], tmp_path: Path
 ) -> None:
     """--counts with KaMinPar (the default): rank 0 loads the graph once and partitions it
     into each count directly; both sets are exactly the source graph, balanced, and cut
@@ -324,7 +329,6 @@ def test_kaminpar_writes_every_count_from_one_load_of_the_graph(
     stats = stats_of(proc.stdout)
     assert stats["partitioner"] == KAMINPAR and stats["fine_parts"] is None
     assert sorted(stats["counts"]) == ["2", "3"]
-    metis = partitions_check(dgl, two_parts / f"{METIS_GRAPH}.json", dataset_root)
     for k in (3, 2):
         info, balance = count_check(dgl, dataset_root, outs, k, stats, tmp_path / f"merged-{k}")
         print(
