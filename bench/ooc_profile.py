@@ -17,7 +17,10 @@ The timers go in when the script calls ``dgl.distributed.initialize``: after out
   faults, and the wait for the other machines' rows), and the major page faults of the
   trainer's thread during its pulls. The rows each epoch pulled, per data name, are kept as
   bit masks (``touched-<host>-<pid>.npz``): the bench's union of them over the trainers is
-  the features an epoch touched, what the bytes read from disk are held against.
+  the features an epoch touched, what the bytes read from disk are held against. How many
+  times each row was pulled, over all epochs, per data name, is kept too
+  (``pulls-<host>-<pid>.npz``): the bench's sum of them over the trainers says how much of
+  the pulls the hottest rows take.
 * A server: the time spent answering each kind of request (``PullRequest``: other machines'
   feature pulls; ``SamplingRequest``: their neighbour sampling) and its major page faults.
 """
@@ -44,6 +47,7 @@ _served: dict[str, list[float]] = {}  # request class -> [seconds, count, major 
 _train_loader: list[Any] = []
 _touched: list[dict[str, Any]] = []  # per epoch: data name -> bool mask of the rows pulled
 _row_bytes: dict[str, int] = {}
+_pulls: dict[str, Any] = {}  # data name -> per row, the pulls of it (every epoch)
 
 
 def _majflt() -> int:
@@ -128,7 +132,12 @@ def _touch(client: Any, name: str, id_tensor: Any) -> None:
         _row_bytes[name] = (
             int(np.prod(shape[1:], dtype=np.int64)) * client._data_store[name].element_size()
         )
-    mask[id_tensor.numpy()] = True
+    ids = id_tensor.numpy()
+    mask[ids] = True
+    counts = _pulls.get(name)
+    if counts is None:
+        counts = _pulls[name] = np.zeros(shape[0], dtype=np.int32)
+    np.add.at(counts, ids, 1)
 
 
 def _timed_request(cls: type, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -187,6 +196,7 @@ def _write() -> None:
             f"{e}/{name}": np.packbits(m) for e, t in enumerate(_touched) for name, m in t.items()
         }
         np.savez(Path(records, f"touched-{doc['host']}-{os.getpid()}.npz"), **masks)
+        np.savez(Path(records, f"pulls-{doc['host']}-{os.getpid()}.npz"), **_pulls)
         doc["row_bytes"] = _row_bytes
     path.write_text(json.dumps(doc))
 

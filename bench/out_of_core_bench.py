@@ -1,12 +1,17 @@
-"""Out-of-core workers against in-memory ones, on one graph whose node features are about
-2 GiB per worker, under shrinking worker memory limits: the issue's three ratios, where each
+"""Out-of-core workers against in-memory ones, on graphs whose node features are about 2 GiB
+per worker, under shrinking worker memory limits: the issue's three ratios, where each
 epoch's time goes, and what each of outofcore's reading-ahead techniques earns.
 
-    python -m bench.out_of_core_bench [--nodes 1000000] [--feat-dim 1024] [--avg-degree 10]
-                                      [--epochs 3] [--fractions 0.5,0.25] [--no-techniques]
-                                      [--readahead]
+    python -m bench.out_of_core_bench [--graphs products,uniform] [--nodes 1000000]
+                                      [--feat-dim 1024] [--avg-degree 10] [--epochs 3]
+                                      [--fractions 0.5,0.25] [--no-techniques] [--readahead]
 
-One graph (make_dataset.py --binary, chunked once under ~/.cache/dgl-operator/bench/ooc/), 2
+The graphs (:data:`GRAPHS`, each made once under ~/.cache/dgl-operator/bench/ooc/, with the
+same nodes, features, mean degree and split): ``products``, examples/graphsage/make_chunked.py's
+(heavy-tailed degrees and communities, as real graphs have: a few rows are pulled by most
+minibatches), then ``uniform``, make_dataset.py --binary's (every edge's ends drawn uniformly),
+for comparison. For each, the disk's sequential rate is measured first (its node data read in
+16 MiB pieces from a dropped page cache), and every run is printed against it. 2
 workers (dglrun's local transport: one network + mount namespace each, as pods), partitioned
 with ParMETIS's PT-Scotch (whose parts are the same run after run, so that both kinds train
 on the same parts; KaMinPar's threads make its parts differ) once per kind (in memory; out of
@@ -36,11 +41,13 @@ Runs, all on the same graph and seed (the example samples ``--sample_ahead 2`` i
   outofcore.patch);
 * with ``--readahead``, once more at 0.5 x with the kernel's read-around for page faults.
 
-Printed: per run the limit, epoch time (the mean over epochs, the first's cold reads
+Printed, per graph: per run the limit, epoch time (the mean over epochs, the first's cold reads
 included) and the slowdown against the in-memory run, each epoch's time, each worker's cgroup
 peak (page cache included) and anonymous peak, bytes read from disk per epoch (both workers'
 servers and trainers, start-up included) and against the features an epoch touched (the
-rows it pulled, the union over trainers), test accuracy; the servers' warming lines; where an
+rows it pulled, the union over trainers) and the seconds those bytes take at the disk's
+sequential rate, test accuracy; the share of the pulls that the hottest 1%, 10% and 25% of
+the rows took (the node features'); the servers' warming lines; where an
 epoch's time goes, per run; the memory plan's estimate against each run's peak; the issue's
 targets, met or not. Figures are printed, not asserted. Needs root (namespaces, cgroups),
 mpirun and $DGL_PYTHON (``make bench`` sets them).
@@ -51,6 +58,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import itertools
 import json
 import mmap
 import os
@@ -64,7 +72,7 @@ from typing import Any
 
 from bench.support.console import sayer
 from bench.support.figures import record
-from bench.support.graphs import dgl_env, prepare_graph
+from bench.support.graphs import dgl_env, heavy_tailed_graph, prepare_graph
 from bench.support.measure import CGROUP_ROOT, MiB, group_peak, memory_cgroups
 from bench.support.paths import EXAMPLE, REPO
 from launcher.plans import memory as memplan
@@ -77,6 +85,7 @@ WORKER = Path(__file__).with_name("ooc_worker.py")
 FILE_PAGES = 256 * MiB  # a worker's libraries' and graph files' pages (torch's, DGL's, ...)
 
 say = sayer("")
+_RUN_NUMBERS = itertools.count()
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -140,7 +149,7 @@ class Sampler(threading.Thread):
 def run(
     py: str,
     a: argparse.Namespace,
-    data: Path,
+    chunked: Path,
     work: Path,
     ooc: bool,
     limit: int,
@@ -149,7 +158,9 @@ def run(
     train_args: str = "",
 ) -> dict[str, Any]:
     """One dglrun, each worker in a memory cgroup of ``limit`` bytes."""
-    tag = f"ooc-bench-{os.getpid()}-{len(list(work.glob('records-*')))}"
+    # (each run of the process its own name: the storage keeps a run's checkpoints and
+    # results, and a run of the same name would resume from another graph's)
+    tag = f"ooc-bench-{os.getpid()}-{next(_RUN_NUMBERS)}"
     ws, records = work / f"run-{tag}", work / f"records-{tag}"
     records.mkdir(parents=True)
     python = work / "python"  # dglrun's --python: the worker wrapper under the DGL python
@@ -162,7 +173,7 @@ def run(
         argv = [
             sys.executable, "-m", "launcher.cli", "-g", GRAPH,
             "--num-partitions", str(WORKERS), "--partition-mode", "ParMETIS",
-            "--chunked-graph", str(data / "chunked"), "--balance-train", "--balance-edges",
+            "--chunked-graph", str(chunked), "--balance-train", "--balance-edges",
             "--partitioner", "ptscotch",
             "--train-entry-point", str(EXAMPLE / "train_dist.py"),
             "--num-epochs", str(a.epochs), "--batch-size", str(a.batch_size),
@@ -218,6 +229,7 @@ def run(
     profiles = [json.loads(p.read_text()) for p in records.glob("profile-*.json")]
     out["profile"] = breakdown(profiles)
     out["touched_bytes"] = touched(records, profiles)
+    out["hot"] = hot_shares(records, profiles)
     out["read_bytes"] = sum(d["read_bytes"] for d in docs)
     out["rss_mib"] = {f"{d['host']}/{d['role']}": round(d["peak_rss_mib"]) for d in docs}
     for line in stdout.splitlines():
@@ -273,6 +285,67 @@ def touched(records: Path, profiles: list[dict[str, Any]]) -> float:
     return total / max(len(epochs), 1)
 
 
+HOT = (0.01, 0.10, 0.25)  # the hottest shares of rows whose share of the pulls is printed
+
+
+def hot_shares(records: Path, profiles: list[dict[str, Any]]) -> tuple[str, list[float]] | None:
+    """The node features' data name (the largest rows pulled) and the share of all its pulls,
+    over the trainers and epochs (bench/ooc_profile.py's counts), that went to the hottest
+    :data:`HOT` of its rows; None without counts."""
+    import numpy as np
+
+    row_bytes: dict[str, int] = {}
+    for p in profiles:
+        row_bytes.update(p.get("row_bytes", {}))
+    if not row_bytes:
+        return None
+    name = max(row_bytes, key=lambda n: row_bytes[n])
+    total: Any = None
+    for path in records.glob("pulls-*.npz"):
+        with np.load(path) as counts:
+            if name in counts.files:
+                c = counts[name].astype(np.int64)
+                total = c if total is None else total + c
+    if total is None or not total.sum():
+        return None
+    cum = np.cumsum(np.sort(total)[::-1])
+    return name, [float(cum[max(1, round(f * len(cum))) - 1] / cum[-1]) for f in HOT]
+
+
+def sequential_rate(folder: Path, most: int = 2 << 30) -> float:
+    """Bytes per second the disk gives reading ``folder``'s .npy files (the largest first, up
+    to ``most`` bytes) in 16 MiB reads from a dropped page cache: what an epoch's reads would
+    take were they sequential."""
+    files = sorted(folder.rglob("*.npy"), key=lambda f: f.stat().st_size, reverse=True)
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    buf = bytearray(16 * MiB)
+    done, started = 0, time.monotonic()
+    for f in files:
+        with open(f, "rb", buffering=0) as fh:
+            while done < most:
+                n = fh.readinto(buf)
+                if not n:
+                    break
+                done += n
+        if done >= most:
+            break
+    return done / max(time.monotonic() - started, 1e-9)
+
+
+def print_hot(rows: list[dict[str, Any]]) -> None:
+    say("")
+    say(
+        "pulls of the hottest rows (the node features', over the trainers and epochs): the "
+        f"share of all pulls that went to the hottest {', '.join(f'{h:.0%}' for h in HOT)}"
+    )
+    for r in rows:
+        if r.get("hot"):
+            name, shares = r["hot"]
+            cells = ", ".join(f"{s:.1%}" for s in shares)
+            say(f"  {r['label']:<28} {cells} ({name})")
+
+
 BREAKDOWN = (  # (heading, the profile's key): seconds (faults: a count) per epoch
     ("sampling", "sampling"),
     ("  ahead", "patch.ahead_seconds"),
@@ -311,7 +384,7 @@ TARGETS = (  # (run label, the most its epoch may take, as a multiple of the in-
 READ_TARGET = 1.5  # bytes read per epoch, at most, as a multiple of the features touched
 
 
-def print_targets(rows: list[dict[str, Any]]) -> None:
+def print_targets(rows: list[dict[str, Any]], kind: str) -> None:
     base = rows[0]
     say("")
     say(f"targets (against the in-memory epoch of this run, {base.get('epoch_s', 0):.2f} s):")
@@ -322,7 +395,7 @@ def print_targets(rows: list[dict[str, Any]]) -> None:
             continue
         ratio = r["epoch_s"] / base["epoch_s"]
         read = r["read_bytes"] / r["epochs"] / max(r["touched_bytes"], 1)
-        record("out_of_core_bench", f"{label}: epoch", r["epoch_s"], "s", base["epoch_s"],
+        record("out_of_core_bench", f"{kind}, {label}: epoch", r["epoch_s"], "s", base["epoch_s"],
                "in memory")  # fmt: skip
         same = r["accuracy"] == base["accuracy"]
         say(
@@ -346,6 +419,11 @@ def main() -> int:
     p.add_argument("--fan-out", default="10,5")
     p.add_argument("--fractions", default="0.5,0.25")
     p.add_argument(
+        "--graphs",
+        default="products,uniform",
+        help=f"the graphs benched, in order, of: {', '.join(GRAPHS)}",
+    )
+    p.add_argument(
         "--no-techniques",
         dest="techniques",
         action="store_false",
@@ -363,16 +441,52 @@ def main() -> int:
     if os.geteuid() != 0 or not CGROUP_ROOT.is_dir():
         raise SystemExit(f"out_of_core_bench: needs root and {CGROUP_ROOT} (cgroup v1)")
     py = os.environ.get("DGL_PYTHON", sys.executable)
+    kinds = [k for k in a.graphs.split(",") if k]
+    unknown = sorted(set(kinds) - set(GRAPHS))
+    if unknown:
+        raise SystemExit(f"out_of_core_bench: --graphs: no graph {', '.join(unknown)} "
+                         f"(known: {', '.join(GRAPHS)})")  # fmt: skip
+    failed = 0
+    for kind in kinds:
+        say("")
+        say(f"== {kind}: {GRAPHS[kind]}")
+        failed |= bench_graph(py, a, kind, graph(py, a, kind))
+    return failed
+
+
+GRAPHS = {
+    "products": "examples/graphsage/make_chunked.py: heavy-tailed degrees, communities",
+    "uniform": "examples/graphsage/make_dataset.py: edges drawn uniformly",
+}
+
+
+def graph(py: str, a: argparse.Namespace, kind: str) -> Path:
+    """The chunked graph of ``kind`` (:data:`GRAPHS`) at the bench's size, made once under
+    the cache: its folder. Both have ``--avg-degree`` neighbours a node on average."""
     key = f"n{a.nodes}-d{a.avg_degree:g}-f{a.feat_dim}-t{a.train_frac:g}-e{a.test_frac:g}"
-    data = prepare_graph(
+    if kind == "uniform":
+        root = prepare_graph(
+            py,
+            CACHE / "bench" / "ooc" / key,
+            ["--num-nodes", str(a.nodes), "--avg-degree", str(a.avg_degree), "--feat-dim",
+             str(a.feat_dim), "--train-frac", str(a.train_frac), "--val-frac", str(a.test_frac),
+             "--test-frac", str(a.test_frac), "--binary"],
+            say,
+        )  # fmt: skip
+        return root / "chunked"
+    return heavy_tailed_graph(
         py,
-        CACHE / "bench" / "ooc" / key,
-        ["--num-nodes", str(a.nodes), "--avg-degree", str(a.avg_degree), "--feat-dim",
-         str(a.feat_dim), "--train-frac", str(a.train_frac), "--val-frac", str(a.test_frac),
-         "--test-frac", str(a.test_frac), "--binary"],
+        CACHE / "bench" / "ooc" / f"products-{key}",
+        ["--nodes", str(a.nodes), "--edges", str(round(a.nodes * a.avg_degree / 2)),
+         "--feat-dim", str(a.feat_dim), "--train-frac", str(a.train_frac), "--val-frac",
+         str(a.test_frac), "--test-frac", str(a.test_frac), "--chunks", "4"],
         say,
     )  # fmt: skip
-    size = memplan.chunked_graph_size(data / "chunked")
+
+
+def bench_graph(py: str, a: argparse.Namespace, kind: str, chunked: Path) -> int:
+    """Every run on one graph, and its tables."""
+    size = memplan.chunked_graph_size(chunked)
     features = size.nodes / WORKERS * size.node_bytes
     one_each = memplan.Processes(servers=1, trainers=1)
     shape = memplan.Shape(
@@ -394,6 +508,8 @@ def main() -> int:
         f"memory ~{in_memory.estimate / 2**30:.2f} GiB per worker, out of core from "
         f"~{step.smallest / 2**30:.2f} GiB ({step.detail})"
     )
+    rate = sequential_rate(chunked / "node_data")
+    say(f"disk: {rate / MiB:.0f} MiB/s reading the graph's node data in 16 MiB reads (sequential)")
     a.shm_bytes = int(2 * features + 2**31)  # in memory: DGL's servers copy the features there
     work = CACHE / "bench" / "ooc" / "work"
     for old in work.glob("*"):  # (the storage's partition cache is kept: keyed by content)
@@ -401,8 +517,8 @@ def main() -> int:
             shutil.rmtree(old) if old.is_dir() else old.unlink()
     (work / "storage").mkdir(parents=True, exist_ok=True)
     big = int(max(in_memory.estimate * 2, step.smallest + 2 * features))
-    rows = [run(py, a, data, work, False, big, "in memory")]
-    rows.append(run(py, a, data, work, True, big, "out of core, no limit"))
+    rows = [run(py, a, chunked, work, False, big, "in memory")]
+    rows.append(run(py, a, chunked, work, True, big, "out of core, no limit"))
     if "error" in rows[-1]:
         return 1
     floor = max(rows[-1]["anon_mib"]) * MiB + FILE_PAGES
@@ -415,25 +531,25 @@ def main() -> int:
     )
     for f in (float(x) for x in a.fractions.split(",") if x):
         limit = int(floor + f * features)
-        rows.append(run(py, a, data, work, True, limit, f"out of core, {f:g} x features"))
+        rows.append(run(py, a, chunked, work, True, limit, f"out of core, {f:g} x features"))
     if a.readahead:  # the page-fault reads' other mode (outofcore.patch.READS_ENV)
         other = next(r for r in READS if r != DEFAULT_READS)
         label = f"out of core, 0.5 x, {other}"
         limit = int(floor + 0.5 * features)
-        rows.append(run(py, a, data, work, True, limit, label, {READS_ENV: other}))
+        rows.append(run(py, a, chunked, work, True, limit, label, {READS_ENV: other}))
     if a.techniques:  # each technique's share: the run without it
         label = "out of core, no limit, no warm"
-        rows.append(run(py, a, data, work, True, big, label, {WARM_ENV: "0"}))
+        rows.append(run(py, a, chunked, work, True, big, label, {WARM_ENV: "0"}))
         for f in (float(x) for x in a.fractions.split(",") if x):
             label = f"out of core, {f:g} x, no ahead"
             limit = int(floor + f * features)
-            rows.append(run(py, a, data, work, True, limit, label, None, "--sample_ahead 0"))
+            rows.append(run(py, a, chunked, work, True, limit, label, None, "--sample_ahead 0"))
     base = rows[0].get("epoch_s")
     say("")
     head = f"{'run':<28} {'limit GiB':>9} {'epoch s':>8} {'slowdown':>8} {'each epoch s':>16} "
     say(
         head + f"{'peak GiB (w0, w1)':>18} {'anon GiB':>9} {'read/epoch GiB':>14} "
-        f"{'read/touched':>12} {'test acc':>8}"
+        f"{'read/touched':>12} {'seq read s':>10} {'test acc':>8}"
     )
     for r in rows:
         if "error" in r:
@@ -447,8 +563,13 @@ def main() -> int:
             f"{' '.join(f'{x:.1f}' for x in r['epochs_s']):>16} "
             f"{peaks:>18} {anon:>9.2f} {r['read_bytes'] / a.epochs / 2**30:>14.2f} "
             f"{r['read_bytes'] / a.epochs / max(r['touched_bytes'], 1):>11.2f}x "
-            f"{r['accuracy']:>8.4f}"
+            f"{r['read_bytes'] / a.epochs / rate:>10.2f} {r['accuracy']:>8.4f}"
         )
+    say(
+        "(seq read s: an epoch's reads at the disk's sequential rate, the floor of its time "
+        "were its bytes read in large pieces)"
+    )
+    print_hot(rows)
     print_breakdown(rows)
     say("")
     say("memory plan against the measured peak per worker (the estimate at the run's page cache")
@@ -475,7 +596,7 @@ def main() -> int:
             f"  {r['label']:<28} plan {plan / 2**30:.2f} GiB, measured {peak / 2**30:.2f} GiB "
             f"({plan / peak:.2f}x)"
         )
-    print_targets(rows)
+    print_targets(rows, kind)
     return 0
 
 

@@ -56,17 +56,25 @@ def prepare_graph(py: str, root: Path, dataset_args: list[str], say: Say) -> Pat
 def products_graph(py: str, scale: float, say: Say) -> Path:
     """A chunked graph shaped like ogbn-products (examples/graphsage/make_chunked.py, ``scale``
     of its nodes and edges), made once under the cache: its folder."""
+    args = []
+    if scale != 1.0:
+        args += ["--nodes", str(round(PRODUCTS_NODES * scale))]
+        args += ["--edges", str(round(PRODUCTS_EDGES * scale))]
     root = CACHE / "bench" / "elastic-partition" / f"products-{scale:g}"
+    return heavy_tailed_graph(py, root, args, say)
+
+
+def heavy_tailed_graph(py: str, root: Path, args: list[str], say: Say) -> Path:
+    """``root``/chunked: examples/graphsage/make_chunked.py's graph (heavy-tailed degrees,
+    communities) with ``args``, written once (a ``root``/ready left by an earlier run is
+    reused): its folder."""
     if (root / "ready").is_file():
         say(f"reusing the graph in {root}")
         return root / "chunked"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    argv = [py, str(EXAMPLE / "make_chunked.py"), "--out", str(root / "chunked")]
-    if scale != 1.0:
-        argv += ["--nodes", str(round(PRODUCTS_NODES * scale))]
-        argv += ["--edges", str(round(PRODUCTS_EDGES * scale))]
     started = time.monotonic()
+    argv = [py, str(EXAMPLE / "make_chunked.py"), "--out", str(root / "chunked"), *args]
     subprocess.run(argv, check=True, env=dgl_env())
     (root / "ready").write_text("")
     say(f"generated {root / 'chunked'} in {time.monotonic() - started:.0f}s")
