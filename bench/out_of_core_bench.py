@@ -167,8 +167,7 @@ def run(
     python.write_text(f'#!/bin/sh\nexec {py} {WORKER} "$@"\n')
     python.chmod(0o755)
     root = CGROUP_ROOT / tag
-    os.sync()  # every run from the same page cache: what the run before read is dropped
-    Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    drop_page_cache()  # every run from the same page cache: what the run before read is gone
     with memory_cgroups(root, [f"worker-{i}" for i in range(WORKERS)], limit) as groups:
         argv = [
             sys.executable, "-m", "launcher.cli", "-g", GRAPH,
@@ -265,14 +264,25 @@ def breakdown(profiles: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+def drop_page_cache() -> None:
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("1\n")
+
+
+def row_sizes(profiles: list[dict[str, Any]]) -> dict[str, int]:
+    """Each data name's row size in bytes, as the trainers' profiles recorded it."""
+    sizes: dict[str, int] = {}
+    for p in profiles:
+        sizes.update(p.get("row_bytes", {}))
+    return sizes
+
+
 def touched(records: Path, profiles: list[dict[str, Any]]) -> float:
     """The bytes of rows an epoch pulled, the mean over epochs: the union over the trainers
     of each epoch's rows (bench/ooc_profile.py's masks), times each data name's row size."""
     import numpy as np
 
-    row_bytes: dict[str, int] = {}
-    for p in profiles:
-        row_bytes.update(p.get("row_bytes", {}))
+    row_bytes = row_sizes(profiles)
     union: dict[str, Any] = {}
     for path in records.glob("touched-*.npz"):
         with np.load(path) as masks:
@@ -294,9 +304,7 @@ def hot_shares(records: Path, profiles: list[dict[str, Any]]) -> tuple[str, list
     :data:`HOT` of its rows; None without counts."""
     import numpy as np
 
-    row_bytes: dict[str, int] = {}
-    for p in profiles:
-        row_bytes.update(p.get("row_bytes", {}))
+    row_bytes = row_sizes(profiles)
     if not row_bytes:
         return None
     name = max(row_bytes, key=lambda n: row_bytes[n])
@@ -317,8 +325,7 @@ def sequential_rate(folder: Path, most: int = 2 << 30) -> float:
     to ``most`` bytes) in 16 MiB reads from a dropped page cache: what an epoch's reads would
     take were they sequential."""
     files = sorted(folder.rglob("*.npy"), key=lambda f: f.stat().st_size, reverse=True)
-    os.sync()
-    Path("/proc/sys/vm/drop_caches").write_text("1\n")
+    drop_page_cache()
     buf = bytearray(16 * MiB)
     done, started = 0, time.monotonic()
     for f in files:
