@@ -11,11 +11,13 @@ sizes and the job's shape, and checks it against the pods' memory limit at once:
 * ``train``: each worker pod, holding ``servers`` DGL servers (each keeps its partition: the
   edges into its nodes, the 1-hop halo and the inner nodes' data) and ``trainers`` trainers.
   Out of core (``--out-of-core``, :mod:`outofcore`) the node data stays on the worker's disk,
-  memory-mapped: the pod needs the structure (servers and trainers without node data), each
-  trainer's sampling working set (:func:`working_set`) and the page cache it is given for the
-  features, ``--page-cache-fraction`` of them. That fraction is what the estimate shows; the
-  step fits down to no page cache at all (every feature read from disk, slower), which is the
-  smallest memory limit the plan names.
+  memory-mapped: the pod needs what the kernel cannot drop (the servers' shared-memory
+  structure, the processes' own memory, each trainer's sampling working set:
+  :func:`working_set`), the pages of the libraries it runs, and the page cache it is given
+  for the features, ``--page-cache-fraction`` of them. That fraction is what the estimate
+  shows; the step fits down to no page cache at all (every feature read from disk, slower),
+  which is the smallest memory limit the plan names. This part of the model counts what the
+  pod's memory cgroup counts, each shared page once (:data:`OUT_OF_CORE_COSTS`).
 
 A step that will not fit fails the job at once with one line naming the step, the estimate,
 the limit and what to change (:class:`PlanError`, its text starts with podcontract's
@@ -117,6 +119,23 @@ COSTS: dict[str, Cost] = {
 # and 2M-node graphs' measured peaks, 2 workers; the 2M graph's halo is smaller than the
 # random-graph worst case the partition sizes assume)
 
+# Out of core, what the pod's memory cgroup holds that the kernel cannot drop (anonymous and
+# shared memory: ``rss + shmem``), per process, without the node data; measured by
+# bench/out_of_core_bench.py (its "measured floor") on its products-shaped graphs of 300k, 1M
+# and 2M nodes (degree 10, 128 and 1024 features, 2 workers, batch 1000, fan-out 10,10).
+# A least-squares fit of the four graphs' floors (each within 3%; the per-edge and per-node
+# split is COSTS["server"]'s, which these graphs of one degree cannot tell apart).
+# Unlike COSTS (each process's resident set), a page is counted once: the servers' structure
+# is shared memory that the trainers map, and the libraries' pages are file pages
+# (:data:`LIBRARY_PAGES`, once per pod).
+OUT_OF_CORE_COSTS: dict[str, Cost] = {
+    # the partition's structure in shared memory, and the process (python, torch, DGL)
+    "server": Cost(base_mib=277, per_edge=22.5, per_node=84.0, data_copies=0.0),
+    # the process, the model, and its own copies of structure while it samples
+    "trainer": Cost(base_mib=277, per_edge=10.0, per_node=37.5, data_copies=0.0),
+}
+LIBRARY_PAGES = 256 * MiB  # torch's, DGL's and python's code, mapped from the image
+
 
 @dataclass(frozen=True, kw_only=True)
 class Processes:
@@ -152,17 +171,12 @@ class Shape:
 
 
 # Out of core, the nodes a minibatch gathers per seed: GraphSAGE's 2 layers with the example's
-# fan-out 10,10 (1 + 10 + 100), and the copies of their rows a trainer holds at once (the
-# gathered input, the rows pulled from other machines). Checked by bench/out_of_core_bench.py:
-# on 1M nodes x 1024 features, 2 workers (its fan-out 10,5), the plan's smallest limit is
-# 3.0 GiB per worker where the processes' own memory peaked at 1.3 GiB: the plan is 1.4-1.7x
-# the measured peaks out of core (it counts a trainer's touched structure pages again)
+# fan-out 10,10 (1 + 10 + 100), and the bytes a trainer holds per such node per byte of node
+# data: measured (bench/out_of_core_bench.py, the same graph with 128 and 1024 features: the
+# floor grew by 0.39 GiB for 3584 more bytes per node) at one copy. The rows read ahead for
+# the next minibatch are page cache: the page cache fraction's, not the smallest limit's.
 NODES_PER_SEED = 111
-WORKING_COPIES = 2.0
-# minibatches whose rows are read ahead of the one a trainer gathers, when the worker's
-# memory cannot hold its features (outofcore.patch: one; with room for them all, the pod's
-# page cache holds every feature anyway): their pages must stay in the page cache until used
-READ_AHEAD = 1
+WORKING_COPIES = 1.0
 
 
 @dataclass(frozen=True)
@@ -241,10 +255,8 @@ def train_step(g: GraphSize, shape: Shape, limit: int | None) -> Step:
 
 
 def working_set(g: GraphSize, shape: Shape, nodes: float) -> float:
-    """Out of core: a trainer's minibatch rows in memory at once (at most its partition's):
-    the copies of the one it trains on, and the pages of the one read ahead."""
-    rows = min(nodes, shape.batch_size * NODES_PER_SEED) * g.node_bytes
-    return rows * WORKING_COPIES + min(nodes * g.node_bytes, rows * READ_AHEAD)
+    """Out of core: a trainer's minibatch rows in memory at once (at most its partition's)."""
+    return min(nodes, shape.batch_size * NODES_PER_SEED) * g.node_bytes * WORKING_COPIES
 
 
 def _out_of_core_step(
@@ -256,15 +268,13 @@ def _out_of_core_step(
     inner: float,
     what: str,
 ) -> Step:
-    server, trainer = COSTS["server"], COSTS["trainer"]
+    server, trainer = OUT_OF_CORE_COSTS["server"], OUT_OF_CORE_COSTS["trainer"]
     p, fraction = shape.processes, shape.out_of_core.page_cache_fraction
     structure = p.servers * server.bytes(nodes, edges, 0, 0) + p.trainers * (
         trainer.bytes(nodes, edges, 0, 0)
     )
-    # edge data stays in shared memory, as in memory
-    structure += (p.servers * server.data_copies + p.trainers * trainer.data_copies) * (
-        edges * g.edge_bytes
-    )
+    # edge data stays in shared memory, as in memory (once: the trainers map the servers')
+    structure += p.servers * edges * g.edge_bytes + LIBRARY_PAGES
     working = p.trainers * working_set(g, shape, nodes)
     features = inner * g.node_bytes
     cache = fraction * features
