@@ -179,7 +179,7 @@ def run(
             "--train-args",
             f"--fan_out {a.fan_out} --eval_fan_out {a.fan_out} --eval_every 0 {train_args}",
             "--transport", "local", "--workspace", str(ws), "--python", str(python),
-            "--storage", str(work / "storage"), "--share-partitions", "--run-name", tag,
+            "--storage", str(a.storage), "--share-partitions", "--run-name", tag,
             "--local-shm-size", str(a.shm_bytes),
         ]  # fmt: skip
         if ooc:
@@ -219,7 +219,7 @@ def run(
         say(f"{label}: failed: {out['error']}")
         (work / f"{tag}.log").write_text(stdout)
         return out
-    metrics = json.loads((work / "storage" / "runs" / tag / "output" / "metrics.json").read_text())
+    metrics = json.loads((a.storage / "runs" / tag / "output" / "metrics.json").read_text())
     out["epochs_s"] = metrics["epoch_seconds"]
     out["epochs"] = len(metrics["epoch_seconds"])
     out["epoch_s"] = sum(metrics["epoch_seconds"]) / len(metrics["epoch_seconds"])
@@ -454,11 +454,24 @@ def main() -> int:
         raise SystemExit(f"out_of_core_bench: --graphs: no graph {', '.join(unknown)} "
                          f"(known: {', '.join(GRAPHS)})")  # fmt: skip
     failed = 0
-    for kind in kinds:
+    graphs = {kind: graph(py, a, kind) for kind in kinds}
+    prune_storage(CACHE / "bench" / "ooc" / "work" / "storage", graphs.values())
+    for kind, chunked in graphs.items():
         say("")
         say(f"== {kind}: {GRAPHS[kind]}")
-        failed |= bench_graph(py, a, kind, graph(py, a, kind))
+        failed |= bench_graph(py, a, kind, chunked)
     return failed
+
+
+def prune_storage(storage: Path, graphs: Any) -> None:
+    """Remove the storages of the graphs this run does not bench: each graph's runs have one
+    (``storage/<graph folder>``), whose partition cache holds GiBs (their partitions for every
+    option the runs used, in memory and out of core), and a bench of other sizes before would
+    otherwise fill the disk."""
+    keep = {Path(g).parent.name for g in graphs}
+    for old in storage.glob("*") if storage.is_dir() else ():
+        if old.name not in keep:
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
 
 
 GRAPHS = {
@@ -519,10 +532,11 @@ def bench_graph(py: str, a: argparse.Namespace, kind: str, chunked: Path) -> int
     say(f"disk: {rate / MiB:.0f} MiB/s reading the graph's node data in 16 MiB reads (sequential)")
     a.shm_bytes = int(2 * features + 2**31)  # in memory: DGL's servers copy the features there
     work = CACHE / "bench" / "ooc" / "work"
-    for old in work.glob("*"):  # (the storage's partition cache is kept: keyed by content)
+    for old in work.glob("*"):  # (the storages' partition caches are kept: keyed by content)
         if old.name != "storage":
             shutil.rmtree(old) if old.is_dir() else old.unlink()
-    (work / "storage").mkdir(parents=True, exist_ok=True)
+    a.storage = work / "storage" / chunked.parent.name
+    a.storage.mkdir(parents=True, exist_ok=True)
     big = int(max(in_memory.estimate * 2, step.smallest + 2 * features))
     rows = [run(py, a, chunked, work, False, big, "in memory")]
     rows.append(run(py, a, chunked, work, True, big, "out of core, no limit"))

@@ -282,3 +282,21 @@ def test_a_benchmark_s_cluster_queue_covers_what_the_operator_s_pods_request(ben
 
     quota = scripts.load(BENCH / bench).QUOTA
     assert set(OWN_RESOURCES["requests"]) <= set(quota)
+
+
+def test_the_out_of_core_bench_keeps_the_storage_of_the_graphs_it_benches_only(
+    tmp_path: Path,
+) -> None:
+    """Each graph's partition cache holds GiBs: a bench of other sizes before this one left
+    theirs, and a storage that kept them all filled the disk (a run failed: "No space left on
+    device"). The twin: the graph benched keeps its partitions."""
+    from bench.out_of_core_bench import prune_storage
+
+    storage = tmp_path / "storage"
+    for name in ("products-n1000", "products-n2000", "partitions"):  # (and the old flat layout)
+        (storage / name / "part0").mkdir(parents=True)
+    graphs = [tmp_path / "products-n1000" / "chunked"]
+    prune_storage(storage, graphs)
+    assert sorted(p.name for p in storage.iterdir()) == ["products-n1000"]
+    assert (storage / "products-n1000" / "part0").is_dir()
+    prune_storage(tmp_path / "none", graphs)  # (no storage yet: nothing to do)
