@@ -421,8 +421,9 @@ def _smallest(nodes: int, features: int) -> float:
 def test_the_out_of_core_model_is_within_a_tenth_of_the_measured_floor(
     nodes: int, features: int, floor: float
 ) -> None:
-    """The smallest limit the plan names, against what the bench measured on that graph: the
-    limit the workers ran in with no page cache for their features (issue 59: within 25%)."""
+    """The smallest limit the plan names, against the floor the bench measured on that graph:
+    what a worker held that the kernel cannot drop, with no limit, plus its libraries' pages
+    (issue 59 asks for the estimate within 25%)."""
     assert _smallest(nodes, features) == pytest.approx(floor, rel=0.1)
 
 
