@@ -290,8 +290,7 @@ def test_the_out_of_core_bench_keeps_the_storage_of_the_graphs_it_benches_only(
     """Each graph's partition cache holds GiBs: a bench of other sizes before this one left
     theirs, and a storage that kept them all filled the disk (a run failed: "No space left on
     device"). The twin: the graph benched keeps its partitions."""
-    from bench.out_of_core_bench import prune_storage
-
+    prune_storage = scripts.load(BENCH / "out_of_core_bench.py").prune_storage
     storage = tmp_path / "storage"
     for name in ("products-n1000", "products-n2000", "partitions"):  # (and the old flat layout)
         (storage / name / "part0").mkdir(parents=True)
