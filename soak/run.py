@@ -460,6 +460,8 @@ class Soak:
         pending_faults = list(self.plan.faults)
         threads: list[threading.Thread] = []
         checks: list[tuple[float, inv.JobRecord]] = []  # (deleted at, job): leftovers
+        # jobs may take drain_seconds after the last submission, which waits for a free slot
+        # (``concurrent``) and so may come well after the plan's submit window
         deadline = self.plan.size.submit_seconds + self.drain_seconds
         while True:
             now = self.now()
@@ -474,6 +476,7 @@ class Soak:
                     self.submit(submissions[0])
                     submissions.pop(0)
                     open_jobs += 1
+                    deadline = max(deadline, now + self.drain_seconds)
                 self._close_finished(checks)
             except RuntimeError as e:  # (kubectl's, and localcluster.volumes')
                 self.say(f"[{now:7.1f}s] {e}; again in a second")
