@@ -67,6 +67,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -455,7 +456,7 @@ def main() -> int:
                          f"(known: {', '.join(GRAPHS)})")  # fmt: skip
     failed = 0
     graphs = {kind: graph(py, a, kind) for kind in kinds}
-    prune_storage(CACHE / "bench" / "ooc" / "work" / "storage", graphs.values())
+    prune_storage(WORK / "storage", graphs.values())
     for kind, chunked in graphs.items():
         say("")
         say(f"== {kind}: {GRAPHS[kind]}")
@@ -463,16 +464,19 @@ def main() -> int:
     return failed
 
 
-def prune_storage(storage: Path, graphs: Any) -> None:
+def prune_storage(storage: Path, graphs: Iterable[Path]) -> None:
     """Remove the storages of the graphs this run does not bench: each graph's runs have one
     (``storage/<graph folder>``), whose partition cache holds GiBs (their partitions for every
     option the runs used, in memory and out of core), and a bench of other sizes before would
     otherwise fill the disk."""
-    keep = {Path(g).parent.name for g in graphs}
+    keep = {g.parent.name for g in graphs}
     for old in storage.glob("*") if storage.is_dir() else ():
         if old.name not in keep:
             shutil.rmtree(old) if old.is_dir() else old.unlink()
 
+
+OOC = CACHE / "bench" / "ooc"  # the graphs, one folder each, and the runs' work folder
+WORK = OOC / "work"
 
 GRAPHS = {
     "products": "examples/graphsage/make_chunked.py: heavy-tailed degrees, communities",
@@ -487,7 +491,7 @@ def graph(py: str, a: argparse.Namespace, kind: str) -> Path:
     if kind == "uniform":
         root = prepare_graph(
             py,
-            CACHE / "bench" / "ooc" / key,
+            OOC / key,
             ["--num-nodes", str(a.nodes), "--avg-degree", str(a.avg_degree), "--feat-dim",
              str(a.feat_dim), "--train-frac", str(a.train_frac), "--val-frac", str(a.test_frac),
              "--test-frac", str(a.test_frac), "--binary"],
@@ -496,7 +500,7 @@ def graph(py: str, a: argparse.Namespace, kind: str) -> Path:
         return root / "chunked"
     return heavy_tailed_graph(
         py,
-        CACHE / "bench" / "ooc" / f"products-{key}",
+        OOC / f"products-{key}",
         ["--nodes", str(a.nodes), "--edges", str(round(a.nodes * a.avg_degree / 2)),
          "--feat-dim", str(a.feat_dim), "--train-frac", str(a.train_frac), "--val-frac",
          str(a.test_frac), "--test-frac", str(a.test_frac), "--chunks", "4"],
@@ -531,7 +535,7 @@ def bench_graph(py: str, a: argparse.Namespace, kind: str, chunked: Path) -> int
     rate = sequential_rate(chunked / "node_data")
     say(f"disk: {rate / MiB:.0f} MiB/s reading the graph's node data in 16 MiB reads (sequential)")
     a.shm_bytes = int(2 * features + 2**31)  # in memory: DGL's servers copy the features there
-    work = CACHE / "bench" / "ooc" / "work"
+    work = WORK
     for old in work.glob("*"):  # (the storages' partition caches are kept: keyed by content)
         if old.name != "storage":
             shutil.rmtree(old) if old.is_dir() else old.unlink()
