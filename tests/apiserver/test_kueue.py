@@ -452,8 +452,16 @@ def test_a_job_without_the_label_is_queued_in_the_local_queue_default_within_its
         what="late queued",
         timeout=30,
     )
-    said = events_of(api, namespace, "late", "DGLJobQueued")
-    assert any("no label kueue.x-k8s.io/queue-name" in m for m in said), said
+    # Events are sent by the recorder's own thread, after the status that caused them: wait
+    # (ci8 read the events the moment the condition showed and found none yet)
+    wait_for(
+        lambda: any(
+            "no label kueue.x-k8s.io/queue-name" in m
+            for m in events_of(api, namespace, "late", "DGLJobQueued")
+        ),
+        what="late's DGLJobQueued Event naming the missing label",
+        timeout=30,
+    )
     # the quota holds: early's 4 CPUs are the queue's all; late waits without pods
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:

@@ -307,5 +307,11 @@ def test_dglruns_report_reaches_the_status_through_the_operator_alone(
         assert "status.conditions is not a field dglrun reports" in said["message"]
         assert all(c["type"] != "Succeeded" for c in status().get("conditions") or [])
         assert status().get("phase") != "Succeeded"
-        warned = [e for e in api.list(EVENTS, namespace)["items"] if e["reason"] == "ReportRefused"]
-        assert warned and warned[0]["type"] == "Warning"
+
+        def warnings() -> list[dict[str, Any]]:
+            found = api.list(EVENTS, namespace)["items"]
+            return [e for e in found if e["reason"] == "ReportRefused"]
+
+        # the Event follows the condition, from the recorder's own thread: wait for it
+        warned = wait_for(warnings, what="the ReportRefused Event", timeout=30)
+        assert warned[0]["type"] == "Warning"
