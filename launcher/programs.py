@@ -26,8 +26,11 @@ CACHE = "launcher.storage.cache"  # a worker's part copied into / out of the par
 CHECK_CHUNKS = "chunkedgraph"  # a chunked graph checked where it lives (`check`)
 PARTITION_RANK = "distpart"  # an MPI rank of the ParMETIS modes (`partition`)
 OUT_OF_CORE = "outofcore"  # --out-of-core: a DGL server or trainer (`run`), .npy (`export`)
+DGL_PROCESS = "dglprocess"  # any other DGL server or trainer (`run`)
 
-PROGRAMS = (CLI, REMOTE, PULL, SERVE, CACHE, CHECK_CHUNKS, PARTITION_RANK, OUT_OF_CORE)
+PROGRAMS = (
+    CLI, REMOTE, PULL, SERVE, CACHE, CHECK_CHUNKS, PARTITION_RANK, OUT_OF_CORE, DGL_PROCESS
+)  # fmt: skip
 
 SAFE_PATH = "-P"  # no working directory (nor script folder) prepended to sys.path
 

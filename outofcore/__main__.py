@@ -13,11 +13,10 @@ line naming the file, before DGL starts. Errors exit 2 with one line on stderr.
 from __future__ import annotations
 
 import os
-import runpy
 import sys
 import time
-from pathlib import Path
 
+from dglprocess import runner
 from outofcore import layout
 
 PROG = "python -m outofcore"
@@ -55,12 +54,10 @@ def run(script: str, args: list[str]) -> None:
         patch.install()
     except patch.OutOfCoreError as e:
         raise _Refused(str(e)) from None
-    path = Path(script)
-    if not path.is_file():
-        raise _Refused(f"{script}: no such training script")
-    sys.argv = [script, *args]
-    sys.path.insert(0, str(path.resolve().parent))  # what `python SCRIPT` puts first
-    runpy.run_path(script, run_name="__main__")
+    try:
+        runner.run(script, args)
+    except runner.Refused as e:
+        raise _Refused(str(e)) from None
 
 
 def export(config: str) -> None:

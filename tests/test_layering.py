@@ -10,7 +10,8 @@ row in LAUNCHER_IMPORTS) only it, podprogram, podcontract, chunkedgraph and work
 workers' agents' client); workeragent (the worker pods' agent, a zipapp for any python3 >= 3.9)
 only it and podcontract; kubectl_download only it, podprogram and podcontract; distpart
 chunkedgraph and outofcore's .npy layout, never launcher;
-outofcore (out-of-core workers' DGL patch) only podcontract; kubeclient (the only HTTP code) knows
+outofcore (out-of-core workers' DGL patch) only podcontract and dglprocess (the DGL processes'
+runner, which imports no other package); kubeclient (the only HTTP code) knows
 nothing of caches; informers know nothing of the controller; nothing imports the controller
 (whose parts stand on floors, CONTROLLER_FLOORS: machinery <- job logic <- the lifecycle's
 steps <- the sync handler, the wiring and main);
@@ -100,7 +101,9 @@ LAYERS: dict[str, tuple[set[str], set[str]]] = {
     # 3.9 or later): the standard library and the pod contract only
     "workeragent": ({"podcontract"}, set()),
     # out-of-core workers: the .npy layout (numpy; distpart writes it) and DGL 2.1's patch
-    "outofcore": ({"podcontract"}, {"numpy", "torch", "dgl"}),
+    "outofcore": ({"podcontract", "dglprocess"}, {"numpy", "torch", "dgl"}),
+    # every DGL server and trainer: the runner, and DGL 2.1's start without its fixed waits
+    "dglprocess": (set(), {"dgl"}),
     # -- development code -----------------------------------------------------------------------
     # this machine's Kubernetes: it runs the operator as a process (python -m controller.main)
     # and imports no other project package than Kubernetes' quantities (podcontract.quantity,

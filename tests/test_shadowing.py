@@ -39,6 +39,7 @@ INSTALLED = (
     "kubeclient",
     "informers",
     "outofcore",
+    "dglprocess",
     "dgljob",
     "dgl_operator",
 )

@@ -180,7 +180,8 @@ def test_without_root_dglrun_uses_a_user_namespace(tmp_path: Path, no_leftovers:
     top = Path(tempfile.mkdtemp(prefix="dglrun-nobody-", dir="/tmp"))
     try:
         code, ws = top / "code", top / "ws"
-        for package in ("launcher", "chunkedgraph", "podprogram", "podcontract"):  # a worker image
+        # a worker image: dglrun's programs there (the DGL processes' runner among them)
+        for package in ("launcher", "chunkedgraph", "podprogram", "podcontract", "dglprocess"):
             shutil.copytree(REPO / package, code / package)
         shutil.copytree(FIXTURES, code / "fixtures")
         ws.mkdir()

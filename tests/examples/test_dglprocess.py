@@ -1,0 +1,64 @@
+"""python -m dglprocess run with DGL 2.1: a server's rpc_server gets the short wait (and a
+server under DGL_OPERATOR_FAST_START=0, or any process that is not a DGL server, keeps DGL's
+own), the script runs as ``python SCRIPT ARGS`` would, and a bad command line is one line.
+Every dglrun test that trains runs its servers and trainers under it (launcher train_argv);
+what it saves is measured by bench/pipeline_bench.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.examples.helpers import Dgl, clean_env
+from tests.support.paths import REPO
+
+PROBE = """
+import json, sys
+from dgl.distributed import rpc_server
+print(json.dumps({"clock": type(rpc_server.time).__name__, "argv": sys.argv,
+                  "name": __name__, "path0": sys.path[0]}))
+"""
+
+
+def probe(dgl: Dgl, tmp_path: Path, **env: str) -> dict[str, object]:
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    proc = dgl.run(
+        ["-P", "-m", "dglprocess", "run", script, "--graph_name", "g"],
+        env=clean_env(PYTHONPATH=str(REPO), **env),
+    )
+    seen: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return seen
+
+
+def test_a_server_waits_a_quarter_second_for_the_receivers_and_the_script_runs_as_itself(
+    dgl: Dgl, tmp_path: Path
+) -> None:
+    seen = probe(dgl, tmp_path, DGL_ROLE="server")
+    assert seen["clock"] == "_ShortWait"
+    assert seen["argv"] == [str(tmp_path / "probe.py"), "--graph_name", "g"]
+    assert seen["name"] == "__main__" and seen["path0"] == str(tmp_path)
+
+
+def test_without_the_switch_or_as_another_process_dgl_starts_as_its_own(
+    dgl: Dgl, tmp_path: Path
+) -> None:
+    """The twins: the same probe sees DGL's ``time`` module."""
+    assert probe(dgl, tmp_path, DGL_ROLE="server", DGL_OPERATOR_FAST_START="0")["clock"] == (
+        "module"
+    )
+    assert probe(dgl, tmp_path)["clock"] == "module"  # no DGL_ROLE: Skip mode's one process
+
+
+def test_a_missing_script_and_a_bad_command_line_are_one_line(dgl: Dgl, tmp_path: Path) -> None:
+    env = clean_env(PYTHONPATH=str(REPO))
+    missing = dgl.run(["-P", "-m", "dglprocess", "run", tmp_path / "nope.py"], env=env, check=False)
+    assert (missing.returncode, missing.stderr.strip()) == (
+        2,
+        f"dglprocess: {tmp_path / 'nope.py'}: no such training script",
+    )
+    usage = dgl.run(["-P", "-m", "dglprocess"], env=env, check=False)
+    assert (
+        usage.returncode == 2
+        and usage.stderr.strip() == "usage: python -m dglprocess run SCRIPT [ARGS...]"
+    )
