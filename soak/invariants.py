@@ -70,6 +70,18 @@ class JobRecord:
     last_status: Obj = field(default_factory=dict)
     closed: bool = False  # its outcome taken and its deletion asked for (the runner's)
     restarts: list[str] = field(default_factory=list)  # why it restarted, as the looks saw it
+    moved: float = -1.0  # when a look last saw its status move (-1: never; see :func:`movement`)
+    movement: tuple[object, ...] = ()  # what that look saw
+
+    def saw(self, status: Obj, at: float) -> None:
+        """A look's status of the job: kept, and ``moved`` set when it moved."""
+        self.last_status = status
+        now = movement(status)
+        if now != self.movement:
+            self.movement, self.moved = now, at
+
+    def last_moved(self) -> float:
+        return max(self.moved, self.submitted)
 
     def saw_restart(self, status: Obj) -> None:
         """Keeps the message of a Restarting=True condition seen (it reads "running again"
@@ -79,6 +91,32 @@ class JobRecord:
                 message = f"{cond.get('reason', '')}: {cond.get('message', '')}"
                 if not self.restarts or self.restarts[-1] != message:
                     self.restarts.append(message)
+
+
+STALL_SECONDS = 90.0  # a job whose status has not moved this long is not moving
+
+
+def movement(status: Obj) -> tuple[object, ...]:
+    """What of a job's status moves while it works: its phase, progress (the step and the
+    epoch), epochs done, percentage and restarts."""
+    detail = status.get("progressDetail") or {}
+    return (
+        status.get("phase"),
+        status.get("progress"),
+        detail.get("epochsDone"),
+        detail.get("percentage"),
+        status.get("restartCount"),
+    )
+
+
+def moving(jobs: Iterable[JobRecord], at: float, stall: float = STALL_SECONDS) -> list[str]:
+    """The unfinished jobs whose status moved within ``stall`` seconds of ``at`` (the soak
+    waits for them past its deadline: slow is not stuck)."""
+    return [
+        f"{j.namespace}/{j.name}"
+        for j in jobs
+        if j.finished is None and at - j.last_moved() < stall
+    ]
 
 
 def live(pod: Obj) -> bool:
@@ -193,7 +231,8 @@ def outcome(at: float, job: JobRecord) -> list[Violation]:
                 "stuck",
                 f"{where} never finished: phase {phase}, "
                 f"progress {job.last_status.get('progress')!r}, "
-                f"conditions {conditions_line(job.last_status)}",
+                f"conditions {conditions_line(job.last_status)}; "
+                f"its status last moved at {job.last_moved():.1f}s",
             ),
             *restarted,
         ]

@@ -259,7 +259,7 @@ class Soak:
                     if record is None or record.uid not in ("", job["metadata"]["uid"]):
                         continue
                     record.uid = job["metadata"]["uid"]
-                    record.last_status = job.get("status") or {}
+                    record.saw(job.get("status") or {}, at)
                     record.saw_restart(record.last_status)
                     self._attempt(record, launchers.get(key))
 
@@ -490,7 +490,11 @@ class Soak:
                 unfinished = [j for j in self.jobs.values() if j.finished is None]
             if not submissions and not unfinished and not checks:
                 break
-            if now > deadline:
+            # past the deadline, jobs that still move are waited for (slow is not stuck), up to
+            # a second drain time
+            if now > deadline and (
+                now > deadline + self.drain_seconds or not inv.moving(unfinished, now)
+            ):
                 break
             time.sleep(1.0)
         if submissions:  # (the jobs before them never ended: the plan was not run whole)

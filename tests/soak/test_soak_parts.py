@@ -148,6 +148,27 @@ def test_a_job_fails_only_for_a_fault_that_struck_it_and_says_what() -> None:
     assert stuck.rule == "stuck" and "Training" in stuck.what
 
 
+def test_a_slow_job_whose_status_moves_is_waited_for_and_a_still_one_is_not() -> None:
+    """Past its deadline the soak waits for jobs that still move (ci7's and a later soak's
+    "stuck" jobs were training, only slowly): a job is moving while a look saw its status
+    change within STALL_SECONDS; the twin, the same job with a status that stays, is not."""
+    training = {"phase": "Training", "progress": "5/5 train"}
+    slow, still = record(name="slow", submitted=10.0), record(name="still", submitted=10.0)
+    for job in (slow, still):
+        job.saw(training, 20.0)
+    slow.saw({**training, "progress": "5/5 train: epoch 1/2"}, 150.0)
+    still.saw(dict(training), 150.0)  # (the same status, seen again)
+    assert (slow.moved, still.moved) == (150.0, 20.0)
+    assert inv.moving([slow, still], 200.0) == ["team-a/slow"]
+    assert inv.moving([slow, still], 150.0 + inv.STALL_SECONDS) == []
+    slow.finished = 210.0
+    assert inv.moving([slow], 211.0) == []  # finished: nothing to wait for
+    never = record(name="never", submitted=100.0)  # not seen by a look yet: since submitted
+    assert inv.moving([never], 150.0) == ["team-a/never"]
+    (stuck,) = inv.outcome(300.0, still)
+    assert "its status last moved at 20.0s" in stuck.what
+
+
 def test_only_a_fault_that_struck_a_job_restarts_it() -> None:
     """An API server restart strikes no job (issue 58): a job that took a second attempt
     though no fault struck it is a violation; the twin, struck, is not."""
