@@ -1,6 +1,6 @@
 """Where one DGL process's time goes, for out_of_core_bench.py: ``python -m bench.ooc_profile
-ARGS...`` runs what dglrun asked to run (``SCRIPT ARGS`` or ``-P -m outofcore run SCRIPT
-ARGS``) with a few DGL functions timed, and at exit writes
+ARGS...`` runs what dglrun asked to run (``-P -m dglprocess run SCRIPT ARGS`` or ``-P -m
+outofcore run SCRIPT ARGS``) with a few DGL functions timed, and at exit writes
 ``$OOC_BENCH_RECORDS/profile-<host>-<role>-<pid>.json``.
 
 The timers go in when the script calls ``dgl.distributed.initialize``: after outofcore's patch

@@ -159,10 +159,9 @@ def train_argv(
     a DGL server's or trainer's on a worker, without (Skip mode) the one process in the pod."""
     given = what.options
     argv = [what.python, script, "--graph_name", what.graph_name]
-    if configs is not None:  # (DGL's start without its fixed waits: dglprocess)
+    if configs is not None:  # under a runner: DGL's start without its fixed waits (dglprocess)
         runner = programs.OUT_OF_CORE if given.out_of_core.enabled else programs.DGL_PROCESS
         argv[1:1] = programs.argv("", runner, "run")[1:]
-    if configs is not None:
         ip_conf, part_conf = configs
         argv += ["--ip_config", ip_conf, "--part_config", part_conf]
     return [
