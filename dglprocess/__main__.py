@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         runner.run(argv[1], argv[2:])
-    except runner.Refused as e:
+    except runner.RunRefused as e:
         print(f"dglprocess: {e}", file=sys.stderr)
         return 2
     return 0

@@ -10,14 +10,14 @@ from pathlib import Path
 from dglprocess import start
 
 
-class Refused(Exception):
+class RunRefused(Exception):
     """A script that cannot be run (the runner says it in one line and exits 2)."""
 
 
 def run(script: str, args: list[str]) -> None:
     path = Path(script)
     if not path.is_file():
-        raise Refused(f"{script}: no such training script")
+        raise RunRefused(f"{script}: no such training script")
     start.prepare()
     sys.argv = [script, *args]
     sys.path.insert(0, str(path.resolve().parent))  # what `python SCRIPT` puts first

@@ -56,7 +56,7 @@ def run(script: str, args: list[str]) -> None:
         raise _Refused(str(e)) from None
     try:
         runner.run(script, args)
-    except runner.Refused as e:
+    except runner.RunRefused as e:
         raise _Refused(str(e)) from None
 
 

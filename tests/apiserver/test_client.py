@@ -310,8 +310,17 @@ def test_dglctl_report_reads_the_job_its_pods_and_events_and_names_what_it_canno
     assert out.strip() == f"{watched}: written (the job ended)"
     assert "refresh" not in watched.read_text() and " (Succeeded)</h1>" in watched.read_text()
     jobs.wait("seen", timeout=LIVE_TIMEOUT)
-    wait_for(lambda: "DGLJobSucceeded" in [e["reason"] for e in jobs.events("seen")],
-             what="the DGLJobSucceeded Event", timeout=LIVE_TIMEOUT)  # fmt: skip
+
+    # the Events the report must show: the recorder sends them one by one from its own thread,
+    # so the last of them, the workers' deletion, is waited for too
+    def said() -> str:
+        return "\n".join(f"{e['reason']}: {e.get('message')}" for e in jobs.events("seen"))
+
+    wait_for(
+        lambda: "DGLJobSucceeded" in said() and "Deleted 2 pods: seen-worker-{0..1}" in said(),
+        what="the DGLJobSucceeded Event and the workers' deletion",
+        timeout=LIVE_TIMEOUT,
+    )
 
     # the launcher bound to a node that is not there: its log cannot be read
     binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "seen-launcher"},

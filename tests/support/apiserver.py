@@ -115,6 +115,37 @@ def token_kubeconfig(api: RestClient, cp: ControlPlane, ns: str, sa: str, path: 
     return kubeconfig(path, cp.server, cp.pki, sa, token=review["status"]["token"])
 
 
+SUBJECTACCESSREVIEWS = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+)
+
+
+def rbac_in_effect(api: RestClient, user: str, role: dict[str, Any]) -> None:
+    """Until the API server's authorizer grants ``user`` the first resource rule of ``role``:
+    it reads bindings from a cache of its own, which may lag their creation (ci9 saw a
+    SubjectAccessReview refuse a verb just bound)."""
+    rule = next(r for r in role.get("rules") or [] if r.get("resources") and r.get("verbs"))
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": user,
+            "groups": ["system:serviceaccounts", "system:authenticated"],
+            "resourceAttributes": {
+                "namespace": "default",
+                "verb": rule["verbs"][0],
+                "group": (rule.get("apiGroups") or [""])[0],
+                "resource": rule["resources"][0],
+            },
+        },
+    }
+
+    def granted() -> bool:
+        return bool(api.create(SUBJECTACCESSREVIEWS, None, review)["status"].get("allowed"))
+
+    wait_for(granted, what=f"the binding of {user} in effect", timeout=LIVE_TIMEOUT)
+
+
 @contextlib.contextmanager
 def operator_identity(
     api: RestClient, cp: ControlPlane, role: dict[str, Any], path: Path
@@ -148,7 +179,9 @@ def operator_identity(
             "subjects": [{"kind": "ServiceAccount", "name": "dgl-operator", "namespace": ns}],
         },
     )
+    user = f"system:serviceaccount:{ns}:dgl-operator"
     try:
+        rbac_in_effect(api, user, role)
         review = api.create(
             SERVICEACCOUNTS,
             ns,
@@ -162,7 +195,7 @@ def operator_identity(
         )
         yield (
             kubeconfig(path, cp.server, cp.pki, "dgl-operator", token=review["status"]["token"]),
-            f"system:serviceaccount:{ns}:dgl-operator",
+            user,
         )
     finally:
         api.delete(CLUSTERROLEBINDINGS, None, name)
