@@ -23,7 +23,7 @@ from controller.features.gang import POD_GROUP_LABEL
 from kubeclient import PODGROUPS, PODS, AlreadyExists, NotFound, Obj, Resource, RestClient
 from localcluster.cluster import ControlPlane
 from localcluster.operator_process import OperatorProcess
-from tests.support.apiserver import install_crd, operator_identity
+from tests.support.apiserver import allowed, install_crd, operator_identity
 from tests.support.dgljobs import load_fixture
 from tests.support.live import Kubelet
 from tests.support.rbac import cluster_role
@@ -32,9 +32,6 @@ from tests.support.waiting import wait_for
 
 PRIORITYCLASSES = Resource(
     "scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False
-)
-SAR = Resource(
-    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
 )
 JOB = "dgl-graphsage"
 WORKERS = [f"{JOB}-worker-0", f"{JOB}-worker-1"]
@@ -66,26 +63,10 @@ def priority_class(api: RestClient) -> Iterator[str]:
         api.delete(PRIORITYCLASSES, None, name)
 
 
-def allowed(api: RestClient, user: str, verb: str, namespace: str) -> bool:
-    review = api.create(
-        SAR,
-        None,
-        {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SubjectAccessReview",
-            "spec": {
-                "user": user,
-                "groups": ["system:serviceaccounts", "system:authenticated"],
-                "resourceAttributes": {
-                    "namespace": namespace,
-                    "verb": verb,
-                    "group": "scheduling.x-k8s.io",
-                    "resource": "podgroups",
-                },
-            },
-        },
+def podgroups_allowed(api: RestClient, user: str, verb: str, namespace: str) -> bool:
+    return allowed(
+        api, user, namespace=namespace, verb=verb, group="scheduling.x-k8s.io", resource="podgroups"
     )
-    return bool(review["status"].get("allowed"))
 
 
 def pods(api: RestClient, namespace: str) -> dict[str, Obj]:
@@ -114,9 +95,11 @@ def test_the_operator_makes_the_pod_group_and_the_gang_under_its_own_rbac(
     with operator_identity(api, control_plane, role, tmp_path / "sa.kubeconfig") as (config, me):
         # exactly the PodGroup verbs the chart grants with gangScheduling
         assert [
-            v for v in ("get", "list", "watch", "create") if not allowed(api, me, v, namespace)
+            v
+            for v in ("get", "list", "watch", "create")
+            if not podgroups_allowed(api, me, v, namespace)
         ] == []
-        assert not allowed(api, me, "delete", namespace) and not allowed(
+        assert not podgroups_allowed(api, me, "delete", namespace) and not podgroups_allowed(
             api, me, "update", namespace
         )
         op = OperatorProcess(

@@ -15,7 +15,7 @@ import pytest
 from controller.api import DGLJOBS
 from kubeclient import EVENTS, PODS, Forbidden, Resource, RestClient
 from localcluster.cluster import ControlPlane, k8s_binaries
-from tests.support.apiserver import operator_identity, token_kubeconfig
+from tests.support.apiserver import allowed, operator_identity, token_kubeconfig
 from tests.support.dgljobs import load_fixture
 from tests.support.live import InProcessOperator, Kubelet
 from tests.support.rbac import cluster_role
@@ -24,9 +24,6 @@ from tests.support.waiting import LIVE_TIMEOUT, wait_for
 SECRETS = Resource("", "v1", "secrets", "Secret")
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
-SAR = Resource(
-    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
-)
 
 
 @pytest.fixture
@@ -38,23 +35,6 @@ def operator_kubeconfig(
         _user,
     ):
         yield kubeconfig
-
-
-def allowed(api: RestClient, user: str, **attrs: Any) -> bool:
-    review = api.create(
-        SAR,
-        None,
-        {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SubjectAccessReview",
-            "spec": {
-                "user": user,
-                "groups": ["system:serviceaccounts", "system:authenticated"],
-                "resourceAttributes": attrs,
-            },
-        },
-    )
-    return bool(review["status"].get("allowed"))
 
 
 def test_operator_runs_a_job_with_its_own_rbac_only(

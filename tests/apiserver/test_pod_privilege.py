@@ -12,21 +12,18 @@ import copy
 import json
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from controller.api import DGLJOBS, LAUNCHER, WORKER
 from dgl_operator.client import ResultsCopyFailed, results
-from kubeclient import PODS, ROLEBINDINGS, SECRETS, Invalid, NotFound, Obj, Resource, RestClient
+from kubeclient import PODS, ROLEBINDINGS, SECRETS, Invalid, NotFound, Obj, RestClient
 from localcluster.cluster import ControlPlane
+from tests.support.apiserver import allowed
 from tests.support.dgljobs import load_fixture
 from tests.support.live import InProcessOperator
 from tests.support.waiting import LIVE_TIMEOUT, wait_for
 
-SAR = Resource(
-    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
-)
 ACCOUNT = "automountServiceAccountToken"
 
 
@@ -49,19 +46,6 @@ def wearing(raw: Obj, rtype: str, field: str, account: str) -> Obj:
 
 def pods(api: RestClient, namespace: str) -> set[str]:
     return {p["metadata"]["name"] for p in api.list(PODS, namespace)["items"]}
-
-
-def allowed(api: RestClient, user: str, groups: list[str], **attrs: Any) -> bool:
-    review = api.create(
-        SAR,
-        None,
-        {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SubjectAccessReview",
-            "spec": {"user": user, "groups": groups, "resourceAttributes": attrs},
-        },
-    )
-    return bool(review["status"].get("allowed"))
 
 
 def token_volumes(pod: Obj) -> list[str]:

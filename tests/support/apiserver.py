@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +118,24 @@ def token_kubeconfig(api: RestClient, cp: ControlPlane, ns: str, sa: str, path: 
 SUBJECTACCESSREVIEWS = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
 )
+SERVICE_ACCOUNT_GROUPS = ("system:serviceaccounts", "system:authenticated")
+
+
+def allowed(
+    api: RestClient, user: str, groups: Sequence[str] = SERVICE_ACCOUNT_GROUPS, **attrs: Any
+) -> bool:
+    """Whether the API server's authorizer lets ``user`` (of ``groups``; a ServiceAccount's by
+    default) do what ``attrs`` say (a SubjectAccessReview's resourceAttributes)."""
+    review = api.create(
+        SUBJECTACCESSREVIEWS,
+        None,
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": user, "groups": list(groups), "resourceAttributes": attrs},
+        },
+    )
+    return bool(review["status"].get("allowed"))
 
 
 def rbac_in_effect(api: RestClient, user: str, role: dict[str, Any]) -> None:
@@ -125,25 +143,17 @@ def rbac_in_effect(api: RestClient, user: str, role: dict[str, Any]) -> None:
     it reads bindings from a cache of its own, which may lag their creation (ci9 saw a
     SubjectAccessReview refuse a verb just bound)."""
     rule = next(r for r in role.get("rules") or [] if r.get("resources") and r.get("verbs"))
-    review = {
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SubjectAccessReview",
-        "spec": {
-            "user": user,
-            "groups": ["system:serviceaccounts", "system:authenticated"],
-            "resourceAttributes": {
-                "namespace": "default",
-                "verb": rule["verbs"][0],
-                "group": (rule.get("apiGroups") or [""])[0],
-                "resource": rule["resources"][0],
-            },
-        },
+    first = {
+        "namespace": "default",
+        "verb": rule["verbs"][0],
+        "group": (rule.get("apiGroups") or [""])[0],
+        "resource": rule["resources"][0],
     }
-
-    def granted() -> bool:
-        return bool(api.create(SUBJECTACCESSREVIEWS, None, review)["status"].get("allowed"))
-
-    wait_for(granted, what=f"the binding of {user} in effect", timeout=LIVE_TIMEOUT)
+    wait_for(
+        lambda: allowed(api, user, **first),
+        what=f"the binding of {user} in effect",
+        timeout=LIVE_TIMEOUT,
+    )
 
 
 @contextlib.contextmanager
