@@ -33,6 +33,7 @@ from controller.machinery import objects as ob
 from controller.machinery.apply import ForeignObjectError
 from controller.machinery.events import EventRecorder
 from controller.machinery.expectations import ADD, DELETE, Expectations
+from controller.machinery.gate import Gate
 from controller.machinery.prom_workqueue import PrometheusWorkqueueMetricsProvider
 from controller.machinery.slim import slim_node
 from controller.metrics import CONTROLLER, Metrics
@@ -160,6 +161,7 @@ class Controller:
             inf.add_event_handler(self._watched_handler(kind))
         self._workers: list[threading.Thread] = []
         self._syncing: dict[str, str] = {}  # worker thread's name -> the key it syncs
+        self.gate = Gate()  # closed while the leader Lease is lost (pause, resume)
 
     # -- handlers -------------------------------------------------------------------------
 
@@ -254,12 +256,22 @@ class Controller:
             t.start()
             self._workers.append(t)
 
+    def pause(self) -> None:
+        """No sync starts until :meth:`resume` (the Lease lost): the informers go on and their
+        keys wait in the queue; a sync under way finishes."""
+        self.gate.close()
+
+    def resume(self) -> None:
+        self.gate.open()
+
     def shutdown(self, timeout: float = 20.0) -> None:
         """Stop taking new keys, let in-flight syncs finish, then flush events: all within
         ``timeout`` seconds (a pod's grace period is 30 s by default). Syncs still running
         then are abandoned, which is safe: every sync is idempotent and the next leader redoes
-        it; the warning names the jobs and where their threads were."""
+        it; the warning names the jobs and where their threads were. Paused, nothing drains:
+        the keys queued are the next leader's."""
         deadline = time.monotonic() + timeout
+        self.gate.shut()  # (paused workers end without taking a key)
         drained = threading.Thread(target=self.queue.shut_down_with_drain, daemon=True)
         drained.start()
         drained.join(max(0.0, deadline - time.monotonic() - 2.0))  # 2 s left for the events
@@ -281,13 +293,17 @@ class Controller:
         self.recorder.stop(max(0.5, deadline - time.monotonic()))
 
     def _worker(self) -> None:
-        while self.process_next():
+        while self.gate.wait() and self.process_next():
             pass
 
     def process_next(self) -> bool:
         key, shutdown = self.queue.get()
         if shutdown or key is None:
             return False
+        if not self.gate.is_open():  # taken just as the gate closed: back in the queue
+            self.queue.add(key)
+            self.queue.done(key)
+            return True
         active = self.metrics.active_workers.labels(CONTROLLER)
         active.inc()
         started = self.clock.now()

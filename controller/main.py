@@ -416,11 +416,20 @@ def run(settings: OperatorSettings, stop: Stop) -> int:
 
         def started() -> None:
             metrics.is_leader.set(1)
-            controller.start_workers(settings.workers)
+            if elector.terms == 1:
+                controller.start_workers(settings.workers)
+                log.info("workers started", workers=settings.workers)
+            else:  # our own Lease again: the keys queued while we could not renew are synced
+                controller.resume()
+                log.info("workers resumed", term=elector.terms)
 
         def stopped() -> None:
             metrics.is_leader.set(0)
-            if not stop.is_set():
+            controller.pause()
+
+        def campaign() -> None:
+            elector.run(stop)
+            if not stop.is_set():  # another replica took the Lease
                 lost.set()
                 stop.set()
 
@@ -437,13 +446,16 @@ def run(settings: OperatorSettings, stop: Stop) -> int:
             on_started_leading=started,
             on_stopped_leading=stopped,
         )
-        elector_thread = threading.Thread(target=elector.run, args=(stop,), daemon=True)
+        elector_thread = threading.Thread(target=campaign, daemon=True)
         elector_thread.start()
         stop.wait_until_set()
         controller.shutdown(SHUTDOWN_SECONDS)
         elector_thread.join(3)  # it releases the lease: one request
         if lost.is_set():
-            log.error("leader lease lost; exiting so a fresh replica can take over")
+            log.error(
+                "leader lease lost to another replica; exiting",
+                holder=elector.taken_over,
+            )
             exit_code = 1
     else:
         metrics.is_leader.set(1)

@@ -9,8 +9,8 @@ they were 5 to 6 s of a training phase of about 19 s; ``bench/pipeline_bench.py`
 the whole run with and without them (best of 4: 22.6 s against 26.1 s):
 
 * **a trainer connecting early.** Trainers start beside the servers and are ready before the
-  servers listen. DGL's socket backend retries a refused connection 3 s later. A trainer now
-  imports DGL and then waits until the servers of its own machine listen (seen in
+  servers listen. DGL's socket backend retries a refused connection 3 s later. A trainer's
+  ``connect_to_server`` now first waits until the servers of its own machine listen (seen in
   ``/proc/net/tcp``, never by connecting: a server accepts a fixed number of connections),
   and :data:`start.PEERS_GRACE` more for the other machines' servers, which started with
   them; its first connection is then taken.
@@ -20,6 +20,7 @@ the whole run with and without them (best of 4: 22.6 s against 26.1 s):
   :data:`start.RECEIVERS_WAIT` seconds.
 
 Both are pinned to DGL 2.1 (:data:`start.SUPPORTED`); under another DGL, or with
-``DGL_OPERATOR_FAST_START=0``, the script runs as DGL starts it. The standard library only,
-apart from importing DGL in the server and trainer it runs in.
+``DGL_OPERATOR_FAST_START=0``, the script runs as DGL starts it. The standard library only:
+DGL's module is changed as the script imports it, so a script that does not import DGL pays
+nothing for it.
 """

@@ -4,7 +4,15 @@ A candidate acquires the Lease when it is free or its holder has not renewed it 
 ``lease_duration`` (judged by *our* clock since we last saw the record change, so clock skew
 between replicas does not matter), then renews it every ``retry_period``. If renewing fails
 for ``renew_deadline`` the leader gives up and ``on_stopped_leading`` runs: the operator
-stops its workers and exits, as controller-runtime does.
+pauses its workers.
+
+Unlike controller-runtime, which exits there, the elector then campaigns again. The API server
+away for a while (a restart) is the common cause: when it answers again and the Lease still
+names us (nobody took over), we lead again at once, ``on_started_leading`` runs again and the
+operator resumes with its caches, instead of restarting and waiting out its own Lease (15 s)
+on top of the outage. Once another holder is seen after we led, :meth:`LeaderElector.run`
+returns and the operator exits (a fresh process for the next term: nothing remembered from
+before another leader's).
 
 Time is read from a ``clock.Clock`` (``now()`` for the lease's expiry and the renew
 deadline, ``wall()`` for the times written in the Lease); the pauses between attempts are
@@ -62,33 +70,44 @@ class LeaderElector:
         self._observed: Obj | None = None  # last lease spec seen
         self._observed_at = 0.0
         self._leading = threading.Event()
+        self.terms = 0  # how many times we became leader
 
     @property
     def is_leader(self) -> bool:
         return self._leading.is_set()
 
     def run(self, stop: threading.Event) -> None:
-        """Acquire, lead, renew; returns when leadership is lost or ``stop`` is set."""
-        if not self._acquire(stop):
-            return
-        self._leading.set()
-        log.info("became leader", identity=self.config.identity, lease=self.config.name)
-        threading.Thread(target=self.on_started_leading, name="leading", daemon=True).start()
-        try:
-            self._renew_loop(stop)
-        finally:
-            was_leading = self._leading.is_set()
-            self._leading.clear()
-            if stop.is_set():
-                self._release()
-            if was_leading:
+        """Acquire, lead, renew; after a lost renewal, campaign again (see the module's
+        docstring). Returns when ``stop`` is set or, once we led, another holder is seen."""
+        while self._acquire(stop):
+            self._leading.set()
+            self.terms += 1
+            log.info("became leader", identity=self.config.identity, term=self.terms)
+            threading.Thread(target=self.on_started_leading, name="leading", daemon=True).start()
+            try:
+                self._renew_loop(stop)
+            finally:
+                self._leading.clear()
+                if stop.is_set():
+                    self._release()
                 log.info("stopped leading", identity=self.config.identity)
                 self.on_stopped_leading()
+            if stop.is_set():
+                return
+
+    @property
+    def taken_over(self) -> str:
+        """The holder seen after we led ('' while nobody else held the Lease since)."""
+        holder = str((self._observed or {}).get("holderIdentity") or "")
+        return holder if self.terms and holder not in ("", self.config.identity) else ""
 
     def _acquire(self, stop: threading.Event) -> bool:
         while not stop.is_set():
             if self.try_acquire_or_renew():
                 return True
+            if self.taken_over:
+                log.warning("another replica holds the lease", holder=self.taken_over)
+                return False
             stop.wait(self.config.retry_period * (1.0 + 0.2 * random.random()))
         return False
 

@@ -35,20 +35,25 @@ class CountingElector(LeaderElector):
 
 
 def elector(
-    kube: FakeKube, ident: str, started: Callable[[], None], stopped: Callable[[], None]
+    kube: FakeKube,
+    ident: str,
+    started: Callable[[], None],
+    stopped: Callable[[], None],
+    lease_duration: float = 0.6,
+    renew_deadline: float = 0.4,
 ) -> CountingElector:
     cfg = LeaderConfig(
-        NS, "dgl-operator-leader", ident, lease_duration=0.6, renew_deadline=0.4, retry_period=0.05
+        NS, "dgl-operator-leader", ident, lease_duration, renew_deadline, retry_period=0.05
     )
     return CountingElector(kube, cfg, on_started_leading=started, on_stopped_leading=stopped)
 
 
 class Candidate:
-    def __init__(self, kube: FakeKube, ident: str) -> None:
+    def __init__(self, kube: FakeKube, ident: str, **timing: float) -> None:
         self.leading = threading.Event()
         self.lost = threading.Event()
         self.stop = threading.Event()
-        self.elector = elector(kube, ident, self.leading.set, self.lost.set)
+        self.elector = elector(kube, ident, self.leading.set, self.lost.set, **timing)
         self.thread = threading.Thread(target=self.elector.run, args=(self.stop,), daemon=True)
 
     def start(self) -> Candidate:
@@ -86,23 +91,71 @@ def test_one_of_two_candidates_leads() -> None:
         c.thread.join(2)
 
 
+class Partitioned:
+    """One replica's view of the API: its Lease updates fail while ``cut`` is set (a node
+    cut off from the API server; the other replicas still reach it)."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        self._kube = kube
+        self.cut = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kube, name)
+
+    def replace(self, *args: Any, **kwargs: Any) -> Any:
+        if self.cut.is_set():
+            raise ServerError(500, "InternalError", "cut off")
+        return self._kube.replace(*args, **kwargs)
+
+
 def test_leader_that_cannot_renew_stops_and_another_takes_over() -> None:
     kube = FakeKube()
-    a = Candidate(kube, "a").start()
+    view = Partitioned(kube)
+    a = Candidate(view, "a").start()  # type: ignore[arg-type]
     wait_for(a.leading.is_set, what="a leads")
     b = Candidate(kube, "b").start()
-    # a's renewals now fail (API trouble for a only: b is not yet trying to write)
-    kube.fail_next("update", LEASES, ServerError(500, "InternalError", "etcd down"), times=1000)
+    view.cut.set()  # a's renewals now fail, b's writes do not
     wait_for(a.lost.is_set, what="a gives up after the renew deadline", timeout=3)
     assert not a.elector.is_leader
-    kube.clear_faults()  # b can only acquire once writes work again
     wait_for(b.leading.is_set, what="b takes over after the lease expires", timeout=5)
     assert holder(kube) == "b"
     lease = kube.get(LEASES, NS, "dgl-operator-leader")
     assert lease["spec"]["leaseTransitions"] == 1
+    # a sees b's record: its run() returns (the operator then exits, to start its next
+    # term fresh), never to lead again in this process
+    a.thread.join(3)
+    assert not a.thread.is_alive() and a.elector.taken_over == "b"
+    assert a.elector.terms == 1
     for c in (a, b):
         c.stop.set()
         c.thread.join(2)
+
+
+def test_a_leader_that_could_not_renew_leads_again_at_once_on_its_own_lease() -> None:
+    """The API server away past the renew deadline (a restart): the leader stops leading
+    (the operator pauses its workers), keeps campaigning, and once writes work again renews
+    the Lease that still names it without waiting for it to expire (60 s here): a second
+    term, no transition. (Before, run() returned and the operator restarted: a fresh
+    identity then waited out the whole lease.)"""
+    kube = FakeKube()
+    a = Candidate(kube, "a", lease_duration=60.0, renew_deadline=0.3)
+    started: list[float] = []
+    a.elector.on_started_leading = lambda: started.append(time.monotonic())
+    a.start()
+    wait_for(lambda: started, what="a leads")
+    kube.fail_next("update", LEASES, ServerError(503, "ServiceUnavailable", "away"), times=1000)
+    wait_for(a.lost.is_set, what="a gives up after the renew deadline", timeout=3)
+    assert not a.elector.is_leader and a.thread.is_alive(), "a stopped campaigning"
+    back = time.monotonic()
+    kube.clear_faults()
+    wait_for(lambda: len(started) == 2, what="a to lead again", timeout=10)
+    assert started[1] - back < 10, "a waited for its own lease to expire"
+    assert a.elector.terms == 2 and a.elector.taken_over == ""
+    assert holder(kube) == "a"
+    assert kube.get(LEASES, NS, "dgl-operator-leader")["spec"]["leaseTransitions"] == 0
+    a.stop.set()
+    a.thread.join(2)
+    assert not a.thread.is_alive()
 
 
 def test_clean_stop_releases_the_lease_at_once() -> None:

@@ -931,6 +931,32 @@ def test_shutdown_abandons_a_stuck_sync_at_its_deadline_naming_the_job() -> None
         h.factory.join(5)
 
 
+def test_paused_workers_sync_nothing_then_resume_with_what_was_queued() -> None:
+    """The leader Lease lost for a while (main.py pauses, then resumes on its own Lease again):
+    a job created meanwhile is queued, not synced; on resume its pods come; a SIGTERM while
+    paused ends at once without syncing the keys left (they are the next leader's)."""
+    h = Harness().start()
+    try:
+        h.ctrl.pause()
+        h.create_job(seed())
+        wait_for(lambda: len(h.ctrl.queue) == 1, what="the job's key queued")
+        time.sleep(0.3)  # (a worker that took the key as the gate closed put it back)
+        assert h.pods() == {} and len(h.ctrl.queue) == 1, "a paused worker synced the job"
+        h.ctrl.resume()
+        h.wait_pods(W0, W1, PART)
+        h.ctrl.pause()
+        h.kube.delete(PODS, NS, W0)
+        wait_for(lambda: len(h.ctrl.queue) == 1, what="the deletion queued the job")
+        started = time.monotonic()
+        h.stop_event.set()
+        h.ctrl.shutdown(timeout=5.0)
+        assert time.monotonic() - started < 2.0, "shutdown waited for a paused queue to drain"
+        assert W0 not in h.pods(), "a paused worker synced the job at shutdown"
+    finally:
+        h.stop_event.set()
+        h.factory.join(5)
+
+
 def test_a_launcher_lost_while_training_is_made_again_and_the_attempt_goes_on(
     h: Harness,
 ) -> None:
