@@ -1,5 +1,5 @@
-"""A month of a shared cluster in thirty minutes: the soak (``make soak``; a small one in
-``make test``, e2e/multinode/test_soak.py).
+"""A month of a shared cluster in thirty minutes: the soak (``make soak``; a small one with
+``SOAK_ARGS=--small`` or e2e/multinode/test_soak.py, out of ``make test`` for its time).
 
 On the 3-node cluster with the Coscheduling scheduler and Kueue, the operator installed with
 two replicas (leader election), gang scheduling and Kueue on, a seeded run submits jobs of

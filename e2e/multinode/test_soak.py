@@ -1,4 +1,5 @@
-"""The chaos soak, small (make test's; ``make soak`` runs the default size): a few jobs of the
+"""The chaos soak, small (``make soak`` runs the default size; this run left ``make test``,
+which ignores this file, to keep CI within its time): a few jobs of the
 soak's kinds into its two LocalQueues, a few faults at random times, every invariant checked
 (soak/invariants.py). Seeded: SOAK_SEED=N replays another plan (the default one is fixed, so
 that a failure here is the same run again). Marked: a fault may power a node off (it powers it
