@@ -256,6 +256,10 @@ class Controller:
             t.start()
             self._workers.append(t)
 
+    @property
+    def workers_started(self) -> bool:
+        return bool(self._workers)
+
     def pause(self) -> None:
         """No sync starts until :meth:`resume` (the Lease lost): the informers go on and their
         keys wait in the queue; a sync under way finishes."""

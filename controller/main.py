@@ -414,18 +414,24 @@ def run(settings: OperatorSettings, stop: Stop) -> int:
         lost = threading.Event()
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
+        term = threading.Lock()  # a term's start (its own thread) and end run in order
+
         def started() -> None:
-            metrics.is_leader.set(1)
-            if elector.terms == 1:
-                controller.start_workers(settings.workers)
-                log.info("workers started", workers=settings.workers)
-            else:  # our own Lease again: the keys queued while we could not renew are synced
+            with term:
+                if not elector.is_leader:
+                    return  # (that term has already ended)
+                metrics.is_leader.set(1)
                 controller.resume()
-                log.info("workers resumed", term=elector.terms)
+                if controller.workers_started:  # the keys queued while we could not renew
+                    log.info("workers resumed", term=elector.terms)
+                else:
+                    controller.start_workers(settings.workers)
+                    log.info("workers started", workers=settings.workers)
 
         def stopped() -> None:
-            metrics.is_leader.set(0)
-            controller.pause()
+            with term:
+                metrics.is_leader.set(0)
+                controller.pause()
 
         def campaign() -> None:
             elector.run(stop)
