@@ -133,18 +133,21 @@ def enabled(env: dict[str, str] | None = None) -> bool:
 
 SERVER_MODULE = "dgl.distributed.rpc_server"
 CLIENT_MODULE = "dgl.distributed.rpc_client"
+CONNECT_IMPORTERS = ("dgl.distributed", "dgl.distributed.dist_context")  # DGL 2.1's
 
 
 def prepare() -> None:
     """Before a DGL server's or trainer's script runs: the module it changes is changed as the
     script imports it (nothing under another DGL, nor for another process)."""
-    role = os.environ.get("DGL_ROLE")
-    if role not in ("server", "client") or not enabled():
+    role = os.environ.get("DGL_ROLE", "")
+    if role not in CHANGES or not enabled():
         return
-    if role == "server":
-        sys.meta_path.insert(0, AfterImport(SERVER_MODULE, _shorten_receivers_wait))
+    target, change = CHANGES[role]
+    loaded = sys.modules.get(target)
+    if loaded is not None:  # (imported already: ``python -m outofcore run``'s patch does)
+        change(loaded)
     else:
-        sys.meta_path.insert(0, AfterImport(CLIENT_MODULE, _wait_before_connecting))
+        sys.meta_path.insert(0, AfterImport(target, change))
 
 
 def _supported() -> bool:
@@ -171,7 +174,18 @@ def _wait_before_connecting(rpc_client: ModuleType) -> None:
         wait_for_servers()
         return connect(*args, **kwargs)
 
-    rpc_client.connect_to_server = connect_to_server  # type: ignore[attr-defined]
+    # every name DGL calls it by: those bound by ``from .rpc_client import`` before now too
+    for name in (CLIENT_MODULE, *CONNECT_IMPORTERS):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "connect_to_server", None) is connect:
+            module.connect_to_server = connect_to_server  # type: ignore[attr-defined]
+
+
+# DGL_ROLE -> the module changed in that role's process, and how
+CHANGES: dict[str, tuple[str, Callable[[ModuleType], None]]] = {
+    "server": (SERVER_MODULE, _shorten_receivers_wait),
+    "client": (CLIENT_MODULE, _wait_before_connecting),
+}
 
 
 def wait_for_servers() -> None:

@@ -22,6 +22,19 @@ print(json.dumps({"clock": type(rpc_server.time).__name__, "argv": sys.argv,
                       rpc_client.connect_to_server, connect_to_server,
                       dist_context.connect_to_server)]}))
 """
+# DGL imported before prepare(), as ``python -m outofcore run``'s patch imports it: the same
+# changes, made at once
+IMPORTED_FIRST = """
+import json, sys
+import dgl.distributed.dist_context as dist_context
+from dglprocess import start
+start.prepare()
+from dgl.distributed import rpc_server, rpc_client, connect_to_server
+print(json.dumps({"clock": type(rpc_server.time).__name__,
+                  "connect": [hasattr(f, "__wrapped__") for f in (
+                      rpc_client.connect_to_server, connect_to_server,
+                      dist_context.connect_to_server)]}))
+"""
 # a script that never imports DGL (the tests' stand-ins): DGL stays out of its process
 NO_DGL = """
 import json, sys
@@ -90,3 +103,17 @@ def test_a_missing_script_and_a_bad_command_line_are_one_line(dgl: Dgl, tmp_path
         usage.returncode == 2
         and usage.stderr.strip() == "usage: python -m dglprocess run SCRIPT [ARGS...]"
     )
+
+
+def test_dgl_imported_before_prepare_is_changed_at_once(dgl: Dgl, tmp_path: Path) -> None:
+    """An out-of-core worker's runner imports DGL (its patch) before prepare(): a server's
+    clock is changed and a trainer's every connect_to_server waits, as when the script
+    imports DGL itself."""
+    script = tmp_path / "first.py"
+    script.write_text(IMPORTED_FIRST)
+    seen = {}
+    for role in ("server", "client"):
+        proc = dgl.run(["-P", script], env=clean_env(PYTHONPATH=str(REPO), DGL_ROLE=role))
+        seen[role] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["server"] == {"clock": "_ShortWait", "connect": [False] * 3}
+    assert seen["client"] == {"clock": "module", "connect": [True] * 3}
