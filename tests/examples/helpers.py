@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,4 +105,58 @@ def partition(
             dataset_root,
             *extra,
         ]
+    )
+
+
+# dglrun with the local transport (2 worker "pods", network + mount namespaces; root) on the
+# example's scripts and the synthetic dataset; a later --train-entry-point in ``extra`` wins
+DGLRUN_GRAPH = "graphsage"
+
+
+def dglrun_argv(dgl: Dgl, workspace: Path, dataset_root: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "launcher.cli",
+        "-g",
+        DGLRUN_GRAPH,
+        "--num-partitions",
+        "2",
+        "--balance-train",
+        "--balance-edges",
+        "--partition-entry-point",
+        str(EXAMPLE / "load_and_partition_graph.py"),
+        "--partition-args",
+        f"--dataset {DATASET} --dataset_root {dataset_root}",
+        "--train-entry-point",
+        str(EXAMPLE / "train_dist.py"),
+        "--num-epochs",
+        "2",
+        "--batch-size",
+        "128",
+        "--transport",
+        "local",
+        "--workspace",
+        str(workspace),
+        "--python",
+        dgl.python,
+        *extra,
+    ]
+
+
+def dglrun(
+    dgl: Dgl,
+    workspace: Path,
+    dataset_root: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        dglrun_argv(dgl, workspace, dataset_root, *extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env={**clean_env(PYTHONPATH=str(REPO)), **(env or {})},
     )

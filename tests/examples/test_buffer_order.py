@@ -1,18 +1,22 @@
 """Buffer mode's sampling mechanism on DGL 2.1 (issue 59, part 3, not yet a mode of the
 workers): for each state of an epoch planned by ``outofcore.order``, an edge mask in the
 DistGraph (a DistTensor, rewritten at each state) keeps ``sample_neighbors`` to the edges
-whose source is resident, and every trained node is a seed once. The twin samples the same
-states without the mask and reaches outside the buffer."""
+whose source is resident, and every trained node is a seed once: in one process, and across
+two machines' servers and trainers run by dglrun. The twins sample the same states without
+the mask and reach outside the buffer."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-from tests.examples.helpers import Dgl, clean_env
+from tests.examples.helpers import Dgl, clean_env, dglrun
 from tests.support.paths import REPO
+from tests.support.prerequisites import require
 
 PROBE = Path(__file__).with_name("buffer_probe.py")
+DIST_PROBE = Path(__file__).with_name("buffer_dist_probe.py")
 NODES = 400  # (buffer_probe.NODES)
 
 
@@ -31,3 +35,21 @@ def test_sampling_stays_in_each_states_buffer(dgl: Dgl, tmp_path: Path) -> None:
     unmasked = states(dgl, tmp_path / "unmasked", "--no-mask")
     assert [s["seeds"] for s in unmasked] == [s["seeds"] for s in masked]
     assert all(s["outside"] > 0 for s in unmasked), unmasked
+
+
+def test_sampling_stays_in_every_machines_buffer(
+    dgl: Dgl, dataset_root: Path, tmp_path: Path
+) -> None:
+    """2 machines (dglrun's local transport): each trainer writes its part's edge mask, and
+    a node's neighbours on the other machine are sampled only where that machine's buffer
+    holds them."""
+    require(os.geteuid() == 0, "the local transport needs root (network namespaces)")
+    proc = dglrun(dgl, tmp_path, dataset_root, "--train-entry-point", str(DIST_PROBE))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    (line,) = [ln for ln in proc.stdout.splitlines() if "buffer-probe: " in ln]
+    seen = json.loads(line.split("buffer-probe: ", 1)[1])
+    rows = seen["states"]
+    print(f"buffer sampling on 2 machines, {seen['nodes']} nodes, state by state: {rows}")
+    assert len(rows) == 3 and sum(r["seeds"] for r in rows) == seen["nodes"], seen
+    assert all(r["sampled"] > 0 and r["outside"] == 0 for r in rows), rows
+    assert all(r["outside_free"] > 0 for r in rows), rows  # (the twin: no mask)

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,61 +14,20 @@ from typing import Any
 
 import pytest
 
-from tests.examples.helpers import DATASET, EXAMPLE, Dgl, clean_env
+from tests.examples.helpers import (
+    DATASET,
+    DGLRUN_GRAPH,
+    EXAMPLE,
+    Dgl,
+    clean_env,
+    dglrun,
+    dglrun_argv,
+)
 from tests.support.paths import REPO
 from tests.support.prerequisites import require
 
-GRAPH = "graphsage"
+GRAPH = DGLRUN_GRAPH
 CRASHER = Path(__file__).with_name("crash_train.py")
-
-
-def dglrun_argv(dgl: Dgl, workspace: Path, dataset_root: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "launcher.cli",
-        "-g",
-        GRAPH,
-        "--num-partitions",
-        "2",
-        "--balance-train",
-        "--balance-edges",
-        "--partition-entry-point",
-        str(EXAMPLE / "load_and_partition_graph.py"),
-        "--partition-args",
-        f"--dataset {DATASET} --dataset_root {dataset_root}",
-        "--train-entry-point",
-        str(EXAMPLE / "train_dist.py"),
-        "--num-epochs",
-        "2",
-        "--batch-size",
-        "128",
-        "--transport",
-        "local",
-        "--workspace",
-        str(workspace),
-        "--python",
-        dgl.python,
-        *extra,
-    ]
-
-
-def dglrun(
-    dgl: Dgl,
-    workspace: Path,
-    dataset_root: Path,
-    *extra: str,
-    env: dict[str, str] | None = None,
-    timeout: float = 300,
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        dglrun_argv(dgl, workspace, dataset_root, *extra),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=REPO,
-        env={**clean_env(PYTHONPATH=str(REPO)), **(env or {})},
-    )
 
 
 def dglrun_until_exit_after(
