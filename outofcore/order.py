@@ -63,14 +63,13 @@ def plan_epoch(
     partition, one state holds and trains them all."""
     _positive(capacity=capacity)
     physical = physical_partitions(num_logical, per_physical, seed, epoch)
-    first = physical[:capacity]
-    resident = [p for part in first for p in part]
-    states = [State(tuple(sorted(resident)), tuple(sorted(resident)), tuple(sorted(resident)))]
-    window = list(first)  # resident physical partitions, the oldest first
+    window = physical[:capacity]  # the resident physical partitions, the oldest first
+    first = tuple(sorted(p for part in window for p in part))
+    states = [State(first, first, first)]
     for part in physical[capacity:]:
         window = [*window[1:], part]
-        resident = sorted(p for w in window for p in w)
-        states.append(State(tuple(resident), tuple(part), tuple(part)))
+        resident = tuple(sorted(p for w in window for p in w))
+        states.append(State(resident, tuple(part), tuple(part)))
     return states
 
 
