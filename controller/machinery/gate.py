@@ -37,8 +37,8 @@ class Gate:
             self._shut = True
             self._cond.notify_all()
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Once open: True; shut while closed (or ``timeout`` passed): False."""
+    def wait(self) -> bool:
+        """Once open: True; shut while closed: False."""
         with self._cond:
-            self._cond.wait_for(lambda: self._open or self._shut, timeout)
+            self._cond.wait_for(lambda: self._open or self._shut)
             return self._open
