@@ -37,9 +37,10 @@ from controller.machinery.gate import Gate
 from controller.machinery.prom_workqueue import PrometheusWorkqueueMetricsProvider
 from controller.machinery.slim import slim_node
 from controller.metrics import CONTROLLER, Metrics
-from controller.status.node_loss import node_lost
+from controller.status.node_loss import node_lost, silent
 from controller.status.pod_state import is_terminating
 from controller.sync import JobSync
+from controller.watched_nodes import NODE_SILENCE_CONFIRM_SECONDS, NodeSilences, WatchedNodes
 from informers.factory import SharedInformerFactory
 from informers.lister import Lister
 from informers.shared import EventHandler, SharedInformer
@@ -91,6 +92,7 @@ class Controller:
         recorder: EventRecorder | None = None,
         clock: Clock | None = None,
         expectations: Expectations | None = None,
+        node_silence_confirm: float = NODE_SILENCE_CONFIRM_SECONDS,
     ) -> None:
         self.client = client
         self.factory = factory
@@ -119,6 +121,10 @@ class Controller:
         }
         self.child_informers[PODS].store.add_indexers({NODE_NAME_INDEX: node_name_index})
         self.node_informer = factory.informer_for(NODES, transform=slim_node)
+        # the Node cache and when each node went silent (controller/watched_nodes.py)
+        self.nodes = WatchedNodes(
+            Lister(self.node_informer.store), NodeSilences(self.clock, node_silence_confirm)
+        )
         self.watched_informers: dict[WatchedKind, SharedInformer] = {
             kind: factory.informer_for(kind.resource, transform=kind.transform)
             for kind in watched(options)
@@ -139,7 +145,7 @@ class Controller:
             metrics=self.metrics,
             expectations=self.expectations,
             clock=self.clock,
-            nodes=Lister(self.node_informer.store),
+            nodes=self.nodes,
         )
         self.job_informer.add_event_handler(
             EventHandler(
@@ -218,22 +224,34 @@ class Controller:
 
     def _node_changed(self, node: Obj, old: Obj | None = None) -> None:
         """A node became lost (or recovered): its jobs look again. (Added lost: after a
-        relist, or a node the operator never saw Ready.)"""
+        relist, or a node the operator never saw Ready.) A node that recovers may end a full
+        disruption (node_loss.py): the jobs on the nodes still silent look again too."""
+        silences = self.nodes.silences
+        if silences.observe(node):  # silent now: its jobs look again once that is confirmed
+            self._enqueue_jobs_on(ob.name(node), after=silences.confirm)
         lost = node_lost(node)
         if (lost is None) == (old is None or node_lost(old) is None):
             return  # no change in lostness (heartbeats, labels, images)
         self._enqueue_jobs_on(ob.name(node))
+        if lost is None:
+            for other in self.nodes.lister.list():
+                if ob.name(other) != ob.name(node) and silent(other):
+                    self._enqueue_jobs_on(ob.name(other))
 
     def _node_gone(self, node: Obj) -> None:
+        self.nodes.silences.forget(ob.name(node))
         self._enqueue_jobs_on(ob.name(node))
 
-    def _enqueue_jobs_on(self, node: str) -> None:
+    def _enqueue_jobs_on(self, node: str, after: float = 0.0) -> None:
         if not node:
             return
         pods = self.child_informers[PODS].store.by_index(NODE_NAME_INDEX, node)
         for key in sorted({k for k in map(owner_job_key, pods) if k}):
             log.info("a node of the job's pods changed", node=node, job=key)
-            self.queue.add(key)
+            if after > 0:
+                self.queue.add_after(key, after)
+            else:
+                self.queue.add(key)
 
     # -- workers --------------------------------------------------------------------------
 

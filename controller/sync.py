@@ -31,7 +31,7 @@ from controller.machinery.plan import Plan
 from controller.memo import JobMemos
 from controller.metrics import Metrics
 from controller.status import observation, rebase
-from informers.lister import Lister
+from controller.watched_nodes import WatchedNodes
 from informers.store import split_key
 from kubeclient import Conflict, KubeClient, NotFound, Obj
 
@@ -56,7 +56,7 @@ class JobSync:
         metrics: Metrics,
         expectations: Expectations | None = None,
         clock: Clock | None = None,
-        nodes: Lister | None = None,
+        nodes: WatchedNodes | None = None,
     ) -> None:
         self.client = client
         self.recorder = recorder
@@ -68,7 +68,8 @@ class JobSync:
         # job key (our writes the caches may not show yet, what was created or told once),
         # dropped whole when the job is deleted: see forget()
         self.memos = JobMemos()
-        # what the steps act through (nodes: the Node cache; None: losses are not watched)
+        # what the steps act through (nodes: the Node cache and silences; None: losses are
+        # not watched)
         self.actions = Actions(
             client=client,
             listers=listers,

@@ -34,7 +34,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1127,6 +1127,24 @@ def start_node(dir: Path, name: str, timeout: float = 120.0) -> None:
     info["pids"] = node.pids()
     info["stopped"] = False
     _write_state(dir, state)
+
+
+@contextlib.contextmanager
+def kubelet_frozen(dir: Path, name: str) -> Iterator[None]:
+    """Node ``name``'s kubelet stopped (SIGSTOP) for the block, then continued (SIGCONT): a
+    hung kubelet, or one cut off from the control plane. Its containers run on and its pods
+    reach each other; past the node monitor's grace, kube-controller-manager marks the node
+    Ready=Unknown and taints it unreachable, as after a long API server outage."""
+    info = (_read_state(dir).get("nodes") or {}).get(name)
+    if info is None or info.get("stopped"):
+        raise ClusterError(f"no running node {name!r} in the cluster of {dir}")
+    pid = int((info.get("pids") or {})["kubelet"])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
 
 
 def restart_apiserver(

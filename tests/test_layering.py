@@ -470,6 +470,7 @@ CONTROLLER_FLOORS: list[tuple[str, set[str]]] = [
             "controller.memo",
             "controller.metrics",
             "controller.status",
+            "controller.watched_nodes",
         },
     ),
     # the lifecycle's steps (controller/lifecycle/): one module a step

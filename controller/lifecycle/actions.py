@@ -27,7 +27,7 @@ from controller.machinery.plan import Plan
 from controller.memo import JobMemos
 from controller.metrics import Metrics
 from controller.status import conditions, node_loss, pod_state
-from informers.lister import Lister
+from controller.watched_nodes import WatchedNodes
 from kubeclient import (
     NODES,
     PODS,
@@ -66,7 +66,7 @@ class Actions:
     # everything this process remembers about a job between syncs (controller/memo.py)
     memos: JobMemos
     # the Node cache (None: node losses are not watched for)
-    nodes: Lister | None = None
+    nodes: WatchedNodes | None = None
     # said once per process: schedulingPolicy.queue means nothing to Coscheduling
     told_queue_ignored: bool = field(default=False)
 
@@ -74,10 +74,12 @@ class Actions:
 
     def node_lost(self, name: str) -> str | None:
         """Why node ``name`` is lost (None: it is not, or nodes are not watched). A node the
-        cache does not hold is asked for (it may have registered a moment ago)."""
+        cache does not hold is asked for (it may have registered a moment ago). A silent node
+        is lost only once silent for a while (controller/watched_nodes.py) and never while
+        every node is (node_loss.full_disruption: the control plane is at fault)."""
         if not name or self.nodes is None:
             return None
-        node = self.nodes.get("", name)
+        node = self.nodes.lister.get("", name)
         if node is None:
             try:
                 node = self.client.get(NODES, None, name)
@@ -86,6 +88,16 @@ class Actions:
             except KubeError as e:
                 log.warning("could not read a node of the job's pods", node=name, error=str(e))
                 return None
+        if node is not None and node_loss.silent(node):
+            if node_loss.full_disruption(self.nodes.lister.list()):
+                log.info(
+                    "every node stopped reporting at once: the control plane is at fault, "
+                    "no node counts as lost",
+                    node=name,
+                )
+                return None
+            if self.nodes.silences.pending(name) > 0:
+                return None  # the node's jobs look again once it has been silent long enough
         return node_loss.node_lost(node)
 
     def lost_nodes(self, pods: list[Obj]) -> dict[str, str]:

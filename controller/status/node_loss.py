@@ -1,7 +1,18 @@
 """Nodes that can no longer run the job's pods (NotReady, unreachable, gone), and the
-failure a pod bound to one of them is."""
+failure a pod bound to one of them is.
+
+A node is *silent* when only its missing heartbeats say it is lost (the node lifecycle
+controller set Ready=Unknown or tainted it unreachable). When every node is silent at once,
+the control plane, not the nodes, is the likely cause (an API server or etcd away longer than
+the node monitor's grace, 50 s by default): Kubernetes' node lifecycle controller then evicts
+nothing and lifts its unreachable taints, and the operator, alike, counts no silent node as
+lost (``full_disruption``). Stop 65's CI: an API server restart of a one-node cluster left the
+kubelet's lease unrenewed past the grace, and five jobs created in the next 25 s failed
+NodeLost while the kubelet ran them."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from controller.api import DGLJob
 from controller.machinery import objects as ob
@@ -17,7 +28,8 @@ UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 def node_lost(node: Obj | None) -> str | None:
     """Why a node cannot run its pods any more (None: it can): gone, being deleted, Ready not
     True (the node controller sets Unknown once the kubelet stops reporting), or tainted
-    unreachable. A node that has not reported Ready yet (just registered) is not lost."""
+    unreachable. A node that has not reported Ready yet (just registered) is not lost. (Its
+    caller asks ``full_disruption`` first of a ``silent`` one.)"""
     if node is None:
         return "deleted"
     if ob.being_deleted(node):
@@ -26,10 +38,34 @@ def node_lost(node: Obj | None) -> str | None:
         if c.get("type") == "Ready" and c.get("status") != "True":
             detail = str(c.get("message") or c.get("reason") or "").strip()
             return f"Ready={c.get('status')}" + (f": {detail}" if detail else "")
-    for t in ob.node_spec(node).get("taints") or []:
-        if t.get("key") == UNREACHABLE_TAINT:
-            return f"tainted {UNREACHABLE_TAINT}"
+    if _unreachable(node):
+        return f"tainted {UNREACHABLE_TAINT}"
     return None
+
+
+def _unreachable(node: Obj) -> bool:
+    return any(t.get("key") == UNREACHABLE_TAINT for t in ob.node_spec(node).get("taints") or [])
+
+
+def silent(node: Obj) -> bool:
+    """Lost by missing heartbeats alone: Ready=Unknown or tainted unreachable, and not being
+    deleted (a kubelet's own Ready=False is not silence)."""
+    if ob.being_deleted(node):
+        return False
+    for c in ob.conditions(ob.node_status(node)):
+        if c.get("type") == "Ready" and c.get("status") != "True":
+            return c.get("status") == "Unknown"
+    return _unreachable(node)
+
+
+def full_disruption(nodes: Iterable[Obj]) -> bool:
+    """Every node (one at least) silent at once: the control plane is at fault, not them."""
+    seen = False
+    for node in nodes:
+        if not silent(node):
+            return False
+        seen = True
+    return seen
 
 
 def node_loss_message(lost: dict[str, str], pods: list[Obj]) -> str:

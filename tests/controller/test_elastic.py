@@ -21,6 +21,7 @@ from tests.controller.harness import (
     Harness,
     add_nodes,
     bind,
+    confirm_silence,
     node_unknown,
     seed,
 )
@@ -263,6 +264,7 @@ def test_a_launcher_failing_before_a_members_node_is_seen_lost_makes_a_rescale(
     h.settle()
     assert h.condition("Failed") is None and h.status()["restartCount"] == 0  # (held)
     node_unknown(h, "n3")
+    confirm_silence(h)
     wait_for(lambda: elastic(h).get("rescales") == 1, what="the rescale")
     st = h.status()
     assert st["elastic"]["lastRescale"]["reason"] == "NodeLost" and st["restartCount"] == 0

@@ -187,6 +187,27 @@ def test_which_nodes_are_lost() -> None:
     assert node_loss.node_lost(deleting) == "being deleted"
 
 
+def test_every_node_silent_at_once_is_a_full_disruption_and_one_reporting_ends_it() -> None:
+    """Stop 65's CI: the one node of a cluster went Ready=Unknown after an API server restart
+    while its kubelet ran the jobs. Silence on every node is the control plane's fault."""
+    stopped = "Kubelet stopped posting node status."
+    unknown = node("Unknown", stopped)
+    taint = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
+    tainted = node(spec={"taints": [taint]})
+    assert node_loss.silent(unknown) and node_loss.silent(tainted)
+    assert node_loss.full_disruption([unknown]) and node_loss.full_disruption([unknown, tainted])
+    # the twins: one node reporting, a kubelet's own NotReady, a node being deleted, no node
+    assert not node_loss.silent(node()) and not node_loss.silent(node("False"))
+    deleting = node("Unknown", stopped)
+    deleting["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    assert not node_loss.silent(deleting)
+    assert not node_loss.full_disruption([unknown, node()])
+    assert not node_loss.full_disruption([unknown, node("False")])
+    assert not node_loss.full_disruption([unknown, deleting])
+    assert not node_loss.full_disruption([])
+    assert node_loss.node_lost(unknown) == f"Ready=Unknown: {stopped}", "lost on its own"
+
+
 def test_a_pod_of_the_attempt_on_a_lost_node_is_a_node_loss_failure() -> None:
     lost = {"n3": "Ready=Unknown: Kubelet stopped posting node status."}
     done = pod(PART, "Succeeded", "n3")  # finished there: it does not matter

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from controller.controller import Controller
 from controller.machinery.events import EventRecorder
 from controller.metrics import Metrics
+from controller.watched_nodes import NODE_SILENCE_CONFIRM_SECONDS
 from informers.factory import SharedInformerFactory
 from kubeclient import PODS, Conflict, Invalid, NotFound, Obj, RestClient
 
@@ -25,7 +26,13 @@ def stamp(offset: float = 0.0) -> str:
 class InProcessOperator:
     """The real controller (informers, workqueue, workers), in this process."""
 
-    def __init__(self, kubeconfig: str, namespace: str | None = None, workers: int = 2) -> None:
+    def __init__(
+        self,
+        kubeconfig: str,
+        namespace: str | None = None,
+        workers: int = 2,
+        node_silence_confirm: float = NODE_SILENCE_CONFIRM_SECONDS,
+    ) -> None:
         # the client reports each request to the metrics, as main.py wires it: tests read
         # rest_client_requests_total (the 409s of a status write that collided)
         self.metrics = Metrics()
@@ -34,7 +41,11 @@ class InProcessOperator:
         )
         self.factory = SharedInformerFactory(self.client, namespace=namespace)
         self.ctrl = Controller(
-            self.client, self.factory, metrics=self.metrics, recorder=EventRecorder(self.client)
+            self.client,
+            self.factory,
+            metrics=self.metrics,
+            recorder=EventRecorder(self.client),
+            node_silence_confirm=node_silence_confirm,
         )
         self.stop_event = threading.Event()
         self.workers = workers
