@@ -40,7 +40,7 @@ from controller.metrics import CONTROLLER, Metrics
 from controller.status.node_loss import node_lost, silent
 from controller.status.pod_state import is_terminating
 from controller.sync import JobSync
-from controller.watched_nodes import NODE_SILENCE_CONFIRM_SECONDS, NodeSilences, WatchedNodes
+from controller.watched_nodes import NODE_LOSS_CONFIRM_SECONDS, UnwellNodes, WatchedNodes
 from informers.factory import SharedInformerFactory
 from informers.lister import Lister
 from informers.shared import EventHandler, SharedInformer
@@ -92,7 +92,7 @@ class Controller:
         recorder: EventRecorder | None = None,
         clock: Clock | None = None,
         expectations: Expectations | None = None,
-        node_silence_confirm: float = NODE_SILENCE_CONFIRM_SECONDS,
+        node_loss_confirm: float = NODE_LOSS_CONFIRM_SECONDS,
     ) -> None:
         self.client = client
         self.factory = factory
@@ -121,9 +121,9 @@ class Controller:
         }
         self.child_informers[PODS].store.add_indexers({NODE_NAME_INDEX: node_name_index})
         self.node_informer = factory.informer_for(NODES, transform=slim_node)
-        # the Node cache and when each node went silent (controller/watched_nodes.py)
+        # the Node cache and since when each node is unwell (controller/watched_nodes.py)
         self.nodes = WatchedNodes(
-            Lister(self.node_informer.store), NodeSilences(self.clock, node_silence_confirm)
+            Lister(self.node_informer.store), UnwellNodes(self.clock, node_loss_confirm)
         )
         self.watched_informers: dict[WatchedKind, SharedInformer] = {
             kind: factory.informer_for(kind.resource, transform=kind.transform)
@@ -226,9 +226,9 @@ class Controller:
         """A node became lost (or recovered): its jobs look again. (Added lost: after a
         relist, or a node the operator never saw Ready.) A node that recovers may end a full
         disruption (node_loss.py): the jobs on the nodes still silent look again too."""
-        silences = self.nodes.silences
-        if silences.observe(node):  # silent now: its jobs look again once that is confirmed
-            self._enqueue_jobs_on(ob.name(node), after=silences.confirm)
+        unwell = self.nodes.unwell
+        if unwell.observe(node):  # unwell now: its jobs look again once that is confirmed
+            self._enqueue_jobs_on(ob.name(node), after=unwell.confirm)
         lost = node_lost(node)
         if (lost is None) == (old is None or node_lost(old) is None):
             return  # no change in lostness (heartbeats, labels, images)
@@ -239,7 +239,7 @@ class Controller:
                     self._enqueue_jobs_on(ob.name(other))
 
     def _node_gone(self, node: Obj) -> None:
-        self.nodes.silences.forget(ob.name(node))
+        self.nodes.unwell.forget(ob.name(node))
         self._enqueue_jobs_on(ob.name(node))
 
     def _enqueue_jobs_on(self, node: str, after: float = 0.0) -> None:

@@ -68,7 +68,7 @@ class JobSync:
         # job key (our writes the caches may not show yet, what was created or told once),
         # dropped whole when the job is deleted: see forget()
         self.memos = JobMemos()
-        # what the steps act through (nodes: the Node cache and silences; None: losses are
+        # what the steps act through (nodes: the Node cache and unwell nodes; None: losses are
         # not watched)
         self.actions = Actions(
             client=client,

@@ -104,7 +104,7 @@ PARTITIONED = "partitioned"  # status.elastic.partitioned: an attempt partitione
 # dies, the trainers on the workers left lose their connections and fail first, and the node
 # is seen lost only after the kubelet's silence outlasts the node monitor's grace period (50 s
 # by default since Kubernetes 1.32; 20 s on the 3-node local cluster, where tests/e2e/multinode
-# saw the launcher fail 17 s before) and the operator's own confirmation of it (15 s,
+# saw the launcher fail 17 s before) and the operator's own confirmation of it (20 s,
 # controller/watched_nodes.py). A member's node lost within it makes the failure a rescale
 # (NodeLost).
 FAILURE_HOLD_SECONDS = 90.0

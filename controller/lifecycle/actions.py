@@ -74,9 +74,9 @@ class Actions:
 
     def node_lost(self, name: str) -> str | None:
         """Why node ``name`` is lost (None: it is not, or nodes are not watched). A node the
-        cache does not hold is asked for (it may have registered a moment ago). A silent node
-        is lost only once silent for a while (controller/watched_nodes.py) and never while
-        every node is (node_loss.full_disruption: the control plane is at fault)."""
+        cache does not hold is asked for (it may have registered a moment ago). An unwell node
+        is lost only once unwell for a while (controller/watched_nodes.py), and a silent one
+        never while every node is (node_loss.full_disruption: the control plane is at fault)."""
         if not name or self.nodes is None:
             return None
         node = self.nodes.lister.get("", name)
@@ -88,17 +88,19 @@ class Actions:
             except KubeError as e:
                 log.warning("could not read a node of the job's pods", node=name, error=str(e))
                 return None
-        if node is not None and node_loss.silent(node):
-            if node_loss.full_disruption(self.nodes.lister.list()):
-                log.info(
-                    "every node stopped reporting at once: the control plane is at fault, "
-                    "no node counts as lost",
-                    node=name,
-                )
-                return None
-            if self.nodes.silences.pending(name) > 0:
-                return None  # the node's jobs look again once it has been silent long enough
-        return node_loss.node_lost(node)
+        why = node_loss.node_lost(node)
+        if why is None or node is None or node_loss.unwell(node) is None:
+            return why  # well, or deleted: lost for good
+        if node_loss.silent(node) and node_loss.full_disruption(self.nodes.lister.list()):
+            log.info(
+                "every node stopped reporting at once: the control plane is at fault, "
+                "no node counts as lost",
+                node=name,
+            )
+            return None
+        if self.nodes.unwell.pending(node) > 0:
+            return None  # its jobs look again once it has been unwell long enough
+        return why
 
     def lost_nodes(self, pods: list[Obj]) -> dict[str, str]:
         """The lost nodes among those ``pods`` are bound to: name -> why."""

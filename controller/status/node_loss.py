@@ -58,6 +58,19 @@ def silent(node: Obj) -> bool:
     return _unreachable(node)
 
 
+def unwell(node: Obj) -> str | None:
+    """How a node that may recover is unwell: ``silent`` (missing heartbeats), ``not ready``
+    (its kubelet's own Ready=False); None when it is well, or deleted (lost for good)."""
+    if ob.being_deleted(node):
+        return None
+    if silent(node):
+        return "silent"
+    for c in ob.conditions(ob.node_status(node)):
+        if c.get("type") == "Ready" and c.get("status") != "True":
+            return "not ready"
+    return None
+
+
 def full_disruption(nodes: Iterable[Obj]) -> bool:
     """Every node (one at least) silent at once: the control plane is at fault, not them."""
     seen = False

@@ -32,9 +32,7 @@ STOPPED = "Kubelet stopped posting node status."
 @pytest.fixture
 def operator(control_plane: ControlPlane, namespace: str) -> Iterator[InProcessOperator]:
     # a silent node counts as lost after 1 s, not 15 (controller/watched_nodes.py)
-    with InProcessOperator(
-        str(control_plane.kubeconfig), namespace, node_silence_confirm=1.0
-    ) as op:
+    with InProcessOperator(str(control_plane.kubeconfig), namespace, node_loss_confirm=1.0) as op:
         yield op
 
 
@@ -194,7 +192,7 @@ def caught_up(operator: InProcessOperator, ns: str, *nodes: str) -> None:
             )
             for n in nodes
         )
-        confirmed = all(operator.ctrl.nodes.silences.pending(n) == 0 for n in nodes)
+        confirmed = all(operator.ctrl.nodes.unwell.pending(store.get(n) or {}) == 0 for n in nodes)
         idle = (
             operator.ctrl.node_informer.handlers_idle()
             and operator.ctrl.queue.ready_at(f"{ns}/{J}") is None

@@ -26,7 +26,7 @@ from controller.machinery.events import EventRecorder
 from controller.metrics import Metrics
 from controller.status.conditions import now_rfc3339
 from controller.status.pod_state import is_terminating as terminating
-from controller.watched_nodes import NODE_SILENCE_CONFIRM_SECONDS
+from controller.watched_nodes import NODE_LOSS_CONFIRM_SECONDS
 from informers.factory import SharedInformerFactory
 from kubeclient import CONFIGMAPS, EVENTS, NODES, PODS, Conflict, Obj, Resource
 from podcontract import report
@@ -400,4 +400,4 @@ def node_ready(h: Harness, name: str) -> None:
 def confirm_silence(h: Harness) -> None:
     """The nodes silent by now have stayed so long enough to count as lost."""
     h.settle()
-    h.step(NODE_SILENCE_CONFIRM_SECONDS)
+    h.step(NODE_LOSS_CONFIRM_SECONDS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.api import DGLJOBS
-from controller.watched_nodes import NODE_SILENCE_CONFIRM_SECONDS
+from controller.watched_nodes import NODE_LOSS_CONFIRM_SECONDS
 from kubeclient import NODES, PODS, Obj
 from tests.controller.harness import (
     EPOCH,
@@ -289,20 +289,58 @@ def test_a_node_silent_for_less_than_the_confirmation_is_not_lost(h: Harness) ->
     started_on_two_nodes(h, runPolicy={"backoffLimit": 2})
     node_unknown(h, "n2")
     h.settle()
-    h.step(NODE_SILENCE_CONFIRM_SECONDS - 1)
+    h.step(NODE_LOSS_CONFIRM_SECONDS - 1)
     h.settle()
     assert h.condition("Restarting") is None, "lost before the confirmation"
     node_ready(h, "n2")
     h.settle()
-    h.step(NODE_SILENCE_CONFIRM_SECONDS)
+    h.step(NODE_LOSS_CONFIRM_SECONDS)
     h.settle()
     assert h.condition("Restarting") is None and warnings(h, "NodeLost") == []
     node_unknown(h, "n2")
     h.settle()
     assert h.condition("Restarting") is None, "timed from its new silence"
-    h.step(NODE_SILENCE_CONFIRM_SECONDS)
+    h.step(NODE_LOSS_CONFIRM_SECONDS)
     cond = h.wait_condition("Restarting")
     assert cond["reason"] == "NodeLost" and cond["message"].startswith("node n2 is lost")
+
+
+def test_a_kubelet_going_on_after_a_stop_reports_not_ready_for_a_while_not_lost(
+    h: Harness,
+) -> None:
+    """ci14: the only node silent past the confirmation (a full disruption: not lost), then
+    its kubelet, going on, reports its own NotReady ("container runtime is down") for one
+    status update: unwell in a new way, timed afresh, so not lost, and Ready again before the
+    confirmation. The twin: NotReady for the whole confirmation is lost."""
+    add_nodes(h, "n1")
+    h.create_job(seed(runPolicy={"backoffLimit": 2}))
+    train(h)
+    bind(h, {W0: "n1", W1: "n1", PART: "n1", LAUNCH: "n1"})
+    h.settle()
+    node_unknown(h, "n1")
+    confirm_silence(h)
+    h.settle()
+    assert h.condition("Restarting") is None, "every node silent: the control plane's fault"
+    down = {"type": "Ready", "status": "False", "reason": "KubeletNotReady"}
+    not_ready = {"status": {"conditions": [{**down, "message": "container runtime is down"}]}}
+    h.kube.patch(NODES, None, "n1", not_ready)
+    resync(h, 1)  # (the job synced meanwhile, as a pod's update would have it)
+    h.settle()
+    assert h.condition("Restarting") is None, "NotReady after silence: timed afresh"
+    h.step(NODE_LOSS_CONFIRM_SECONDS - 5)
+    resync(h, 1)
+    h.settle()
+    assert h.condition("Restarting") is None
+    node_ready(h, "n1")
+    h.step(NODE_LOSS_CONFIRM_SECONDS)
+    h.settle()
+    assert h.condition("Restarting") is None and warnings(h, "NodeLost") == []
+    h.kube.patch(NODES, None, "n1", not_ready)
+    h.settle()
+    h.step(NODE_LOSS_CONFIRM_SECONDS)
+    cond = h.wait_condition("Restarting")
+    assert cond["reason"] == "NodeLost"
+    assert cond["message"].startswith("node n1 is lost (Ready=False: container runtime is down)")
 
 
 def test_a_deleted_node_is_lost_too_and_the_last_attempt_fails(h: Harness) -> None:

@@ -206,6 +206,10 @@ def test_every_node_silent_at_once_is_a_full_disruption_and_one_reporting_ends_i
     assert not node_loss.full_disruption([unknown, deleting])
     assert not node_loss.full_disruption([])
     assert node_loss.node_lost(unknown) == f"Ready=Unknown: {stopped}", "lost on its own"
+    # how a node that may recover is unwell (each timed by controller/watched_nodes.py)
+    assert node_loss.unwell(unknown) == node_loss.unwell(tainted) == "silent"
+    assert node_loss.unwell(node("False")) == "not ready"
+    assert node_loss.unwell(node()) is None and node_loss.unwell(deleting) is None
 
 
 def test_a_pod_of_the_attempt_on_a_lost_node_is_a_node_loss_failure() -> None:

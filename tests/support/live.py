@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from controller.controller import Controller
 from controller.machinery.events import EventRecorder
 from controller.metrics import Metrics
-from controller.watched_nodes import NODE_SILENCE_CONFIRM_SECONDS
+from controller.watched_nodes import NODE_LOSS_CONFIRM_SECONDS
 from informers.factory import SharedInformerFactory
 from kubeclient import PODS, Conflict, Invalid, NotFound, Obj, RestClient
 
@@ -31,7 +31,7 @@ class InProcessOperator:
         kubeconfig: str,
         namespace: str | None = None,
         workers: int = 2,
-        node_silence_confirm: float = NODE_SILENCE_CONFIRM_SECONDS,
+        node_loss_confirm: float = NODE_LOSS_CONFIRM_SECONDS,
     ) -> None:
         # the client reports each request to the metrics, as main.py wires it: tests read
         # rest_client_requests_total (the 409s of a status write that collided)
@@ -45,7 +45,7 @@ class InProcessOperator:
             self.factory,
             metrics=self.metrics,
             recorder=EventRecorder(self.client),
-            node_silence_confirm=node_silence_confirm,
+            node_loss_confirm=node_loss_confirm,
         )
         self.stop_event = threading.Event()
         self.workers = workers
