@@ -29,7 +29,8 @@ def node_lost(node: Obj | None) -> str | None:
     """Why a node cannot run its pods any more (None: it can): gone, being deleted, Ready not
     True (the node controller sets Unknown once the kubelet stops reporting), or tainted
     unreachable. A node that has not reported Ready yet (just registered) is not lost. (Its
-    caller asks ``full_disruption`` first of a ``silent`` one.)"""
+    caller, Actions.node_lost, waits out an ``unwell`` one and asks ``full_disruption`` of a
+    ``silent`` one.)"""
     if node is None:
         return "deleted"
     if ob.being_deleted(node):
