@@ -35,12 +35,20 @@ def node_lost(node: Obj | None) -> str | None:
         return "deleted"
     if ob.being_deleted(node):
         return "being deleted"
-    for c in ob.conditions(ob.node_status(node)):
-        if c.get("type") == "Ready" and c.get("status") != "True":
-            detail = str(c.get("message") or c.get("reason") or "").strip()
-            return f"Ready={c.get('status')}" + (f": {detail}" if detail else "")
+    c = _not_ready(node)
+    if c is not None:
+        detail = str(c.get("message") or c.get("reason") or "").strip()
+        return f"Ready={c.get('status')}" + (f": {detail}" if detail else "")
     if _unreachable(node):
         return f"tainted {UNREACHABLE_TAINT}"
+    return None
+
+
+def _not_ready(node: Obj) -> ob.Condition | None:
+    """The node's Ready condition when it is not True (None: Ready, or never reported)."""
+    for c in ob.conditions(ob.node_status(node)):
+        if c.get("type") == "Ready" and c.get("status") != "True":
+            return c
     return None
 
 
@@ -53,10 +61,8 @@ def silent(node: Obj) -> bool:
     deleted (a kubelet's own Ready=False is not silence)."""
     if ob.being_deleted(node):
         return False
-    for c in ob.conditions(ob.node_status(node)):
-        if c.get("type") == "Ready" and c.get("status") != "True":
-            return c.get("status") == "Unknown"
-    return _unreachable(node)
+    c = _not_ready(node)
+    return c.get("status") == "Unknown" if c is not None else _unreachable(node)
 
 
 def unwell(node: Obj) -> str | None:
@@ -66,10 +72,7 @@ def unwell(node: Obj) -> str | None:
         return None
     if silent(node):
         return "silent"
-    for c in ob.conditions(ob.node_status(node)):
-        if c.get("type") == "Ready" and c.get("status") != "True":
-            return "not ready"
-    return None
+    return "not ready" if _not_ready(node) is not None else None
 
 
 def full_disruption(nodes: Iterable[Obj]) -> bool:
