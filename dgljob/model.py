@@ -26,7 +26,7 @@ from podcontract import SHARED
 from podcontract.progress import ProgressDetail as ProgressDetail  # (the client's, through here)
 from podcontract.progress import ProgressReading, read
 from podcontract.report import report_name
-from podcontract.settings import PAGE_CACHE_FRACTION
+from podcontract.settings import OUT_OF_CORE_ORDER, PAGE_CACHE_FRACTION
 
 
 def _set(pairs: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
@@ -141,11 +141,16 @@ class OutOfCoreSpec:
 
     enabled: bool = False
     page_cache_fraction: float = PAGE_CACHE_FRACTION.when_unset
+    order: str = OUT_OF_CORE_ORDER.when_unset  # Exact | Buffer (outofcore.buffer)
 
     def to_dict(self) -> dict[str, Any]:
         return _set(
-            {"enabled": self.enabled, "pageCacheFraction": self.page_cache_fraction},
-            {"pageCacheFraction": PAGE_CACHE_FRACTION.default},
+            {
+                "enabled": self.enabled,
+                "pageCacheFraction": self.page_cache_fraction,
+                "order": self.order,
+            },
+            {"pageCacheFraction": PAGE_CACHE_FRACTION.default, "order": OUT_OF_CORE_ORDER.default},
         )
 
 

@@ -49,9 +49,9 @@ from dgljob.names import (
     WAIT_FOR_WORKERS_READY,
     WORKER,
 )
-from podcontract import CHUNKED_LAYOUTS, DGL_API, SHARED
+from podcontract import CHUNKED_LAYOUTS, DGL_API, OUT_OF_CORE_ORDERS, SHARED
 from podcontract.quantity import parse_quantity
-from podcontract.settings import PAGE_CACHE_FRACTION
+from podcontract.settings import OUT_OF_CORE_ORDER, PAGE_CACHE_FRACTION
 
 STORAGE_KEYS = (
     "claimName",
@@ -62,7 +62,7 @@ STORAGE_KEYS = (
     "cacheLimit",
 )
 ELASTIC_KEYS = ("minReplicas", "maxReplicas", "settleSeconds", "cooldownSeconds")
-OUT_OF_CORE_KEYS = ("enabled", "pageCacheFraction")
+OUT_OF_CORE_KEYS = ("enabled", "pageCacheFraction", "order")
 
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(
@@ -376,12 +376,15 @@ def _out_of_core(value: Any, mode: modes.PartitionMode) -> OutOfCoreSpec | None:
         raise SpecError(
             f"{field}.pageCacheFraction", f"must be a number from 0 to 1, got {fraction!r}"
         )
+    order = _choice(
+        ooc.get("order", OUT_OF_CORE_ORDER.default), f"{field}.order", OUT_OF_CORE_ORDERS
+    )
     if enabled and not mode.workers:
         raise SpecError(
             f"{field}.enabled",
             "needs workers: partitionMode Skip runs the launcher alone, in memory",
         )
-    return OutOfCoreSpec(enabled, float(fraction)) if enabled else None
+    return OutOfCoreSpec(enabled, float(fraction), order) if enabled else None
 
 
 def _elastic(

@@ -53,6 +53,7 @@ from podcontract import (
     DATASET,
     DGL_API,
     DIST_PARMETIS,
+    OUT_OF_CORE_ORDERS,
     PARMETIS,
     PARTITION_MODES,
     PHASE_LAUNCHER_WORKLOAD,
@@ -400,6 +401,17 @@ class Options:
                         "memory plan counts as page cache, between 0 and 1 (default: {env}, "
                         f"else {pc.PAGE_CACHE_FRACTION.default})",
                     ),
+                    "order": option(
+                        "--out-of-core-order",
+                        group=TRAINING,
+                        setting=pc.OUT_OF_CORE_ORDER,
+                        choices=list(OUT_OF_CORE_ORDERS),
+                        help="--out-of-core: Exact reads the rows each minibatch pulls (the "
+                        "in-memory run's losses); Buffer trains MariusGNN's way, the "
+                        "minibatches sampled inside a buffer of whole partitions read in "
+                        "sequence (outofcore.buffer; default: {env}, "
+                        f"else {pc.OUT_OF_CORE_ORDER.default})",
+                    ),
                 },
             ),
         },
@@ -600,6 +612,11 @@ def parse(argv: Sequence[str] | None = None, env: dict[str, str] | None = None) 
         parser.error(
             f"--out-of-core with --num-samplers {training.processes.samplers}: sampler "
             "processes are spawned by DGL without the out-of-core patch; use --num-samplers 0"
+        )
+    order = training.out_of_core.order
+    if order != pc.OUT_OF_CORE_ORDER.when_unset and not training.out_of_core.enabled:
+        parser.error(
+            f"--out-of-core-order {order}: an order of out-of-core reads; add --out-of-core"
         )
     if (
         a.in_dgljob

@@ -40,7 +40,7 @@ def _server_part() -> tuple[str, int] | None:
 
 
 def run(script: str, args: list[str]) -> None:
-    from outofcore import patch
+    from outofcore import buffer, patch
 
     part = _server_part()
     if part is not None:
@@ -55,8 +55,9 @@ def run(script: str, args: list[str]) -> None:
     except patch.OutOfCoreError as e:
         raise _Refused(str(e)) from None
     try:
+        buffer.order()  # (a bad order is told before DGL starts)
         runner.run(script, args)
-    except runner.RunRefused as e:
+    except (runner.RunRefused, buffer.BufferError) as e:
         raise _Refused(str(e)) from None
 
 

@@ -26,6 +26,9 @@ own for everything this patch does not serve (:func:`_replaced` is the table):
   sample ahead itself: DGL 2.1's ``fast_pull`` draws from the random engine that sampling
   draws from (which server of a machine to ask), so sampling ahead of the pulls changes what
   a seed samples; a loop that does it in memory too keeps both runs' losses the same.
+* ``DistDataLoader.__iter__`` (an epoch of a loader): DGL's, unless the process trains in
+  buffer order (``spec.outOfCore.order: Buffer``) and the loader shuffles (a training
+  loader): then its epoch walks the buffer's states (:mod:`outofcore.buffer`).
 * ``kvstore.KVClient.pull`` (a trainer's pull): DGL's, after asking at once for this
   machine's rows that were not read ahead (:func:`prefetch`).
 * ``kvstore.default_pull_handler`` (a server answering another machine's pull): the pages
@@ -49,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from outofcore import layout, reader
+from outofcore import buffer, layout, reader
 from podcontract.logline import say
 
 SUPPORTED = "2.1."  # the DGL versions whose internals this patch knows
@@ -425,6 +428,26 @@ def _ask(nodes: dict[str, Any]) -> None:
     STATS["ahead_seconds"] += time.perf_counter() - started
 
 
+def read_spans(ptr: int, spans: list[tuple[int, int]]) -> None:
+    """Have the reader read these byte ranges of the mapped file whose tensor's data_ptr is
+    ``ptr`` (buffer order's whole partitions)."""
+    fd = _fds.get(ptr)
+    if fd is not None:
+        _reader.read(fd, spans)
+
+
+def _iter(self: Any) -> Any:
+    """DGL's ``DistDataLoader.__iter__``; a training loader (one that shuffles) in buffer
+    order walks its epoch state by state instead (:class:`outofcore.buffer.Buffered`)."""
+    if not self.shuffle or buffer.order() != buffer.BUFFER:
+        return _originals["__iter__"](self)
+    walk = getattr(self, "_outofcore_buffer", None)
+    if walk is None:
+        walk = buffer.Buffered(self, buffer.BufferSettings.from_env(), _arrays)
+        self._outofcore_buffer = walk
+    return iter(walk)
+
+
 def _next(self: Any) -> Any:
     """DGL's ``DistDataLoader.__next__``; then the minibatch's rows are asked for."""
     batch = _originals["__next__"](self)
@@ -485,6 +508,7 @@ def _replaced() -> tuple[tuple[Any, str, Callable[..., Any]], ...]:
         (kvstore.KVClient, "pull", _pull),
         (kvstore, "default_pull_handler", _default_pull_handler),
         (DistDataLoader, "__next__", _next),
+        (DistDataLoader, "__iter__", _iter),
     )
 
 
@@ -499,6 +523,7 @@ def install() -> None:
     check_version(dgl.__version__)
     rpc.register_service(WILLNEED_SERVICE, WillNeedRequest, None)
     atexit.register(_report)
+    atexit.register(buffer.report)
     for owner, name, replacement in _replaced():
         _originals[name] = getattr(owner, name)
         setattr(owner, name, replacement)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import mmap
 import os
 import queue
@@ -217,6 +218,14 @@ class Reader:
         self._start()
         self._rows.put((0, None, job))
         self._wake.set()
+
+    def read(self, fd: int, spans: list[tuple[int, int]]) -> None:
+        """Read these byte ranges [start, end) of ``fd`` into the page cache, in order, on the
+        reading thread after what was asked before, whatever the room: the caller sized what
+        it asks for (buffer order's partitions)."""
+        for start, end in spans:
+            if end > start:
+                self.call(functools.partial(self._read, fd, start, end - start))
 
     def warm(self, spans: list[tuple[int, int, int]]) -> None:
         """Read each ``(fd, start, end)``'s bytes [start, end), in order, while there is

@@ -73,6 +73,11 @@ DGL_API = "DGL-API"
 PARMETIS = "ParMETIS"
 DIST_PARMETIS = "DistParMETIS"
 PARTITION_MODES = (DGL_API, PARMETIS, DIST_PARMETIS)
+# spec.outOfCore.order: Exact reads the rows the minibatches pull, in their order (the losses
+# of the in-memory run); Buffer trains in MariusGNN's buffer order (outofcore.buffer)
+ORDER_EXACT, ORDER_BUFFER = "Exact", "Buffer"
+OUT_OF_CORE_ORDERS = (ORDER_EXACT, ORDER_BUFFER)
+OUT_OF_CORE_ORDER_ENV = "DGL_OUT_OF_CORE_ORDER"  # dglrun -> its DGL processes (not the default)
 # spec.chunkedGraph.layout (the ParMETIS modes) as dglrun's --chunked-layout
 SHARED = "Shared"  # every rank sees every chunk
 PER_WORKER = "PerWorker"  # worker i holds only its own chunks (DistParMETIS)

@@ -188,6 +188,9 @@ WORKER_MEMORY_LIMIT = Setting("DGL_OPERATOR_WORKER_MEMORY_LIMIT", byte_count, st
 # share of them as page cache
 OUT_OF_CORE = Setting("DGL_OPERATOR_OUT_OF_CORE", switch("true"), switch_text("true"), False)
 PAGE_CACHE_FRACTION = Setting("DGL_OPERATOR_PAGE_CACHE_FRACTION", fraction, write_fraction, 0.5)
+OUT_OF_CORE_ORDER = Setting(
+    "DGL_OPERATOR_OUT_OF_CORE_ORDER", one_of(pc.OUT_OF_CORE_ORDERS), str, pc.ORDER_EXACT
+)
 # spec.storage: the folder dglrun keeps things in (under pc.STORAGE_DIR), the run's name in it
 # (``<job name>-<first 8 characters of its uid>``), whether other jobs' partitions count, and
 # the partition cache's limit over every graph (spec.storage.cacheLimit as written, a quantity
@@ -229,6 +232,7 @@ DGLRUN_SETTINGS: tuple[Setting[Any], ...] = (
     WORKER_MEMORY_LIMIT,
     OUT_OF_CORE,
     PAGE_CACHE_FRACTION,
+    OUT_OF_CORE_ORDER,
     STORAGE,
     RUN_NAME,
     SHARE_PARTITIONS,

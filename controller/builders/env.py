@@ -65,13 +65,14 @@ def workload_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
 
 
 def _out_of_core_env(job: DGLJob) -> tuple[tuple[str, str], ...]:
-    """spec.outOfCore as dglrun's --out-of-core and --page-cache-fraction."""
+    """spec.outOfCore as dglrun's --out-of-core, --page-cache-fraction and --out-of-core-order."""
     ooc = job.spec.out_of_core
     if ooc is None:
         return ()
     return (
         dglrun.OUT_OF_CORE.pair(True),
         dglrun.PAGE_CACHE_FRACTION.pair(ooc.page_cache_fraction),
+        dglrun.OUT_OF_CORE_ORDER.pair(ooc.order),
     )
 
 

@@ -46,7 +46,7 @@ from chunkedgraph.job import KAMINPAR, PTSCOTCH
 from launcher.errors import LauncherError
 from podcontract import DGL_API, DIST_PARMETIS, MEMORY_PLAN_PREFIX, PARMETIS
 from podcontract.quantity import parse_quantity
-from podcontract.settings import PAGE_CACHE_FRACTION
+from podcontract.settings import OUT_OF_CORE_ORDER, PAGE_CACHE_FRACTION
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -154,6 +154,7 @@ class OutOfCore:
 
     enabled: bool = False
     page_cache_fraction: float = PAGE_CACHE_FRACTION.when_unset
+    order: str = OUT_OF_CORE_ORDER.when_unset  # Exact | Buffer (outofcore.buffer)
 
 
 @dataclass(frozen=True)

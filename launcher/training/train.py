@@ -29,6 +29,8 @@ from launcher.workers import blame, refusal
 from launcher.workers.dgl_env import Topology, server_env, trainer_env
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import Proc, Transport, stop_all
+from podcontract import OUT_OF_CORE_ORDER_ENV
+from podcontract.settings import OUT_OF_CORE_ORDER
 
 OUTPUT = "output"  # the results' folder, under a workload folder and this pod's workspace
 SERVER_GRACE = 60.0  # seconds servers get to exit after the last trainer finished
@@ -95,6 +97,7 @@ def train(
     with phase(console, report, 5, "train"):
         # checkpoints, resume, results on storage
         kept = keeping.trainer_env(what.storage, what.options.num_epochs, console)
+        order = order_env(what.options.out_of_core)
         try:
             # each worker's workload folder, its (ip_config, partition config) and argv
             where = []
@@ -105,7 +108,7 @@ def train(
             for i, host in enumerate(hosts):
                 _, configs, args = where[i]
                 for k in range(topo.num_servers):
-                    env = server_env(topo, i, k, *configs)
+                    env = {**server_env(topo, i, k, *configs), **order}
                     proc = transport.start(host, args, env, f"{host.name}/server-{k}")
                     running.append(_Running(host, "server", k, proc))
             for i, host in enumerate(hosts):
@@ -113,7 +116,7 @@ def train(
                 for t in range(topo.num_trainers):
                     port = what.options.master_port
                     env = trainer_env(topo, i, t, *configs, hosts[0].ip, port)
-                    env.update({"DGLRUN_OUTPUT_DIR": f"{ws}/{OUTPUT}", **kept})
+                    env.update({"DGLRUN_OUTPUT_DIR": f"{ws}/{OUTPUT}", **kept, **order})
                     proc = transport.start(host, args, env, f"{host.name}/trainer-{t}")
                     running.append(_Running(host, "trainer", t, proc))
             _supervise(running, what.timeout, console, _grow_watch(what, console))
@@ -150,6 +153,14 @@ def _the_cause(running: list[_Running]) -> tuple[_Running, int, str]:
         if not blame.is_consequence(found[2]) or time.monotonic() >= deadline:
             return found
         time.sleep(0.05)
+
+
+def order_env(ooc: OutOfCore) -> dict[str, str]:
+    """The order out-of-core DGL processes train in (outofcore.buffer reads it): said only
+    when it is not the default, Exact."""
+    if not ooc.enabled or ooc.order == OUT_OF_CORE_ORDER.when_unset:
+        return {}
+    return {OUT_OF_CORE_ORDER_ENV: ooc.order}
 
 
 def train_argv(

@@ -664,15 +664,20 @@ def test_out_of_core_reaches_dglrun_in_the_launcher_and_the_partitioner(
     seed_job_raw: dict[str, Any],
 ) -> None:
     raw = copy.deepcopy(seed_job_raw)
-    raw["spec"]["outOfCore"] = {"enabled": True, "pageCacheFraction": 0.25}
+    raw["spec"]["outOfCore"] = {"enabled": True, "pageCacheFraction": 0.25, "order": "Buffer"}
     job = parse_job(raw)
     assert job.spec.out_of_core is not None and job.spec.out_of_core.page_cache_fraction == 0.25
+    assert job.spec.out_of_core.order == "Buffer"
     want = desired(job, SEED_OPTS)
     assert want.partitioner is not None
     for pod in (want.launcher, want.partitioner):
         env = _env(pod["spec"]["containers"][0])
         assert env["DGL_OPERATOR_OUT_OF_CORE"] == "true"
         assert env["DGL_OPERATOR_PAGE_CACHE_FRACTION"] == "0.25"
+        assert env["DGL_OPERATOR_OUT_OF_CORE_ORDER"] == "Buffer"
+    raw["spec"]["outOfCore"] = {"enabled": True}  # the order's default: Exact, said as such
+    exact = desired(parse_job(raw), SEED_OPTS).launcher["spec"]["containers"][0]
+    assert _env(exact)["DGL_OPERATOR_OUT_OF_CORE_ORDER"] == "Exact"
     # off (or absent): nothing set, dglrun trains in memory
     raw["spec"]["outOfCore"] = {"enabled": False}
     assert parse_job(raw).spec.out_of_core is None
@@ -713,6 +718,7 @@ def test_the_order_of_dglruns_env_is_the_operators_then_each_features_at_its_pla
         "PARTITION_COUNTS",
         "OUT_OF_CORE",
         "PAGE_CACHE_FRACTION",
+        "OUT_OF_CORE_ORDER",
     ]
     delivery = ["PARTITION_TRANSFER", "PARTFILE_PATH"]
     want = {

@@ -404,6 +404,11 @@ CASES: list[Case] = [
         "pageCacheFraction",
     ),
     Case(
+        "out-of-core-order-unknown",
+        lambda o: _spec(o).update(outOfCore={"enabled": True, "order": "buffer"}),
+        "order",
+    ),
+    Case(
         "out-of-core-enabled-not-bool",
         lambda o: _spec(o).update(outOfCore={"enabled": "yes"}),
         "outOfCore.enabled",

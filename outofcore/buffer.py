@@ -1,0 +1,374 @@
+"""Buffer order (``spec.outOfCore.order: Buffer``, dglrun's ``--out-of-core-order Buffer``):
+MariusGNN's disk-based training on DGL 2.1's distributed loaders (issue 59, part 3).
+
+A trainer's training loader (a ``DistNodeDataLoader`` that shuffles: evaluation loaders keep
+DGL's order and sample every neighbour they are asked to) no longer walks its seeds in one
+shuffled pass. Each epoch follows :func:`outofcore.order.plan_epoch`, the same plan on every
+machine (a function of the epoch and :data:`SEED_ENV` alone):
+
+* every machine's rows are :data:`PER_PHYSICAL` x P logical partitions (contiguous row ranges
+  of its part: :func:`Layout.logical`), P the physical partitions (:data:`PARTITIONS_ENV`),
+  and a buffer of c of them is in memory (:data:`CAPACITY_ENV`, else what the pod's memory
+  has room for: :func:`capacity`, the smallest over the trainers);
+* on entering a state, the trainers meet at a barrier, each writes its share of its machine's
+  edge mask (1 where the edge's source node is resident on its own machine), and meet again;
+  the loader's sampler samples with ``prob=`` the mask, so no neighbour outside any machine's
+  buffer is sampled;
+* the state's seeds are this trainer's training nodes in the state's trained partitions, and
+  every trainer runs as many minibatches in a state as the one with most (others draw extra
+  minibatches from their state's seeds: DDP's steps stay in step, and the barriers too);
+* the first trainer of each machine has its pod's feature files read in whole logical
+  partitions, sequential reads in row order (:class:`outofcore.reader.Reader`): the state's
+  partitions on entering it, then the next state's, while this one trains. The partition
+  that leaves the buffer is not dropped by hand: its clean pages are the least recently used
+  and the kernel reclaims them first under the pod's limit.
+
+The losses differ from an in-memory run's (the neighbours are sampled from the buffer);
+accuracy is what is compared. Each trainer says at exit what its buffer did (:func:`report`),
+including how many input rows of its minibatches were outside the buffer: 0 unless the mask
+failed. Homogeneous graphs only.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import podcontract as pc
+from outofcore import order as orders
+from podcontract.logline import say
+
+ORDER_ENV = pc.OUT_OF_CORE_ORDER_ENV  # what dglrun sets on every DGL process: Buffer
+EXACT, BUFFER, ORDERS = pc.ORDER_EXACT, pc.ORDER_BUFFER, pc.OUT_OF_CORE_ORDERS
+PARTITIONS_ENV = "DGL_OUT_OF_CORE_PARTITIONS"  # physical partitions per machine
+CAPACITY_ENV = "DGL_OUT_OF_CORE_CAPACITY"  # physical partitions in the buffer (else sized)
+SEED_ENV = "DGL_OUT_OF_CORE_SEED"  # the plan's seed (every machine's the same)
+DEFAULT_PARTITIONS = 8
+PER_PHYSICAL = 2  # logical partitions per physical one (COMET's regrouping each epoch)
+MASK = "outofcore_buffer_mask"  # the edge data the samplers sample with
+
+STATS: dict[str, float] = {
+    "epochs": 0,
+    "states": 0,
+    "minibatches": 0,
+    "extra_minibatches": 0,
+    "input_rows": 0,
+    "outside_rows": 0,
+    "read_bytes": 0,
+}
+
+
+class BufferError(RuntimeError):
+    """Buffer order cannot run as asked (a bad setting, a graph it does not train)."""
+
+
+def order() -> str:
+    """This process's order (:data:`ORDER_ENV`; Exact when unset)."""
+    value = os.environ.get(ORDER_ENV) or EXACT
+    if value not in ORDERS:
+        raise BufferError(f"{ORDER_ENV}={value!r}: expected one of {', '.join(ORDERS)}")
+    return value
+
+
+def _whole(name: str, default: int | None) -> int | None:
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise BufferError(f"{name}={text!r}: expected a whole number of at least 1")
+    return value
+
+
+@dataclass(frozen=True)
+class BufferSettings:
+    """Buffer order's settings, read once from the environment dglrun sets."""
+
+    partitions: int = DEFAULT_PARTITIONS  # physical partitions per machine
+    capacity: int | None = None  # physical partitions in the buffer; None: sized at start
+    seed: int = 0
+
+    @property
+    def logical(self) -> int:
+        return self.partitions * PER_PHYSICAL
+
+    @classmethod
+    def from_env(cls) -> BufferSettings:
+        partitions = _whole(PARTITIONS_ENV, DEFAULT_PARTITIONS)
+        assert partitions is not None
+        seed_text = os.environ.get(SEED_ENV) or "0"
+        try:
+            seed = int(seed_text)
+        except ValueError:
+            raise BufferError(f"{SEED_ENV}={seed_text!r}: expected a whole number") from None
+        return cls(partitions, _whole(CAPACITY_ENV, None), seed)
+
+
+def capacity(feature_bytes: int, partitions: int, room: int) -> int:
+    """The physical partitions a buffer holds in ``room`` bytes of page cache, one slot kept
+    for the partition read ahead for the next state: at least 1, at most ``partitions``
+    (then one state holds them all)."""
+    if feature_bytes <= 0:
+        return partitions
+    per_partition = feature_bytes / partitions
+    return max(1, min(partitions, int(room // per_partition) - 1))
+
+
+def row_range(logical: int, num_logical: int, rows: int) -> tuple[int, int]:
+    """The rows [start, end) of a part of ``rows`` rows that make logical partition
+    ``logical``: those whose ``row * num_logical // rows`` is ``logical``."""
+    return (-(-logical * rows // num_logical), -(-(logical + 1) * rows // num_logical))
+
+
+def spans(
+    parts: tuple[int, ...], num_logical: int, rows: int, row_bytes: int, offset: int
+) -> list[tuple[int, int]]:
+    """The byte ranges [start, end) of a feature file holding ``rows`` rows from ``offset``
+    that make these logical partitions, neighbours joined (one read for a run of them)."""
+    out: list[tuple[int, int]] = []
+    for p in sorted(parts):
+        first, last = row_range(p, num_logical, rows)
+        start, end = offset + first * row_bytes, offset + last * row_bytes
+        if end <= start:
+            continue
+        if out and out[-1][1] == start:
+            out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
+
+
+@dataclass
+class _Machine:
+    """What a trainer knows of the graph's layout, computed once per graph."""
+
+    starts: Any  # each part's first node id (and the total last)
+    sizes: Any  # each part's node count
+    part_id: int
+    share: tuple[int, int]  # (this trainer's index among its machine's trainers, how many)
+    eids: Any  # the edges whose mask this trainer writes
+    src_logical: Any  # their source nodes' (part, logical partition) keys
+    reads: bool  # whether this trainer reads its machine's partitions
+    capacity: int = 0
+    epoch: int = 0
+    done: set[tuple[int, ...]] = field(default_factory=set)
+
+
+def _collectives() -> Any:
+    """torch.distributed when the trainers form a process group, else None (one trainer)."""
+    import torch.distributed as dist
+
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+def _reduce(values: list[int], how: str) -> list[int]:
+    import torch
+
+    dist = _collectives()
+    if dist is None:
+        return values
+    t = torch.tensor(values, dtype=torch.int64)
+    dist.all_reduce(t, op=getattr(dist.ReduceOp, how))
+    return [int(x) for x in t.tolist()]
+
+
+def _barrier() -> None:
+    dist = _collectives()
+    if dist is not None:
+        dist.barrier()
+
+
+class Buffered:
+    """One training loader's epochs in buffer order (see the module's docstring)."""
+
+    def __init__(self, loader: Any, settings: BufferSettings, mapped: dict[int, Any]) -> None:
+        collator: Any = getattr(loader, "collator", None)
+        sampler: Any = getattr(collator, "graph_sampler", None)
+        if sampler is None or not hasattr(sampler, "prob"):
+            raise BufferError(
+                "out-of-core Buffer order trains DistNodeDataLoaders with a NeighborSampler; "
+                f"this loader is a {type(loader).__name__}: use Exact order"
+            )
+        if isinstance(collator.nids, dict):
+            raise BufferError(
+                "out-of-core Buffer order trains homogeneous graphs; this loader's nodes "
+                "are by node type: use Exact order"
+            )
+        if sampler.prob not in (None, MASK):
+            raise BufferError(
+                f"out-of-core Buffer order samples with its own edge mask; this loader's "
+                f"sampler already samples with prob={sampler.prob!r}: use Exact order"
+            )
+        self.loader = loader
+        self.collator = collator
+        self.sampler = sampler
+        self.settings = settings
+        self.mapped = mapped  # the process's mapped feature files: data_ptr -> numpy memmap
+        self.machine: _Machine | None = None
+
+    # -- the layout, once
+    def keys(self, nodes: Any) -> Any:
+        """Each node's (part, logical partition) as one key: part x logical + logical."""
+        m = self.machine
+        assert m is not None
+        part = self.collator.g.get_partition_book().nid2partid(nodes)
+        size = m.sizes[part]
+        logical = (nodes - m.starts[part]) * self.settings.logical // size.clamp(min=1)
+        return part * self.settings.logical + logical
+
+    def _setup(self) -> _Machine:
+        import dgl
+        import torch
+        from dgl.distributed import DistTensor
+
+        from outofcore import reader
+
+        g = self.collator.g
+        pb = g.get_partition_book()
+        sizes = torch.tensor([int(meta["num_nodes"]) for meta in pb.metadata()])
+        starts = torch.cat([torch.zeros(1, dtype=sizes.dtype), sizes.cumsum(0)])
+        dist = _collectives()
+        me = int(pb.partid)
+        if dist is None:
+            share = (0, 1)
+        else:
+            parts = [torch.zeros(1, dtype=torch.int64) for _ in range(dist.get_world_size())]
+            dist.all_gather(parts, torch.tensor([me]))
+            mates = [rank for rank, p in enumerate(parts) if int(p) == me]
+            share = (mates.index(dist.get_rank()), len(mates))
+        lg = g.local_partition
+        inner = lg.edata["inner_edge"].bool()
+        src, _ = lg.edges()
+        k, n = share
+        eids = lg.edata[dgl.EID][inner][k::n]
+        src_global = lg.ndata[dgl.NID][src[inner][k::n]]
+        m = _Machine(starts, sizes, me, share, eids, None, reads=k == 0)
+        self.machine = m
+        m.src_logical = self.keys(src_global)
+        if MASK not in g.edata:  # (collective: every trainer creates it together)
+            policy = g.get_edge_partition_policy(g.canonical_etypes[0])
+            g.edata[MASK] = DistTensor(
+                (g.num_edges(),), torch.float32, name=MASK, part_policy=policy
+            )
+        given = self.settings.capacity
+        if given is None:
+            features = sum(int(rows.nbytes) for rows in self.mapped.values())
+            given = capacity(features, self.settings.partitions, reader.room())
+        (m.capacity,) = _reduce([min(given, self.settings.partitions)], "MIN")
+        say(
+            f"out-of-core: buffer order: {self.settings.partitions} physical partitions of "
+            f"{self.settings.logical // self.settings.partitions} logical ones per machine, "
+            f"a buffer of {m.capacity}"
+        )
+        return m
+
+    # -- an epoch
+    def __iter__(self) -> Any:
+        m = self.machine or self._setup()
+        s = self.settings
+        plan = orders.plan_epoch(s.logical, PER_PHYSICAL, m.capacity, s.seed, m.epoch)
+        m.epoch += 1
+        STATS["epochs"] += 1
+        saved, self.sampler.prob = self.sampler.prob, MASK
+        try:
+            for i, state in enumerate(plan):
+                self._enter(state, plan[i + 1] if i + 1 < len(plan) else None)
+                yield from self._minibatches(state)
+        finally:
+            self.sampler.prob = saved
+
+    def _enter(self, state: orders.State, following: orders.State | None) -> None:
+        import torch
+
+        m = self.machine
+        assert m is not None
+        STATS["states"] += 1
+        if m.reads:
+            self._read(state.load)
+            if following is not None:
+                self._read(following.load)
+        resident = self._resident_keys(state)
+        _barrier()  # every trainer has sampled the state before
+        mask = torch.isin(m.src_logical, resident).to(torch.float32)
+        self.collator.g.edata[MASK][m.eids] = mask
+        _barrier()  # every machine's mask is written
+
+    def _resident_keys(self, state: orders.State) -> Any:
+        import torch
+
+        m = self.machine
+        assert m is not None
+        logical = self.settings.logical
+        parts = len(m.sizes)
+        return torch.tensor([p * logical + r for p in range(parts) for r in state.resident])
+
+    def _minibatches(self, state: orders.State) -> Any:
+        import torch
+
+        m = self.machine
+        assert m is not None
+        seeds = self.collator.dataset
+        keys = self.keys(seeds)
+        trained = self._keys_of(state.train)
+        mine = seeds[torch.isin(keys, trained)]
+        mine = mine[torch.randperm(len(mine))]
+        size = self.loader.batch_size
+        batches = list(torch.split(mine, size)) if len(mine) else []
+        (count,) = _reduce([len(batches)], "MAX")
+        pool = mine if len(mine) else seeds[torch.isin(keys, self._keys_of(state.resident))]
+        pool = pool if len(pool) else seeds
+        while len(batches) < count:  # extra minibatches: every trainer steps alike
+            batches.append(pool[torch.randint(len(pool), (min(size, len(pool)),))])
+            STATS["extra_minibatches"] += 1
+        resident = self._keys_of(state.resident)
+        for ids in batches:
+            batch = self.collator.collate(ids)
+            inputs = batch[0]
+            STATS["minibatches"] += 1
+            STATS["input_rows"] += len(inputs)
+            STATS["outside_rows"] += int((~torch.isin(self.keys(inputs), resident)).sum())
+            yield batch
+
+    def _keys_of(self, logical_parts: tuple[int, ...]) -> Any:
+        import torch
+
+        m = self.machine
+        assert m is not None
+        n = self.settings.logical
+        return torch.tensor([p * n + r for p in range(len(m.sizes)) for r in logical_parts])
+
+    def _read(self, parts: tuple[int, ...]) -> None:
+        """Have the reader read these logical partitions of every mapped feature file (once
+        an epoch state: a partition read for the state ahead is not asked for again)."""
+        from outofcore import layout, patch
+
+        m = self.machine
+        assert m is not None
+        key = (m.epoch, *parts)
+        if key in m.done:
+            return
+        m.done.add(key)
+        for ptr, rows in self.mapped.items():
+            if rows.ndim == 0 or not len(rows):
+                continue
+            row_bytes = int(rows.nbytes // len(rows))
+            found = spans(parts, self.settings.logical, len(rows), row_bytes, layout.DATA_OFFSET)
+            patch.read_spans(ptr, found)
+            STATS["read_bytes"] += sum(end - start for start, end in found)
+
+
+def report() -> None:
+    """A trainer's last line in buffer order: what its buffer did."""
+    if not STATS["epochs"]:
+        return
+    say(
+        f"out-of-core: buffer order: {STATS['epochs']:.0f} epoch(s), {STATS['states']:.0f} "
+        f"buffer states, {STATS['minibatches']:.0f} minibatches "
+        f"({STATS['extra_minibatches']:.0f} extra, to keep the trainers in step), "
+        f"{STATS['read_bytes'] / 2**20:.1f} MiB read in whole partitions, "
+        f"{STATS['outside_rows']:.0f} of {STATS['input_rows']:.0f} input rows outside the buffer"
+    )
