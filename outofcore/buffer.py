@@ -257,7 +257,9 @@ class Buffered:
         given = self.settings.capacity
         if given is None:
             features = sum(int(rows.nbytes) for rows in self.mapped.values())
-            given = capacity(features, self.settings.partitions, reader.room())
+            # (the trainers' working set is in use already: the slot kept for the partition
+            # read ahead is the reserve; warming's reserve would halve a small buffer)
+            given = capacity(features, self.settings.partitions, reader.free())
         (m.capacity,) = _reduce([min(given, self.settings.partitions)], "MIN")
         say(
             f"out-of-core: buffer order: {self.settings.partitions} physical partitions of "

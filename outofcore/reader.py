@@ -173,13 +173,17 @@ def _available() -> int:
     return 0
 
 
-def room() -> int:
+def free() -> int:
     """Bytes this process may still add to the page cache without pressing on its memory
-    cgroup's limit (or the host's memory), less :data:`WARM_RESERVE`."""
+    cgroup's limit (or the host's memory)."""
     host = _available()
     cgroup = _cgroup_memory()
-    free = host if cgroup is None else min(host, cgroup[0] - cgroup[1])
-    return max(0, free - WARM_RESERVE)
+    return max(0, host if cgroup is None else min(host, cgroup[0] - cgroup[1]))
+
+
+def room() -> int:
+    """:func:`free`, less :data:`WARM_RESERVE` (what warming leaves for the minibatches)."""
+    return max(0, free() - WARM_RESERVE)
 
 
 class Reader:
