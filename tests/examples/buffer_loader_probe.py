@@ -26,6 +26,7 @@ import torch
 from dgl.distributed import DistGraph, partition_graph
 
 from outofcore import buffer, patch
+from outofcore.order import State
 
 NODES, EDGES, SEED, BATCH = 400, 8000, 0, 50
 
@@ -41,11 +42,11 @@ def main() -> None:
     if "--broken-mask" in sys.argv:
         enter = buffer.Buffered._enter
 
-        def broken(self: buffer.Buffered, *args: object) -> None:
-            enter(self, *args)
+        def broken(self: buffer.Buffered, state: State, following: State | None) -> None:
+            enter(self, state, following)
             g.edata[buffer.MASK][torch.arange(g.num_edges())] = torch.ones(g.num_edges())
 
-        buffer.Buffered._enter = broken  # type: ignore[method-assign]
+        setattr(buffer.Buffered, "_enter", broken)  # noqa: B010
     nodes = torch.arange(NODES)
     sampler = dgl.dataloading.NeighborSampler([5, 5])
     loader = dgl.dataloading.DistNodeDataLoader(g, nodes, sampler, batch_size=BATCH, shuffle=True)
