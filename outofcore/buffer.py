@@ -21,7 +21,8 @@ machine (a function of the epoch and :data:`SEED_ENV` alone):
   partitions, sequential reads in row order (:class:`outofcore.reader.Reader`): the state's
   partitions on entering it, then the next state's, while this one trains. The partition
   that leaves the buffer is not dropped by hand: its clean pages are the least recently used
-  and the kernel reclaims them first under the pod's limit.
+  and the kernel reclaims them first under the pod's limit. A state trains once its
+  partitions are read on every machine (the barrier after the wait).
 
 The losses differ from an in-memory run's (the neighbours are sampled from the buffer);
 accuracy is what is compared. Each trainer says at exit what its buffer did (:func:`report`),
@@ -32,6 +33,8 @@ failed. Homogeneous graphs only.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +59,7 @@ STATS: dict[str, float] = {
     "input_rows": 0,
     "outside_rows": 0,
     "read_bytes": 0,
+    "read_wait_seconds": 0.0,
 }
 
 
@@ -155,7 +159,7 @@ class _Machine:
     reads: bool  # whether this trainer reads its machine's partitions
     capacity: int = 0
     epoch: int = 0
-    done: set[tuple[int, ...]] = field(default_factory=set)
+    reading: dict[tuple[int, ...], threading.Event] = field(default_factory=dict)
 
 
 def _collectives() -> Any:
@@ -274,6 +278,7 @@ class Buffered:
         s = self.settings
         plan = orders.plan_epoch(s.logical, PER_PHYSICAL, m.capacity, s.seed, m.epoch)
         m.epoch += 1
+        m.reading.clear()  # (the last epoch's reads)
         STATS["epochs"] += 1
         saved, self.sampler.prob = self.sampler.prob, MASK
         try:
@@ -290,23 +295,17 @@ class Buffered:
         assert m is not None
         STATS["states"] += 1
         if m.reads:
-            self._read(state.load)
+            loaded = self._read(state.load)
             if following is not None:
                 self._read(following.load)
-        resident = self._resident_keys(state)
-        _barrier()  # every trainer has sampled the state before
+            started = time.monotonic()
+            loaded.wait()  # (read while the state before trained: at once, but the first)
+            STATS["read_wait_seconds"] += time.monotonic() - started
+        resident = self._keys_of(state.resident)
+        _barrier()  # every trainer has sampled the state before, every machine read it
         mask = torch.isin(m.src_logical, resident).to(torch.float32)
         self.collator.g.edata[MASK][m.eids] = mask
         _barrier()  # every machine's mask is written
-
-    def _resident_keys(self, state: orders.State) -> Any:
-        import torch
-
-        m = self.machine
-        assert m is not None
-        logical = self.settings.logical
-        parts = len(m.sizes)
-        return torch.tensor([p * logical + r for p in range(parts) for r in state.resident])
 
     def _minibatches(self, state: orders.State) -> Any:
         import torch
@@ -343,17 +342,18 @@ class Buffered:
         n = self.settings.logical
         return torch.tensor([p * n + r for p in range(len(m.sizes)) for r in logical_parts])
 
-    def _read(self, parts: tuple[int, ...]) -> None:
-        """Have the reader read these logical partitions of every mapped feature file (once
-        an epoch state: a partition read for the state ahead is not asked for again)."""
+    def _read(self, parts: tuple[int, ...]) -> threading.Event:
+        """Have the reader read these logical partitions of every mapped feature file, once
+        an epoch (a partition read for the state ahead is not asked for again): an Event set
+        once they are read."""
         from outofcore import layout, patch
 
         m = self.machine
         assert m is not None
         key = (m.epoch, *parts)
-        if key in m.done:
-            return
-        m.done.add(key)
+        if key in m.reading:
+            return m.reading[key]
+        done = m.reading[key] = threading.Event()
         for ptr, rows in self.mapped.items():
             if rows.ndim == 0 or not len(rows):
                 continue
@@ -361,6 +361,8 @@ class Buffered:
             found = spans(parts, self.settings.logical, len(rows), row_bytes, layout.DATA_OFFSET)
             patch.read_spans(ptr, found)
             STATS["read_bytes"] += sum(end - start for start, end in found)
+        patch.after_reads(done.set)
+        return done
 
 
 def report() -> None:
@@ -371,6 +373,7 @@ def report() -> None:
         f"out-of-core: buffer order: {STATS['epochs']:.0f} epoch(s), {STATS['states']:.0f} "
         f"buffer states, {STATS['minibatches']:.0f} minibatches "
         f"({STATS['extra_minibatches']:.0f} extra, to keep the trainers in step), "
-        f"{STATS['read_bytes'] / 2**20:.1f} MiB read in whole partitions, "
+        f"{STATS['read_bytes'] / 2**20:.1f} MiB read in whole partitions "
+        f"(waited {STATS['read_wait_seconds']:.1f}s for them), "
         f"{STATS['outside_rows']:.0f} of {STATS['input_rows']:.0f} input rows outside the buffer"
     )

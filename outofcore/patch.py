@@ -436,6 +436,11 @@ def read_spans(ptr: int, spans: list[tuple[int, int]]) -> None:
         _reader.read(fd, spans)
 
 
+def after_reads(job: Callable[[], None]) -> None:
+    """Run ``job`` on the reading thread once the reads asked for before it are done."""
+    _reader.call(job)
+
+
 def _iter(self: Any) -> Any:
     """DGL's ``DistDataLoader.__iter__``; a training loader (one that shuffles) in buffer
     order walks its epoch state by state instead (:class:`outofcore.buffer.Buffered`)."""

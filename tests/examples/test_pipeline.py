@@ -180,7 +180,8 @@ def test_out_of_core_workers_reading_ahead_train_the_same_losses(
 BUFFER_SAID = re.compile(
     r"\[worker-(\d)/trainer-0\] out-of-core: buffer order: (\d+) epoch\(s\), (\d+) buffer "
     r"states, (\d+) minibatches \((\d+) extra, to keep the trainers in step\), ([\d.]+) MiB "
-    r"read in whole partitions, (\d+) of (\d+) input rows outside the buffer"
+    r"read in whole partitions \(waited [\d.]+s for them\), (\d+) of (\d+) input rows "
+    r"outside the buffer"
 )
 
 
