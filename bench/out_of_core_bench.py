@@ -51,7 +51,8 @@ peak (page cache included) and anonymous peak, bytes read from disk per epoch (b
 servers and trainers, start-up included) and against the features an epoch touched (the
 rows it pulled, the union over trainers) and the seconds those bytes take at the disk's
 sequential rate, test accuracy; the share of the pulls that the hottest 1%, 10% and 25% of
-the rows took (the node features'); the servers' warming lines; where an
+the rows took (the node features'); the servers' warming lines and, in buffer order,
+the trainers' (the buffer's size, its states, extra minibatches, reads); where an
 epoch's time goes, per run; the memory plan's estimate against each run's peak; the issue's
 targets, met or not. Figures are printed, not asserted. Needs root (namespaces, cgroups),
 mpirun and $DGL_PYTHON (``make bench`` sets them).
@@ -239,7 +240,7 @@ def run(
     out["read_bytes"] = sum(d["read_bytes"] for d in docs)
     out["rss_mib"] = {f"{d['host']}/{d['role']}": round(d["peak_rss_mib"]) for d in docs}
     for line in stdout.splitlines():
-        if "out-of-core: warming" in line or "out-of-core: not warming" in line:
+        if any(said in line for said in SAID):
             say(f"{label}: {line.strip()}")
     say(
         f"{label}: epoch {out['epoch_s']:.1f}s, peaks {[round(p) for p in out['peaks_mib']]} "
@@ -398,6 +399,8 @@ TARGETS = (  # (run label, the most its epoch may take, as a multiple of the in-
     ("buffer, 0.25 x features", 1.5),
 )
 BUFFER = {OUT_OF_CORE_ORDER.env: ORDER_BUFFER}  # dglrun's --out-of-core-order Buffer
+# the workers' lines printed with each run: the servers' warming, buffer order's buffer
+SAID = ("out-of-core: warming", "out-of-core: not warming", "out-of-core: buffer order")
 ACCURACY_POINTS = 0.01  # buffer order: the accuracy within a point of the in-memory run's
 READ_TARGET = 1.5  # bytes read per epoch, at most, as a multiple of the features touched
 
