@@ -108,7 +108,7 @@ rm -rf /data/raw
 OOC_LIMIT = "1792Mi"  # between the two: 1.75 GiB
 
 
-def ooc_job(namespace: str, name: str, out_of_core: bool) -> dict[str, Any]:
+def ooc_job(namespace: str, name: str, out_of_core: bool, order: str = "Exact") -> dict[str, Any]:
     job: dict[str, Any] = yaml.safe_load((EXAMPLE / "dgljob-distparmetis.yaml").read_text())
     job["metadata"].update(name=name, namespace=namespace)
     job["spec"]["chunkedGraph"] = {"path": "/data/chunked", "layout": "Shared"}
@@ -121,8 +121,14 @@ def ooc_job(namespace: str, name: str, out_of_core: bool) -> dict[str, Any]:
     worker_limit(job, OOC_LIMIT)
     worker["containers"][0]["volumeMounts"] = [{"name": "chunks", "mountPath": "/data"}]
     if out_of_core:
-        job["spec"]["outOfCore"] = {"enabled": True, "pageCacheFraction": 0.25}
+        job["spec"]["outOfCore"] = {"enabled": True, "pageCacheFraction": 0.25, "order": order}
     return job
+
+
+BUFFER_SAID = re.compile(
+    r"\[buffer-worker-(\d)/trainer-0\] out-of-core: buffer order: 1 epoch\(s\), (\d+) buffer "
+    r"states, .* (\d+) of (\d+) input rows outside the buffer"
+)
 
 
 def test_a_worker_limit_below_the_in_memory_need_trains_out_of_core_and_refuses_without(
@@ -131,16 +137,24 @@ def test_a_worker_limit_below_the_in_memory_need_trains_out_of_core_and_refuses_
     """The same graph and the same 1.75 GiB Worker limit: without spec.outOfCore the memory plan
     refuses the train step, its message naming the option; with it the job partitions (the
     node features also as .npy), its DGL servers memory-map them, and it trains to Succeeded
-    under that limit, with no restart and no process killed for memory."""
+    under that limit, with no restart and no process killed for memory; and so does the same
+    job in buffer order (spec.outOfCore.order: Buffer), beside it, every trainer's minibatches
+    inside the buffer, its accuracy within a point of the first's."""
     message = refused_by_the_plan(cluster, ooc_job(namespace, "in-memory", out_of_core=False))
     assert "the train step needs ~" in message and "limit of 1.8 GiB" in message, message
     assert "spec.outOfCore.enabled: true" in message, message
     need = re.search(r"the train step needs ~([\d.]+) GiB", message)
     assert need and float(need.group(1)) > 1.75, message
 
+    # Exact order (the in-memory run's losses, tests/examples/test_pipeline.py) and, beside
+    # it, buffer order: the same graph under the same limit, within a point of it
     apply(cluster, ooc_job(namespace, "out-of-core", out_of_core=True))
+    apply(cluster, ooc_job(namespace, "buffer", out_of_core=True, order="Buffer"))
     done = wait_finished(cluster, namespace, "out-of-core", timeout=900)
     assert succeeded(done), conditions(done)
+    buffered = wait_finished(cluster, namespace, "buffer", timeout=900)
+    assert succeeded(buffered), conditions(buffered)
+    assert int(buffered["status"].get("restartCount") or 0) == 0, buffered["status"]
     assert int(done["status"].get("restartCount") or 0) == 0, done["status"]
     log = cluster.logs("out-of-core-launcher", "dgl-graphsage", namespace)
     assert "out of core: structure " in log and "page cache 0.25 x " in log, log[-3000:]
@@ -151,8 +165,16 @@ def test_a_worker_limit_below_the_in_memory_need_trains_out_of_core_and_refuses_
     assert "killed for memory" not in log, log[-3000:]
     memory = done["status"].get("memory") or {}
     train = memory.get("train") or {}
+    buffer_log = cluster.logs("buffer-launcher", "dgl-graphsage", namespace)
+    said = {int(m[1]): m.groups()[1:] for m in BUFFER_SAID.finditer(buffer_log)}
+    assert sorted(said) == [0, 1], buffer_log[-3000:]
+    assert all(int(states) > 1 and outside == "0" for states, outside, _ in said.values()), said
+    assert "killed for memory" not in buffer_log, buffer_log[-3000:]
+    exact, buffer = accuracy(log), accuracy(buffer_log)
     figure(
         f"out of core under a {OOC_LIMIT} Worker limit (in memory the plan needs "
         f"~{need.group(1)} GiB): train estimate {train.get('estimateMiB')} MiB, peak "
-        f"{train.get('peakMiB')} MiB; test accuracy {accuracy(log):.4f}"
+        f"{train.get('peakMiB')} MiB; test accuracy {exact:.4f}, in buffer order {buffer:.4f} "
+        f"(buffer states, rows outside, input rows per trainer: {said})"
     )
+    assert abs(buffer - exact) <= 0.01, (buffer, exact)

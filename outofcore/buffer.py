@@ -60,6 +60,8 @@ STATS: dict[str, float] = {
     "outside_rows": 0,
     "read_bytes": 0,
     "read_wait_seconds": 0.0,
+    "enter_seconds": 0.0,  # entering states: the reads' wait, the barriers, the mask
+    "sample_seconds": 0.0,  # sampling the minibatches (DGL's collate, with the mask)
 }
 
 
@@ -283,7 +285,9 @@ class Buffered:
         saved, self.sampler.prob = self.sampler.prob, MASK
         try:
             for i, state in enumerate(plan):
+                started = time.monotonic()
                 self._enter(state, plan[i + 1] if i + 1 < len(plan) else None)
+                STATS["enter_seconds"] += time.monotonic() - started
                 yield from self._minibatches(state)
         finally:
             self.sampler.prob = saved
@@ -327,7 +331,9 @@ class Buffered:
             STATS["extra_minibatches"] += 1
         resident = self._keys_of(state.resident)
         for ids in batches:
+            started = time.monotonic()
             batch = self.collator.collate(ids)
+            STATS["sample_seconds"] += time.monotonic() - started
             inputs = batch[0]
             STATS["minibatches"] += 1
             STATS["input_rows"] += len(inputs)
@@ -375,5 +381,6 @@ def report() -> None:
         f"({STATS['extra_minibatches']:.0f} extra, to keep the trainers in step), "
         f"{STATS['read_bytes'] / 2**20:.1f} MiB read in whole partitions "
         f"(waited {STATS['read_wait_seconds']:.1f}s for them), "
-        f"{STATS['outside_rows']:.0f} of {STATS['input_rows']:.0f} input rows outside the buffer"
+        f"{STATS['outside_rows']:.0f} of {STATS['input_rows']:.0f} input rows outside the buffer; "
+        f"{STATS['enter_seconds']:.1f}s entering states, {STATS['sample_seconds']:.1f}s sampling"
     )
