@@ -44,10 +44,10 @@ from podcontract.logline import say
 
 ORDER_ENV = pc.OUT_OF_CORE_ORDER_ENV  # what dglrun sets on every DGL process: Buffer
 EXACT, BUFFER, ORDERS = pc.ORDER_EXACT, pc.ORDER_BUFFER, pc.OUT_OF_CORE_ORDERS
-PARTITIONS_ENV = "DGL_OUT_OF_CORE_PARTITIONS"  # physical partitions per machine
-CAPACITY_ENV = "DGL_OUT_OF_CORE_CAPACITY"  # physical partitions in the buffer (else sized)
+PARTITIONS_ENV = pc.BUFFER_PARTITIONS_ENV  # physical partitions per machine
+CAPACITY_ENV = pc.BUFFER_CAPACITY_ENV  # physical partitions in the buffer (else sized)
 SEED_ENV = "DGL_OUT_OF_CORE_SEED"  # the plan's seed (every machine's the same)
-DEFAULT_PARTITIONS = 8
+DEFAULT_PARTITIONS = pc.BUFFER_PARTITIONS
 PER_PHYSICAL = 2  # logical partitions per physical one (COMET's regrouping each epoch)
 MASK = "outofcore_buffer_mask"  # the edge data the samplers sample with
 

@@ -78,6 +78,11 @@ PARTITION_MODES = (DGL_API, PARMETIS, DIST_PARMETIS)
 ORDER_EXACT, ORDER_BUFFER = "Exact", "Buffer"
 OUT_OF_CORE_ORDERS = (ORDER_EXACT, ORDER_BUFFER)
 OUT_OF_CORE_ORDER_ENV = "DGL_OUT_OF_CORE_ORDER"  # dglrun -> its DGL processes (not the default)
+# buffer order: each worker's features as this many physical partitions, and the buffer's
+# size in them (dglrun sets it from the memory plan's page cache share)
+BUFFER_PARTITIONS_ENV = "DGL_OUT_OF_CORE_PARTITIONS"
+BUFFER_CAPACITY_ENV = "DGL_OUT_OF_CORE_CAPACITY"
+BUFFER_PARTITIONS = 16
 # spec.chunkedGraph.layout (the ParMETIS modes) as dglrun's --chunked-layout
 SHARED = "Shared"  # every rank sees every chunk
 PER_WORKER = "PerWorker"  # worker i holds only its own chunks (DistParMETIS)

@@ -46,6 +46,7 @@ from chunkedgraph.job import KAMINPAR, PTSCOTCH
 from launcher.errors import LauncherError
 from podcontract import DGL_API, DIST_PARMETIS, MEMORY_PLAN_PREFIX, PARMETIS
 from podcontract.quantity import parse_quantity
+from podcontract import BUFFER_PARTITIONS
 from podcontract.settings import OUT_OF_CORE_ORDER, PAGE_CACHE_FRACTION
 
 MiB = 1 << 20
@@ -155,6 +156,14 @@ class OutOfCore:
     enabled: bool = False
     page_cache_fraction: float = PAGE_CACHE_FRACTION.when_unset
     order: str = OUT_OF_CORE_ORDER.when_unset  # Exact | Buffer (outofcore.buffer)
+
+
+def buffer_capacity(fraction: float, partitions: int = BUFFER_PARTITIONS) -> int:
+    """Buffer order's buffer, in physical partitions, within the page cache the plan counts
+    (``fraction`` of the worker's node data): one partition of it is kept for the next
+    state's read; at least 1, and all of them when the fraction holds them all."""
+    held = int(fraction * partitions + 1e-9)
+    return partitions if held >= partitions else max(1, held - 1)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from launcher.console import Console, PhaseError, Refused, Report, phase
 from launcher.errors import Terminated
 from launcher.partition import output as parts
 from launcher.partition.output import WORKLOAD
-from launcher.plans.memory import OutOfCore, Processes
+from launcher.plans.memory import OutOfCore, Processes, buffer_capacity
 from launcher.report.outcome import read_metrics
 from launcher.storage import keeping
 from launcher.storage.layout import Storage
@@ -29,7 +29,12 @@ from launcher.workers import blame, refusal
 from launcher.workers.dgl_env import Topology, server_env, trainer_env
 from launcher.workers.hostfile import Host
 from launcher.workers.transport import Proc, Transport, stop_all
-from podcontract import OUT_OF_CORE_ORDER_ENV
+from podcontract import (
+    BUFFER_CAPACITY_ENV,
+    BUFFER_PARTITIONS,
+    BUFFER_PARTITIONS_ENV,
+    OUT_OF_CORE_ORDER_ENV,
+)
 from podcontract.settings import OUT_OF_CORE_ORDER
 
 OUTPUT = "output"  # the results' folder, under a workload folder and this pod's workspace
@@ -156,11 +161,16 @@ def _the_cause(running: list[_Running]) -> tuple[_Running, int, str]:
 
 
 def order_env(ooc: OutOfCore) -> dict[str, str]:
-    """The order out-of-core DGL processes train in (outofcore.buffer reads it): said only
-    when it is not the default, Exact."""
+    """The order out-of-core DGL processes train in (outofcore.buffer reads it), said only
+    when it is not the default, Exact; buffer order's partitions and its buffer, within the
+    page cache the memory plan counts (``--page-cache-fraction``)."""
     if not ooc.enabled or ooc.order == OUT_OF_CORE_ORDER.when_unset:
         return {}
-    return {OUT_OF_CORE_ORDER_ENV: ooc.order}
+    return {
+        OUT_OF_CORE_ORDER_ENV: ooc.order,
+        BUFFER_PARTITIONS_ENV: str(BUFFER_PARTITIONS),
+        BUFFER_CAPACITY_ENV: str(buffer_capacity(ooc.page_cache_fraction)),
+    }
 
 
 def train_argv(
