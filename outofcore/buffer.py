@@ -7,15 +7,18 @@ shuffled pass. Each epoch follows :func:`outofcore.order.plan_epoch`, the same p
 machine (a function of the epoch and :data:`SEED_ENV` alone):
 
 * every machine's rows are :data:`PER_PHYSICAL` x P logical partitions (contiguous row ranges
-  of its part: :func:`Layout.logical`), P the physical partitions (:data:`PARTITIONS_ENV`),
-  and a buffer of c of them is in memory (:data:`CAPACITY_ENV`, else what the pod's memory
-  has room for: :func:`capacity`, the smallest over the trainers);
+  of its part: :meth:`Buffered.keys`), P the physical partitions (:data:`PARTITIONS_ENV`),
+  and a buffer of c of them is in memory (:data:`CAPACITY_ENV`, which dglrun sets from the
+  memory plan's page cache share; else what the pod's free memory holds when the trainers
+  start, :func:`capacity`, the smallest over the trainers);
 * on entering a state, the trainers meet at a barrier, each writes its share of its machine's
   edge mask (1 where the edge's source node is resident on its own machine), and meet again;
   the loader's sampler samples with ``prob=`` the mask, so no neighbour outside any machine's
   buffer is sampled;
-* the state's seeds are this trainer's training nodes in the state's trained partitions, and
-  every trainer runs as many minibatches in a state as the one with most (others draw extra
+* each of this trainer's training nodes is a seed once an epoch, in one of the states its
+  partition is resident in, drawn at random (:func:`outofcore.order.residence`: a state
+  trains a mix of its residents, not only the partition it loaded), and every trainer
+  runs as many minibatches in a state as the one with most (others draw extra
   minibatches from their state's seeds: DDP's steps stay in step, and the barriers too);
 * the first trainer of each machine has its pod's feature files read in whole logical
   partitions, sequential reads in row order (:class:`outofcore.reader.Reader`): the state's
@@ -282,13 +285,14 @@ class Buffered:
         m.epoch += 1
         m.reading.clear()  # (the last epoch's reads)
         STATS["epochs"] += 1
+        when = self._spread(plan)
         saved, self.sampler.prob = self.sampler.prob, MASK
         try:
             for i, state in enumerate(plan):
                 started = time.monotonic()
                 self._enter(state, plan[i + 1] if i + 1 < len(plan) else None)
                 STATS["enter_seconds"] += time.monotonic() - started
-                yield from self._minibatches(state)
+                yield from self._minibatches(i, state, when)
         finally:
             self.sampler.prob = saved
 
@@ -311,15 +315,26 @@ class Buffered:
         self.collator.g.edata[MASK][m.eids] = mask
         _barrier()  # every machine's mask is written
 
-    def _minibatches(self, state: orders.State) -> Any:
+    def _spread(self, plan: list[orders.State]) -> Any:
+        """The state each of the loader's seeds trains in this epoch: one of those its
+        partition is resident in, drawn at random (:func:`outofcore.order.residence`)."""
         import torch
 
-        m = self.machine
-        assert m is not None
+        seeds = self.collator.dataset
+        logical = self.keys(seeds) % self.settings.logical
+        when = torch.empty(len(seeds), dtype=torch.int64)
+        for p, states in enumerate(orders.residence(plan, self.settings.logical)):
+            chosen = logical == p
+            pick = torch.randint(len(states), (int(chosen.sum()),))
+            when[chosen] = torch.tensor(states, dtype=torch.int64)[pick]
+        return when
+
+    def _minibatches(self, index: int, state: orders.State, when: Any) -> Any:
+        import torch
+
         seeds = self.collator.dataset
         keys = self.keys(seeds)
-        trained = self._keys_of(state.train)
-        mine = seeds[torch.isin(keys, trained)]
+        mine = seeds[when == index]
         mine = mine[torch.randperm(len(mine))]
         size = self.loader.batch_size
         batches = list(torch.split(mine, size)) if len(mine) else []

@@ -73,6 +73,20 @@ def plan_epoch(
     return states
 
 
+def residence(states: list[State], num_logical: int) -> list[list[int]]:
+    """For each logical partition, the states it is resident in, in order. A loader that
+    trains each node once, in any of its partition's states, spreads the nodes of the first
+    state's partitions over the states they stay in (see :func:`plan_epoch`: each state
+    trains the partition it loaded); so each state trains a mix of its residents, not one
+    partition's nodes (a run of states each on the nodes of one partition forgets the others:
+    on the e2e graph, 1 epoch, accuracy 0.45 against 0.79 in memory)."""
+    found: list[list[int]] = [[] for _ in range(num_logical)]
+    for k, state in enumerate(states):
+        for p in state.resident:
+            found[p].append(k)
+    return found
+
+
 def co_resident(states: list[State]) -> set[tuple[int, int]]:
     """Every pair (a < b) of logical partitions that shared the buffer in some state."""
     pairs: set[tuple[int, int]] = set()

@@ -44,9 +44,8 @@ import chunkedgraph
 from chunkedgraph import ChunkedError, ChunkedGraph
 from chunkedgraph.job import KAMINPAR, PTSCOTCH
 from launcher.errors import LauncherError
-from podcontract import DGL_API, DIST_PARMETIS, MEMORY_PLAN_PREFIX, PARMETIS
+from podcontract import BUFFER_PARTITIONS, DGL_API, DIST_PARMETIS, MEMORY_PLAN_PREFIX, PARMETIS
 from podcontract.quantity import parse_quantity
-from podcontract import BUFFER_PARTITIONS
 from podcontract.settings import OUT_OF_CORE_ORDER, PAGE_CACHE_FRACTION
 
 MiB = 1 << 20

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from outofcore.order import State, co_resident, physical_partitions, plan_epoch
+from outofcore.order import State, co_resident, physical_partitions, plan_epoch, residence
 
 
 def problems(states: list[State], num_logical: int, per_physical: int, capacity: int) -> list[str]:
@@ -99,3 +99,14 @@ def test_over_epochs_every_two_partitions_share_the_buffer() -> None:
 def test_a_bad_size_is_an_error_naming_it(args: tuple[int, int, int], named: str) -> None:
     with pytest.raises(ValueError, match=rf"^{named} must be a whole number of at least 1"):
         plan_epoch(*args, seed=0, epoch=0)
+
+
+def test_each_partition_is_resident_in_the_states_residence_names() -> None:
+    states = plan_epoch(16, 2, 3, seed=0, epoch=1)
+    found = residence(states, 16)
+    for p, where in enumerate(found):
+        assert where, f"partition {p} resident nowhere"
+        assert all(p in states[k].resident for k in where)
+        assert [k for k, s in enumerate(states) if p in s.resident] == where
+    # (a partition of the first state stays resident in the states after it: more than one)
+    assert max(len(w) for w in found) > 1
