@@ -17,7 +17,10 @@ them into shared memory (``KVServer.init_data``), and the trainers map that shar
   a server whose pod has room for all its features reads them in their on-disk order at
   start, and each minibatch's rows are asked for as the loader samples it (a training loop
   that samples a few minibatches ahead, as the example's does, then trains while they are
-  read), on this machine and, by a word to their server, on the others.
+  read), on this machine and, by a word to their server, on the others;
+* in buffer order (``spec.outOfCore.order: Buffer``) a training loader walks each epoch
+  through buffer states of whole partitions instead (:mod:`outofcore.order` plans them,
+  :mod:`outofcore.buffer` samples inside them and has them read in sequence).
 
 :mod:`outofcore.layout` and :mod:`outofcore.reader` are numpy-only (distpart writes with the
 layout); :mod:`outofcore.patch` and :mod:`outofcore.__main__` need DGL and torch: they run

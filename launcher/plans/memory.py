@@ -44,7 +44,14 @@ import chunkedgraph
 from chunkedgraph import ChunkedError, ChunkedGraph
 from chunkedgraph.job import KAMINPAR, PTSCOTCH
 from launcher.errors import LauncherError
-from podcontract import BUFFER_PARTITIONS, DGL_API, DIST_PARMETIS, MEMORY_PLAN_PREFIX, PARMETIS
+from podcontract import (
+    BUFFER_PARTITIONS,
+    DGL_API,
+    DIST_PARMETIS,
+    MEMORY_PLAN_PREFIX,
+    ORDER_BUFFER,
+    PARMETIS,
+)
 from podcontract.quantity import parse_quantity
 from podcontract.settings import OUT_OF_CORE_ORDER, PAGE_CACHE_FRACTION
 
@@ -185,6 +192,7 @@ class Shape:
 # floor grew by 0.39 GiB for 3584 more bytes per node) at one copy. The rows read ahead for
 # the next minibatch are page cache: the page cache fraction's, not the smallest limit's.
 NODES_PER_SEED = 111
+BUFFER_MASK_BYTES = 4  # buffer order: its edge mask, float32 (outofcore.buffer)
 WORKING_COPIES = 1.0
 
 
@@ -284,6 +292,9 @@ def _out_of_core_step(
     )
     # edge data stays in shared memory, as in memory (once: the trainers map the servers')
     structure += p.servers * edges * g.edge_bytes + LIBRARY_PAGES
+    buffered = shape.out_of_core.order == ORDER_BUFFER
+    if buffered:  # buffer order's edge mask: a float per edge, in the servers' shared memory
+        structure += edges * BUFFER_MASK_BYTES
     working = p.trainers * working_set(g, shape, nodes)
     features = inner * g.node_bytes
     cache = fraction * features
@@ -291,6 +302,11 @@ def _out_of_core_step(
         f"structure {gib(structure)} + sampling working set {gib(working)} + page cache "
         f"{fraction:g} x {gib(features)} of node data"
     )
+    if buffered:
+        detail += (
+            f"; buffer order: {buffer_capacity(fraction)} of {BUFFER_PARTITIONS} partitions "
+            "of it in memory at a time, one more read ahead"
+        )
     return Step(
         "train",
         "each worker pod",

@@ -357,6 +357,28 @@ def test_out_of_core_fits_down_to_its_smallest_limit_and_says_what_page_cache_is
     assert re.search(r"use \d+ or more workers", text)  # smaller partitions, less structure
 
 
+def test_buffer_order_counts_its_edge_mask_and_says_its_buffer() -> None:
+    sh = replace(shape("DistParMETIS"), out_of_core=OutOfCore(True, page_cache_fraction=0.25))
+    exact = memplan.train_step(WIDE, sh, None)
+    buffered = memplan.train_step(
+        WIDE, replace(sh, out_of_core=OutOfCore(True, 0.25, order="Buffer")), None
+    )
+    mask = WIDE.edges / 2 * memplan.BUFFER_MASK_BYTES  # a float per edge of the partition
+    assert buffered.estimate - exact.estimate == pytest.approx(mask, rel=1e-6)
+    assert "buffer order: 3 of 16 partitions of it in memory at a time" in buffered.detail
+    assert "buffer order" not in exact.detail
+
+
+@pytest.mark.parametrize(
+    ("fraction", "capacity"), [(0.0, 1), (0.1, 1), (0.25, 3), (0.5, 7), (0.99, 14), (1.0, 16)]
+)
+def test_the_buffer_fits_the_page_cache_the_plan_counts(fraction: float, capacity: int) -> None:
+    held = memplan.buffer_capacity(fraction)
+    assert held == capacity
+    # the buffer and the partition read ahead fit the fraction's share (1 of 16 at least)
+    assert held == 16 or (held + 1) / 16 <= max(fraction, 2 / 16) + 1e-9
+
+
 def test_dglrun_plans_out_of_core_and_refuses_samplers_it_cannot_patch(
     tmp_path: Path, no_leftovers: None
 ) -> None:
