@@ -164,8 +164,10 @@ def run(
     label: str,
     extra: dict[str, str] | None = None,
     train_args: str = "",
+    fraction: float | None = None,
 ) -> dict[str, Any]:
-    """One dglrun, each worker in a memory cgroup of ``limit`` bytes."""
+    """One dglrun, each worker in a memory cgroup of ``limit`` bytes; out of core with
+    ``--page-cache-fraction`` ``fraction`` (else ``--plan-fraction``)."""
     # (each run of the process its own name: the storage keeps a run's checkpoints and
     # results, and a run of the same name would resume from another graph's)
     tag = f"ooc-bench-{os.getpid()}-{next(_RUN_NUMBERS)}"
@@ -191,7 +193,8 @@ def run(
             "--local-shm-size", str(a.shm_bytes),
         ]  # fmt: skip
         if ooc:
-            argv += ["--out-of-core", "--page-cache-fraction", str(a.plan_fraction)]
+            share = a.plan_fraction if fraction is None else fraction
+            argv += ["--out-of-core", "--page-cache-fraction", str(share)]
         env = dgl_env(
             PYTHONPATH=str(REPO), OOC_BENCH_CGROUPS=str(root), OOC_BENCH_RECORDS=str(records)
         )
@@ -577,7 +580,8 @@ def bench_graph(py: str, a: argparse.Namespace, kind: str, chunked: Path) -> int
         rows.append(run(py, a, chunked, work, True, limit, f"out of core, {f:g} x features"))
     for f in (float(x) for x in a.fractions.split(",") if x):  # MariusGNN's order
         limit = int(floor + f * features)
-        rows.append(run(py, a, chunked, work, True, limit, f"buffer, {f:g} x features", BUFFER))
+        label = f"buffer, {f:g} x features"  # (its buffer: the share the limit has room for)
+        rows.append(run(py, a, chunked, work, True, limit, label, BUFFER, fraction=f))
     if a.readahead:  # the page-fault reads' other mode (outofcore.patch.READS_ENV)
         other = next(r for r in READS if r != DEFAULT_READS)
         label = f"out of core, 0.5 x, {other}"

@@ -159,11 +159,12 @@ class _Machine:
     sizes: Any  # each part's node count
     part_id: int
     share: tuple[int, int]  # (this trainer's index among its machine's trainers, how many)
-    eids: Any  # the edges whose mask this trainer writes
-    src_logical: Any  # their source nodes' (part, logical partition) keys
+    eids: Any  # the edges whose mask this trainer writes, by their source's key
+    bounds: Any  # eids[bounds[k]:bounds[k + 1]]: those whose source node has key k
     reads: bool  # whether this trainer reads its machine's partitions
     capacity: int = 0
     epoch: int = 0
+    masked: set[int] = field(default_factory=set)  # the keys the mask is 1 for now
     reading: dict[tuple[int, ...], threading.Event] = field(default_factory=dict)
 
 
@@ -257,7 +258,11 @@ class Buffered:
         src_global = lg.ndata[dgl.NID][src[inner][k::n]]
         m = _Machine(starts, sizes, me, share, eids, None, reads=k == 0)
         self.machine = m
-        m.src_logical = self.keys(src_global)
+        src_keys = self.keys(src_global)
+        by_key = torch.argsort(src_keys)
+        m.eids = eids[by_key]
+        every_key = torch.arange(len(sizes) * self.settings.logical + 1)
+        m.bounds = torch.searchsorted(src_keys[by_key], every_key).tolist()
         if MASK not in g.edata:  # (collective: every trainer creates it together)
             policy = g.get_edge_partition_policy(g.canonical_etypes[0])
             g.edata[MASK] = DistTensor(
@@ -309,10 +314,19 @@ class Buffered:
             started = time.monotonic()
             loaded.wait()  # (read while the state before trained: at once, but the first)
             STATS["read_wait_seconds"] += time.monotonic() - started
-        resident = self._keys_of(state.resident)
+        resident = set(self._keys_of(state.resident).tolist())
+        # only the edges whose source came into the buffer or left it are written: a state
+        # swaps one physical partition (the mask starts all 0, as a DistTensor does)
+        changed = sorted(resident ^ m.masked)
+        ids = [m.eids[m.bounds[key] : m.bounds[key + 1]] for key in changed]
+        values = [
+            torch.full((len(i),), float(key in resident))
+            for key, i in zip(changed, ids, strict=True)
+        ]
         _barrier()  # every trainer has sampled the state before, every machine read it
-        mask = torch.isin(m.src_logical, resident).to(torch.float32)
-        self.collator.g.edata[MASK][m.eids] = mask
+        if sum(len(i) for i in ids):
+            self.collator.g.edata[MASK][torch.cat(ids)] = torch.cat(values)
+        m.masked = resident
         _barrier()  # every machine's mask is written
 
     def _spread(self, plan: list[orders.State]) -> Any:
