@@ -123,8 +123,7 @@ def capacity(feature_bytes: int, partitions: int, room: int) -> int:
     (then one state holds them all)."""
     if feature_bytes <= 0:
         return partitions
-    per_partition = feature_bytes / partitions
-    return max(1, min(partitions, int(room // per_partition) - 1))
+    return pc.buffer_holding(int(room // (feature_bytes / partitions)), partitions)
 
 
 def row_range(logical: int, num_logical: int, rows: int) -> tuple[int, int]:
@@ -153,16 +152,13 @@ def spans(
 
 @dataclass
 class _Machine:
-    """What a trainer knows of the graph's layout, computed once per graph."""
+    """What a trainer knows of its share of the graph, computed once, and where it is."""
 
-    starts: Any  # each part's first node id (and the total last)
-    sizes: Any  # each part's node count
-    part_id: int
-    share: tuple[int, int]  # (this trainer's index among its machine's trainers, how many)
     eids: Any  # the edges whose mask this trainer writes, by their source's key
     bounds: Any  # eids[bounds[k]:bounds[k + 1]]: those whose source node has key k
+    seed_keys: Any  # the loader's seeds' keys (Buffered.keys)
     reads: bool  # whether this trainer reads its machine's partitions
-    capacity: int = 0
+    capacity: int
     epoch: int = 0
     masked: set[int] = field(default_factory=set)  # the keys the mask is 1 for now
     reading: dict[tuple[int, ...], threading.Event] = field(default_factory=dict)
@@ -218,16 +214,16 @@ class Buffered:
         self.sampler = sampler
         self.settings = settings
         self.mapped = mapped  # the process's mapped feature files: data_ptr -> numpy memmap
+        self.starts: Any = None  # each part's first node id (and the total last), once known
+        self.sizes: Any = None  # each part's node count
         self.machine: _Machine | None = None
 
     # -- the layout, once
     def keys(self, nodes: Any) -> Any:
         """Each node's (part, logical partition) as one key: part x logical + logical."""
-        m = self.machine
-        assert m is not None
         part = self.collator.g.get_partition_book().nid2partid(nodes)
-        size = m.sizes[part]
-        logical = (nodes - m.starts[part]) * self.settings.logical // size.clamp(min=1)
+        size = self.sizes[part]
+        logical = (nodes - self.starts[part]) * self.settings.logical // size.clamp(min=1)
         return part * self.settings.logical + logical
 
     def _setup(self) -> _Machine:
@@ -240,7 +236,8 @@ class Buffered:
         g = self.collator.g
         pb = g.get_partition_book()
         sizes = torch.tensor([int(meta["num_nodes"]) for meta in pb.metadata()])
-        starts = torch.cat([torch.zeros(1, dtype=sizes.dtype), sizes.cumsum(0)])
+        self.sizes = sizes
+        self.starts = torch.cat([torch.zeros(1, dtype=sizes.dtype), sizes.cumsum(0)])
         dist = _collectives()
         me = int(pb.partid)
         if dist is None:
@@ -256,13 +253,9 @@ class Buffered:
         k, n = share
         eids = lg.edata[dgl.EID][inner][k::n]
         src_global = lg.ndata[dgl.NID][src[inner][k::n]]
-        m = _Machine(starts, sizes, me, share, eids, None, reads=k == 0)
-        self.machine = m
         src_keys = self.keys(src_global)
         by_key = torch.argsort(src_keys)
-        m.eids = eids[by_key]
         every_key = torch.arange(len(sizes) * self.settings.logical + 1)
-        m.bounds = torch.searchsorted(src_keys[by_key], every_key).tolist()
         if MASK not in g.edata:  # (collective: every trainer creates it together)
             policy = g.get_edge_partition_policy(g.canonical_etypes[0])
             g.edata[MASK] = DistTensor(
@@ -274,7 +267,14 @@ class Buffered:
             # (the trainers' working set is in use already: the slot kept for the partition
             # read ahead is the reserve; warming's reserve would halve a small buffer)
             given = capacity(features, self.settings.partitions, reader.free())
-        (m.capacity,) = _reduce([min(given, self.settings.partitions)], "MIN")
+        (held,) = _reduce([min(given, self.settings.partitions)], "MIN")
+        self.machine = m = _Machine(
+            eids=eids[by_key],
+            bounds=torch.searchsorted(src_keys[by_key], every_key).tolist(),
+            seed_keys=self.keys(self.collator.dataset),
+            reads=k == 0,
+            capacity=held,
+        )
         say(
             f"out-of-core: buffer order: {self.settings.partitions} physical partitions of "
             f"{self.settings.logical // self.settings.partitions} logical ones per machine, "
@@ -334,9 +334,10 @@ class Buffered:
         partition is resident in, drawn at random (:func:`outofcore.order.residence`)."""
         import torch
 
-        seeds = self.collator.dataset
-        logical = self.keys(seeds) % self.settings.logical
-        when = torch.empty(len(seeds), dtype=torch.int64)
+        m = self.machine
+        assert m is not None
+        logical = m.seed_keys % self.settings.logical
+        when = torch.empty(len(logical), dtype=torch.int64)
         for p, states in enumerate(orders.residence(plan, self.settings.logical)):
             chosen = logical == p
             pick = torch.randint(len(states), (int(chosen.sum()),))
@@ -346,19 +347,20 @@ class Buffered:
     def _minibatches(self, index: int, state: orders.State, when: Any) -> Any:
         import torch
 
+        m = self.machine
+        assert m is not None
         seeds = self.collator.dataset
-        keys = self.keys(seeds)
         mine = seeds[when == index]
         mine = mine[torch.randperm(len(mine))]
         size = self.loader.batch_size
         batches = list(torch.split(mine, size)) if len(mine) else []
         (count,) = _reduce([len(batches)], "MAX")
-        pool = mine if len(mine) else seeds[torch.isin(keys, self._keys_of(state.resident))]
+        resident = self._keys_of(state.resident)
+        pool = mine if len(mine) else seeds[torch.isin(m.seed_keys, resident)]
         pool = pool if len(pool) else seeds
         while len(batches) < count:  # extra minibatches: every trainer steps alike
             batches.append(pool[torch.randint(len(pool), (min(size, len(pool)),))])
             STATS["extra_minibatches"] += 1
-        resident = self._keys_of(state.resident)
         for ids in batches:
             started = time.monotonic()
             batch = self.collator.collate(ids)
@@ -372,10 +374,8 @@ class Buffered:
     def _keys_of(self, logical_parts: tuple[int, ...]) -> Any:
         import torch
 
-        m = self.machine
-        assert m is not None
         n = self.settings.logical
-        return torch.tensor([p * n + r for p in range(len(m.sizes)) for r in logical_parts])
+        return torch.tensor([p * n + r for p in range(len(self.sizes)) for r in logical_parts])
 
     def _read(self, parts: tuple[int, ...]) -> threading.Event:
         """Have the reader read these logical partitions of every mapped feature file, once

@@ -83,6 +83,17 @@ OUT_OF_CORE_ORDER_ENV = "DGL_OUT_OF_CORE_ORDER"  # dglrun -> its DGL processes (
 BUFFER_PARTITIONS_ENV = "DGL_OUT_OF_CORE_PARTITIONS"
 BUFFER_CAPACITY_ENV = "DGL_OUT_OF_CORE_CAPACITY"
 BUFFER_PARTITIONS = 16
+
+
+def buffer_holding(held: int, partitions: int = BUFFER_PARTITIONS) -> int:
+    """Buffer order's buffer, in physical partitions, where the page cache holds ``held`` of
+    them: one is kept for the next state's read; at least 1, and all of them when they all
+    fit (one state, nothing to read ahead). dglrun sizes it from the memory plan's page cache
+    share (launcher.plans.memory), a trainer without one from its free memory
+    (outofcore.buffer)."""
+    return partitions if held >= partitions else max(1, held - 1)
+
+
 # spec.chunkedGraph.layout (the ParMETIS modes) as dglrun's --chunked-layout
 SHARED = "Shared"  # every rank sees every chunk
 PER_WORKER = "PerWorker"  # worker i holds only its own chunks (DistParMETIS)

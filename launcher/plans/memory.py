@@ -51,6 +51,7 @@ from podcontract import (
     MEMORY_PLAN_PREFIX,
     ORDER_BUFFER,
     PARMETIS,
+    buffer_holding,
 )
 from podcontract.quantity import parse_quantity
 from podcontract.settings import OUT_OF_CORE_ORDER, PAGE_CACHE_FRACTION
@@ -166,10 +167,8 @@ class OutOfCore:
 
 def buffer_capacity(fraction: float, partitions: int = BUFFER_PARTITIONS) -> int:
     """Buffer order's buffer, in physical partitions, within the page cache the plan counts
-    (``fraction`` of the worker's node data): one partition of it is kept for the next
-    state's read; at least 1, and all of them when the fraction holds them all."""
-    held = int(fraction * partitions + 1e-9)
-    return partitions if held >= partitions else max(1, held - 1)
+    (``fraction`` of the worker's node data): :func:`podcontract.buffer_holding`."""
+    return buffer_holding(int(fraction * partitions + 1e-9), partitions)
 
 
 @dataclass(frozen=True)
