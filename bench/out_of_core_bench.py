@@ -36,8 +36,8 @@ Runs, all on the same graph and seed (the example samples ``--sample_ahead 2`` i
   node features: room for only that share of them as page cache;
 * ``buffer, f x``: the same limits in buffer order (``--out-of-core-order Buffer``,
   outofcore.buffer: MariusGNN's, minibatches sampled inside a buffer of whole partitions
-  read in sequence, sized from the room the limit leaves); its target is an accuracy within
-  a point of the in-memory run's, not the same losses;
+  read in sequence, ``--page-cache-fraction`` f: the buffer the limit's share holds); its
+  target is an accuracy within a point of the in-memory run's, not the same losses;
 * each technique's share, the run without it (``--no-techniques`` skips them): no limit
   without the servers' warming (``DGL_OUT_OF_CORE_WARM=0``), and each fraction without
   sampling ahead (``--sample_ahead 0``: each minibatch's rows are then asked for as it is

@@ -78,8 +78,9 @@ def residence(states: list[State], num_logical: int) -> list[list[int]]:
     trains each node once, in any of its partition's states, spreads the nodes of the first
     state's partitions over the states they stay in (see :func:`plan_epoch`: each state
     trains the partition it loaded); so each state trains a mix of its residents, not one
-    partition's nodes (a run of states each on the nodes of one partition forgets the others:
-    on the e2e graph, 1 epoch, accuracy 0.45 against 0.79 in memory)."""
+    partition's nodes (MariusGNN's concern: a run of states each on one partition's nodes
+    drifts toward them). Measured on the tests' graph only, it changed little: 0.8900 with
+    it, 0.8968 without (0.8988 in memory)."""
     found: list[list[int]] = [[] for _ in range(num_logical)]
     for k, state in enumerate(states):
         for p in state.resident:
