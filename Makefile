@@ -129,7 +129,7 @@ check: preflight-check lint typecheck check-tests
 unit: preflight-test venv dgl-venv k8s-binaries scheduler-plugins kueue network-policies
 	@hack/free-space.sh 6 "$${TMPDIR:-/tmp}" "the image tests unpack the graphsage image \
 		(about 3 GiB) into a private containerd there; free space or point TMPDIR elsewhere"
-	$(BIN)/python -m pytest -q --durations=25 tests e2e --ignore=e2e/multinode
+	$(BIN)/python -m pytest -q --durations=60 tests e2e --ignore=e2e/multinode
 	$(BIN)/python -m pytest -q --durations=10 e2e/multinode --ignore=e2e/multinode/test_soak.py
 
 test: preflight-test lint typecheck unit

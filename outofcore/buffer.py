@@ -35,6 +35,7 @@ failed. Homogeneous graphs only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -126,6 +127,44 @@ def capacity(feature_bytes: int, partitions: int, room: int) -> int:
     return pc.buffer_holding(int(room // (feature_bytes / partitions)), partitions)
 
 
+# A hop's resident neighbours against its fan-out below which a trainer warns. Measured (a
+# uniform graph, 4 epochs, half of the features in memory, docs/user-guide.md): degree 30 and
+# fan-out 10 (13.1 resident, 1.31x) kept the accuracy (0.8131 against 0.8138); degree 10 lost
+# 3.0 points at fan-out 10 (0.44x) and 3.4 at fan-out 4 (1.09x); with every partition held,
+# 0.7 (ordering alone).
+MARGIN = 1.25
+
+
+def thin_neighbourhoods(mean_degree: float, fanouts: list[int], held: int, partitions: int) -> str:
+    """A warning when the buffer leaves a hop too few neighbours to sample from, else ''.
+
+    In the buffer, a node's neighbours to sample from are its resident ones: about the resident
+    share of its degree. A hop is thin where that is not :data:`MARGIN` times its fan-out or,
+    for a hop that takes every neighbour in memory (a fan-out of -1 or above the degree), where
+    the share is under 1 / :data:`MARGIN`: its minibatches see fewer and less varied
+    neighbours than in memory, and the accuracy falls behind Exact order's."""
+    if mean_degree <= 0 or not fanouts or held >= partitions:
+        return ""
+    share = held / partitions
+    resident = share * mean_degree
+
+    def thin(f: int) -> bool:
+        if f < 0 or f >= mean_degree:
+            return share * MARGIN < 1
+        return resident < MARGIN * f
+
+    if not any(thin(f) for f in fanouts):
+        return ""
+    fanout = ",".join(str(f) for f in fanouts)
+    return (
+        f"out-of-core: buffer order: a node has {mean_degree:.1f} in-neighbours on average, "
+        f"{resident:.1f} of them in the buffer ({held} of {partitions} partitions), and the "
+        f"sampler's fan-out is {fanout}: its minibatches sample from fewer neighbours than in "
+        "memory, and the accuracy can fall short of Exact order's; a larger page cache "
+        "fraction, a smaller fan-out or Exact order keeps them alike"
+    )
+
+
 def row_range(logical: int, num_logical: int, rows: int) -> tuple[int, int]:
     """The rows [start, end) of a part of ``rows`` rows that make logical partition
     ``logical``: those whose ``row * num_logical // rows`` is ``logical``."""
@@ -162,6 +201,20 @@ class _Machine:
     epoch: int = 0
     masked: set[int] = field(default_factory=set)  # the keys the mask is 1 for now
     reading: dict[tuple[int, ...], threading.Event] = field(default_factory=dict)
+
+
+SLICE = 1 << 19  # edges taken at a time when sorting a trainer's share by key
+
+
+def release() -> None:
+    """Give the memory freed so far back to the system (glibc's ``malloc_trim``): the slices'
+    temporaries are freed, but glibc keeps freed blocks under its mmap threshold in its
+    heap, counted against the pod's limit (measured: 0.11 GiB of 0.16 GiB kept)."""
+    import ctypes
+    import ctypes.util
+
+    with contextlib.suppress(OSError, AttributeError, TypeError):  # (not glibc: nothing to do)
+        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
 
 
 def _collectives() -> Any:
@@ -227,7 +280,6 @@ class Buffered:
         return part * self.settings.logical + logical
 
     def _setup(self) -> _Machine:
-        import dgl
         import torch
         from dgl.distributed import DistTensor
 
@@ -248,14 +300,7 @@ class Buffered:
             mates = [rank for rank, p in enumerate(parts) if int(p) == me]
             share = (mates.index(dist.get_rank()), len(mates))
         lg = g.local_partition
-        inner = lg.edata["inner_edge"].bool()
-        src, _ = lg.edges()
-        k, n = share
-        eids = lg.edata[dgl.EID][inner][k::n]
-        src_global = lg.ndata[dgl.NID][src[inner][k::n]]
-        src_keys = self.keys(src_global)
-        by_key = torch.argsort(src_keys)
-        every_key = torch.arange(len(sizes) * self.settings.logical + 1)
+        eids, bounds = self._edges_by_key(lg, *share)
         if MASK not in g.edata:  # (collective: every trainer creates it together)
             policy = g.get_edge_partition_policy(g.canonical_etypes[0])
             g.edata[MASK] = DistTensor(
@@ -269,10 +314,10 @@ class Buffered:
             given = capacity(features, self.settings.partitions, reader.free())
         (held,) = _reduce([min(given, self.settings.partitions)], "MIN")
         self.machine = m = _Machine(
-            eids=eids[by_key],
-            bounds=torch.searchsorted(src_keys[by_key], every_key).tolist(),
+            eids=eids,
+            bounds=bounds,
             seed_keys=self.keys(self.collator.dataset),
-            reads=k == 0,
+            reads=share[0] == 0,
             capacity=held,
         )
         say(
@@ -280,7 +325,40 @@ class Buffered:
             f"{self.settings.logical // self.settings.partitions} logical ones per machine, "
             f"a buffer of {m.capacity}"
         )
+        inner_nodes = int(lg.ndata["inner_node"].sum())
+        degree = int(lg.edata["inner_edge"].sum()) / max(inner_nodes, 1)
+        fanouts = [int(f) for f in getattr(self.sampler, "fanouts", None) or []]
+        warning = thin_neighbourhoods(degree, fanouts, m.capacity, self.settings.partitions)
+        if warning:
+            say(warning)
         return m
+
+    def _edges_by_key(self, lg: Any, k: int, n: int) -> tuple[Any, list[int]]:
+        """This trainer's share of its machine's edges (the inner edges whose id is k modulo
+        n, of the machine's n trainers), sorted by their source's key, and where each key's
+        run starts: taken in slices of :data:`SLICE` edges, so that the keys' arithmetic
+        never holds more than a slice (at degree 30 the whole part's at once was ~0.35 GiB
+        more at the peak, and kept: :func:`release`)."""
+        import dgl
+        import torch
+
+        inner, eid, nid = lg.edata["inner_edge"], lg.edata[dgl.EID], lg.ndata[dgl.NID]
+        src, _ = lg.edges()
+        keys, eids = [], []
+        for start in range(0, len(src), SLICE):
+            part = slice(start, start + SLICE)
+            mine = inner[part].bool() & (eid[part] % n == k)
+            keys.append(self.keys(nid[src[part][mine]]).to(torch.int32))
+            eids.append(eid[part][mine])
+        key, ids = torch.cat(keys), torch.cat(eids)
+        del keys, eids
+        by_key = torch.sort(key, stable=True)
+        every_key = torch.arange(len(self.sizes) * self.settings.logical + 1, dtype=torch.int32)
+        bounds = torch.searchsorted(by_key.values, every_key).tolist()
+        ids = ids[by_key.indices]
+        del key, by_key
+        release()
+        return ids, bounds
 
     # -- an epoch
     def __iter__(self) -> Any:

@@ -220,6 +220,10 @@ def test_out_of_core_workers_in_buffer_order_train_within_a_point_of_memory(
     assert (
         "buffer order: 16 physical partitions of 2 logical ones per machine, a buffer of 7" in out
     )
+    # degree 10 and fan-out 10: each trainer warns that the buffer thins what a hop samples
+    # from (the e2e job's graph, of degree 30, does not: e2e/test_memory.py)
+    thin = "a node has 10.0 in-neighbours on average, 4.4 of them in the buffer (7 of 16"
+    assert out.count(thin) == 2 and "sampler's fan-out is 10,10" in out, out[-4000:]
     mem = json.loads((tmp_path / "memory" / "output" / "metrics.json").read_text())
     buf = json.loads((tmp_path / "buffer" / "output" / "metrics.json").read_text())
     print(

@@ -357,14 +357,14 @@ def test_out_of_core_fits_down_to_its_smallest_limit_and_says_what_page_cache_is
     assert re.search(r"use \d+ or more workers", text)  # smaller partitions, less structure
 
 
-def test_buffer_order_counts_its_edge_mask_and_says_its_buffer() -> None:
+def test_buffer_order_counts_its_edge_mask_and_ids_and_says_its_buffer() -> None:
     sh = replace(shape("DistParMETIS"), out_of_core=OutOfCore(True, page_cache_fraction=0.25))
     exact = memplan.train_step(WIDE, sh, None)
     buffered = memplan.train_step(
         WIDE, replace(sh, out_of_core=OutOfCore(True, 0.25, order="Buffer")), None
     )
-    mask = WIDE.edges / 2 * memplan.BUFFER_MASK_BYTES  # a float per edge of the partition
-    assert buffered.estimate - exact.estimate == pytest.approx(mask, rel=1e-6)
+    per_edge = WIDE.edges / 2 * memplan.BUFFER_EDGE_BYTES  # per edge of the partition
+    assert buffered.estimate - exact.estimate == pytest.approx(per_edge, rel=1e-6)
     assert "buffer order: 3 of 16 partitions of it in memory at a time" in buffered.detail
     assert "buffer order" not in exact.detail
 

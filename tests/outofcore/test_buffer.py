@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from outofcore import buffer
-from outofcore.buffer import BufferSettings, capacity, row_range, spans
+from outofcore.buffer import BufferSettings, capacity, row_range, spans, thin_neighbourhoods
 
 RowRange = Callable[[int, int, int], tuple[int, int]]
 
@@ -85,3 +85,30 @@ def test_a_bad_setting_is_named(
         buffer.order()
         BufferSettings.from_env()
     assert str(e.value).startswith(f"{name}={value!r}: {said}")
+
+
+def test_a_trainer_warns_when_the_buffer_thins_what_a_hop_samples_from() -> None:
+    """Degree 10, fan-out 10, 7 of 16 partitions: ~4.4 resident neighbours for the 10 asked
+    (the case where buffer order measured 3 points under Exact order)."""
+    said = thin_neighbourhoods(10.0, [10, 10], 7, 16)
+    assert "10.0 in-neighbours on average, 4.4 of them in the buffer (7 of 16 partitions)" in said
+    assert "fan-out is 10,10" in said, said
+    assert thin_neighbourhoods(10.0, [4, 4], 7, 16)  # 4.4 for 4: measured 3.4 points under
+    assert thin_neighbourhoods(30.0, [-1], 7, 16)  # (every neighbour asked)
+    assert thin_neighbourhoods(30.0, [4, 12], 7, 16)  # (one hop thinned is enough)
+
+
+@pytest.mark.parametrize(
+    ("degree", "fanouts", "held"),
+    [
+        (30.0, [10, 10], 7),  # 13.1 resident for 10 asked (measured: the same accuracy)
+        (10.0, [10, 10], 16),  # every partition held
+        (3.0, [10, 10], 15),  # 2.8 resident of the 3 a hop takes in memory
+        (0.0, [10], 7),  # no edges: nothing to thin
+        (10.0, [], 7),  # no fan-out known
+    ],
+)
+def test_no_warning_when_a_hop_has_as_many_to_sample_from_as_in_memory(
+    degree: float, fanouts: list[int], held: int
+) -> None:
+    assert thin_neighbourhoods(degree, fanouts, held, 16) == ""
