@@ -96,10 +96,10 @@ def test_a_graph_too_big_for_the_worker_limit_is_refused_before_partitioning(
 # fan-out, 10: buffer order samples from the buffer's share of a node's neighbours, and at
 # degree 10 that cost 3 points of accuracy, outofcore.buffer.MARGIN), small splits so that an
 # epoch of batch 64 is short, and chunks it for DistParMETIS (every worker holds the whole
-# chunked graph at the same path: layout Shared). The init container has no limit; the main container's
-# memory plan, 2 workers of one server and one trainer each, one DistParMETIS rank on each:
-# partition ~1.2 GiB per worker pod; train ~2.0 GiB in memory, ~1.5 GiB out of core with a
-# quarter of the features as page cache.
+# chunked graph at the same path: layout Shared). The init container has no limit; the main
+# container's memory plan, 2 workers of one server and one trainer each, one DistParMETIS
+# rank on each: train ~2.1 GiB in memory, ~1.0 GiB out of core with a quarter of the
+# features as page cache (the e2e figure prints the plan's numbers).
 MAKE_GRAPH = """set -e
 python3 code/make_dataset.py --root /data/raw --num-nodes 200000 --feat-dim 1024 \\
   --avg-degree 30 --train-frac 0.05 --val-frac 0.05 --test-frac 0.05 --binary
