@@ -196,4 +196,7 @@ def test_a_worker_limit_below_the_in_memory_need_trains_out_of_core_and_refuses_
     )
     # degree 30 for a fan-out of 10: no trainer warns that the buffer thins its neighbours
     assert "sample from fewer neighbours than in memory" not in buffer_log, buffer_log[-3000:]
-    assert abs(buffer - exact) <= 0.01, (buffer, exact)
+    # the goal: not more than a point under; the runs vary (DistParMETIS's parts and
+    # DGL's sampling), and buffer order came out above: 0.8552 vs 0.8510, 0.8532 vs 0.8450.
+    # At degree 10 it was 3.5 points under (0.7761 vs 0.8111), which this catches
+    assert buffer >= exact - 0.01, (buffer, exact)
