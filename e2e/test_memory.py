@@ -152,7 +152,7 @@ def test_a_worker_limit_below_the_in_memory_need_trains_out_of_core_and_refuses_
     node features also as .npy), its DGL servers memory-map them, and it trains to Succeeded
     under that limit, with no restart and no process killed for memory; and so does the same
     job in buffer order (spec.outOfCore.order: Buffer), beside it, every trainer's minibatches
-    inside the buffer, its accuracy within a point of the exact run's."""
+    inside the buffer, its accuracy not more than a point under the exact run's."""
     message = refused_by_the_plan(cluster, ooc_job(namespace, "in-memory", out_of_core=False))
     assert "the train step needs ~" in message and "limit of 1.8 GiB" in message, message
     assert "spec.outOfCore.enabled: true" in message, message
