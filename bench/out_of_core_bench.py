@@ -464,6 +464,12 @@ def main() -> int:
         action="store_true",
         help="once more at 0.5 x with the kernel's read-around for page faults",
     )
+    p.add_argument(
+        "--keep-partitions",
+        action="store_true",
+        help=f"keep the runs' storage ({WORK / 'storage'}: each graph's partitions, GiBs at 1M "
+        "nodes) for the next bench of the same graphs; by default it goes at the end",
+    )
     p.add_argument("--plan-fraction", type=float, default=0.5, help="--page-cache-fraction")
     p.add_argument("--run-timeout", type=float, default=600, help="seconds per dglrun")
     a = p.parse_args()
@@ -482,6 +488,8 @@ def main() -> int:
         say("")
         say(f"== {kind}: {GRAPHS[kind]}")
         failed |= bench_graph(py, a, kind, chunked)
+    if not a.keep_partitions:  # (the graphs stay: making them is the slow part)
+        shutil.rmtree(WORK / "storage", ignore_errors=True)
     return failed
 
 

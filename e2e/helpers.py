@@ -12,9 +12,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from localcluster.cluster import REPO
+from localcluster.disk import pressures
 from localcluster.node import DEFAULT_DIR
 from tests.support.waiting import wait_for
 
@@ -197,11 +199,25 @@ def single_process_accuracy(batch_size: int, epochs: int = 2) -> float:
 
 
 def fresh_namespace(cluster: Any, prefix: str = "e2e") -> Iterator[str]:
-    """A new namespace ``<prefix>-<6 hex>`` (the generator under a fixture), deleted after."""
+    """A new namespace ``<prefix>-<6 hex>`` (the generator under a fixture), deleted after.
+    The session stops here when a node shows a pressure condition: its kubelet refuses every
+    new pod while it lasts, and each test after would fail at its own timeout."""
+    stop_on_pressure(cluster)
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     cluster.kubectl(["create", "namespace", name], as_dict=False)
     yield name
     cluster.kubectl(["delete", "namespace", name, "--wait=false"], as_dict=False)
+
+
+def stop_on_pressure(cluster: Any) -> None:
+    """End the session (pytest.exit) naming each node's pressure condition, if any."""
+    found = pressures(cluster.kubectl(["get", "nodes"])["items"])
+    if found:
+        pytest.exit(
+            "a node's kubelet refuses new pods, so every test after this one would fail: "
+            + "; ".join(found),
+            returncode=1,
+        )
 
 
 def claims_namespace(cluster: Any, kubeconfig: Path, prefix: str) -> Iterator[str]:

@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             "scheduler, kubelet, containerd) and building/importing the images; the first run "
             "takes minutes"
         )
-        if node_main(["up"]) != 0:
+        if node_main(["up", "--free-disk", "2Gi"]) != 0:
             return 1
     kc = [str(k8s_binaries("kubectl") / "kubectl"), "--kubeconfig", str(kubeconfig)]
     digests = refresh_images()  # this checkout's images (a no-op when nothing changed)

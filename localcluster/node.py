@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from localcluster import kueue, netpol, volumes
+from localcluster import disk, kueue, netpol, volumes
 from localcluster.cluster import (
     CACHE,
     REPO,
@@ -1270,6 +1270,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--node-memory", default=NODE_MEMORY, help="allocatable memory per node (nodes > 1)"
     )
+    p.add_argument(
+        "--free-disk",
+        default=f"{disk.SESSION_NEED >> 30}Gi",
+        help="refuse to start unless the disk has this much free above the kubelet's eviction "
+        "threshold (default: what a test session needs)",
+    )
     a = p.parse_args(argv)
     if a.action == "down":
         down(a.dir)
@@ -1302,6 +1308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         down(a.dir)
     started = time.monotonic()
     try:
+        disk.require_free(a.dir, parse_quantity(a.free_disk))
         cluster = start(
             a.dir,
             nodes=a.nodes,
