@@ -188,12 +188,18 @@ def test_a_worker_limit_below_the_in_memory_need_trains_out_of_core_and_refuses_
     assert all(int(states) > 1 and outside == "0" for states, outside, _ in said.values()), said
     assert "killed for memory" not in buffer_log, buffer_log[-3000:]
     exact, buffer = accuracy(log), accuracy(buffer_log)
+    buffer_train = (buffered["status"].get("memory") or {}).get("train") or {}
     figure(
         f"out of core under a {OOC_LIMIT} Worker limit (in memory the plan needs "
         f"~{need.group(1)} GiB): train estimate {train.get('estimateMiB')} MiB, peak "
-        f"{train.get('peakMiB')} MiB; test accuracy {exact:.4f}, in buffer order {buffer:.4f} "
+        f"{train.get('peakMiB')} MiB (buffer order: {buffer_train.get('estimateMiB')}, "
+        f"{buffer_train.get('peakMiB')}); test accuracy {exact:.4f}, in buffer order {buffer:.4f} "
         f"(buffer states, rows outside, input rows per trainer: {said})"
     )
+    # the pods' measured peak is what they held, under their limit (the servers' and
+    # trainers' peaks added up said 2422 MiB under this 1792 MiB limit)
+    for figures in (train, buffer_train):
+        assert 0 < figures["peakMiB"] <= figures["limitMiB"], figures
     # degree 30 for a fan-out of 10: no trainer warns that the buffer thins its neighbours
     assert "sample from fewer neighbours than in memory" not in buffer_log, buffer_log[-3000:]
     # the issue's goal: not more than a point under; the runs vary (DistParMETIS's parts and

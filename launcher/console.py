@@ -119,6 +119,7 @@ class Console:
         self._lock = threading.Lock()
         self._last: dict[str, str] = {}
         self._peaks: dict[str, float] = {}
+        self._sampled: dict[str, float] = {}
         self._killed: list[tuple[str, oom.Killed]] = []
         self._copy: IO[str] | None = None
         self.progress: Progress = progress or NoProgress()
@@ -139,7 +140,10 @@ class Console:
             self._copy = file
 
     def line(self, label: str, text: str) -> None:
-        if logline.memory_mib(text) is not None:  # (a sample of the pod's: for the log only)
+        sample = logline.memory_mib(text)
+        if sample is not None:  # (a sample of the pod's: its largest kept, not a last line)
+            with self._lock:
+                self._sampled[label] = max(sample, self._sampled.get(label, 0.0))
             self.say(f"[{label}] {text}")
             return
         peak, killed = peak_mb(text), oom.parse_line(text)
@@ -153,6 +157,13 @@ class Console:
                 self._last[label] = text
         self.say(f"[{label}] {text}")
         self.progress.output(label, text)
+
+    def sampled_peaks(self) -> dict[str, float]:
+        """``label -> MiB``: the largest memory sample of the pod a process ran in, among the
+        samples it gave while it ran (:func:`oom.sample_memory`: anonymous and shared memory,
+        not the page cache)."""
+        with self._lock:
+            return dict(self._sampled)
 
     def killed_for_memory(self, label: str, killed: oom.Killed) -> None:
         """A process of this machine's (not under launcher.workers.remote) was killed for memory."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,19 +145,34 @@ def read_metrics(out: Path, console: Console, report: Report) -> None:
 
 def measured_peaks(partition_mode: str, report: Report, console: Console) -> dict[str, float]:
     """Each step's measured peak (MiB) for one pod: the partition entry point, or the ranks of
-    one pod together; a worker's servers and trainers together, the largest worker."""
+    one pod together; for ``train``, the largest worker pod's.
+
+    A worker pod's train peak is the largest memory sample its servers and trainers gave
+    (the pod's anonymous and shared memory: what it cannot give back). Where none was taken
+    (dglrun's local transport, or samples off), it is their peak resident memory added up,
+    which counts the graph they share in memory (and the feature files they map) once per
+    process: above what the pod held."""
     out: dict[str, float] = {}
     per_rank = report.partition.get("peak_rss_mb_per_rank")
     ranks = [float(x) for x in per_rank] if isinstance(per_rank, list) else []
     if ranks:
         out["partition"] = max(ranks) if partition_mode == DIST_PARMETIS else sum(ranks)
-    per_worker: dict[str, float] = {}
-    for label, mib in console.peaks().items():
+    added = _per_worker(console.peaks(), lambda a, b: a + b)
+    sampled = _per_worker(console.sampled_peaks(), max)
+    if added:
+        out["train"] = max(sampled.get(worker, mib) for worker, mib in added.items())
+    return out
+
+
+def _per_worker(
+    by_label: dict[str, float], combine: Callable[[float, float], float]
+) -> dict[str, float]:
+    """``worker -> MiB`` of the figures of its servers and trainers (``worker-0/server-0``)."""
+    out: dict[str, float] = {}
+    for label, mib in by_label.items():
         worker, _, proc = label.partition("/")
         if proc.startswith(("server-", "trainer-")):
-            per_worker[worker] = per_worker.get(worker, 0.0) + mib
-    if per_worker:
-        out["train"] = max(per_worker.values())
+            out[worker] = combine(out[worker], mib) if worker in out else mib
     return out
 
 

@@ -162,6 +162,35 @@ def test_the_console_keeps_peaks_apart_from_what_a_process_said() -> None:
     assert console.peaks() == {"worker-0/pull": 23.5}
 
 
+def test_a_worker_pods_train_peak_is_its_largest_sample_not_its_processes_added_up() -> None:
+    """The e2e out-of-core job's figures (ci19): a server and a trainer whose peak resident
+    memory adds up to 2422 MiB under a 1792 MiB limit, which the pod cannot have held: both
+    count the shared-memory graph and the mapped feature files. The pod's samples say 1350."""
+    from launcher.console import Console, Report
+    from launcher.report.outcome import measured_peaks
+    from launcher.workers.remote import PEAK_LINE
+    from podcontract.logline import MEMORY_LINE
+
+    def console_of(samples: bool) -> Console:
+        console = Console(write=lambda _: None)
+        for worker, shift in (("worker-0", 0), ("worker-1", -40)):
+            if samples:
+                for proc, mib in (("server-0", 900), ("trainer-0", 1350), ("server-0", 1200)):
+                    console.line(f"{worker}/{proc}", MEMORY_LINE.format(mib=mib + shift))
+                # a DistParMETIS rank's sample in the same pod is the partition step's
+                console.line(f"{worker}/distpart", MEMORY_LINE.format(mib=1700))
+            console.line(f"{worker}/server-0", PEAK_LINE.format(mib=1180 + shift))
+            console.line(f"{worker}/trainer-0", PEAK_LINE.format(mib=1242 + shift))
+        return console
+
+    assert measured_peaks("ParMETIS", Report(), console_of(samples=True)) == {"train": 1350}
+    # without samples (dglrun's local transport), the processes' peaks added up: the
+    # over-count the samples replace, which an e2e bound of peakMiB <= limitMiB would catch
+    added = measured_peaks("ParMETIS", Report(), console_of(samples=False))
+    assert added == {"train": 2422} and added["train"] > 1792
+    assert console_of(samples=True).last_line("worker-0/trainer-0") == ""  # samples aren't words
+
+
 # -- through dglrun (local transport, stand-in entry points) -----------------------------------
 
 
