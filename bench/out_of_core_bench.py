@@ -84,7 +84,7 @@ from bench.support.paths import EXAMPLE, REPO
 from launcher.plans import memory as memplan
 from localcluster.cluster import CACHE
 from outofcore.patch import DEFAULT_READS, READS, READS_ENV, WARM_ENV
-from podcontract import ORDER_BUFFER
+from podcontract import BUFFER_PARTITIONS, ORDER_BUFFER
 from podcontract.settings import OUT_OF_CORE_ORDER
 
 GRAPH = "graphsage"
@@ -448,6 +448,13 @@ def main() -> int:
     p.add_argument("--fan-out", default="10,5")
     p.add_argument("--fractions", default="0.5,0.25")
     p.add_argument(
+        "--buffer-capacities",
+        default="",
+        help="buffer order once more at each fraction's limit with a buffer of each of these "
+        f"many of the {BUFFER_PARTITIONS} partitions (e.g. 6,5: more of the limit's page cache "
+        "left to the rest than podcontract.buffer_holding leaves)",
+    )
+    p.add_argument(
         "--graphs",
         default="products,uniform",
         help=f"the graphs benched, in order, of: {', '.join(GRAPHS)}",
@@ -590,6 +597,11 @@ def bench_graph(py: str, a: argparse.Namespace, kind: str, chunked: Path) -> int
         limit = int(floor + f * features)
         label = f"buffer, {f:g} x features"  # (its buffer: the share the limit has room for)
         rows.append(run(py, a, chunked, work, True, limit, label, BUFFER, fraction=f))
+        for c in (int(x) for x in a.buffer_capacities.split(",") if x):
+            # (dglrun sizes the buffer from --page-cache-fraction: held partitions less one)
+            held = (c + 1) / BUFFER_PARTITIONS
+            label = f"buffer, {f:g} x, buffer {c}"
+            rows.append(run(py, a, chunked, work, True, limit, label, BUFFER, fraction=held))
     if a.readahead:  # the page-fault reads' other mode (outofcore.patch.READS_ENV)
         other = next(r for r in READS if r != DEFAULT_READS)
         label = f"out of core, 0.5 x, {other}"
