@@ -116,17 +116,26 @@ def dump(obj: Any) -> None:
     print(json.dumps(obj, indent=2, sort_keys=False))
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dglctl", description="Submit, follow and collect DGLJobs.")
+def global_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of every verb: where the jobs are."""
     p.add_argument("-n", "--namespace", help="the namespace (default: the context's)")
     p.add_argument("--context", help="the kubeconfig context to use")
     p.add_argument(
         "--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
     )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dglctl", description="Submit, follow and collect DGLJobs.")
+    global_flags(p)
+    # the same flags after the verb, as kubectl takes them (`dglctl report j -n team-a`); the
+    # last one given wins, and one not given after the verb keeps what came before it
+    after = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS)
+    global_flags(after)
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     def verb(name: str, help: str, output: tuple[str, ...] = ("json",)) -> argparse.ArgumentParser:
-        v = sub.add_parser(name, help=help, description=help)
+        v = sub.add_parser(name, help=help, description=help, parents=[after])
         if output:
             v.add_argument("-o", "--output", choices=output, help="output format")
         return v

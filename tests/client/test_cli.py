@@ -67,3 +67,24 @@ def test_a_missing_kubeconfig_is_one_line(
     err = capsys.readouterr().err
     assert err == "error: the kubeconfig /nonexistent/kubeconfig does not exist\n"
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "argv, namespace",
+    [
+        (["report", "my-gnn", "-n", "team-a"], "team-a"),  # the user guide's
+        (["-n", "team-a", "report", "my-gnn"], "team-a"),
+        (["--namespace=team-a", "wait", "j", "--timeout", "1m"], "team-a"),
+        (["-n", "team-a", "get", "j", "-n", "team-b"], "team-b"),  # the last one, as kubectl
+        (["get", "j"], None),
+    ],
+)
+def test_the_global_flags_go_before_or_after_the_verb(argv: list[str], namespace: str) -> None:
+    a = cli.parser().parse_args(argv)
+    assert a.namespace == namespace
+    assert a.context is None and a.kubeconfig is None
+
+
+def test_the_kubeconfig_after_the_verb_is_the_one_read(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["list", "--kubeconfig", "/nonexistent/after"]) == 1
+    assert capsys.readouterr().err == "error: the kubeconfig /nonexistent/after does not exist\n"
