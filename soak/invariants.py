@@ -18,7 +18,6 @@ REPLICA_NAME_LABEL = "dgl-replica-name"
 # what a Failed job's reason may be after a fault: each names what happened (the message says
 # which pod or node, and how)
 FAILURE_REASONS = {
-    c.REASON_FAILED,
     c.REASON_BACKOFF_LIMIT,
     c.REASON_OOM_KILLED,
     c.REASON_MEMORY_PLAN,

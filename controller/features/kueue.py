@@ -77,12 +77,13 @@ EVICTED = "Evicted"
 REQUEUED = "Requeued"
 PODS_READY = "PodsReady"
 FINISHED = "Finished"
-REASON_PENDING = "Pending"
-REASON_NO_RESERVATION = "NoReservation"
-REASON_STARTED = "Started"
-REASON_WAIT_FOR_START = "WaitForStart"
-REASON_WAIT_FOR_RECOVERY = "WaitForRecovery"
-REASON_RECOVERED = "Recovered"
+REASON_PENDING = "Pending"  # (also the job's Queued reason until Kueue gives one)
+# the reasons of the Workload's own conditions, which the operator writes on the Workload
+WORKLOAD_NO_RESERVATION = "NoReservation"
+WORKLOAD_STARTED = "Started"
+WORKLOAD_WAIT_FOR_START = "WaitForStart"
+WORKLOAD_WAIT_FOR_RECOVERY = "WaitForRecovery"
+WORKLOAD_RECOVERED = "Recovered"
 # evictions after which Kueue's own reconciler marks the Workload Requeued at once
 REQUEUED_AT_ONCE = ("Preempted", "NodeFailures")
 
@@ -334,7 +335,7 @@ def clear_reservation(wl: Obj, now: float) -> Obj | None:
             _condition(REQUEUED, reason in REQUEUED_AT_ONCE, reason, message, now, wl),
             _condition(QUOTA_RESERVED, False, REASON_PENDING, message, now, wl),
             _condition(
-                ADMITTED, False, REASON_NO_RESERVATION, "The workload has no reservation", now, wl
+                ADMITTED, False, WORKLOAD_NO_RESERVATION, "The workload has no reservation", now, wl
             ),
         ],
     )
@@ -347,14 +348,14 @@ def pods_ready(wl: Obj, ready: bool, now: float) -> Obj | None:
     old = condition(wl, PODS_READY)
     if ready:
         recovering = old.get("reason") in (
-            REASON_WAIT_FOR_RECOVERY,
-            REASON_RECOVERED,
+            WORKLOAD_WAIT_FOR_RECOVERY,
+            WORKLOAD_RECOVERED,
         )
-        cond = (True, REASON_RECOVERED if recovering else REASON_STARTED, _READY)
-    elif old.get("status") == "True" or old.get("reason") == REASON_WAIT_FOR_RECOVERY:
-        cond = (False, REASON_WAIT_FOR_RECOVERY, _RECOVERING)
+        cond = (True, WORKLOAD_RECOVERED if recovering else WORKLOAD_STARTED, _READY)
+    elif old.get("status") == "True" or old.get("reason") == WORKLOAD_WAIT_FOR_RECOVERY:
+        cond = (False, WORKLOAD_WAIT_FOR_RECOVERY, _RECOVERING)
     else:
-        cond = (False, REASON_WAIT_FOR_START, _NOT_READY)
+        cond = (False, WORKLOAD_WAIT_FOR_START, _NOT_READY)
     if old.get("status") == ("True" if cond[0] else "False") and old.get("reason") == cond[1]:
         return None
     new = _condition(PODS_READY, cond[0], cond[1], cond[2], now, wl)

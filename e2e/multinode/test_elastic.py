@@ -136,7 +136,7 @@ def test_a_lost_node_shrinks_an_elastic_job_and_its_return_grows_it_without_part
         recovered = wait_for(
             lambda: (
                 kq.condition(workload(cluster, ns), kq.PODS_READY).get("reason")
-                == kq.REASON_RECOVERED
+                == kq.WORKLOAD_RECOVERED
             ),
             timeout=60,
             interval=1.0,

@@ -136,7 +136,9 @@ def test_what_a_deleted_job_owned_is_a_violation_until_it_is_gone() -> None:
 
 def test_a_job_fails_only_for_a_fault_that_struck_it_and_says_what() -> None:
     assert inv.outcome(1.0, record(outcome="Succeeded")) == []
-    failed = record(outcome="Failed", reason="DGLJobFailed", message="pod j-worker-1 exited 137")
+    failed = record(
+        outcome="Failed", reason="BackoffLimitExceeded", message="pod j-worker-1 exited 137"
+    )
     assert [v.rule for v in inv.outcome(1.0, failed)] == ["failed though no fault struck it"]
     failed.faults.append("10s killed pod j-worker-1")
     assert inv.outcome(1.0, failed) == []
