@@ -3,6 +3,7 @@ the code lacks, `doc:line: `name`: why`."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterator
 
@@ -42,12 +43,27 @@ def missing_paths(spans: list[Span], repo: Repository) -> Iterator[str]:
             if first in repo.top_level:
                 if not repo.exists(path):
                     yield _problem(span, path, "no such file or folder in the repository")
+            elif (meant := _misspelt_top(path, repo)) is not None:
+                yield _problem(span, path, f"no top-level folder {first}: {meant}?")
             elif ours and path.rsplit(".", 1)[-1] == "py" and not repo.ends_with(path):
                 yield _problem(span, path, "no file of the repository ends with this path")
         for match in BARE_PY.finditer(span.text) if ours else ():
             name = match.group(1)
             if not any(p == name or p.endswith("/" + name) for p in repo.paths):
                 yield _problem(span, name, "no file of this name in the repository")
+
+
+def _misspelt_top(path: str, repo: Repository) -> str | None:
+    """``doc/operations.md`` -> ``docs/operations.md``: a path whose first folder is not the
+    repository's but is one letter or so from one of its folders, under which the rest of the
+    path exists (a user's own `code/train.py` is left alone: nothing of ours is called so)."""
+    first, _, rest = path.removeprefix("./").partition("/")
+    if not rest:
+        return None
+    for near in difflib.get_close_matches(first, sorted(repo.top_level), n=3, cutoff=0.75):
+        if repo.exists(f"{near}/{rest}"):
+            return f"{near}/{rest}"
+    return None
 
 
 def _without_kubectl_objects(text: str) -> str:
@@ -110,12 +126,22 @@ def missing_flags(spans: list[Span], repo: Repository) -> Iterator[str]:
             files = repo.program_files(command.program)
             if files is None:
                 continue
-            defined = repo.defined_flags(files)
+            defined, who = repo.defined_flags(files), command.program
+            verbs = repo.verbs(command.program) or {}
+            verb = next((a for a in command.args if a in verbs), None)
+            if verb is not None:  # (each verb its own flags: `dglctl logs` has no --dry-run)
+                defined, who = verbs[verb], f"{command.program} {verb}"
             for flag in flags(command.args):
                 if flag not in defined:
-                    yield _problem(span, flag, f"{command.program} has no such flag")
+                    yield _problem(span, flag, f"{who} has no such flag")
         ws = words(span.text)
-        if not found and ws and FLAG.fullmatch(clean(ws[0]).split("=", 1)[0]) and ws[0] != "--set":
+        if (
+            not found
+            and not span.in_yaml
+            and ws
+            and FLAG.fullmatch(clean(ws[0]).split("=", 1)[0])
+            and ws[0] != "--set"
+        ):
             flag = clean(ws[0]).split("=", 1)[0]
             if flag not in repo.all_flags:
                 yield _problem(

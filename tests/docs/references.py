@@ -7,7 +7,8 @@ A span is then read for the kinds of names `truth` can check:
 
 - **commands** (`make demo JOB=...`, `dglctl logs NAME -f`, `python hack/build_images.py
   --registry R`, `helm install ... --set kueue=true`): the program, then its words up to the
-  next `|`, `;`, `&&` or `#`;
+  next `|`, `;`, `&&` or `#`; in a ```yaml block, a container's `command:` and `args:` lists
+  too (`command: [dglrun]`, `args: [--graph-name, g, ...]`), as one command line;
 - **paths** (`controller/sync.py`, `delivery/pull.py`, `partition_cache.py`);
 - **dotted names** (`launcher.workers.remote`, `tests.support.waiting.wait_for`);
 - **flags** standing alone (`--gang-scheduling`);
@@ -23,6 +24,8 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 # a word holding one of these is a pattern, not a name: `runs/<job>-<uid>/`, `bench.<name>`
 PLACEHOLDERS = ("<", ">", "*", "{", "}", "...", "…", "$", "~", "[", "]")
@@ -45,6 +48,7 @@ class Span:
     in_block: bool  # a line of a fenced code block
     value_column: bool  # the first cell of a table row whose header is `value`
     after_chart_value: bool  # prose just before it ends with "chart value"
+    in_yaml: bool = False  # a line of a ```yaml block (its containers' commands: their own span)
 
     def where(self) -> str:
         return f"{self.doc}:{self.line}"
@@ -57,10 +61,19 @@ def spans(doc: str, text: str) -> list[Span]:
     prose: list[tuple[int, str]] = []  # (line number, line) outside fences
     in_fence = False
     pending: tuple[int, str] | None = None  # a fenced command continued on the next line
+    yaml_block: list[tuple[int, str]] | None = None  # the lines of a ```yaml block
     for number, line in enumerate(text.splitlines(), start=1):
-        if FENCE.match(line):
+        fence = FENCE.match(line)
+        if fence:
             in_fence = not in_fence
+            if in_fence and line.strip()[3:].strip().lower() in ("yaml", "yml"):
+                yaml_block = []
+            elif not in_fence and yaml_block is not None:
+                found.extend(container_commands(doc, yaml_block))
+                yaml_block = None
             continue
+        if yaml_block is not None:
+            yaml_block.append((number, line))
         if not in_fence:
             prose.append((number, line))
             continue
@@ -68,9 +81,39 @@ def spans(doc: str, text: str) -> list[Span]:
         code = f"{code} {line.strip()}".strip()
         pending = (start, code[:-1].rstrip()) if code.endswith("\\") else None
         if pending is None and code:
-            found.append(Span(doc, start, code, True, False, False))
+            found.append(Span(doc, start, code, True, False, False, yaml_block is not None))
     found.extend(_inline(doc, prose))
     return sorted(found, key=lambda s: s.line)
+
+
+def container_commands(doc: str, block: list[tuple[int, str]]) -> Iterator[Span]:
+    """The command line of each container in a YAML block whose ``command`` (or, without one,
+    ``args``) starts with a program of ours: one span, ``command + args`` as a shell would
+    write them, at the line of its ``command:`` (or ``args:``). A block that does not parse
+    (``...`` standing for the rest) gives none."""
+    try:
+        documents = list(yaml.safe_load_all("\n".join(line for _, line in block)))
+    except yaml.YAMLError:
+        return
+    # (each ``command:`` and ``args:`` key in the block's text, in order, with its line)
+    keys = iter([n for n, ln in block for _ in re.finditer(r"(?<![\w-])(?:command|args):", ln)])
+    for mapping in _mappings(documents):
+        lines = [next(keys, 0) for key in ("command", "args") if key in mapping]
+        command, args = mapping.get("command"), mapping.get("args")
+        argv = [str(w) for v in (command, args) if isinstance(v, list) for w in v]
+        if argv and argv[0].rsplit("/", 1)[-1] in PROGRAMS:
+            yield Span(doc, lines[0], shlex.join(argv), True, False, False)
+
+
+def _mappings(node: object) -> Iterator[dict[str, object]]:
+    """Every mapping in a parsed YAML tree, parents first."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _mappings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _mappings(value)
 
 
 def _inline(doc: str, prose: list[tuple[int, str]]) -> Iterator[Span]:

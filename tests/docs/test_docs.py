@@ -1,6 +1,7 @@
-"""The documents name only what the code has: repository paths and Python modules that exist,
-`make` targets and variables of the Makefile, flags our programs' parsers define, values of
-the chart. The truth is read from the code (tests/docs/truth.py); a document's names from its
+"""The documents name only what the code has: repository paths and Python modules that exist
+(and no near miss of a top-level folder, `doc/`), `make` targets and variables of the Makefile,
+flags our programs' parsers define (each of dglctl's verbs its own; in YAML `args:` lists too;
+never a flag only a test names), values of the chart. The truth is read from the code (tests/docs/truth.py); a document's names from its
 code spans and code blocks (tests/docs/references.py); the rules are tests/docs/checks.py."""
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def test_each_rule_names_the_document_the_line_and_the_missing_thing(repo: Repos
             "no such file or folder in the repository",
             "docs/architecture.md:2: `make demo-huge`: the Makefile has no such target",
             "docs/architecture.md:2: `BOGUS=1`: the Makefile reads no such variable",
-            "docs/architecture.md:3: `--frobnicate`: dglctl has no such flag",
+            "docs/architecture.md:3: `--frobnicate`: dglctl get has no such flag",
             "docs/architecture.md:3: `--push-to`: hack/build_images.py has no such flag",
             "docs/architecture.md:4: `networkPolicy.strict`: "
             "charts/dgl-operator/values.yaml has no networkPolicy.strict",
@@ -112,7 +113,7 @@ def test_each_rule_names_the_document_the_line_and_the_missing_thing(repo: Repos
             "no parser or command line of the repository has this flag",
             "docs/architecture.md:12: `metrics.secured`: "
             "charts/dgl-operator/values.yaml has no metrics.secured",
-            "docs/architecture.md:15: `--frobnicate-more`: dglctl has no such flag",
+            "docs/architecture.md:15: `--frobnicate-more`: dglctl wait has no such flag",
         ]
     )
 
@@ -143,4 +144,64 @@ def test_an_image_tag_the_build_does_not_give_is_named(repo: Repository) -> None
         f"{version}-gpu",
         f"d.md:2: `dgloperator/dgl-operator:{version}-gpu`: the build tags dgl-operator {version}",
         f"d.md:2: `dgloperator/nope:{version}`: the build makes no image nope",
+    ]
+
+
+def test_a_flag_of_another_verb_is_named_with_the_verb(repo: Repository) -> None:
+    """Each of dglctl's verbs has its flags: `get` has no `--for` (`wait` has), `logs` no
+    `--dry-run` (`submit` has); the flags every verb takes go before or after it."""
+    text = (
+        "`dglctl get my-gnn --for Succeeded`, `dglctl logs my-gnn --dry-run`,\n"
+        "`dglctl wait my-gnn --for Failed -n team-a`, `dglctl -n a submit --dry-run j.yaml`.\n"
+    )
+    assert check("docs/user-guide.md", text, repo) == [
+        "docs/user-guide.md:1: `--for`: dglctl get has no such flag",
+        "docs/user-guide.md:1: `--dry-run`: dglctl logs has no such flag",
+    ]
+
+
+def test_a_containers_command_and_args_in_yaml_are_a_command_line(repo: Repository) -> None:
+    text = "\n".join(
+        [
+            "```yaml",
+            "containers:",
+            "  - name: main",
+            "    command: [dglrun]",  # 4
+            "    args: [--graph-name, g, --num-partitions, '2',",
+            "           --no-such-flag, '--train-args=--lr 0.01']",
+            "  - {name: side, command: [dglrun], args: [--num-epochs, '2', --epoch-count, '3']}",
+            "  - {name: theirs, command: [python, x.py], args: [--anything]}",
+            "```",
+            "```yaml",
+            "args: [dglrun, ...]: not YAML, not read",
+            "```",
+        ]
+    )
+    assert check("docs/user-guide.md", text, repo) == [
+        "docs/user-guide.md:4: `--no-such-flag`: dglrun has no such flag",
+        "docs/user-guide.md:7: `--epoch-count`: dglrun has no such flag",
+    ]
+
+
+def test_a_first_folder_one_letter_off_is_named_with_the_path_meant(repo: Repository) -> None:
+    text = (
+        "See `doc/operations.md`, `example/graphsage/dgljob.yaml` and `chart/dgl-operator`;\n"
+        "your `code/train.py` and `docs/operations.md` are fine.\n"
+    )
+    assert check("docs/user-guide.md", text, repo) == [
+        "docs/user-guide.md:1: `doc/operations.md`: no top-level folder doc: docs/operations.md?",
+        "docs/user-guide.md:1: `example/graphsage/dgljob.yaml`: no top-level folder example: "
+        "examples/graphsage/dgljob.yaml?",
+        "docs/user-guide.md:1: `chart/dgl-operator`: no top-level folder chart: "
+        "charts/dgl-operator?",
+    ]
+
+
+def test_a_flag_only_a_test_names_is_not_one_of_the_repository(repo: Repository) -> None:
+    """`--bogus` is in tests' strings (a refusal's example), not in any parser or command line
+    of the product: a document that names it is stale. A pytest plugin's option the e2e
+    session reads (`--k8s-kubeconfig`) is one."""
+    assert check("docs/user-guide.md", "`--bogus`; `--k8s-kubeconfig`.\n", repo) == [
+        "docs/user-guide.md:1: `--bogus`: no parser or command line of the repository has "
+        "this flag",
     ]

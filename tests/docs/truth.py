@@ -4,9 +4,11 @@ and the chart's values. Nothing here is a hand-written list of names."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import configparser
 import functools
+import importlib
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -24,6 +26,9 @@ SKIPPED_DIRS = {
 }
 FLAG_WORD = re.compile(r"(?<![\w-])(--[a-z][a-z0-9_-]*)")
 HERE = Path(__file__).resolve().parent
+# the folders of tests, whose strings hold flags that exist nowhere (a refusal's examples)
+TEST_FOLDERS = ("tests", "e2e")
+REPO_ROOT = HERE.parents[1]  # (the one whose modules this process imports)
 MODULE_ATTRIBUTES = ("__file__", "__doc__", "__name__", "__path__", "__version__")
 CHART = Path("charts/dgl-operator")
 IMAGES_MODULE = Path("hack/imagebuild/images.py")
@@ -150,11 +155,15 @@ class Repository:
         flags and every `--word` in its Python strings, shell scripts and Makefile."""
         found: set[str] = set()
         for path in _walk(self.root):
-            if path.parent == HERE:
-                continue  # these tests' own examples of stale flags
+            if path.relative_to(self.root).parts[0] in TEST_FOLDERS:
+                # (a flag only a test names, `--bogus`, is not one a user can give; the
+                # options a test session reads from its pytest plugins are)
+                found.update(_read_options(path) if path.suffix == ".py" else ())
+                continue
             if path.suffix == ".py":
                 found.update(_parser_flags(path))
                 found.update(_string_flags(path))
+                found.update(_read_options(path))
             elif path.suffix == ".sh" or path.name == "Makefile":
                 found.update(FLAG_WORD.findall(path.read_text(encoding="utf-8")))
         return frozenset(found)
@@ -196,6 +205,23 @@ class Repository:
                 return None
             return self._package_of(program)  # its parser may be in a module beside it
         return None
+
+    def verbs(self, program: str) -> dict[str, frozenset[str]] | None:
+        """``verb -> its long flags`` (with the program's own, which every verb takes) for a
+        console script whose module builds its parser in ``parser()`` with subcommands
+        (`dglctl`); None for any other program."""
+        module = self.console_scripts.get(program)
+        if module is None or self.root != REPO_ROOT:
+            return None
+        build = getattr(importlib.import_module(module), "parser", None)
+        top = build() if callable(build) else None
+        if not isinstance(top, argparse.ArgumentParser):
+            return None
+        subs = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            return None
+        own = _long_options(top)
+        return {verb: own | _long_options(p) for verb, p in subs[0].choices.items()}
 
     def _package_of(self, module: str) -> list[Path]:
         top = self.root / module.split(".")[0]
@@ -264,6 +290,10 @@ class Repository:
         return None
 
 
+def _long_options(p: argparse.ArgumentParser) -> frozenset[str]:
+    return frozenset(o for a in p._actions for o in a.option_strings if o.startswith("--"))
+
+
 def _walk(root: Path) -> Iterator[Path]:
     for path in root.iterdir():
         if path.name in SKIPPED_DIRS or path.name.endswith(".egg-info"):
@@ -310,6 +340,20 @@ def _parser_flags(path: Path) -> set[str]:
         )
         for arg in _strings(node.args)
         if arg.startswith("--")
+    }
+
+
+def _read_options(path: Path) -> set[str]:
+    """The options a pytest session reads, `config.getoption("k8s_kubeconfig")`, as flags
+    (`--k8s-kubeconfig`: a plugin's, pytest-kubernetes')."""
+    return {
+        "--" + name.replace("_", "-")
+        for node in _nodes(path)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "getoption"
+        for name in _strings(node.args[:1])
+        if not name.startswith("-")
     }
 
 
