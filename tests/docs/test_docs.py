@@ -1,8 +1,9 @@
 """The documents name only what the code has: repository paths and Python modules that exist
 (and no near miss of a top-level folder, `doc/`), `make` targets and variables of the Makefile,
 flags our programs' parsers define (each of dglctl's verbs its own; in YAML `args:` lists too;
-never a flag only a test names), values of the chart. The truth is read from the code (tests/docs/truth.py); a document's names from its
-code spans and code blocks (tests/docs/references.py); the rules are tests/docs/checks.py."""
+never a flag only a test names), values of the chart. The truth is read from the code
+(tests/docs/truth.py); a document's names from its code spans and code blocks
+(tests/docs/references.py); the rules are tests/docs/checks.py."""
 
 from __future__ import annotations
 
