@@ -78,6 +78,7 @@ def job_row(job: dict[str, Any], wide: bool, with_ns: bool) -> list[str]:
         meta["name"],
         st.get("phase") or "",
         workers,
+        (st.get("elastic") or {}).get("scale") or "",
         str(st.get("restartCount") or 0),
         st.get("progress") or "",
         JobProgress.of(job).eta,
@@ -89,7 +90,8 @@ def job_row(job: dict[str, Any], wide: bool, with_ns: bool) -> list[str]:
 
 
 def jobs_table(jobs: list[dict[str, Any]], wide: bool, with_ns: bool) -> str:
-    head = ["NAME", "PHASE", "WORKERS", "RESTARTS", "PROGRESS", "ETA", "AGE"] + (
+    # kubectl get dglj's columns (the CRD's additionalPrinterColumns), in its order
+    head = ["NAME", "PHASE", "WORKERS", "SCALE", "RESTARTS", "PROGRESS", "ETA", "AGE"] + (
         ["RESULTS"] if wide else []
     )
     return table(

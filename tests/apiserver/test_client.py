@@ -121,7 +121,7 @@ def test_create_from_a_yaml_path_a_dict_and_the_typed_spec(
     listed = dglctl(control_plane, namespace, "list")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
-    head = ["NAME", "PHASE", "WORKERS", "RESTARTS", "PROGRESS", "ETA", "AGE"]
+    head = ["NAME", "PHASE", "WORKERS", "SCALE", "RESTARTS", "PROGRESS", "ETA", "AGE"]
     assert lines[0].split() == head
     assert [ln.split()[0] for ln in lines[1:]] == ["from-dict", "from-spec", "from-yaml"]
     as_json = json.loads(dglctl(control_plane, namespace, "get", "from-dict", "-o", "json").stdout)

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
+import yaml
 
 from dgl_operator import cli
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_durations_as_kubectl_takes_them() -> None:
@@ -33,7 +37,7 @@ def test_the_jobs_table() -> None:
         "metadata": {"name": "gnn", "namespace": "a", "creationTimestamp": None},
         "status": {
             "phase": "Training", "restartCount": 1, "progress": "5/5 train: epoch 2/6",
-            "replicaStatuses": {"Worker": {"ready": "2/2"}},
+            "replicaStatuses": {"Worker": {"ready": "2/2"}}, "elastic": {"scale": "2/3"},
             "results": "gnn-results:/runs/x/output",
             "progressDetail": {"step": 5, "steps": 5, "stepName": "train", "percentage": 86,
                                "stepRemainingSeconds": 250, "estimatedRemainingSeconds": 250},
@@ -41,10 +45,11 @@ def test_the_jobs_table() -> None:
     }  # fmt: skip
     lines = cli.jobs_table([job], wide=True, with_ns=True).splitlines()
     assert lines[0].split() == [
-        "NAMESPACE", "NAME", "PHASE", "WORKERS", "RESTARTS", "PROGRESS", "ETA", "AGE", "RESULTS",
+        "NAMESPACE", "NAME", "PHASE", "WORKERS", "SCALE", "RESTARTS", "PROGRESS", "ETA", "AGE",
+        "RESULTS",
     ]  # fmt: skip
     assert re.split(r"\s{3,}", lines[1]) == [
-        "a", "gnn", "Training", "2/2", "1", "5/5 train: epoch 2/6", "4m10s", "<unknown>",
+        "a", "gnn", "Training", "2/2", "2/3", "1", "5/5 train: epoch 2/6", "4m10s", "<unknown>",
         "gnn-results:/runs/x/output",
     ]  # fmt: skip
     assert lines[1].index("Training") == lines[0].index("PHASE")  # (aligned)
@@ -88,3 +93,14 @@ def test_the_global_flags_go_before_or_after_the_verb(argv: list[str], namespace
 def test_the_kubeconfig_after_the_verb_is_the_one_read(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["list", "--kubeconfig", "/nonexistent/after"]) == 1
     assert capsys.readouterr().err == "error: the kubeconfig /nonexistent/after does not exist\n"
+
+
+def test_the_jobs_table_has_kubectl_s_columns_in_its_order() -> None:
+    """dglctl list shows what `kubectl get dglj` shows (the CRD's printer columns), AGE and
+    the wide-only RESULTS at the end as kubectl's own tables."""
+    crd = yaml.safe_load((REPO / "charts/dgl-operator/crds/qihoo.net_dgljobs.yaml").read_text())
+    columns = crd["spec"]["versions"][0]["additionalPrinterColumns"]
+    normal = [c["name"].upper() for c in columns if not c.get("priority") and c["name"] != "Age"]
+    wide = [c["name"].upper() for c in columns if c.get("priority")]
+    head = cli.jobs_table([], wide=True, with_ns=False).split()
+    assert head == ["NAME", *normal, "AGE", *wide]
