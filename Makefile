@@ -26,7 +26,7 @@ export DGL_OPERATOR_CACHE := $(CACHE)
 export DGL_PYTHON := $(DGL_VENV)/bin/python
 export OPERATOR_PYTHON := $(BIN)/python
 
-.PHONY: help venv dgl-venv k8s-binaries scheduler-plugins kueue network-policies images lint typecheck unit test bench demo demo-large demo-local \
+.PHONY: help venv dgl-venv k8s-binaries scheduler-plugins kueue network-policies images release lint typecheck unit test bench demo demo-large demo-local \
         cluster-up cluster-down control-plane-up control-plane-down clean-venvs check check-tests flake-hunt soak
 # The preflight of each entry point comes first among its prerequisites, and make (never run
 # with -j here) takes them in order: nothing is built or started before it has passed.
@@ -47,6 +47,8 @@ help:
 	@echo "make bench         - every benchmark under bench/ to its end, then one summary table"
 	@echo "                     (bench-results/summary.json and .html; LARGE=1: demo-large's too;"
 	@echo "                     RESUME=1: only those without an exit 0 there, after a stop)"
+	@echo "make release       - dist/dgl-operator-<version>/: the wheel, the chart archive, the"
+	@echo "                     images as OCI archives, push.sh REGISTRY (writes the chart values)"
 	@echo "make cluster-up    - start the single-node Kubernetes (make cluster-down stops it)"
 	@echo "                     (NODES=3 SCHEDULER_PLUGINS=1: three nodes, the Coscheduling scheduler;"
 	@echo "                      KUEUE=1: Kueue's manager and CRDs)"
@@ -118,7 +120,7 @@ CHECK_TESTS := tests/clock tests/workqueue tests/kubeclient tests/informers test
 	tests/podprogram tests/watcher_loop tests/kubectl_download tests/distpart tests/test_layering.py \
 	tests/test_packages.py tests/test_pod_contract.py tests/test_fakekube.py tests/test_prereqs.py \
 	tests/test_support_waiting.py tests/localcluster/test_stuck.py tests/localcluster/test_node_layout.py \
-	tests/localcluster/test_kubectl.py tests/localcluster/test_ports.py \
+	tests/localcluster/test_kubectl.py tests/localcluster/test_ports.py tests/localcluster/test_disk.py \
 	tests/test_demo_large.py tests/client tests/outofcore tests/test_bench.py tests/test_class_names.py tests/docs \
 	tests/soak tests/test_flake_hunt.py tests/workeragent tests/dglprocess
 check-tests: venv
@@ -153,6 +155,10 @@ soak: preflight-soak venv dgl-venv k8s-binaries scheduler-plugins kueue network-
 images: venv dgl-venv
 	hack/tools.sh debootstrap gcc >/dev/null
 	$(BIN)/python hack/build_images.py >/dev/null
+
+# Every artifact a platform team installs from, versioned once (setup.cfg): hack/release.py
+release: preflight-release venv dgl-venv
+	$(BIN)/python hack/release.py
 
 # JOB: the DGLJob manifest to run (e.g. examples/graphsage/dgljob-parmetis.yaml)
 JOB ?= examples/graphsage/dgljob.yaml

@@ -339,6 +339,12 @@ ENTRY_POINTS: dict[str, EntryPoint] = {
             "make cluster-up KUEUE=1 and make demo-large KUEUE=1 (added to theirs)",
         ),
         EntryPoint(
+            "release",
+            (*_IMAGES, "helm"),
+            (*_IMAGE_CODE, "hack/release.py"),
+            "make release: the wheel, the chart archive, the images' OCI archives, push.sh",
+        ),
+        EntryPoint(
             "demo",
             (*_NODE, *_IMAGES, "helm"),
             (*_CLUSTER_CODE, *_IMAGE_CODE, "hack/prereqs.py"),
