@@ -979,3 +979,20 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
         else:
             base[k] = v
     return base
+
+
+def notes(helm: Helm, *sets: str) -> str:
+    args = ["install", "x", str(CHART), "-n", "dgl-system", "--dry-run=client"]
+    out = helm.run(*args, *[a for s in sets for a in ("--set", s)]).stdout
+    return out.split("NOTES:", 1)[1]
+
+
+def test_the_notes_run_the_example_with_the_image_of_the_releases_registry(helm: Helm) -> None:
+    """Installed with push.sh's values (the images in a registry of yours), NOTES.txt rewrites
+    the example's image to that registry; installed as it is, the example runs unchanged."""
+    own = notes(helm, "image.repository=reg.example:5000/ml/dgl-operator")
+    assert "sed 's#image: dgloperator/#image: reg.example:5000/ml/#' examples/graphsage" in own
+    assert "kubectl apply -f examples/graphsage/dgljob.yaml" not in own
+    default = notes(helm)
+    assert "kubectl apply -f examples/graphsage/dgljob.yaml" in default and "sed " not in default
+    assert "(Phase, Workers ready, Scale, Restarts, Progress, ETA)" in default
