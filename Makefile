@@ -122,7 +122,7 @@ CHECK_TESTS := tests/clock tests/workqueue tests/kubeclient tests/informers test
 	tests/test_support_waiting.py tests/localcluster/test_stuck.py tests/localcluster/test_node_layout.py \
 	tests/localcluster/test_kubectl.py tests/localcluster/test_ports.py tests/localcluster/test_disk.py \
 	tests/test_demo_large.py tests/client tests/outofcore tests/test_bench.py tests/test_class_names.py tests/docs \
-	tests/soak tests/test_flake_hunt.py tests/workeragent tests/dglprocess
+	tests/soak tests/test_flake_hunt.py tests/workeragent tests/dglprocess tests/test_release.py
 check-tests: venv
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(CHECK_TESTS)
 
