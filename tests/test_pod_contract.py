@@ -24,6 +24,7 @@ import yaml
 from controller.api import DGLJob, parse_job
 from controller.builders import BuildOptions
 from controller.builders.desired import Desired, desired
+from controller.builders.meta import CONFIG_VOLUME
 from controller.features.storage import results_location
 from controller.features.transfer import DGLRUN_TRANSFER
 from controller.status.conditions import (
@@ -199,7 +200,7 @@ def _seen(pod: dict[str, Any], d: Desired, container: dict[str, Any] | None = No
     folders: dict[str, dict[str, Any]] = {}
     for mount in container.get("volumeMounts") or []:
         volume, at = volumes[mount["name"]], mount["mountPath"]
-        if "configMap" in volume:
+        if "configMap" in volume and mount["name"] == CONFIG_VOLUME:  # the operator's
             assert d.config_map is not None
             assert volume["configMap"]["name"] == d.config_map["metadata"]["name"]
             for item in volume["configMap"]["items"]:
@@ -210,7 +211,7 @@ def _seen(pod: dict[str, Any], d: Desired, container: dict[str, Any] | None = No
             )
             for item in volume["secret"]["items"]:
                 files[f"{at}/{item['path']}"] = (TOKEN, item.get("mode"))
-        else:
+        else:  # (also a template's own ConfigMap, e.g. examples/minimal's script)
             folders[at] = volume
     return Seen(container, _env(container), files, folders)
 
