@@ -500,6 +500,18 @@ def main() -> int:
     return failed
 
 
+def page_cache_fraction_for(capacity: int) -> float:
+    """The smallest ``--page-cache-fraction`` for which dglrun sizes buffer order's buffer at
+    ``capacity`` partitions (launcher.plans.memory.buffer_capacity: the rule is said there)."""
+    for held in range(1, BUFFER_PARTITIONS + 1):
+        if memplan.buffer_capacity(held / BUFFER_PARTITIONS) == capacity:
+            return held / BUFFER_PARTITIONS
+    raise SystemExit(
+        f"out_of_core_bench: --buffer-capacities: no page cache fraction gives a buffer of "
+        f"{capacity} of {BUFFER_PARTITIONS} partitions"
+    )
+
+
 def prune_storage(storage: Path, graphs: Iterable[Path]) -> None:
     """Remove the storages of the graphs this run does not bench: each graph's runs have one
     (``storage/<graph folder>``), whose partition cache holds GiBs (their partitions for every
@@ -598,9 +610,8 @@ def bench_graph(py: str, a: argparse.Namespace, kind: str, chunked: Path) -> int
         label = f"buffer, {f:g} x features"  # (its buffer: the share the limit has room for)
         rows.append(run(py, a, chunked, work, True, limit, label, BUFFER, fraction=f))
         for c in (int(x) for x in a.buffer_capacities.split(",") if x):
-            # (dglrun sizes the buffer from --page-cache-fraction: held partitions less one)
-            held = (c + 1) / BUFFER_PARTITIONS
             label = f"buffer, {f:g} x, buffer {c}"
+            held = page_cache_fraction_for(c)
             rows.append(run(py, a, chunked, work, True, limit, label, BUFFER, fraction=held))
     if a.readahead:  # the page-fault reads' other mode (outofcore.patch.READS_ENV)
         other = next(r for r in READS if r != DEFAULT_READS)

@@ -22,7 +22,7 @@ from typing import Any
 from localcluster.cluster import CACHE, ClusterError
 
 GiB = 1 << 30
-EVICTION_SHARE = 0.01  # node.py's evictionHard nodefs.available and imagefs.available: 1%
+EVICTION_SHARE = 0.01  # each node's kubelet's evictionHard nodefs/imagefs thresholds (node.py)
 # What a `make test` run writes at its peak (images rebuilt after a change, graphs, partitions,
 # checkpoints, pod logs, pytest's folders), with room to spare: the free space fell by 11.8 GiB
 # at most in a whole run here (2026-12-08, a new venv and the images rebuilt included)

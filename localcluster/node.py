@@ -446,9 +446,9 @@ class Node:
             "resolvConf": "/etc/resolv.conf",
             "evictionHard": {
                 "memory.available": EVICTION_MEMORY,
-                "nodefs.available": "1%",
-                "imagefs.available": "1%",
-                "nodefs.inodesFree": "1%",
+                "nodefs.available": f"{disk.EVICTION_SHARE:.0%}",
+                "imagefs.available": f"{disk.EVICTION_SHARE:.0%}",
+                "nodefs.inodesFree": f"{disk.EVICTION_SHARE:.0%}",
             },
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,

@@ -299,3 +299,17 @@ def test_the_out_of_core_bench_keeps_the_storage_of_the_graphs_it_benches_only(
     assert sorted(p.name for p in storage.iterdir()) == ["products-n1000"]
     assert (storage / "products-n1000" / "part0").is_dir()
     prune_storage(tmp_path / "none", graphs)  # (no storage yet: nothing to do)
+
+
+def test_the_ooc_bench_asks_dglrun_for_a_buffer_of_the_size_it_names() -> None:
+    """--buffer-capacities C: the page cache fraction dglrun sizes a buffer of C from (its rule,
+    launcher.plans.memory.buffer_capacity, is not restated there); a size no fraction gives is
+    refused naming the flag."""
+    from launcher.plans.memory import buffer_capacity
+
+    page_cache_fraction_for = scripts.load(BENCH / "out_of_core_bench.py").page_cache_fraction_for
+    for c in (1, 5, 6, 7):
+        assert buffer_capacity(page_cache_fraction_for(c)) == c
+    assert page_cache_fraction_for(5) == 0.375
+    with pytest.raises(SystemExit, match="--buffer-capacities: no page cache fraction"):
+        page_cache_fraction_for(15)

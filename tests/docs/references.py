@@ -63,8 +63,7 @@ def spans(doc: str, text: str) -> list[Span]:
     pending: tuple[int, str] | None = None  # a fenced command continued on the next line
     yaml_block: list[tuple[int, str]] | None = None  # the lines of a ```yaml block
     for number, line in enumerate(text.splitlines(), start=1):
-        fence = FENCE.match(line)
-        if fence:
+        if FENCE.match(line):
             in_fence = not in_fence
             if in_fence and line.strip()[3:].strip().lower() in ("yaml", "yml"):
                 yaml_block = []
